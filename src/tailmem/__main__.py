@@ -1,0 +1,3 @@
+from tailmem.cli import main
+
+raise SystemExit(main())
