@@ -179,6 +179,12 @@ def test_bios_text_states_all_six_facts(ds_para):
     assert len(bios_text(ds_para)) == ds_para.n_people
 
 
+def test_bios_text_is_available_without_training_on_bios(ds10):
+    (text,) = bios_text(ds10, people=[3])
+    assert text.startswith(ds10.people.name(3)) and text.count(". ") == 5
+    assert not (ds10.item_kind == KIND_BIO).any()
+
+
 # --------------------------------------------------------------------------- evaluation set
 
 
@@ -317,6 +323,8 @@ def test_cache_is_reused_and_keyed_by_the_config(tmp_path, monkeypatch):
     changed = [dataclasses.replace(cfg, **{k: v}) for k, v in [("seed", 1), ("n_qa", 12)]]
     prints = {bios.fingerprint(c) for c in [cfg, *changed]}
     assert len(prints) == 3
+    same = dataclasses.replace(cfg, frequency_exponent=1, tokenizer_path=None)
+    assert bios.fingerprint(same) == bios.fingerprint(cfg)
     meta = json.loads((first.path / "meta.json").read_text())
     assert meta["fingerprint"] == bios.fingerprint(cfg) and meta["n_people"] == 64
     assert (first.path / "tokenizer.json").is_file()
@@ -338,6 +346,14 @@ def test_corrupt_cache_raises_data_error_and_rebuild_repairs_it(tmp_path):
     with pytest.raises(DataError, match=r"meta\.json unreadable"):
         build_dataset(cfg, tmp_path)
     assert not [p for p in tmp_path.iterdir() if p.name.startswith(".")]
+    fresh = build_dataset(cfg, tmp_path, rebuild=True)
+    meta = json.loads((fresh.path / "meta.json").read_text())
+    meta["fingerprint"] = "0" * 64
+    (fresh.path / "meta.json").write_text(json.dumps(meta))
+    with pytest.raises(DataError, match="built from a different config"):
+        build_dataset(cfg, tmp_path)
+    with pytest.raises(DataError, match="does not exist"):
+        bios.load_dataset(tmp_path / "nothing")
 
 
 def test_given_tokenizer_file_is_used_and_fingerprinted(tmp_path, ds10):
@@ -434,3 +450,12 @@ def test_concat_rows_matches_list_concatenation():
         pieces = [t.row(ix[i]).tolist() for t, ix in zip(tables, index, strict=True)]
         assert out.row(i).tolist() == [t for piece in pieces for t in piece]
         assert starts[i].tolist() == [0, len(pieces[0]), len(pieces[0]) + len(pieces[1])]
+
+
+@pytest.mark.slow
+def test_paper_scale_m15_counts(tmp_path):
+    ds = build_dataset(BiosConfig(m=15), tmp_path)
+    assert ds.n_people == 32768 and len(ds.eval_items) == 6 * 32768
+    assert len(ds.train_items) == 1_671_168
+    per_person = np.bincount(ds.arrays["item_person"][ds.train_items], minlength=32768)
+    assert per_person[0] == 196_608 and np.all(per_person[16384:] == 6)

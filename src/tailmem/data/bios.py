@@ -99,6 +99,23 @@ N_VERIFY_ROWS = 256
 KIND_QA = 0
 KIND_BIO = 1
 
+# The arrays of a data set, each stored as <name>.npy in the cache entry.
+ARRAYS = (
+    "group_of_person",
+    "name_parts",
+    "attr_values",
+    "bio_templates",
+    "item_tokens",
+    "item_offsets",
+    "item_loss_start",
+    "item_kind",
+    "item_person",
+    "item_attr",
+    "item_template",
+    "train_items",
+    "eval_items",
+)
+
 
 # Sub-stream tags: each random decision has its own generator derived from (seed, tag), so
 # changing one option (say the template count) does not reshuffle the people.
@@ -395,29 +412,28 @@ class People:
         return bio_text(sentences, self.name(person), values)
 
 
-def generate(cfg: BiosConfig, tokenizer: Tokenizer | None = None) -> dict[str, object]:
-    """Build the whole data set in memory (a pure function of ``cfg`` and the tokenizer).
+@dataclass(frozen=True)
+class _Pieces:
+    """Token ids tokenized once and shared by every row that uses them."""
 
-    Returns the arrays named in ``ARRAYS`` plus ``pools``, ``tokenizer`` and ``eos_id``.
-    Without ``tokenizer`` a BPE is trained on :func:`tokenizer_corpus`.
+    literals: Ragged
+    names_spaced: Ragged
+    values: Ragged
+    value_row: np.ndarray
+    eos: Ragged
+
+
+def _qa_table(
+    cfg: BiosConfig, groups: np.ndarray, pieces: _Pieces, dtype: type
+) -> dict[str, np.ndarray]:
+    """Rows of every distinct (person, attribute, template) in training or evaluation.
+
+    A row is ``prefix, " " + name, suffix, " " + value, EOS``; ``loss_start`` is where the value
+    begins. ``train`` holds the row of every training sample, ``eval`` the row asked for each
+    (person, attribute).
     """
-    cfg.validate()
-    pools = make_config_pools(cfg)
-    name_parts, attr_values = sample_people(cfg, pools)
-    n_people = len(name_parts)
-    n_var = cfg.bio_variants
-    bio_templates = _rng(cfg.seed, _RNG_BIOS).integers(
-        N_BIO_TEMPLATES, size=(n_people * n_var, N_ATTRIBUTES)
-    )
-    people = People(pools, name_parts, attr_values, bio_templates, n_var)
-    groups = group_of_person(cfg.m)
-    if tokenizer is None:
-        tokenizer = train_bpe(tokenizer_corpus(pools), cfg.vocab_size, cfg.eos_token)
-    eos = token_id(tokenizer, cfg.eos_token)
-    dtype = token_dtype(tokenizer.get_vocab_size())
-
-    # QA rows: one per distinct (person, attribute, template) in training or evaluation.
-    person, attr, template, per_person, first_item = _qa_training_items(cfg, groups)
+    n_people = len(groups)
+    person, attr, template, _, first_item = _qa_training_items(cfg, groups)
     eval_template = _eval_templates(cfg, template, first_item)
     eval_person = np.repeat(np.arange(n_people), N_ATTRIBUTES)
     eval_attr = np.tile(np.arange(N_ATTRIBUTES), n_people)
@@ -427,64 +443,111 @@ def generate(cfg: BiosConfig, tokenizer: Tokenizer | None = None) -> dict[str, o
             (eval_person * N_ATTRIBUTES + eval_attr) * N_QA_TEMPLATES + eval_template.ravel(),
         ]
     )
-    qa_keys, qa_index = _dense_unique(keys, n_people * N_ATTRIBUTES * N_QA_TEMPLATES)
+    qa_keys, row_of_key = _dense_unique(keys, n_people * N_ATTRIBUTES * N_QA_TEMPLATES)
     qa_person = qa_keys // (N_ATTRIBUTES * N_QA_TEMPLATES)
     qa_attr = qa_keys // N_QA_TEMPLATES % N_ATTRIBUTES
     qa_template = qa_keys % N_QA_TEMPLATES
-
-    # Pieces, each tokenized once: template literals, name words, date parts, pool values.
-    names_spaced = _name_tokens(tokenizer, pools, name_parts, dtype, spaced=True)
-    values, value_row = _value_tokens(tokenizer, pools, attr_values, dtype)
-    literals = encode_pieces(tokenizer, _literals(), dtype)
-    eos_piece = Ragged(np.array([eos], dtype=dtype), np.array([0, 1], dtype=np.int64))
-    n_qa_slots = N_ATTRIBUTES * N_QA_TEMPLATES
     slot = qa_attr * N_QA_TEMPLATES + qa_template
-    qa_rows, qa_starts = concat_rows(
+    rows, starts = concat_rows(
         [
-            (literals, slot),
-            (names_spaced, qa_person),
-            (literals, n_qa_slots + slot),
-            (values, value_row[qa_person, qa_attr]),
-            (eos_piece, np.zeros(len(qa_keys), dtype=np.int64)),
+            (pieces.literals, slot),
+            (pieces.names_spaced, qa_person),
+            (pieces.literals, N_ATTRIBUTES * N_QA_TEMPLATES + slot),
+            (pieces.values, pieces.value_row[qa_person, qa_attr]),
+            (pieces.eos, np.zeros(len(qa_keys), dtype=np.int64)),
         ],
         dtype,
     )
-    tables = [qa_rows]
-    loss_start = [qa_starts[:, 3]]
-    kind = [np.full(len(qa_keys), KIND_QA)]
-    item_person, item_attr, item_template = [qa_person], [qa_attr], [qa_template]
-    train_items = [qa_index[: len(person)]]
+    return {
+        "rows": rows,
+        "loss_start": starts[:, 3],
+        "person": qa_person,
+        "attr": qa_attr,
+        "template": qa_template,
+        "train": row_of_key[: len(person)],
+        "eval": row_of_key[len(person) :],
+    }
 
+
+def _bio_table(
+    cfg: BiosConfig,
+    people: People,
+    groups: np.ndarray,
+    pieces: _Pieces,
+    tokenizer: Tokenizer,
+    dtype: type,
+) -> dict[str, np.ndarray]:
+    """Rows of the ``bio_variants`` biographies of every person (``person * V + variant``).
+
+    ``train`` holds, for every selection ``s`` of every person, the row of variant ``s mod V``.
+    """
+    n_people, n_var = len(groups), cfg.bio_variants
+    bio_person = np.repeat(np.arange(n_people), n_var)
+    names_bare = _name_tokens(tokenizer, people.pools, people.name_parts, dtype, spaced=False)
+    base = 2 * N_ATTRIBUTES * N_QA_TEMPLATES
+    n_bio_slots = N_ATTRIBUTES * N_BIO_TEMPLATES
+    parts = []
+    for a in range(N_ATTRIBUTES):
+        slot = a * N_BIO_TEMPLATES + people.bio_templates[:, a]
+        parts += [
+            (names_bare if a == 0 else pieces.names_spaced, bio_person),
+            (pieces.literals, base + slot),
+            (pieces.values, pieces.value_row[bio_person, a]),
+            (pieces.literals, base + n_bio_slots + slot),
+        ]
+    parts.append((pieces.eos, np.zeros(len(bio_person), dtype=np.int64)))
+    rows, _ = concat_rows(parts, dtype)
+    per_person = selections_per_group(cfg.m, cfg.frequency_exponent)[groups]
+    selection = np.arange(int(per_person.sum())) - np.repeat(
+        np.cumsum(per_person) - per_person, per_person
+    )
+    sel_person = np.repeat(np.arange(n_people), per_person)
+    return {
+        "rows": rows,
+        "loss_start": np.ones(len(bio_person), dtype=np.int64),
+        "person": bio_person,
+        "attr": np.full(len(bio_person), -1),
+        "template": np.tile(np.arange(n_var), n_people),
+        "train": sel_person * n_var + selection % n_var,
+    }
+
+
+def generate(cfg: BiosConfig, tokenizer: Tokenizer | None = None) -> dict[str, object]:
+    """Build the whole data set in memory (a pure function of ``cfg`` and the tokenizer).
+
+    Returns ``{"arrays": {name: array for name in ARRAYS}, "pools", "tokenizer", "eos_id"}``.
+    Without ``tokenizer`` a BPE is trained on :func:`tokenizer_corpus`.
+    """
+    cfg.validate()
+    pools = make_config_pools(cfg)
+    name_parts, attr_values = sample_people(cfg, pools)
+    n_people = len(name_parts)
+    bio_templates = _rng(cfg.seed, _RNG_BIOS).integers(
+        N_BIO_TEMPLATES, size=(n_people * cfg.bio_variants, N_ATTRIBUTES)
+    )
+    people = People(pools, name_parts, attr_values, bio_templates, cfg.bio_variants)
+    groups = group_of_person(cfg.m)
+    if tokenizer is None:
+        tokenizer = train_bpe(tokenizer_corpus(pools), cfg.vocab_size, cfg.eos_token)
+    eos = token_id(tokenizer, cfg.eos_token)
+    dtype = token_dtype(tokenizer.get_vocab_size())
+    values, value_row = _value_tokens(tokenizer, pools, attr_values, dtype)
+    pieces = _Pieces(
+        literals=encode_pieces(tokenizer, _literals(), dtype),
+        names_spaced=_name_tokens(tokenizer, pools, name_parts, dtype, spaced=True),
+        values=values,
+        value_row=value_row,
+        eos=Ragged(np.array([eos], dtype=dtype), np.array([0, 1], dtype=np.int64)),
+    )
+    tables = [_qa_table(cfg, groups, pieces, dtype)]
     if cfg.train_on == "qa+bios":
-        bio_person = np.repeat(np.arange(n_people), n_var)
-        names_bare = _name_tokens(tokenizer, pools, name_parts, dtype, spaced=False)
-        base = 2 * n_qa_slots
-        n_bio_slots = N_ATTRIBUTES * N_BIO_TEMPLATES
-        parts = []
-        for a in range(N_ATTRIBUTES):
-            bio_slot = a * N_BIO_TEMPLATES + bio_templates[:, a]
-            parts += [
-                (names_bare if a == 0 else names_spaced, bio_person),
-                (literals, base + bio_slot),
-                (values, value_row[bio_person, a]),
-                (literals, base + n_bio_slots + bio_slot),
-            ]
-        parts.append((eos_piece, np.zeros(len(bio_person), dtype=np.int64)))
-        bio_rows, _ = concat_rows(parts, dtype)
-        tables.append(bio_rows)
-        loss_start.append(np.ones(len(bio_person), dtype=np.int64))
-        kind.append(np.full(len(bio_person), KIND_BIO))
-        item_person.append(bio_person)
-        item_attr.append(np.full(len(bio_person), -1))
-        item_template.append(np.tile(np.arange(n_var), n_people))
-        n_selections = int(per_person.sum())
-        selection = np.arange(n_selections) - np.repeat(
-            np.cumsum(per_person) - per_person, per_person
-        )
-        sel_person = np.repeat(np.arange(n_people), per_person)
-        train_items.append(len(qa_keys) + sel_person * n_var + selection % n_var)
+        tables.append(_bio_table(cfg, people, groups, pieces, tokenizer, dtype))
+    first_row = np.cumsum([0] + [len(t["rows"]) for t in tables])
+    items = stack_rows([t["rows"] for t in tables])
 
-    items = stack_rows(tables)
+    def joined(key: str, dtype: type) -> np.ndarray:
+        return np.concatenate([t[key] for t in tables]).astype(dtype)
+
     arrays = {
         "group_of_person": groups.astype(np.int32),
         "name_parts": name_parts.astype(np.int32),
@@ -492,13 +555,17 @@ def generate(cfg: BiosConfig, tokenizer: Tokenizer | None = None) -> dict[str, o
         "bio_templates": bio_templates.astype(np.int8),
         "item_tokens": items.flat,
         "item_offsets": items.offsets,
-        "item_loss_start": np.concatenate(loss_start).astype(np.int32),
-        "item_kind": np.concatenate(kind).astype(np.int8),
-        "item_person": np.concatenate(item_person).astype(np.int32),
-        "item_attr": np.concatenate(item_attr).astype(np.int8),
-        "item_template": np.concatenate(item_template).astype(np.int8),
-        "train_items": np.concatenate(train_items).astype(np.int32),
-        "eval_items": qa_index[len(person) :].astype(np.int32),
+        "item_loss_start": joined("loss_start", np.int32),
+        "item_kind": np.repeat([KIND_QA, KIND_BIO][: len(tables)], np.diff(first_row)).astype(
+            np.int8
+        ),
+        "item_person": joined("person", np.int32),
+        "item_attr": joined("attr", np.int8),
+        "item_template": joined("template", np.int8),
+        "train_items": np.concatenate(
+            [t["train"] + first for t, first in zip(tables, first_row, strict=False)]
+        ).astype(np.int32),
+        "eval_items": tables[0]["eval"].astype(np.int32),
     }
     _verify_composition(arrays, people, tokenizer, eos)
     return {"arrays": arrays, "pools": pools, "tokenizer": tokenizer, "eos_id": eos}
@@ -610,6 +677,8 @@ def fingerprint(cfg: BiosConfig) -> str:
     """SHA-256 over the data format version, the config and the given tokenizer file's bytes."""
     config = dataclasses.asdict(cfg)
     tokenizer_path = config.pop("tokenizer_path")
+    for name in ("frequency_exponent", "middle_name_prob"):  # 1 and 1.0 are the same data
+        config[name] = float(config[name])
     record = {
         "format": DATA_FORMAT,
         "version": DATA_VERSION,
@@ -625,11 +694,6 @@ def _tokenizer_sha(path: str) -> str:
     return file_sha256(path)
 
 
-def cache_entry(cfg: BiosConfig, cache_dir: str | Path) -> Path:
-    """The directory that holds (or will hold) the data set of ``cfg`` in ``cache_dir``."""
-    return Path(cache_dir) / f"bios-m{cfg.m}-{fingerprint(cfg)[:12]}"
-
-
 def build_dataset(cfg: BiosConfig, cache_dir: str | Path, *, rebuild: bool = False) -> BiosDataset:
     """Load the cached data set of ``cfg`` from ``cache_dir``, building it first if needed.
 
@@ -639,12 +703,14 @@ def build_dataset(cfg: BiosConfig, cache_dir: str | Path, *, rebuild: bool = Fal
     replaces it (or any existing entry) with a fresh build.
     """
     cfg.validate()
-    entry = cache_entry(cfg, cache_dir)
+    expected = fingerprint(cfg)
+    entry = Path(cache_dir) / f"bios-m{cfg.m}-{expected[:12]}"
     if entry.exists() and not rebuild:
-        return load_dataset(entry)
+        return load_dataset(entry, expected)
     entry.parent.mkdir(parents=True, exist_ok=True)
     tmp = Path(tempfile.mkdtemp(prefix=f".{entry.name}.tmp-", dir=entry.parent))
     try:
+        tmp.chmod(0o755)
         _write_dataset(cfg, tmp)
         if entry.exists() and rebuild:
             old = Path(tempfile.mkdtemp(prefix=f".{entry.name}.old-", dir=entry.parent))
@@ -657,7 +723,7 @@ def build_dataset(cfg: BiosConfig, cache_dir: str | Path, *, rebuild: bool = Fal
                 raise
     finally:
         shutil.rmtree(tmp, ignore_errors=True)
-    return load_dataset(entry)
+    return load_dataset(entry, expected)
 
 
 def _write_dataset(cfg: BiosConfig, folder: Path) -> None:
@@ -691,9 +757,16 @@ def _write_dataset(cfg: BiosConfig, folder: Path) -> None:
     (folder / "meta.json").write_text(json.dumps(meta, indent=1))
 
 
-def load_dataset(folder: str | Path) -> BiosDataset:
-    """Open a cache entry written by :func:`build_dataset`, checking every file's hash."""
+def load_dataset(folder: str | Path, expected_fingerprint: str | None = None) -> BiosDataset:
+    """Open a cache entry written by :func:`build_dataset`, checking every file's hash.
+
+    With ``expected_fingerprint`` the entry must also have been built from that config.
+    """
     folder = Path(folder)
+    if not folder.is_dir():
+        raise DataError(
+            f"data set {folder} does not exist; expected a directory from build_dataset"
+        )
     meta_path = folder / "meta.json"
     try:
         meta = json.loads(meta_path.read_text())
@@ -708,7 +781,9 @@ def load_dataset(folder: str | Path) -> BiosDataset:
             f"{_corrupt(folder)} (data format version {meta.get('version')}, "
             f"expected {DATA_VERSION})"
         )
-    for name in (*[f"{a}.npy" for a in _ARRAYS], "tokenizer.json", "pools.json"):
+    if expected_fingerprint is not None and meta.get("fingerprint") != expected_fingerprint:
+        raise DataError(f"{_corrupt(folder)} (it was built from a different config)")
+    for name in (*[f"{a}.npy" for a in ARRAYS], "tokenizer.json", "pools.json"):
         path = folder / name
         if not path.is_file():
             raise DataError(f"{_corrupt(folder)} ({name} is missing)")
@@ -716,7 +791,7 @@ def load_dataset(folder: str | Path) -> BiosDataset:
             raise DataError(f"{_corrupt(folder)} ({name} does not match its recorded hash)")
     try:
         cfg = BiosConfig(**meta["config"])
-        arrays = {a: np.load(folder / f"{a}.npy", allow_pickle=False) for a in _ARRAYS}
+        arrays = {a: np.load(folder / f"{a}.npy", allow_pickle=False) for a in ARRAYS}
         pools = Pools.from_json(json.loads((folder / "pools.json").read_text()))
     except (TypeError, ValueError, KeyError) as exc:
         raise DataError(f"{_corrupt(folder)} ({type(exc).__name__}: {exc})") from None
@@ -726,23 +801,6 @@ def load_dataset(folder: str | Path) -> BiosDataset:
 
 def _corrupt(folder: Path) -> str:
     return f"data cache {folder} is corrupt; delete it or build with rebuild=True to regenerate it"
-
-
-_ARRAYS = (
-    "group_of_person",
-    "name_parts",
-    "attr_values",
-    "bio_templates",
-    "item_tokens",
-    "item_offsets",
-    "item_loss_start",
-    "item_kind",
-    "item_person",
-    "item_attr",
-    "item_template",
-    "train_items",
-    "eval_items",
-)
 
 
 # --------------------------------------------------------------------------- the data set
