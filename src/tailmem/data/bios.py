@@ -72,7 +72,7 @@ from tailmem.data.bpe import (
     token_id,
     train_bpe,
 )
-from tailmem.data.pools import MONTHS, Pools, make_pools
+from tailmem.data.pools import MONTHS, VALUE_FORMS, Pools, make_pools
 from tailmem.data.ragged import Ragged, concat_rows, stack_rows
 from tailmem.data.templates import (
     ATTRIBUTES,
@@ -334,16 +334,22 @@ def value_string(pools: Pools, attr: int, index: int) -> str:
 
 
 def tokenizer_corpus(pools: Pools) -> list[str]:
-    """The inventory the BPE is trained on: every value once; months, days and template text twice.
+    """The inventory the BPE is trained on.
 
-    Twice makes every template word, month and day number a candidate for a whole-word token
-    (a merge needs a pair seen twice); names and values appear once, so they keep splitting
-    into the syllable pieces they share with other names.
+    Every distinct word of the pools (names, place and brand words, ...) and every year appears
+    once; months, day numbers, the kind words of values ("University", "ology", "Logistics")
+    and the template text appear twice. A merge needs a pair seen twice, so the repeated pieces
+    can become whole-word tokens while a name, seen once, keeps splitting into the syllable
+    pieces it shares with other names — also when it recurs inside another value (a city in
+    "<City> University").
     """
-    texts = [" " + w for w in pools.first_names + pools.surnames + pools.cities]
-    texts += [" " + w for w in pools.universities + pools.majors + pools.employers]
+    values = pools.first_names + pools.surnames + pools.cities
+    values += pools.universities + pools.majors + pools.employers
+    words = sorted({word for value in values for word in value.split()})
+    texts = [" " + w for w in words]
     texts += [f" {y}" for y in range(pools.birth_year_min, pools.birth_year_max + 1)]
-    common = [" " + month for month in MONTHS] + [f" {d}," for d in range(1, 32)] + _literals()
+    common = [" " + month for month in MONTHS] + [f" {d}," for d in range(1, 32)]
+    common += [form.format("") for form in VALUE_FORMS] + _literals()
     return texts + common + common
 
 

@@ -44,6 +44,9 @@ INDUSTRIES = (
     "Capital", "Media", "Robotics", "Airlines", "Textiles", "Labs", "Holdings", "Insurance",
     "Software", "Mining", "Biotech", "Shipping", "Partners",
 )  # fmt: skip
+INDUSTRY_FORMS = tuple(f"{{}} {w}" for w in INDUSTRIES)
+# Every way a value wraps its distinctive word ("{} University", "{}ology", "{} Logistics").
+VALUE_FORMS = UNIVERSITY_FORMS_CITY + UNIVERSITY_FORMS_SURNAME + MAJOR_FORMS + INDUSTRY_FORMS
 MONTHS = (
     "January", "February", "March", "April", "May", "June", "July", "August", "September",
     "October", "November", "December",
@@ -148,9 +151,17 @@ def make_words(
 def make_combinations(
     rng: np.random.Generator, n: int, stems: Sequence[str], forms: Sequence[str]
 ) -> tuple[str, ...]:
-    """``n`` distinct strings ``form.format(stem)`` with stem and form drawn uniformly."""
+    """``n`` distinct strings ``form.format(stem)``, each form drawn uniformly.
+
+    When there are enough stems every value gets its own stem, so values differ in their first
+    word (and first token) rather than only in the kind word after it.
+    """
     if n > len(stems) * len(forms):
         raise ValueError(f"only {len(stems) * len(forms)} combinations exist, {n} requested")
+    if n <= len(stems):
+        chosen = rng.choice(len(stems), size=n, replace=False)
+        form = rng.integers(len(forms), size=n)
+        return tuple(forms[f].format(stems[s]) for s, f in zip(chosen, form, strict=True))
     values: dict[str, None] = {}
     for _ in range(_MAX_TRIES):
         need = n - len(values)
@@ -188,10 +199,10 @@ def make_pools(
     universities += make_combinations(
         rng, n_universities - n_city_unis, surnames, UNIVERSITY_FORMS_SURNAME
     )
-    roots = make_words(rng, max(n_majors // 2, 1), (2, 2), ("",))
+    roots = make_words(rng, n_majors, (2, 2), ("",))
     majors = make_combinations(rng, n_majors, roots, MAJOR_FORMS)
-    brands = make_words(rng, max(n_employers // 2, 1), (1, 2), BRAND_ENDINGS)
-    employers = make_combinations(rng, n_employers, brands, [f"{{}} {w}" for w in INDUSTRIES])
+    brands = make_words(rng, n_employers, (1, 2), BRAND_ENDINGS)
+    employers = make_combinations(rng, n_employers, brands, INDUSTRY_FORMS)
     return Pools(
         first_names=first,
         surnames=surnames,
