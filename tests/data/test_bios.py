@@ -274,6 +274,16 @@ def test_every_item_appears_once_per_epoch(ds_para):
     assert np.array_equal(seen, expected)
 
 
+def test_a_batch_may_span_several_epochs(cache):
+    ds = build_dataset(BiosConfig(**(SMALL | {"m": 1})), cache)
+    stream = QATrainStream(ds, batch_size=16, seq_len=64, seed=2)
+    assert stream.items_per_epoch == 18 and stream.tokens_per_epoch < 16 * 64 / 2
+    expected = np.concatenate([ds.item(i) for e in range(8) for i in stream.item_order(e)])
+    x, y, _ = stream.batch(1)
+    assert np.array_equal(x.ravel(), expected[16 * 64 : 32 * 64])
+    assert np.array_equal(y.ravel(), expected[16 * 64 + 1 : 32 * 64 + 1])
+
+
 def test_loss_mask_marks_answers_of_items_whose_question_is_in_the_row(ds_para):
     stream = QATrainStream(ds_para, batch_size=3, seq_len=48, seed=1)
     step = 5

@@ -883,6 +883,7 @@ class BiosDataset:
 
     @property
     def n_people(self) -> int:
+        """``2**m`` people."""
         return len(self.group_of_person)
 
     @property

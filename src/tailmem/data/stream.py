@@ -74,6 +74,7 @@ class QATrainStream:
 
     @property
     def items_per_epoch(self) -> int:
+        """Training items (QA samples and biographies, with repetitions) in one epoch."""
         return len(self._train_items)
 
     @property
@@ -97,34 +98,53 @@ class QATrainStream:
             self._epochs[epoch] = (order, starts)
         return self._epochs[epoch]
 
-    def _lookup(self, positions: np.ndarray) -> tuple[np.ndarray, ...]:
-        """Token, item id, offset within the item and global item start of stream positions."""
-        epoch, offset = np.divmod(positions, self.tokens_per_epoch)
-        item = np.empty_like(positions)
-        start = np.empty_like(positions)
-        for e in np.unique(epoch):
-            sel = epoch == e
-            order, starts = self._epoch(int(e))
-            index = np.searchsorted(starts, offset[sel], side="right") - 1
-            item[sel] = order[index]
-            start[sel] = e * self.tokens_per_epoch + starts[index]
-        within = positions - start
-        tokens = self._flat[self._offsets[item] + within].astype(np.int64)
-        return tokens, item, within, start
+    def _span(self, first: int, count: int) -> tuple[np.ndarray, ...]:
+        """Token, item, offset in the item and the item's global start for ``count`` positions.
+
+        The positions ``first .. first + count - 1`` are contiguous, so they are gathered item
+        by item: one binary search per epoch touched, not one per position.
+        """
+        pieces = []
+        position, end = first, first + count
+        while position < end:
+            epoch, offset = divmod(position, self.tokens_per_epoch)
+            base = epoch * self.tokens_per_epoch
+            stop = min(end, base + self.tokens_per_epoch)
+            order, starts = self._epoch(epoch)
+            lo = int(np.searchsorted(starts, offset, side="right")) - 1
+            hi = int(np.searchsorted(starts, stop - base - 1, side="right"))
+            items = order[lo:hi]
+            lengths = self._lengths[items]
+            within = np.arange(int(lengths.sum()), dtype=np.int64)
+            within -= np.repeat(np.cumsum(lengths) - lengths, lengths)
+            keep = slice(offset - int(starts[lo]), offset - int(starts[lo]) + stop - position)
+            item = np.repeat(items, lengths)[keep]
+            within = within[keep]
+            pieces.append(
+                (
+                    self._flat[self._offsets[item] + within].astype(np.int64),
+                    item,
+                    within,
+                    np.repeat(base + starts[lo:hi], lengths)[keep],
+                )
+            )
+            position = stop
+        return tuple(np.concatenate(column) for column in zip(*pieces, strict=True))
 
     def batch(self, step: int) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
         """Inputs ``x``, targets ``y`` (int64) and the boolean ``loss_mask`` of batch ``step``."""
         if step < 0:
             raise ValueError(f"step must be non-negative, got {step}")
-        length = self.seq_len
-        row_start = (step * self.batch_size + np.arange(self.batch_size, dtype=np.int64)) * length
-        positions = row_start[:, None] + np.arange(length + 1, dtype=np.int64)[None, :]
-        tokens, item, within, start = (a.reshape(positions.shape) for a in self._lookup(positions))
-        x, y = tokens[:, :-1], tokens[:, 1:]
+        shape = (self.batch_size, self.seq_len)
+        count = self.batch_size * self.seq_len
+        first = step * count
+        tokens, item, within, start = self._span(first, count + 1)
+        x, y = tokens[:-1].reshape(shape), tokens[1:].reshape(shape)
         if self.loss_on == "all":
-            return x, y, np.ones(x.shape, dtype=bool)
-        item, within, start = item[:, 1:], within[:, 1:], start[:, 1:]
+            return x, y, np.ones(shape, dtype=bool)
+        item, within, start = item[1:], within[1:], start[1:]
+        row_start = first + np.arange(count, dtype=np.int64) // self.seq_len * self.seq_len
         before_eos = within < self._lengths[item] - 1
-        qa = (within >= self._loss_start[item]) & (start >= row_start[:, None])
+        qa = (within >= self._loss_start[item]) & (start >= row_start)
         mask = before_eos & np.where(self._is_qa[item], qa, within >= 1)
-        return x, y, mask
+        return x, y, mask.reshape(shape)
