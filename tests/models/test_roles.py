@@ -449,3 +449,39 @@ def test_roles_table_lists_every_parameter_with_its_source_and_hints():
     assert len(lines) == 3 + len(resolve_roles(model))
     row = next(line for line in lines if line.startswith("transformer.h.1.attn.c_attn.weight"))
     assert "q+k+v" in row and "fan_out_dim=1" in row and f"row_splits=({E}, {E}, {E})" in row
+
+
+# ---------------------------------------------- real Hugging Face models (optional extra)
+
+
+def test_real_hugging_face_models_resolve_like_the_hand_built_trees():
+    transformers = pytest.importorskip("transformers")
+    gpt2 = transformers.GPT2LMHeadModel(
+        transformers.GPT2Config(
+            n_layer=LAYERS, n_embd=E, n_head=2, vocab_size=VOCAB, n_positions=POS
+        )
+    )
+    assert resolve_roles(gpt2) == expected_gpt2("transformer.", tied=True)
+    llama = transformers.LlamaForCausalLM(
+        transformers.LlamaConfig(
+            num_hidden_layers=LAYERS,
+            hidden_size=8,
+            intermediate_size=12,
+            num_attention_heads=4,
+            num_key_value_heads=2,
+            vocab_size=VOCAB,
+            tie_word_embeddings=False,
+        )
+    )
+    assert role_names(llama) == role_names(llama_for_causal_lm())
+    bert = transformers.BertModel(
+        transformers.BertConfig(
+            num_hidden_layers=LAYERS,
+            hidden_size=E,
+            intermediate_size=4 * E,
+            num_attention_heads=2,
+            vocab_size=VOCAB,
+            max_position_embeddings=POS,
+        )
+    )
+    assert role_names(bert) == role_names(bert_model())

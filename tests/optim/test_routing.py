@@ -604,3 +604,60 @@ def test_signgd_needs_an_lr():
         build_optimizer(make_model(), "signgd:*")
     opt = build_optimizer(make_model(), "signgd:*", signgd={"lr": 0.1})
     assert all(g["lr"] == 0.1 for g in opt.param_groups)
+
+
+# ----------------------------------------------------- Hugging Face Trainer (optional extra)
+
+
+def test_hugging_face_trainer_trains_and_resumes_bitwise(tmp_path):
+    transformers = pytest.importorskip("transformers")
+    pytest.importorskip("accelerate")
+
+    class Tokens(torch.utils.data.Dataset):
+        def __len__(self):
+            return 16
+
+        def __getitem__(self, i):
+            x = torch.randint(0, 50, (8,), generator=torch.Generator().manual_seed(i))
+            return {"input_ids": x, "labels": x}
+
+    def run(out, seed, resume=None):
+        torch.manual_seed(seed)
+        config = transformers.GPT2Config(
+            n_layer=2,
+            n_embd=16,
+            n_head=2,
+            vocab_size=50,
+            n_positions=16,
+            resid_pdrop=0.0,
+            embd_pdrop=0.0,
+            attn_pdrop=0.0,
+        )
+        model = transformers.GPT2LMHeadModel(config)
+        opt = build_optimizer(
+            model,
+            "sgd:q,k,v,o,w_in,w_out adamw:*",
+            sgd={"lr": 0.1, "momentum": 0.9},
+            adamw={"lr": 1e-2},
+        )
+        args = transformers.TrainingArguments(
+            output_dir=str(out),
+            per_device_train_batch_size=4,
+            max_steps=6,
+            save_steps=3,
+            warmup_steps=2,
+            report_to=[],
+            use_cpu=True,
+            disable_tqdm=True,
+            seed=0,
+        )
+        trainer = transformers.Trainer(
+            model=model, args=args, train_dataset=Tokens(), optimizers=(opt, None)
+        )
+        trainer.train(resume_from_checkpoint=resume)
+        return model, opt
+
+    full, opt = run(tmp_path / "full", seed=0)
+    assert all(g["lr"] == 0.0 for g in opt.param_groups)  # linear decay ran on every child group
+    resumed, _ = run(tmp_path / "resumed", seed=1, resume=str(tmp_path / "full" / "checkpoint-3"))
+    assert_params_equal(full, resumed)
