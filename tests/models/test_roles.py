@@ -485,3 +485,38 @@ def test_real_hugging_face_models_resolve_like_the_hand_built_trees():
         )
     )
     assert role_names(bert) == role_names(bert_model())
+
+
+def test_wrappers_around_a_model_with_param_roles_use_it_for_its_parameters():
+    wrapper = nn.Module()
+    wrapper._orig_mod = OurGPT()  # what torch.compile's OptimizedModule holds
+    wrapper.classifier = nn.Linear(E, 3)
+    assert naming_scheme(wrapper) == "param_roles"
+    roles = role_names(wrapper)
+    inner = OurGPT().param_roles()
+    assert {n: r for n, r in roles.items() if n.startswith("_orig_mod.")} == {
+        "_orig_mod." + n: r for n, r in inner.items()
+    }
+    assert roles["classifier.weight"] == "other" and roles["classifier.bias"] == "bias"
+    assert list(roles) == [n for n, _ in wrapper.named_parameters()]
+
+
+class Forwarding(nn.Module):
+    """Forwards unknown attributes to the inner module, as torch.compile's OptimizedModule does."""
+
+    def __init__(self, inner):
+        super().__init__()
+        self._orig_mod = inner
+
+    def __getattr__(self, name):
+        try:
+            return super().__getattr__(name)
+        except AttributeError:
+            return getattr(self._orig_mod, name)
+
+
+def test_forwarding_wrapper_keeps_the_roles():
+    compiled = Forwarding(OurGPT())
+    assert callable(compiled.param_roles)  # borrowed from the inner module
+    inner = OurGPT().param_roles()
+    assert role_names(compiled) == {"_orig_mod." + n: r for n, r in inner.items()}

@@ -12,7 +12,10 @@ matrix roles ``q k v o w_in w_gate w_out`` only ever hold parameters with at lea
 :func:`resolve_roles` picks one source for the whole model, the first that applies:
 
 1. the model defines ``param_roles()`` (our GPT): its answer is used as is, and must name every
-   parameter of ``named_parameters()``;
+   parameter of ``named_parameters()``. A wrapper that does not define it but holds such a module
+   (``torch.compile``'s ``_orig_mod``, DDP's ``module``, a task head around our GPT) gets the
+   roles of the outermost such submodules for their parameters, with the prefix added, and the
+   rules below (with the family detected among the remaining names) for the rest;
 2. Hugging Face GPT-2 naming (detected by a ``attn.c_attn.weight`` parameter);
 3. LLaMA naming (detected by a ``q_proj.weight`` parameter; also Mistral, Qwen, Gemma, ...);
 4. BERT naming (detected by a ``attention.self.query.weight`` parameter);
@@ -178,31 +181,50 @@ _NORM_ATTR = re.compile(r"ln(?:_\w+|\d*)")
 
 def naming_scheme(model: nn.Module) -> str:
     """Which role source :func:`resolve_roles` uses for ``model`` (one of :data:`SCHEMES`)."""
-    if callable(getattr(model, "param_roles", None)):
+    if _role_owners(model):
         return "param_roles"
-    names = [name for name, _ in model.named_parameters()]
-    for scheme, sentinel in _SENTINELS.items():
-        if any(sentinel.search(name) for name in names):
-            return scheme
-    return "generic"
+    return _family([name for name, _ in model.named_parameters()])
 
 
 def resolve_roles(model: nn.Module) -> dict[str, ParamRole]:
-    """Map every name of ``model.named_parameters()`` to its :class:`ParamRole`.
+    """Map every name of ``model.named_parameters()`` to its :class:`ParamRole`, in that order.
 
     See the module docstring for the order of sources and the per-parameter rules. Raises
     ValueError when a model's own ``param_roles()`` is incomplete or inconsistent (a bug in the
     model class, not bad user input).
     """
-    scheme = naming_scheme(model)
     params = dict(model.named_parameters())
-    if scheme == "param_roles":
-        resolved = _from_param_roles(model, params)
-    else:
-        resolved = {name: _rule_role(model, name, p, scheme) for name, p in params.items()}
+    resolved: dict[str, ParamRole] = {}
+    for prefix, module in _role_owners(model):
+        dot = prefix + "." if prefix else ""
+        own = _from_param_roles(module, dict(module.named_parameters()))
+        resolved |= {dot + name: pr for name, pr in own.items() if dot + name in params}
+    rest = [name for name in params if name not in resolved]
+    family = _family(rest)
+    resolved |= {name: _rule_role(model, name, params[name], family) for name in rest}
     for name, pr in resolved.items():
         _check_layout(name, tuple(params[name].shape), pr)
-    return resolved
+    return {name: resolved[name] for name in params}
+
+
+def _role_owners(model: nn.Module) -> list[tuple[str, nn.Module]]:
+    """The outermost modules (with their prefixes) that define ``param_roles()``."""
+    owners: list[tuple[str, nn.Module]] = []
+    for prefix, module in model.named_modules():
+        if any(p == "" or prefix == p or prefix.startswith(p + ".") for p, _ in owners):
+            continue
+        method = getattr(module, "param_roles", None)
+        # a wrapper that forwards attribute access (torch.compile) lends its inner module's method
+        if callable(method) and getattr(method, "__self__", module) is module:
+            owners.append((prefix, module))
+    return owners
+
+
+def _family(names: list[str]) -> str:
+    for scheme, sentinel in _SENTINELS.items():
+        if any(sentinel.search(name) for name in names):
+            return scheme
+    return "generic"
 
 
 def _from_param_roles(model: nn.Module, params: dict[str, nn.Parameter]) -> dict[str, ParamRole]:
