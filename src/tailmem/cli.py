@@ -1,0 +1,128 @@
+"""The ``tailmem`` command line.
+
+Bad input of any kind ends with one line ``tailmem: error: ...`` on stderr and exit code 2.
+"""
+
+from __future__ import annotations
+
+import argparse
+import sys
+from collections.abc import Sequence
+
+from tailmem import __version__
+from tailmem.errors import TailmemError
+
+EXIT_USAGE = 2
+
+
+class _Parser(argparse.ArgumentParser):
+    """An ArgumentParser whose errors are one line and exit 2 (argparse's usage dump is noise)."""
+
+    def error(self, message: str) -> None:  # type: ignore[override]
+        self.exit(EXIT_USAGE, f"tailmem: error: {message} (see '{self.prog} --help')\n")
+
+
+def _cmd_list(args: argparse.Namespace) -> int:
+    from tailmem.config import available_presets
+    from tailmem.experiments import EXPERIMENTS
+
+    for name in EXPERIMENTS:
+        print(f"{name:20s} presets: {', '.join(available_presets(name))}")
+    return 0
+
+
+def _cmd_config(args: argparse.Namespace) -> int:
+    from tailmem.config import dump_yaml, load_config
+    from tailmem.experiments import get_experiment
+
+    module = get_experiment(args.experiment)
+    cfg = load_config(module.Config, args.experiment, args.preset, args.overrides)
+    print(dump_yaml(cfg), end="")
+    return 0
+
+
+def _cmd_run(args: argparse.Namespace) -> int:
+    from tailmem.runner import run_experiment
+
+    run, status = run_experiment(
+        args.experiment, args.preset, args.overrides, out=args.out, force=args.force
+    )
+    if status == "skipped":
+        print(f"{run.path}: already complete with this config (use --force to redo)")
+    else:
+        print(f"{args.experiment} ({args.preset}) finished: {run.path}")
+    return 0
+
+
+def _cmd_reproduce(args: argparse.Namespace) -> int:
+    from tailmem.reproduce import reproduce
+
+    only = [name.strip() for name in args.only.split(",") if name.strip()] if args.only else None
+    report = reproduce(args.preset, only=only, out=args.out, jobs=args.jobs)
+    print(f"report: {report.resolve()}")
+    return 0
+
+
+def _cmd_report(args: argparse.Namespace) -> int:
+    from tailmem.report.render import write_report
+
+    report = write_report(args.results)
+    print(f"report: {report.resolve()}")
+    return 0
+
+
+def build_parser() -> argparse.ArgumentParser:
+    parser = _Parser(
+        prog="tailmem",
+        description="How optimisers (Muon, Adam, ...) learn heavy-tailed associative memories.",
+    )
+    parser.add_argument("--version", action="version", version=f"tailmem {__version__}")
+    sub = parser.add_subparsers(dest="command", metavar="COMMAND", parser_class=_Parser)
+    sub.required = True
+
+    p = sub.add_parser("list", help="list the experiments and their presets")
+    p.set_defaults(func=_cmd_list)
+
+    for name, func, help_text in (
+        ("run", _cmd_run, "run one experiment into a run directory"),
+        ("config", _cmd_config, "print the resolved config of an experiment"),
+    ):
+        p = sub.add_parser(name, help=help_text)
+        p.add_argument("experiment", help="experiment name (see 'tailmem list')")
+        p.add_argument("--preset", default="cpu", help="smoke | cpu | paper (default: cpu)")
+        p.add_argument("overrides", nargs="*", metavar="key=value", help="config overrides")
+        if name == "run":
+            p.add_argument("--out", default=None, help="run directory (default: runs/EXP-PRESET)")
+            p.add_argument("--force", action="store_true", help="redo a complete run")
+        p.set_defaults(func=func)
+
+    p = sub.add_parser("reproduce", help="run every experiment at a preset and write the report")
+    p.add_argument("--preset", default="cpu", help="smoke | cpu | paper (default: cpu)")
+    p.add_argument("--only", default=None, metavar="EXP,...", help="run only these experiments")
+    p.add_argument("--out", default=None, help="results folder (default: results/PRESET)")
+    p.add_argument("--jobs", type=int, default=1, help="experiments run in parallel processes")
+    p.set_defaults(func=_cmd_reproduce)
+
+    p = sub.add_parser("report", help="write report.html and report.md for a results folder")
+    p.add_argument("results", help="a folder written by reproduce (or one run directory)")
+    p.set_defaults(func=_cmd_report)
+    return parser
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    parser = build_parser()
+    # Overrides may come before or after options (argparse alone would reject `EXP --preset P k=v`).
+    args, extra = parser.parse_known_args(argv)
+    stray = [item for item in extra if item.startswith("-") or "=" not in item]
+    if stray or (extra and not hasattr(args, "overrides")):
+        parser.error(f"unrecognized arguments: {' '.join(stray or extra)}")
+    if extra:
+        args.overrides = [*args.overrides, *extra]
+    try:
+        return args.func(args)
+    except TailmemError as exc:
+        print(f"tailmem: error: {exc}", file=sys.stderr)
+        return EXIT_USAGE
+    except KeyboardInterrupt:
+        print("tailmem: interrupted; completed runs are kept, rerun to resume", file=sys.stderr)
+        return 130

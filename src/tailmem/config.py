@@ -1,0 +1,228 @@
+"""Experiment configs: packaged YAML presets plus ``key=value`` overrides, checked into dataclasses.
+
+Every experiment declares a ``Config`` dataclass. A preset is the YAML file
+``tailmem/configs/<experiment>/<preset>.yaml``; it may set any subset of the fields (the rest keep
+their dataclass defaults). Overrides use dotted keys for nested dataclasses (``model.n_layer=4``)
+and YAML syntax for values (``ks=[99,300]``, ``lr=1e-3``, ``name=null``).
+
+Every problem — unknown preset, unknown field, wrong type, failed ``validate()`` — raises
+:class:`~tailmem.errors.ConfigError` with one line naming the field and what was expected.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import re
+import types
+import typing
+from collections.abc import Mapping, Sequence
+from importlib import resources
+from pathlib import Path
+from typing import Any, Literal, TypeVar, Union, get_args, get_origin
+
+import yaml
+
+from tailmem.errors import ConfigError
+
+T = TypeVar("T")
+
+PRESETS = ("smoke", "cpu", "paper")
+
+CONFIGS_ROOT = Path(str(resources.files("tailmem") / "configs"))
+
+
+def preset_path(experiment: str, preset: str) -> Path:
+    """The packaged YAML file of ``experiment`` at ``preset``."""
+    return CONFIGS_ROOT / experiment / f"{preset}.yaml"
+
+
+def available_presets(experiment: str) -> list[str]:
+    """Presets shipped for ``experiment``, in the canonical order."""
+    folder = CONFIGS_ROOT / experiment
+    found = {p.stem for p in folder.glob("*.yaml")} if folder.is_dir() else set()
+    return [p for p in PRESETS if p in found] + sorted(found - set(PRESETS))
+
+
+def load_config(cls: type[T], experiment: str, preset: str, overrides: Sequence[str] = ()) -> T:
+    """Build ``cls`` from the ``preset`` YAML of ``experiment`` plus ``key=value`` overrides."""
+    path = preset_path(experiment, preset)
+    if not path.is_file():
+        choices = ", ".join(available_presets(experiment)) or "none"
+        raise ConfigError(f"unknown preset {preset!r} for {experiment}; expected one of: {choices}")
+    values = _read_yaml(path)
+    for item in overrides:
+        key, value = parse_override(item)
+        _set_dotted(values, key, value)
+    return from_dict(cls, values)
+
+
+class _Loader(yaml.SafeLoader):
+    """YAML 1.1 reads ``1e-3`` as a string; scientific notation without a dot is a float here."""
+
+
+_Loader.add_implicit_resolver(
+    "tag:yaml.org,2002:float",
+    re.compile(
+        r"^[-+]?(?:\d+\.?\d*|\.\d+)(?:[eE][-+]?\d+)?$|^[-+]?\.(?:inf|Inf|INF)$|^\.(?:nan|NaN)$"
+    ),
+    list("-+0123456789."),
+)
+
+
+def _yaml_load(text: str) -> Any:
+    return yaml.load(text, Loader=_Loader)  # safe: _Loader is a SafeLoader subclass
+
+
+def parse_override(item: str) -> tuple[str, Any]:
+    """Split ``key=value``; the value is YAML (``1e-3`` is a float, ``[1,2]`` a list)."""
+    key, sep, raw = item.partition("=")
+    key = key.strip()
+    if not sep or not key:
+        raise ConfigError(f"override {item!r} is not of the form key=value")
+    try:
+        value = _yaml_load(raw) if raw.strip() else ""
+    except yaml.YAMLError as exc:
+        raise ConfigError(
+            f"override {key}: value {raw!r} is not valid YAML ({exc.problem})"
+        ) from None
+    return key, value
+
+
+def from_dict(cls: type[T], values: Mapping[str, Any], prefix: str = "") -> T:
+    """Type-check ``values`` against dataclass ``cls`` and build it, then run ``validate()``."""
+    if not isinstance(values, Mapping):
+        raise ConfigError(f"{prefix.rstrip('.') or 'config'}: expected a mapping, got {values!r}")
+    hints = typing.get_type_hints(cls)
+    fields = {f.name: f for f in dataclasses.fields(cls) if f.init}
+    unknown = sorted(set(values) - set(fields))
+    if unknown:
+        raise ConfigError(
+            f"unknown config field '{prefix}{unknown[0]}'; expected one of: {', '.join(fields)}"
+        )
+    kwargs = {
+        name: _coerce(value, hints[name], f"{prefix}{name}") for name, value in values.items()
+    }
+    cfg = cls(**kwargs)
+    validate = getattr(cfg, "validate", None)
+    if callable(validate):
+        validate()
+    return cfg
+
+
+def to_dict(cfg: Any) -> dict[str, Any]:
+    """A plain, YAML-serialisable dict of a config dataclass (tuples become lists)."""
+    return _plain(dataclasses.asdict(cfg))
+
+
+def dump_yaml(data: Any) -> str:
+    """Stable YAML text for configs and run records."""
+    return yaml.safe_dump(_plain(data), sort_keys=False, default_flow_style=None)
+
+
+def _plain(value: Any) -> Any:
+    if dataclasses.is_dataclass(value) and not isinstance(value, type):
+        value = dataclasses.asdict(value)
+    if isinstance(value, Mapping):
+        return {str(k): _plain(v) for k, v in value.items()}
+    if isinstance(value, (list, tuple)):
+        return [_plain(v) for v in value]
+    if isinstance(value, (str, Path)):
+        return str(value)  # also plain-ifies str subclasses such as torch's TorchVersion
+    return value
+
+
+def _read_yaml(path: Path) -> dict[str, Any]:
+    try:
+        data = _yaml_load(path.read_text()) or {}
+    except yaml.YAMLError as exc:
+        raise ConfigError(f"preset file {path} is not valid YAML: {exc}") from None
+    if not isinstance(data, dict):
+        raise ConfigError(f"preset file {path} must contain a mapping of config fields")
+    return data
+
+
+def _set_dotted(values: dict[str, Any], key: str, value: Any) -> None:
+    *parents, leaf = key.split(".")
+    node = values
+    for part in parents:
+        child = node.setdefault(part, {})
+        if not isinstance(child, dict):
+            raise ConfigError(f"override {key}: {part!r} is not a nested section")
+        node = child
+    node[leaf] = value
+
+
+def _type_name(tp: Any) -> str:
+    origin = get_origin(tp)
+    if origin is Literal:
+        return "one of " + ", ".join(repr(a) for a in get_args(tp))
+    if origin in (Union, types.UnionType):
+        return " or ".join(_type_name(a) for a in get_args(tp))
+    if origin in (list, tuple, Sequence):
+        args = [a for a in get_args(tp) if a is not Ellipsis]
+        return f"a list of {_type_name(args[0])}" if args else "a list"
+    if tp is type(None):
+        return "null"
+    return getattr(tp, "__name__", str(tp))
+
+
+def _coerce(value: Any, tp: Any, name: str) -> Any:
+    """Check ``value`` against annotation ``tp``; ints are accepted where floats are expected."""
+    origin = get_origin(tp)
+    expected = _type_name(tp)
+    if tp is Any:
+        return value
+    if origin is Literal:
+        if value in get_args(tp):
+            return value
+        raise ConfigError(f"{name}: got {value!r}; expected {expected}")
+    if origin in (Union, types.UnionType):
+        for arg in get_args(tp):
+            try:
+                return _coerce(value, arg, name)
+            except ConfigError:
+                continue
+        raise ConfigError(f"{name}: got {value!r}; expected {expected}")
+    if tp is type(None):
+        if value is None:
+            return None
+        raise ConfigError(f"{name}: got {value!r}; expected null")
+    if origin in (list, tuple, Sequence) or tp in (list, tuple):
+        if not isinstance(value, (list, tuple)):
+            raise ConfigError(f"{name}: got {value!r}; expected {expected}")
+        args = [a for a in get_args(tp) if a is not Ellipsis]
+        if origin is tuple and len(args) > 1 and Ellipsis not in get_args(tp):
+            if len(value) != len(args):
+                raise ConfigError(f"{name}: got {value!r}; expected {len(args)} values")
+            return tuple(
+                _coerce(v, a, f"{name}[{i}]")
+                for i, (v, a) in enumerate(zip(value, args, strict=True))
+            )
+        item = args[0] if args else Any
+        items = [_coerce(v, item, f"{name}[{i}]") for i, v in enumerate(value)]
+        return tuple(items) if origin is tuple or tp is tuple else items
+    if origin in (dict, Mapping) or tp is dict:
+        if not isinstance(value, Mapping):
+            raise ConfigError(f"{name}: got {value!r}; expected a mapping")
+        return dict(value)
+    if dataclasses.is_dataclass(tp):
+        return from_dict(tp, value, prefix=f"{name}.")
+    if tp is bool:
+        if isinstance(value, bool):
+            return value
+        raise ConfigError(f"{name}: got {value!r}; expected true or false")
+    if tp is int:
+        if isinstance(value, int) and not isinstance(value, bool):
+            return value
+        raise ConfigError(f"{name}: got {value!r}; expected an integer")
+    if tp is float:
+        if isinstance(value, (int, float)) and not isinstance(value, bool):
+            return float(value)
+        raise ConfigError(f"{name}: got {value!r}; expected a number")
+    if tp is str:
+        if isinstance(value, str):
+            return value
+        raise ConfigError(f"{name}: got {value!r}; expected a string")
+    if isinstance(tp, type) and isinstance(value, tp):
+        return value
+    raise ConfigError(f"{name}: got {value!r}; expected {expected}")

@@ -1,0 +1,25 @@
+"""The experiment registry.
+
+Each experiment is a module defining ``NAME``, a ``Config`` dataclass (with a ``seed`` field) and
+``run(cfg, run: RunDir) -> None``. It writes ``results.json``, CSVs, figures and ``claims.json``
+into the run directory and never imports another experiment.
+"""
+
+from __future__ import annotations
+
+import importlib
+from types import ModuleType
+
+from tailmem.errors import ConfigError
+
+EXPERIMENTS: dict[str, str] = {}
+
+
+def get_experiment(name: str) -> ModuleType:
+    """Import experiment ``name``; an unknown name is a ConfigError listing the known ones."""
+    try:
+        module_path = EXPERIMENTS[name]
+    except KeyError:
+        known = ", ".join(EXPERIMENTS) or "none registered"
+        raise ConfigError(f"unknown experiment {name!r}; expected one of: {known}") from None
+    return importlib.import_module(module_path)

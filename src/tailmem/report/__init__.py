@@ -1,0 +1,1 @@
+"""Claims, verdicts and the report built from run directories."""

@@ -1,0 +1,71 @@
+"""Run one experiment into a run directory: validate, record, run, mark complete.
+
+A run directory is reused only when it holds the identical config (same digest): a complete one
+is skipped, an incomplete one is handed back to the experiment to resume from its checkpoints.
+Bad input is rejected before anything is written.
+"""
+
+from __future__ import annotations
+
+import random
+import time
+from collections.abc import Sequence
+from pathlib import Path
+
+import numpy as np
+import torch
+
+from tailmem.config import load_config, to_dict
+from tailmem.errors import ConfigError
+from tailmem.experiments import get_experiment
+from tailmem.rundir import RunDir, config_digest
+
+
+def seed_everything(seed: int) -> None:
+    """Seed Python, NumPy and torch from one integer."""
+    random.seed(seed)
+    np.random.seed(seed % 2**32)
+    torch.manual_seed(seed)
+
+
+def default_out(experiment: str, preset: str) -> Path:
+    return Path("runs") / f"{experiment}-{preset}"
+
+
+def run_experiment(
+    experiment: str,
+    preset: str = "cpu",
+    overrides: Sequence[str] = (),
+    out: str | Path | None = None,
+    force: bool = False,
+) -> tuple[RunDir, str]:
+    """Run ``experiment`` at ``preset`` into ``out``; returns the run and what happened.
+
+    The status is ``"skipped"`` (already complete with this config), ``"resumed"`` or ``"ran"``.
+    """
+    module = get_experiment(experiment)
+    cfg = load_config(module.Config, experiment, preset, overrides)
+    path = Path(out) if out is not None else default_out(experiment, preset)
+    digest = config_digest(experiment, to_dict(cfg))
+    status = "ran"
+    if (path / "config.yaml").is_file():
+        previous = RunDir(path).read_config()
+        same = previous.get("digest") == digest and previous.get("experiment") == experiment
+        if same and RunDir(path).is_complete and not force:
+            return RunDir(path), "skipped"
+        if not same and not force:
+            raise ConfigError(
+                f"{path} holds a run of {previous.get('experiment')} with a different config; "
+                "choose another --out or pass --force to overwrite it"
+            )
+        status = "resumed" if same and not force else "ran"
+    elif path.exists() and any(path.iterdir()) and not force:
+        raise ConfigError(f"{path} exists and is not a tailmem run directory; choose another --out")
+    run = RunDir(path)
+    run.clear_complete()
+    run.write_config(experiment, preset, cfg)
+    seed_everything(cfg.seed)
+    start = time.perf_counter()
+    module.run(cfg, run)
+    run.mark_complete(wall_seconds=time.perf_counter() - start)
+    return run, status

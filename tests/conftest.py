@@ -1,0 +1,61 @@
+"""Shared fixtures: a tiny fake experiment registered with its own preset folder."""
+
+from __future__ import annotations
+
+import sys
+import types
+from dataclasses import dataclass, field
+
+import pytest
+
+
+@dataclass
+class FakeInner:
+    width: int = 4
+    rate: float = 0.5
+
+
+@dataclass
+class FakeConfig:
+    seed: int = 0
+    steps: int = 3
+    name: str = "fake"
+    ks: list[int] = field(default_factory=lambda: [1, 2])
+    mode: str = "a"
+    inner: FakeInner = field(default_factory=FakeInner)
+    fail: bool = False
+
+    def validate(self) -> None:
+        from tailmem.errors import ConfigError
+
+        if self.steps <= 0:
+            raise ConfigError(f"steps: got {self.steps}; expected a positive integer")
+
+
+def _fake_run(cfg: FakeConfig, run) -> None:
+    import torch
+
+    if cfg.fail:
+        raise RuntimeError("deliberate failure")
+    values = torch.randn(cfg.steps).tolist()
+    run.write_json("results.json", {"values": values, "ks": cfg.ks})
+
+
+@pytest.fixture
+def fake_experiment(tmp_path, monkeypatch):
+    """Register experiment ``fake`` with presets ``smoke`` and ``cpu`` in a temp folder."""
+    import tailmem.config
+    import tailmem.experiments
+
+    module = types.ModuleType("tailmem_fake_experiment")
+    module.NAME = "fake"
+    module.Config = FakeConfig
+    module.run = _fake_run
+    monkeypatch.setitem(sys.modules, "tailmem_fake_experiment", module)
+    monkeypatch.setitem(tailmem.experiments.EXPERIMENTS, "fake", "tailmem_fake_experiment")
+    root = tmp_path / "configs"
+    (root / "fake").mkdir(parents=True)
+    (root / "fake" / "smoke.yaml").write_text("steps: 2\ninner:\n  width: 8\n")
+    (root / "fake" / "cpu.yaml").write_text("steps: 5\n")
+    monkeypatch.setattr(tailmem.config, "CONFIGS_ROOT", root)
+    return module

@@ -1,0 +1,79 @@
+from dataclasses import dataclass, field
+from typing import Literal
+
+import pytest
+
+from tailmem.config import from_dict, load_config, parse_override, to_dict
+from tailmem.errors import ConfigError
+
+
+@dataclass
+class Typed:
+    n: int = 1
+    x: float = 0.5
+    flag: bool = False
+    kind: Literal["gd", "muon"] = "gd"
+    ks: list[int] = field(default_factory=list)
+    pair: tuple[float, float] = (0.9, 0.95)
+    maybe: int | None = None
+
+
+def test_overrides_parse_as_yaml():
+    assert parse_override("lr=1e-3") == ("lr", 1e-3)
+    assert parse_override("ks=[1, 2]") == ("ks", [1, 2])
+    assert parse_override("a.b=null") == ("a.b", None)
+    assert parse_override("name=") == ("name", "")
+    assert parse_override("x=-2E+4") == ("x", -2e4)
+    assert parse_override("n=7") == ("n", 7)
+    assert parse_override("v=1.2.3") == ("v", "1.2.3")
+
+
+@pytest.mark.parametrize("bad", ["noequals", "=3", "x=[1,"])
+def test_bad_override_is_one_clear_error(bad):
+    with pytest.raises(ConfigError) as info:
+        parse_override(bad)
+    assert "\n" not in str(info.value)
+
+
+def test_types_are_checked_and_coerced():
+    cfg = from_dict(Typed, {"n": 3, "x": 2, "ks": [1, 2], "pair": [0.8, 0.95], "maybe": None})
+    assert cfg.x == 2.0 and isinstance(cfg.x, float)
+    assert cfg.pair == (0.8, 0.95)
+    assert cfg.ks == [1, 2]
+
+
+@pytest.mark.parametrize(
+    ("values", "fragment"),
+    [
+        ({"n": "three"}, "n: got 'three'; expected an integer"),
+        ({"n": True}, "expected an integer"),
+        ({"x": "fast"}, "x: got 'fast'; expected a number"),
+        ({"flag": 1}, "expected true or false"),
+        ({"kind": "adam"}, "expected one of 'gd', 'muon'"),
+        ({"ks": [1, "a"]}, "ks[1]"),
+        ({"pair": [1.0]}, "expected 2 values"),
+        ({"maybe": "x"}, "expected int or null"),
+        ({"bogus": 1}, "unknown config field 'bogus'"),
+    ],
+)
+def test_type_errors_name_field_and_expectation(values, fragment):
+    with pytest.raises(ConfigError) as info:
+        from_dict(Typed, values)
+    assert fragment in str(info.value)
+
+
+def test_preset_plus_nested_override(fake_experiment):
+    cfg = load_config(fake_experiment.Config, "fake", "smoke", ["inner.rate=0.25", "ks=[3]"])
+    assert cfg.steps == 2 and cfg.inner.width == 8 and cfg.inner.rate == 0.25 and cfg.ks == [3]
+    assert to_dict(cfg)["inner"] == {"width": 8, "rate": 0.25}
+
+
+def test_unknown_preset_and_validate(fake_experiment):
+    with pytest.raises(
+        ConfigError, match="unknown preset 'huge' for fake; expected one of: smoke, cpu"
+    ):
+        load_config(fake_experiment.Config, "fake", "huge")
+    with pytest.raises(ConfigError, match="steps: got 0; expected a positive integer"):
+        load_config(fake_experiment.Config, "fake", "cpu", ["steps=0"])
+    with pytest.raises(ConfigError, match=r"unknown config field 'inner\.depth'"):
+        load_config(fake_experiment.Config, "fake", "cpu", ["inner.depth=2"])

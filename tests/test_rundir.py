@@ -1,0 +1,70 @@
+import json
+
+import pytest
+import yaml
+
+from tailmem.errors import ConfigError, DataError
+from tailmem.report.claims import ClaimResult, read_claims, verdict, write_claims
+from tailmem.rundir import RunDir
+from tailmem.runner import run_experiment
+
+
+def test_writes_are_atomic_and_leave_no_temp_files(tmp_path):
+    run = RunDir(tmp_path / "r")
+    run.write_json("a.json", {"x": 1})
+    run.write_csv("t.csv", [{"a": 1, "b": 2}, {"a": 3, "c": 4}])
+    assert json.loads((tmp_path / "r" / "a.json").read_text()) == {"x": 1}
+    assert (tmp_path / "r" / "t.csv").read_text().splitlines() == ["a,b,c", "1,2,", "3,,4"]
+    assert not [p for p in (tmp_path / "r").iterdir() if p.name.endswith(".tmp")]
+
+
+def test_damaged_json_is_a_data_error(tmp_path):
+    run = RunDir(tmp_path)
+    (tmp_path / "results.json").write_text("{not json")
+    with pytest.raises(DataError, match=r"results\.json is not valid JSON"):
+        run.read_json("results.json")
+    with pytest.raises(DataError, match="missing"):
+        run.read_json("absent.json")
+
+
+def test_claims_round_trip_and_validation(tmp_path):
+    run = RunDir(tmp_path)
+    claim = ClaimResult("x.1", "a claim", "A4", "1.0", "0.98", "|ours-1|<0.05", verdict(True))
+    write_claims(run, [claim])
+    assert read_claims(run) == [claim]
+    assert verdict(None) == "not measured" and verdict(False) == "not reproduced"
+    (tmp_path / "claims.json").write_text(json.dumps([{"id": "x"}]))
+    with pytest.raises(DataError, match="entry 0 lacks the fields"):
+        read_claims(run)
+    with pytest.raises(ValueError, match="duplicate claim ids"):
+        write_claims(run, [claim, claim])
+
+
+def test_run_records_config_and_skips_identical_rerun(fake_experiment, tmp_path):
+    out = tmp_path / "run"
+    run, status = run_experiment("fake", "smoke", ["ks=[7]"], out=out)
+    assert status == "ran" and run.is_complete
+    record = yaml.safe_load((out / "config.yaml").read_text())
+    assert record["config"]["ks"] == [7] and record["preset"] == "smoke"
+    assert {"torch", "python", "tailmem", "device"} <= set(record["environment"])
+    first = (out / "results.json").read_text()
+    _, status = run_experiment("fake", "smoke", ["ks=[7]"], out=out)
+    assert status == "skipped"
+    _, status = run_experiment("fake", "smoke", ["ks=[7]"], out=out, force=True)
+    assert status == "ran" and (out / "results.json").read_text() == first  # seeded
+
+
+def test_failed_run_is_not_complete_and_other_config_refused(fake_experiment, tmp_path):
+    out = tmp_path / "run"
+    with pytest.raises(RuntimeError):
+        run_experiment("fake", "smoke", ["fail=true"], out=out)
+    assert not RunDir(out).is_complete
+    with pytest.raises(ConfigError, match="different config"):
+        run_experiment("fake", "smoke", ["steps=9"], out=out)
+
+
+def test_bad_config_writes_nothing(fake_experiment, tmp_path):
+    out = tmp_path / "never"
+    with pytest.raises(ConfigError):
+        run_experiment("fake", "smoke", ["steps=-1"], out=out)
+    assert not out.exists()
