@@ -1,8 +1,9 @@
 """A tiny, fully seeded training run for the subprocess tests (kill/resume and torchrun).
 
 Usage: ``python tests/train/tiny_run.py OUT_DIR [--steps N] [--ckpt-every N] [--log-every N]
-[--batch B] [--grad-accum K] [--sleep SECONDS]``; under ``torchrun`` every rank runs it.
-``--sleep`` slows each batch down so a test can kill the process part-way through.
+[--batch B] [--grad-accum K] [--sleep SECONDS] [--crash-at STEP]``; under ``torchrun`` every
+rank runs it. ``--sleep`` slows each batch down so a test can kill the process part-way through;
+``--crash-at`` raises when the batch of that (0-based) step is requested, on every rank.
 """
 
 from __future__ import annotations
@@ -22,13 +23,16 @@ SEQ = 32
 
 
 class SlowSource(RandomWindows):
-    """RandomWindows that sleeps before each batch (to widen the window for a kill)."""
+    """RandomWindows that sleeps before each batch (to widen the window for a kill) and can
+    simulate a crash."""
 
-    def __init__(self, *args: object, sleep: float, **kwargs: object) -> None:
+    def __init__(self, *args: object, sleep: float, crash_at: int, **kwargs: object) -> None:
         super().__init__(*args, **kwargs)
-        self.sleep = sleep
+        self.sleep, self.crash_at = sleep, crash_at
 
     def batch(self, step: int, rank: int = 0, world_size: int = 1):
+        if step == self.crash_at:
+            raise RuntimeError(f"simulated crash at step {step}")
         time.sleep(self.sleep)
         return super().batch(step, rank, world_size)
 
@@ -42,6 +46,7 @@ def main() -> None:
     parser.add_argument("--batch", type=int, default=8)
     parser.add_argument("--grad-accum", type=int, default=1)
     parser.add_argument("--sleep", type=float, default=0.0)
+    parser.add_argument("--crash-at", type=int, default=-1)
     args = parser.parse_args()
 
     torch.set_num_threads(1)
@@ -53,10 +58,8 @@ def main() -> None:
     stream = pattern.repeat(60)
     noise = torch.rand(stream.shape, generator=gen) < 0.1
     stream[noise] = torch.randint(0, VOCAB, (int(noise.sum()),), generator=gen)
-    data = SlowSource(stream, args.batch, SEQ, seed=3, sleep=args.sleep)
-    optimizer = torch.optim.AdamW(
-        model.parameters(), lr=3e-3, betas=(0.8, 0.95), weight_decay=0.0
-    )
+    data = SlowSource(stream, args.batch, SEQ, seed=3, sleep=args.sleep, crash_at=args.crash_at)
+    optimizer = torch.optim.AdamW(model.parameters(), lr=3e-3, betas=(0.8, 0.95), weight_decay=0.0)
     cfg = TrainConfig(
         steps=args.steps,
         schedule="cosine",

@@ -184,6 +184,16 @@ def seed_everything(seed: int) -> None:
     torch.manual_seed(seed)
 
 
+def _group_name(group: Mapping[str, Any], index: int) -> str:
+    """A param group's label in metrics: its ``name``, else ``kind:role`` (routed optimisers),
+    else its index."""
+    if group.get("name"):
+        return str(group["name"])
+    if "kind" in group and "role" in group:
+        return f"{group['kind']}:{group['role']}"
+    return str(index)
+
+
 def _run_path(run_dir: Path | Any) -> Path:
     path = getattr(run_dir, "path", run_dir)
     if not isinstance(path, str | os.PathLike):
@@ -333,7 +343,7 @@ class _Trainer:
         self.ckpt_dir = run_dir / "ckpt"
         self.metrics_path = run_dir / "metrics.jsonl"
         self.base_lrs = [float(g["lr"]) for g in optimizer.param_groups]
-        self.group_names = [str(g.get("name", i)) for i, g in enumerate(optimizer.param_groups)]
+        self.group_names = [_group_name(g, i) for i, g in enumerate(optimizer.param_groups)]
         self.step = 0
         self.tokens = 0
         self.elapsed = 0.0
@@ -365,6 +375,7 @@ class _Trainer:
             seed_everything(self.cfg.seed + self.ctx.rank)
         else:
             self._load(Path(path))
+        self.model.train()
         self.wrapped = D.wrap_model(self.model, self.ctx, self.device)
 
     def _load(self, path: Path) -> None:
@@ -423,13 +434,22 @@ class _Trainer:
                 f"rank batch of {x.shape[0]} rows is not divisible by grad_accum "
                 f"{self.cfg.grad_accum}"
             )
-        return x.to(self.device, non_blocking=True), y.to(self.device, non_blocking=True)
+        return x, y
+
+    def _global_counts(self, x: Tensor, y: Tensor) -> tuple[int, int]:
+        """Counted targets and input tokens of the global batch (one all-reduce when
+        distributed; counted on the host before the batch moves, so one process never syncs)."""
+        counts = torch.tensor([int((y != IGNORE_INDEX).sum()), x.numel()], dtype=torch.int64)
+        if self.ctx.distributed:
+            counts = D.all_reduce_sum(counts.to(self.device), self.ctx).cpu()
+        count, ntok = counts.tolist()
+        return count, ntok
 
     def update(self, step: int) -> tuple[float, float, Tensor, Tensor]:
         """Forward, backward and (if finite) optimiser step; returns loss, grad norm, batch."""
         x, y = self._batch(step)
-        counts = torch.stack([(y != IGNORE_INDEX).sum(), torch.tensor(x.numel(), device=y.device)])
-        count, ntok = D.all_reduce_sum(counts, self.ctx).tolist()
+        count, ntok = self._global_counts(x, y)
+        x, y = x.to(self.device, non_blocking=True), y.to(self.device, non_blocking=True)
         if count == 0:
             raise DataError(f"the global batch of step {step} has no targets (all y == -100)")
         scale = self.ctx.world_size / count
@@ -454,8 +474,8 @@ class _Trainer:
             for group, base in zip(self.optimizer.param_groups, self.base_lrs, strict=True):
                 group["lr"] = base * mult
             self.optimizer.step()
-        self.tokens += int(ntok)
-        self.window_tokens += int(ntok)
+        self.tokens += ntok
+        self.window_tokens += ntok
         return loss_f, gnorm_f, x, y
 
     # -- outputs --
