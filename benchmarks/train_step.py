@@ -27,7 +27,7 @@ from pathlib import Path
 
 import torch
 
-from tailmem.models.gpt import GPT, count_params, flops_per_token, gpt_config
+from tailmem.models.gpt import GPT, count_params, flops_per_token, gpt_config, mfu
 from tailmem.train import RandomWindows, TrainConfig, read_metrics, seed_everything, train
 
 HYBRID = "muon:q,k,v,o,w_in,w_gate,w_out adamw:*"
@@ -159,7 +159,7 @@ def main() -> None:
     for name, tps in best.items():
         print(
             f"{name:12s} train(): {tps:9.0f} tokens/s  "
-            f"achieved/matmul FLOP/s = {tps * fpt / peak:.3f}"
+            f"achieved/matmul FLOP/s = {mfu(tps, fpt, peak):.3f}"
         )
     print(
         f"bare fwd/bwd/AdamW loop: {bare:9.0f} tokens/s; loop overhead ratio "
