@@ -1,6 +1,5 @@
 """Shared fixtures: a tiny fake experiment registered with its own preset folder."""
 
-
 import sys
 import types
 from dataclasses import dataclass, field
