@@ -12,7 +12,9 @@ from types import ModuleType
 
 from tailmem.errors import ConfigError
 
-EXPERIMENTS: dict[str, str] = {}
+EXPERIMENTS: dict[str, str] = {
+    "knowledge-qa": "tailmem.experiments.knowledge_qa",
+}
 
 
 def get_experiment(name: str) -> ModuleType:
