@@ -31,6 +31,10 @@ from tailmem.experiments.qa.single import RunSpec, Setup, execute
 
 FAILED_SCORE = -1.0
 
+RunFn = Callable[[RunSpec, Setup, "str | Path"], dict[str, Any]]
+"""Trains one run and returns its result (:func:`~tailmem.experiments.qa.single.execute`)."""
+Report = Callable[[RunSpec, dict[str, Any], float], None]
+
 
 def score(result: dict[str, Any]) -> float:
     """The sweep's criterion: mean FTA over every question at the last evaluation; a diverged
@@ -161,7 +165,7 @@ def drive(
     *,
     workers: int = 1,
     threads: int | None = None,
-    run_fn: Callable[[RunSpec, Setup, str | Path], dict[str, Any]] = execute,
+    run_fn: RunFn = execute,
 ) -> Plan:
     """Train every run of ``plan`` with ``workers`` processes (1: in this process)."""
     show = sys.stderr.isatty()
@@ -191,7 +195,9 @@ def drive(
     return plan
 
 
-def _drive_inline(plan, setup, root, threads, run_fn, report) -> None:
+def _drive_inline(
+    plan: Plan, setup: Setup, root: str | Path, threads: int | None, run_fn: RunFn, report: Report
+) -> None:
     before = torch.get_num_threads()
     if threads:
         torch.set_num_threads(threads)
@@ -207,7 +213,15 @@ def _drive_inline(plan, setup, root, threads, run_fn, report) -> None:
         torch.set_num_threads(before)
 
 
-def _drive_pool(plan, setup, root, workers, threads, run_fn, report) -> None:
+def _drive_pool(
+    plan: Plan,
+    setup: Setup,
+    root: str | Path,
+    workers: int,
+    threads: int | None,
+    run_fn: RunFn,
+    report: Report,
+) -> None:
     context = multiprocessing.get_context("spawn")
     with ProcessPoolExecutor(
         workers, mp_context=context, initializer=_init_worker, initargs=(threads,)
