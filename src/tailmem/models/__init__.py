@@ -1,0 +1,1 @@
+"""Models and the role vocabulary that optimiser recipes are written in."""
