@@ -88,3 +88,18 @@ def test_column_softmax(unit: int) -> None:
     assert torch.allclose(S.dense(), ls.exp(), atol=1e-14)
     assert torch.allclose(X.layout.expand(log_correct), torch.diagonal(ls, dim1=-2, dim2=-1))
     assert torch.allclose(X.layout.expand(sum_log), ls.sum(dim=-2))
+
+
+@pytest.mark.parametrize("unit", [1, 3])
+def test_projection_is_the_orbit_average(unit: int) -> None:
+    from tailmem.assoc.structure import project
+
+    X = _random(unit, batch=(), seed=6)
+    assert torch.allclose(project(X.dense(), X.layout).dense(), X.dense(), atol=1e-12)
+    noise = torch.randn(18, 18, dtype=torch.float64, generator=torch.Generator().manual_seed(1))
+    P = project(X.dense() + noise, X.layout)
+    assert not torch.allclose(P.dense(), X.dense(), atol=1e-3)
+    assert torch.allclose(project(P.dense(), X.layout).dense(), P.dense(), atol=1e-12)
+    # the residual is orthogonal to every exchangeable matrix (least-squares projection)
+    residual = X.dense() + noise - P.dense()
+    assert abs(float((residual * _random(unit, batch=(), seed=9).dense()).sum())) < 1e-9

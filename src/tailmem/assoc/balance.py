@@ -188,3 +188,49 @@ def _type_probabilities(memory: Memory) -> torch.Tensor:
     if isinstance(memory, DenseMemory):
         return memory.spectrum.p
     return memory.layout.p.reshape(-1)
+
+
+def update_spectrum(memory: Memory, direction: object) -> dict[str, float]:
+    """Singular-value statistics of an update direction (Theorem 5.3's σ_min/σ_max).
+
+    ``ratio``: σ_min/σ_max over the non-zero singular values (numerical rank, ``K·eps``).
+    ``block_ratio``: the same for the within-cell part only (the ``I ⊗ A`` blocks: what the update
+    does to differences between facts of equal frequency, which for paper A's coupled
+    construction is its ``3 × 3`` "update block"); NaN for the dense backend.
+    ``identity_deviation``: ``max |Ẽᵀ U E + I|`` (Muon's first update is ``−ẼEᵀ + O(1/K)``).
+    """
+    with small_op_threads(memory):
+        s = memory.singular_values(direction)
+        tol = memory.K * torch.finfo(torch.float64).eps * float(s[0])
+        nonzero = s[s > tol]
+        block = float("nan")
+        if isinstance(direction, OrbitMatrix):
+            live = direction.layout.counts > 1
+            if live.any():
+                sb = torch.linalg.svdvals(direction.A[live])
+                block = float(sb.amin() / sb.amax())
+            task = memory.to_task(direction)
+            eye = torch.eye(task.layout.unit, dtype=torch.float64)
+            dev = max(
+                float((task.A + task.diag_B() + eye).abs().max()),
+                float(_off_diagonal_blocks(task).abs().max()) if task.layout.K > 1 else 0.0,
+            )
+        else:
+            assert isinstance(direction, torch.Tensor)
+            task = memory.to_task(direction)
+            dev = float((task + torch.eye(memory.K, dtype=torch.float64)).abs().max())
+    return {
+        "sigma_max": float(s[0]),
+        "sigma_min_nonzero": float(nonzero[-1]),
+        "rank": int(nonzero.numel()),
+        "ratio": float(nonzero[-1] / nonzero[0]),
+        "block_ratio": block,
+        "identity_deviation": dev,
+    }
+
+
+def _off_diagonal_blocks(task: OrbitMatrix) -> torch.Tensor:
+    """Entries of ``B`` that appear off the diagonal unit blocks (cells with > 1 unit or c ≠ c')."""
+    C = task.layout.n_cells
+    present = (task.layout.counts[:, None] > 1) | ~torch.eye(C, dtype=torch.bool)
+    return task.B[present]

@@ -124,7 +124,7 @@ def train(
     state = OptimizerState()
     losses, gaps, pmin, pmax, gl, gp = [], [], [], [], [], []
     with small_op_threads(memory):
-        for t in tqdm(range(T + 1), desc=desc, disable=not progress, leave=False):
+        for t in tqdm(range(T + 1), desc=desc, disable=None if progress else True, leave=False):
             ev = memory.evaluate(W)
             losses.append(ev.loss)
             if t in rec_set:

@@ -293,3 +293,33 @@ def _block_diagonal(A: torch.Tensor) -> torch.Tensor:
     C = A.shape[-3]
     eye = torch.eye(C, dtype=A.dtype)[:, None, :, None]
     return A.unsqueeze(-2) * eye
+
+
+def project(X: torch.Tensor, layout: Layout) -> OrbitMatrix:
+    """The orbit average of a dense ``K × K`` matrix: the nearest cell-exchangeable matrix.
+
+    Averages every unit block over its orbit (diagonal unit blocks of a cell; off-diagonal unit
+    pairs of a cell pair), so ``project(X).dense() == X`` exactly when ``X`` is exchangeable.
+    """
+    u, C = layout.unit, layout.n_cells
+    cu = layout.cell_of_unit()
+    U = cu.numel()
+    blocks = X.reshape(*X.shape[:-2], U, u, U, u).transpose(-3, -2)  # (..., U, U, u, u)
+    idx = torch.arange(U)
+    diag = blocks[..., idx, idx, :, :]  # (..., U, u, u)
+    n = layout.counts.to(X.dtype)
+    diag_mean = (
+        torch.zeros(*X.shape[:-2], C, u, u, dtype=X.dtype).index_add_(-3, cu, diag)
+        / n[:, None, None]
+    )
+    off = blocks.clone()
+    off[..., idx, idx, :, :] = 0
+    rows = torch.zeros(*X.shape[:-2], C, U, u, u, dtype=X.dtype).index_add_(-4, cu, off)
+    sums = torch.zeros(*X.shape[:-2], C, C, u, u, dtype=X.dtype).index_add_(-3, cu, rows)
+    pairs = n[:, None] * n[None, :] - torch.diag(n)
+    B = sums / pairs.clamp(min=1)[:, :, None, None]
+    cidx = torch.arange(C)
+    single = layout.counts == 1
+    B[..., cidx[single], cidx[single], :, :] = diag_mean[..., single, :, :]
+    A = diag_mean - torch.diagonal(B, dim1=-4, dim2=-3).permute(*range(B.ndim - 4), -1, -3, -2)
+    return OrbitMatrix(_drop_single(A, layout), B, layout)

@@ -12,7 +12,9 @@ from types import ModuleType
 
 from tailmem.errors import ConfigError
 
-EXPERIMENTS: dict[str, str] = {}
+EXPERIMENTS: dict[str, str] = {
+    "assoc-two-group": "tailmem.experiments.assoc_two_group",
+}
 
 
 def get_experiment(name: str) -> ModuleType:
