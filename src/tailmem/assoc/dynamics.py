@@ -8,7 +8,7 @@ step size, per horizon, ...), all advanced together in one vectorised loop.
 from __future__ import annotations
 
 import math
-from collections.abc import Iterator, Sequence
+from collections.abc import Callable, Iterator, Sequence
 from contextlib import contextmanager
 from dataclasses import dataclass
 from typing import Any
@@ -23,6 +23,8 @@ from tailmem.assoc.spectra import FrequencySpectrum
 from tailmem.errors import ConfigError
 
 SCHEDULES = ("constant", "log_k_over_t")
+SMALL_DENSE = 5e7
+"""Dense problems with at most this many multiply-adds per step run single-threaded."""
 
 
 def lr_schedule(
@@ -108,11 +110,23 @@ def train(
     record: Sequence[int] | None = None,
     progress: bool = False,
     desc: str | None = None,
+    callback: Callable[[int, Any], None] | None = None,
+    batch_size: int | None = None,
+    seed: int = 0,
 ) -> Trajectory:
     """Run ``len(lrs)`` steps from ``W_0 = 0``; ``lrs`` is ``(T,)`` or ``(T, *batch)``.
 
-    Full statistics are recorded at the steps in ``record`` (default: every step).
+    Full statistics are recorded at the steps in ``record`` (default: every step);
+    ``callback(t, W_t)`` is called at every recorded step. With ``batch_size`` the gradient is
+    that of a mini-batch of queries drawn i.i.d. from ``p`` (seeded by ``seed``; dense backend
+    only, since a sample breaks the symmetry the structured backend relies on); the recorded
+    statistics stay those of the population loss.
     """
+    if batch_size is not None and not isinstance(memory, DenseMemory):
+        raise ConfigError("mini-batch sampling needs the dense backend (backend=dense)")
+    if batch_size is not None and batch_size < 1:
+        raise ConfigError(f"batch_size={batch_size}: expected a positive integer")
+    gen = torch.Generator().manual_seed(seed)
     spec = as_spec(optimizer)
     lrs = torch.as_tensor(lrs, dtype=torch.float64)
     T = lrs.shape[0]
@@ -134,9 +148,17 @@ def train(
                 pmax.append(probs.amax(dim=-1))
                 gl.append(ev.type_loss @ avg)
                 gp.append(probs @ avg)
+                if callback is not None:
+                    callback(t, W)
             if t == T:
                 break
-            U = update_direction(spec, ev.grad, state, memory)
+            grad = ev.grad
+            if batch_size is not None:
+                assert isinstance(memory, DenseMemory)
+                draws = torch.multinomial(memory.p, batch_size, replacement=True, generator=gen)
+                weights = torch.bincount(draws, minlength=memory.K).to(torch.float64) / batch_size
+                grad = memory.evaluate(W, weights=weights).grad
+            U = update_direction(spec, grad, state, memory)
             W = W - _scaled(U, lrs[t])
     return Trajectory(
         rec,
@@ -152,12 +174,14 @@ def train(
 
 @contextmanager
 def small_op_threads(memory: Memory) -> Iterator[None]:
-    """Run the structured backend single-threaded.
+    """Run small problems single-threaded.
 
-    Its tensors have a few dozen entries, so intra-op threading is pure overhead, and on a busy
-    machine a large one (measured 30× slower with two threads under load).
+    The structured backend's tensors have a few dozen entries and small dense problems (up to
+    ``K ≈ 350`` for square ones) are a few MFLOP per step, so intra-op threading is pure
+    overhead — and on a busy machine a large one (measured 30× slower for the structured backend
+    and 60× for dense K = 200 with two threads under load).
     """
-    if not isinstance(memory, StructuredMemory):
+    if isinstance(memory, DenseMemory) and _dense_work(memory) > SMALL_DENSE:
         yield
         return
     previous = torch.get_num_threads()
@@ -166,6 +190,12 @@ def small_op_threads(memory: Memory) -> Iterator[None]:
         yield
     finally:
         torch.set_num_threads(previous)
+
+
+def _dense_work(memory: DenseMemory) -> float:
+    """Multiply-adds of one dense evaluation (logits and gradient), roughly."""
+    e = memory.embedding
+    return float(memory.K * e.d_key * e.d_obj + memory.n_obj * memory.K * (e.d_key + e.d_obj))
 
 
 def _scaled(U: Any, lr: torch.Tensor) -> Any:

@@ -132,29 +132,39 @@ def orthonormal(K: int, seed: int = 0) -> Embedding:
     return Embedding("orthonormal", K, K, K, True, key=key, obj=obj)
 
 
-def gaussian(K: int, d: int, seed: int = 0) -> Embedding:
-    """Random ``d × K`` embeddings with i.i.d. ``N(0, 1/d)`` entries (columns of norm ≈ 1)."""
+def gaussian(K: int, d: int, seed: int = 0, n_objects: int | None = None) -> Embedding:
+    """Random embeddings with i.i.d. ``N(0, 1/d)`` entries (columns of norm ≈ 1).
+
+    ``E`` is ``d × K``; ``Ẽ`` is ``d × n_objects`` (default ``K``: every fact its own object;
+    fewer objects model Cabannes et al.'s labels ``y = x mod M``, see ``DenseMemory``).
+    """
     _check_k(K)
     if d < 1:
         raise ConfigError(f"d={d}: the embedding dimension must be a positive integer")
+    n_obj = K if n_objects is None else n_objects
+    if n_obj < 2:
+        raise ConfigError(f"n_objects={n_obj}: expected at least 2 objects")
     gen = torch.Generator().manual_seed(seed)
     scale = 1.0 / math.sqrt(d)
     key = torch.randn(d, K, generator=gen, dtype=torch.float64) * scale
-    obj = torch.randn(d, K, generator=gen, dtype=torch.float64) * scale
+    obj = torch.randn(d, n_obj, generator=gen, dtype=torch.float64) * scale
     return Embedding("gaussian", K, d, d, False, key=key, obj=obj)
 
 
 def custom(key: torch.Tensor, obj: torch.Tensor, name: str = "custom") -> Embedding:
-    """User-supplied ``E`` (``d_s × K``) and ``Ẽ`` (``d_o × K``); orthonormality is detected."""
-    if key.ndim != 2 or obj.ndim != 2 or key.shape[1] != obj.shape[1]:
+    """User-supplied ``E`` (``d_s × K``) and ``Ẽ`` (``d_o × n_objects``).
+
+    ``n_objects = K`` unless the memory is given an ``answers`` map; orthonormality is detected.
+    """
+    if key.ndim != 2 or obj.ndim != 2:
         raise ConfigError(
-            f"custom embeddings: expected E (d_s×K) and Ẽ (d_o×K) with the same K, got "
+            f"custom embeddings: expected matrices E (d_s×K) and Ẽ (d_o×n_objects), got "
             f"{tuple(key.shape)} and {tuple(obj.shape)}"
         )
     key = key.to(torch.float64)
     obj = obj.to(torch.float64)
     K = key.shape[1]
-    square = key.shape[0] == K and obj.shape[0] == K
+    square = key.shape[0] == K and obj.shape == (K, K)
     eye = torch.eye(K, dtype=torch.float64)
     ortho = (
         square

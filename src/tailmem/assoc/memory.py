@@ -133,21 +133,41 @@ class Evaluation:
 
 
 class DenseMemory:
-    """Full-matrix backend: any embedding, ``W`` of shape ``(..., d_o, d_s)``."""
+    """Full-matrix backend: any embedding, ``W`` of shape ``(..., d_o, d_s)``.
+
+    ``answers`` (optional, ``K`` object indices) lets several facts share an object, as in
+    Cabannes et al.'s labels ``y = x mod M``; then ``Ẽ`` has one column per object and label noise
+    spreads over the objects. By default fact ``k``'s object is ``k``.
+    """
 
     basis = "embedding"
     backend = "dense"
 
     def __init__(
-        self, spectrum: FrequencySpectrum, embedding: Embedding, label_noise: float = 0.0
+        self,
+        spectrum: FrequencySpectrum,
+        embedding: Embedding,
+        label_noise: float = 0.0,
+        answers: torch.Tensor | None = None,
     ) -> None:
         self.spectrum = spectrum
         self.embedding = embedding
         self.label_noise = float(label_noise)
         self.K = spectrum.K
         self.E, self.Et = embedding.dense()
-        self.p = spectrum.p
+        self.n_obj = int(self.Et.shape[1])
         K = self.K
+        if answers is None:
+            if self.n_obj != K:
+                raise ValueError(f"Ẽ has {self.n_obj} objects for K={K} facts: pass answers")
+            answers = torch.arange(K)
+        if answers.shape != (K,) or int(answers.min()) < 0 or int(answers.max()) >= self.n_obj:
+            raise ValueError(f"answers: expected K={K} object indices in [0, {self.n_obj})")
+        self.answers = answers.long()
+        # Every gradient (and momentum buffer) has its columns in span(Ẽ): with fewer objects
+        # than dimensions its polar factor comes from an n_obj × d_s SVD (see ``polar``).
+        self._obj_basis = torch.linalg.qr(self.Et)[0] if self.n_obj < self.Et.shape[0] else None
+        self.p = spectrum.p
         self.types = FactTypes(
             torch.ones(K, dtype=torch.float64), self.p, spectrum.group, torch.arange(K)
         )
@@ -155,16 +175,25 @@ class DenseMemory:
     def zeros(self, batch: tuple[int, ...] = ()) -> torch.Tensor:
         return torch.zeros(*batch, self.embedding.d_obj, self.embedding.d_key, dtype=torch.float64)
 
-    def evaluate(self, W: torch.Tensor) -> Evaluation:
+    def evaluate(self, W: torch.Tensor, weights: torch.Tensor | None = None) -> Evaluation:
+        """Loss and gradient; ``weights`` replaces ``p`` (e.g. a sampled batch's frequencies)."""
+        p = self.p if weights is None else weights
         Z = logits(W, self.E, self.Et)
         logs = torch.log_softmax(Z, dim=-2)
-        correct = torch.diagonal(logs, dim1=-2, dim2=-1)
-        a = self.label_noise
-        fl = -(1.0 - a) * correct - (a / self.K) * logs.sum(dim=-2)
-        G = logs.exp() - a / self.K
-        G = G - (1.0 - a) * torch.eye(self.K, dtype=Z.dtype)
-        grad = self.Et @ (G * self.p) @ self.E.T
-        return Evaluation((fl * self.p).sum(-1), fl, correct.exp(), grad, self.types)
+        cols = torch.arange(self.K)
+        correct = logs[..., self.answers, cols]
+        a, n = self.label_noise, self.n_obj
+        fl = -(1.0 - a) * correct - (a / n) * logs.sum(dim=-2)
+        G = logs.exp() - a / n
+        G[..., self.answers, cols] -= 1.0 - a
+        grad = self.Et @ (G * p) @ self.E.T
+        return Evaluation((fl * p).sum(-1), fl, correct.exp(), grad, self.types)
+
+    def errors(self, W: torch.Tensor) -> torch.Tensor:
+        """Top-1 error ``Σ_k p_k 1[argmax_i Z_ik ≠ answer_k]`` (batch-shaped)."""
+        Z = logits(W, self.E, self.Et)
+        wrong = Z.argmax(dim=-2) != self.answers
+        return (wrong.to(torch.float64) * self.p).sum(dim=-1)
 
     def to_task(self, X: torch.Tensor) -> torch.Tensor:
         """``Ẽᵀ X E``."""
@@ -178,9 +207,12 @@ class DenseMemory:
     def map(X: torch.Tensor, fn: Any) -> torch.Tensor:
         return fn(X)
 
-    @staticmethod
-    def polar(X: torch.Tensor) -> torch.Tensor:
-        return exact_polar(X)
+    def polar(self, X: torch.Tensor) -> torch.Tensor:
+        """Exact ``U_r V_rᵀ``; for ``X = Q Qᵀ X`` (columns in span(Ẽ) = span(Q)) via ``QᵀX``."""
+        if self._obj_basis is None:
+            return exact_polar(X)
+        Q = self._obj_basis
+        return Q @ exact_polar(Q.T @ X)
 
     @staticmethod
     def matrix_polynomial(X: torch.Tensor, fn: Any) -> torch.Tensor:

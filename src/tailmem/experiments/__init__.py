@@ -14,6 +14,8 @@ from tailmem.errors import ConfigError
 
 EXPERIMENTS: dict[str, str] = {
     "assoc-two-group": "tailmem.experiments.assoc_two_group",
+    "assoc-scaling": "tailmem.experiments.assoc_scaling",
+    "assoc-capacity": "tailmem.experiments.assoc_capacity",
 }
 
 
