@@ -8,7 +8,9 @@ from pathlib import Path
 
 import pytest
 
+from tailmem.cli import main
 from tailmem.report.claims import read_claims
+from tailmem.rundir import RunDir
 from tailmem.runner import run_experiment
 
 SRC = str(Path(__file__).resolve().parents[2] / "src")
@@ -60,10 +62,22 @@ FIGURES = {
 }
 
 
+@pytest.fixture(scope="module")
+def smoke_runs(tmp_path_factory: pytest.TempPathFactory) -> dict[str, RunDir]:
+    """Each experiment's smoke preset, run once for the whole module."""
+    root = tmp_path_factory.mktemp("assoc-smoke")
+    runs = {}
+    for experiment in sorted(EXPECTED):
+        run, status = run_experiment(experiment, "smoke", out=root / experiment)
+        assert status == "ran"
+        runs[experiment] = run
+    return runs
+
+
 @pytest.mark.parametrize("experiment", sorted(EXPECTED))
-def test_smoke_preset_writes_a_complete_run(experiment: str, tmp_path: Path) -> None:
-    run, status = run_experiment(experiment, "smoke", out=tmp_path / experiment)
-    assert status == "ran" and run.is_complete
+def test_smoke_preset_writes_a_complete_run(experiment: str, smoke_runs) -> None:
+    run = smoke_runs[experiment]
+    assert run.is_complete
     claims = read_claims(run)
     assert {c.id for c in claims} == EXPECTED[experiment]
     assert all(c.verdict in ("reproduced", "not reproduced", "not measured") for c in claims)
@@ -76,8 +90,8 @@ def test_smoke_preset_writes_a_complete_run(experiment: str, tmp_path: Path) -> 
     assert "config" in run.read_config()
 
 
-def test_two_group_smoke_numbers(tmp_path: Path) -> None:
-    run, _ = run_experiment("assoc-two-group", "smoke", out=tmp_path / "r")
+def test_two_group_smoke_numbers(smoke_runs) -> None:
+    run = smoke_runs["assoc-two-group"]
     verdicts = {c.id: c.verdict for c in read_claims(run)}
     for cid in (
         "A4.thm53.gd_slope",
@@ -93,11 +107,22 @@ def test_two_group_smoke_numbers(tmp_path: Path) -> None:
             assert r["rho"] == pytest.approx(r["gd_theory_exact"], rel=1e-8)
 
 
-def _cli(*args: str) -> subprocess.CompletedProcess:
-    env = {**os.environ, "PYTHONPATH": SRC}
-    return subprocess.run(
-        [sys.executable, "-m", "tailmem", *args], capture_output=True, text=True, env=env
+def test_scaling_smoke_numbers(smoke_runs) -> None:
+    results = json.loads(smoke_runs["assoc-scaling"].file("results.json").read_text())
+    assert results["block_symmetry"]["muon"] < 1e-9 < results["block_symmetry"]["signgd"]
+    assert abs(results["noiseless"]["muon_rate_over_eta"] - 1) < 0.1
+
+
+def test_cli_runs_an_experiment(tmp_path: Path) -> None:
+    args = ["run", "assoc-capacity", "--preset", "smoke", "--out", str(tmp_path / "r")]
+    out = subprocess.run(
+        [sys.executable, "-m", "tailmem", *args, "dims=[4,8]", "steps=10"],
+        capture_output=True,
+        text=True,
+        env={**os.environ, "PYTHONPATH": SRC},
     )
+    assert out.returncode == 0, out.stderr
+    assert (tmp_path / "r" / "COMPLETE").is_file() and (tmp_path / "r" / "claims.json").is_file()
 
 
 @pytest.mark.parametrize(
@@ -110,9 +135,11 @@ def _cli(*args: str) -> subprocess.CompletedProcess:
         (("assoc-capacity", "optimizers=[sgdx]"), "unknown optimizer"),
     ],
 )
-def test_bad_parameters_exit_2_with_one_line(args: tuple[str, ...], fragment: str, tmp_path):
-    out = _cli("run", args[0], "--preset", "smoke", "--out", str(tmp_path / "r"), *args[1:])
-    assert out.returncode == 2
-    lines = out.stderr.strip().splitlines()
+def test_bad_parameters_exit_2_with_one_line(
+    args: tuple[str, ...], fragment: str, tmp_path: Path, capsys: pytest.CaptureFixture
+) -> None:
+    code = main(["run", args[0], "--preset", "smoke", "--out", str(tmp_path / "r"), *args[1:]])
+    assert code == 2
+    lines = capsys.readouterr().err.strip().splitlines()
     assert len(lines) == 1 and lines[0].startswith("tailmem: error:") and fragment in lines[0]
     assert not (tmp_path / "r").exists()
