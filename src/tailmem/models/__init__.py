@@ -1,0 +1,1 @@
+"""Models with named parameter roles: the GPT of the language-model experiments."""
