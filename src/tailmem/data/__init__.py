@@ -1,0 +1,1 @@
+"""Data sets for the experiments: synthetic biographies and knowledge QA (:mod:`.bios`)."""
