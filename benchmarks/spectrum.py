@@ -10,9 +10,10 @@ Naive baseline, measured in the same run: one ``svdvals`` per matrix in its stor
 and one per explicitly formed per-head product.
 
 Prints wall and CPU time of both paths, their ratios, the largest metric difference between the
-two paths and the peak RSS. On a shared machine, CPU time is the steadier number; with more
-threads than free cores, OpenMP's waiting threads can inflate wall time many-fold (run with
-``OMP_NUM_THREADS=1`` there). Target: the batched path in <= 10 s on 2 CPU cores.
+two paths and the peak RSS. On a shared machine, CPU time is the steadier number, and with
+more threads than free cores OpenMP's spinning waits can inflate wall time tenfold: run with
+``OMP_WAIT_POLICY=PASSIVE`` (or ``OMP_NUM_THREADS=1``) there.
+Target: the batched path in <= 10 s on 2 CPU cores.
 
     PYTHONPATH=src python benchmarks/spectrum.py [--layers 12] [--naive-layers 12]
 

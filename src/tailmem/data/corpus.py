@@ -107,7 +107,12 @@ class CorpusConfig:
             raise ConfigError("corpus.max_docs: null; source 'hf' streams the first max_docs docs")
         if self.source == "hf" and not self.hf_name:
             raise ConfigError("corpus.hf_name: empty; expected a data set name or local folder")
-        if not 0.0 <= float(self.val_fraction) <= 0.5:
+        fraction = self.val_fraction
+        if (
+            isinstance(fraction, bool)
+            or not isinstance(fraction, (int, float))
+            or not (0.0 <= fraction <= 0.5)
+        ):
             raise ConfigError(
                 f"corpus.val_fraction: got {self.val_fraction!r}; expected a number in [0, 0.5]"
             )

@@ -92,7 +92,8 @@ def _svd_entropy(q: Tensor, rank: Tensor) -> Tensor:
 
 
 def _erank(q: Tensor, rank: Tensor) -> Tensor:
-    return torch.where(rank >= 1, torch.exp(_entropy(q)), torch.zeros(rank.shape, dtype=q.dtype))
+    erank = torch.exp(_entropy(q))
+    return torch.where(rank >= 1, erank, torch.zeros_like(erank))
 
 
 def _topk(q: Tensor, k: int) -> Tensor:
