@@ -55,3 +55,31 @@ def test_run_and_config_commands(fake_experiment, tmp_path, capsys):
         "tailmem: error: unknown config field 'x'; expected one of: "
         + ", ".join(["seed", "steps", "name", "ks", "mode", "inner", "fail"])
     ]
+
+
+def test_reproduce_runs_skips_and_reports(fake_experiment, tmp_path, capsys):
+    out = tmp_path / "results"
+    assert main(["reproduce", "--preset", "smoke", "--out", str(out)]) == 0
+    printed = capsys.readouterr()
+    report = out / "report.html"
+    assert f"report: {report.resolve()}" in printed.out
+    assert (out / "fake" / "COMPLETE").is_file() and (out / "report.md").is_file()
+    before = (out / "fake" / "results.json").stat().st_mtime_ns
+    assert main(["reproduce", "--preset", "smoke", "--out", str(out)]) == 0
+    assert "complete, skipped" in capsys.readouterr().err
+    assert (out / "fake" / "results.json").stat().st_mtime_ns == before
+
+
+@pytest.mark.parametrize(
+    ("args", "fragment"),
+    [
+        (["reproduce", "--preset", "huge"], "--preset: got 'huge'"),
+        (["reproduce", "--only", "nope"], "--only: unknown experiment 'nope'"),
+        (["reproduce", "--jobs", "0"], "--jobs: got 0"),
+        (["report", "/no/such/folder"], "is not a directory"),
+    ],
+)
+def test_reproduce_and_report_bad_input(fake_experiment, tmp_path, capsys, args, fragment):
+    assert main(args) == 2
+    err = capsys.readouterr().err.strip().splitlines()
+    assert len(err) == 1 and fragment in err[0]

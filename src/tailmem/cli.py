@@ -54,6 +54,23 @@ def _cmd_run(args: argparse.Namespace) -> int:
     return 0
 
 
+def _cmd_reproduce(args: argparse.Namespace) -> int:
+    from tailmem.reproduce import reproduce
+
+    only = [name.strip() for name in args.only.split(",") if name.strip()] if args.only else None
+    report = reproduce(args.preset, only=only, out=args.out, jobs=args.jobs)
+    print(f"report: {report.resolve()}")
+    return 0
+
+
+def _cmd_report(args: argparse.Namespace) -> int:
+    from tailmem.report.render import write_report
+
+    report = write_report(args.results)
+    print(f"report: {report.resolve()}")
+    return 0
+
+
 def build_parser() -> argparse.ArgumentParser:
     parser = _Parser(
         prog="tailmem",
@@ -78,6 +95,17 @@ def build_parser() -> argparse.ArgumentParser:
             p.add_argument("--out", default=None, help="run directory (default: runs/EXP-PRESET)")
             p.add_argument("--force", action="store_true", help="redo a complete run")
         p.set_defaults(func=func)
+
+    p = sub.add_parser("reproduce", help="run every experiment at a preset and write the report")
+    p.add_argument("--preset", default="cpu", help="smoke | cpu | paper (default: cpu)")
+    p.add_argument("--only", default=None, metavar="EXP,...", help="run only these experiments")
+    p.add_argument("--out", default=None, help="results folder (default: results/PRESET)")
+    p.add_argument("--jobs", type=int, default=1, help="experiments run in parallel processes")
+    p.set_defaults(func=_cmd_reproduce)
+
+    p = sub.add_parser("report", help="write report.html and report.md for a results folder")
+    p.add_argument("results", help="a folder written by reproduce (or one run directory)")
+    p.set_defaults(func=_cmd_report)
     return parser
 
 

@@ -1,1 +1,1 @@
-"""Models with named parameter roles: the GPT of the language-model experiments."""
+"""Models and the role vocabulary that optimiser recipes are written in."""

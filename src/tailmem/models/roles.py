@@ -1,0 +1,331 @@
+"""Parameter roles: which part of a transformer each parameter belongs to.
+
+Optimiser recipes (:mod:`tailmem.optim.routing`) are written in roles, not parameter names, so that
+one recipe (e.g. ``"muon:v,o,w_in,w_gate,w_out adam:*"``, Paper A's ablation arms) means the same
+thing for our GPT and for a Hugging Face GPT-2, LLaMA or BERT model.
+
+Roles: ``q k v o`` (attention projections), ``w_in w_gate w_out`` (feed-forward: up, gate, down),
+``embed`` (token/position embeddings), ``head`` (output layer), ``norm`` (every parameter of a
+normalisation layer, weight and bias), ``bias`` (biases of every other layer), ``other``. The seven
+matrix roles ``q k v o w_in w_gate w_out`` only ever hold parameters with at least two dimensions.
+
+:func:`resolve_roles` picks one source for the whole model, the first that applies:
+
+1. the model defines ``param_roles()`` (our GPT): its answer is used as is, and must name every
+   parameter of ``named_parameters()``. A wrapper that does not define it but holds such a module
+   (``torch.compile``'s ``_orig_mod``, DDP's ``module``, a task head around our GPT) gets the
+   roles of the outermost such submodules for their parameters, with the prefix added, and the
+   rules below (with the family detected among the remaining names) for the rest;
+2. Hugging Face GPT-2 naming (detected by a ``attn.c_attn.weight`` parameter);
+3. LLaMA naming (detected by a ``q_proj.weight`` parameter; also Mistral, Qwen, Gemma, ...);
+4. BERT naming (detected by a ``attention.self.query.weight`` parameter);
+5. generic: only the rules below that do not depend on names of a known family.
+
+For sources 2-5 every parameter gets the first role whose rule matches:
+
+a. a 0-/1-D parameter of a normalisation layer -> ``norm`` (the module's class name contains
+   "Norm", or its attribute name contains "norm" or is ``ln_*`` / ``ln<digits>``);
+b. any other 0-/1-D parameter whose name ends in "bias" -> ``bias``;
+c. the family's name rules, for parameters with at least two dimensions (a 1-D ``q_proj.weight``
+   is never called ``q``), matched on whole dotted segments at the end of the name:
+
+   - GPT-2: ``wte``/``wpe`` -> embed; ``attn.c_attn`` -> fused q+k+v (see below); ``attn.c_proj``
+     -> o; ``mlp.c_fc`` -> w_in; ``mlp.c_proj`` -> w_out; ``lm_head``/``score`` -> head.
+   - LLaMA: ``embed_tokens`` -> embed; ``q_proj k_proj v_proj o_proj`` -> q k v o; ``up_proj`` ->
+     w_in; ``gate_proj`` -> w_gate; ``down_proj`` -> w_out; ``lm_head``/``score`` -> head.
+   - BERT: ``embeddings.*_embeddings`` -> embed; ``attention.self.{query,key,value}`` -> q k v;
+     ``attention.output.dense`` -> o; ``intermediate.dense`` -> w_in; ``layer.N.output.dense`` ->
+     w_out; ``pooler.dense`` -> other; ``cls.predictions.decoder``/``classifier`` -> head.
+d. the weight of an embedding module (class name contains "Embedding") -> ``embed``;
+e. anything else -> ``other``. Nothing is guessed from shapes: a family member with an unusual
+   layer name (e.g. OPT's ``fc1``) shows up as ``other`` in :func:`roles_table` instead of being
+   misassigned.
+
+Weights of a module whose class is named ``Conv1D`` (Hugging Face GPT-2) are stored (in, out), so
+they carry the Muon layout hint ``fan_out_dim=1``. GPT-2's ``c_attn`` holds q, k and v side by side
+in one tensor: it becomes one fused :class:`ParamRole` ``"q+k+v"`` with ``row_splits`` giving the
+three blocks of the output dimension, which Muon orthogonalises separately. Being one tensor, it
+can only be given to one optimiser kind.
+
+Tied parameters (e.g. GPT-2's ``lm_head`` sharing ``wte``) appear once, under the name
+``named_parameters()`` reports first (the embedding), so they get that name's role.
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Mapping
+from dataclasses import dataclass
+
+from torch import nn
+
+ROLES: tuple[str, ...] = (
+    "q",
+    "k",
+    "v",
+    "o",
+    "w_in",
+    "w_gate",
+    "w_out",
+    "embed",
+    "head",
+    "norm",
+    "bias",
+    "other",
+)
+MATRIX_ROLES: tuple[str, ...] = ("q", "k", "v", "o", "w_in", "w_gate", "w_out")
+SCHEMES: tuple[str, ...] = ("param_roles", "gpt2", "llama", "bert", "generic")
+
+
+@dataclass(frozen=True)
+class ParamRole:
+    """The role of one parameter tensor, plus layout hints for Muon.
+
+    Attributes:
+        role: one of :data:`ROLES`; for a fused tensor, its parts joined by "+" (e.g. "q+k+v").
+        row_splits: sizes splitting the output dimension into blocks that Muon orthogonalises
+            separately (a fused tensor's parts), or None for one block.
+        fan_out_dim: which dimension is the output: 0 for torch ``Linear`` (out, in), 1 for
+            Hugging Face ``Conv1D`` (in, out).
+        parts: for a fused tensor, the matrix roles of its blocks in order; empty otherwise.
+    """
+
+    role: str
+    row_splits: tuple[int, ...] | None = None
+    fan_out_dim: int = 0
+    parts: tuple[str, ...] = ()
+
+    def __post_init__(self) -> None:
+        if self.parts:
+            bad = [p for p in self.parts if p not in MATRIX_ROLES]
+            if len(self.parts) < 2 or bad:
+                raise ValueError(
+                    f"a fused ParamRole needs at least two parts from {', '.join(MATRIX_ROLES)}; "
+                    f"got {self.parts}"
+                )
+            if self.role != "+".join(self.parts):
+                raise ValueError(
+                    f"a fused ParamRole's role must be {'+'.join(self.parts)!r}, got {self.role!r}"
+                )
+            if self.row_splits is None or len(self.row_splits) != len(self.parts):
+                raise ValueError(
+                    f"fused ParamRole {self.role!r} needs one row split per part, "
+                    f"got row_splits={self.row_splits}"
+                )
+        elif self.role not in ROLES:
+            raise ValueError(f"unknown role {self.role!r}; valid roles: {', '.join(ROLES)}")
+        if self.row_splits is not None and (
+            not self.row_splits or any(int(s) != s or s <= 0 for s in self.row_splits)
+        ):
+            raise ValueError(f"row_splits must be positive integers, got {self.row_splits}")
+        if self.fan_out_dim not in (0, 1):
+            raise ValueError(f"fan_out_dim must be 0 or 1, got {self.fan_out_dim}")
+
+    @property
+    def roles(self) -> tuple[str, ...]:
+        """The plain roles this tensor carries: its parts if fused, else just its role."""
+        return self.parts or (self.role,)
+
+    @classmethod
+    def fused(
+        cls, parts: tuple[str, ...], row_splits: tuple[int, ...], fan_out_dim: int = 0
+    ) -> ParamRole:
+        """A tensor holding several matrix roles side by side along its output dimension."""
+        return cls("+".join(parts), tuple(row_splits), fan_out_dim, tuple(parts))
+
+
+def _rules(*pairs: tuple[str, str]) -> tuple[tuple[re.Pattern[str], str], ...]:
+    return tuple((re.compile(r"(?:^|\.)" + pat + r"$"), role) for pat, role in pairs)
+
+
+_SCHEME_RULES: dict[str, tuple[tuple[re.Pattern[str], str], ...]] = {
+    "gpt2": _rules(
+        (r"(?:wte|wpe)\.weight", "embed"),
+        (r"attn\.c_attn\.weight", "q+k+v"),
+        (r"attn\.c_proj\.weight", "o"),
+        (r"mlp\.c_fc\.weight", "w_in"),
+        (r"mlp\.c_proj\.weight", "w_out"),
+        (r"(?:lm_head|score)\.weight", "head"),
+    ),
+    "llama": _rules(
+        (r"embed_tokens\.weight", "embed"),
+        (r"q_proj\.weight", "q"),
+        (r"k_proj\.weight", "k"),
+        (r"v_proj\.weight", "v"),
+        (r"o_proj\.weight", "o"),
+        (r"up_proj\.weight", "w_in"),
+        (r"gate_proj\.weight", "w_gate"),
+        (r"down_proj\.weight", "w_out"),
+        (r"(?:lm_head|score)\.weight", "head"),
+    ),
+    "bert": _rules(
+        (r"embeddings\.\w+_embeddings\.weight", "embed"),
+        (r"attention\.self\.query\.weight", "q"),
+        (r"attention\.self\.key\.weight", "k"),
+        (r"attention\.self\.value\.weight", "v"),
+        (r"attention\.output\.dense\.weight", "o"),
+        (r"intermediate\.dense\.weight", "w_in"),
+        (r"layer\.\d+\.output\.dense\.weight", "w_out"),
+        (r"pooler\.dense\.weight", "other"),
+        (r"(?:cls\.predictions\.decoder|classifier)\.weight", "head"),
+    ),
+    "generic": (),
+}
+_SENTINELS: dict[str, re.Pattern[str]] = {
+    "gpt2": re.compile(r"(?:^|\.)attn\.c_attn\.weight$"),
+    "llama": re.compile(r"(?:^|\.)q_proj\.weight$"),
+    "bert": re.compile(r"(?:^|\.)attention\.self\.query\.weight$"),
+}
+_NORM_ATTR = re.compile(r"ln(?:_\w+|\d*)")
+
+
+def naming_scheme(model: nn.Module) -> str:
+    """Which role source :func:`resolve_roles` uses for ``model`` (one of :data:`SCHEMES`)."""
+    if _role_owners(model):
+        return "param_roles"
+    return _family([name for name, _ in model.named_parameters()])
+
+
+def resolve_roles(model: nn.Module) -> dict[str, ParamRole]:
+    """Map every name of ``model.named_parameters()`` to its :class:`ParamRole`, in that order.
+
+    See the module docstring for the order of sources and the per-parameter rules. Raises
+    ValueError when a model's own ``param_roles()`` is incomplete or inconsistent (a bug in the
+    model class, not bad user input).
+    """
+    params = dict(model.named_parameters())
+    resolved: dict[str, ParamRole] = {}
+    for prefix, module in _role_owners(model):
+        dot = prefix + "." if prefix else ""
+        own = _from_param_roles(module, dict(module.named_parameters()))
+        resolved |= {dot + name: pr for name, pr in own.items() if dot + name in params}
+    rest = [name for name in params if name not in resolved]
+    family = _family(rest)
+    resolved |= {name: _rule_role(model, name, params[name], family) for name in rest}
+    for name, pr in resolved.items():
+        _check_layout(name, tuple(params[name].shape), pr)
+    return {name: resolved[name] for name in params}
+
+
+def _role_owners(model: nn.Module) -> list[tuple[str, nn.Module]]:
+    """The outermost modules (with their prefixes) that define ``param_roles()``."""
+    owners: list[tuple[str, nn.Module]] = []
+    for prefix, module in model.named_modules():
+        if any(p == "" or prefix == p or prefix.startswith(p + ".") for p, _ in owners):
+            continue
+        method = getattr(module, "param_roles", None)
+        # a wrapper that forwards attribute access (torch.compile) lends its inner module's method
+        if callable(method) and getattr(method, "__self__", module) is module:
+            owners.append((prefix, module))
+    return owners
+
+
+def _family(names: list[str]) -> str:
+    for scheme, sentinel in _SENTINELS.items():
+        if any(sentinel.search(name) for name in names):
+            return scheme
+    return "generic"
+
+
+def _from_param_roles(model: nn.Module, params: dict[str, nn.Parameter]) -> dict[str, ParamRole]:
+    declared = model.param_roles()
+    if not isinstance(declared, Mapping):
+        raise ValueError(
+            f"{type(model).__name__}.param_roles() must return a mapping of parameter name to "
+            f"role, got {type(declared).__name__}"
+        )
+    owner = type(model).__name__
+    missing = [name for name in params if name not in declared]
+    if missing:
+        raise ValueError(f"{owner}.param_roles() gives no role for: {_short_list(missing)}")
+    aliases = {name for name, _ in model.named_parameters(remove_duplicate=False)}
+    unknown = [name for name in declared if name not in aliases]
+    if unknown:
+        raise ValueError(f"{owner}.param_roles() names unknown parameters: {_short_list(unknown)}")
+    resolved = {}
+    for name in params:
+        value = declared[name]
+        try:
+            resolved[name] = value if isinstance(value, ParamRole) else ParamRole(value)
+        except ValueError as err:
+            raise ValueError(f"{owner}.param_roles()[{name!r}]: {err}") from None
+    return resolved
+
+
+def _rule_role(model: nn.Module, name: str, p: nn.Parameter, scheme: str) -> ParamRole:
+    module_path, _, attr = name.rpartition(".")
+    module = model.get_submodule(module_path) if module_path else model
+    module_attr = module_path.rpartition(".")[2]
+    cls_name = type(module).__name__
+    fan_out_dim = 1 if cls_name == "Conv1D" and p.ndim == 2 else 0
+    if p.ndim <= 1:
+        is_norm_attr = "norm" in module_attr.lower() or _NORM_ATTR.fullmatch(module_attr)
+        if "norm" in cls_name.lower() or is_norm_attr:
+            return ParamRole("norm")
+        if attr.endswith("bias"):
+            return ParamRole("bias")
+        return ParamRole("other")
+    for pattern, role in _SCHEME_RULES[scheme]:
+        if pattern.search(name):
+            if "+" in role:
+                parts = tuple(role.split("+"))
+                width, rest = divmod(p.shape[fan_out_dim], len(parts))
+                if rest or width == 0:
+                    return ParamRole("other", fan_out_dim=fan_out_dim)
+                return ParamRole.fused(parts, (width,) * len(parts), fan_out_dim)
+            return ParamRole(role, fan_out_dim=fan_out_dim)
+    if attr == "weight" and "Embedding" in cls_name:
+        return ParamRole("embed")
+    return ParamRole("other", fan_out_dim=fan_out_dim)
+
+
+def _check_layout(name: str, shape: tuple[int, ...], pr: ParamRole) -> None:
+    if len(shape) < 2 and (set(pr.roles) & set(MATRIX_ROLES)):
+        raise ValueError(
+            f"parameter {name!r} of shape {shape} has matrix role {pr.role!r}; matrix roles "
+            f"({', '.join(MATRIX_ROLES)}) need at least 2 dimensions"
+        )
+    if pr.row_splits is not None:
+        size = shape[pr.fan_out_dim] if len(shape) > pr.fan_out_dim else 0
+        if sum(pr.row_splits) != size:
+            raise ValueError(
+                f"parameter {name!r} of shape {shape}: row_splits {pr.row_splits} sum to "
+                f"{sum(pr.row_splits)}, not to its output size {size} (fan_out_dim="
+                f"{pr.fan_out_dim})"
+            )
+
+
+def _short_list(items: list[str], limit: int = 6) -> str:
+    """``a, b, c (+N more)``: one readable line however many items there are."""
+    shown = ", ".join(items[:limit])
+    return shown + (f" (+{len(items) - limit} more)" if len(items) > limit else "")
+
+
+def _format_table(headers: tuple[str, ...], rows: list[tuple[object, ...]]) -> str:
+    """A plain-text table with left-aligned columns, for logs."""
+    cells = [tuple(str(c) for c in headers)] + [tuple(str(c) for c in row) for row in rows]
+    widths = [max(len(row[i]) for row in cells) for i in range(len(headers))]
+    lines = [
+        "  ".join(c.ljust(w) for c, w in zip(row, widths, strict=True)).rstrip() for row in cells
+    ]
+    lines.insert(1, "  ".join("-" * w for w in widths))
+    return "\n".join(lines)
+
+
+def roles_table(model: nn.Module) -> str:
+    """A printable table of every parameter's name, shape, role and Muon layout hints.
+
+    The first line names the role source (:func:`naming_scheme`), so a model that fell back to the
+    generic rules is visible at a glance.
+    """
+    params = dict(model.named_parameters())
+    rows = []
+    for name, pr in resolve_roles(model).items():
+        hints = []
+        if pr.fan_out_dim:
+            hints.append(f"fan_out_dim={pr.fan_out_dim}")
+        if pr.row_splits is not None:
+            hints.append(f"row_splits={pr.row_splits}")
+        rows.append((name, tuple(params[name].shape), pr.role, " ".join(hints)))
+    header = f"roles from: {naming_scheme(model)}\n"
+    return header + _format_table(("parameter", "shape", "role", "hints"), rows)

@@ -1,0 +1,551 @@
+"""Optimiser routing: a recipe written in roles -> param groups -> one combined optimiser.
+
+Paper A trains each block of a transformer with a different optimiser ("Muon on V and O, Adam on
+everything else"). A *recipe* says that in roles (:mod:`tailmem.models.roles`), not parameter
+names, so it works for any model whose roles resolve::
+
+    "muon:v,o,w_in,w_gate,w_out adam:*"     "adam:*"     "muon:q,k,v,o,w_in,w_out adamw:*"
+
+Grammar: clauses ``kind:role,role,...`` separated by whitespace (roles may be separated by commas
+and/or spaces). Kinds: :data:`KINDS`. ``*`` stands for every role not named in another clause.
+Each kind appears once and each role at most once; a role named in the recipe but absent from the
+model is fine (so one recipe serves plain and gated FFNs), but every kind must end up with at least
+one trainable parameter. Frozen parameters (``requires_grad=False``) are left out.
+
+:func:`build_optimizer` returns a :class:`RoutedOptimizer`: a real ``torch.optim.Optimizer`` that
+owns one child optimiser per kind and exposes the union of their param groups (the very same dict
+objects), so LR schedulers, Hugging Face ``Trainer`` and plain loops drive it like any optimiser.
+Within each kind there is one param group per role (tagged ``"kind"`` and ``"role"``, with
+``"param_names"``), so per-role learning rates can be read and changed.
+
+Strictness (all raise :class:`~tailmem.errors.ConfigError` with one line): unknown kind or role,
+a kind or role named twice, ``*`` twice, a trainable parameter whose role the recipe does not
+route, a fused tensor (GPT-2 ``c_attn``) whose parts go to different kinds, Muon given a parameter
+with fewer than two dimensions, a kind that gets no parameters, hyperparameters for a kind that is
+unknown or not in the recipe, hyperparameter names the kind's constructor does not accept, a
+required constructor argument left out (``lr`` of SignGD), and values the optimiser rejects.
+"""
+
+from __future__ import annotations
+
+import inspect
+import re
+from collections.abc import Callable, Iterator, Mapping
+from typing import Any
+
+import torch
+from torch import nn
+
+from tailmem.errors import CheckpointError, ConfigError
+from tailmem.models.roles import ROLES, ParamRole, _format_table, _short_list, resolve_roles
+
+KINDS: tuple[str, ...] = ("muon", "adam", "adamw", "sgd", "signgd")
+MUON_GROUP_KEYS: tuple[str, ...] = ("row_splits", "fan_out_dim", "num_heads")
+_EXAMPLE = "e.g. 'muon:v,o,w_in,w_gate,w_out adam:*'"
+
+
+def parse_recipe(recipe: str) -> dict[str, list[str]]:
+    """Parse and validate a recipe into ``kind -> roles`` (in recipe order), ``*`` expanded.
+
+    ``*`` becomes every role of :data:`~tailmem.models.roles.ROLES` not named by another clause,
+    in that order, after the clause's own named roles. Needs no model, so the CLI can validate a
+    config before building anything.
+    """
+    if not isinstance(recipe, str) or not recipe.strip():
+        raise ConfigError(f"optimiser recipe is empty; expected kind:role,... clauses, {_EXAMPLE}")
+    clauses = re.split(r"\s+(?=[^\s,:]+\s*:)", recipe.strip())
+    named: dict[str, list[str]] = {}
+    owner: dict[str, str] = {}
+    star_kind = None
+    for clause in clauses:
+        kind, sep, rest = (s.strip() for s in clause.partition(":"))
+        if not sep:
+            raise ConfigError(
+                f"recipe clause {clause!r} in {recipe!r} should look like kind:role,role "
+                f"({_EXAMPLE})"
+            )
+        if kind not in KINDS:
+            raise ConfigError(
+                f"unknown optimiser kind {kind!r} in recipe {recipe!r}; valid: {', '.join(KINDS)}"
+            )
+        if kind in named:
+            raise ConfigError(
+                f"optimiser kind {kind!r} appears twice in recipe {recipe!r}; list all its roles "
+                f"in one clause"
+            )
+        roles = [r for r in re.split(r"[,\s]+", rest) if r]
+        if not roles:
+            raise ConfigError(f"recipe clause {clause!r} in {recipe!r} names no roles")
+        named[kind] = []
+        for role in roles:
+            if role == "*":
+                if star_kind is not None:
+                    raise ConfigError(
+                        f"'*' appears twice in recipe {recipe!r} ({star_kind} and {kind}); "
+                        f"only one kind can take the remaining roles"
+                    )
+                star_kind = kind
+                continue
+            if role not in ROLES:
+                raise ConfigError(
+                    f"unknown role {role!r} in recipe {recipe!r}; valid roles: "
+                    f"{', '.join(ROLES)} or '*'"
+                )
+            if role in owner:
+                raise ConfigError(
+                    f"role {role!r} is named twice in recipe {recipe!r} ({owner[role]} and "
+                    f"{kind}); give each role one optimiser"
+                )
+            owner[role] = kind
+            named[kind].append(role)
+    if star_kind is not None:
+        named[star_kind] += [r for r in ROLES if r not in owner]
+    return named
+
+
+def plan_param_groups(
+    model: nn.Module,
+    recipe: str,
+    *,
+    roles: Mapping[str, ParamRole | str] | None = None,
+) -> dict[str, list[dict[str, Any]]]:
+    """Route every trainable parameter of ``model`` to a kind and a param group, as plain data.
+
+    Returns ``kind -> groups`` (kinds in recipe order). Each group is a dict with ``params``,
+    ``param_names``, ``kind`` and ``role`` (a fused tensor's role is e.g. ``"q+k+v"``); groups
+    follow the order of :data:`~tailmem.models.roles.ROLES`, parameters the order of
+    ``named_parameters()``. Muon groups also carry the layout hints of their parameters,
+    ``fan_out_dim`` always and ``row_splits`` when the tensor is split; parameters of one role
+    with different hints get separate groups with the same role tag.
+
+    ``roles`` overrides role resolution (default :func:`~tailmem.models.roles.resolve_roles`);
+    it must cover every trainable parameter.
+    """
+    routes = parse_recipe(recipe)
+    kind_of_role = {role: kind for kind, rs in routes.items() for role in rs}
+    resolved = resolve_roles(model) if roles is None else _coerce_roles(roles)
+    buckets: dict[tuple[Any, ...], list[tuple[str, nn.Parameter]]] = {}
+    unassigned: list[tuple[str, str]] = []
+    non_matrix: list[tuple[str, str, tuple[int, ...]]] = []
+    for name, p in model.named_parameters():
+        if not p.requires_grad:
+            continue
+        if name not in resolved:
+            raise ValueError(f"the roles mapping gives no role for parameter {name!r}")
+        pr = resolved[name]
+        kinds = [kind_of_role.get(role) for role in pr.roles]
+        if None in kinds:
+            unassigned.append((name, pr.role))
+            continue
+        if len(set(kinds)) > 1:
+            sent = ", ".join(f"{r} -> {k}" for r, k in zip(pr.roles, kinds, strict=True))
+            raise ConfigError(
+                f"parameter {name!r} holds {', '.join(pr.roles)} fused in one tensor, so they "
+                f"need one optimiser kind, but recipe {recipe!r} sends {sent}"
+            )
+        kind = kinds[0]
+        if kind == "muon" and p.ndim < 2:
+            non_matrix.append((name, pr.role, tuple(p.shape)))
+        hints = (pr.fan_out_dim, pr.row_splits) if kind == "muon" else ()
+        buckets.setdefault((kind, pr.role, *hints), []).append((name, p))
+    if unassigned:
+        missing_roles = sorted({role for _, role in unassigned}, key=_role_order)
+        raise ConfigError(
+            f"recipe {recipe!r} gives no optimiser to {len(unassigned)} parameter(s) with role(s) "
+            f"{', '.join(missing_roles)}: {_short_list([n for n, _ in unassigned])}; "
+            f"name those roles or add a catch-all such as 'adam:*'"
+        )
+    if non_matrix:
+        bad_roles = sorted({role for _, role, _ in non_matrix}, key=_role_order)
+        shown = _short_list([f"{n} {tuple(s)}" for n, _, s in non_matrix])
+        raise ConfigError(
+            f"muon only trains matrices, but recipe {recipe!r} gives it role(s) "
+            f"{', '.join(bad_roles)} holding parameters with fewer than 2 dimensions: {shown}; "
+            f"route those roles to adam, adamw, sgd or signgd"
+        )
+    empty = [kind for kind in routes if not any(key[0] == kind for key in buckets)]
+    if empty:
+        kind = empty[0]
+        raise ConfigError(
+            f"recipe {recipe!r} gives {kind} role(s) {', '.join(routes[kind])}, but the model "
+            f"has no trainable parameters with those roles; drop {kind} from the recipe"
+        )
+    kind_order = {kind: i for i, kind in enumerate(routes)}
+    first_seen = {key: i for i, key in enumerate(buckets)}
+    plan: dict[str, list[dict[str, Any]]] = {kind: [] for kind in routes}
+    for key in sorted(buckets, key=lambda k: (kind_order[k[0]], _role_order(k[1]), first_seen[k])):
+        kind, role = key[0], key[1]
+        members = buckets[key]
+        group: dict[str, Any] = {
+            "params": [p for _, p in members],
+            "param_names": [n for n, _ in members],
+            "kind": kind,
+            "role": role,
+        }
+        if kind == "muon":
+            fan_out_dim, row_splits = key[2], key[3]
+            group["fan_out_dim"] = fan_out_dim
+            if row_splits is not None:
+                group["row_splits"] = row_splits
+        plan[kind].append(group)
+    return plan
+
+
+def build_optimizer(
+    model: nn.Module,
+    recipe: str,
+    *,
+    roles: Mapping[str, ParamRole | str] | None = None,
+    role_overrides: Mapping[str, Mapping[str, Any]] | None = None,
+    **hparams: Mapping[str, Any],
+) -> RoutedOptimizer:
+    """Build one :class:`RoutedOptimizer` that trains ``model`` as ``recipe`` says.
+
+    Args:
+        model: any ``nn.Module``; roles come from :func:`~tailmem.models.roles.resolve_roles`
+            unless ``roles`` is given.
+        recipe: e.g. ``"muon:v,o,w_in,w_gate,w_out adam:*"`` (see the module docstring).
+        roles: optional ``parameter name -> role`` (str or ParamRole) replacing role resolution.
+        role_overrides: optional ``role -> {option: value}`` set on that role's param group after
+            the kind's defaults, e.g. ``{"head": {"lr": 1e-3}, "q": {"num_heads": 12}}``. Options
+            must be constructor arguments of the role's kind (for Muon also ``row_splits``,
+            ``fan_out_dim``, ``num_heads``); the role must be routed by the recipe. A fused tensor
+            takes the overrides of all its parts, which must not contradict each other.
+        **hparams: per kind, the keyword arguments of its constructor, e.g.
+            ``muon={"lr": 0.02, "momentum": 0.95}, adam={"lr": 3e-4, "betas": (0.8, 0.95)}``.
+            Whatever is not given keeps the class default: ``tailmem.optim.Muon`` (lr 0.02,
+            momentum 0.95, no Nesterov), ``torch.optim.Adam``/``AdamW``/``SGD`` (lr 1e-3; Adam
+            betas (0.9, 0.999); AdamW weight_decay 0.01; SGD no momentum) and
+            ``tailmem.optim.SignGD`` (no default lr: ``signgd={"lr": ...}`` is required).
+
+    Muon and SignGD are imported only when the recipe uses them.
+    """
+    routes = parse_recipe(recipe)
+    for kind, options in hparams.items():
+        if kind not in KINDS:
+            raise ConfigError(
+                f"hyperparameters given for unknown optimiser kind {kind!r}; valid: "
+                f"{', '.join(KINDS)}"
+            )
+        if kind not in routes:
+            raise ConfigError(
+                f"hyperparameters given for {kind}, but recipe {recipe!r} does not use it "
+                f"(it uses {', '.join(routes)})"
+            )
+        if not isinstance(options, Mapping):
+            raise ConfigError(
+                f"hyperparameters for {kind} must be a mapping of name -> value, "
+                f"got {type(options).__name__}"
+            )
+    overrides = dict(role_overrides or {})
+    kind_of_role = {role: kind for kind, rs in routes.items() for role in rs}
+    for role, options in overrides.items():
+        if role not in ROLES:
+            raise ConfigError(
+                f"role_overrides names unknown role {role!r}; valid roles: {', '.join(ROLES)}"
+            )
+        if role not in kind_of_role:
+            raise ConfigError(
+                f"role_overrides names role {role!r}, but recipe {recipe!r} does not route it"
+            )
+        if not isinstance(options, Mapping):
+            raise ConfigError(
+                f"role_overrides[{role!r}] must be a mapping of option -> value, "
+                f"got {type(options).__name__}"
+            )
+    plan = plan_param_groups(model, recipe, roles=roles)
+    children: dict[str, torch.optim.Optimizer] = {}
+    for kind, groups in plan.items():
+        cls = _optimizer_class(kind)
+        accepted, required = _constructor_options(cls)
+        options = dict(hparams.get(kind) or {})
+        _check_names(accepted, options, f"hyperparameters for {kind}")
+        missing = [name for name in required if name not in options]
+        if missing:
+            raise ConfigError(
+                f"{kind} needs hyperparameter(s) {', '.join(missing)}, e.g. "
+                f"{kind}={{'{missing[0]}': ...}}"
+            )
+        group_keys = accepted
+        if accepted is not None and kind == "muon":
+            group_keys = accepted | set(MUON_GROUP_KEYS)
+        for role in routes[kind]:
+            _check_names(group_keys, overrides.get(role, {}), f"role_overrides[{role!r}]")
+        for group in groups:
+            group.update(_merged_overrides(group, overrides))
+        try:
+            children[kind] = cls(groups, **options)
+        except ValueError as err:
+            raise ConfigError(f"{kind} rejected its hyperparameters {options}: {err}") from None
+    return RoutedOptimizer(children, recipe=recipe)
+
+
+class RoutedOptimizer(torch.optim.Optimizer):
+    """Several optimisers, each owning a disjoint set of parameters, driven as one.
+
+    ``param_groups`` is the union of the children's param groups - the same dict objects - so an
+    LR scheduler or a user editing ``group["lr"]`` changes the child that owns the group.
+    ``step`` steps every child (after evaluating ``closure`` once, if given), ``zero_grad``
+    zeroes every child, and ``state`` is a read-only view of the children's states.
+
+    ``state_dict()`` has the standard ``{"state", "param_groups"}`` layout: parameters are
+    numbered across children in ``param_groups`` order, and every group keeps its ``kind`` and
+    ``role`` tags, which ``load_state_dict`` checks against this optimiser before restoring each
+    child (a mismatch raises :class:`~tailmem.errors.CheckpointError`).
+    """
+
+    def __init__(self, optimizers: Mapping[str, torch.optim.Optimizer], recipe: str | None = None):
+        if not optimizers:
+            raise ValueError("RoutedOptimizer needs at least one child optimizer")
+        for key, opt in optimizers.items():
+            if not isinstance(opt, torch.optim.Optimizer):
+                raise TypeError(f"child {key!r} is a {type(opt).__name__}, not a torch Optimizer")
+        self.optimizers: dict[str, torch.optim.Optimizer] = dict(optimizers)
+        self.recipe = recipe
+        self._ready = False
+        self._owner: dict[torch.Tensor, str] = {}
+        self._index_params()
+        super().__init__(list(self._owner), defaults={})
+        self.param_groups = []
+        self._sync_groups()
+        self.state = _RoutedState(self)
+        self._ready = True
+
+    def _index_params(self) -> None:
+        owner: dict[torch.Tensor, str] = {}
+        for key, opt in self.optimizers.items():
+            for group in opt.param_groups:
+                for p in group["params"]:
+                    if p in owner:
+                        raise ValueError(
+                            f"a parameter of shape {tuple(p.shape)} belongs to both child "
+                            f"optimizers {owner[p]!r} and {key!r}"
+                        )
+                    owner[p] = key
+        self._owner = owner
+
+    def _sync_groups(self) -> None:
+        self._index_params()
+        self.param_groups[:] = [g for opt in self.optimizers.values() for g in opt.param_groups]
+
+    def step(self, closure: Callable[[], Any] | None = None) -> Any:
+        """Evaluate ``closure`` (if given) once with grad enabled, then step every child."""
+        loss = None
+        if closure is not None:
+            with torch.enable_grad():
+                loss = closure()
+        for opt in self.optimizers.values():
+            opt.step()
+        return loss
+
+    def zero_grad(self, set_to_none: bool = True) -> None:
+        """Reset the gradients of every parameter of every child."""
+        for opt in self.optimizers.values():
+            opt.zero_grad(set_to_none=set_to_none)
+
+    def add_param_group(self, param_group: dict[str, Any]) -> None:
+        """Add a group to the child named by its ``"kind"`` key, and to ``param_groups``."""
+        if not self.__dict__.get("_ready", False):
+            super().add_param_group(param_group)  # the placeholder group of Optimizer.__init__
+            return
+        kind = param_group.get("kind")
+        if kind not in self.optimizers:
+            raise ValueError(
+                f"a group added to a RoutedOptimizer needs 'kind' set to one of "
+                f"{', '.join(self.optimizers)}; got {kind!r}"
+            )
+        params = param_group["params"]
+        params = [params] if isinstance(params, torch.Tensor) else list(params)
+        taken = [p for p in params if p in self._owner]
+        if taken:
+            raise ValueError(
+                f"{len(taken)} parameter(s) of the new group already belong to this optimizer"
+            )
+        self.optimizers[kind].add_param_group({**param_group, "params": params})
+        self._sync_groups()
+
+    def state_dict(self) -> dict[str, Any]:
+        """The children's state dicts merged into one standard optimizer state dict."""
+        for pre_hook in self._optimizer_state_dict_pre_hooks.values():
+            pre_hook(self)
+        state: dict[int, Any] = {}
+        groups: list[dict[str, Any]] = []
+        offset = 0
+        for opt in self.optimizers.values():
+            child = opt.state_dict()
+            state.update({offset + i: s for i, s in child["state"].items()})
+            for group in child["param_groups"]:
+                groups.append({**group, "params": [offset + i for i in group["params"]]})
+            offset += sum(len(g["params"]) for g in opt.param_groups)
+        merged: dict[str, Any] = {"state": state, "param_groups": groups}
+        for post_hook in self._optimizer_state_dict_post_hooks.values():
+            result = post_hook(self, merged)
+            if result is not None:
+                merged = result
+        return merged
+
+    def load_state_dict(self, state_dict: dict[str, Any]) -> None:
+        """Restore every child from a dict made by :meth:`state_dict` of a matching optimizer."""
+        for pre_hook in self._optimizer_load_state_dict_pre_hooks.values():
+            result = pre_hook(self, state_dict)
+            if result is not None:
+                state_dict = result
+        if not isinstance(state_dict, Mapping) or not {"state", "param_groups"} <= set(state_dict):
+            raise CheckpointError(
+                "optimizer checkpoint must be a dict with 'state' and 'param_groups'"
+            )
+        saved_groups = list(state_dict["param_groups"])
+        if len(saved_groups) != len(self.param_groups):
+            raise CheckpointError(
+                f"optimizer checkpoint has {len(saved_groups)} param groups, this optimizer has "
+                f"{len(self.param_groups)} (recipe {self.recipe!r}); was it saved with another "
+                f"recipe or model?"
+            )
+        for i, (saved, group) in enumerate(zip(saved_groups, self.param_groups, strict=True)):
+            want = (group.get("kind"), group.get("role"), len(group["params"]))
+            got = (saved.get("kind"), saved.get("role"), len(saved["params"]))
+            if want != got:
+                raise CheckpointError(
+                    f"optimizer checkpoint group {i} is {got[0]}/{got[1]} with {got[2]} tensors, "
+                    f"but this optimizer's group {i} is {want[0]}/{want[1]} with {want[2]}"
+                )
+        saved_state = state_dict["state"]
+        start = 0
+        for opt in self.optimizers.values():
+            mine = saved_groups[start : start + len(opt.param_groups)]
+            start += len(opt.param_groups)
+            local: dict[Any, int] = {}
+            child_groups = []
+            for group in mine:
+                ids = [local.setdefault(i, len(local)) for i in group["params"]]
+                child_groups.append({**group, "params": ids})
+            child_state = {local[i]: s for i, s in saved_state.items() if i in local}
+            opt.load_state_dict({"state": child_state, "param_groups": child_groups})
+        self._sync_groups()
+        for post_hook in self._optimizer_load_state_dict_post_hooks.values():
+            post_hook(self)
+
+    def summary(self) -> list[dict[str, Any]]:
+        """One row per param group: kind, role, number of tensors and of scalars, current lr."""
+        return [
+            {
+                "kind": group.get("kind", ""),
+                "role": group.get("role", ""),
+                "tensors": len(group["params"]),
+                "numel": sum(p.numel() for p in group["params"]),
+                "lr": float(group["lr"]),
+            }
+            for group in self.param_groups
+        ]
+
+    def describe(self) -> str:
+        """A printable table of role -> kind -> #tensors, #parameters and lr, for logs."""
+        summary = self.summary()
+        rows: list[tuple[object, ...]] = [
+            (r["kind"], r["role"], r["tensors"], f"{r['numel']:,}", f"{r['lr']:.3g}")
+            for r in summary
+        ]
+        tensors = sum(r["tensors"] for r in summary)
+        rows.append(("total", "", tensors, f"{sum(r['numel'] for r in summary):,}", ""))
+        title = f"recipe: {self.recipe}\n" if self.recipe else ""
+        return title + _format_table(("kind", "role", "tensors", "params", "lr"), rows)
+
+    def __repr__(self) -> str:
+        return f"{type(self).__name__}\n{self.describe()}"
+
+    def __getstate__(self) -> dict[str, Any]:
+        return {"defaults": self.defaults, "optimizers": self.optimizers, "recipe": self.recipe}
+
+    def __setstate__(self, state: dict[str, Any]) -> None:
+        super().__setstate__(state)
+        self.param_groups = []
+        self._sync_groups()
+        self.state = _RoutedState(self)
+        self._ready = True
+
+
+class _RoutedState(Mapping):
+    """Read-only view of a :class:`RoutedOptimizer`'s children's ``state``, keyed by parameter."""
+
+    def __init__(self, routed: RoutedOptimizer) -> None:
+        self._routed = routed
+
+    def _child_state(self, p: torch.Tensor) -> Any:
+        return self._routed.optimizers[self._routed._owner[p]].state
+
+    def __getitem__(self, p: torch.Tensor) -> Any:
+        return self._child_state(p)[p]
+
+    def __contains__(self, p: object) -> bool:
+        return p in self._routed._owner and p in self._child_state(p)
+
+    def __iter__(self) -> Iterator[torch.Tensor]:
+        for opt in self._routed.optimizers.values():
+            yield from opt.state
+
+    def __len__(self) -> int:
+        return sum(len(opt.state) for opt in self._routed.optimizers.values())
+
+
+def _optimizer_class(kind: str) -> type[torch.optim.Optimizer]:
+    if kind == "muon":
+        from tailmem.optim.muon import Muon
+
+        return Muon
+    if kind == "signgd":
+        from tailmem.optim.sign import SignGD
+
+        return SignGD
+    return {"adam": torch.optim.Adam, "adamw": torch.optim.AdamW, "sgd": torch.optim.SGD}[kind]
+
+
+def _constructor_options(cls: type) -> tuple[set[str] | None, list[str]]:
+    """Keyword names ``cls(params, ...)`` accepts (None: any) and those without a default."""
+    accepted: set[str] = set()
+    required: list[str] = []
+    for name, param in list(inspect.signature(cls.__init__).parameters.items())[2:]:
+        if param.kind is inspect.Parameter.VAR_KEYWORD:
+            return None, required
+        if param.kind is inspect.Parameter.VAR_POSITIONAL:
+            continue
+        accepted.add(name)
+        if param.default is inspect.Parameter.empty:
+            required.append(name)
+    return accepted, required
+
+
+def _check_names(accepted: set[str] | None, options: Mapping[str, Any], where: str) -> None:
+    unknown = [name for name in options if accepted is not None and name not in accepted]
+    if unknown:
+        raise ConfigError(
+            f"{where}: unknown name(s) {', '.join(map(repr, unknown))}; accepted: "
+            f"{', '.join(sorted(accepted or ()))}"
+        )
+
+
+def _merged_overrides(
+    group: dict[str, Any], overrides: Mapping[str, Mapping[str, Any]]
+) -> dict[str, Any]:
+    """The overrides of a group's role, or of all parts of a fused role (which must agree)."""
+    merged: dict[str, Any] = {}
+    source: dict[str, str] = {}
+    for role in group["role"].split("+"):
+        for key, value in overrides.get(role, {}).items():
+            if key in merged and merged[key] != value:
+                raise ConfigError(
+                    f"role_overrides give {key!r} different values for {source[key]} and {role}, "
+                    f"but {group['param_names'][0]!r} fuses them in one tensor"
+                )
+            merged[key], source[key] = value, role
+    return merged
+
+
+def _coerce_roles(roles: Mapping[str, ParamRole | str]) -> dict[str, ParamRole]:
+    return {
+        name: role if isinstance(role, ParamRole) else ParamRole(role)
+        for name, role in roles.items()
+    }
+
+
+def _role_order(role: str) -> int:
+    return ROLES.index(role.split("+")[0])

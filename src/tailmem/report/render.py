@@ -1,0 +1,243 @@
+"""Build ``report.md`` and a self-contained ``report.html`` from run directories only.
+
+The report never re-runs anything: it reads each run's ``config.yaml``, ``claims.json``,
+``COMPLETE`` and figures. An experiment may write ``report.json`` to choose and caption what is
+shown::
+
+    {"title": "...", "summary": "markdown paragraph",
+     "figures": [{"file": "rho_vs_k.png", "caption": "..."}],
+     "tables": [{"file": "rho.csv", "caption": "..."}]}
+
+Without it, every PNG of the run is shown. Verdicts come from ``claims.json`` as written by the
+experiment (computed from its results), never from here.
+"""
+
+from __future__ import annotations
+
+import base64
+import csv
+import dataclasses
+import html
+import io
+import json
+from collections import Counter
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from tailmem.errors import DataError
+from tailmem.report.claims import VERDICTS, ClaimResult, read_claims
+from tailmem.rundir import RunDir, atomic_write_text
+
+MAX_TABLE_ROWS = 40
+
+
+@dataclass
+class RunSummary:
+    """What the report needs from one run directory."""
+
+    name: str
+    run: RunDir
+    record: dict[str, Any]
+    complete: bool
+    wall_seconds: float | None
+    claims: list[ClaimResult] = field(default_factory=list)
+    layout: dict[str, Any] = field(default_factory=dict)
+
+    @property
+    def title(self) -> str:
+        return self.layout.get("title") or self.record.get("experiment", self.name)
+
+
+def collect_runs(root: Path) -> list[RunSummary]:
+    """Every run directory directly below ``root`` (or ``root`` itself), in name order."""
+    root = Path(root)
+    if not root.is_dir():
+        raise DataError(f"{root} is not a directory; expected a results folder from reproduce")
+    candidates = [root] if (root / "config.yaml").is_file() else sorted(root.iterdir())
+    runs = []
+    for path in candidates:
+        if not (path / "config.yaml").is_file():
+            continue
+        run = RunDir(path)
+        record = run.read_config()
+        complete = run.is_complete
+        wall = run.read_json("COMPLETE").get("wall_seconds") if complete else None
+        claims = read_claims(run) if run.file("claims.json").is_file() else []
+        layout = run.read_json("report.json") if run.file("report.json").is_file() else {}
+        if not isinstance(layout, dict):
+            raise DataError(f"{run.file('report.json')}: expected a JSON object")
+        runs.append(RunSummary(path.name, run, record, complete, wall, claims, layout))
+    if not runs:
+        raise DataError(f"{root} holds no run directories (no */config.yaml); run reproduce first")
+    return runs
+
+
+def _figures(summary: RunSummary) -> list[tuple[Path, str]]:
+    listed = summary.layout.get("figures")
+    if listed is None:
+        return [(p, p.stem.replace("_", " ")) for p in sorted(summary.run.path.glob("*.png"))]
+    figures = []
+    for item in listed:
+        path = summary.run.file(item["file"])
+        if not path.is_file():
+            raise DataError(f"{path} is listed in report.json but missing; rerun the experiment")
+        figures.append((path, item.get("caption", path.stem)))
+    return figures
+
+
+def _tables(summary: RunSummary) -> list[tuple[str, list[list[str]]]]:
+    tables = []
+    for item in summary.layout.get("tables", []):
+        path = summary.run.file(item["file"])
+        try:
+            rows = list(csv.reader(io.StringIO(path.read_text())))
+        except FileNotFoundError:
+            raise DataError(f"{path} is listed in report.json but missing") from None
+        tables.append((item.get("caption", path.stem), rows[: MAX_TABLE_ROWS + 1]))
+    return tables
+
+
+def _claim_rows(summary: RunSummary) -> list[list[str]]:
+    return [[c.claim, c.source, c.published, c.ours, c.rule, c.verdict] for c in summary.claims]
+
+
+CLAIM_HEADER = ["claim", "source", "published", "ours", "rule", "verdict"]
+
+
+def verdict_counts(runs: list[RunSummary]) -> Counter:
+    return Counter(c.verdict for r in runs for c in r.claims)
+
+
+def _md_table(header: list[str], rows: list[list[str]]) -> str:
+    def cell(text: Any) -> str:
+        return str(text).replace("|", "\\|").replace("\n", " ")
+
+    lines = ["| " + " | ".join(cell(h) for h in header) + " |"]
+    lines.append("|" + "---|" * len(header))
+    lines += ["| " + " | ".join(cell(c) for c in row) + " |" for row in rows]
+    return "\n".join(lines)
+
+
+def _environment_rows(runs: list[RunSummary]) -> list[list[str]]:
+    rows = []
+    for r in runs:
+        env = r.record.get("environment", {})
+        wall = f"{r.wall_seconds:.0f} s" if r.wall_seconds is not None else "incomplete"
+        rows.append(
+            [
+                r.record.get("experiment", r.name),
+                str(r.record.get("preset", "?")),
+                wall,
+                str(env.get("device", "?")),
+                f"torch {env.get('torch', '?')}, python {env.get('python', '?')}",
+                str(env.get("git_commit") or "?")[:10],
+            ]
+        )
+    return rows
+
+
+ENV_HEADER = ["experiment", "preset", "wall time", "device", "versions", "commit"]
+
+
+def render_markdown(runs: list[RunSummary], root: Path) -> str:
+    counts = verdict_counts(runs)
+    out = ["# tailmem report", ""]
+    out.append("## Summary of verdicts")
+    out.append("")
+    out.append(", ".join(f"**{counts.get(v, 0)}** {v}" for v in VERDICTS))
+    out.append("")
+    summary_rows = [
+        [r.title, *(str(sum(c.verdict == v for c in r.claims)) for v in VERDICTS)] for r in runs
+    ]
+    out.append(_md_table(["experiment", *VERDICTS], summary_rows))
+    for r in runs:
+        out += ["", f"## {r.title}", ""]
+        if not r.complete:
+            out += ["*This run is incomplete; rerun reproduce to finish it.*", ""]
+        if r.layout.get("summary"):
+            out += [r.layout["summary"], ""]
+        for path, caption in _figures(r):
+            out += [f"![{caption}]({path.relative_to(root).as_posix()})", "", f"*{caption}*", ""]
+        for caption, rows in _tables(r):
+            if rows:
+                out += [f"**{caption}**", "", _md_table(rows[0], rows[1:]), ""]
+        if r.claims:
+            out += ["**Claims**", "", _md_table(CLAIM_HEADER, _claim_rows(r)), ""]
+    out += ["", "## Environment", "", _md_table(ENV_HEADER, _environment_rows(runs)), ""]
+    return "\n".join(out)
+
+
+CSS = """
+body{font-family:system-ui,-apple-system,Segoe UI,sans-serif;max-width:1100px;margin:2em auto;
+padding:0 1em;color:#222;line-height:1.45}
+table{border-collapse:collapse;margin:.6em 0 1.4em;font-size:.9em;width:100%}
+th,td{border:1px solid #ccc;padding:.3em .5em;text-align:left;vertical-align:top}
+th{background:#f3f3f3} img{max-width:100%;height:auto;border:1px solid #eee}
+figure{margin:1em 0} figcaption{font-size:.9em;color:#555}
+.v-reproduced{background:#e3f6e3}.v-not-reproduced{background:#fbe3e3}
+.v-not-measured{background:#f1f1f1;color:#666}
+.incomplete{color:#a00}
+"""
+
+
+def _html_table(header: list[str], rows: list[list[str]], css_class: str = "") -> str:
+    parts = [f'<table class="{css_class}"><thead><tr>']
+    parts += [f"<th>{html.escape(str(h))}</th>" for h in header]
+    parts.append("</tr></thead><tbody>")
+    for row in rows:
+        verdict_cell = row[-1] if css_class == "claims" else ""
+        cls = f' class="v-{verdict_cell.replace(" ", "-")}"' if verdict_cell else ""
+        parts.append(f"<tr{cls}>" + "".join(f"<td>{html.escape(str(c))}</td>" for c in row))
+        parts.append("</tr>")
+    parts.append("</tbody></table>")
+    return "".join(parts)
+
+
+def render_html(runs: list[RunSummary]) -> str:
+    counts = verdict_counts(runs)
+    body = ["<h1>tailmem report</h1>", "<h2>Summary of verdicts</h2>"]
+    body.append(
+        "<p>" + ", ".join(f"<b>{counts.get(v, 0)}</b> {html.escape(v)}" for v in VERDICTS) + "</p>"
+    )
+    summary_rows = [
+        [r.title, *(str(sum(c.verdict == v for c in r.claims)) for v in VERDICTS)] for r in runs
+    ]
+    body.append(_html_table(["experiment", *VERDICTS], summary_rows, "summary"))
+    for r in runs:
+        body.append(f'<h2 id="{html.escape(r.name)}">{html.escape(r.title)}</h2>')
+        if not r.complete:
+            body.append('<p class="incomplete">This run is incomplete; rerun reproduce.</p>')
+        if r.layout.get("summary"):
+            body.append(f"<p>{html.escape(r.layout['summary'])}</p>")
+        for path, caption in _figures(r):
+            data = base64.b64encode(path.read_bytes()).decode()
+            body.append(
+                f'<figure><img alt="{html.escape(caption)}" src="data:image/png;base64,{data}">'
+                f"<figcaption>{html.escape(caption)}</figcaption></figure>"
+            )
+        for caption, rows in _tables(r):
+            if rows:
+                body.append(f"<h3>{html.escape(caption)}</h3>" + _html_table(rows[0], rows[1:]))
+        if r.claims:
+            body.append("<h3>Claims</h3>" + _html_table(CLAIM_HEADER, _claim_rows(r), "claims"))
+    body.append("<h2>Environment</h2>" + _html_table(ENV_HEADER, _environment_rows(runs), "env"))
+    return (
+        '<!doctype html><html lang="en"><head><meta charset="utf-8">'
+        '<meta name="viewport" content="width=device-width, initial-scale=1">'
+        f"<title>tailmem report</title><style>{CSS}</style></head><body>"
+        + "\n".join(body)
+        + "</body></html>\n"
+    )
+
+
+def write_report(root: str | Path) -> Path:
+    """Write ``report.md`` and ``report.html`` into ``root``; returns the HTML path."""
+    root = Path(root)
+    runs = collect_runs(root)
+    atomic_write_text(root / "report.md", render_markdown(runs, root))
+    html_path = root / "report.html"
+    atomic_write_text(html_path, render_html(runs))
+    verdicts = {r.name: [dataclasses.asdict(c) for c in r.claims] for r in runs}
+    atomic_write_text(root / "verdicts.json", json.dumps(verdicts, indent=2) + "\n")
+    return html_path
