@@ -225,10 +225,10 @@ def test_bad_files_raise_data_error(tmp_path):
     with pytest.raises(DataError, match="no non-empty documents"):
         build(paths=[str(tmp_path / "blank.txt")])
     (tmp_path / "ok.txt").write_text("one\n\ntwo\n")
-    with pytest.raises(DataError, match=r"nope\.json: tokenizer file not found"):
+    with pytest.raises(DataError, match=r"tokenizer file .*nope\.json does not exist"):
         build(paths=[str(tmp_path / "ok.txt")], tokenizer=str(tmp_path / "nope.json"))
     (tmp_path / "tok.json").write_text("{}")
-    with pytest.raises(DataError, match=r"tok\.json: not a valid tokenizer"):
+    with pytest.raises(DataError, match=r"tok\.json is not a valid tokenizers JSON file"):
         build(paths=[str(tmp_path / "ok.txt")], tokenizer=str(tmp_path / "tok.json"))
 
 

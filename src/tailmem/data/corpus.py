@@ -52,8 +52,9 @@ from typing import Any, Literal
 
 import numpy as np
 import tokenizers
-from tokenizers import Tokenizer, decoders, models, pre_tokenizers, trainers
+from tokenizers import Tokenizer
 
+from tailmem.data.bpe import load_tokenizer, token_dtype, train_bpe
 from tailmem.data.text_sources import (
     Document,
     digest,
@@ -174,45 +175,6 @@ def split_documents(texts: Sequence[str], val_fraction: float) -> np.ndarray:
     if is_val.all():
         raise DataError("every document fell into the validation split; lower val_fraction")
     return is_val
-
-
-def train_bpe(
-    texts: Sequence[str], vocab_size: int, min_frequency: int, eos_token: str
-) -> Tokenizer:
-    """Byte-level BPE (GPT-2 pre-tokenisation, 256 byte symbols, ``eos_token`` as id 0).
-
-    A merge needs a pair seen ``min_frequency`` times, so a small corpus may stop below
-    ``vocab_size``. The trainer is deterministic for a fixed input and ``tokenizers`` version.
-    """
-    tok = Tokenizer(models.BPE())
-    tok.pre_tokenizer = pre_tokenizers.ByteLevel(add_prefix_space=False)
-    tok.decoder = decoders.ByteLevel()
-    trainer = trainers.BpeTrainer(
-        vocab_size=vocab_size,
-        min_frequency=min_frequency,
-        special_tokens=[eos_token],
-        initial_alphabet=pre_tokenizers.ByteLevel.alphabet(),
-        show_progress=False,
-    )
-    tok.train_from_iterator(texts, trainer=trainer, length=len(texts))
-    return tok
-
-
-def load_tokenizer(path: str | Path) -> Tokenizer:
-    """A ``tokenizer.json`` file; missing or malformed files raise :class:`DataError`."""
-    path = Path(path)
-    if not path.is_file():
-        raise DataError(f"{path}: tokenizer file not found; expected a tokenizer.json file")
-    try:
-        return Tokenizer.from_file(str(path))
-    except Exception as exc:  # the Rust binding raises a bare Exception
-        first = (str(exc).strip().splitlines() or [type(exc).__name__])[0]
-        raise DataError(f"{path}: not a valid tokenizer.json ({first})") from None
-
-
-def token_dtype(vocab_size: int) -> np.dtype:
-    """``uint16`` when every id fits, else ``uint32``."""
-    return np.dtype(np.uint16 if vocab_size <= 1 << 16 else np.uint32)
 
 
 def _encode_to_raw(
@@ -392,7 +354,7 @@ def _write_corpus(
     train_texts = [t for t, v in zip(texts, is_val, strict=True) if not v]
     val_texts = [t for t, v in zip(texts, is_val, strict=True) if v]
     if given is None:
-        tok = train_bpe(train_texts, cfg.vocab_size, cfg.min_frequency, cfg.eos_token)
+        tok = train_bpe(train_texts, cfg.vocab_size, cfg.eos_token, cfg.min_frequency)
     else:
         tok = given
     t1 = time.perf_counter()
