@@ -12,7 +12,11 @@ from types import ModuleType
 
 from tailmem.errors import ConfigError
 
-EXPERIMENTS: dict[str, str] = {}
+EXPERIMENTS: dict[str, str] = {
+    "assoc-two-group": "tailmem.experiments.assoc_two_group",
+    "assoc-scaling": "tailmem.experiments.assoc_scaling",
+    "assoc-capacity": "tailmem.experiments.assoc_capacity",
+}
 
 
 def get_experiment(name: str) -> ModuleType:
