@@ -1,7 +1,5 @@
 """Shared fixtures: a tiny fake experiment registered with its own preset folder."""
 
-from __future__ import annotations
-
 import sys
 import types
 from dataclasses import dataclass, field

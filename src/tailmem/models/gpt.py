@@ -1,0 +1,357 @@
+"""Decoder-only transformer used by every language-model experiment (paper A1, A2, A3).
+
+The architecture follows the paper's "NanoGPT 160M" description (PAPERS.md, A1): pre-norm blocks
+with RMSNorm, rotary position embeddings, optional RMSNorm on queries and keys per head (Gemma-3
+style), no grouped-query attention, and either a plain FFN ``W_out σ(W_in h)`` (σ = GELU) or a
+gated FFN ``W_out (σ(W_in h) ⊙ W_gate h)`` (σ = SiLU).
+
+Every matrix that an optimiser recipe can address is its own ``nn.Linear`` with a fixed name, so
+roles can be read off the module tree::
+
+    embed                         nn.Embedding          role embed
+    blocks[i].attn_norm           RMSNorm               role norm
+    blocks[i].attn.{q,k,v,o}      nn.Linear, no bias    roles q k v o
+    blocks[i].attn.{q_norm,k_norm} RMSNorm (optional)   role norm
+    blocks[i].ffn_norm            RMSNorm               role norm
+    blocks[i].ffn.{w_in,w_gate,w_out} nn.Linear         roles w_in w_gate w_out
+    final_norm                    RMSNorm               role norm
+    head                          nn.Linear (tied: shares embed.weight, reported once as embed)
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass, replace
+
+import torch
+import torch.nn.functional as F
+from torch import Tensor, nn
+
+from tailmem.errors import ConfigError
+
+ROLES = ("q", "k", "v", "o", "w_in", "w_gate", "w_out", "embed", "head", "norm", "bias", "other")
+"""Every role a parameter can have; optimiser recipes are written in these names."""
+
+_LINEAR_ROLES = {"q", "k", "v", "o", "w_in", "w_gate", "w_out", "head"}
+
+
+@dataclass
+class GPTConfig:
+    """Shape and initialisation of a :class:`GPT`.
+
+    ``init_std`` is the standard deviation of every weight matrix and of the embedding; the two
+    projections that write into the residual stream (``o`` and ``w_out``) use
+    ``init_std / sqrt(2 n_layer)`` (GPT-2 convention; the paper does not state its init).
+    """
+
+    vocab_size: int
+    n_layer: int
+    n_head: int
+    d_model: int
+    d_ff: int
+    ffn: str = "plain"
+    qk_norm: bool = True
+    tie_weights: bool = False
+    max_seq_len: int = 1024
+    rope_base: float = 10000.0
+    dropout: float = 0.0
+    init_std: float = 0.02
+    norm_eps: float = 1e-6
+
+    @property
+    def head_dim(self) -> int:
+        return self.d_model // self.n_head
+
+    def validate(self) -> None:
+        """Raise :class:`ConfigError` naming the first invalid field."""
+        for name in ("vocab_size", "n_layer", "n_head", "d_model", "d_ff", "max_seq_len"):
+            value = getattr(self, name)
+            if not isinstance(value, int) or value < 1:
+                raise ConfigError(f"GPTConfig.{name} must be a positive integer, got {value!r}")
+        if self.ffn not in ("plain", "gated"):
+            raise ConfigError(f"GPTConfig.ffn must be 'plain' or 'gated', got {self.ffn!r}")
+        if self.d_model % self.n_head:
+            raise ConfigError(
+                f"GPTConfig.d_model ({self.d_model}) must be divisible by n_head ({self.n_head})"
+            )
+        if self.head_dim % 2:
+            raise ConfigError(
+                f"GPTConfig head dimension d_model/n_head = {self.head_dim} must be even for RoPE"
+            )
+        if not 0.0 <= self.dropout < 1.0:
+            raise ConfigError(f"GPTConfig.dropout must be in [0, 1), got {self.dropout!r}")
+        if not self.init_std > 0:
+            raise ConfigError(f"GPTConfig.init_std must be > 0, got {self.init_std!r}")
+        if not self.rope_base > 1:
+            raise ConfigError(f"GPTConfig.rope_base must be > 1, got {self.rope_base!r}")
+
+
+# Named sizes. ``d_ff`` is the plain-FFN width; ``gpt_config(..., ffn="gated")`` uses
+# ``gated_d_ff(d_ff)`` = 2/3 of it so that the gated FFN (three matrices) has the same parameter
+# count as the plain one (two matrices): 3·d·(2/3·d_ff) = 2·d·d_ff. For gpt-160m that is 2048.
+#
+# Parameters in the blocks (excluding embedding and head), and totals with an untied head:
+#   tiny       2 × 32,  2 heads, d_ff 128   25k in blocks    (unit tests)
+#   cpu-small  2 × 128, 4 heads, d_ff 512   393k in blocks   (smoke runs)
+#   cpu        4 × 256, 4 heads, d_ff 1024  3.15M in blocks  (CPU presets, the step benchmark)
+#   gpt-160m  12 × 768, 12 heads, d_ff 3072 84.9M in blocks; 162.2M in total with a 50304 vocab
+#             (the paper's "NanoGPT 160M": the GPT-2-small shape of modded-nanogpt, untied head)
+#   gpt-0.7b  24 × 1536, 12 heads (head dim 128), d_ff 6144  679.6M in blocks; 834.1M in total
+#             with a 50304 vocab. The paper gives no shape for its 0.7B model; this is the
+#             GPT-2-medium depth at 1.5× width, chosen so that the blocks hold ≈ 0.7B.
+SIZES: dict[str, dict[str, int]] = {
+    "tiny": {"n_layer": 2, "n_head": 2, "d_model": 32, "d_ff": 128, "max_seq_len": 64},
+    "cpu-small": {"n_layer": 2, "n_head": 4, "d_model": 128, "d_ff": 512, "max_seq_len": 256},
+    "cpu": {"n_layer": 4, "n_head": 4, "d_model": 256, "d_ff": 1024, "max_seq_len": 256},
+    "gpt-160m": {"n_layer": 12, "n_head": 12, "d_model": 768, "d_ff": 3072, "max_seq_len": 1024},
+    "gpt-0.7b": {"n_layer": 24, "n_head": 12, "d_model": 1536, "d_ff": 6144, "max_seq_len": 1024},
+}
+
+
+def gated_d_ff(d_ff: int, multiple: int = 8) -> int:
+    """Width of a gated FFN with the parameter count of a plain FFN of width ``d_ff``.
+
+    2/3 · d_ff rounded to the nearest multiple of ``multiple`` (3072 -> 2048 exactly).
+    """
+    return max(multiple, multiple * round(2 * d_ff / (3 * multiple)))
+
+
+def gpt_config(size: str, *, vocab_size: int, ffn: str = "plain", **overrides: object) -> GPTConfig:
+    """The :class:`GPTConfig` of a named size from :data:`SIZES`.
+
+    ``ffn="gated"`` shrinks ``d_ff`` with :func:`gated_d_ff` unless ``d_ff`` is overridden.
+    Any other :class:`GPTConfig` field may be overridden by keyword.
+    """
+    if size not in SIZES:
+        raise ConfigError(f"unknown GPT size {size!r}; expected one of {', '.join(SIZES)}")
+    fields = dict(SIZES[size])
+    if ffn == "gated":
+        fields["d_ff"] = gated_d_ff(fields["d_ff"])
+    cfg = GPTConfig(vocab_size=vocab_size, ffn=ffn, **fields)
+    cfg = replace(cfg, **overrides)
+    cfg.validate()
+    return cfg
+
+
+def rope_tables(head_dim: int, max_seq_len: int, base: float) -> tuple[Tensor, Tensor]:
+    """Cosine and sine tables ``(max_seq_len, head_dim/2)`` of rotary embeddings.
+
+    Pair i of a head (components i and i + head_dim/2) at position t is rotated by the angle
+    ``t · base^(-2i/head_dim)``.
+    """
+    inv_freq = base ** (-torch.arange(0, head_dim, 2, dtype=torch.float64) / head_dim)
+    angles = torch.outer(torch.arange(max_seq_len, dtype=torch.float64), inv_freq)
+    return angles.cos().float(), angles.sin().float()
+
+
+def apply_rope(x: Tensor, cos: Tensor, sin: Tensor) -> Tensor:
+    """Rotate ``x`` of shape ``(..., T, head_dim)`` by the tables' first T rows.
+
+    Because each pair is rotated by an angle linear in the position, the dot product of a rotated
+    query at position m and a rotated key at position n depends only on n - m.
+    """
+    t = x.shape[-2]
+    cos, sin = cos[:t].to(x.dtype), sin[:t].to(x.dtype)
+    x1, x2 = x.chunk(2, dim=-1)
+    return torch.cat((x1 * cos - x2 * sin, x1 * sin + x2 * cos), dim=-1)
+
+
+class Attention(nn.Module):
+    """Causal multi-head self-attention with separate Q, K, V, O projections."""
+
+    def __init__(self, cfg: GPTConfig) -> None:
+        super().__init__()
+        d = cfg.d_model
+        self.n_head, self.head_dim, self.dropout = cfg.n_head, cfg.head_dim, cfg.dropout
+        self.q = nn.Linear(d, d, bias=False)
+        self.k = nn.Linear(d, d, bias=False)
+        self.v = nn.Linear(d, d, bias=False)
+        self.o = nn.Linear(d, d, bias=False)
+        if cfg.qk_norm:
+            self.q_norm = nn.RMSNorm(cfg.head_dim, eps=cfg.norm_eps)
+            self.k_norm = nn.RMSNorm(cfg.head_dim, eps=cfg.norm_eps)
+        else:
+            self.q_norm = self.k_norm = None
+        self.record_logit_max = False
+        self.logit_max: Tensor | None = None
+
+    def _heads(self, x: Tensor) -> Tensor:
+        b, t, _ = x.shape
+        return x.view(b, t, self.n_head, self.head_dim)
+
+    def forward(self, x: Tensor, cos: Tensor, sin: Tensor) -> Tensor:
+        b, t, d = x.shape
+        q, k = self._heads(self.q(x)), self._heads(self.k(x))
+        v = self._heads(self.v(x)).transpose(1, 2)
+        if self.q_norm is not None:
+            q, k = self.q_norm(q), self.k_norm(k)
+        q = apply_rope(q.transpose(1, 2), cos, sin)
+        k = apply_rope(k.transpose(1, 2), cos, sin)
+        if self.record_logit_max:
+            self.logit_max = _causal_logit_max(q, k)
+        y = F.scaled_dot_product_attention(
+            q, k, v, dropout_p=self.dropout if self.training else 0.0, is_causal=True
+        )
+        return self.o(y.transpose(1, 2).reshape(b, t, d))
+
+
+def _causal_logit_max(q: Tensor, k: Tensor) -> Tensor:
+    """Max over batch and causal positions of q·kᵀ/√d_head, per head: shape ``(n_head,)``."""
+    scores = (q.float() @ k.float().transpose(-2, -1)) / math.sqrt(q.shape[-1])
+    t = scores.shape[-1]
+    future = torch.ones(t, t, dtype=torch.bool, device=scores.device).triu(1)
+    return scores.masked_fill(future, float("-inf")).amax(dim=(0, 2, 3))
+
+
+class FFN(nn.Module):
+    """Plain ``w_out(gelu(w_in h))`` or gated ``w_out(silu(w_in h) * w_gate h)`` feed-forward."""
+
+    def __init__(self, cfg: GPTConfig) -> None:
+        super().__init__()
+        self.gated = cfg.ffn == "gated"
+        self.w_in = nn.Linear(cfg.d_model, cfg.d_ff, bias=False)
+        self.w_gate = nn.Linear(cfg.d_model, cfg.d_ff, bias=False) if self.gated else None
+        self.w_out = nn.Linear(cfg.d_ff, cfg.d_model, bias=False)
+
+    def forward(self, h: Tensor) -> Tensor:
+        if self.w_gate is not None:
+            return self.w_out(F.silu(self.w_in(h)) * self.w_gate(h))
+        return self.w_out(F.gelu(self.w_in(h)))
+
+
+class Block(nn.Module):
+    """Pre-norm residual block: ``x + attn(norm(x))`` then ``x + ffn(norm(x))``."""
+
+    def __init__(self, cfg: GPTConfig) -> None:
+        super().__init__()
+        self.attn_norm = nn.RMSNorm(cfg.d_model, eps=cfg.norm_eps)
+        self.attn = Attention(cfg)
+        self.ffn_norm = nn.RMSNorm(cfg.d_model, eps=cfg.norm_eps)
+        self.ffn = FFN(cfg)
+        self.drop = nn.Dropout(cfg.dropout)
+
+    def forward(self, x: Tensor, cos: Tensor, sin: Tensor) -> Tensor:
+        x = x + self.drop(self.attn(self.attn_norm(x), cos, sin))
+        return x + self.drop(self.ffn(self.ffn_norm(x)))
+
+
+class GPT(nn.Module):
+    """Decoder-only language model; ``model(idx, targets) -> (logits, loss)``."""
+
+    def __init__(self, cfg: GPTConfig) -> None:
+        super().__init__()
+        cfg.validate()
+        self.cfg = cfg
+        self.embed = nn.Embedding(cfg.vocab_size, cfg.d_model)
+        self.drop = nn.Dropout(cfg.dropout)
+        self.blocks = nn.ModuleList(Block(cfg) for _ in range(cfg.n_layer))
+        self.final_norm = nn.RMSNorm(cfg.d_model, eps=cfg.norm_eps)
+        self.head = nn.Linear(cfg.d_model, cfg.vocab_size, bias=False)
+        if cfg.tie_weights:
+            self.head.weight = self.embed.weight
+        cos, sin = rope_tables(cfg.head_dim, cfg.max_seq_len, cfg.rope_base)
+        self.register_buffer("rope_cos", cos, persistent=False)
+        self.register_buffer("rope_sin", sin, persistent=False)
+        self.reset_parameters()
+
+    def reset_parameters(self) -> None:
+        """Normal(0, init_std) weights, residual-output projections scaled by 1/√(2 n_layer)."""
+        std = self.cfg.init_std
+        residual_std = std / math.sqrt(2 * self.cfg.n_layer)
+        for name, module in self.named_modules():
+            if isinstance(module, nn.Linear | nn.Embedding):
+                last = name.rsplit(".", 1)[-1]
+                nn.init.normal_(module.weight, 0.0, residual_std if last in ("o", "w_out") else std)
+            elif isinstance(module, nn.RMSNorm):
+                nn.init.ones_(module.weight)
+
+    def forward(self, idx: Tensor, targets: Tensor | None = None) -> tuple[Tensor, Tensor | None]:
+        """Logits ``(B, T, vocab)`` for token ids ``idx`` ``(B, T)``.
+
+        With ``targets`` (same shape, ``-100`` = ignored position) also the mean cross-entropy
+        over the non-ignored positions.
+        """
+        t = idx.shape[1]
+        if t > self.cfg.max_seq_len:
+            raise ValueError(f"sequence length {t} exceeds max_seq_len {self.cfg.max_seq_len}")
+        x = self.drop(self.embed(idx))
+        for block in self.blocks:
+            x = block(x, self.rope_cos, self.rope_sin)
+        logits = self.head(self.final_norm(x))
+        loss = None
+        if targets is not None:
+            loss = F.cross_entropy(
+                logits.flatten(0, 1).float(), targets.flatten(), ignore_index=-100
+            )
+        return logits, loss
+
+    def param_roles(self) -> dict[str, str]:
+        """Role of every ``named_parameters()`` entry (see :data:`ROLES`).
+
+        A tied head shares ``embed.weight``, which ``named_parameters()`` lists once, as embed.
+        """
+        norm_names = {n for n, m in self.named_modules() if isinstance(m, nn.RMSNorm)}
+        roles = {}
+        for name, _ in self.named_parameters():
+            owner, _, leaf = name.rpartition(".")
+            last = owner.rpartition(".")[2]
+            if leaf == "bias":
+                roles[name] = "bias"
+            elif owner in norm_names:
+                roles[name] = "norm"
+            elif last == "embed" or last in _LINEAR_ROLES:
+                roles[name] = last
+            else:
+                roles[name] = "other"
+        return roles
+
+    @torch.no_grad()
+    def attention_logit_max(self, idx: Tensor) -> Tensor:
+        """Per-layer, per-head max pre-softmax attention logit on a batch: ``(n_layer, n_head)``.
+
+        The logit is q·kᵀ/√d_head after QK-norm and RoPE, maximised over the batch and all causal
+        (query, key) pairs — the quantity of the paper's Table 2 (take ``.amax(-1)`` for one number
+        per layer). It materialises a ``(B, n_head, T, T)`` score tensor per layer, so pass a modest
+        batch; the normal forward never computes it.
+        """
+        attns = [block.attn for block in self.blocks]
+        for attn in attns:
+            attn.record_logit_max = True
+        try:
+            self(idx)
+            return torch.stack([attn.logit_max for attn in attns])
+        finally:
+            for attn in attns:
+                attn.record_logit_max, attn.logit_max = False, None
+
+
+def count_params(cfg: GPTConfig, *, non_embedding: bool = False) -> int:
+    """Number of parameters of ``GPT(cfg)``, counted on the meta device (no memory used).
+
+    ``non_embedding=True`` leaves out the token embedding (an untied head still counts; a tied
+    one is the embedding and is left out with it).
+    """
+    with torch.device("meta"):
+        model = GPT(cfg)
+    total = sum(p.numel() for p in model.parameters())
+    if non_embedding:
+        total -= model.embed.weight.numel()
+    return total
+
+
+def flops_per_token(cfg: GPTConfig, seq_len: int) -> int:
+    """Training FLOPs per token (forward + backward): ``6 N + 12 · n_layer · d_model · seq_len``.
+
+    N counts the weights used in matrix multiplies: all but the norms and the embedding lookup (a
+    tied head does multiply with the shared matrix, so it counts). The attention term counts the
+    full T × T score and value products (PaLM / nanoGPT convention, not halved for causality).
+    """
+    d, f, n_layer = cfg.d_model, cfg.d_ff, cfg.n_layer
+    ffn_mats = 3 if cfg.ffn == "gated" else 2
+    matmul_params = n_layer * (4 * d * d + ffn_mats * d * f) + cfg.vocab_size * d
+    return 6 * matmul_params + 12 * n_layer * d * seq_len
+
+
+def mfu(tokens_per_s: float, flops_per_tok: int, peak_flops: float) -> float:
+    """Model FLOPs utilisation: achieved training FLOP/s as a fraction of ``peak_flops``."""
+    return tokens_per_s * flops_per_tok / peak_flops

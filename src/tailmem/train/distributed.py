@@ -1,0 +1,138 @@
+"""``torchrun`` / DistributedDataParallel support, and a no-op single-process fallback.
+
+Under ``torchrun`` (environment variables ``RANK``, ``WORLD_SIZE``, ``LOCAL_RANK``,
+``MASTER_ADDR``, ``MASTER_PORT``) :func:`init_distributed` creates the default process group —
+gloo for CPU training, NCCL for CUDA — and gives each rank its device (``cuda:<LOCAL_RANK>``).
+Without those variables, or with ``WORLD_SIZE=1``, nothing is initialised and every collective
+below returns its input: the same training code runs in one process without a process group.
+"""
+
+from __future__ import annotations
+
+import atexit
+import inspect
+import os
+from dataclasses import dataclass
+from typing import Any
+
+import torch
+import torch.distributed as dist
+from torch import Tensor, nn
+from torch.nn.parallel import DistributedDataParallel
+
+from tailmem.errors import ConfigError
+
+
+@dataclass(frozen=True)
+class DistContext:
+    """Where this process sits in the job: rank, number of ranks and its local GPU index."""
+
+    rank: int = 0
+    world_size: int = 1
+    local_rank: int = 0
+
+    @property
+    def is_main(self) -> bool:
+        """Only the main rank writes files and prints progress."""
+        return self.rank == 0
+
+    @property
+    def distributed(self) -> bool:
+        return self.world_size > 1
+
+
+def _env_int(name: str) -> int | None:
+    value = os.environ.get(name)
+    if value is None:
+        return None
+    try:
+        return int(value)
+    except ValueError:
+        raise ConfigError(
+            f"environment variable {name} must be an integer, got {value!r}"
+        ) from None
+
+
+def init_distributed(device: str) -> tuple[DistContext, torch.device]:
+    """Join the ``torchrun`` job if there is one; return this rank's context and device.
+
+    ``device`` is the training device kind ("cpu", "cuda" or "cuda:N"). Under torchrun with CUDA
+    each rank uses ``cuda:LOCAL_RANK``. Initialising twice is harmless (the group is reused), and
+    a group created here is destroyed at interpreter exit.
+    """
+    world_size = _env_int("WORLD_SIZE") or 1
+    kind = torch.device(device).type
+    if kind == "cuda" and not torch.cuda.is_available():
+        raise ConfigError(f"device {device!r} requested but CUDA is not available")
+    if world_size <= 1:
+        return DistContext(), torch.device(device)
+    rank, local_rank = _env_int("RANK") or 0, _env_int("LOCAL_RANK") or 0
+    if kind == "cuda":
+        if local_rank >= torch.cuda.device_count():
+            raise ConfigError(
+                f"LOCAL_RANK {local_rank} but only {torch.cuda.device_count()} CUDA devices"
+            )
+        torch.cuda.set_device(local_rank)
+        rank_device = torch.device("cuda", local_rank)
+    else:
+        rank_device = torch.device(kind)
+    if not dist.is_initialized():
+        backend = "nccl" if kind == "cuda" else "gloo"
+        kwargs = {"device_id": rank_device} if kind == "cuda" else {}
+        dist.init_process_group(backend=backend, rank=rank, world_size=world_size, **kwargs)
+        atexit.register(_destroy)
+    return DistContext(rank=rank, world_size=world_size, local_rank=local_rank), rank_device
+
+
+def _destroy() -> None:
+    if dist.is_initialized():
+        dist.destroy_process_group()
+
+
+def wrap_model(model: nn.Module, ctx: DistContext, device: torch.device) -> nn.Module:
+    """``DistributedDataParallel(model)`` when distributed, else ``model`` itself.
+
+    Buffers are not broadcast on every forward: the GPT's only buffers are the constant RoPE
+    tables. DDP averages gradients over ranks; the loop pre-multiplies each rank's loss so that the
+    average is the gradient of the global-batch mean (see ``tailmem.train.loop``).
+    """
+    if not ctx.distributed:
+        return model
+    device_ids = [device.index] if device.type == "cuda" else None
+    # torch >= 2.13 renamed broadcast_buffers to forward_sync_buffers.
+    params = inspect.signature(DistributedDataParallel.__init__).parameters
+    no_sync = "forward_sync_buffers" if "forward_sync_buffers" in params else "broadcast_buffers"
+    return DistributedDataParallel(model, device_ids=device_ids, **{no_sync: False})
+
+
+def all_reduce_sum(t: Tensor, ctx: DistContext) -> Tensor:
+    """Sum of ``t`` over ranks (a new tensor; ``t`` itself is left alone)."""
+    if not ctx.distributed:
+        return t
+    out = t.clone()
+    dist.all_reduce(out, op=dist.ReduceOp.SUM)
+    return out
+
+
+def broadcast_object(obj: Any, ctx: DistContext) -> Any:
+    """The main rank's ``obj`` on every rank (picklable objects only)."""
+    if not ctx.distributed:
+        return obj
+    box = [obj]
+    dist.broadcast_object_list(box, src=0)
+    return box[0]
+
+
+def all_gather_object(obj: Any, ctx: DistContext) -> list[Any]:
+    """Every rank's ``obj``, in rank order."""
+    if not ctx.distributed:
+        return [obj]
+    out: list[Any] = [None] * ctx.world_size
+    dist.all_gather_object(out, obj)
+    return out
+
+
+def barrier(ctx: DistContext) -> None:
+    """Wait for every rank (no-op in one process)."""
+    if ctx.distributed:
+        dist.barrier()
