@@ -23,7 +23,8 @@ import time
 import torch
 
 import tailmem.assoc as A
-from tailmem.assoc.memory import DenseMemory, exact_polar
+from tailmem.assoc.memory import DenseMemory
+from tailmem.optim.orthogonalize import orthogonalize
 
 KS = (99, 300, 999, 3000)
 EMBEDDINGS = ("decoupled", "coupled")
@@ -49,7 +50,7 @@ def naive_rho(K: int, embedding: str, optimizer: str) -> float:
     E, Et = A.make_embedding(embedding, K).dense()
     p = A.two_group(K, ALPHA, BETA).p
     G = A.population_grad(torch.zeros(K, K, dtype=torch.float64), E, Et, p)
-    U = {"gd": G, "signgd": torch.sign(G), "muon": exact_polar(G)}[optimizer]
+    U = {"gd": G, "signgd": torch.sign(G), "muon": orthogonalize(G, "svd")}[optimizer]
 
     def probs(eta: float) -> torch.Tensor:
         return A.correct_probabilities(-eta * U, E, Et)

@@ -32,6 +32,7 @@ import torch
 from tailmem.assoc.embeddings import Embedding
 from tailmem.assoc.spectra import FrequencySpectrum
 from tailmem.assoc.structure import Layout, OrbitMatrix
+from tailmem.optim.orthogonalize import NS5_COEFFICIENTS, orthogonalize
 
 # --------------------------------------------------------------------------- dense functions
 
@@ -208,15 +209,17 @@ class DenseMemory:
         return fn(X)
 
     def polar(self, X: torch.Tensor) -> torch.Tensor:
-        """Exact ``U_r V_rᵀ``; for ``X = Q Qᵀ X`` (columns in span(Ẽ) = span(Q)) via ``QᵀX``."""
+        """Exact ``U_r V_rᵀ`` (``orthogonalize(method="svd")``); when ``X = Q Qᵀ X`` (columns in
+        span(Ẽ) = span(Q), true of every gradient), via the small ``Qᵀ X``."""
         if self._obj_basis is None:
-            return exact_polar(X)
+            return orthogonalize(X, "svd")
         Q = self._obj_basis
-        return Q @ exact_polar(Q.T @ X)
+        return Q @ orthogonalize(Q.T @ X, "svd")
 
     @staticmethod
-    def matrix_polynomial(X: torch.Tensor, fn: Any) -> torch.Tensor:
-        return fn(X)
+    def ns5(X: torch.Tensor, steps: int = 5) -> torch.Tensor:
+        """The practical quintic Newton–Schulz approximation (``orthogonalize(method="ns5")``)."""
+        return orthogonalize(X, "ns5", steps=steps)
 
     @staticmethod
     def frobenius(X: torch.Tensor) -> torch.Tensor:
@@ -306,8 +309,19 @@ class StructuredMemory:
         return X.polar()
 
     @staticmethod
-    def matrix_polynomial(X: OrbitMatrix, fn: Any) -> OrbitMatrix:
-        return X.matrix_polynomial(fn)
+    def ns5(X: OrbitMatrix, steps: int = 5) -> OrbitMatrix:
+        """``orthogonalize(method="ns5")`` in reduced form: divide by ``‖X‖_F + 1e-7``, then the
+        quintic ``X ← aX + (b XXᵀ + c (XXᵀ)²) X`` on the within-cell blocks and the reduced matrix
+        (the polynomial acts on each invariant subspace separately); computed in float64."""
+        a, b, c = NS5_COEFFICIENTS
+
+        def quintic(Y: torch.Tensor) -> torch.Tensor:
+            for _ in range(steps):
+                gram = Y @ Y.transpose(-2, -1)
+                Y = a * Y + (b * gram + c * gram @ gram) @ Y
+            return Y
+
+        return (X * (1.0 / (X.frobenius() + 1e-7))).matrix_polynomial(quintic)
 
     @staticmethod
     def frobenius(X: OrbitMatrix) -> torch.Tensor:
@@ -323,12 +337,3 @@ class StructuredMemory:
 
 
 Memory = DenseMemory | StructuredMemory
-
-
-def exact_polar(X: torch.Tensor, rtol: float | None = None) -> torch.Tensor:
-    """``U_r V_rᵀ`` over the numerical rank (σ ≤ rtol·σ_max, default ``max(m, n)·eps``, → 0)."""
-    U, s, Vh = torch.linalg.svd(X, full_matrices=False)
-    if rtol is None:
-        rtol = max(X.shape[-2:]) * torch.finfo(X.dtype).eps
-    keep = (s > rtol * s.amax(dim=-1, keepdim=True)).to(X.dtype)
-    return (U * keep.unsqueeze(-2)) @ Vh

@@ -6,8 +6,10 @@ Every optimiser maps the gradient ``∇L(W_t)`` (and its state) to a direction `
 * ``gd``:          ``U = ∇L``
 * ``signgd``:      ``U = sign(∇L)`` entrywise (paper A's "Adam with β1 = β2 = 0")
 * ``muon``:        ``U = U_r V_rᵀ`` from the SVD of ``∇L``, every non-zero singular value set to 1
-  (exact; zero singular values stay zero — the first gradient has rank ``K − 1``)
+  (exact; zero singular values stay zero — the first gradient has rank ``K − 1``); the
+  semantics of ``tailmem.optim.orthogonalize(method="svd")``
 * ``muon_ns5``:    the practical quintic Newton–Schulz approximation of ``muon``
+  (``orthogonalize(method="ns5")``)
 * ``tra_signgd``:  ``U = Ẽ sign(Ẽᵀ ∇L E) Eᵀ``, the sign taken in the task basis (paper B; needs the
   embeddings, i.e. oracle knowledge)
 * ``adam``:        bias-corrected Adam with EMAs ``β1, β2`` and ``adam_eps``
@@ -30,8 +32,6 @@ from tailmem.errors import ConfigError
 OPTIMIZERS = ("gd", "signgd", "muon", "muon_ns5", "tra_signgd", "adam")
 BASIS_INVARIANT = frozenset({"gd", "muon", "muon_ns5", "tra_signgd"})
 """Optimisers whose logit dynamics are the same for every orthonormal E, Ẽ."""
-
-NS5_COEFFICIENTS = (3.4445, -4.7750, 2.0315)
 
 
 @dataclass(frozen=True)
@@ -75,18 +75,6 @@ class OptimizerState:
     buffers: dict[str, Any] = field(default_factory=dict)
 
 
-def newton_schulz5(X: torch.Tensor, steps: int = 5) -> torch.Tensor:
-    """The quintic Newton–Schulz map ``X ↦ aX + (b XXᵀ + c (XXᵀ)²) X`` iterated ``steps`` times.
-
-    The input must already be scaled to spectral norm ≤ 1 (callers divide by ‖X‖_F).
-    """
-    a, b, c = NS5_COEFFICIENTS
-    for _ in range(steps):
-        gram = X @ X.transpose(-2, -1)
-        X = a * X + (b * gram + c * gram @ gram) @ X
-    return X
-
-
 def update_direction(spec: OptimizerSpec, grad: Any, state: OptimizerState, memory: Any) -> Any:
     """The direction ``U_t`` for gradient ``grad``; updates ``state`` in place."""
     state.step += 1
@@ -102,8 +90,7 @@ def update_direction(spec: OptimizerSpec, grad: Any, state: OptimizerState, memo
     if spec.name == "muon":
         return memory.polar(g)
     if spec.name == "muon_ns5":
-        scale = 1.0 / (memory.frobenius(g) + 1e-7)
-        return memory.matrix_polynomial(g * scale, lambda x: newton_schulz5(x, spec.ns_steps))
+        return memory.ns5(g, spec.ns_steps)
     if spec.name == "tra_signgd":
         return memory.from_task(memory.map(memory.to_task(g), torch.sign))
     return _adam(spec, grad, state, memory)
