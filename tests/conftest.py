@@ -50,10 +50,6 @@ def fake_experiment(tmp_path, monkeypatch):
     module.Config = FakeConfig
     module.run = _fake_run
     monkeypatch.setitem(sys.modules, "tailmem_fake_experiment", module)
-    # The fake is the only registered experiment while the test runs: the real ones have no
-    # presets in the temporary config folder below (``reproduce`` runs every registered one).
-    for name in list(tailmem.experiments.EXPERIMENTS):
-        monkeypatch.delitem(tailmem.experiments.EXPERIMENTS, name)
     monkeypatch.setitem(tailmem.experiments.EXPERIMENTS, "fake", "tailmem_fake_experiment")
     root = tmp_path / "configs"
     (root / "fake").mkdir(parents=True)
