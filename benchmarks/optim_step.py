@@ -16,6 +16,11 @@ GFLOP/s, AdamW's step time; then max|σ - 1| of each method's output per shape o
 inputs; and the peak RSS. Timings are the minimum over ``--repeats`` interleaved runs.
 
     PYTHONPATH=src python benchmarks/optim_step.py [--set {12x768,6x384,all}] [--repeats N]
+        [--ffn {plain,gated,both}] [--all-methods]
+
+The default (12x768, plain FFN, 1 repeat, methods ns5 / polar_express / gram_ns timed; every
+method in the σ table) takes about 1.5 minutes on an idle 2-core CPU; ``--ffn both`` adds the
+gated set, ``--all-methods`` times "cubic" and "svd" too.
 """
 
 from __future__ import annotations
@@ -42,14 +47,14 @@ def layer_shapes(layers: int, d: int, ffn: str) -> list[tuple[int, int]]:
 
 
 SETS = {
-    "12x768": [
-        ("12x768 plain FFN", layer_shapes(12, 768, "plain")),
-        ("12x768 gated FFN (hidden 2048)", layer_shapes(12, 768, "gated")),
-    ],
-    "6x384": [
-        ("6x384 plain FFN", layer_shapes(6, 384, "plain")),
-        ("6x384 gated FFN (hidden 1024)", layer_shapes(6, 384, "gated")),
-    ],
+    "12x768": {
+        "plain": ("12x768 plain FFN", layer_shapes(12, 768, "plain")),
+        "gated": ("12x768 gated FFN (hidden 2048)", layer_shapes(12, 768, "gated")),
+    },
+    "6x384": {
+        "plain": ("6x384 plain FFN", layer_shapes(6, 384, "plain")),
+        "gated": ("6x384 gated FFN (hidden 1024)", layer_shapes(6, 384, "gated")),
+    },
 }
 
 
@@ -157,6 +162,12 @@ def sigma_report(shapes: list[tuple[int, int]], methods) -> None:
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     parser.add_argument("--set", choices=["12x768", "6x384", "all"], default="12x768")
+    parser.add_argument(
+        "--ffn",
+        choices=["plain", "gated", "both"],
+        default="plain",
+        help="FFN variant(s) to time (both: about twice the default run time)",
+    )
     parser.add_argument("--repeats", type=int, default=1)
     parser.add_argument(
         "--all-methods",
@@ -173,8 +184,10 @@ def main() -> None:
     timed = ALL_METHODS if args.all_methods else FAST_METHODS
     names = ["12x768", "6x384"] if args.set == "all" else [args.set]
     shapes_seen: list[tuple[int, int]] = []
+    variants = ["plain", "gated"] if args.ffn == "both" else [args.ffn]
     for name in names:
-        for title, shapes in SETS[name]:
+        for variant in variants:
+            title, shapes = SETS[name][variant]
             bench_set(title, shapes, timed, args.repeats, rates)
             shapes_seen += shapes
     sigma_report(shapes_seen, ALL_METHODS)

@@ -279,6 +279,8 @@ def test_bad_inputs_raise_clear_errors():
         orthogonalize(torch.ones(5))
     with pytest.raises(TypeError, match="floating-point"):
         orthogonalize(torch.ones(3, 3, dtype=torch.int64))
+    with pytest.raises(TypeError, match="dtype must be a floating"):
+        orthogonalize(torch.ones(3, 3), dtype=torch.int32)
 
 
 def test_empty_matrices_pass_through():

@@ -1,8 +1,9 @@
 """Muon: momentum followed by orthogonalisation of each matrix update (paper A, Sec. 5).
 
-Per step, for a matrix parameter ``W`` with gradient ``g`` (the conventions of
-``torch.optim.Muon``; its documented form ``B <- μB + g``, nesterov ``g + μB`` gives the same
-direction up to the positive factor ``1 - μ``, which orthogonalisation removes)::
+Per step, for a matrix parameter ``W`` with gradient ``g``, exactly as the code of
+``torch.optim.Muon`` (2.9+) does it, so momentum buffers are interchangeable with it. (Its
+docstring writes the sum form ``B <- μB + g``, nesterov ``g + μB``: the same buffer times
+``1/(1 - μ)``, hence the same direction, which orthogonalisation normalises anyway.)::
 
     B <- μ·B + (1 - μ)·g                         (momentum buffer, B_0 = 0)
     D <- (1 - μ)·g + μ·B  if nesterov  else  B

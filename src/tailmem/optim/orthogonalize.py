@@ -7,7 +7,7 @@ Newton–Schulz steps ("ns5", "polar_express", "gram_ns").
 
 Every polynomial method maps each singular value ``s`` of the normalised input ``X`` through the
 same scalar odd polynomial ``s -> a·s + b·s³ + c·s⁵`` per step, implemented as
-``X <- a·X + (b·A + c·A²)·X`` with ``A = X Xᵀ``. The inputs are first transposed so that ``X`` is
+``X <- (a·I + b·A + c·A²)·X`` with ``A = X Xᵀ``. The inputs are first transposed so that ``X`` is
 wide (``m <= n``), which makes ``A`` the small ``m × m`` Gram matrix. Because the polynomial acts
 on singular values one by one, left and right singular vectors are kept and the output is
 ``U f(S) Vᵀ``; the bands below are bounds on ``f`` for the scaled singular value
@@ -66,8 +66,9 @@ BANDS: dict[str, tuple[float, float]] = {
 Measured from the scalar composite polynomial on a dense log grid of ``s`` in
 ``[2e-3, 1]`` (ns5: [0.6818, 1.2024]; Polar Express: [0.8586, 1.1411]) widened by float32
 rounding seen in ``tests/optim/test_orthogonalize.py`` on random, ill-conditioned and batched
-inputs. Smaller ``s`` are only amplified (≈484× for ns5, ≈989× for Polar Express over 5 steps) and
-stay below the upper bound. "gram_ns" runs the Polar Express polynomial, so it shares that band.
+inputs. Smaller ``s`` are only amplified (by at most ≈484× for ns5, ≈970× for Polar Express
+over 5 steps) and stay below the upper bound. "gram_ns" runs the Polar Express polynomial, so
+it shares that band.
 """
 
 GRAM_ASPECT_THRESHOLD = 1.5
@@ -118,6 +119,10 @@ def orthogonalize(
         raise ValueError(f"steps must be a positive integer or None, got {steps!r}")
     if not G.is_floating_point():
         raise TypeError(f"orthogonalize needs a floating-point tensor, got {G.dtype}")
+    if dtype is not None and not (isinstance(dtype, torch.dtype) and dtype.is_floating_point):
+        raise TypeError(
+            f"orthogonalize dtype must be a floating torch.dtype or None, got {dtype!r}"
+        )
     shape = G.shape
     m, n = shape[-2], shape[-1]
     if G.numel() == 0:
