@@ -25,7 +25,10 @@ block's ``(rows, cols)`` in that ``(out, in)`` view:
 
 Speed: all blocks of one shape (across parameters and param groups with the same method, steps,
 dtype and eps) are stacked and orthogonalised in ONE batched call. Under ``torch.distributed``
-each rank orthogonalises a disjoint share of every batch (:mod:`tailmem.optim.distributed`).
+(initialised, world size > 1) each rank orthogonalises a disjoint share of every batch and the
+results are all-gathered (:mod:`tailmem.optim.distributed`); gradients must already be averaged
+and present for the same parameters on every rank, as under DDP. Without a process group
+everything runs locally.
 """
 
 from __future__ import annotations
