@@ -138,7 +138,7 @@ def orthogonalize(
         out = _svd_polar(X.to(compute))
     else:
         safety = 1.0 if method in ("ns5", "cubic") else POLAR_EXPRESS_SAFETY
-        X = _normalise(X, safety, eps).to(compute).contiguous()
+        X = _normalise(X, safety, eps, compute)
         if method == "ns5":
             out = _polynomial_steps(X, (NS5_COEFFICIENTS,) * (steps or DEFAULT_STEPS["ns5"]))
         elif method == "polar_express":
@@ -182,11 +182,14 @@ def _at_least_float32(dtype: torch.dtype) -> torch.dtype:
     return torch.float32 if torch.finfo(dtype).bits < 32 else dtype
 
 
-def _normalise(X: Tensor, safety: float, eps: float) -> Tensor:
-    """``X / (safety·‖X‖_F + eps)`` per matrix, computed in at least float32."""
-    X32 = X.to(_at_least_float32(X.dtype))
-    norm = torch.linalg.matrix_norm(X32, keepdim=True)
-    return X32 / (norm * safety + eps)
+def _normalise(X: Tensor, safety: float, eps: float, dtype: torch.dtype) -> Tensor:
+    """``X / (safety·‖X‖_F + eps)`` per matrix as a new contiguous ``dtype`` tensor.
+
+    The norm is accumulated in at least float32; one allocation, also for transposed views.
+    """
+    norm = torch.linalg.vector_norm(X, dim=(-2, -1), keepdim=True, dtype=_at_least_float32(X.dtype))
+    out = torch.empty(X.shape, dtype=dtype, device=X.device)
+    return torch.div(X, norm * safety + eps, out=out)
 
 
 def _polynomial_steps(X: Tensor, coefficients: tuple[tuple[float, float, float], ...]) -> Tensor:
