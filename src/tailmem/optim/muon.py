@@ -1,8 +1,9 @@
 """Muon: momentum followed by orthogonalisation of each matrix update (paper A, Sec. 5).
 
-Per step, for a matrix parameter ``W`` with gradient ``g`` (the conventions of
-``torch.optim.Muon``; its documented form ``B <- μB + g``, nesterov ``g + μB`` gives the same
-direction up to the positive factor ``1 - μ``, which orthogonalisation removes)::
+Per step, for a matrix parameter ``W`` with gradient ``g``, exactly as the code of
+``torch.optim.Muon`` (2.9+) does it, so momentum buffers are interchangeable with it. (Its
+docstring writes the sum form ``B <- μB + g``, nesterov ``g + μB``: the same buffer times
+``1/(1 - μ)``, hence the same direction, which orthogonalisation normalises anyway.)::
 
     B <- μ·B + (1 - μ)·g                         (momentum buffer, B_0 = 0)
     D <- (1 - μ)·g + μ·B  if nesterov  else  B
@@ -24,7 +25,10 @@ block's ``(rows, cols)`` in that ``(out, in)`` view:
 
 Speed: all blocks of one shape (across parameters and param groups with the same method, steps,
 dtype and eps) are stacked and orthogonalised in ONE batched call. Under ``torch.distributed``
-each rank orthogonalises a disjoint share of every batch (:mod:`tailmem.optim.distributed`).
+(initialised, world size > 1) each rank orthogonalises a disjoint share of every batch and the
+results are all-gathered (:mod:`tailmem.optim.distributed`); gradients must already be averaged
+and present for the same parameters on every rank, as under DDP. Without a process group
+everything runs locally.
 """
 
 from __future__ import annotations
