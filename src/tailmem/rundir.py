@@ -18,9 +18,9 @@ import platform
 import subprocess
 import sys
 import tempfile
-from collections.abc import Iterable, Mapping
+from collections.abc import Callable, Iterable, Mapping
 from pathlib import Path
-from typing import Any
+from typing import Any, BinaryIO
 
 from tailmem.config import dump_yaml, to_dict
 from tailmem.errors import DataError
@@ -28,19 +28,42 @@ from tailmem.errors import DataError
 COMPLETE_MARKER = "COMPLETE"
 
 
-def atomic_write_bytes(path: Path, data: bytes) -> None:
-    """Write ``data`` to ``path`` so that readers see either the old file or the whole new one."""
+def atomic_write(path: Path, write: Callable[[BinaryIO], object]) -> None:
+    """Stream a file through ``write(handle)``; readers see the old file or the whole new one.
+
+    The data goes to a temp file in the same folder, is fsynced, renamed over ``path`` and the
+    rename is made durable; on any error the temp file is removed and ``path`` is untouched.
+    """
+    path = Path(path)
     path.parent.mkdir(parents=True, exist_ok=True)
     fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.", suffix=".tmp")
     try:
         with os.fdopen(fd, "wb") as handle:
-            handle.write(data)
+            write(handle)
             handle.flush()
             os.fsync(handle.fileno())
         os.replace(tmp, path)
     except BaseException:
         Path(tmp).unlink(missing_ok=True)
         raise
+    _fsync_dir(path.parent)
+
+
+def _fsync_dir(directory: Path) -> None:
+    """Make a rename durable; a no-op where directories cannot be opened (Windows)."""
+    try:
+        fd = os.open(directory, os.O_RDONLY)
+    except OSError:
+        return
+    try:
+        os.fsync(fd)
+    finally:
+        os.close(fd)
+
+
+def atomic_write_bytes(path: Path, data: bytes) -> None:
+    """Write ``data`` to ``path`` atomically (see :func:`atomic_write`)."""
+    atomic_write(path, lambda handle: handle.write(data))
 
 
 def atomic_write_text(path: Path, text: str) -> None:

@@ -11,10 +11,8 @@ the final name, so a crash never leaves a half-written ``step_*.pt`` behind.
 
 from __future__ import annotations
 
-import os
 import pickle
 import re
-import tempfile
 import zipfile
 from pathlib import Path
 from typing import Any
@@ -22,6 +20,7 @@ from typing import Any
 import torch
 
 from tailmem.errors import CheckpointError
+from tailmem.rundir import atomic_write
 
 FORMAT = "tailmem-train-checkpoint"
 VERSION = 1
@@ -55,32 +54,9 @@ def latest_checkpoint(ckpt_dir: Path) -> Path | None:
 def save_checkpoint(path: Path, state: dict[str, Any]) -> Path:
     """Write ``state`` (which must contain an int ``step``) atomically to ``path``."""
     path = Path(path)
-    path.parent.mkdir(parents=True, exist_ok=True)
     payload = {"format": FORMAT, "version": VERSION, **state}
-    fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".tmp", dir=path.parent)
-    try:
-        with os.fdopen(fd, "wb") as f:
-            torch.save(payload, f)
-            f.flush()
-            os.fsync(f.fileno())
-        os.replace(tmp, path)
-    except BaseException:
-        Path(tmp).unlink(missing_ok=True)
-        raise
-    _fsync_dir(path.parent)
+    atomic_write(path, lambda handle: torch.save(payload, handle))
     return path
-
-
-def _fsync_dir(directory: Path) -> None:
-    """Make a rename durable; a no-op where directories cannot be opened (Windows)."""
-    try:
-        fd = os.open(directory, os.O_RDONLY)
-    except OSError:
-        return
-    try:
-        os.fsync(fd)
-    finally:
-        os.close(fd)
 
 
 def load_checkpoint(path: Path, map_location: str | torch.device = "cpu") -> dict[str, Any]:

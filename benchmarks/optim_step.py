@@ -1,0 +1,212 @@
+"""One optimiser step on GPT-shaped matrix sets: tailmem Muon vs torch.optim.Muon vs AdamW.
+
+Parameter sets (Muon-routed matrices only, nn.Linear (out, in) layout):
+
+* ``12x768``: 12 layers, d = 768, attention q, k, v, o 768×768, and two FFN variants timed
+  separately: plain (w_in 3072×768, w_out 768×3072) and gated with hidden 2048 (w_in, w_gate
+  2048×768, w_out 768×2048). Hidden 2048 is the LLaMA-style ≈ 8d/3 choice that keeps the gated
+  FFN's parameter count equal to the plain one (3·2048 = 2·3072).
+* ``6x384``: the same with 6 layers, d = 384 (hidden 1536 plain, 1024 gated).
+
+Printed, all measured in this run: the machine's float32 and bfloat16 matmul rates; per set the
+step time of ``torch.optim.Muon`` (one 2-D parameter at a time, Newton–Schulz hard-coded in
+bfloat16), of our Muon per method (compute dtype = the float32 parameters' unless marked bf16),
+the ratio against torch.optim.Muon, FLOPs counted by ``orthogonalize_flops`` and the achieved
+GFLOP/s, AdamW's step time; then max|σ - 1| of each method's output per shape on Gaussian
+inputs; and the peak RSS. Timings are the minimum over ``--repeats`` interleaved runs; with one
+repeat a Muon time includes its first step's momentum-buffer allocation (a few % of the step).
+
+    PYTHONPATH=src python benchmarks/optim_step.py [--set {12x768,6x384,all}] [--repeats N]
+        [--ffn {plain,gated,both}] [--all-methods]
+
+The default (12x768, plain FFN, 1 repeat, methods ns5 / polar_express / gram_ns timed; every
+method in the σ table) takes about 1.5 minutes on an idle 2-core CPU; ``--ffn both`` adds the
+gated set, ``--all-methods`` times "cubic" and "svd" too.
+"""
+
+from __future__ import annotations
+
+import argparse
+import resource
+import time
+from collections.abc import Callable
+
+import torch
+
+from tailmem.optim import Muon, orthogonalize
+from tailmem.optim.orthogonalize import BAND_MIN_SINGULAR, orthogonalize_flops
+
+FAST_METHODS = ("ns5", "polar_express", "gram_ns")
+ALL_METHODS = (*FAST_METHODS, "cubic", "svd")
+
+
+def layer_shapes(layers: int, d: int, ffn: str) -> list[tuple[int, int]]:
+    """The Muon-routed matrices of a GPT: q, k, v, o and the FFN, per layer."""
+    hidden = 4 * d if ffn == "plain" else 8 * d // 3
+    ffn_shapes = [(hidden, d), (d, hidden)] if ffn == "plain" else [(hidden, d)] * 2 + [(d, hidden)]
+    return [(d, d)] * 4 * layers + ffn_shapes * layers
+
+
+SETS = {
+    "12x768": {
+        "plain": ("12x768 plain FFN", layer_shapes(12, 768, "plain")),
+        "gated": ("12x768 gated FFN (hidden 2048)", layer_shapes(12, 768, "gated")),
+    },
+    "6x384": {
+        "plain": ("6x384 plain FFN", layer_shapes(6, 384, "plain")),
+        "gated": ("6x384 gated FFN (hidden 1024)", layer_shapes(6, 384, "gated")),
+    },
+}
+
+
+def matmul_rate(dtype: torch.dtype, seconds: float = 1.0) -> float:
+    """GFLOP/s of a 768×3072 @ 3072×768 matmul in ``dtype`` (best of a ~``seconds`` loop)."""
+    a = torch.randn(768, 3072).to(dtype)
+    b = torch.randn(3072, 768).to(dtype)
+    a @ b
+    best, start = float("inf"), time.perf_counter()
+    while time.perf_counter() - start < seconds:
+        t = time.perf_counter()
+        a @ b
+        best = min(best, time.perf_counter() - t)
+    return 2 * 768 * 3072 * 768 / best / 1e9
+
+
+def flops(shapes: list[tuple[int, int]], method: str) -> int | None:
+    counts = [orthogonalize_flops(m, n, method) for m, n in shapes]
+    return None if None in counts else sum(counts)  # type: ignore[arg-type]
+
+
+def time_steps(
+    contenders: dict[str, Callable[[], None]], repeats: int
+) -> dict[str, tuple[float, float]]:
+    """Minimum (wall, process CPU) seconds per contender over ``repeats`` interleaved calls.
+
+    CPU time is shown beside wall time because it is far less sensitive to other processes
+    competing for the cores (on an idle 2-core machine it is ≈2× the wall time).
+    """
+    best = {name: (float("inf"), float("inf")) for name in contenders}
+    for _ in range(repeats):
+        for name, step in contenders.items():
+            wall, cpu = time.perf_counter(), time.process_time()
+            step()
+            wall, cpu = time.perf_counter() - wall, time.process_time() - cpu
+            best[name] = (min(best[name][0], wall), min(best[name][1], cpu))
+    return best
+
+
+def bench_set(title: str, shapes: list[tuple[int, int]], methods, repeats, rates) -> None:
+    """Time one step of every contender on ``shapes``; ``rates``: matmul GFLOP/s by dtype."""
+    gen = torch.Generator().manual_seed(0)
+    params = [torch.nn.Parameter(torch.randn(*s, generator=gen) * 0.02) for s in shapes]
+    for p in params:
+        p.grad = torch.randn(p.shape, generator=gen)
+    hyper = {"lr": 0.02, "momentum": 0.95, "nesterov": True, "weight_decay": 0.0}
+    contenders: dict[str, Callable[[], None]] = {
+        "torch.optim.Muon (bf16)": torch.optim.Muon(params, **hyper).step,
+    }
+    for method in methods:
+        contenders[f"tailmem {method}"] = Muon(params, method=method, **hyper).step
+    contenders["tailmem ns5 (bf16)"] = Muon(params, dtype=torch.bfloat16, **hyper).step
+    adamw = torch.optim.AdamW(params, lr=1e-3)
+    adamw.step()  # untimed: its first step's state allocation costs ≈10 steady steps here
+    contenders["torch.optim.AdamW"] = adamw.step
+    times = time_steps(contenders, repeats)
+    reference, reference_cpu = times["torch.optim.Muon (bf16)"]
+    print(
+        f"\n== {title}: {len(shapes)} matrices, {sum(m * n for m, n in shapes) / 1e6:.1f}M params"
+    )
+    print(
+        f"{'optimiser step':28s} {'wall s':>7s} {'vs torch':>8s} {'CPU s':>7s} {'vs torch':>8s} "
+        f"{'GFLOP':>6s} {'GFLOP/s':>8s} {'% peak':>7s}"
+    )
+    for name, (seconds, cpu) in times.items():
+        bf16 = "bf16" in name
+        method = "ns5" if bf16 else name.split()[-1]
+        count = flops(shapes, method) if method in ALL_METHODS else None
+        if count:
+            achieved = count / seconds / 1e9
+            peak = achieved / rates["bf16" if bf16 else "fp32"]
+            cells = f"{count / 1e9:6.0f} {achieved:8.1f} {peak:7.0%}"
+        else:
+            cells = f"{'-':>6s} {'-':>8s} {'-':>7s}"
+        print(
+            f"{name:28s} {seconds:7.2f} {reference / seconds:7.2f}x {cpu:7.2f} "
+            f"{reference_cpu / cpu:7.2f}x {cells}"
+        )
+    ns5, gram = flops(shapes, "ns5"), flops(shapes, "gram_ns")
+    best_ns5, best_gram = ns5 / rates["fp32"] / 1e9, gram / rates["fp32"] / 1e9
+    print(
+        f"limits: ns5 counts the same {ns5 / 1e9:.0f} GFLOP as torch.optim.Muon; at 100% of the "
+        f"fp32 matmul peak it would take {best_ns5:.2f} s (ceiling {reference / best_ns5:.2f}x "
+        f"vs torch as measured), gram_ns {best_gram:.2f} s ({reference / best_gram:.2f}x); "
+        f"fp32/bf16 peak ratio here {rates['fp32'] / rates['bf16']:.2f}"
+    )
+
+
+def sigma_report(shapes: list[tuple[int, int]], methods) -> None:
+    """max|σ - 1| of each method's output per distinct shape, Gaussian input (float32).
+
+    A shape and its transpose run the same code (tall inputs are transposed), so one is shown.
+    Singular values come from the float64 eigenvalues of the small Gram matrix.
+    """
+    print(
+        f"\n== max|σ - 1| of the output (float32, Gaussian input); 'below': fraction of the "
+        f"input's σ/‖G‖_F under the band floor {BAND_MIN_SINGULAR:g}"
+    )
+    print(f"{'shape':>10s} {'below':>6s} " + " ".join(f"{m:>13s}" for m in methods))
+    gen = torch.Generator().manual_seed(1)
+
+    def singular_values(M: torch.Tensor) -> torch.Tensor:
+        M = M.double()
+        return torch.linalg.eigvalsh(M @ M.T).clamp(min=0).sqrt()
+
+    for m, n in sorted({(min(s), max(s)) for s in shapes}):
+        G = torch.randn(m, n, generator=gen)
+        s = singular_values(G)
+        below = (s / s.norm() < BAND_MIN_SINGULAR).double().mean().item()
+        cells = [
+            f"{(singular_values(orthogonalize(G, x)) - 1).abs().max().item():13.4f}"
+            for x in methods
+        ]
+        print(f"{f'{m}x{n}':>10s} {below:6.1%} " + " ".join(cells))
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    parser.add_argument("--set", choices=["12x768", "6x384", "all"], default="12x768")
+    parser.add_argument(
+        "--ffn",
+        choices=["plain", "gated", "both"],
+        default="plain",
+        help="FFN variant(s) to time (both: about twice the default run time)",
+    )
+    parser.add_argument("--repeats", type=int, default=1)
+    parser.add_argument(
+        "--all-methods",
+        action="store_true",
+        help="also time 'cubic' and 'svd' (minutes on a 2-core CPU)",
+    )
+    args = parser.parse_args()
+    torch.manual_seed(0)
+    print(f"torch {torch.__version__}, {torch.get_num_threads()} threads")
+    rates = {"fp32": matmul_rate(torch.float32), "bf16": matmul_rate(torch.bfloat16)}
+    print(
+        f"matmul 768x3072x768: fp32 {rates['fp32']:.1f} GFLOP/s, bf16 {rates['bf16']:.1f} GFLOP/s"
+    )
+    timed = ALL_METHODS if args.all_methods else FAST_METHODS
+    names = ["12x768", "6x384"] if args.set == "all" else [args.set]
+    shapes_seen: list[tuple[int, int]] = []
+    variants = ["plain", "gated"] if args.ffn == "both" else [args.ffn]
+    for name in names:
+        for variant in variants:
+            title, shapes = SETS[name][variant]
+            bench_set(title, shapes, timed, args.repeats, rates)
+            shapes_seen += shapes
+    sigma_report(shapes_seen, ALL_METHODS)
+    peak = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024
+    print(f"\npeak RSS {peak:.0f} MiB")
+
+
+if __name__ == "__main__":
+    main()
