@@ -23,6 +23,8 @@ Outputs (in the run directory)
     ``tail_table_long.csv``, ``head_tail_gap.csv``, ``lr_sweep.csv``, ``results.json``,
     ``claims.json`` and ``report.json``.
 
+``note`` (free text, e.g. what the preset's scale was chosen to show) ends the report summary.
+
 Unpublished choices (documented here and in the presets): batch size, sequence length, schedule
 (warmup, then constant, then a linear decay to 0 over the last ``decay_frac``), no gradient
 clipping, SGD momentum 0.9, the learning-rate grids and the seed count.
@@ -34,9 +36,10 @@ import dataclasses
 import os
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import Any, Literal
 
 from tailmem.data.bios import BiosConfig, build_dataset
+from tailmem.data.stream import QATrainStream
 from tailmem.errors import ConfigError
 from tailmem.experiments.qa import plots, summary
 from tailmem.experiments.qa.arms import ARMS, KINDS, OptimConfig, check_arms
@@ -106,17 +109,31 @@ class SweepConfig:
 
 @dataclass
 class Config:
-    """The knowledge-QA experiment (see the module docstring)."""
+    """The knowledge-QA experiment (see the module docstring).
+
+    ``seed`` .. ``seed + n_seeds - 1`` are the seeds (init and data order; the people are fixed
+    by ``data.seed``). ``arms``: names from :data:`~.qa.arms.ARMS`. ``ffn``: ``plain``,
+    ``gated`` or ``both``. Training: ``steps`` updates of ``batch_size`` rows of ``seq_len``
+    packed tokens (:class:`~tailmem.data.stream.QATrainStream`, loss on ``loss_on``), schedule
+    ``schedule`` with ``warmup_frac`` of the steps warming up and ``decay_frac`` decaying (WSD).
+    FTA is evaluated every ``eval_every`` steps; ``table_fracs`` of the steps (each must be
+    evaluated) and the groups ``m - o`` for ``o`` in ``tail_offsets`` make the tail tables;
+    ``head_groups`` most frequent groups are the "head". ``ckpt_every``: checkpoint cadence
+    (0: only the end; checkpoints are deleted when a run completes unless ``keep_checkpoints``).
+    ``workers`` processes with ``threads`` torch threads each train runs in parallel (1: in this
+    process; must be 1 under torchrun). ``cache_dir``: where the data set is built (default: the
+    run directory's ``data/``).
+    """
 
     seed: int = 0
     n_seeds: int = 3
     arms: list[str] = field(default_factory=lambda: list(ARMS))
-    ffn: str = "plain"
+    ffn: Literal["plain", "gated", "both"] = "plain"
     data: BiosConfig = field(default_factory=lambda: BiosConfig(m=8))
     model: ModelConfig = field(default_factory=ModelConfig)
     batch_size: int = 16
     seq_len: int = 128
-    loss_on: str = "answer"
+    loss_on: Literal["answer", "all"] = "answer"
     steps: int = 1000
     schedule: str = "wsd"
     warmup_frac: float = 0.02
@@ -136,6 +153,7 @@ class Config:
     threads: int | None = None
     cache_dir: str | None = None
     keep_checkpoints: bool = False
+    note: str = ""
 
     @property
     def ffns(self) -> list[str]:
@@ -152,13 +170,9 @@ class Config:
     def validate(self) -> None:
         """One-line :class:`ConfigError` for the first invalid field."""
         check_arms(self.arms)
-        if self.ffn not in (*FFNS, "both"):
-            raise ConfigError(f"ffn: got {self.ffn!r}; expected 'plain', 'gated' or 'both'")
         for name in ("n_seeds", "steps", "batch_size", "seq_len", "eval_every", "eval_batch_size"):
             if getattr(self, name) < 1:
                 raise ConfigError(f"{name}: got {getattr(self, name)!r}; expected at least 1")
-        if self.loss_on not in ("answer", "all"):
-            raise ConfigError(f"loss_on: got {self.loss_on!r}; expected 'answer' or 'all'")
         if not 1 <= self.head_groups <= self.data.m:
             raise ConfigError(
                 f"head_groups: got {self.head_groups}; expected 1..m = 1..{self.data.m}"
@@ -217,6 +231,7 @@ def run(cfg: Config, run: RunDir) -> None:
     """Sweep, train every seed, then write tables, figures, claims and ``report.json``."""
     cache = Path(cfg.cache_dir) if cfg.cache_dir else run.path / "data"
     dataset = build_dataset(cfg.data, cache)
+    QATrainStream(dataset, cfg.batch_size, cfg.seq_len, cfg.seed, cfg.loss_on)  # checks seq_len
     setup = Setup(
         dataset_path=str(dataset.path),
         dataset_fingerprint=dataset.fingerprint,
@@ -315,7 +330,7 @@ def write_outputs(
         "report.json",
         {
             "title": "Knowledge QA: FTA of rare facts by optimiser (paper A, Sec. 4.3)",
-            "summary": report_summary(cfg, gaps, claims, data_summary, chance),
+            "summary": report_summary(cfg, gaps, claims, sweep_rows, data_summary, chance),
             "figures": figures,
             "tables": tables,
         },
@@ -326,6 +341,7 @@ def report_summary(
     cfg: Config,
     gaps: list[dict[str, Any]],
     claims: list[Any],
+    sweep_rows: list[dict[str, Any]],
     data_summary: dict[str, Any],
     chance: float,
 ) -> str:
@@ -348,4 +364,11 @@ def report_summary(
     for c in claims:
         counts[c.verdict] = counts.get(c.verdict, 0) + 1
     parts.append("Claims: " + ", ".join(f"{n} {v}" for v, n in counts.items()) + ".")
+    edges = [f"{r['ffn']}/{r['arm']}" for r in sweep_rows if r["chosen"] and r["grid_edge"]]
+    if edges:
+        parts.append(
+            f"Chosen LR at the end of its grid (may not be the optimum): {', '.join(edges)}."
+        )
+    if cfg.note:
+        parts.append(cfg.note.strip())
     return " ".join(parts)

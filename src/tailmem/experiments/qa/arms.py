@@ -27,10 +27,12 @@ from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
+from typing import Literal
 
 from torch import nn
 
 from tailmem.errors import ConfigError
+from tailmem.optim.orthogonalize import METHODS
 from tailmem.optim.routing import RoutedOptimizer, build_optimizer, parse_recipe
 
 KINDS = ("muon", "adam", "sgd")
@@ -81,7 +83,7 @@ class OptimConfig:
     adam_eps: float = 1e-8
     muon_momentum: float = 0.95
     muon_method: str = "ns5"
-    muon_scale: str = "original"
+    muon_scale: Literal["original", "match_rms_adamw", "none"] = "original"
     sgd_momentum: float = 0.9
     fallback_lr: dict[str, float] | None = None
 
@@ -94,10 +96,9 @@ class OptimConfig:
         for name in ("muon_momentum", "sgd_momentum"):
             if not 0 <= getattr(self, name) < 1:
                 raise ConfigError(f"optim.{name}: got {getattr(self, name)!r}; expected [0, 1)")
-        if self.muon_scale not in ("original", "match_rms_adamw", "none"):
+        if self.muon_method not in METHODS:
             raise ConfigError(
-                f"optim.muon_scale: got {self.muon_scale!r}; expected 'original', "
-                "'match_rms_adamw' or 'none'"
+                f"optim.muon_method: got {self.muon_method!r}; expected one of {', '.join(METHODS)}"
             )
         for kind, lr in (self.fallback_lr or {}).items():
             if kind not in KINDS or not isinstance(lr, (int, float)) or not lr > 0:

@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import math
 import multiprocessing
+import os
 import sys
 import time
 from collections.abc import Callable, Iterable, Sequence
@@ -124,9 +125,12 @@ class Plan:
         return [s for s in seeds if s not in self.results] + self._start_sweeps()
 
     def sweep_rows(self) -> list[dict[str, Any]]:
-        """One row per sweep run: FFN, arm, learning rates, score, status, chosen or not."""
+        """One row per sweep run: FFN, arm, learning rates, score, status, whether it was chosen
+        and whether its swept LR is at an end of the grid (a chosen LR there may not be the
+        optimum)."""
         rows = []
         for (ffn, arm), specs in self.sweeps.items():
+            grid = self.grids[ARMS[arm].swept]
             for s in specs:
                 result = self.results[s]
                 rows.append(
@@ -139,6 +143,7 @@ class Plan:
                         "fta_rarest": _rarest(result),
                         "status": result["status"],
                         "chosen": s.lr == self.best.get((ffn, arm)),
+                        "grid_edge": s.lr[ARMS[arm].swept] in (min(grid), max(grid)),
                     }
                 )
         return rows
@@ -168,7 +173,8 @@ def drive(
     run_fn: RunFn = execute,
 ) -> Plan:
     """Train every run of ``plan`` with ``workers`` processes (1: in this process)."""
-    show = sys.stderr.isatty()
+    main = int(os.environ.get("RANK", "0")) == 0  # under torchrun only rank 0 reports
+    show = main and sys.stderr.isatty()
     bar = tqdm(total=plan.total(), disable=not show, unit="run", desc="knowledge-qa")
     count = 0
 
@@ -176,6 +182,8 @@ def drive(
         nonlocal count
         count += 1
         bar.update(1)
+        if not main:
+            return
         message = (
             f"[{count}/{plan.total()}] {_label(spec)}: {result['status']}, "
             f"mean FTA {score(result):.3f}, rarest group {_rarest(result):.3f} ({seconds:.0f}s)"
