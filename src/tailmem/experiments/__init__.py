@@ -12,7 +12,10 @@ from types import ModuleType
 
 from tailmem.errors import ConfigError
 
-EXPERIMENTS: dict[str, str] = {}
+EXPERIMENTS: dict[str, str] = {
+    "ablation": "tailmem.experiments.ablation",
+    "spectra": "tailmem.experiments.spectra",
+}
 
 
 def get_experiment(name: str) -> ModuleType:
