@@ -22,18 +22,22 @@ from tailmem.errors import DataError
 MIN_FREQUENCY = 2
 
 
-def train_bpe(texts: Iterable[str], vocab_size: int, eos_token: str) -> Tokenizer:
-    """Train a byte-level BPE of at most ``vocab_size`` tokens: 256 bytes, ``eos_token``, merges.
+def train_bpe(
+    texts: Iterable[str], vocab_size: int, eos_token: str, min_frequency: int = MIN_FREQUENCY
+) -> Tokenizer:
+    """Train a byte-level BPE of at most ``vocab_size`` tokens: ``eos_token`` (id 0), 256 bytes,
+    merges.
 
-    A merge needs a pair seen at least :data:`MIN_FREQUENCY` times, so a small corpus may stop
-    before ``vocab_size``; read the real size from ``tokenizer.get_vocab_size()``.
+    A merge needs a pair seen at least ``min_frequency`` times, so a small corpus may stop
+    before ``vocab_size``; read the real size from ``tokenizer.get_vocab_size()``. The trainer is
+    deterministic for a fixed input and ``tokenizers`` version.
     """
     tokenizer = Tokenizer(models.BPE())
     tokenizer.pre_tokenizer = pre_tokenizers.ByteLevel(add_prefix_space=False)
     tokenizer.decoder = decoders.ByteLevel()
     trainer = trainers.BpeTrainer(
         vocab_size=vocab_size,
-        min_frequency=MIN_FREQUENCY,
+        min_frequency=min_frequency,
         special_tokens=[eos_token],
         initial_alphabet=pre_tokenizers.ByteLevel.alphabet(),
         show_progress=False,
@@ -79,6 +83,6 @@ def encode_pieces(tokenizer: Tokenizer, strings: Sequence[str], dtype: type) -> 
     return Ragged.from_lists([e.ids for e in encodings], dtype=dtype)
 
 
-def token_dtype(vocab_size: int) -> type:
-    """The smallest unsigned integer type that holds every token id."""
-    return np.uint16 if vocab_size <= np.iinfo(np.uint16).max + 1 else np.int32
+def token_dtype(vocab_size: int) -> np.dtype:
+    """``uint16`` when every token id fits, else ``uint32``."""
+    return np.dtype(np.uint16 if vocab_size <= np.iinfo(np.uint16).max + 1 else np.uint32)

@@ -1,0 +1,1 @@
+"""Measurements of models and training runs: spectral isotropy (:mod:`.spectrum`)."""

@@ -1,0 +1,291 @@
+"""Orthogonalisation of gradient matrices: the polar factor ``U Vᵀ`` of ``G = U S Vᵀ``.
+
+Muon's update is the orthogonal polar factor of the (momentum-averaged) gradient, i.e. every
+non-zero singular value set to 1 (paper A, Sec. 5: "Muon: W -= η U Vᵀ"). :func:`orthogonalize`
+computes it exactly ("svd"), iterates to it ("cubic"), or approximates it with a few odd-polynomial
+Newton–Schulz steps ("ns5", "polar_express", "gram_ns").
+
+Every polynomial method maps each singular value ``s`` of the normalised input ``X`` through the
+same scalar odd polynomial ``s -> a·s + b·s³ + c·s⁵`` per step, implemented as
+``X <- a·X + (b·A + c·A²)·X`` with ``A = X Xᵀ``. The inputs are first transposed so that ``X`` is
+wide (``m <= n``), which makes ``A`` the small ``m × m`` Gram matrix. Because the polynomial acts
+on singular values one by one, left and right singular vectors are kept and the output is
+``U f(S) Vᵀ``; the bands below are bounds on ``f`` for the scaled singular value
+``s = σ / ‖G‖_F`` (``/ (1.02·‖G‖_F)`` for Polar Express).
+"""
+
+from __future__ import annotations
+
+import math
+
+import torch
+from torch import Tensor
+
+NS5_COEFFICIENTS: tuple[float, float, float] = (3.4445, -4.7750, 2.0315)
+"""Keller Jordan's quintic: slope 3.4445 at zero, does not converge to 1 but lands in a band."""
+
+POLAR_EXPRESS_COEFFICIENTS: tuple[tuple[float, float, float], ...] = (
+    (8.1566, -22.4833, 15.8788),
+    (4.0429, -2.8089, 0.5000),
+    (3.8917, -2.7725, 0.5061),
+    (3.2858, -2.3681, 0.4645),
+    (2.3465, -1.7098, 0.4232),
+)
+"""Per-step Polar Express quintics (one tuple per step); ``steps > 5`` repeats the last tuple."""
+
+POLAR_EXPRESS_FIXED_POINT = 1.035332
+"""Fixed point ``s* > 1`` of the last Polar Express step (``a + b·s*² + c·s*⁴ = 1``).
+
+The last tuple does not fix 1, so ``steps > 5`` moves every singular value towards ``s*``:
+the band is [0.956, 1.130] at 6 steps, [0.997, 1.082] at 8, and ``s* ± 1e-4`` after ≈40.
+"""
+
+POLAR_EXPRESS_SAFETY = 1.02
+"""Polar Express divides the input by ``1.02·‖G‖_F`` so that rounding cannot push ``s`` past 1."""
+
+CUBIC_COEFFICIENTS: tuple[float, float, float] = (1.5, -0.5, 0.0)
+"""Convergent cubic Newton–Schulz ``X <- 1.5·X - 0.5·X Xᵀ X``: fixes 1, quadratic convergence."""
+
+CUBIC_MAX_STEPS = 100
+"""Step cap of the "cubic" iteration; a singular value ``s`` needs ``≈ log(1/s)/log(1.5) + 5``."""
+
+METHODS: tuple[str, ...] = ("ns5", "polar_express", "cubic", "svd", "gram_ns")
+
+DEFAULT_STEPS: dict[str, int] = {"ns5": 5, "polar_express": 5, "gram_ns": 5}
+
+BAND_MIN_SINGULAR = 2e-3
+"""The bands hold for scaled singular values ``s = σ/‖G‖_F >= BAND_MIN_SINGULAR``."""
+
+BANDS: dict[str, tuple[float, float]] = {
+    "ns5": (0.675, 1.21),
+    "polar_express": (0.855, 1.145),
+    "gram_ns": (0.855, 1.145),
+}
+"""Output singular values (float32 compute, default 5 steps) for ``s >= BAND_MIN_SINGULAR``.
+
+Measured from the scalar composite polynomial on a dense log grid of ``s`` in
+``[2e-3, 1]`` (ns5: [0.6818, 1.2024]; Polar Express: [0.8586, 1.1411]) widened by float32
+rounding seen in ``tests/optim/test_orthogonalize.py`` on random, ill-conditioned and batched
+inputs. Smaller ``s`` are only amplified (≈484× for ns5, ≈989× for Polar Express over 5 steps) and
+stay below the upper bound. "gram_ns" runs the Polar Express polynomial, so it shares that band.
+"""
+
+GRAM_ASPECT_THRESHOLD = 1.5
+""""gram_ns" iterates on the Gram matrix when ``n > 1.5·m`` (``m <= n``); see :func:`_gram_ns`."""
+
+
+def orthogonalize(
+    G: Tensor,
+    method: str = "ns5",
+    steps: int | None = None,
+    dtype: torch.dtype | None = None,
+    eps: float = 1e-7,
+) -> Tensor:
+    """Orthogonal polar factor of ``G`` (a matrix or a batch ``(..., m, n)``), same shape and dtype.
+
+    Args:
+        G: input of at least 2 dimensions; the last two are the matrix. Never modified.
+        method: one of :data:`METHODS`:
+            ``"ns5"`` 5 Newton–Schulz quintic steps with :data:`NS5_COEFFICIENTS` on
+            ``G/(‖G‖_F + eps)`` (per matrix); singular values land in ``BANDS["ns5"]``.
+            ``"polar_express"`` the per-step :data:`POLAR_EXPRESS_COEFFICIENTS` on
+            ``G/(1.02·‖G‖_F + eps)``; ``steps > 5`` repeats the last tuple (converging to
+            :data:`POLAR_EXPRESS_FIXED_POINT`, not 1), ``steps < 5`` uses the first tuples.
+            ``"cubic"`` :data:`CUBIC_COEFFICIENTS` iterated to convergence (see :func:`_cubic`);
+            lands on the polar factor; ``steps`` caps the iteration (default
+            :data:`CUBIC_MAX_STEPS`).
+            ``"svd"`` exact ``U_r V_rᵀ`` over the numerical rank ``r`` (singular values above
+            ``max(m, n)·eps(dtype)·σ_max``); zero singular values map to zero.
+            ``"gram_ns"`` the Polar Express polynomial run on the small Gram matrix (see
+            :func:`_gram_ns`): fewer FLOPs for rectangular matrices, same band.
+        steps: number of polynomial steps (``None``: :data:`DEFAULT_STEPS`); ignored by "svd".
+        dtype: compute dtype (``None``: the input's dtype), e.g. ``torch.bfloat16`` for "ns5" on
+            a GPU. "cubic" and "svd" compute in at least float32, "gram_ns" runs its ``m × m``
+            iteration in at least float32. The result is cast back to ``G.dtype``.
+        eps: added to the Frobenius norm before dividing, so a zero input returns zeros.
+
+    Tall inputs (``m > n``) are transposed, processed and transposed back, so the Gram matrix is
+    always the smaller one.
+    """
+    if method not in METHODS:
+        raise ValueError(f"unknown orthogonalisation method {method!r}; expected one of {METHODS}")
+    if G.ndim < 2:
+        raise ValueError(
+            f"orthogonalize needs a matrix or a batch of matrices, got shape {tuple(G.shape)}"
+        )
+    if steps is not None and (isinstance(steps, bool) or not isinstance(steps, int) or steps < 1):
+        raise ValueError(f"steps must be a positive integer or None, got {steps!r}")
+    if not G.is_floating_point():
+        raise TypeError(f"orthogonalize needs a floating-point tensor, got {G.dtype}")
+    shape = G.shape
+    m, n = shape[-2], shape[-1]
+    if G.numel() == 0:
+        return torch.zeros_like(G)
+    compute = dtype or G.dtype
+    if method in ("cubic", "svd"):
+        compute = _at_least_float32(compute)
+    transpose = m > n
+    X = G.reshape(-1, m, n)
+    if transpose:
+        X = X.mT
+    if method == "svd":
+        out = _svd_polar(X.to(compute))
+    else:
+        safety = 1.0 if method in ("ns5", "cubic") else POLAR_EXPRESS_SAFETY
+        X = _normalise(X, safety, eps).to(compute).contiguous()
+        if method == "ns5":
+            out = _polynomial_steps(X, (NS5_COEFFICIENTS,) * (steps or DEFAULT_STEPS["ns5"]))
+        elif method == "polar_express":
+            out = _polynomial_steps(X, polar_express_schedule(steps or DEFAULT_STEPS[method]))
+        elif method == "cubic":
+            out = _cubic(X, steps or CUBIC_MAX_STEPS)
+        else:
+            out = _gram_ns(X, polar_express_schedule(steps or DEFAULT_STEPS[method]))
+    if transpose:
+        out = out.mT
+    return out.to(G.dtype).reshape(shape)
+
+
+def polar_express_schedule(steps: int) -> tuple[tuple[float, float, float], ...]:
+    """The Polar Express coefficient tuples for ``steps`` steps (the last tuple repeats)."""
+    table = POLAR_EXPRESS_COEFFICIENTS
+    return tuple(table[min(i, len(table) - 1)] for i in range(steps))
+
+
+def orthogonalize_flops(m: int, n: int, method: str, steps: int | None = None) -> int | None:
+    """Multiply–add FLOPs (2 per multiply-add) of one ``m × n`` matrix; ``None`` for "svd".
+
+    With ``m <= n`` after transposition, one X-space quintic step costs ``X Xᵀ`` (``2m²n``), the
+    ``b·A + c·A²`` product (``2m³``) and ``(…)·X`` (``2m²n``): ``4m²n + 2m³``. The cubic step has
+    no ``A²``: ``4m²n`` (its step count is data-dependent; ``steps`` defaults to the cap).
+    "gram_ns" is counted as in :func:`_gram_ns`. Element-wise work (``O(mn)``) is not counted.
+    """
+    m, n = min(m, n), max(m, n)
+    if method == "svd":
+        return None
+    if method == "cubic":
+        return (steps or CUBIC_MAX_STEPS) * 4 * m * m * n
+    k = steps or DEFAULT_STEPS[method]
+    x_space = k * (4 * m * m * n + 2 * m**3)
+    if method == "gram_ns" and _use_gram(m, n):
+        return 4 * m * m * n + (8 * k - 6) * m**3
+    return x_space
+
+
+def _at_least_float32(dtype: torch.dtype) -> torch.dtype:
+    return torch.float32 if torch.finfo(dtype).bits < 32 else dtype
+
+
+def _normalise(X: Tensor, safety: float, eps: float) -> Tensor:
+    """``X / (safety·‖X‖_F + eps)`` per matrix, computed in at least float32."""
+    X32 = X.to(_at_least_float32(X.dtype))
+    norm = torch.linalg.matrix_norm(X32, keepdim=True)
+    return X32 / (norm * safety + eps)
+
+
+def _polynomial_steps(X: Tensor, coefficients: tuple[tuple[float, float, float], ...]) -> Tensor:
+    """``X <- a·X + (b·A + c·A²)·X`` with ``A = X Xᵀ`` for each ``(a, b, c)``; X is ``(B, m, n)``.
+
+    Two fused ``baddbmm`` calls per step (``b·A + c·A·A``, then ``a·X + B·X``) and no norms or
+    copies inside the loop.
+    """
+    for a, b, c in coefficients:
+        A = torch.bmm(X, X.mT)
+        B = torch.baddbmm(A, A, A, beta=b, alpha=c) if c != 0.0 else A * b
+        X = torch.baddbmm(X, B, X, beta=a)
+    return X
+
+
+def _cubic(X: Tensor, max_steps: int) -> Tensor:
+    """Cubic Newton–Schulz ``X <- 1.5·X - 0.5·X Xᵀ X`` until each matrix is a partial isometry.
+
+    The map ``s -> 1.5·s - 0.5·s³`` sends ``(0, 1]`` into ``(0, 1]``, fixes 0 and 1, and
+    converges quadratically near 1 (``1 - s' ≈ 1.5·(1 - s)²``) while small singular values grow by
+    1.5 per step; exact zeros stay zero. Convergence criterion (row space, per matrix):
+    ``‖X - X Xᵀ X‖_F <= sqrt(eps(dtype))``. Its square is ``Σ s²(1 - s²)²``, so it holds only when
+    every singular value is within ``≈ sqrt(eps)/2`` of 1 or below ``≈ sqrt(eps)`` (numerically
+    zero; ``X Xᵀ`` is then a projector to that accuracy). The step that first meets it is applied
+    once more (taking ``1 - s`` from ``sqrt(eps)`` to ``≈ eps``) and the matrix is then frozen, so
+    each matrix's result does not depend on what else is in the batch. Singular values still below
+    ``sqrt(eps)`` at that point are left near zero; ``max_steps`` caps the iteration.
+    """
+    a, b, _ = CUBIC_COEFFICIENTS
+    tol = math.sqrt(torch.finfo(X.dtype).eps)
+    active = torch.ones(X.shape[0], dtype=torch.bool, device=X.device)
+    for _ in range(max_steps):
+        A = torch.bmm(X, X.mT)
+        X_new = torch.baddbmm(X, A, X, beta=a, alpha=b)
+        residual = torch.linalg.matrix_norm(X_new - X) / (a - 1.0)
+        X = torch.where(active[:, None, None], X_new, X)
+        active = active & (residual > tol)
+        if not bool(active.any()):
+            break
+    return X
+
+
+def _svd_polar(X: Tensor) -> Tensor:
+    """Exact polar factor ``U_r V_rᵀ`` over the numerical rank, per matrix.
+
+    Singular values ``<= max(m, n)·eps(dtype)·σ_max`` (the usual numerical-rank tolerance, as in
+    ``numpy.linalg.matrix_rank``) count as zero and map to zero, so a rank-deficient gradient gives
+    a rank-deficient update instead of amplified rounding noise.
+    """
+    U, sigma, Vh = torch.linalg.svd(X, full_matrices=False)
+    tol = max(X.shape[-2:]) * torch.finfo(X.dtype).eps * sigma[..., :1]
+    keep = (sigma > tol).to(X.dtype)
+    return (U * keep.unsqueeze(-2)) @ Vh
+
+
+def _use_gram(m: int, n: int) -> bool:
+    return n > GRAM_ASPECT_THRESHOLD * m
+
+
+def _gram_ns(X: Tensor, coefficients: tuple[tuple[float, float, float], ...]) -> Tensor:
+    """Quintic iteration run on the ``m × m`` Gram matrix ``A = X Xᵀ`` (``m <= n``).
+
+    After ``k`` steps ``X_k = Q_k X_0`` where ``Q_k`` is a polynomial in ``A_0``; every matrix
+    below is such a polynomial, so all of them commute and stay symmetric. With
+    ``P_k = a·I + b·A_k + c·A_k²``:
+
+    * ``Q_{k+1} = P_k Q_k`` (``Q_1 = P_0`` costs nothing),
+    * ``A_{k+1} = X_{k+1} X_{k+1}ᵀ = P_k A_k P_k = P_k R_k`` with
+      ``R_k = P_k A_k = a·A_k + b·A_k² + c·A_k³`` (skipped after the last step),
+    * output ``Q_K X_0``, with the last step folded in as ``(P_{K-1} Q_{K-1}) X_0``.
+
+    FLOPs for ``K`` steps: ``X Xᵀ`` and ``Q X`` cost ``2m²n`` each; step 0 needs ``A²``, ``A³``
+    and ``P R`` (3 products of ``2m³``), steps ``1..K-2`` four (``A²``, ``A³``, ``P R``,
+    ``P Q``), the last two (``A²``, ``P Q``): ``4m²n + (8K - 6)m³`` against
+    ``K(4m²n + 2m³)`` for the X-space iteration ("ns5"). The Gram form is cheaper exactly when
+    ``n > 1.5m`` for every ``K >= 2`` (``4(K-1)m²n > 6(K-1)m³``): at ``K = 5`` a 768×3072 matrix
+    costs 50·768³ instead of 90·768³ (1.8×), 768×2048 ≈ 44.7 instead of 63.3 (1.42×). For
+    ``n <= 1.5m`` (square matrices included) the X-space iteration with the same coefficients is
+    used, so the result is always the Polar Express polynomial of ``X``.
+
+    The Gram matrix squares the singular values, so the ``m × m`` iteration runs in at least
+    float32 and is re-symmetrised each step; the two ``m × n`` products use ``X``'s dtype.
+    """
+    m, n = X.shape[-2:]
+    if not _use_gram(m, n):
+        return _polynomial_steps(X, coefficients)
+    inner = _at_least_float32(X.dtype)
+    A = torch.bmm(X, X.mT).to(inner)
+    A2 = torch.bmm(A, A)
+    P = _quintic_factor(A, A2, coefficients[0])
+    Q = P
+    for k in range(1, len(coefficients)):
+        a, b, c = coefficients[k - 1]
+        R = torch.baddbmm(a * A + b * A2, A2, A, alpha=c)
+        A = torch.bmm(P, R)
+        A = 0.5 * (A + A.mT)
+        A2 = torch.bmm(A, A)
+        P = _quintic_factor(A, A2, coefficients[k])
+        Q = torch.bmm(P, Q)
+    return torch.bmm(Q.to(X.dtype), X)
+
+
+def _quintic_factor(A: Tensor, A2: Tensor, coefficients: tuple[float, float, float]) -> Tensor:
+    """``a·I + b·A + c·A²`` for a batch of ``m × m`` matrices."""
+    a, b, c = coefficients
+    P = b * A + c * A2
+    P.diagonal(dim1=-2, dim2=-1).add_(a)
+    return P

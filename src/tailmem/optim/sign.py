@@ -1,0 +1,84 @@
+"""SignGD: element-wise sign descent, the β1 = β2 = 0 limit of Adam (paper A, Sec. 5).
+
+Adam with ``β1 = β2 = 0`` steps by ``g / (|g| + eps)``, which tends to ``sign(g)`` as
+``eps -> 0``; the theory of paper A calls that optimiser SignGD. With momentum ``μ`` the sign is
+taken of the buffer ``B <- μ·B + (1 - μ)·g`` (the same convention as Muon; the sign does not see
+the positive factor ``1 - μ``)::
+
+    W <- (1 - lr·weight_decay)·W - lr·sign(B)
+
+``sign(0) = 0``, so exactly-zero coordinates do not move.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Iterable
+from typing import Any
+
+import torch
+from torch import Tensor
+from torch.optim import Optimizer
+
+
+class SignGD(Optimizer):
+    """Sign descent with optional momentum and decoupled weight decay; see the module docstring.
+
+    Args:
+        params: parameters or param groups (any shape).
+        lr: learning rate (>= 0).
+        momentum: ``μ`` in ``[0, 1)``; 0 takes the sign of the raw gradient.
+        weight_decay: decoupled weight decay (>= 0), multiplied by lr.
+
+    ``p.grad`` is never modified; parameters whose grad is ``None`` are skipped.
+    """
+
+    def __init__(
+        self,
+        params: Iterable[Tensor] | Iterable[dict[str, Any]],
+        lr: float,
+        momentum: float = 0.0,
+        weight_decay: float = 0.0,
+    ) -> None:
+        super().__init__(params, {"lr": lr, "momentum": momentum, "weight_decay": weight_decay})
+
+    def add_param_group(self, param_group: dict[str, Any]) -> None:
+        """Add a group after checking its hyperparameters."""
+        super().add_param_group(param_group)
+        group = self.param_groups[-1]
+        for name, low, high in (
+            ("lr", 0.0, None),
+            ("momentum", 0.0, 1.0),
+            ("weight_decay", 0.0, None),
+        ):
+            value = group[name]
+            bad = isinstance(value, bool) or not isinstance(value, (int, float))
+            if bad or not value >= low or (high is not None and not value < high):
+                self.param_groups.pop()
+                expected = f"in [{low}, {high})" if high is not None else f">= {low}"
+                raise ValueError(f"SignGD {name} must be a number {expected}, got {value!r}")
+
+    @torch.no_grad()
+    def step(self, closure: Callable[[], Any] | None = None) -> Any:
+        """One sign-descent step for every parameter that has a gradient."""
+        loss = None
+        if closure is not None:
+            with torch.enable_grad():
+                loss = closure()
+        for group in self.param_groups:
+            params = [p for p in group["params"] if p.grad is not None]
+            if not params:
+                continue
+            grads = [p.grad for p in params]
+            if group["momentum"] != 0.0:
+                bufs = []
+                for p in params:
+                    state = self.state[p]
+                    if "momentum_buffer" not in state:
+                        state["momentum_buffer"] = torch.zeros_like(p)
+                    bufs.append(state["momentum_buffer"])
+                torch._foreach_lerp_(bufs, grads, 1.0 - group["momentum"])
+                grads = bufs
+            if group["weight_decay"] != 0.0:
+                torch._foreach_mul_(params, 1.0 - group["lr"] * group["weight_decay"])
+            torch._foreach_add_(params, torch._foreach_sign(grads), alpha=-group["lr"])
+        return loss
