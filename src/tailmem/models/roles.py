@@ -47,6 +47,10 @@ in one tensor: it becomes one fused :class:`ParamRole` ``"q+k+v"`` with ``row_sp
 three blocks of the output dimension, which Muon orthogonalises separately. Being one tensor, it
 can only be given to one optimiser kind.
 
+A bare state dict (weights loaded without their module, e.g. a Hugging Face folder read by
+``tailmem.models.hf_loading``) resolves with :func:`resolve_roles_from_names`: the same family
+rules, with the few class-name facts (``Conv1D``, norms, embeddings) read from the names.
+
 Tied parameters (e.g. GPT-2's ``lm_head`` sharing ``wte``) appear once, under the name
 ``named_parameters()`` reports first (the embedding), so they get that name's role.
 """
