@@ -119,6 +119,11 @@ ARMS: tuple[Arm, ...] = (
 ARMS_BY_ID = {arm.id: arm for arm in ARMS}
 
 
+def short_label(arm_id: str) -> str:
+    """``full Muon``, ``all-Adam`` or the arm's label (``VO + FFN``)."""
+    return {"full": "full Muon", "adam": "all-Adam"}.get(arm_id, ARMS_BY_ID[arm_id].label)
+
+
 def arms_for(ffn: str) -> list[Arm]:
     """Every arm of Table 1 that exists for this FFN type, in table order."""
     return [arm for arm in ARMS if ffn in arm.paper]
@@ -329,7 +334,7 @@ def claims(cfg: Config, results: dict[str, list[dict[str, Any]]], n_buckets: int
     out = []
 
     def fmt(arm_ids: Sequence[str], source: dict[str, float]) -> str:
-        return ", ".join(f"{ARMS_BY_ID[a].label.split(' (')[0]} {source[a]:.4f}" for a in arm_ids)
+        return ", ".join(f"{short_label(a)} {source[a]:.4f}" for a in arm_ids)
 
     def have(*arm_ids: str) -> bool:
         return all(a in losses and math.isfinite(losses[a]) for a in arm_ids)
@@ -544,7 +549,7 @@ def _figures(
             gains = [base - _mean(_final(results[a.id], key)) for a in arms]
             ax.bar([i + j * width for i in range(len(arms))], gains, width, label=name)
         ax.set_xticks([i + width * (n_buckets - 1) / 2 for i in range(len(arms))])
-        ax.set_xticklabels([a.label.split(" (")[0] for a in arms], rotation=45, ha="right")
+        ax.set_xticklabels([short_label(a.id) for a in arms], rotation=45, ha="right")
         ax.axhline(0, color="black", lw=0.5)
         ax.set_ylabel("L(all-Adam) − L(arm), nats")
         ax.set_title("Gain over all-Adam by target-token frequency bucket")
