@@ -10,8 +10,13 @@ and the per-layer maximum attention logit on ``logit_rows`` fixed validation row
 ``vo_form`` chooses which VO form the main figure and the VO claim use; the other is plotted in
 the attention figure and tabulated.
 
-Figures plot, per matrix and metric, the mean over layers of each seed's value; lines are the
-mean over seeds and bands ±1 standard deviation over seeds.
+Outputs: ``isotropy_main.png`` (VO and W_out, paper Fig. 2), ``isotropy_ffn_in.png`` (W_in,
+W_gate), ``isotropy_attention.png`` (Q, K, V, O, the other VO form) — per matrix and metric the
+mean over layers of each seed's value, lines the mean over seeds, bands ±1 seed SD —
+``isotropy_by_layer.png`` (final values per layer), ``max_logit.png`` (per layer over training,
+and the validation loss); ``spectra_curves.csv`` (every logged value: optimiser, seed, step,
+layer, matrix, metric), ``spectra_final.csv`` (final step per layer), ``spectra_summary.csv``
+(layer mean), ``max_logit.csv``, ``results.json`` and ``claims.json``.
 
 Claim rules (per-seed value = metric at the final step averaged over layers; "more isotropic"
 = higher H_norm and eRank, lower Top10E and Q75/25; needs >= 2 seeds):
@@ -407,45 +412,55 @@ MATRIX_LABELS = {
 }
 
 
-def _write_outputs(
-    cfg: Config, run: RunDir, model_cfg: GPTConfig, results: dict[str, list[dict[str, Any]]]
-) -> None:
-    muon, adam = Series.of(results["muon"]), Series.of(results["adam"])
-    matrices = [m for m in MATRIX_LABELS if muon.layers(m) or adam.layers(m)]
-    final_rows, summary_rows = [], []
+def _final_rows(muon: Series, adam: Series, matrices: Sequence[str]) -> list[dict[str, Any]]:
+    """Final-step value per layer, matrix and metric: mean and seed SD per optimiser."""
+    rows = []
     for matrix in matrices:
         for metric in ISO_METRICS:
             for layer in muon.layers(matrix) or adam.layers(matrix):
                 row: dict[str, Any] = {"layer": layer, "matrix": matrix, "metric": metric}
                 for name, series in (("muon", muon), ("adam", adam)):
-                    values = (
-                        series.per_seed(f"iso/{matrix}/{layer}/{metric}")[:, -1] if series.n else []
-                    )
-                    row[f"{name}_mean"] = _r(np.mean(values)) if len(values) else None
-                    row[f"{name}_sd"] = _r(np.std(values, ddof=1)) if len(values) > 1 else None
-                final_rows.append(row)
-            if muon.n and adam.n:
-                sep = (
-                    separation(
-                        muon.layer_mean(matrix, metric)[:, -1],
-                        adam.layer_mean(matrix, metric)[:, -1],
-                        metric,
-                    )
-                    if min(muon.n, adam.n) > 1
-                    else None
-                )
-                summary_rows.append(
-                    {
-                        "matrix": matrix,
-                        "metric": metric_label(metric, cfg.top_k),
-                        "muon": f"{np.mean(muon.layer_mean(matrix, metric)[:, -1]):.4g}",
-                        "adam": f"{np.mean(adam.layer_mean(matrix, metric)[:, -1]):.4g}",
-                        "muon_sd": _r(sep["muon_sd"]) if sep else None,
-                        "adam_sd": _r(sep["adam_sd"]) if sep else None,
-                        "muon_more_isotropic_by_2sd": sep["passed"] if sep else None,
-                    }
-                )
+                    values = series.per_seed(f"iso/{matrix}/{layer}/{metric}")[:, -1]
+                    row[f"{name}_mean"] = _r(np.mean(values)) if series.n else None
+                    row[f"{name}_sd"] = _r(np.std(values, ddof=1)) if series.n > 1 else None
+                rows.append(row)
+    return rows
+
+
+def _summary_rows(
+    muon: Series, adam: Series, matrices: Sequence[str], top_k: int
+) -> list[dict[str, Any]]:
+    """Layer-mean final value per matrix and metric, with the 2-SD separation test."""
+    rows = []
+    if not (muon.n and adam.n):
+        return rows
+    for matrix in matrices:
+        for metric in ISO_METRICS:
+            m, a = muon.layer_mean(matrix, metric)[:, -1], adam.layer_mean(matrix, metric)[:, -1]
+            sep = separation(m, a, metric) if min(muon.n, adam.n) > 1 else None
+            rows.append(
+                {
+                    "matrix": matrix,
+                    "metric": metric_label(metric, top_k),
+                    "muon": f"{np.mean(m):.4g}",
+                    "adam": f"{np.mean(a):.4g}",
+                    "muon_sd": _r(sep["muon_sd"]) if sep else None,
+                    "adam_sd": _r(sep["adam_sd"]) if sep else None,
+                    "muon_more_isotropic_by_2sd": sep["passed"] if sep else None,
+                }
+            )
+    return rows
+
+
+def _write_outputs(
+    cfg: Config, run: RunDir, model_cfg: GPTConfig, results: dict[str, list[dict[str, Any]]]
+) -> None:
+    muon, adam = Series.of(results["muon"]), Series.of(results["adam"])
+    matrices = [m for m in MATRIX_LABELS if muon.layers(m) or adam.layers(m)]
+    final_rows = _final_rows(muon, adam, matrices)
+    summary_rows = _summary_rows(muon, adam, matrices, cfg.top_k)
     run.write_csv("spectra_final.csv", final_rows)
+    run.write_csv("spectra_curves.csv", _long_rows(results))
     run.write_csv("spectra_summary.csv", summary_rows)
     logits = {name: logit_summary(s) for name, s in (("muon", muon), ("adam", adam)) if s.n}
     logit_rows = []
@@ -491,6 +506,29 @@ def _write_outputs(
             ],
         },
     )
+
+
+def _long_rows(results: dict[str, list[dict[str, Any]]]) -> list[dict[str, Any]]:
+    """Every logged isotropy value: optimizer, seed, step, layer, matrix, metric, value."""
+    rows = []
+    for name, runs in results.items():
+        for r in runs:
+            for e in r["evals"]:
+                for key, value in e.items():
+                    if key.startswith("iso/"):
+                        _, matrix, layer, metric = key.split("/")
+                        rows.append(
+                            {
+                                "optimizer": name,
+                                "seed": r["seed"],
+                                "step": e["step"],
+                                "layer": int(layer),
+                                "matrix": matrix,
+                                "metric": metric,
+                                "value": value,
+                            }
+                        )
+    return rows
 
 
 def _r(value: float) -> float:
