@@ -50,6 +50,7 @@ from tailmem.experiments.lm_common import (
     HIDDEN_MATRICES,
     ArmSpec,
     DataSection,
+    EvalHook,
     ModelSection,
     OptimSection,
     TrainSection,
@@ -113,20 +114,21 @@ class Config:
         return "vo_head" if self.vo_form == "per_head" else "vo_stacked"
 
 
-def spectra_hook(cfg: GPTConfig, top_k: int, logit_x: Tensor, ctx: D.DistContext):
+def spectra_hook(cfg: GPTConfig, top_k: int, logit_x: Tensor, ctx: D.DistContext) -> EvalHook:
     """Eval hook (rank 0 only): ``iso/<matrix>/<layer>/<metric>`` and ``logit_max/<layer>``."""
 
     def hook(step: int, model: nn.Module) -> dict[str, float]:
         if not ctx.is_main:
             return {}
+        device = next(model.parameters()).device
         weights = {name: p.detach() for name, p in model.named_parameters()}
-        rows = model_isotropy(weights, resolve_roles(model), cfg.n_head, k=top_k)
+        with torch.autocast(device.type, enabled=False):  # fp32 products even under bf16 runs
+            rows = model_isotropy(weights, resolve_roles(model), cfg.n_head, k=top_k)
         out = {
             f"iso/{row['matrix']}/{row['layer']}/{metric}": row[metric]
             for row in rows
             for metric in ISO_METRICS
         }
-        device = next(model.parameters()).device
         logit_max = model.attention_logit_max(logit_x.to(device)).amax(dim=-1)
         out |= {f"logit_max/{i}": float(v) for i, v in enumerate(logit_max.tolist())}
         return out
