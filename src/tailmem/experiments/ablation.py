@@ -215,9 +215,16 @@ def run(cfg: Config, run: RunDir) -> None:
             lr_factor=_lr_factor(arm, cfg.ffn, cfg.tune_lr, factor),
         )
         return run_arm(
-            run.path, spec, model_cfg=model_cfg, train=cfg.train, optim=cfg.optim, data=data,
-            hooks=hooks, ctx=ctx, device=device,
-        )  # fmt: skip
+            run.path,
+            spec,
+            model_cfg=model_cfg,
+            train=cfg.train,
+            optim=cfg.optim,
+            data=data,
+            hooks=hooks,
+            ctx=ctx,
+            device=device,
+        )
 
     for arm in cfg.selected():
         candidates = _candidates(arm, cfg.ffn, cfg.tune_lr, cfg.tune_factors)
@@ -235,8 +242,8 @@ def run(cfg: Config, run: RunDir) -> None:
 
 
 def _mean(values: Sequence[float]) -> float:
-    finite = [v for v in values if math.isfinite(v)]
-    return statistics.fmean(finite) if len(finite) == len(values) and values else math.nan
+    """Mean, or NaN if there is nothing to average or a run diverged."""
+    return statistics.fmean(values) if values and all(map(math.isfinite, values)) else math.nan
 
 
 def _std(values: Sequence[float]) -> float:
