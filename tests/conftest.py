@@ -41,7 +41,7 @@ def _fake_run(cfg: FakeConfig, run) -> None:
 
 @pytest.fixture
 def fake_experiment(tmp_path, monkeypatch):
-    """Register experiment ``fake`` (alone) with presets ``smoke`` and ``cpu`` in a temp folder."""
+    """Register experiment ``fake`` with presets ``smoke`` and ``cpu`` in a temp folder."""
     import tailmem.config
     import tailmem.experiments
 
@@ -50,8 +50,6 @@ def fake_experiment(tmp_path, monkeypatch):
     module.Config = FakeConfig
     module.run = _fake_run
     monkeypatch.setitem(sys.modules, "tailmem_fake_experiment", module)
-    for name in list(tailmem.experiments.EXPERIMENTS):  # reproduce runs every registered one
-        monkeypatch.delitem(tailmem.experiments.EXPERIMENTS, name)
     monkeypatch.setitem(tailmem.experiments.EXPERIMENTS, "fake", "tailmem_fake_experiment")
     root = tmp_path / "configs"
     (root / "fake").mkdir(parents=True)

@@ -59,13 +59,13 @@ def test_run_and_config_commands(fake_experiment, tmp_path, capsys):
 
 def test_reproduce_runs_skips_and_reports(fake_experiment, tmp_path, capsys):
     out = tmp_path / "results"
-    assert main(["reproduce", "--preset", "smoke", "--out", str(out)]) == 0
+    assert main(["reproduce", "--preset", "smoke", "--only", "fake", "--out", str(out)]) == 0
     printed = capsys.readouterr()
     report = out / "report.html"
     assert f"report: {report.resolve()}" in printed.out
     assert (out / "fake" / "COMPLETE").is_file() and (out / "report.md").is_file()
     before = (out / "fake" / "results.json").stat().st_mtime_ns
-    assert main(["reproduce", "--preset", "smoke", "--out", str(out)]) == 0
+    assert main(["reproduce", "--preset", "smoke", "--only", "fake", "--out", str(out)]) == 0
     assert "complete, skipped" in capsys.readouterr().err
     assert (out / "fake" / "results.json").stat().st_mtime_ns == before
 

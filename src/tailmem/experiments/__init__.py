@@ -13,6 +13,9 @@ from types import ModuleType
 from tailmem.errors import ConfigError
 
 EXPERIMENTS: dict[str, str] = {
+    "assoc-two-group": "tailmem.experiments.assoc_two_group",
+    "assoc-scaling": "tailmem.experiments.assoc_scaling",
+    "assoc-capacity": "tailmem.experiments.assoc_capacity",
     "ablation": "tailmem.experiments.ablation",
     "spectra": "tailmem.experiments.spectra",
 }

@@ -26,6 +26,7 @@ from pathlib import Path
 from typing import Any
 
 from tailmem.errors import DataError
+from tailmem.experiments import EXPERIMENTS
 from tailmem.report.claims import VERDICTS, ClaimResult, read_claims
 from tailmem.rundir import RunDir, atomic_write_text
 
@@ -70,7 +71,9 @@ def collect_runs(root: Path) -> list[RunSummary]:
         runs.append(RunSummary(path.name, run, record, complete, wall, claims, layout))
     if not runs:
         raise DataError(f"{root} holds no run directories (no */config.yaml); run reproduce first")
-    return runs
+    order = list(EXPERIMENTS)
+    rank = {name: i for i, name in enumerate(order)}
+    return sorted(runs, key=lambda r: (rank.get(r.record["experiment"], len(order)), r.name))
 
 
 def _figures(summary: RunSummary) -> list[tuple[Path, str]]:

@@ -1,0 +1,211 @@
+"""Experiment ``assoc-capacity``: the capacity regime of Cabannes, Dohmatob & Bietti (ICLR 2024).
+
+Beyond the two papers: random Gaussian embeddings in ``R^d`` with ``d`` smaller than the number of
+facts, Zipf frequencies ``p(x) ∝ x^(−α)`` and (by default, as in their public setup) labels
+``y = x mod M``, so a ``d × d`` memory cannot store every fact. Their scaling law predicts a
+top-1 error ``≍ d^(−α+1)`` once training has converged. We train GD, Adam, SignGD and Muon on the
+exact population loss (or, with ``batch_size``, on sampled mini-batches as in their experiments),
+each at the best step size of a small grid (run in one vectorised batch), and fit the final error
+against ``d``.
+"""
+
+from __future__ import annotations
+
+import time
+from dataclasses import dataclass, field
+from typing import Any
+
+import torch
+from tqdm.auto import tqdm
+
+import tailmem.assoc as A
+from tailmem.assoc.fits import loglog_slope
+from tailmem.assoc.memory import DenseMemory
+from tailmem.assoc.optimizers import OPTIMIZERS
+from tailmem.errors import ConfigError
+from tailmem.report.claims import ClaimResult, verdict, write_claims
+from tailmem.rundir import RunDir
+
+NAME = "assoc-capacity"
+COLORS = {"gd": "tab:blue", "adam": "tab:red", "signgd": "tab:orange", "muon": "tab:green"}
+
+
+@dataclass
+class Config:
+    """N facts, M labels (0: every fact its own object), Zipf exponent α, a list of d."""
+
+    seed: int = 0
+    facts: int = 1000
+    labels: int = 5
+    zipf_exponent: float = 2.0
+    dims: list[int] = field(default_factory=lambda: [8, 16, 32, 64, 128])
+    steps: int = 500
+    batch_size: int | None = None
+    optimizers: list[str] = field(default_factory=lambda: ["gd", "adam", "signgd", "muon"])
+    lr_grid: dict[str, list[float]] = field(
+        default_factory=lambda: {
+            "gd": [1.0, 10.0, 100.0, 1000.0],
+            "adam": [0.003, 0.03, 0.3, 3.0],
+            "signgd": [0.0003, 0.003, 0.03, 0.3],
+            "muon": [0.01, 0.1, 1.0, 10.0],
+        }
+    )
+
+    def validate(self) -> None:
+        if self.facts < 2:
+            raise ConfigError(f"facts: got {self.facts}; expected an integer ≥ 2")
+        if self.labels == 1 or self.labels < 0 or self.labels > self.facts:
+            raise ConfigError(
+                f"labels: got {self.labels}; expected 0 (one object per fact) or 2..facts"
+            )
+        if self.zipf_exponent <= 1.0:
+            raise ConfigError(
+                f"zipf_exponent: got {self.zipf_exponent}; the d^(1−α) law needs α > 1"
+            )
+        if len(self.dims) < 2 or any(d < 1 for d in self.dims):
+            raise ConfigError("dims: expected at least two positive dimensions")
+        if self.steps < 1:
+            raise ConfigError(f"steps: got {self.steps}; expected a positive integer")
+        if self.batch_size is not None and self.batch_size < 1:
+            raise ConfigError(f"batch_size: got {self.batch_size}; expected a positive integer")
+        for name in self.optimizers:
+            if name not in OPTIMIZERS:
+                raise ConfigError(
+                    f"optimizers: unknown optimizer {name!r}; expected names from "
+                    + ", ".join(OPTIMIZERS)
+                )
+            grid = self.lr_grid.get(name)
+            if not grid or any(not isinstance(x, (int, float)) or x <= 0 for x in grid):
+                raise ConfigError(f"lr_grid: needs a list of positive step sizes for {name!r}")
+
+
+def run(cfg: Config, run: RunDir) -> None:
+    started = time.perf_counter()
+    spectrum = A.zipf(cfg.facts, cfg.zipf_exponent)
+    n_obj = cfg.labels or cfg.facts
+    answers = torch.arange(cfg.facts) % n_obj
+    rows = []
+    jobs = [(d, opt) for d in cfg.dims for opt in cfg.optimizers]
+    for d, opt in tqdm(jobs, desc="capacity", disable=None, leave=False):
+        emb = A.gaussian(cfg.facts, d, seed=cfg.seed + d, n_objects=n_obj)
+        memory = DenseMemory(spectrum, emb, 0.0, answers)
+        grid = torch.tensor(cfg.lr_grid[opt], dtype=torch.float64)
+        lrs = grid[None, :].expand(cfg.steps, -1)
+        traj = A.train(
+            memory, opt, lrs, record=[cfg.steps], batch_size=cfg.batch_size, seed=cfg.seed
+        )
+        errors = memory.errors(traj.final)
+        best = int(errors.argmin())
+        rows.append(
+            {
+                "d": d,
+                "optimizer": opt,
+                "error": float(errors[best]),
+                "best_lr": float(grid[best]),
+                "loss": float(traj.loss[-1, best]),
+                "tail_mass_beyond_d": float(spectrum.p[d:].sum()),
+                "errors_per_lr": errors.tolist(),
+            }
+        )
+    fits = {}
+    for opt in cfg.optimizers:
+        sel = [r for r in rows if r["optimizer"] == opt and r["error"] > 0]
+        fits[opt] = (
+            loglog_slope([r["d"] for r in sel], [r["error"] for r in sel])
+            if len(sel) >= 2
+            else None
+        )
+    predicted = 1.0 - cfg.zipf_exponent
+    run.write_csv(
+        "capacity.csv", [{k: v for k, v in r.items() if k != "errors_per_lr"} for r in rows]
+    )
+    _figure(cfg, rows, fits, run)
+    claims = [
+        ClaimResult(
+            id=f"cabannes.capacity.{opt}",
+            claim="top-1 error of a d×d associative memory on Zipf(α) data scales as d^(−α+1)",
+            source="Related: Cabannes, Dohmatob & Bietti (ICLR 2024)",
+            published=f"exponent {predicted:.2f}",
+            ours=(
+                f"{opt}: fitted exponent {fits[opt]:.3f}"
+                if fits[opt] is not None
+                else f"{opt}: zero error at every d"
+            ),
+            rule="fitted log-log slope of the best final error against d within ±0.25 of 1 − α",
+            verdict=verdict(None if fits[opt] is None else abs(fits[opt] - predicted) <= 0.25),
+            details={"rows": [r for r in rows if r["optimizer"] == opt]},
+        )
+        for opt in cfg.optimizers
+    ]
+    write_claims(run, claims)
+    run.write_json(
+        "results.json",
+        {
+            "experiment": NAME,
+            "rows": rows,
+            "fits": fits,
+            "predicted_exponent": predicted,
+            "objects": n_obj,
+            "sampling": "population" if cfg.batch_size is None else f"batch {cfg.batch_size}",
+            "wall_seconds": time.perf_counter() - started,
+        },
+    )
+    run.write_json(
+        "report.json",
+        {
+            "title": "Beyond the papers: the capacity regime (Cabannes et al.)",
+            "summary": (
+                f"{cfg.facts} facts with Zipf({cfg.zipf_exponent}) frequencies, {n_obj} objects, "
+                f"random embeddings in R^d, {cfg.steps} steps; best final top-1 error over a "
+                "step-size grid against d, beside the d^(1−α) law."
+            ),
+            "figures": [{"file": "capacity.png", "caption": "final error against d"}],
+            "tables": [{"file": "capacity.csv", "caption": "best final error per optimiser"}],
+        },
+    )
+
+
+def _figure(cfg: Config, rows: list[dict[str, Any]], fits: dict[str, Any], run: RunDir) -> None:
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    fig, ax = plt.subplots(figsize=(6.5, 4.4))
+    for opt in cfg.optimizers:
+        sel = [r for r in rows if r["optimizer"] == opt]
+        slope = fits.get(opt)
+        label = f"{opt} (fit {slope:.2f})" if slope is not None else opt
+        ax.plot(
+            [r["d"] for r in sel],
+            [max(r["error"], 1e-6) for r in sel],
+            "o-",
+            color=COLORS.get(opt),
+            label=label,
+        )
+    ds = sorted(cfg.dims)
+    first = [r for r in rows if r["d"] == ds[0]]
+    anchor = max(r["error"] for r in first) if first else 1.0
+    ax.plot(
+        ds,
+        [anchor * (d / ds[0]) ** (1 - cfg.zipf_exponent) for d in ds],
+        "k:",
+        label=f"d^(1−α), α = {cfg.zipf_exponent}",
+    )
+    tail = [
+        float(
+            sum(r["tail_mass_beyond_d"] for r in rows if r["d"] == d) / max(1, len(cfg.optimizers))
+        )
+        for d in ds
+    ]
+    ax.plot(ds, tail, "k--", lw=1, label="mass beyond rank d")
+    ax.set(
+        xscale="log",
+        yscale="log",
+        xlabel="embedding dimension d",
+        ylabel="final top-1 error",
+        title=f"N = {cfg.facts}, M = {cfg.labels or cfg.facts}, {cfg.steps} steps",
+    )
+    ax.grid(True, which="both", alpha=0.3)
+    ax.legend(fontsize=8)
+    run.save_figure(fig, "capacity")

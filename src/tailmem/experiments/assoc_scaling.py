@@ -1,0 +1,841 @@
+"""Experiment ``assoc-scaling``: paper B's training dynamics and scaling laws (PAPERS.md B).
+
+Hierarchical power-law frequencies (M groups of C facts, group mass ∝ i^(−β)), random orthonormal
+embeddings, exact population loss. Paper B's rates come from secondary sources; this experiment
+simulates the setting faithfully and lets the fits speak.
+
+1. Noiseless per-group loss curves for GD, Muon, SignGD and TRA-SignGD; GD's total loss against
+   K/(ηt) and Muon's against K·e^(−ηt); TRA-SignGD(η) against Muon(2η), and plain SignGD over a
+   grid of step sizes against the same Muon run.
+2. Label noise: excess loss L(W_T) − L* after T steps over a sweep of horizons T — GD at the
+   stable step η = gd_lr_p1 / p_max (one run, read at every T), Muon with η = c·log K / T (one
+   run per T) — fitted exponents against −(1 − 1/β) and −2 for each β.
+3. Steps until the excess loss settles below a target, GD over Muon, against the group size C
+   (the Ω(C) claim), each optimiser at its best step size from a grid (GD also at η·p_max = 1).
+4. GD's stability threshold in η·p_max, for two group sizes.
+5. Whether Muon from W₀ = 0 keeps the block-symmetric structure: a dense run with random
+   orthonormal embeddings, projected onto the exchangeable algebra at every step.
+
+GD, Muon and TRA-SignGD run on the structured backend in the task basis, which is exact for any
+orthonormal embedding (they are basis-invariant; see :mod:`tailmem.assoc.memory`); plain SignGD
+depends on the basis and runs dense. The Muon horizon sweep uses ``muon_groups`` groups (its exact
+polar factor costs an SVD of an M×M matrix per step) with the same K as the GD sweep.
+"""
+
+from __future__ import annotations
+
+import math
+import time
+from dataclasses import dataclass, field
+from typing import Any
+
+import torch
+from tqdm.auto import tqdm
+
+import tailmem.assoc as A
+from tailmem.assoc.fits import exponential_rate, loglog_slope
+from tailmem.assoc.memory import loss_floor
+from tailmem.assoc.structure import Layout, project
+from tailmem.assoc.theory import MUON_NOISY_EXPONENT, gd_noisy_exponent
+from tailmem.errors import ConfigError
+from tailmem.report.claims import ClaimResult, verdict, write_claims
+from tailmem.rundir import RunDir
+
+NAME = "assoc-scaling"
+COLORS = {"gd": "tab:blue", "muon": "tab:green", "signgd": "tab:orange", "tra_signgd": "tab:purple"}
+SOURCE = "B (secondary sources)"
+
+
+@dataclass
+class Config:
+    """Scales of the five parts (see the module docstring)."""
+
+    seed: int = 0
+    # 1. noiseless curves
+    curve_groups: int = 10
+    curve_group_size: int = 20
+    curve_exponent: float = 2.0
+    curve_steps: int = 3000
+    curve_record_every: int = 10
+    gd_lr_p1: float = 1.0
+    muon_lr: float = 0.01
+    sign_lr: float = 0.005
+    match_steps: int = 600
+    signgd_grid: list[float] = field(default_factory=lambda: [1e-4, 3e-4, 1e-3, 3e-3, 1e-2])
+    # 2. noisy horizon sweep
+    label_noise: float = 0.1
+    exponents: list[float] = field(default_factory=lambda: [1.5, 2.0, 3.0])
+    gd_groups: int = 200
+    gd_group_size: int = 50
+    muon_groups: int = 50
+    muon_group_size: int = 200
+    horizons: list[int] = field(default_factory=lambda: [25, 50, 100, 200, 400, 800, 1600])
+    muon_c: float = 2.0
+    # 3. steps to target against C
+    target_groups: int = 10
+    target_exponent: float = 2.0
+    target_group_sizes: list[int] = field(default_factory=lambda: [4, 16, 64, 256])
+    target_excess: float = 1e-4
+    target_max_steps: int = 3000
+    gd_lr_grid_p1: list[float] = field(default_factory=lambda: [1.0, 2.0, 4.0, 8.0, 16.0])
+    muon_lr_grid: list[float] = field(
+        default_factory=lambda: [0.003, 0.006, 0.0125, 0.025, 0.05, 0.1, 0.2, 0.4]
+    )
+    # 4. GD stability
+    stability_lr_p1: list[float] = field(
+        default_factory=lambda: [0.5, 1.0, 2.0, 4.0, 8.0, 16.0, 32.0, 64.0]
+    )
+    stability_group_sizes: list[int] = field(default_factory=lambda: [4, 64])
+    stability_steps: int = 1500
+    # 5. block symmetry
+    symmetry_groups: int = 4
+    symmetry_group_size: int = 10
+    symmetry_steps: int = 30
+
+    def validate(self) -> None:
+        if not 0.0 <= self.label_noise < 1.0:
+            raise ConfigError(f"label_noise: got {self.label_noise}; expected a number in [0, 1)")
+        if self.label_noise == 0.0:
+            raise ConfigError("label_noise: the noisy sweep needs label_noise > 0")
+        for name in ("curve_exponent", "target_exponent", "gd_lr_p1", "muon_lr", "sign_lr"):
+            if getattr(self, name) <= 0:
+                raise ConfigError(f"{name}: got {getattr(self, name)}; expected a positive number")
+        if any(b <= 1.0 for b in self.exponents):
+            raise ConfigError(f"exponents: got {self.exponents}; paper B's theory needs β > 1")
+        if len(self.horizons) < 2 or any(T < 1 for T in self.horizons):
+            raise ConfigError("horizons: expected at least two positive step counts")
+        if len(self.target_group_sizes) < 2:
+            raise ConfigError("target_group_sizes: expected at least two group sizes to fit")
+        positive_ints = (
+            "curve_groups",
+            "curve_group_size",
+            "curve_steps",
+            "curve_record_every",
+            "match_steps",
+            "gd_groups",
+            "gd_group_size",
+            "muon_groups",
+            "muon_group_size",
+            "target_groups",
+            "target_max_steps",
+            "stability_steps",
+            "symmetry_groups",
+            "symmetry_group_size",
+            "symmetry_steps",
+        )
+        for name in positive_ints:
+            if getattr(self, name) < 1:
+                raise ConfigError(f"{name}: got {getattr(self, name)}; expected a positive integer")
+        if self.match_steps > self.curve_steps:
+            raise ConfigError("match_steps: must not exceed curve_steps")
+        if self.gd_groups * self.gd_group_size != self.muon_groups * self.muon_group_size:
+            raise ConfigError(
+                "gd_groups·gd_group_size must equal muon_groups·muon_group_size (same K)"
+            )
+
+
+def run(cfg: Config, run: RunDir) -> None:
+    started = time.perf_counter()
+    curves, noiseless = _noiseless(cfg)
+    matching = _matching(cfg)
+    sweep, sweep_fits = _noisy_sweep(cfg)
+    target_rows, target_fit = _steps_to_target(cfg)
+    stability = _stability(cfg)
+    symmetry = _block_symmetry(cfg)
+
+    run.write_csv("noiseless_curves.csv", curves)
+    run.write_csv("noisy_sweep.csv", sweep)
+    run.write_csv("noisy_fits.csv", sweep_fits)
+    run.write_csv("steps_to_target.csv", target_rows)
+    run.write_csv("gd_stability.csv", stability)
+    _figure_curves(cfg, curves, noiseless, run)
+    _figure_sweep(cfg, sweep, sweep_fits, run)
+    _figure_target(cfg, target_rows, target_fit, run)
+    claims = _claims(cfg, noiseless, matching, sweep_fits, target_fit, stability, symmetry)
+    write_claims(run, claims)
+    run.write_json(
+        "results.json",
+        {
+            "experiment": NAME,
+            "noiseless": noiseless,
+            "matching": matching,
+            "noisy_fits": sweep_fits,
+            "steps_to_target": {"rows": target_rows, "fit": target_fit},
+            "gd_stability": stability,
+            "block_symmetry": symmetry,
+            "wall_seconds": time.perf_counter() - started,
+        },
+    )
+    run.write_json("report.json", _report_layout(cfg))
+
+
+# --------------------------------------------------------------------------- 1. noiseless
+
+
+def _curve_spectrum(cfg: Config) -> A.FrequencySpectrum:
+    return A.hierarchical(cfg.curve_groups, cfg.curve_group_size, cfg.curve_exponent)
+
+
+def _noiseless(cfg: Config) -> tuple[list[dict[str, Any]], dict[str, Any]]:
+    spectrum = _curve_spectrum(cfg)
+    K = spectrum.K
+    emb = A.orthonormal(K, seed=cfg.seed)
+    p_max = float(spectrum.p.max())
+    lrs = {
+        "gd": cfg.gd_lr_p1 / p_max,
+        "muon": cfg.muon_lr,
+        "signgd": cfg.sign_lr,
+        "tra_signgd": cfg.sign_lr,
+    }
+    T = cfg.curve_steps
+    record = list(range(0, T + 1, cfg.curve_record_every))
+    rows: list[dict[str, Any]] = []
+    trajs = {}
+    for opt, lr in tqdm(lrs.items(), desc="noiseless curves", disable=None, leave=False):
+        memory = A.build_memory(spectrum, emb, opt)
+        traj = A.train(memory, opt, A.lr_schedule("constant", T, K, lr=lr), record=record)
+        trajs[opt] = traj
+        for i, step in enumerate(traj.steps):
+            row = {"optimizer": opt, "lr": lr, "step": step, "loss": float(traj.loss[step])}
+            for g in range(spectrum.n_groups):
+                row[f"group_{g + 1}"] = float(traj.group_loss[i, g])
+            rows.append(row)
+    steps = torch.tensor(record, dtype=torch.float64)
+    per_item_p = spectrum.group_mass() / torch.as_tensor(
+        spectrum.group_sizes(), dtype=torch.float64
+    )
+    out: dict[str, Any] = {"K": K, "lrs": lrs}
+    # GD: per-item loss ≈ 1/(η p_j t), total ≈ K/(η t)
+    gd = trajs["gd"]
+    eta = lrs["gd"]
+    t_all = torch.arange(T + 1, dtype=torch.float64)
+    late = t_all >= T / 2
+    out["gd_total_ratio"] = float((gd.loss[late] * eta * t_all[late] / K).mean())
+    out["gd_total_slope"] = loglog_slope(t_all[late], gd.loss[late])
+    final = gd.group_loss[-1] * eta * per_item_p * T
+    learned = eta * per_item_p * T >= 100
+    out["gd_group_ratio"] = final.tolist()
+    out["gd_group_eta_p_t"] = (eta * per_item_p * T).tolist()
+    out["gd_group_ratio_learned"] = final[learned].tolist()
+    # Muon: total ≈ K e^{-η t}; per-group rates
+    mu = trajs["muon"]
+    sel = (mu.loss < 0.1) & (mu.loss > 1e-12)
+    rate, pref = exponential_rate(t_all[sel], mu.loss[sel])
+    out["muon_rate_over_eta"] = rate / cfg.muon_lr
+    out["muon_prefactor_over_k"] = pref / K
+    group_rates = []
+    for g in range(spectrum.n_groups):
+        y = mu.group_loss[:, g]
+        ok = (y < 0.1) & (y > 1e-12)
+        group_rates.append(exponential_rate(steps[ok], y[ok])[0] / cfg.muon_lr)
+    out["muon_group_rates_over_eta"] = group_rates
+    gd_rates = []
+    for g in range(spectrum.n_groups):
+        y = gd.group_loss[:, g]
+        gd_rates.append(loglog_slope(steps[steps >= T / 2], y[steps >= T / 2]))
+    out["gd_group_slopes"] = gd_rates
+    out["muon_final_gap"] = float(mu.gap[-1])
+    out["gd_final_gap"] = float(gd.gap[-1])
+    return rows, out
+
+
+def _matching(cfg: Config) -> dict[str, Any]:
+    """TRA-SignGD(η) and plain SignGD (grid) against Muon(2η), noiseless and noisy."""
+    spectrum = _curve_spectrum(cfg)
+    K = spectrum.K
+    emb = A.orthonormal(K, seed=cfg.seed)
+    T = cfg.match_steps
+    out: dict[str, Any] = {}
+    for noise in (0.0, cfg.label_noise):
+        tag = "noiseless" if noise == 0.0 else "noisy"
+        mu = A.train(
+            A.build_memory(spectrum, emb, "muon", noise),
+            "muon",
+            A.lr_schedule("constant", T, K, lr=2 * cfg.sign_lr),
+            record=[0],
+        )
+        tra = A.train(
+            A.build_memory(spectrum, emb, "tra_signgd", noise),
+            "tra_signgd",
+            A.lr_schedule("constant", T, K, lr=cfg.sign_lr),
+            record=[0],
+        )
+        floor = loss_floor(K, noise)
+        ref = mu.loss - floor
+
+        def mismatch(loss: torch.Tensor, ref: torch.Tensor = ref, floor: float = floor) -> float:
+            return float(((loss - floor - ref).abs() / ref.clamp(min=1e-300)).max())
+
+        out[tag] = {"tra_vs_muon_2eta": mismatch(tra.loss)}
+    grid = torch.tensor(cfg.signgd_grid, dtype=torch.float64)
+    sg = A.train(
+        A.build_memory(spectrum, emb, "signgd"),
+        "signgd",
+        grid[None, :].expand(T, -1),
+        record=[0, T],
+        progress=True,
+        desc="signgd grid",
+    )
+    mu = A.train(
+        A.build_memory(spectrum, emb, "muon"),
+        "muon",
+        A.lr_schedule("constant", T, K, lr=2 * cfg.sign_lr),
+        record=[0, T],
+    )
+    mism = ((sg.loss - mu.loss[:, None]).abs() / mu.loss[:, None]).amax(dim=0)
+    best = int(mism.argmin())
+    out["signgd_grid"] = cfg.signgd_grid
+    out["signgd_vs_muon_2eta"] = mism.tolist()
+    out["signgd_best"] = {"lr": cfg.signgd_grid[best], "mismatch": float(mism[best])}
+    out["signgd_final_gap"] = sg.gap[-1].tolist()
+    out["muon_final_gap"] = float(mu.gap[-1])
+    out["steps"] = T
+    return out
+
+
+# --------------------------------------------------------------------------- 2. noisy sweep
+
+
+def _noisy_sweep(cfg: Config) -> tuple[list[dict[str, Any]], list[dict[str, Any]]]:
+    rows: list[dict[str, Any]] = []
+    fits: list[dict[str, Any]] = []
+    horizons = sorted(cfg.horizons)
+    T_max = horizons[-1]
+    for beta in tqdm(cfg.exponents, desc="noisy sweep", disable=None, leave=False):
+        gd_spec = A.hierarchical(cfg.gd_groups, cfg.gd_group_size, beta)
+        K = gd_spec.K
+        floor = loss_floor(K, cfg.label_noise)
+        emb = A.decoupled(K)  # = any orthonormal embedding for GD and Muon (basis invariance)
+        memory = A.build_memory(gd_spec, emb, "gd", cfg.label_noise)
+        eta = cfg.gd_lr_p1 / float(gd_spec.p.max())
+        traj = A.train(memory, "gd", A.lr_schedule("constant", T_max, K, lr=eta), record=[0])
+        gd_excess = [float(traj.loss[T] - floor) for T in horizons]
+        mu_spec = A.hierarchical(cfg.muon_groups, cfg.muon_group_size, beta)
+        mu_mem = A.build_memory(mu_spec, emb, "muon", cfg.label_noise)
+        mu_excess, mu_envelope = [], []
+        for T in horizons:
+            lrs = A.lr_schedule("log_k_over_t", T, K, c=cfg.muon_c)
+            mu_traj = A.train(mu_mem, "muon", lrs, record=[T])
+            last_two = mu_traj.loss[-2:] - floor
+            mu_excess.append(float(last_two[-1]))
+            mu_envelope.append(float(last_two.max()))
+        for T, g, m, e in zip(horizons, gd_excess, mu_excess, mu_envelope, strict=True):
+            rows.append(
+                {
+                    "spectrum_exponent": beta,
+                    "T": T,
+                    "K": K,
+                    "gd_excess": g,
+                    "muon_excess": m,
+                    "muon_excess_envelope": e,
+                    "muon_bound_constant": e * (T / math.log(K)) ** 2,
+                }
+            )
+        fits.append(
+            {
+                "spectrum_exponent": beta,
+                "K": K,
+                "gd_slope": loglog_slope(horizons, gd_excess),
+                "gd_predicted": gd_noisy_exponent(beta),
+                "muon_slope_last": loglog_slope(horizons, [max(m, 1e-300) for m in mu_excess]),
+                "muon_slope": loglog_slope(horizons, [max(e, 1e-300) for e in mu_envelope]),
+                "muon_predicted": MUON_NOISY_EXPONENT,
+                "muon_max_bound_constant": max(
+                    e * (T / math.log(K)) ** 2 for T, e in zip(horizons, mu_envelope, strict=True)
+                ),
+                "gd_lr": eta,
+                "muon_c": cfg.muon_c,
+            }
+        )
+    return rows, fits
+
+
+# --------------------------------------------------------------------------- 3. steps to target
+
+
+def _settled_below(excess: torch.Tensor, target: float) -> list[int | None]:
+    """Per column, the first step from which ``excess ≤ target`` holds to the end (None if never).
+
+    "Stays below" rather than "first touches": constant-step Muon oscillates around the optimum,
+    and a transient crossing would reward a step size that cannot hold the target.
+    """
+    above = excess > target
+    out: list[int | None] = []
+    for j in range(excess.shape[1]):
+        idx = torch.nonzero(above[:, j])
+        if not idx.numel():
+            out.append(0)
+        elif int(idx[-1]) == excess.shape[0] - 1:
+            out.append(None)
+        else:
+            out.append(int(idx[-1]) + 1)
+    return out
+
+
+def _steps_to_target(cfg: Config) -> tuple[list[dict[str, Any]], dict[str, Any]]:
+    rows = []
+    T = cfg.target_max_steps
+    for C in tqdm(cfg.target_group_sizes, desc="steps to target", disable=None, leave=False):
+        spectrum = A.hierarchical(cfg.target_groups, C, cfg.target_exponent)
+        K = spectrum.K
+        emb = A.decoupled(K)
+        floor = loss_floor(K, cfg.label_noise)
+        p_max = float(spectrum.p.max())
+        gd_lrs = torch.tensor(cfg.gd_lr_grid_p1, dtype=torch.float64) / p_max
+        gd = A.train(
+            A.build_memory(spectrum, emb, "gd", cfg.label_noise),
+            "gd",
+            gd_lrs[None, :].expand(T, -1),
+            record=[0],
+        )
+        gd_steps = _settled_below(gd.loss - floor, cfg.target_excess)
+        mu_lrs = torch.tensor(cfg.muon_lr_grid, dtype=torch.float64)
+        mu = A.train(
+            A.build_memory(spectrum, emb, "muon", cfg.label_noise),
+            "muon",
+            mu_lrs[None, :].expand(T, -1),
+            record=[0],
+        )
+        mu_steps = _settled_below(mu.loss - floor, cfg.target_excess)
+        tuned_gd = [s for s in gd_steps if s is not None]
+        tuned_mu = [s for s in mu_steps if s is not None]
+        at_one = gd_steps[cfg.gd_lr_grid_p1.index(1.0)] if 1.0 in cfg.gd_lr_grid_p1 else None
+        best_gd = min(tuned_gd) if tuned_gd else None
+        best_mu = min(tuned_mu) if tuned_mu else None
+        rows.append(
+            {
+                "group_size": C,
+                "K": K,
+                "gd_best_steps": best_gd,
+                "gd_best_lr_p1": cfg.gd_lr_grid_p1[gd_steps.index(best_gd)] if best_gd else None,
+                "gd_lr_p1_1_steps": at_one,
+                "muon_best_steps": best_mu,
+                "muon_best_lr": cfg.muon_lr_grid[mu_steps.index(best_mu)] if best_mu else None,
+                "ratio_tuned": best_gd / best_mu if best_gd and best_mu else None,
+                "ratio_gd_lr_p1_1": at_one / best_mu if at_one and best_mu else None,
+            }
+        )
+    fit: dict[str, Any] = {}
+    for key in ("ratio_tuned", "ratio_gd_lr_p1_1"):
+        pts = [(r["group_size"], r[key]) for r in rows if r[key]]
+        fit[key] = loglog_slope(*zip(*pts, strict=True)) if len(pts) >= 2 else None
+    fit["reached_all"] = all(r["ratio_tuned"] for r in rows)
+    return rows, fit
+
+
+# --------------------------------------------------------------------------- 4. stability
+
+
+def _stability(cfg: Config) -> list[dict[str, Any]]:
+    rows = []
+    T = cfg.stability_steps
+    for C in cfg.stability_group_sizes:
+        spectrum = A.hierarchical(cfg.target_groups, C, cfg.target_exponent)
+        K = spectrum.K
+        mults = torch.tensor(cfg.stability_lr_p1, dtype=torch.float64)
+        lrs = (mults / float(spectrum.p.max()))[None, :].expand(T, -1)
+        traj = A.train(
+            A.build_memory(spectrum, A.decoupled(K), "gd", cfg.label_noise),
+            "gd",
+            lrs,
+            record=[0],
+        )
+        loss = traj.loss
+        second = loss[T // 2 :]
+        increases = (second[1:] > second[:-1] * (1 + 1e-12)).double().mean(dim=0)
+        stable = torch.isfinite(loss).all(dim=0) & (loss[-1] < loss[0]) & (increases <= 0.01)
+        for j, m in enumerate(cfg.stability_lr_p1):
+            rows.append(
+                {
+                    "group_size": C,
+                    "K": K,
+                    "lr_p1": m,
+                    "stable": bool(stable[j]),
+                    "final_excess": float(loss[-1, j] - loss_floor(K, cfg.label_noise)),
+                    "late_increase_fraction": float(increases[j]),
+                }
+            )
+    return rows
+
+
+# --------------------------------------------------------------------------- 5. symmetry
+
+
+def _block_symmetry(cfg: Config) -> dict[str, Any]:
+    spectrum = A.hierarchical(cfg.symmetry_groups, cfg.symmetry_group_size, cfg.curve_exponent)
+    K = spectrum.K
+    emb = A.orthonormal(K, seed=cfg.seed + 1)
+    layout = Layout.from_frequencies(spectrum.p, spectrum.group, 1)
+    out = {}
+    for opt, lr in (("muon", 0.2), ("signgd", 0.02)):
+        memory = A.DenseMemory(spectrum, emb, cfg.label_noise)
+        worst = [0.0]
+
+        def deviation(
+            t: int, W: torch.Tensor, worst: list[float] = worst, memory: Any = memory
+        ) -> None:
+            Z = memory.to_task(W)
+            norm = float(Z.norm())
+            if norm > 0:
+                worst[0] = max(worst[0], float((Z - project(Z, layout).dense()).norm()) / norm)
+
+        lrs = A.lr_schedule("constant", cfg.symmetry_steps, K, lr=lr)
+        A.train(memory, opt, lrs, callback=deviation)
+        out[opt] = worst[0]
+    out["K"] = K
+    return out
+
+
+# --------------------------------------------------------------------------- figures
+
+
+def _plt() -> Any:
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    return plt
+
+
+def _figure_curves(
+    cfg: Config, rows: list[dict[str, Any]], fits: dict[str, Any], run: RunDir
+) -> None:
+    plt = _plt()
+    opts = ["gd", "muon", "signgd", "tra_signgd"]
+    fig, axes = plt.subplots(1, 5, figsize=(22, 4.2))
+    cmap = plt.get_cmap("viridis")
+    K = fits["K"]
+    for ax, opt in zip(axes[:4], opts, strict=True):
+        sel = [r for r in rows if r["optimizer"] == opt]
+        steps = [max(r["step"], 1) for r in sel]
+        for g in range(cfg.curve_groups):
+            ax.plot(
+                steps,
+                [max(r[f"group_{g + 1}"], 1e-16) for r in sel],
+                color=cmap(g / max(1, cfg.curve_groups - 1)),
+                label=f"group {g + 1}" if g in (0, cfg.curve_groups - 1) else None,
+            )
+        ax.set(
+            xscale="log",
+            yscale="log",
+            xlabel="step t",
+            ylabel="mean loss per fact in group",
+            title=f"{opt} (η = {sel[0]['lr']:.3g})",
+            ylim=(1e-14, 20),
+        )
+        ax.grid(True, which="both", alpha=0.3)
+        ax.legend(fontsize=7)
+    ax = axes[4]
+    for opt in opts:
+        sel = [r for r in rows if r["optimizer"] == opt and r["step"] > 0]
+        ax.plot(
+            [r["step"] for r in sel],
+            [max(r["loss"], 1e-16) for r in sel],
+            color=COLORS[opt],
+            label=opt,
+        )
+    t = torch.logspace(0, math.log10(cfg.curve_steps), 100, dtype=torch.float64)
+    eta = fits["lrs"]["gd"]
+    ax.plot(t, K / (eta * t), "k:", label="K/(ηt) (GD claim)")
+    ax.plot(t, K * torch.exp(-cfg.muon_lr * t), "k--", label="K e^(−ηt) (Muon claim)")
+    ax.set(
+        xscale="log",
+        yscale="log",
+        xlabel="step t",
+        ylabel="total loss",
+        title=f"total loss, K = {K}",
+        ylim=(1e-14, 50),
+    )
+    ax.grid(True, which="both", alpha=0.3)
+    ax.legend(fontsize=7)
+    run.save_figure(fig, "noiseless_group_curves")
+
+
+def _figure_sweep(
+    cfg: Config, rows: list[dict[str, Any]], fits: list[dict[str, Any]], run: RunDir
+) -> None:
+    plt = _plt()
+    fig, axes = plt.subplots(1, 2, figsize=(12, 4.4))
+    cmap = plt.get_cmap("plasma")
+    for i, f in enumerate(fits):
+        beta = f["spectrum_exponent"]
+        sel = [r for r in rows if r["spectrum_exponent"] == beta]
+        Ts = [r["T"] for r in sel]
+        color = cmap(i / max(1, len(fits)))
+        for ax, key, slope, pred in (
+            (axes[0], "gd_excess", f["gd_slope"], f["gd_predicted"]),
+            (axes[1], "muon_excess_envelope", f["muon_slope"], f["muon_predicted"]),
+        ):
+            ys = [max(r[key], 1e-16) for r in sel]
+            ax.plot(Ts, ys, "o-", color=color, label=f"β = {beta}: fit {slope:.2f}")
+            ref = [ys[0] * (T / Ts[0]) ** pred for T in Ts]
+            ax.plot(Ts, ref, ":", color=color, label=f"claim T^({pred:.2f})")
+        last = [max(r["muon_excess"], 1e-16) for r in sel]
+        axes[1].plot(Ts, last, "x--", color=color, alpha=0.6, label=f"β = {beta}: last iterate")
+    K = fits[0]["K"] if fits else 2
+    Ts_all = sorted({r["T"] for r in rows})
+    axes[1].plot(Ts_all, [(math.log(K) / T) ** 2 for T in Ts_all], "k-", lw=1, label="(log K / T)²")
+    axes[0].set_title(f"GD, η·p_max = {cfg.gd_lr_p1}, label noise {cfg.label_noise}")
+    axes[1].set_title(f"Muon, η = {cfg.muon_c}·log K / T (o: worse of last two iterates)")
+    for ax in axes:
+        ax.set(xscale="log", yscale="log", xlabel="horizon T", ylabel="excess loss L(W_T) − L*")
+        ax.grid(True, which="both", alpha=0.3)
+        ax.legend(fontsize=7)
+    run.save_figure(fig, "noisy_scaling")
+
+
+def _figure_target(
+    cfg: Config, rows: list[dict[str, Any]], fit: dict[str, Any], run: RunDir
+) -> None:
+    plt = _plt()
+    fig, ax = plt.subplots(figsize=(6.5, 4.4))
+    Cs = [r["group_size"] for r in rows]
+    for key, label in (
+        ("ratio_tuned", "GD tuned / Muon tuned"),
+        ("ratio_gd_lr_p1_1", "GD (η·p_max = 1) / Muon tuned"),
+    ):
+        pts = [(c, r[key]) for c, r in zip(Cs, rows, strict=True) if r[key]]
+        if pts:
+            slope = fit.get(key)
+            ax.plot(*zip(*pts, strict=True), "o-", label=f"{label} (slope {slope:.2f})")
+    ax.plot(Cs, [Cs[0] and c / Cs[0] for c in Cs], "k:", label="∝ C (the Ω(C) claim)")
+    ax.set(
+        xscale="log",
+        yscale="log",
+        xlabel="group size C",
+        ylabel="steps to target, GD / Muon",
+        title=f"excess ≤ {cfg.target_excess}, M = {cfg.target_groups}",
+    )
+    ax.grid(True, which="both", alpha=0.3)
+    ax.legend(fontsize=7)
+    run.save_figure(fig, "steps_to_target")
+
+
+# --------------------------------------------------------------------------- claims
+
+
+def _claims(
+    cfg: Config,
+    noiseless: dict[str, Any],
+    matching: dict[str, Any],
+    fits: list[dict[str, Any]],
+    target_fit: dict[str, Any],
+    stability: list[dict[str, Any]],
+    symmetry: dict[str, Any],
+) -> list[ClaimResult]:
+    out = []
+    learned = noiseless["gd_group_ratio_learned"]
+    out.append(
+        ClaimResult(
+            id="B.noiseless.gd_per_item",
+            claim="noiseless GD: per-item loss ≈ 1/(p_j t) (with step η: 1/(η p_j t))",
+            source=SOURCE,
+            published="loss_j · η p_j t → 1",
+            ours="loss_j·η p_j t at the last step, groups with η p_j t ≥ 100: "
+            + ", ".join(f"{x:.3f}" for x in learned),
+            rule="every such group within [0.8, 1.25]",
+            verdict=verdict(all(0.8 <= x <= 1.25 for x in learned) if learned else None),
+            details={"all_groups": noiseless["gd_group_ratio"]},
+        )
+    )
+    ratio, slope = noiseless["gd_total_ratio"], noiseless["gd_total_slope"]
+    out.append(
+        ClaimResult(
+            id="B.noiseless.gd_total",
+            claim="noiseless GD: total loss ≈ K/t (with step η: K/(ηt))",
+            source=SOURCE,
+            published="L·ηt/K → 1, slope −1",
+            ours=f"mean L·ηt/K over t ∈ [T/2, T] = {ratio:.3f}, log-log slope {slope:.3f}",
+            rule="ratio within [0.67, 1.5] and slope within −1 ± 0.25",
+            verdict=verdict(0.67 <= ratio <= 1.5 and abs(slope + 1) <= 0.25),
+        )
+    )
+    rate, pref = noiseless["muon_rate_over_eta"], noiseless["muon_prefactor_over_k"]
+    rates = noiseless["muon_group_rates_over_eta"]
+    out.append(
+        ClaimResult(
+            id="B.noiseless.muon_exponential",
+            claim="noiseless Muon: per-item loss ≈ K e^(−ηt), the same rate for every item",
+            source=SOURCE,
+            published="rate η, prefactor K, equal across items",
+            ours=f"rate/η = {rate:.4f}, prefactor/K = {pref:.3f}, per-group rate/η ∈ "
+            f"[{min(rates):.4f}, {max(rates):.4f}]",
+            rule="rate/η within 1 ± 0.1, prefactor/K within [0.5, 2], group rates within 5%",
+            verdict=verdict(
+                abs(rate - 1) <= 0.1 and 0.5 <= pref <= 2 and max(rates) / min(rates) <= 1.05
+            ),
+        )
+    )
+    gd_slopes = noiseless["gd_group_slopes"]
+    out.append(
+        ClaimResult(
+            id="B.preconditioner",
+            claim="Muon acts as an implicit preconditioner (every frequency group learns alike)",
+            source=SOURCE,
+            published="qualitative",
+            ours=f"Muon per-group exponential rates/η ∈ [{min(rates):.3f}, {max(rates):.3f}]; "
+            f"GD per-group late log-log slopes ∈ [{min(gd_slopes):.2f}, {max(gd_slopes):.2f}] "
+            f"with final gap Δ = {noiseless['gd_final_gap']:.3f} vs Muon "
+            f"{noiseless['muon_final_gap']:.2e}",
+            rule="Muon's group rates within 5% of each other while GD's final Δ > 10× Muon's",
+            verdict=verdict(
+                max(rates) / min(rates) <= 1.05
+                and noiseless["gd_final_gap"] > 10 * noiseless["muon_final_gap"]
+            ),
+        )
+    )
+    for f in fits:
+        beta = f["spectrum_exponent"]
+        out.append(
+            ClaimResult(
+                id=f"B.noisy.gd_exponent.beta{beta:g}",
+                claim=f"label noise, power-law spectrum β = {beta:g}: GD excess loss ≳ "
+                "T^(−(1−1/β)) (up to log K)",
+                source=SOURCE,
+                published=f"exponent {f['gd_predicted']:.3f}",
+                ours=f"fitted exponent {f['gd_slope']:.3f} (K = {f['K']}, M = {cfg.gd_groups})",
+                rule="fitted log-log slope over the horizons within ±0.15 of −(1 − 1/β)",
+                verdict=verdict(abs(f["gd_slope"] - f["gd_predicted"]) <= 0.15),
+                details=f,
+            )
+        )
+    for f in fits:
+        beta = f["spectrum_exponent"]
+        out.append(
+            ClaimResult(
+                id=f"B.noisy.muon_exponent.beta{beta:g}",
+                claim=f"label noise, β = {beta:g}: Muon with η = Θ(log K / T) reaches excess loss "
+                "≲ (log K / T)²",
+                source=SOURCE,
+                published="exponent −2",
+                ours=f"fitted exponent of the larger of the last two iterates {f['muon_slope']:.3f}"
+                f" (last iterate alone {f['muon_slope_last']:.3f}); max excess·(T/log K)² = "
+                f"{f['muon_max_bound_constant']:.3f} (c = {cfg.muon_c}, M = {cfg.muon_groups})",
+                rule="the excess of both iterates of Muon's final period-2 oscillation is ≤ "
+                "(log K/T)² and the larger one's fitted slope is within ±0.3 of −2 (the last "
+                "iterate alone is a staircase: one point of the orbit barely moves with η)",
+                verdict=verdict(
+                    abs(f["muon_slope"] + 2) <= 0.3 and f["muon_max_bound_constant"] <= 1
+                ),
+                details=f,
+            )
+        )
+    mslopes = [f["muon_slope"] for f in fits]
+    out.append(
+        ClaimResult(
+            id="B.noisy.muon_beta_independent",
+            claim="Muon's noisy rate is independent of β",
+            source=SOURCE,
+            published="independent of β",
+            ours="fitted exponents " + ", ".join(f"{s:.2f}" for s in mslopes),
+            rule="spread of the fitted exponents across β ≤ 0.3",
+            verdict=verdict(max(mslopes) - min(mslopes) <= 0.3 if len(mslopes) > 1 else None),
+        )
+    )
+    tuned = target_fit.get("ratio_tuned")
+    out.append(
+        ClaimResult(
+            id="B.speedup_omega_c",
+            claim="Muon is faster than GD by a factor Ω(C)",
+            source=SOURCE,
+            published="steps ratio GD/Muon grows ∝ C",
+            ours=(
+                f"log-log slope of the ratio against C: tuned {tuned:.2f}; GD at η·p_max = 1: "
+                f"{target_fit.get('ratio_gd_lr_p1_1') or float('nan'):.2f}"
+                if tuned is not None
+                else "target not reached by both optimisers"
+            ),
+            rule="slope ≥ 0.75 for step sizes tuned per optimiser (target excess "
+            f"{cfg.target_excess}, ≤ {cfg.target_max_steps} steps)",
+            verdict=verdict(None if tuned is None else tuned >= 0.75),
+            details=target_fit,
+        )
+    )
+    out.append(
+        ClaimResult(
+            id="B.block_symmetry",
+            claim="Muon from W₀ = 0 keeps the block-symmetric structure",
+            source=SOURCE,
+            published="exact",
+            ours=f"max relative distance of ẼᵀWE from the exchangeable algebra over "
+            f"{cfg.symmetry_steps} steps: Muon {symmetry['muon']:.1e}, plain SignGD (control) "
+            f"{symmetry['signgd']:.1e}",
+            rule="Muon ≤ 1e-9 (dense run, random orthonormal embeddings)",
+            verdict=verdict(symmetry["muon"] <= 1e-9),
+        )
+    )
+    tra = matching["noiseless"]["tra_vs_muon_2eta"]
+    tra_noisy = matching["noisy"]["tra_vs_muon_2eta"]
+    out.append(
+        ClaimResult(
+            id="B.tra_signgd_matches_muon",
+            claim="TRA-SignGD with step η matches Muon with step 2η",
+            source=SOURCE,
+            published="same trajectory",
+            ours=f"max relative difference of (excess) loss over {matching['steps']} steps: "
+            f"noiseless {tra:.3f}, label noise {tra_noisy:.3f}",
+            rule="≤ 0.1 in both settings",
+            verdict=verdict(tra <= 0.1 and tra_noisy <= 0.1),
+        )
+    )
+    best = matching["signgd_best"]
+    out.append(
+        ClaimResult(
+            id="B.signgd_cannot",
+            claim="plain SignGD cannot match Muon",
+            source=SOURCE,
+            published="cannot",
+            ours=f"best plain SignGD over {len(matching['signgd_grid'])} step sizes: max relative "
+            f"loss difference {best['mismatch']:.3f} (η = {best['lr']:g})",
+            rule="best mismatch > 0.1 (i.e. no step size comes within 10% of Muon(2η))",
+            verdict=verdict(best["mismatch"] > 0.1),
+        )
+    )
+    thresholds = {}
+    for C in cfg.stability_group_sizes:
+        sel = [r for r in stability if r["group_size"] == C and r["stable"]]
+        thresholds[C] = max((r["lr_p1"] for r in sel), default=None)
+    values = [v for v in thresholds.values() if v is not None]
+    out.append(
+        ClaimResult(
+            id="B.gd_stability",
+            claim="GD is stable only for η·p_1 ≲ 1",
+            source=SOURCE,
+            published="threshold η·p_1 = O(1)",
+            ours="largest stable η·p_max on the grid: "
+            + ", ".join(f"C = {C}: {v}" for C, v in thresholds.items())
+            + f" (label noise {cfg.label_noise})"
+            + (
+                "; the same for every C, so the scale is the per-item p_max as claimed, but "
+                "the constant is far above 1"
+                if len(set(values)) == 1 and values and values[0] > 4
+                else ""
+            ),
+            rule="threshold within [0.25, 4] for every C",
+            verdict=verdict(all(0.25 <= v <= 4 for v in values) if values else None),
+            details={"thresholds": thresholds},
+        )
+    )
+    return out
+
+
+def _report_layout(cfg: Config) -> dict[str, Any]:
+    return {
+        "title": "Paper B: training dynamics and scaling laws of the associative memory",
+        "summary": (
+            "Hierarchical power-law spectrum, random orthonormal embeddings, exact population "
+            f"loss. Label noise {cfg.label_noise} for the scaling sweep. Paper B's rates come from "
+            "secondary sources; verdicts say where our simulation disagrees."
+        ),
+        "figures": [
+            {"file": "noiseless_group_curves.png", "caption": "noiseless per-group loss curves"},
+            {"file": "noisy_scaling.png", "caption": "excess loss against the horizon T"},
+            {"file": "steps_to_target.png", "caption": "steps to target, GD over Muon, vs C"},
+        ],
+        "tables": [
+            {"file": "noisy_fits.csv", "caption": "fitted exponents against the claims"},
+            {"file": "steps_to_target.csv", "caption": "steps to target against C"},
+            {"file": "gd_stability.csv", "caption": "GD stability against η·p_max"},
+        ],
+    }

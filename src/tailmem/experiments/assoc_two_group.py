@@ -1,0 +1,854 @@
+"""Experiment ``assoc-two-group``: paper A's one-layer associative-memory theory (PAPERS.md A4).
+
+Two-group frequencies (head mass ``head_mass`` on the first ``L ≈ head_fraction·K`` facts),
+decoupled and coupled embeddings, GD / SignGD / Muon without momentum, exact population loss.
+
+(a) one-step balance ``ϱ^ε`` over a K list with fitted log-log slopes beside Theorem 5.3, plus the
+    same slopes over a much larger K list (``asymptotic_ks``: the theorem is a K → ∞ statement and
+    the structured backend makes K = 3·10⁶ cheap);
+(b) Δ(W) against L(W) after one step (a sweep of step sizes) and along multi-step runs at
+    ``figure_k`` — paper A's Figure 4(b, c);
+(c) σ_min/σ_max of every first update;
+(d) the printed numbers of the coupled construction.
+
+How ``ϱ^ε`` is computed: :mod:`tailmem.assoc.balance`. How ``L = βK`` is rounded:
+:mod:`tailmem.assoc.spectra` (``head_rounding``; the ``nearest`` rule is also run for coupled
+SignGD as a sensitivity check, because a 3×3 block straddling the boundary changes the result).
+"""
+
+from __future__ import annotations
+
+import math
+import time
+from dataclasses import dataclass, field
+from typing import Any
+
+import torch
+from tqdm.auto import tqdm
+
+import tailmem.assoc as A
+from tailmem.assoc import theory
+from tailmem.assoc.balance import one_step_balance, one_step_curve, update_spectrum
+from tailmem.assoc.fits import loglog_slope
+from tailmem.assoc.optimizers import OPTIMIZERS
+from tailmem.assoc.spectra import HEAD_ROUNDINGS
+from tailmem.errors import ConfigError
+from tailmem.report.claims import ClaimResult, verdict, write_claims
+from tailmem.rundir import RunDir
+
+NAME = "assoc-two-group"
+
+EMBEDDING_CHOICES = ("decoupled", "coupled")
+MARKERS = {"gd": "o", "signgd": "s", "muon": "^", "muon_ns5": "v", "tra_signgd": "D", "adam": "x"}
+COLORS = {
+    "gd": "tab:blue",
+    "signgd": "tab:orange",
+    "muon": "tab:green",
+    "muon_ns5": "tab:olive",
+    "tra_signgd": "tab:purple",
+    "adam": "tab:red",
+}
+STYLES = {"decoupled": "-", "coupled": "--"}
+
+
+@dataclass
+class Config:
+    """Paper A's simulation settings (defaults are the paper's: K = 999, α = 0.8, β = 0.2)."""
+
+    seed: int = 0
+    ks: list[int] = field(default_factory=lambda: [99, 300, 999, 3000])
+    asymptotic_ks: list[int] = field(default_factory=lambda: [30_000, 300_000, 3_000_000])
+    eps: float = 0.1
+    head_mass: float = 0.8
+    head_fraction: float = 0.2
+    head_rounding: str = "block_aligned"
+    embeddings: list[str] = field(default_factory=lambda: list(EMBEDDING_CHOICES))
+    optimizers: list[str] = field(default_factory=lambda: ["gd", "signgd", "muon"])
+    figure_k: int = 999
+    sweep_points: int = 160
+    multi_steps: int = 1000
+    multi_lr: dict[str, float] = field(
+        default_factory=lambda: {"gd": 200.0, "signgd": 0.01, "muon": 0.02}
+    )
+    record_every: int = 5
+
+    def validate(self) -> None:
+        if not 0.0 < self.head_mass < 1.0:
+            raise ConfigError(f"head_mass: got {self.head_mass}; expected a number in (0, 1)")
+        if not 0.0 < self.head_fraction < 1.0:
+            raise ConfigError(
+                f"head_fraction: got {self.head_fraction}; expected a number in (0, 1)"
+            )
+        if not 0.0 < self.eps < 1.0:
+            raise ConfigError(f"eps: got {self.eps}; expected a number in (0, 1)")
+        if self.head_rounding not in HEAD_ROUNDINGS:
+            raise ConfigError(
+                f"head_rounding: got {self.head_rounding!r}; expected one of "
+                + ", ".join(HEAD_ROUNDINGS)
+            )
+        for name in self.embeddings:
+            if name not in EMBEDDING_CHOICES:
+                raise ConfigError(
+                    f"embeddings: got {name!r}; expected names from {', '.join(EMBEDDING_CHOICES)}"
+                )
+        for name in self.optimizers:
+            if name not in OPTIMIZERS:
+                raise ConfigError(
+                    f"optimizers: unknown optimizer {name!r}; expected names from "
+                    + ", ".join(OPTIMIZERS)
+                )
+            if name not in self.multi_lr or self.multi_lr[name] <= 0:
+                raise ConfigError(f"multi_lr: needs a positive step size for optimizer {name!r}")
+        all_ks = [*self.ks, *self.asymptotic_ks, self.figure_k]
+        for K in all_ks:
+            if not isinstance(K, int) or K < 6:
+                raise ConfigError(f"ks: got K={K!r}; expected integers ≥ 6")
+            if "coupled" in self.embeddings and K % 3:
+                raise ConfigError(
+                    f"ks: K={K} is not divisible by 3, as the coupled embedding needs"
+                )
+        if len(self.ks) < 2:
+            raise ConfigError("ks: expected at least two values of K to fit a slope")
+        if self.asymptotic_ks and len(self.asymptotic_ks) < 2:
+            raise ConfigError("asymptotic_ks: expected none or at least two values of K")
+        if self.multi_steps < 1 or self.record_every < 1 or self.sweep_points < 2:
+            raise ConfigError(
+                "multi_steps, record_every and sweep_points must be positive (sweep_points ≥ 2)"
+            )
+
+
+def run(cfg: Config, run: RunDir) -> None:
+    """Run all four parts and write results, CSVs, figures and claims."""
+    started = time.perf_counter()
+    rho_rows = _rho_table(cfg)
+    slopes = _slopes(cfg, rho_rows)
+    spectra_rows = _update_spectra(cfg)
+    sweep = _one_step_sweep(cfg)
+    multi = _multi_step(cfg)
+    check = theory.coupled_construction_check(cfg.figure_k, cfg.head_mass, cfg.head_fraction)
+    spectrum = A.two_group(cfg.figure_k, cfg.head_mass, cfg.head_fraction, cfg.head_rounding)
+
+    run.write_csv("rho.csv", rho_rows)
+    run.write_csv("rho_slopes.csv", slopes)
+    run.write_csv("update_spectra.csv", spectra_rows)
+    run.write_csv("delta_vs_loss_one_step.csv", sweep)
+    run.write_csv("delta_vs_loss_multi_step.csv", multi)
+    coupled = _check_json(check)
+    run.write_json("coupled_check.json", coupled)
+
+    _figure_rho(cfg, rho_rows, run)
+    _figure_delta_loss(cfg, sweep, multi, run)
+    _figure_spectra(cfg, run)
+
+    claims = _claims(cfg, rho_rows, slopes, spectra_rows, sweep, multi, coupled)
+    write_claims(run, claims)
+    run.write_json(
+        "results.json",
+        {
+            "experiment": NAME,
+            "head_rounding": cfg.head_rounding,
+            "figure_k_spectrum": spectrum.info,
+            "rho": rho_rows,
+            "slopes": slopes,
+            "update_spectra": spectra_rows,
+            "coupled_check": coupled,
+            "signgd_coupled_rate_exponent": {
+                "ours_papers_md_orientation": theory.signgd_coupled_rate_exponent(),
+                "transposed_orientation": theory.signgd_coupled_rate_exponent(
+                    theory.PAPER_OBJECT_ANGLES, theory.PAPER_KEY_ANGLES
+                ),
+                "same_position_only": theory.signgd_coupled_rate_exponent(same_position_only=True),
+                "paper": 0.675,
+            },
+            "wall_seconds": time.perf_counter() - started,
+        },
+    )
+    run.write_json("report.json", _report_layout(cfg))
+
+
+# --------------------------------------------------------------------------- (a) rho table
+
+
+def _rho_table(cfg: Config) -> list[dict[str, Any]]:
+    jobs = [
+        (K, emb, opt, cfg.head_rounding, "main")
+        for K in cfg.ks
+        for emb in cfg.embeddings
+        for opt in cfg.optimizers
+    ]
+    jobs += [
+        (K, emb, opt, cfg.head_rounding, "asymptotic")
+        for K in cfg.asymptotic_ks
+        for emb in cfg.embeddings
+        for opt in cfg.optimizers
+    ]
+    if (
+        "coupled" in cfg.embeddings
+        and "signgd" in cfg.optimizers
+        and cfg.head_rounding != "nearest"
+    ):
+        jobs += [(K, "coupled", "signgd", "nearest", "rounding") for K in cfg.ks]
+    rows = []
+    for K, emb, opt, rounding, kind in tqdm(jobs, desc="one-step rho", disable=None, leave=False):
+        spectrum = A.two_group(K, cfg.head_mass, cfg.head_fraction, rounding)
+        memory = A.build_memory(spectrum, A.make_embedding(emb, K), opt)
+        with A.small_op_threads(memory):
+            U = A.first_direction(memory, opt)
+        bal = one_step_balance(memory, U, cfg.eps)
+        rows.append(
+            {
+                "set": kind,
+                "K": K,
+                "embedding": emb,
+                "optimizer": opt,
+                "head_rounding": rounding,
+                "head_size": spectrum.info["head_size"],
+                "rho": bal.rho,
+                "rho_literal_inf": bal.rho_literal,
+                "monotone": bal.monotone,
+                "eta_star": bal.eta,
+                "gap": bal.gap,
+                "head_prob": bal.group_prob[0],
+                "tail_prob": bal.group_prob[1],
+                "muon_deficit_constant": (1 - cfg.eps - bal.rho) / (cfg.eps * math.log(K) / K),
+                "gd_theory_exact": theory.gd_one_step_rho(
+                    K, cfg.head_mass, cfg.head_fraction, cfg.eps, rounding
+                ),
+                "gd_min_step_theorem": theory.gd_min_step(
+                    K, cfg.head_mass, cfg.head_fraction, cfg.eps
+                ),
+                "backend": memory.backend,
+            }
+        )
+    return rows
+
+
+def _slopes(cfg: Config, rows: list[dict[str, Any]]) -> list[dict[str, Any]]:
+    r_gd = theory.gd_rate_exponent(cfg.head_mass, cfg.head_fraction)
+    r_sign = theory.signgd_coupled_rate_exponent()
+    out = []
+    for kind in ("main", "asymptotic"):
+        for emb in cfg.embeddings:
+            for opt in cfg.optimizers:
+                sel = [
+                    r
+                    for r in rows
+                    if r["set"] == kind and r["embedding"] == emb and r["optimizer"] == opt
+                ]
+                if len(sel) < 2:
+                    continue
+                ks = [r["K"] for r in sel]
+                rhos = [r["rho"] for r in sel]
+                deficits = [max(1 - cfg.eps - r["rho"], 1e-300) for r in sel]
+                predicted, source = _predicted_slope(opt, emb, r_gd, r_sign)
+                out.append(
+                    {
+                        "set": kind,
+                        "embedding": emb,
+                        "optimizer": opt,
+                        "k_min": min(ks),
+                        "k_max": max(ks),
+                        "slope_rho": loglog_slope(ks, rhos),
+                        "slope_gap": loglog_slope(ks, deficits),
+                        "predicted_slope_rho": predicted,
+                        "prediction": source,
+                    }
+                )
+    return out
+
+
+def _predicted_slope(opt: str, emb: str, r_gd: float, r_sign: float) -> tuple[float, str]:
+    if opt == "gd":
+        return r_gd - 1, "Theorem 5.3: r(α,β) − 1"
+    if opt == "muon" or (opt == "signgd" and emb == "decoupled"):
+        return 0.0, "ϱ → 1 − ε (slope 0)"
+    if opt == "signgd":
+        return (
+            theory.SIGNGD_COUPLED_SLOPE,
+            f"paper: −0.3 (our construction's r − 1 = {r_sign - 1:.3f})",
+        )
+    return float("nan"), "no prediction"
+
+
+# --------------------------------------------------------------------------- (c) spectra
+
+
+def _update_spectra(cfg: Config) -> list[dict[str, Any]]:
+    rows = []
+    K = cfg.figure_k
+    spectrum = A.two_group(K, cfg.head_mass, cfg.head_fraction, cfg.head_rounding)
+    for emb in cfg.embeddings:
+        for opt in cfg.optimizers:
+            memory = A.build_memory(spectrum, A.make_embedding(emb, K), opt)
+            with A.small_op_threads(memory):
+                U = A.first_direction(memory, opt)
+            rows.append({"K": K, "embedding": emb, "optimizer": opt, **update_spectrum(memory, U)})
+    return rows
+
+
+# --------------------------------------------------------------------------- (b) Figure 4
+
+
+def _one_step_sweep(cfg: Config) -> list[dict[str, Any]]:
+    K = cfg.figure_k
+    spectrum = A.two_group(K, cfg.head_mass, cfg.head_fraction, cfg.head_rounding)
+    rows = []
+    for emb in cfg.embeddings:
+        for opt in cfg.optimizers:
+            memory = A.build_memory(spectrum, A.make_embedding(emb, K), opt)
+            with A.small_op_threads(memory):
+                U = A.first_direction(memory, opt)
+                # from a barely-moved memory to one with every fact at ≥ 1 − 1e-4 (or 1e4 η*)
+                eta_star = one_step_balance(memory, U, cfg.eps).eta
+                etas = eta_star * torch.logspace(-3, 4, cfg.sweep_points, dtype=torch.float64)
+                curve = one_step_curve(memory, U, etas)
+            for i in range(len(etas)):
+                rows.append(
+                    {
+                        "embedding": emb,
+                        "optimizer": opt,
+                        "eta": float(curve["eta"][i]),
+                        "loss": float(curve["loss"][i]),
+                        "gap": float(curve["gap"][i]),
+                        "min_prob": float(curve["min_prob"][i]),
+                        "max_prob": float(curve["max_prob"][i]),
+                    }
+                )
+    return rows
+
+
+def _multi_step(cfg: Config) -> list[dict[str, Any]]:
+    K = cfg.figure_k
+    spectrum = A.two_group(K, cfg.head_mass, cfg.head_fraction, cfg.head_rounding)
+    record = list(range(0, cfg.multi_steps + 1, cfg.record_every))
+    rows = []
+    for emb in cfg.embeddings:
+        for opt in cfg.optimizers:
+            memory = A.build_memory(spectrum, A.make_embedding(emb, K), opt)
+            lrs = A.lr_schedule("constant", cfg.multi_steps, K, lr=cfg.multi_lr[opt])
+            traj = A.train(memory, opt, lrs, record=record, progress=True, desc=f"{emb} {opt}")
+            for i, step in enumerate(traj.steps):
+                rows.append(
+                    {
+                        "embedding": emb,
+                        "optimizer": opt,
+                        "lr": cfg.multi_lr[opt],
+                        "step": step,
+                        "loss": float(traj.loss[step]),
+                        "gap": float(traj.gap[i]),
+                        "min_prob": float(traj.min_prob[i]),
+                        "max_prob": float(traj.max_prob[i]),
+                        "head_loss": float(traj.group_loss[i, 0]),
+                        "tail_loss": float(traj.group_loss[i, 1]),
+                    }
+                )
+    return rows
+
+
+# --------------------------------------------------------------------------- (d) printed numbers
+
+
+def _check_json(check: dict[str, Any]) -> dict[str, Any]:
+    def listify(x: Any) -> Any:
+        return x.tolist() if isinstance(x, torch.Tensor) else x
+
+    out = {k: listify(v) for k, v in check.items()}
+    out["reading"] = (
+        "A+B is the diagonal 3x3 block of -sign(grad L(W0)) with W of shape d_o x d_s and "
+        "grad L = E~ (S - Q) diag(p) E^T (PAPERS.md orientation); A+B = sign(R_obj R_key^T). "
+        "'literal' is R_key^T (A+B) R_obj; 'transposed' is R_key^T (A+B)^T R_obj, i.e. the same "
+        "product with W stored as d_s x d_o; it equals the transpose of our task-basis block "
+        "E~^T(-sign grad L)E, whose first column holds the logits query 0 gives the three objects "
+        "of its block."
+    )
+    return out
+
+
+# --------------------------------------------------------------------------- figures
+
+
+def _figure_rho(cfg: Config, rows: list[dict[str, Any]], run: RunDir) -> None:
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    fig, axes = plt.subplots(1, 2, figsize=(12, 4.6))
+    main = [r for r in rows if r["set"] in ("main", "asymptotic")]
+    for emb in cfg.embeddings:
+        for opt in cfg.optimizers:
+            sel = sorted(
+                (r for r in main if r["embedding"] == emb and r["optimizer"] == opt),
+                key=lambda r: r["K"],
+            )
+            ks = [r["K"] for r in sel]
+            kw = {
+                "color": COLORS.get(opt),
+                "marker": MARKERS.get(opt, "o"),
+                "linestyle": STYLES[emb],
+                "label": f"{opt}, {emb}",
+            }
+            axes[0].plot(ks, [r["rho"] for r in sel], **kw)
+            gaps = [(k, 1 - cfg.eps - r["rho"]) for k, r in zip(ks, sel, strict=True)]
+            gaps = [(k, g) for k, g in gaps if g > 1e-12]  # SignGD decoupled: Δ = 0 exactly
+            if gaps:
+                axes[1].plot([k for k, _ in gaps], [g for _, g in gaps], **kw)
+    all_k = sorted({r["K"] for r in main})
+    kk = torch.logspace(math.log10(all_k[0]), math.log10(all_k[-1]), 100, dtype=torch.float64)
+    gd_line = [
+        theory.gd_one_step_rho_asymptotic(int(k), cfg.head_mass, cfg.head_fraction, cfg.eps)
+        for k in kk
+    ]
+    axes[0].plot(kk, gd_line, color="black", lw=1, label="GD theory (K−1)^(r−1)(1/ε−1)^r")
+    r_sign = theory.signgd_coupled_rate_exponent()
+    anchor = [r for r in main if r["embedding"] == "coupled" and r["optimizer"] == "signgd"]
+    if anchor:
+        big = max(anchor, key=lambda r: r["K"])
+        line = [big["rho"] * (float(k) / big["K"]) ** (r_sign - 1) for k in kk]
+        axes[0].plot(kk, line, color="gray", lw=1, ls=":", label=f"∝ K^(r−1), r = {r_sign:.3f}")
+        line3 = [big["rho"] * (float(k) / big["K"]) ** -0.3 for k in kk]
+        axes[0].plot(kk, line3, color="gray", lw=1, ls="-.", label="paper: ∝ K^(−0.3)")
+    axes[0].axhline(1 - cfg.eps, color="black", lw=0.8, ls="--", label="1 − ε")
+    muon_line = [cfg.eps * math.log(float(k)) / float(k) for k in kk]
+    axes[1].plot(kk, muon_line, color="black", lw=1, label="Muon bound ε·log K / K")
+    axes[0].set(xscale="log", yscale="log", xlabel="K (facts)", ylabel="ϱ^ε (one step)")
+    axes[1].set(xscale="log", yscale="log", xlabel="K (facts)", ylabel="Δ = 1 − ε − ϱ^ε")
+    axes[0].set_title(f"One-step balance ϱ^ε, ε = {cfg.eps}")
+    axes[1].set_title("Gap between best and worst fact at η*")
+    for ax in axes:
+        ax.grid(True, which="both", alpha=0.3)
+    axes[0].legend(fontsize=7, ncol=2)
+    axes[1].legend(fontsize=7, ncol=2)
+    run.save_figure(fig, "rho_vs_k")
+
+
+def _figure_delta_loss(
+    cfg: Config, sweep: list[dict[str, Any]], multi: list[dict[str, Any]], run: RunDir
+) -> None:
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    fig, axes = plt.subplots(1, 2, figsize=(12, 4.6), sharey=True)
+    for ax, rows, title in (
+        (axes[0], sweep, f"(b) one step, step-size sweep, K = {cfg.figure_k}"),
+        (axes[1], multi, f"(c) {cfg.multi_steps} steps, K = {cfg.figure_k}"),
+    ):
+        for emb in cfg.embeddings:
+            for opt in cfg.optimizers:
+                sel = [r for r in rows if r["embedding"] == emb and r["optimizer"] == opt]
+                sel = [r for r in sel if r["loss"] > 1e-8]
+                ax.plot(
+                    [r["loss"] for r in sel],
+                    [r["gap"] for r in sel],
+                    color=COLORS.get(opt),
+                    linestyle=STYLES[emb],
+                    label=f"{opt}, {emb}",
+                )
+        ax.set(xscale="log", xlabel="loss L(W)", title=title)
+        ax.invert_xaxis()
+        ax.grid(True, which="both", alpha=0.3)
+    axes[0].set_ylabel("maximal probability gap Δ(W)")
+    axes[0].legend(fontsize=8)
+    run.save_figure(fig, "delta_vs_loss")
+
+
+def _figure_spectra(cfg: Config, run: RunDir) -> None:
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    K = cfg.figure_k
+    spectrum = A.two_group(K, cfg.head_mass, cfg.head_fraction, cfg.head_rounding)
+    fig, ax = plt.subplots(figsize=(6.5, 4.4))
+    for emb in cfg.embeddings:
+        for opt in cfg.optimizers:
+            memory = A.build_memory(spectrum, A.make_embedding(emb, K), opt)
+            with A.small_op_threads(memory):
+                U = A.first_direction(memory, opt)
+                s = memory.singular_values(U)
+            s = s[s > K * 1e-16 * s[0]]
+            ax.plot(
+                torch.arange(1, len(s) + 1),
+                s / s[0],
+                color=COLORS.get(opt),
+                linestyle=STYLES[emb],
+                label=f"{opt}, {emb}",
+            )
+    ax.set(
+        xscale="log",
+        yscale="log",
+        xlabel="index",
+        ylabel="σ_i / σ_max",
+        title=f"Singular values of the first update, K = {K}",
+    )
+    ax.grid(True, which="both", alpha=0.3)
+    ax.legend(fontsize=8)
+    run.save_figure(fig, "update_spectra")
+
+
+# --------------------------------------------------------------------------- claims
+
+
+def _claims(
+    cfg: Config,
+    rho_rows: list[dict[str, Any]],
+    slopes: list[dict[str, Any]],
+    spectra_rows: list[dict[str, Any]],
+    sweep: list[dict[str, Any]],
+    multi: list[dict[str, Any]],
+    coupled: dict[str, Any],
+) -> list[ClaimResult]:
+    out: list[ClaimResult] = []
+    src = "A4, Theorem 5.3"
+    has = {(e, o) for e in cfg.embeddings for o in cfg.optimizers}
+
+    def slope_of(kind: str, emb: str, opt: str) -> dict[str, Any] | None:
+        for s in slopes:
+            if (s["set"], s["embedding"], s["optimizer"]) == (kind, emb, opt):
+                return s
+        return None
+
+    def rows_of(kind: str, emb: str, opt: str) -> list[dict[str, Any]]:
+        return [
+            r for r in rho_rows if (r["set"], r["embedding"], r["optimizer"]) == (kind, emb, opt)
+        ]
+
+    # GD slope r - 1
+    r_gd = theory.gd_rate_exponent(cfg.head_mass, cfg.head_fraction)
+    gd = [slope_of("main", e, "gd") for e in cfg.embeddings if (e, "gd") in has]
+    gd = [s for s in gd if s]
+    ok = all(abs(s["slope_rho"] - (r_gd - 1)) <= 0.05 for s in gd) if gd else None
+    out.append(
+        ClaimResult(
+            id="A4.thm53.gd_slope",
+            claim="GD one-step balance ϱ^ε = O(ε^(−r) K^(r−1)) with r(α, β)",
+            source=src,
+            published=f"slope r − 1 = {r_gd - 1:.4f} (r = {r_gd:.4f})",
+            ours=", ".join(f"{s['embedding']}: {s['slope_rho']:.4f}" for s in gd) or "n/a",
+            rule="fitted log-log slope of ϱ vs K (K list) within ±0.05 of r − 1, every embedding",
+            verdict=verdict(ok),
+            details={"slopes": gd},
+        )
+    )
+    # GD minimal step
+    gd_rows = [r for e in cfg.embeddings for r in rows_of("main", e, "gd")]
+    if gd_rows:
+        rel = [abs(r["eta_star"] / r["gd_min_step_theorem"] - 1) for r in gd_rows]
+        tol = [
+            abs(r["head_size"] - cfg.head_fraction * r["K"]) / (cfg.head_fraction * r["K"])
+            for r in gd_rows
+        ]
+        ok = all(x <= t + 1e-6 for x, t in zip(rel, tol, strict=True))
+        exact = all(abs(r["rho"] / r["gd_theory_exact"] - 1) < 1e-8 for r in gd_rows)
+        out.append(
+            ClaimResult(
+                id="A4.thm53.gd_min_step",
+                claim="smallest GD step learning one fact to 1 − ε is "
+                "log((1/ε − 1)(K − 1)) / max(γ1, γ2)",
+                source=src,
+                published="η* = log((1/ε−1)(K−1)) / max(α/(βK), (1−α)/((1−β)K))",
+                ours=f"max relative difference {max(rel):.2e} (from rounding βK to L); "
+                f"ϱ equals the exact closed form: {exact}",
+                rule="|η*_ours/η*_theorem − 1| ≤ |L − βK|/(βK) (the rounding of βK), every K",
+                verdict=verdict(ok and exact),
+                details={"relative_difference": rel, "rounding_tolerance": tol},
+            )
+        )
+    else:
+        out.append(_unmeasured("A4.thm53.gd_min_step", "smallest GD step", src))
+    # Muon balance
+    mu = [r for e in cfg.embeddings for r in rows_of("main", e, "muon")]
+    if mu:
+        consts = [r["muon_deficit_constant"] for r in mu]
+        ok = all(0 <= c <= 2.0 for c in consts) and all(r["rho"] < 1 - cfg.eps + 1e-9 for r in mu)
+        out.append(
+            ClaimResult(
+                id="A4.thm53.muon_rho",
+                claim="Muon: ϱ^ε ≥ 1 − ε(1 + O(log K / K)) for any orthonormal embeddings",
+                source=src,
+                published="ϱ^ε ≥ 1 − ε(1 + c·log K/K)",
+                ours="c = (1 − ε − ϱ)/(ε log K / K) ∈ "
+                f"[{min(consts):.3f}, {max(consts):.3f}] over K = {sorted({r['K'] for r in mu})}",
+                rule="the implied constant c stays in [0, 2] for every K and embedding",
+                verdict=verdict(ok),
+                details={
+                    "rows": [
+                        (r["K"], r["embedding"], r["rho"], r["muon_deficit_constant"]) for r in mu
+                    ]
+                },
+            )
+        )
+    else:
+        out.append(_unmeasured("A4.thm53.muon_rho", "Muon balance", src))
+    # Muon update structure
+    mus = [s for s in spectra_rows if s["optimizer"] == "muon"]
+    if mus:
+        dev = [s["identity_deviation"] * s["K"] for s in mus]
+        ratio = [s["ratio"] for s in mus]
+        ok = all(d <= 2.0 for d in dev) and all(x > 1 - 1e-9 for x in ratio)
+        out.append(
+            ClaimResult(
+                id="A4.thm53.muon_update",
+                claim="Muon's first update is −ẼEᵀ + O(1/K)·ẼJEᵀ with near-equal singular values",
+                source=src,
+                published="deviation from −ẼEᵀ is O(1/K) entrywise; singular values all ≈ 1",
+                ours=f"K·max|ẼᵀUE + I| = {max(dev):.3f}; "
+                f"σ_min/σ_max (non-zero) = {min(ratio):.12f}",
+                rule="K·max|ẼᵀUE + I| ≤ 2 and all non-zero singular values equal "
+                "(ratio > 1 − 1e-9)",
+                verdict=verdict(ok),
+                details={"rows": mus},
+            )
+        )
+    else:
+        out.append(_unmeasured("A4.thm53.muon_update", "Muon update structure", src))
+    # SignGD decoupled
+    sd = rows_of("main", "decoupled", "signgd")
+    if sd:
+        worst = max(abs(r["rho"] - (1 - cfg.eps)) for r in sd)
+        out.append(
+            ClaimResult(
+                id="A4.thm53.signgd_decoupled",
+                claim="SignGD with decoupled embeddings: ϱ^ε = 1 − ε",
+                source=src,
+                published=f"ϱ = {1 - cfg.eps}",
+                ours=f"max |ϱ − (1 − ε)| = {worst:.2e}",
+                rule="|ϱ − (1 − ε)| ≤ 1e-6 for every K",
+                verdict=verdict(worst <= 1e-6),
+            )
+        )
+    else:
+        out.append(_unmeasured("A4.thm53.signgd_decoupled", "SignGD decoupled balance", src))
+    # SignGD coupled slope
+    main_s = slope_of("main", "coupled", "signgd")
+    asym_s = slope_of("asymptotic", "coupled", "signgd")
+    if main_s or asym_s:
+        use = asym_s or main_s
+        assert use is not None
+        ok = abs(use["slope_rho"] - theory.SIGNGD_COUPLED_SLOPE) <= 0.1
+        parts = []
+        if main_s:
+            parts.append(f"K {main_s['k_min']}–{main_s['k_max']}: {main_s['slope_rho']:.3f}")
+        if asym_s:
+            parts.append(f"K {asym_s['k_min']}–{asym_s['k_max']}: {asym_s['slope_rho']:.3f}")
+        out.append(
+            ClaimResult(
+                id="A4.thm53.signgd_coupled_slope",
+                claim="SignGD with the coupled construction: ϱ^ε = O(ε^(−0.7) K^(−0.3))",
+                source=src,
+                published="slope ≈ −0.3 in K",
+                ours="; ".join(parts) + " (our construction's large-K exponent r − 1 = "
+                f"{theory.signgd_coupled_rate_exponent() - 1:.3f})",
+                rule="log-log slope over the largest K list within ±0.1 of −0.3 "
+                "(the theorem is a K → ∞ statement; the small-K slope is reported beside it)",
+                verdict=verdict(ok),
+                details={"main": main_s, "asymptotic": asym_s},
+            )
+        )
+    else:
+        out.append(_unmeasured("A4.thm53.signgd_coupled_slope", "SignGD coupled slope", src))
+    r_ours = theory.signgd_coupled_rate_exponent()
+    r_t = theory.signgd_coupled_rate_exponent(theory.PAPER_OBJECT_ANGLES, theory.PAPER_KEY_ANGLES)
+    r_same = theory.signgd_coupled_rate_exponent(same_position_only=True)
+    out.append(
+        ClaimResult(
+            id="A4.thm53.signgd_coupled_r",
+            claim="the coupled construction's SignGD rate exponent is r ≈ 0.675",
+            source=src,
+            published="r ≈ 0.675",
+            ours=f"r = {r_ours:.4f} (PAPERS.md orientation; {r_t:.4f} with keys and objects "
+            f"swapped; {r_same:.4f} if only same-position competitors are counted)",
+            rule="|r − 0.675| ≤ 0.02, r = min_j m_j / max_j m_j of the large-K growth rates",
+            verdict=verdict(abs(r_ours - 0.675) <= 0.02),
+            details={"r": r_ours, "r_transposed": r_t, "r_same_position": r_same},
+        )
+    )
+    cs = [s for s in spectra_rows if s["optimizer"] == "signgd" and s["embedding"] == "coupled"]
+    if cs:
+        out.append(
+            ClaimResult(
+                id="A4.thm53.signgd_coupled_sv",
+                claim="σ_min/σ_max of SignGD's coupled update block is ≤ 25%",
+                source=src,
+                published="≤ 0.25",
+                ours=f"block (I⊗A part) σ_min/σ_max = {cs[0]['block_ratio']:.4f}; whole update "
+                f"(non-zero) {cs[0]['ratio']:.2e}",
+                rule="block σ_min/σ_max ≤ 0.25",
+                verdict=verdict(cs[0]["block_ratio"] <= 0.25),
+            )
+        )
+    else:
+        out.append(_unmeasured("A4.thm53.signgd_coupled_sv", "SignGD coupled σ ratio", src))
+    printed = coupled["printed_row"]
+    out.append(
+        ClaimResult(
+            id="A4.coupled_printed_row",
+            claim="R(3.638,2.949,5.218)ᵀ (A+B) R(1.715,0.876,3.098) has first row "
+            "(1.4655, 1.0133, −0.1118)",
+            source="A4, coupled construction",
+            published=", ".join(f"{x:.4f}" for x in printed),
+            ours="transposed reading: "
+            + ", ".join(f"{x:.4f}" for x in coupled["transposed"][0])
+            + "; literal reading: "
+            + ", ".join(f"{x:.4f}" for x in coupled["literal"][0]),
+            rule="some consistent reading matches every printed digit (max error ≤ 5e-5); the "
+            "reading is stated",
+            verdict=verdict(min(coupled["transposed_error"], coupled["literal_error"]) <= 5e-5),
+            details={"reading": coupled["reading"]},
+        )
+    )
+    out.append(_theorem54_claim(cfg, multi))
+    out.extend(_figure4_claims(cfg, sweep, multi))
+    return out
+
+
+def _theorem54_claim(cfg: Config, multi: list[dict[str, Any]]) -> ClaimResult:
+    """Theorem 5.4: along a Muon run, Δ_t ≤ ε_t · O(log K / K) with ε_t = 1 − max_k f_k."""
+    K = cfg.figure_k
+    rows = [r for r in multi if r["optimizer"] == "muon" and r["max_prob"] < 1 - 1e-12]
+    if not rows:
+        return _unmeasured("A4.thm54.muon_multistep", "Muon balance at every step", "A4, Thm 5.4")
+    eps = [1 - r["max_prob"] for r in rows]
+    plain = [r["gap"] / (e * math.log(K) / K) for r, e in zip(rows, eps, strict=True)]
+    scaled = [r["gap"] / (e * math.log(K / e) / K) for r, e in zip(rows, eps, strict=True)]
+    return ClaimResult(
+        id="A4.thm54.muon_multistep",
+        claim="Muon's balance bound holds at every step of a multi-step run",
+        source="A4, Theorem 5.4",
+        published="ϱ_t ≥ 1 − ε_t(1 + O(log K / K)) at every step (ε fixed, K → ∞)",
+        ours=f"over {len(rows)} recorded steps (both embeddings): max Δ_t/(ε_t log(K/ε_t)/K) = "
+        f"{max(scaled):.3f}; with log K alone the ratio grows to {max(plain):.3f} as ε_t → 0 "
+        "(the O(1/K) asymmetry accumulates with the distance travelled, ≈ log(K/ε_t))",
+        rule="Δ_t ≤ 2·ε_t·log(K/ε_t)/K at every recorded step (the O(·) read at fixed ε_t, "
+        "whose constant may depend on log(1/ε_t))",
+        verdict=verdict(max(scaled) <= 2.0),
+        details={"max_constant_log_k": max(plain), "max_constant_log_k_over_eps": max(scaled)},
+    )
+
+
+def _figure4_claims(
+    cfg: Config, sweep: list[dict[str, Any]], multi: list[dict[str, Any]]
+) -> list[ClaimResult]:
+    def max_gap(rows: list[dict[str, Any]], emb: str, opt: str) -> float | None:
+        sel = [r["gap"] for r in rows if r["embedding"] == emb and r["optimizer"] == opt]
+        return max(sel) if sel else None
+
+    out = []
+    src = "A4, Figure 4(b, c)"
+    table = {
+        (panel, emb, opt): max_gap(rows, emb, opt)
+        for panel, rows in (("one-step", sweep), ("multi-step", multi))
+        for emb in cfg.embeddings
+        for opt in cfg.optimizers
+    }
+
+    def fmt(opt: str) -> str:
+        parts = [
+            f"{panel} {emb}: {v:.3f}"
+            for (panel, emb, o), v in table.items()
+            if o == opt and v is not None
+        ]
+        return "; ".join(parts) or "n/a"
+
+    def rule_ok(opt: str, emb: str, test: Any) -> bool | None:
+        vals = [table.get((p, emb, opt)) for p in ("one-step", "multi-step")]
+        if any(v is None for v in vals):
+            return None
+        return all(test(v) for v in vals)
+
+    gd = [rule_ok("gd", e, lambda v: v >= 0.5) for e in EMBEDDING_CHOICES]
+    out.append(
+        ClaimResult(
+            id="A4.fig4.gd_imbalanced",
+            claim="GD is strongly imbalanced under both embeddings",
+            source=src,
+            published="large Δ for GD, decoupled and coupled",
+            ours="max Δ: " + fmt("gd"),
+            rule="max Δ ≥ 0.5 in both panels for both embeddings",
+            verdict=verdict(None if None in gd else all(gd)),
+        )
+    )
+    mu = [rule_ok("muon", e, lambda v: v <= 0.05) for e in EMBEDDING_CHOICES]
+    out.append(
+        ClaimResult(
+            id="A4.fig4.muon_balanced",
+            claim="Muon is balanced under both embeddings (one step and multi-step; Theorem 5.4)",
+            source="A4, Figure 4(b, c), Theorem 5.4",
+            published="Δ ≈ 0 for Muon",
+            ours="max Δ: " + fmt("muon"),
+            rule="max Δ ≤ 0.05 in both panels for both embeddings",
+            verdict=verdict(None if None in mu else all(mu)),
+        )
+    )
+    sd = rule_ok("signgd", "decoupled", lambda v: v <= 0.05)
+    sc = rule_ok("signgd", "coupled", lambda v: v >= 0.2)
+    out.append(
+        ClaimResult(
+            id="A4.fig4.signgd",
+            claim="SignGD is balanced when decoupled and GD-like (imbalanced) when coupled",
+            source=src,
+            published="small Δ decoupled, large Δ coupled",
+            ours="max Δ: " + fmt("signgd"),
+            rule="decoupled max Δ ≤ 0.05 and coupled max Δ ≥ 0.2, both panels",
+            verdict=verdict(None if sd is None or sc is None else sd and sc),
+        )
+    )
+    rises = []
+    for rows in (sweep, multi):
+        for emb in cfg.embeddings:
+            sel = [r for r in rows if r["embedding"] == emb and r["optimizer"] == "gd"]
+            if not sel:
+                continue
+            sel = sorted(sel, key=lambda r: -r["loss"])
+            gaps = [r["gap"] for r in sel]
+            top = max(gaps)
+            rises.append(gaps[0] < 0.1 * top and gaps[-1] < 0.5 * top)
+    out.append(
+        ClaimResult(
+            id="A4.fig4.rise_then_fall",
+            claim="as the loss falls, Δ first rises then falls",
+            source=src,
+            published="Δ rises then falls",
+            ours=f"GD curves with an interior maximum: {sum(rises)}/{len(rises)}",
+            rule="for GD in every panel and embedding: Δ at the start < 10% and at the end < 50% "
+            "of its maximum",
+            verdict=verdict(all(rises) if rises else None),
+        )
+    )
+    return out
+
+
+def _unmeasured(claim_id: str, what: str, source: str) -> ClaimResult:
+    return ClaimResult(
+        id=claim_id,
+        claim=what,
+        source=source,
+        published="see PAPERS.md",
+        ours="not run in this configuration",
+        rule="needs the optimisers/embeddings of the claim in the config",
+        verdict="not measured",
+    )
+
+
+def _report_layout(cfg: Config) -> dict[str, Any]:
+    return {
+        "title": "Paper A: one-layer associative memory (two-group frequencies)",
+        "summary": (
+            f"One-step balance ϱ^ε (ε = {cfg.eps}, α = {cfg.head_mass}, β = {cfg.head_fraction}, "
+            f"L = βK rounded '{cfg.head_rounding}') for GD, SignGD and Muon with decoupled and "
+            "coupled embeddings, exact population loss; Δ–L curves at "
+            f"K = {cfg.figure_k}."
+        ),
+        "figures": [
+            {"file": "rho_vs_k.png", "caption": "ϱ^ε and Δ against K with the theorem's lines"},
+            {"file": "delta_vs_loss.png", "caption": "Figure 4(b, c): Δ(W) against L(W)"},
+            {"file": "update_spectra.png", "caption": "singular values of the first updates"},
+        ],
+        "tables": [
+            {"file": "rho_slopes.csv", "caption": "fitted slopes of ϱ^ε against K"},
+            {"file": "update_spectra.csv", "caption": "σ_min/σ_max of the first updates"},
+        ],
+    }
