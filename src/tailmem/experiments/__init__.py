@@ -16,6 +16,8 @@ EXPERIMENTS: dict[str, str] = {
     "assoc-two-group": "tailmem.experiments.assoc_two_group",
     "assoc-scaling": "tailmem.experiments.assoc_scaling",
     "assoc-capacity": "tailmem.experiments.assoc_capacity",
+    "ablation": "tailmem.experiments.ablation",
+    "spectra": "tailmem.experiments.spectra",
 }
 
 
