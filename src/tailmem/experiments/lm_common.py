@@ -301,7 +301,7 @@ class ArmSpec:
         return dict(self.lr_factor)
 
 
-def _now_json(obj: Any) -> str:
+def _json_text(obj: Any) -> str:
     return json.dumps(obj, indent=1, default=float) + "\n"
 
 
@@ -351,7 +351,7 @@ def run_arm(
     model = GPT(model_cfg)
     if ctx.is_main:
         sub.mkdir(parents=True, exist_ok=True)
-        atomic_write_text(sub / "arm.json", _now_json({"digest": digest, **spec}))
+        atomic_write_text(sub / "arm.json", _json_text({"digest": digest, **spec}))
         write_gpt_config(sub, model_cfg)
     D.barrier(ctx)
     initial = _initial_eval(sub, model, hooks, device, ctx)
@@ -377,7 +377,7 @@ def run_arm(
         "wall_seconds": round(time.perf_counter() - started, 3),
     }
     if ctx.is_main:
-        atomic_write_text(sub / "result.json", _now_json(result))
+        atomic_write_text(sub / "result.json", _json_text(result))
     return D.broadcast_object(result if ctx.is_main else None, ctx)
 
 
@@ -417,7 +417,7 @@ def _initial_eval(
             merged.update(hook(0, model))
     model.train()
     if ctx.is_main:
-        atomic_write_text(path, _now_json(merged))
+        atomic_write_text(path, _json_text(merged))
     return merged
 
 
