@@ -16,6 +16,7 @@ EXPERIMENTS: dict[str, str] = {
     "assoc-two-group": "tailmem.experiments.assoc_two_group",
     "assoc-scaling": "tailmem.experiments.assoc_scaling",
     "assoc-capacity": "tailmem.experiments.assoc_capacity",
+    "knowledge-qa": "tailmem.experiments.knowledge_qa",
     "ablation": "tailmem.experiments.ablation",
     "spectra": "tailmem.experiments.spectra",
 }

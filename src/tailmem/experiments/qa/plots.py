@@ -1,0 +1,106 @@
+"""Figures of the knowledge-QA experiment (matplotlib, Agg backend)."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import matplotlib
+
+matplotlib.use("Agg")
+import matplotlib.pyplot as plt
+import numpy as np
+
+from tailmem.experiments.qa.arms import ARMS
+from tailmem.experiments.qa.schedule import Plan
+from tailmem.experiments.qa.summary import history, mean_std, seed_results
+
+
+def fta_by_group_figure(plan: Plan, ffn: str, chance: float) -> Any:
+    """Paper Fig. 3 style: one panel per arm, FTA of every frequency group over the steps (mean
+    over seeds, band = ± std), rare groups in light colours; dashed line = chance level."""
+    arms = list(plan.arms)
+    fig, axes = plt.subplots(1, len(arms), figsize=(3.2 * len(arms), 3.0), sharey=True)
+    axes = np.atleast_1d(axes)
+    cmap = plt.get_cmap("viridis")
+    for ax, arm in zip(axes, arms, strict=True):
+        steps, fta = history(seed_results(plan, ffn, arm))
+        mean, std = mean_std(fta)
+        n_groups = mean.shape[1]
+        for g in range(n_groups):
+            colour = cmap(g / max(n_groups - 1, 1))
+            ax.plot(steps, mean[:, g], color=colour, lw=1.4, label=f"group {g}")
+            ax.fill_between(
+                steps,
+                mean[:, g] - std[:, g],
+                mean[:, g] + std[:, g],
+                color=colour,
+                alpha=0.15,
+                lw=0,
+            )
+        ax.axhline(chance, color="grey", ls="--", lw=1)
+        ax.set_title(ARMS[arm].label, fontsize=9)
+        ax.set_xlabel("step")
+        ax.set_ylim(-0.02, 1.02)
+        ax.grid(alpha=0.3)
+    axes[0].set_ylabel("first-token accuracy")
+    handles, labels = axes[0].get_legend_handles_labels()
+    fig.legend(
+        handles,
+        labels,
+        loc="center left",
+        bbox_to_anchor=(1.0, 0.5),
+        fontsize=7,
+        title="frequency group\n(0 = most frequent)",
+        title_fontsize=7,
+    )
+    fig.suptitle(f"FTA per frequency group, {ffn} FFN (dashed: chance {chance:.3f})", fontsize=10)
+    fig.tight_layout()
+    return fig
+
+
+def final_fta_figure(plan: Plan, ffn: str, chance: float) -> Any:
+    """FTA at the last step against the frequency group, one line per arm (± std over seeds)."""
+    fig, ax = plt.subplots(figsize=(5.5, 3.4))
+    for arm in plan.arms:
+        _steps, fta = history(seed_results(plan, ffn, arm))
+        mean, std = mean_std(fta[:, -1])
+        groups = np.arange(len(mean))
+        ax.errorbar(groups, mean, yerr=std, marker="o", ms=3, capsize=2, label=ARMS[arm].label)
+    ax.axhline(chance, color="grey", ls="--", lw=1, label="chance")
+    ax.set_xlabel("frequency group (samples per person halve with each group)")
+    ax.set_ylabel("first-token accuracy at the end")
+    ax.set_ylim(-0.02, 1.02)
+    ax.grid(alpha=0.3)
+    ax.legend(fontsize=7)
+    ax.set_title(f"Final FTA by group, {ffn} FFN", fontsize=10)
+    fig.tight_layout()
+    return fig
+
+
+def sweep_figure(rows: list[dict[str, Any]], ffn: str) -> Any:
+    """Mean FTA over all people (the sweep criterion) against the swept LR, one line per arm."""
+    fig, ax = plt.subplots(figsize=(5.5, 3.4))
+    for arm in dict.fromkeys(r["arm"] for r in rows if r["ffn"] == ffn):
+        mine = [r for r in rows if r["ffn"] == ffn and r["arm"] == arm]
+        kind = mine[0]["swept"]
+        lrs = [r[f"lr_{kind}"] for r in mine]
+        scores = [max(r["fta_mean"], 0.0) for r in mine]
+        (line,) = ax.plot(lrs, scores, marker="o", ms=3, label=f"{ARMS[arm].label} ({kind} LR)")
+        chosen = [r for r in mine if r["chosen"]]
+        if chosen:
+            ax.plot(
+                [chosen[0][f"lr_{kind}"]],
+                [chosen[0]["fta_mean"]],
+                marker="*",
+                ms=11,
+                color=line.get_color(),
+            )
+    ax.set_xscale("log")
+    ax.set_xlabel("learning rate of the swept optimiser")
+    ax.set_ylabel("mean FTA over all people")
+    ax.set_ylim(-0.02, 1.02)
+    ax.grid(alpha=0.3)
+    ax.legend(fontsize=7)
+    ax.set_title(f"LR sweep, {ffn} FFN (star: chosen; diverged runs at 0)", fontsize=10)
+    fig.tight_layout()
+    return fig

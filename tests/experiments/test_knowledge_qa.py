@@ -1,0 +1,418 @@
+"""knowledge-qa: the smoke preset end to end, resume, bad configs, and the pieces it is built from
+(fast loss/eval path against the model's own forward, FTA evaluator against the data set's own
+grouping, run scheduling, tables and claim rules on constructed results)."""
+
+from __future__ import annotations
+
+import csv
+import json
+import shutil
+import time
+
+import numpy as np
+import pytest
+import torch
+
+from tailmem.config import load_config
+from tailmem.data.bios import BiosConfig, build_dataset
+from tailmem.data.stream import QATrainStream
+from tailmem.errors import ConfigError
+from tailmem.experiments import get_experiment
+from tailmem.experiments.knowledge_qa import Config
+from tailmem.experiments.qa import single
+from tailmem.experiments.qa.arms import ARMS, dependencies
+from tailmem.experiments.qa.evaluate import FTAEvaluator
+from tailmem.experiments.qa.model_io import answer_loss_sum, logits_at
+from tailmem.experiments.qa.schedule import FAILED_SCORE, Plan, drive
+from tailmem.experiments.qa.single import QABatches, RunSpec
+from tailmem.experiments.qa.summary import claims, gap_rows, mean_std, tail_table
+from tailmem.models.gpt import GPT, GPTConfig, count_params
+from tailmem.report.claims import read_claims
+from tailmem.rundir import RunDir
+from tailmem.runner import run_experiment
+from tailmem.train import token_loss_sum
+
+SMALL = dict(m=4, n_first_names=40, n_surnames=60, n_cities=30, n_universities=40)
+SMALL |= dict(n_majors=20, n_employers=30, vocab_size=512)
+
+
+@pytest.fixture(scope="module")
+def smoke(tmp_path_factory):
+    """The smoke preset run once into a temp folder: (run dir, status, wall seconds)."""
+    out = tmp_path_factory.mktemp("kqa") / "smoke"
+    start = time.perf_counter()
+    run, status = run_experiment("knowledge-qa", "smoke", out=out)
+    return run, status, time.perf_counter() - start
+
+
+@pytest.fixture(scope="module")
+def dataset(tmp_path_factory):
+    return build_dataset(BiosConfig(**SMALL), tmp_path_factory.mktemp("kqa-data"))
+
+
+def _read_csv(path):
+    with open(path) as handle:
+        return list(csv.DictReader(handle))
+
+
+# --------------------------------------------------------------------------- end to end
+
+
+def test_smoke_preset_writes_every_output(smoke):
+    run, status, _ = smoke
+    cfg = load_config(Config, "knowledge-qa", "smoke")
+    assert status == "ran" and run.is_complete
+    for name in (
+        "results.json",
+        "claims.json",
+        "report.json",
+        "lr_sweep.csv",
+        "head_tail_gap.csv",
+        "tail_table_long.csv",
+        "tail_table_plain.csv",
+    ):
+        assert run.file(name).is_file(), name
+    for stem in ("fta_by_group_plain", "fta_final_plain", "lr_sweep_plain"):
+        for ext in ("png", "svg"):
+            assert run.file(f"{stem}.{ext}").stat().st_size > 1000
+    layout = run.read_json("report.json")
+    for item in layout["figures"] + layout["tables"]:
+        assert run.file(item["file"]).is_file()
+    assert "Rarest group" in layout["summary"]
+
+    results = run.read_json("results.json")
+    m = cfg.data.m
+    assert len(results["runs"]) == len(cfg.arms) * cfg.n_seeds
+    for result in results["runs"]:
+        assert result["status"] == "complete"
+        steps = [e["step"] for e in result["evals"]]
+        assert steps == list(range(cfg.eval_every, cfg.steps + 1, cfg.eval_every))
+        for e in result["evals"]:
+            assert len(e["fta"]) == m + 1
+            assert all(0.0 <= v <= 1.0 for v in e["fta"]) and 0.0 <= e["fta_mean"] <= 1.0
+    assert 0 < results["chance_fta"] < 1
+
+    table = _read_csv(run.file("tail_table_plain.csv"))
+    assert len(table) == len(cfg.table_fracs) * len(cfg.tail_offsets)
+    assert [int(r["group"]) for r in table[:3]] == [m - o for o in cfg.tail_offsets]
+    assert [int(r["step"]) for r in table[::3]] == [round(f * cfg.steps) for f in cfg.table_fracs]
+    for arm in cfg.arms:
+        label = ARMS[arm].label
+        for row in table:
+            mean, std = (float(x) for x in row[label].split(" ± "))
+            assert 0 <= mean <= 1 and std == 0.0  # one seed
+    # The table's last row is the rarest group at the end: the same number as the run's history.
+    (adam,) = [r for r in results["runs"] if r["spec"]["arm"] == "adam"]
+    assert float(table[-1]["Adam"].split(" ± ")[0]) == pytest.approx(
+        adam["evals"][-1]["fta"][m], abs=5e-4
+    )
+
+    found = read_claims(run)
+    assert {c.verdict for c in found} <= {"reproduced", "not reproduced", "not measured"}
+    by_id = {c.id: c for c in found}
+    assert by_id["A3.gated.tail_muon_vs_adam"].verdict == "not measured"  # plain FFN only
+    assert by_id["A3.plain.sgd_below_adam"].verdict == "not measured"  # no SGD arm in smoke
+    tail = by_id["A3.plain.tail_muon_vs_adam"]
+    expected = tail.details["muon"] - tail.details["adam"] >= 0.3
+    assert tail.verdict == ("reproduced" if expected else "not reproduced")
+
+    sweep = _read_csv(run.file("lr_sweep.csv"))
+    assert len(sweep) == len(cfg.sweep.muon) + len(cfg.sweep.adam)
+    chosen = [r for r in sweep if r["chosen"] == "True"]
+    assert sorted(r["arm"] for r in chosen) == ["adam", "muon"]
+    for arm in ("adam", "muon"):
+        mine = [float(r["fta_mean"]) for r in sweep if r["arm"] == arm]
+        best = next(float(r["fta_mean"]) for r in chosen if r["arm"] == arm)
+        assert best == max(mine)
+
+
+def test_rerun_after_deleting_complete_reuses_finished_runs(smoke, tmp_path):
+    run, _, first_wall = smoke
+    copy = tmp_path / "again"
+    shutil.copytree(run.path, copy)
+    (copy / "COMPLETE").unlink()
+    metrics = sorted(copy.glob("runs/*/*/*/metrics.jsonl"))
+    before = {p: p.stat().st_mtime_ns for p in metrics}
+    start = time.perf_counter()
+    again, status = run_experiment("knowledge-qa", "smoke", out=copy)
+    assert status == "resumed" and again.is_complete
+    assert {p: p.stat().st_mtime_ns for p in metrics} == before  # no run was trained again
+    assert time.perf_counter() - start < first_wall
+    old, new = run.read_json("results.json"), again.read_json("results.json")
+    assert old["runs"] == new["runs"] and old["best_lr"] == new["best_lr"]
+
+
+def _tiny_setup(dataset, **train):
+    return single.Setup(
+        dataset_path=str(dataset.path),
+        dataset_fingerprint=dataset.fingerprint,
+        model={"n_layer": 1, "n_head": 2, "d_model": 16, "d_ff": 32, "max_seq_len": 64},
+        batch_size=2,
+        seq_len=64,
+        loss_on="answer",
+        warmup_frac=0.0,
+        train={"eval_every": 4, "log_every": 4, "keep_ckpts": 1, **train},
+        optim=single.OptimConfig(),
+        eval_batch_size=64,
+        progress=False,
+    )
+
+
+def test_interrupted_run_resumes_from_its_checkpoint(tmp_path, dataset, monkeypatch):
+    setup = _tiny_setup(dataset, ckpt_every=8)
+    spec = RunSpec.make("plain", "adam", {"adam": 3e-3}, 0, 20)
+    clean = single.execute(spec, setup, tmp_path / "clean")
+
+    original = QABatches.batch
+
+    def crash(self, step, rank=0, world_size=1):
+        if step == 13:
+            raise RuntimeError("simulated crash")
+        return original(self, step, rank, world_size)
+
+    monkeypatch.setattr(QABatches, "batch", crash)
+    with pytest.raises(RuntimeError, match="simulated crash"):
+        single.execute(spec, setup, tmp_path / "crashed")
+    path = tmp_path / "crashed" / spec.relpath
+    assert not (path / "COMPLETE").exists() and (path / "ckpt" / "step_000008.pt").is_file()
+    monkeypatch.setattr(QABatches, "batch", original)
+    resumed = single.execute(spec, setup, tmp_path / "crashed")
+    assert resumed["evals"] == clean["evals"] and resumed["final_loss"] == clean["final_loss"]
+    assert [e["step"] for e in resumed["evals"]] == [4, 8, 12, 16, 20]
+    assert not (path / "ckpt").exists()  # removed once the run is complete
+
+
+@pytest.mark.parametrize(
+    ("override", "fragment"),
+    [
+        ("arms=[muon,bogus]", "arms: unknown arm 'bogus'"),
+        ("arms=[adam,adam]", "at most once"),
+        ("ffn=swiglu", "ffn: got 'swiglu'"),
+        ("table_fracs=[0.33]", "table_fracs"),
+        ("sweep.adam=[]", "sweep.adam"),
+        ("model.size=huge", "model.size"),
+        ("data.m=0", "m: got 0"),
+    ],
+)
+def test_bad_config_is_one_line_config_error(override, fragment):
+    with pytest.raises(ConfigError) as info:
+        load_config(Config, "knowledge-qa", "smoke", [override])
+    message = str(info.value)
+    assert fragment in message and "\n" not in message
+
+
+def test_presets_validate_and_paper_model_builds_on_meta():
+    module = get_experiment("knowledge-qa")
+    assert module.NAME == "knowledge-qa"
+    cpu = load_config(Config, "knowledge-qa", "cpu")
+    assert sorted(cpu.arms) == sorted(ARMS) and cpu.n_seeds >= 3 and cpu.ffn in ("plain", "gated")
+    paper = load_config(Config, "knowledge-qa", "paper")
+    assert paper.data.m == 15 and paper.steps == 10_000 and paper.ffn == "both"
+    assert sorted(paper.arms) == sorted(ARMS)
+    fields = paper.model.fields(paper.seq_len)
+    for ffn in ("plain", "gated"):
+        with torch.device("meta"):
+            model = single.build_model_from_fields(fields, ffn, vocab_size=1578)
+        blocks = sum(p.numel() for n, p in model.named_parameters() if n.startswith("blocks."))
+        assert blocks == pytest.approx(84.9e6, rel=0.01)  # the 12 x 768 "NanoGPT 160M" blocks
+    cfg = GPTConfig(vocab_size=50304, ffn="plain", **fields)
+    assert count_params(cfg) == pytest.approx(162.2e6, rel=0.01)
+
+
+# --------------------------------------------------------------------------- pieces
+
+
+def test_fast_loss_and_logits_match_the_full_forward():
+    torch.manual_seed(0)
+    model = GPT(GPTConfig(vocab_size=97, n_layer=2, n_head=2, d_model=32, d_ff=64, max_seq_len=24))
+    x = torch.randint(0, 97, (3, 24))
+    y = torch.randint(0, 97, (3, 24))
+    y[torch.rand(3, 24) < 0.7] = -100
+    fast = answer_loss_sum(model, x, y)
+    fast.backward()
+    fast_grads = [p.grad.clone() for p in model.parameters()]
+    model.zero_grad()
+    full = token_loss_sum(model, x, y)
+    full.backward()
+    torch.testing.assert_close(fast, full)
+    for a, p in zip(fast_grads, model.parameters(), strict=True):
+        torch.testing.assert_close(a, p.grad, atol=1e-6, rtol=1e-5)
+    positions = torch.tensor([0, 23, 7])
+    expected = model(x)[0][torch.arange(3), positions]
+    torch.testing.assert_close(logits_at(model, x, positions), expected)
+
+
+class _Oracle(torch.nn.Module):
+    """Predicts the right first token for the questions whose prompt it has been told to know."""
+
+    def __init__(self, dataset, known):
+        super().__init__()
+        self.vocab = dataset.vocab_size
+        self.answers = {}
+        for i in np.flatnonzero(known):
+            self.answers[tuple(dataset.eval_prompt(i).tolist())] = int(dataset.eval_first_token[i])
+
+    def forward(self, idx):
+        logits = torch.zeros(*idx.shape, self.vocab)
+        for b, row in enumerate(idx.tolist()):
+            for t in range(len(row)):
+                answer = self.answers.get(tuple(row[: t + 1]))
+                if answer is not None:
+                    logits[b, t, answer] = 1.0
+                else:
+                    logits[b, t, 0] = 0.5  # token 0 (a byte) never starts an answer
+        return logits, None
+
+
+def test_fta_evaluator_matches_the_data_sets_grouping(dataset):
+    rng = np.random.default_rng(0)
+    known = rng.random(len(dataset.eval_items)) < np.linspace(0.9, 0.1, len(dataset.eval_items))
+    oracle = _Oracle(dataset, known)
+    out = FTAEvaluator(dataset, batch_size=7, device="cpu")(0, oracle)
+    np.testing.assert_allclose(out["fta"], dataset.fta_by_group(known), atol=1e-5)
+    assert out["fta_mean"] == pytest.approx(known.mean(), abs=1e-5)
+
+
+def test_qa_batches_mask_targets_and_shard_rows(dataset):
+    stream = QATrainStream(dataset, batch_size=4, seq_len=64, seed=3)
+    source = QABatches(stream)
+    x, y, mask = stream.batch(5)
+    bx, by = source.batch(5)
+    np.testing.assert_array_equal(bx.numpy(), x)
+    np.testing.assert_array_equal(by.numpy(), np.where(mask, y, -100))
+    halves = [source.batch(5, rank, 2) for rank in (0, 1)]
+    np.testing.assert_array_equal(torch.cat([h[1] for h in halves]).numpy(), by.numpy())
+
+
+def _fake_result(spec, fta_final, status="complete"):
+    m = len(fta_final) - 1
+    evals = [
+        {
+            "step": s,
+            "fta": [v * s / spec.steps for v in fta_final],
+            "fta_mean": float(np.mean(fta_final)) * s / spec.steps,
+        }
+        for s in range(spec.steps // 10, spec.steps + 1, spec.steps // 10)
+    ]
+    assert len(evals[-1]["fta"]) == m + 1
+    return {"spec": {}, "status": status, "evals": evals, "final_loss": 0.0}
+
+
+def test_plan_orders_sweeps_by_dependency_and_reuses_the_winning_sweep_run():
+    grids = {"muon": [0.01, 0.02], "adam": [1e-3, 3e-3], "sgd": [0.1]}
+    plan = Plan(
+        ffns=["plain"],
+        arms=list(ARMS),
+        grids=grids,
+        fallback_lr={"muon": 0.02, "adam": 1e-3, "sgd": 0.1},
+        seeds=[0, 1, 2],
+        steps=100,
+        sweep_seed=0,
+        sweep_steps=100,
+    )
+    trained = []
+
+    def fake_run(spec, setup, root):
+        trained.append(spec)
+        lr = spec.lr[ARMS[spec.arm].swept]
+        if spec.arm == "sgd":
+            return _fake_result(spec, [0.5] * 5, status="failed")
+        # Quality peaks at the middle of each grid's scale: 0.02 for Muon, 3e-3 for Adam.
+        good = lr in (0.02, 3e-3)
+        return _fake_result(spec, [1.0, 1.0, 0.9, 0.8 if good else 0.5, 0.7 if good else 0.2])
+
+    drive(plan, setup=None, root=None, run_fn=fake_run)
+    assert len(trained) == len(set(trained)) == plan.total()
+    assert plan.best[("plain", "adam")] == {"adam": 3e-3}
+    assert plan.best[("plain", "muon")] == {"muon": 0.02, "adam": 3e-3}
+    assert plan.best[("plain", "muon_qk")] == {"muon": 0.02, "adam": 3e-3}
+    assert plan.best[("plain", "sgd")] == {"sgd": 0.1}  # the only grid point, though failed
+    order = [(s.arm, s.seed) for s in trained]
+    # Arms that borrow an LR start their sweep only after the arm they borrow from is tuned.
+    for arm in ARMS:
+        for dep in dependencies(arm, list(ARMS)):
+            dep_sweep_done = max(i for i, s in enumerate(trained) if s.arm == dep and s.seed == 0)
+            first = min(i for i, s in enumerate(trained) if s.arm == arm)
+            assert first > dep_sweep_done, (arm, dep, order)
+    # The winning sweep run is seed 0's run: 2 more seeds per arm, not 3.
+    assert sum(s.arm == "adam" for s in trained) == len(grids["adam"]) + 2
+    rows = plan.sweep_rows()
+    assert [r["fta_mean"] for r in rows if r["arm"] == "sgd"] == [FAILED_SCORE]
+    assert RunSpec.make("plain", "muon_qk", {"adam": 3e-3, "muon": 0.02}, 1, 100).name == (
+        "muon0.02-adam0.003-seed1-steps100"
+    )
+
+
+def _plan_with(finals: dict[str, list[list[float]]], steps=100):
+    """A finished plan whose seed runs end with the given per-seed FTA vectors."""
+    arms = list(finals)
+    plan = Plan(
+        ffns=["plain"],
+        arms=arms,
+        grids={},
+        fallback_lr={},
+        seeds=[0, 1],
+        steps=steps,
+        sweep_seed=0,
+        sweep_steps=steps,
+    )
+    for arm, per_seed in finals.items():
+        specs = [
+            RunSpec.make("plain", arm, {k: 0.01 for k in ARMS[arm].kinds}, s, steps)
+            for s in range(len(per_seed))
+        ]
+        plan.seed_runs[("plain", arm)] = specs
+        for spec, fta in zip(specs, per_seed, strict=True):
+            plan.results[spec] = _fake_result(spec, fta)
+    return plan
+
+
+def test_tables_gap_and_claim_rules_on_constructed_results():
+    finals = {
+        "muon": [[1, 1, 1, 1.0, 0.98], [1, 1, 1, 0.96, 0.94]],
+        "adam": [[1, 1, 1, 0.60, 0.30], [1, 1, 1, 0.50, 0.20]],
+        "sgd": [[0.9, 0.9, 0.8, 0.2, 0.10], [0.9, 0.9, 0.8, 0.2, 0.12]],
+        "muon_vo_ffn": [[1, 1, 1, 0.9, 0.90], [1, 1, 1, 0.9, 0.88]],
+        "muon_qk": [[1, 1, 1, 0.6, 0.40], [1, 1, 1, 0.6, 0.40]],
+    }
+    plan = _plan_with(finals)
+    rows = tail_table(plan, "plain", [0.5, 1.0], [2, 0], m=4)
+    assert [(r["step"], r["group"]) for r in rows] == [(50, 2), (50, 4), (100, 2), (100, 4)]
+    assert rows[-1]["Muon"] == "0.960 ± 0.028" and rows[-1]["paper Muon"] == "0.976"
+    assert rows[0]["Adam"] == "0.500 ± 0.000"  # halfway: the fake history scales linearly
+    gaps = {g["arm"]: g for g in gap_rows(plan, "plain", head_groups=3)}
+    assert gaps["adam"]["gap_mean"] == pytest.approx(1 - 0.25)
+    assert gaps["adam"]["gap_std"] == pytest.approx(np.std([0.7, 0.8], ddof=1))
+    verdicts = {c.id: c.verdict for c in claims(plan, m=4, head_groups=3)}
+    assert verdicts["A3.plain.tail_muon_vs_adam"] == "reproduced"  # 0.96 - 0.25 >= 0.3
+    assert verdicts["A3.plain.head_all_optimisers"] == "not reproduced"  # SGD head 0.867
+    assert verdicts["A3.plain.muon_vo_ffn_like_muon"] == "reproduced"  # t = 0.64/0.71 = 0.9
+    assert verdicts["A3.plain.muon_qk_like_adam"] == "reproduced"  # t = 0.15/0.71 = 0.21
+    assert verdicts["A3.plain.sgd_below_adam"] == "reproduced"
+    assert verdicts["A3.plain.midtail_halfway"] == "not reproduced"  # both 0.5 at step 50
+    assert verdicts["A3.gated.tail_muon_vs_adam"] == "not measured"
+
+    no_gap = _plan_with({a: [[1, 1, 1, 0.5, 0.4]] * 2 for a in finals})
+    verdicts = {c.id: c.verdict for c in claims(no_gap, m=4, head_groups=3)}
+    assert verdicts["A3.plain.tail_muon_vs_adam"] == "not reproduced"
+    assert verdicts["A3.plain.muon_vo_ffn_like_muon"] == "not measured"  # nothing to place on
+
+
+def test_mean_std_uses_the_sample_deviation_and_zero_for_one_seed():
+    mean, std = mean_std([[0.2, 0.4], [0.4, 0.8]])
+    np.testing.assert_allclose(mean, [0.3, 0.6])
+    np.testing.assert_allclose(std, [np.std([0.2, 0.4], ddof=1), np.std([0.4, 0.8], ddof=1)])
+    mean, std = mean_std([[0.5, 0.7]])
+    np.testing.assert_allclose(std, [0.0, 0.0])
+
+
+def test_run_directory_of_a_changed_setup_is_cleared(tmp_path, dataset):
+    spec = RunSpec.make("plain", "adam", {"adam": 1e-3}, 0, 8)
+    path = tmp_path / spec.relpath
+    path.mkdir(parents=True)
+    RunDir(path).write_json("spec.json", {"spec": "something else"})
+    (path / "stale.txt").write_text("old")
+    result = single.execute(spec, _tiny_setup(dataset), tmp_path)
+    assert not (path / "stale.txt").exists() and RunDir(path).is_complete
+    assert json.loads((path / "spec.json").read_text())["spec"]["arm"] == "adam"
+    assert [e["step"] for e in result["evals"]] == [4, 8]
