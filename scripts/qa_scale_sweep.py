@@ -9,7 +9,8 @@ the number of epochs (exposures of each tail fact), m, width, depth and batch si
     PYTHONPATH=src python scripts/qa_scale_sweep.py [--points base,ep12] [--out runs/qa-scale]
 
 Training runs are cached in ``--out`` (a finished run is read back, an unfinished one resumes),
-so the table can be rebuilt at little cost. It is written to ``--table`` (markdown) and ``.csv`` beside it.
+so the table can be rebuilt at little cost. It is written to ``--table`` (markdown) and
+``.csv`` beside it.
 Two worker processes with one thread each (``workers=2 threads=1``).
 """
 
