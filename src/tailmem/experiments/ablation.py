@@ -135,7 +135,7 @@ class Config:
 
     seed: int = 0
     seeds: int = 1
-    ffn: str = "plain"
+    ffn: Literal["plain", "gated"] = "plain"
     arms: list[str] | None = None
     tune_lr: Literal["off", "adam", "muon", "both"] = "off"
     tune_factors: list[float] = field(default_factory=lambda: [0.5, 2.0])
@@ -145,8 +145,6 @@ class Config:
     optim: OptimSection = field(default_factory=OptimSection)
 
     def validate(self) -> None:
-        if self.ffn not in ("plain", "gated"):
-            raise ConfigError(f"ffn: got {self.ffn!r}; expected 'plain' or 'gated'")
         if self.seeds < 1:
             raise ConfigError(f"seeds: got {self.seeds}; expected >= 1")
         if self.arms is not None:

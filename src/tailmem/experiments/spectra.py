@@ -87,7 +87,7 @@ class Config:
 
     seed: int = 0
     seeds: int = 3
-    ffn: str = "plain"
+    ffn: Literal["plain", "gated"] = "plain"
     vo_form: Literal["per_head", "stacked"] = "per_head"
     top_k: int = 10
     logit_rows: int = 8
@@ -97,8 +97,6 @@ class Config:
     optim: OptimSection = field(default_factory=OptimSection)
 
     def validate(self) -> None:
-        if self.ffn not in ("plain", "gated"):
-            raise ConfigError(f"ffn: got {self.ffn!r}; expected 'plain' or 'gated'")
         if self.seeds < 1:
             raise ConfigError(f"seeds: got {self.seeds}; expected >= 1")
         if self.top_k < 1:
