@@ -6,6 +6,7 @@ Bad input of any kind ends with one line ``tailmem: error: ...`` on stderr and e
 from __future__ import annotations
 
 import argparse
+import os
 import sys
 from collections.abc import Sequence
 
@@ -71,6 +72,17 @@ def _cmd_report(args: argparse.Namespace) -> int:
     return 0
 
 
+def _cmd_diagnose(args: argparse.Namespace) -> int:
+    from tailmem.diagnose import diagnose, format_table, write_outputs
+
+    loaded, rows = diagnose(args.path, top_k=args.top_k)
+    print(f"{loaded.source}\n{format_table(rows, args.top_k)}")
+    if args.out:
+        folder = write_outputs(args.out, rows, loaded.source, args.top_k)
+        print(f"wrote {folder.path / 'isotropy.csv'} and isotropy.png/.svg")
+    return 0
+
+
 def build_parser() -> argparse.ArgumentParser:
     parser = _Parser(
         prog="tailmem",
@@ -103,6 +115,12 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--jobs", type=int, default=1, help="experiments run in parallel processes")
     p.set_defaults(func=_cmd_reproduce)
 
+    p = sub.add_parser("diagnose", help="spectral isotropy of a model's matrices by role and layer")
+    p.add_argument("path", help="checkpoint, training run dir or Hugging Face model folder")
+    p.add_argument("--out", default=None, help="folder for isotropy.csv and isotropy.png/.svg")
+    p.add_argument("--top-k", type=int, default=10, help="k of the top-k energy (default: 10)")
+    p.set_defaults(func=_cmd_diagnose)
+
     p = sub.add_parser("report", help="write report.html and report.md for a results folder")
     p.add_argument("results", help="a folder written by reproduce (or one run directory)")
     p.set_defaults(func=_cmd_report)
@@ -126,3 +144,6 @@ def main(argv: Sequence[str] | None = None) -> int:
     except KeyboardInterrupt:
         print("tailmem: interrupted; completed runs are kept, rerun to resume", file=sys.stderr)
         return 130
+    except BrokenPipeError:  # output piped into `head` and the like: stop quietly
+        os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
+        return 0

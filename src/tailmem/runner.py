@@ -7,6 +7,7 @@ Bad input is rejected before anything is written.
 
 from __future__ import annotations
 
+import os
 import random
 import time
 from collections.abc import Sequence
@@ -42,11 +43,14 @@ def run_experiment(
     """Run ``experiment`` at ``preset`` into ``out``; returns the run and what happened.
 
     The status is ``"skipped"`` (already complete with this config), ``"resumed"`` or ``"ran"``.
+    Under ``torchrun`` every rank calls this; only rank 0 checks the folder for foreign content
+    and writes ``config.yaml`` / ``COMPLETE`` (the other ranks only make the same skip decision).
     """
     module = get_experiment(experiment)
     cfg = load_config(module.Config, experiment, preset, overrides)
     path = Path(out) if out is not None else default_out(experiment, preset)
     digest = config_digest(experiment, to_dict(cfg))
+    main = os.environ.get("RANK", "0") == "0"
     status = "ran"
     if (path / "config.yaml").is_file():
         previous = RunDir(path).read_config()
@@ -59,13 +63,15 @@ def run_experiment(
                 "choose another --out or pass --force to overwrite it"
             )
         status = "resumed" if same and not force else "ran"
-    elif path.exists() and any(path.iterdir()) and not force:
+    elif main and path.exists() and any(path.iterdir()) and not force:
         raise ConfigError(f"{path} exists and is not a tailmem run directory; choose another --out")
     run = RunDir(path)
-    run.clear_complete()
-    run.write_config(experiment, preset, cfg)
+    if main:
+        run.clear_complete()
+        run.write_config(experiment, preset, cfg)
     seed_everything(cfg.seed)
     start = time.perf_counter()
     module.run(cfg, run)
-    run.mark_complete(wall_seconds=time.perf_counter() - start)
+    if main:
+        run.mark_complete(wall_seconds=time.perf_counter() - start)
     return run, status

@@ -11,6 +11,7 @@ from tailmem.models.roles import (
     ParamRole,
     naming_scheme,
     resolve_roles,
+    resolve_roles_from_names,
     roles_table,
 )
 from tailmem.optim.routing import plan_param_groups
@@ -520,3 +521,31 @@ def test_forwarding_wrapper_keeps_the_roles():
     assert callable(compiled.param_roles)  # borrowed from the inner module
     inner = OurGPT().param_roles()
     assert role_names(compiled) == {"_orig_mod." + n: r for n, r in inner.items()}
+
+
+# ------------------------------------------------------------------ state dicts without modules
+
+
+@pytest.mark.parametrize(
+    "build",
+    [
+        lambda: GPT2LMHeadModel(tied=False),
+        GPT2Model,
+        lambda: llama_for_causal_lm(),
+        lambda: llama_for_causal_lm(bias=True),
+        bert_model,
+    ],
+)
+def test_names_and_shapes_alone_give_the_module_roles(build):
+    """A bare state dict (no module classes) resolves exactly like its module tree."""
+    model = build()
+    shapes = {name: tuple(p.shape) for name, p in model.named_parameters()}
+    assert resolve_roles_from_names(shapes) == resolve_roles(model)
+
+
+def test_names_alone_split_a_gpt2_fused_tensor_only_when_it_divides_in_three():
+    roles = resolve_roles_from_names(
+        {"h.0.attn.c_attn.weight": (8, 24), "h.1.attn.c_attn.weight": (8, 25)}
+    )
+    assert roles["h.0.attn.c_attn.weight"] == ParamRole.fused(("q", "k", "v"), (8, 8, 8), 1)
+    assert roles["h.1.attn.c_attn.weight"] == ParamRole("other", fan_out_dim=1)

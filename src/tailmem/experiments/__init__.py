@@ -17,6 +17,8 @@ EXPERIMENTS: dict[str, str] = {
     "assoc-scaling": "tailmem.experiments.assoc_scaling",
     "assoc-capacity": "tailmem.experiments.assoc_capacity",
     "knowledge-qa": "tailmem.experiments.knowledge_qa",
+    "ablation": "tailmem.experiments.ablation",
+    "spectra": "tailmem.experiments.spectra",
 }
 
 

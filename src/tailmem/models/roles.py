@@ -47,6 +47,10 @@ in one tensor: it becomes one fused :class:`ParamRole` ``"q+k+v"`` with ``row_sp
 three blocks of the output dimension, which Muon orthogonalises separately. Being one tensor, it
 can only be given to one optimiser kind.
 
+A bare state dict (weights loaded without their module, e.g. a Hugging Face folder read by
+``tailmem.models.hf_loading``) resolves with :func:`resolve_roles_from_names`: the same family
+rules, with the few class-name facts (``Conv1D``, norms, embeddings) read from the names.
+
 Tied parameters (e.g. GPT-2's ``lm_head`` sharing ``wte``) appear once, under the name
 ``named_parameters()`` reports first (the embedding), so they get that name's role.
 """
@@ -54,7 +58,7 @@ Tied parameters (e.g. GPT-2's ``lm_head`` sharing ``wte``) appear once, under th
 from __future__ import annotations
 
 import re
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 
 from torch import nn
@@ -253,12 +257,18 @@ def _from_param_roles(model: nn.Module, params: dict[str, nn.Parameter]) -> dict
 
 
 def _rule_role(model: nn.Module, name: str, p: nn.Parameter, scheme: str) -> ParamRole:
-    module_path, _, attr = name.rpartition(".")
+    module_path = name.rpartition(".")[0]
     module = model.get_submodule(module_path) if module_path else model
+    return _role_by_rules(name, tuple(p.shape), scheme, type(module).__name__)
+
+
+def _role_by_rules(name: str, shape: tuple[int, ...], scheme: str, cls_name: str) -> ParamRole:
+    """Rules a-e of the module docstring for one parameter, given its owner's class name."""
+    module_path, _, attr = name.rpartition(".")
     module_attr = module_path.rpartition(".")[2]
-    cls_name = type(module).__name__
-    fan_out_dim = 1 if cls_name == "Conv1D" and p.ndim == 2 else 0
-    if p.ndim <= 1:
+    ndim = len(shape)
+    fan_out_dim = 1 if cls_name == "Conv1D" and ndim == 2 else 0
+    if ndim <= 1:
         is_norm_attr = "norm" in module_attr.lower() or _NORM_ATTR.fullmatch(module_attr)
         if "norm" in cls_name.lower() or is_norm_attr:
             return ParamRole("norm")
@@ -269,7 +279,7 @@ def _rule_role(model: nn.Module, name: str, p: nn.Parameter, scheme: str) -> Par
         if pattern.search(name):
             if "+" in role:
                 parts = tuple(role.split("+"))
-                width, rest = divmod(p.shape[fan_out_dim], len(parts))
+                width, rest = divmod(shape[fan_out_dim], len(parts))
                 if rest or width == 0:
                     return ParamRole("other", fan_out_dim=fan_out_dim)
                 return ParamRole.fused(parts, (width,) * len(parts), fan_out_dim)
@@ -277,6 +287,31 @@ def _rule_role(model: nn.Module, name: str, p: nn.Parameter, scheme: str) -> Par
     if attr == "weight" and "Embedding" in cls_name:
         return ParamRole("embed")
     return ParamRole("other", fan_out_dim=fan_out_dim)
+
+
+# Hugging Face GPT-2 stores these projections in ``Conv1D`` modules, weight (in, out).
+_GPT2_CONV1D = re.compile(r"(?:^|\.)(?:attn\.c_attn|attn\.c_proj|mlp\.c_fc|mlp\.c_proj)\.weight$")
+
+
+def resolve_roles_from_names(shapes: Mapping[str, Sequence[int]]) -> dict[str, ParamRole]:
+    """Roles of a bare state dict (``name -> shape``), for weights loaded without their module.
+
+    Applies the family rules of :func:`resolve_roles` (sources 2-5 and rules a-e) to the names.
+    Without the modules, class names are not known: a normalisation layer is recognised by its
+    attribute name only (``LayerNorm``, ``ln_1``, ``input_layernorm``, ...), an embedding by the
+    family's embedding names, and the GPT-2 ``Conv1D`` layout (``fan_out_dim=1``) by the GPT-2
+    names ``attn.c_attn``, ``attn.c_proj``, ``mlp.c_fc``, ``mlp.c_proj``. Our GPT's names belong
+    to no family (its roles come from ``GPT.param_roles()``); they resolve as ``other`` here.
+    """
+    names = list(shapes)
+    family = _family(names)
+    resolved = {}
+    for name in names:
+        shape = tuple(int(n) for n in shapes[name])
+        conv1d = family == "gpt2" and len(shape) == 2 and _GPT2_CONV1D.search(name)
+        resolved[name] = _role_by_rules(name, shape, family, "Conv1D" if conv1d else "")
+        _check_layout(name, shape, resolved[name])
+    return resolved
 
 
 def _check_layout(name: str, shape: tuple[int, ...], pr: ParamRole) -> None:

@@ -1,0 +1,124 @@
+"""Wall-time estimate of the ``ablation`` and ``spectra`` cpu presets from measured step times.
+
+On one intra-op thread (``torch.set_num_threads(1)``; a shared machine's threads only add
+noise), this measures with the real training loop the time per update of the preset's model
+under all-Adam (the baseline) and under full Muon, and the time of one evaluation (validation
+loss by bucket; for spectra also every isotropy metric and the max logits). Step times are the
+fastest logging window of ``--steps`` updates, so other processes on the machine inflate them
+less. It prints the Muon / Adam step ratio and extrapolates each preset:
+
+    total = Σ_arms (steps · t_step(arm) + (evaluations + 1) · t_eval) + corpus build
+
+with an arm's step time interpolated between Adam's and full Muon's by its share of Muon
+parameters, against the budget (ablation 30 min for all arms of one FFN type, spectra 15 min),
+and peak RSS.
+
+    PYTHONPATH=src python benchmarks/lm_presets.py [--steps 20] [--ffn plain|gated]
+"""
+
+from __future__ import annotations
+
+import argparse
+import resource
+import tempfile
+import time
+from pathlib import Path
+
+import torch
+
+from tailmem.config import load_config
+from tailmem.experiments import ablation, lm_common, spectra
+from tailmem.models.gpt import GPT
+from tailmem.optim.routing import build_optimizer
+from tailmem.train import read_metrics, seed_everything, train
+from tailmem.train.distributed import DistContext
+
+BUDGET_S = {"ablation": 30 * 60, "spectra": 15 * 60}
+
+
+def step_seconds(model_cfg, recipe, cfg, data, steps: int) -> float:
+    """Fastest per-update time over logging windows of 5 updates of the real loop."""
+    seed_everything(0)
+    model = GPT(model_cfg)
+    optimizer = build_optimizer(model, recipe, **cfg.optim.hparams(recipe))
+    tcfg = cfg.train.to_train_config(0)
+    tcfg.steps, tcfg.eval_every, tcfg.ckpt_every, tcfg.log_every = steps, 0, 0, 5
+    tcfg.save_final, tcfg.progress, tcfg.warmup_steps = False, False, 0
+    with tempfile.TemporaryDirectory() as tmp:
+        train(model, optimizer, data.stream(0), tcfg, Path(tmp))
+        rows = read_metrics(Path(tmp) / "metrics.jsonl")
+    tokens_per_step = cfg.data.batch_size * cfg.data.seq_len
+    return min(tokens_per_step / r["tokens_per_s"] for r in rows[1:] if r.get("tokens_per_s"))
+
+
+def eval_seconds(hooks, model, repeats: int = 3) -> float:
+    times = []
+    model.eval()
+    for _ in range(repeats):
+        start = time.perf_counter()
+        with torch.no_grad():
+            for hook in hooks:
+                hook(0, model)
+        times.append(time.perf_counter() - start)
+    return min(times)
+
+
+def muon_share(model, roles) -> float:
+    muon = sum(p.numel() for n, p in model.named_parameters() if n.split(".")[-2] in roles)
+    hidden = sum(
+        p.numel()
+        for n, p in model.named_parameters()
+        if n.split(".")[-2] in lm_common.HIDDEN_MATRICES
+    )
+    return muon / hidden
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser()
+    parser.add_argument("--steps", type=int, default=20)
+    parser.add_argument("--ffn", default="plain", choices=("plain", "gated"))
+    args = parser.parse_args()
+    torch.set_num_threads(1)
+    ctx = DistContext()
+    for name, module in (("ablation", ablation), ("spectra", spectra)):
+        cfg = load_config(module.Config, name, "cpu", [f"ffn={args.ffn}"])
+        start = time.perf_counter()
+        with tempfile.TemporaryDirectory() as cache:
+            cfg.data.cache_dir = cache
+            data = lm_common.prepare_data(cfg.data, ctx)
+            corpus_s = time.perf_counter() - start
+            model_cfg = cfg.model.build_config(data.vocab_size, args.ffn, cfg.data.seq_len)
+            adam_s = step_seconds(model_cfg, "adam:*", cfg, data, args.steps)
+            full = lm_common.muon_recipe(lm_common.HIDDEN_MATRICES)
+            muon_s = step_seconds(model_cfg, full, cfg, data, args.steps)
+            model = GPT(model_cfg)
+            hooks = [lm_common.val_loss_hook(data, ctx)]
+            if name == "spectra":
+                x = data.val[0][0][: cfg.logit_rows]
+                hooks.append(spectra.spectra_hook(model_cfg, cfg.top_k, x, ctx))
+            eval_s = eval_seconds(hooks, model)
+        steps = cfg.train.steps
+        n_evals = steps // cfg.train.eval_every + (steps % cfg.train.eval_every > 0) + 1
+        if name == "ablation":
+            shares = [muon_share(model, arm.roles(args.ffn)) for arm in cfg.selected()]
+        else:
+            shares = [1.0, 0.0] * cfg.seeds
+        train_s = sum(steps * (adam_s + s * (muon_s - adam_s)) for s in shares)
+        total = corpus_s + train_s + len(shares) * n_evals * eval_s
+        print(
+            f"{name:9s} cpu preset ({args.ffn} FFN, {model_cfg.n_layer}x{model_cfg.d_model}, "
+            f"vocab {model_cfg.vocab_size}, batch {cfg.data.batch_size}x{cfg.data.seq_len}): "
+            f"Adam step {adam_s * 1e3:.0f} ms (baseline), full-Muon step {muon_s * 1e3:.0f} ms "
+            f"(ratio {muon_s / adam_s:.2f}), eval {eval_s:.2f} s, corpus build {corpus_s:.1f} s"
+        )
+        print(
+            f"{'':9s} {len(shares)} runs x {steps} steps + {n_evals} evals each: estimated "
+            f"{total / 60:.1f} min on 1 thread = {total / BUDGET_S[name]:.2f} of the "
+            f"{BUDGET_S[name] // 60} min budget"
+        )
+    rss = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024
+    print(f"peak RSS {rss:.0f} MiB; step times are the fastest of {args.steps // 5 - 1} windows")
+
+
+if __name__ == "__main__":
+    main()

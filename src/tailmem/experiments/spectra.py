@@ -1,0 +1,657 @@
+"""Paper A2 (Sec. 4.2, Fig. 2) and Table 2: spectral isotropy of the weights under Muon vs Adam.
+
+Two arms train the same GPT on the same batches for each of ``seeds`` seeds: ``muon`` (Muon on
+every hidden matrix q k v o w_in w_gate w_out; Adam on embedding, head and norms) and ``adam``
+(Adam on everything), with the A1 optimiser settings. At step 0 and at every evaluation, for
+every layer, the four isotropy metrics (H_norm, eRank, Top10E, Q75/25; ``top_k`` sets the k of
+TopE_k) of Q, K, V, O, W_in, W_gate, W_out and of the VO circuit in two forms — ``vo_head``
+(per-head W_O,h·W_V,h, metrics averaged over heads) and ``vo_stacked`` (W_O·W_V) — are logged,
+and the per-layer maximum attention logit on ``logit_rows`` fixed validation rows (Table 2).
+``vo_form`` chooses which VO form the main figure and the VO claim use; the other is plotted in
+the attention figure and tabulated.
+
+Outputs: ``isotropy_main.png`` (VO and W_out, paper Fig. 2), ``isotropy_ffn_in.png`` (W_in,
+W_gate), ``isotropy_attention.png`` (Q, K, V, O, the other VO form) — per matrix and metric the
+mean over layers of each seed's value, lines the mean over seeds, bands ±1 seed SD —
+``isotropy_by_layer.png`` (final values per layer), ``max_logit.png`` (per layer over training,
+and the validation loss); ``spectra_curves.csv`` (every logged value: optimiser, seed, step,
+layer, matrix, metric), ``spectra_final.csv`` (final step per layer), ``spectra_summary.csv``
+(layer mean), ``max_logit.csv``, ``results.json`` and ``claims.json``.
+
+Claim rules (per-seed value = metric at the final step averaged over layers; "more isotropic"
+= higher H_norm and eRank, lower Top10E and Q75/25; needs >= 2 seeds):
+
+- for VO, W_out (main text), W_in / W_gate (appendix) and Q and K: Muon is more isotropic in
+  every one of the four metrics, by more than twice the pooled seed standard deviation
+  (|mean_Muon − mean_Adam| > 2·sqrt((sd_Muon² + sd_Adam²) / 2), in the isotropic direction);
+- Muon varies less across seeds: averaged over evaluation steps after 0 and layers, the seed
+  standard deviation is smaller under Muon in at least 6 of the 8 (matrix, metric) pairs of VO
+  and W_out;
+- max attention logit bounded under Muon. The paper's 5.6-8.4 over 12 layers is for d_head 64,
+  i.e. 0.70-1.05 √d_head; with QK-norm (unit gains at init) a logit cannot exceed √d_head until
+  the norm gains grow. Scale-aware rule: under Muon, the largest logit of every layer, seed and
+  evaluation stays <= 1.5 √d_head. The model must use QK-norm for the comparison to mean the
+  same thing; without it the claim is "not measured".
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+from typing import Any, Literal
+
+import numpy as np
+import torch
+from torch import Tensor, nn
+
+from tailmem.errors import ConfigError
+from tailmem.experiments.lm_common import (
+    HIDDEN_MATRICES,
+    ArmSpec,
+    DataSection,
+    EvalHook,
+    ModelSection,
+    OptimSection,
+    TrainSection,
+    muon_recipe,
+    prepare_data,
+    run_arm,
+    seed_list,
+    val_loss_hook,
+)
+from tailmem.metrics.role_spectra import (
+    HIGHER_IS_ISOTROPIC,
+    ISO_METRICS,
+    metric_label,
+    model_isotropy,
+)
+from tailmem.models.gpt import GPTConfig
+from tailmem.models.roles import resolve_roles
+from tailmem.report.claims import ClaimResult, verdict, write_claims
+from tailmem.rundir import RunDir
+from tailmem.train import distributed as D
+
+NAME = "spectra"
+
+OPTIMIZERS: dict[str, str] = {"muon": muon_recipe(HIDDEN_MATRICES), "adam": "adam:*"}
+SEPARATION_SDS = 2.0
+SPREAD_MIN_PAIRS = 6
+LOGIT_BOUND_SQRT_DHEAD = 1.5
+PAPER_LOGIT_RANGE = (5.6, 8.4)
+
+
+@dataclass
+class Config:
+    """Spectra config; see the module docstring."""
+
+    seed: int = 0
+    seeds: int = 3
+    ffn: Literal["plain", "gated"] = "plain"
+    vo_form: Literal["per_head", "stacked"] = "per_head"
+    top_k: int = 10
+    logit_rows: int = 8
+    model: ModelSection = field(default_factory=ModelSection)
+    data: DataSection = field(default_factory=DataSection)
+    train: TrainSection = field(default_factory=TrainSection)
+    optim: OptimSection = field(default_factory=OptimSection)
+
+    def validate(self) -> None:
+        if self.seeds < 1:
+            raise ConfigError(f"seeds: got {self.seeds}; expected >= 1")
+        if self.top_k < 1:
+            raise ConfigError(f"top_k: got {self.top_k}; expected >= 1")
+        if not 1 <= self.logit_rows <= self.data.eval_batch_size:
+            raise ConfigError(
+                f"logit_rows: got {self.logit_rows}; expected 1..data.eval_batch_size "
+                f"({self.data.eval_batch_size})"
+            )
+
+    @property
+    def vo_matrix(self) -> str:
+        return "vo_head" if self.vo_form == "per_head" else "vo_stacked"
+
+
+def spectra_hook(cfg: GPTConfig, top_k: int, logit_x: Tensor, ctx: D.DistContext) -> EvalHook:
+    """Eval hook (rank 0 only): ``iso/<matrix>/<layer>/<metric>`` and ``logit_max/<layer>``."""
+
+    def hook(step: int, model: nn.Module) -> dict[str, float]:
+        if not ctx.is_main:
+            return {}
+        device = next(model.parameters()).device
+        weights = {name: p.detach() for name, p in model.named_parameters()}
+        with torch.autocast(device.type, enabled=False):  # fp32 products even under bf16 runs
+            rows = model_isotropy(weights, resolve_roles(model), cfg.n_head, k=top_k)
+        out = {
+            f"iso/{row['matrix']}/{row['layer']}/{metric}": row[metric]
+            for row in rows
+            for metric in ISO_METRICS
+        }
+        logit_max = model.attention_logit_max(logit_x.to(device)).amax(dim=-1)
+        out |= {f"logit_max/{i}": float(v) for i, v in enumerate(logit_max.tolist())}
+        return out
+
+    return hook
+
+
+def run(cfg: Config, run: RunDir) -> None:
+    """Train Muon and Adam for every seed (reusing finished runs), then write figures and claims."""
+    if cfg.train.threads is not None:
+        torch.set_num_threads(cfg.train.threads)
+    ctx, device = D.init_distributed(cfg.train.device)
+    data = prepare_data(cfg.data, ctx)
+    model_cfg = cfg.model.build_config(data.vocab_size, cfg.ffn, cfg.data.seq_len)
+    logit_x = data.val[0][0][: cfg.logit_rows]
+    hooks = [val_loss_hook(data, ctx), spectra_hook(model_cfg, cfg.top_k, logit_x, ctx)]
+    results: dict[str, list[dict[str, Any]]] = {name: [] for name in OPTIMIZERS}
+    for seed in seed_list(cfg.seed, cfg.seeds):
+        for name, recipe in OPTIMIZERS.items():
+            spec = ArmSpec(key=f"runs/{name}/seed{seed}", recipe=recipe, seed=seed)
+            results[name].append(
+                run_arm(
+                    run.path,
+                    spec,
+                    model_cfg=model_cfg,
+                    train=cfg.train,
+                    optim=cfg.optim,
+                    data=data,
+                    hooks=hooks,
+                    ctx=ctx,
+                    device=device,
+                    extra_digest={"top_k": cfg.top_k, "logit_rows": cfg.logit_rows},
+                )
+            )
+    if ctx.is_main:
+        _write_outputs(cfg, run, model_cfg, results)
+    D.barrier(ctx)
+
+
+# ----------------------------------------------------------------------------------------------
+# series
+
+
+@dataclass
+class Series:
+    """Evaluation steps and every logged number of the complete runs of one optimiser."""
+
+    steps: list[int]
+    runs: list[dict[str, list[float]]]
+
+    @classmethod
+    def of(cls, results: Sequence[dict[str, Any]]) -> Series:
+        complete = [r for r in results if r["status"] == "complete"]
+        if not complete:
+            return cls([], [])
+        steps = [e["step"] for e in complete[0]["evals"]]
+        runs = []
+        for r in complete:
+            keys = {k for e in r["evals"] for k in e if k != "step"}
+            runs.append(
+                {k: [_num(e.get(k)) for e in r["evals"][: len(steps)]] for k in sorted(keys)}
+            )
+        return cls(steps, runs)
+
+    @property
+    def n(self) -> int:
+        return len(self.runs)
+
+    def layers(self, matrix: str) -> list[int]:
+        prefix = f"iso/{matrix}/"
+        found = {
+            int(k.split("/")[2])
+            for k in (self.runs[0] if self.runs else {})
+            if k.startswith(prefix)
+        }
+        return sorted(found)
+
+    def per_seed(self, key: str) -> np.ndarray:
+        """``(seeds, steps)`` of one logged key (NaN where missing)."""
+        return np.array([r.get(key, [math.nan] * len(self.steps)) for r in self.runs], float)
+
+    def layer_mean(self, matrix: str, metric: str) -> np.ndarray:
+        """``(seeds, steps)``: the metric averaged over the layers of each seed."""
+        stack = [self.per_seed(f"iso/{matrix}/{layer}/{metric}") for layer in self.layers(matrix)]
+        return np.mean(stack, axis=0) if stack else np.empty((self.n, len(self.steps)))
+
+
+def _num(value: Any) -> float:
+    return float(value) if isinstance(value, (int, float)) else math.nan
+
+
+def separation(muon: np.ndarray, adam: np.ndarray, metric: str) -> dict[str, float | bool]:
+    """Rule of the isotropy claims on per-seed values of one metric (see module docstring)."""
+    sign = 1.0 if HIGHER_IS_ISOTROPIC[metric] else -1.0
+    m_mean, a_mean = float(np.mean(muon)), float(np.mean(adam))
+    m_sd, a_sd = float(np.std(muon, ddof=1)), float(np.std(adam, ddof=1))
+    pooled = math.sqrt((m_sd**2 + a_sd**2) / 2)
+    diff = sign * (m_mean - a_mean)
+    return {
+        "muon_mean": m_mean,
+        "muon_sd": m_sd,
+        "adam_mean": a_mean,
+        "adam_sd": a_sd,
+        "isotropic_diff": diff,
+        "pooled_sd": pooled,
+        "passed": bool(diff > SEPARATION_SDS * pooled and diff > 0),
+    }
+
+
+def mean_seed_spread(series: Series, matrix: str, metric: str) -> float:
+    """Seed standard deviation averaged over evaluation steps after 0 and over layers."""
+    later = [i for i, s in enumerate(series.steps) if s > 0]
+    spreads = [
+        float(
+            np.mean(
+                np.std(series.per_seed(f"iso/{matrix}/{layer}/{metric}")[:, later], axis=0, ddof=1)
+            )
+        )
+        for layer in series.layers(matrix)
+    ]
+    return float(np.mean(spreads)) if spreads else math.nan
+
+
+# ----------------------------------------------------------------------------------------------
+# claims
+
+
+def _iso_claim(
+    claim_id: str, label: str, matrices: Sequence[str], source: str, muon: Series, adam: Series
+) -> ClaimResult:
+    measured = muon.n >= 2 and adam.n >= 2 and all(muon.layers(m) for m in matrices)
+    details: dict[str, Any] = {}
+    passed: bool | None = None
+    ours = "needs >= 2 complete seeds per optimiser"
+    if measured:
+        parts = []
+        passed = True
+        for matrix in matrices:
+            for metric in ISO_METRICS:
+                sep = separation(
+                    muon.layer_mean(matrix, metric)[:, -1],
+                    adam.layer_mean(matrix, metric)[:, -1],
+                    metric,
+                )
+                details[f"{matrix}/{metric}"] = sep
+                passed &= bool(sep["passed"])
+                parts.append(
+                    f"{metric_label(metric)} {sep['muon_mean']:.3g}±{sep['muon_sd']:.2g} vs "
+                    f"{sep['adam_mean']:.3g}±{sep['adam_sd']:.2g}"
+                )
+        ours = (
+            "; ".join(parts)
+            if len(matrices) == 1
+            else f"{sum(d['passed'] for d in details.values())}/{len(details)} metric tests pass"
+        )
+    return ClaimResult(
+        id=claim_id,
+        claim=f"Muon's {label} weights are more isotropic than Adam's",
+        source=source,
+        published="curves only: Muon higher H and eRank, lower Top10E and Q75/25",
+        ours=ours + (f" (Muon vs Adam, final step, {muon.n} seeds)" if measured else ""),
+        rule=(
+            "every metric: Muon − Adam in the isotropic direction > "
+            f"{SEPARATION_SDS:g} pooled seed SDs (layer-mean, final step)"
+        ),
+        verdict=verdict(passed),
+        details=details,
+    )
+
+
+def _spread_claim(vo: str, muon: Series, adam: Series) -> ClaimResult:
+    measured = muon.n >= 2 and adam.n >= 2
+    details = {}
+    if measured:
+        for matrix in (vo, "w_out"):
+            for metric in ISO_METRICS:
+                details[f"{matrix}/{metric}"] = {
+                    "muon": mean_seed_spread(muon, matrix, metric),
+                    "adam": mean_seed_spread(adam, matrix, metric),
+                }
+    wins = sum(d["muon"] < d["adam"] for d in details.values())
+    return ClaimResult(
+        id="A2.muon_seed_spread_smaller",
+        claim="Muon's isotropy curves vary less across seeds than Adam's",
+        source="A2, Fig. 2",
+        published="Muon nearly identical across seeds; Adam varies",
+        ours=f"Muon spread smaller in {wins}/{len(details)} (matrix, metric) pairs"
+        if measured
+        else "needs >= 2 complete seeds per optimiser",
+        rule=f"seed SD (mean over steps > 0 and layers) smaller under Muon in >= "
+        f"{SPREAD_MIN_PAIRS} of 8 pairs ({vo}, w_out × 4 metrics)",
+        verdict=verdict(wins >= SPREAD_MIN_PAIRS if measured else None),
+        details=details,
+    )
+
+
+def logit_summary(series: Series) -> dict[str, Any]:
+    """Per-layer final max logit (mean over seeds) and the largest value seen anywhere."""
+    layers = sorted(
+        int(k.split("/")[1])
+        for k in (series.runs[0] if series.runs else {})
+        if k.startswith("logit_max/")
+    )
+    final = [float(np.mean(series.per_seed(f"logit_max/{layer}")[:, -1])) for layer in layers]
+    peak = [float(np.nanmax(series.per_seed(f"logit_max/{layer}"))) for layer in layers]
+    return {"layers": layers, "final_mean": final, "max_over_training": peak}
+
+
+def _logit_claim(model_cfg: GPTConfig, muon: Series, adam: Series) -> ClaimResult:
+    root = math.sqrt(model_cfg.head_dim)
+    bound = LOGIT_BOUND_SQRT_DHEAD * root
+    lo, hi = PAPER_LOGIT_RANGE
+    published = f"{lo}-{hi} over 12 layers (160M, d_head 64: {lo / 8:.2f}-{hi / 8:.2f} √d_head)"
+    summary = logit_summary(muon) if muon.n else None
+    if summary is None or not summary["layers"] or not model_cfg.qk_norm:
+        reason = "model has no QK-norm" if not model_cfg.qk_norm else "no complete Muon run"
+        return ClaimResult(
+            id="A1.table2.logit_bounded",
+            claim="Under Muon the per-layer max attention logit stays bounded",
+            source="A1, Table 2",
+            published=published,
+            ours=f"not measured ({reason})",
+            rule=f"max over layers, seeds, evaluations <= {LOGIT_BOUND_SQRT_DHEAD} √d_head",
+            verdict="not measured",
+        )
+    final, peak = summary["final_mean"], max(summary["max_over_training"])
+    adam_summary = logit_summary(adam) if adam.n else {"final_mean": []}
+    ours = (
+        f"final {min(final):.2f}-{max(final):.2f} over {len(final)} layers "
+        f"({min(final) / root:.2f}-{max(final) / root:.2f} √d_head, d_head {model_cfg.head_dim}); "
+        f"max during training {peak:.2f}"
+    )
+    adam_final = adam_summary["final_mean"]
+    if adam_final:
+        ours += f"; Adam final {min(adam_final):.2f}-{max(adam_final):.2f}"
+    return ClaimResult(
+        id="A1.table2.logit_bounded",
+        claim="Under Muon the per-layer max attention logit stays bounded",
+        source="A1, Table 2",
+        published=published,
+        ours=ours,
+        rule=f"max over layers, seeds, evaluations <= {LOGIT_BOUND_SQRT_DHEAD} √d_head "
+        f"= {bound:.2f}",
+        verdict=verdict(peak <= bound),
+        details={"muon": summary, "adam": adam_summary, "bound": bound},
+    )
+
+
+def claims(cfg: Config, model_cfg: GPTConfig, muon: Series, adam: Series) -> list[ClaimResult]:
+    vo = cfg.vo_matrix
+    ffn_in = ["w_in", "w_gate"] if cfg.ffn == "gated" else ["w_in"]
+    return [
+        _iso_claim(f"A2.{vo}_isotropic", f"VO ({cfg.vo_form})", [vo], "A2, Fig. 2", muon, adam),
+        _iso_claim("A2.w_out_isotropic", "W_out", ["w_out"], "A2, Fig. 2", muon, adam),
+        _iso_claim(
+            "A2.ffn_in_isotropic",
+            " and ".join(m.replace("w_", "W_") for m in ffn_in),
+            ffn_in,
+            "A2, appendix",
+            muon,
+            adam,
+        ),
+        _iso_claim("A2.qk_isotropic", "Q and K", ["q", "k"], "A2, text", muon, adam),
+        _spread_claim(vo, muon, adam),
+        _logit_claim(model_cfg, muon, adam),
+    ]
+
+
+# ----------------------------------------------------------------------------------------------
+# outputs
+
+
+MATRIX_LABELS = {
+    "q": "Q",
+    "k": "K",
+    "v": "V",
+    "o": "O",
+    "vo_head": "VO (per head)",
+    "vo_stacked": "VO (stacked)",
+    "w_in": "W_in",
+    "w_gate": "W_gate",
+    "w_out": "W_out",
+}
+
+
+def _final_rows(muon: Series, adam: Series, matrices: Sequence[str]) -> list[dict[str, Any]]:
+    """Final-step value per layer, matrix and metric: mean and seed SD per optimiser."""
+    rows = []
+    for matrix in matrices:
+        for metric in ISO_METRICS:
+            for layer in muon.layers(matrix) or adam.layers(matrix):
+                row: dict[str, Any] = {"layer": layer, "matrix": matrix, "metric": metric}
+                for name, series in (("muon", muon), ("adam", adam)):
+                    values = series.per_seed(f"iso/{matrix}/{layer}/{metric}")[:, -1]
+                    row[f"{name}_mean"] = _r(np.mean(values)) if series.n else None
+                    row[f"{name}_sd"] = _r(np.std(values, ddof=1)) if series.n > 1 else None
+                rows.append(row)
+    return rows
+
+
+def _summary_rows(
+    muon: Series, adam: Series, matrices: Sequence[str], top_k: int
+) -> list[dict[str, Any]]:
+    """Layer-mean final value per matrix and metric, with the 2-SD separation test."""
+    rows = []
+    if not (muon.n and adam.n):
+        return rows
+    for matrix in matrices:
+        for metric in ISO_METRICS:
+            m, a = muon.layer_mean(matrix, metric)[:, -1], adam.layer_mean(matrix, metric)[:, -1]
+            sep = separation(m, a, metric) if min(muon.n, adam.n) > 1 else None
+            rows.append(
+                {
+                    "matrix": matrix,
+                    "metric": metric_label(metric, top_k),
+                    "muon": f"{np.mean(m):.4g}",
+                    "adam": f"{np.mean(a):.4g}",
+                    "muon_sd": _r(sep["muon_sd"]) if sep else None,
+                    "adam_sd": _r(sep["adam_sd"]) if sep else None,
+                    "muon_more_isotropic_by_2sd": sep["passed"] if sep else None,
+                }
+            )
+    return rows
+
+
+def _write_outputs(
+    cfg: Config, run: RunDir, model_cfg: GPTConfig, results: dict[str, list[dict[str, Any]]]
+) -> None:
+    muon, adam = Series.of(results["muon"]), Series.of(results["adam"])
+    matrices = [m for m in MATRIX_LABELS if muon.layers(m) or adam.layers(m)]
+    final_rows = _final_rows(muon, adam, matrices)
+    summary_rows = _summary_rows(muon, adam, matrices, cfg.top_k)
+    run.write_csv("spectra_final.csv", final_rows)
+    run.write_csv("spectra_curves.csv", _long_rows(results))
+    run.write_csv("spectra_summary.csv", summary_rows)
+    logits = {name: logit_summary(s) for name, s in (("muon", muon), ("adam", adam)) if s.n}
+    logit_rows = []
+    for i, layer in enumerate(next(iter(logits.values()))["layers"] if logits else []):
+        row = {"layer": layer}
+        for name, summ in logits.items():
+            row[f"{name}_final"] = _r(summ["final_mean"][i])
+            row[f"{name}_max_during_training"] = _r(summ["max_over_training"][i])
+        logit_rows.append(row)
+    run.write_csv("max_logit.csv", logit_rows)
+    run.write_json(
+        "results.json",
+        {
+            "seeds": seed_list(cfg.seed, cfg.seeds),
+            "vo_form_plotted": cfg.vo_form,
+            "steps": muon.steps or adam.steps,
+            "head_dim": model_cfg.head_dim,
+            "status": {name: [r["status"] for r in rs] for name, rs in results.items()},
+            "final_val_loss": {
+                name: [r.get("final", {}).get("val_loss") for r in rs]
+                for name, rs in results.items()
+            },
+            "max_logit": logits,
+            "runs": {name: [r["key"] for r in rs] for name, rs in results.items()},
+        },
+    )
+    write_claims(run, claims(cfg, model_cfg, muon, adam))
+    figures = _figures(cfg, run, model_cfg, muon, adam)
+    run.write_json(
+        "report.json",
+        {
+            "title": "A2 spectral isotropy: Muon vs Adam",
+            "summary": (
+                f"{cfg.seeds} seed(s), {cfg.model.size} model ({cfg.ffn} FFN), "
+                f"{cfg.train.steps} steps. Curves: mean over seeds of the layer-averaged metric, "
+                f"bands ±1 seed SD. The main figure's VO is the {cfg.vo_form.replace('_', '-')} "
+                "form (per head: W_O,h·W_V,h averaged over heads; stacked: W_O·W_V)."
+            ),
+            "figures": figures,
+            "tables": [
+                {"file": "spectra_summary.csv", "caption": "Final-step isotropy, layer mean"},
+                {"file": "max_logit.csv", "caption": "Max attention logit per layer (Table 2)"},
+            ],
+        },
+    )
+
+
+def _long_rows(results: dict[str, list[dict[str, Any]]]) -> list[dict[str, Any]]:
+    """Every logged isotropy value: optimizer, seed, step, layer, matrix, metric, value."""
+    rows = []
+    for name, runs in results.items():
+        for r in runs:
+            for e in r["evals"]:
+                for key, value in e.items():
+                    if key.startswith("iso/"):
+                        _, matrix, layer, metric = key.split("/")
+                        rows.append(
+                            {
+                                "optimizer": name,
+                                "seed": r["seed"],
+                                "step": e["step"],
+                                "layer": int(layer),
+                                "matrix": matrix,
+                                "metric": metric,
+                                "value": value,
+                            }
+                        )
+    return rows
+
+
+def _r(value: float) -> float:
+    return round(float(value), 5)
+
+
+def _figures(
+    cfg: Config, run: RunDir, model_cfg: GPTConfig, muon: Series, adam: Series
+) -> list[dict[str, str]]:
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    other_vo = "vo_stacked" if cfg.vo_form == "per_head" else "vo_head"
+    ffn_in = ["w_in", "w_gate"] if cfg.ffn == "gated" else ["w_in"]
+    groups = [
+        (
+            "isotropy_main",
+            [cfg.vo_matrix, "w_out"],
+            f"Isotropy of VO ({cfg.vo_form.replace('_', '-')}) and W_out (paper Fig. 2)",
+        ),
+        ("isotropy_ffn_in", ffn_in, "Isotropy of the FFN input matrices (paper appendix)"),
+        (
+            "isotropy_attention",
+            ["q", "k", "v", "o", other_vo],
+            "Isotropy of Q, K, V, O and the other VO form",
+        ),
+    ]
+    figures = []
+    colors = {"muon": "tab:blue", "adam": "tab:orange"}
+    for stem, matrices, caption in groups:
+        fig, axes = plt.subplots(len(matrices), 4, figsize=(14, 2.6 * len(matrices)), squeeze=False)
+        for r, matrix in enumerate(matrices):
+            for c, metric in enumerate(ISO_METRICS):
+                ax = axes[r][c]
+                for name, series in (("muon", muon), ("adam", adam)):
+                    if not series.n or not series.layers(matrix):
+                        continue
+                    values = series.layer_mean(matrix, metric)
+                    mean, sd = values.mean(axis=0), values.std(axis=0)
+                    ax.plot(series.steps, mean, color=colors[name], label=name.capitalize())
+                    ax.fill_between(
+                        series.steps, mean - sd, mean + sd, color=colors[name], alpha=0.2
+                    )
+                ax.set_title(
+                    f"{MATRIX_LABELS[matrix]}: {metric_label(metric, cfg.top_k)}", fontsize=9
+                )
+                ax.grid(alpha=0.3)
+                if r == len(matrices) - 1:
+                    ax.set_xlabel("step")
+        axes[0][0].legend(fontsize=8)
+        fig.tight_layout()
+        run.save_figure(fig, stem)
+        figures.append(
+            {"file": f"{stem}.png", "caption": caption + f" — mean ± SD over {cfg.seeds} seeds"}
+        )
+
+    fig, axes = plt.subplots(2, 4, figsize=(14, 5), squeeze=False)
+    for r, matrix in enumerate([cfg.vo_matrix, "w_out"]):
+        for c, metric in enumerate(ISO_METRICS):
+            ax = axes[r][c]
+            for name, series in (("muon", muon), ("adam", adam)):
+                layers = series.layers(matrix) if series.n else []
+                if not layers:
+                    continue
+                finals = np.array(
+                    [series.per_seed(f"iso/{matrix}/{layer}/{metric}")[:, -1] for layer in layers]
+                )
+                ax.errorbar(
+                    layers,
+                    finals.mean(axis=1),
+                    yerr=finals.std(axis=1),
+                    marker="o",
+                    color=colors[name],
+                    label=name.capitalize(),
+                    capsize=2,
+                )
+            ax.set_title(f"{MATRIX_LABELS[matrix]}: {metric_label(metric, cfg.top_k)}", fontsize=9)
+            ax.set_xlabel("layer")
+            ax.grid(alpha=0.3)
+    axes[0][0].legend(fontsize=8)
+    fig.tight_layout()
+    run.save_figure(fig, "isotropy_by_layer")
+    figures.append({"file": "isotropy_by_layer.png", "caption": "Final-step isotropy per layer"})
+
+    fig, axes = plt.subplots(1, 3, figsize=(14, 3.8))
+    for ax, (name, series) in zip(axes[:2], (("muon", muon), ("adam", adam)), strict=True):
+        summary = logit_summary(series) if series.n else {"layers": []}
+        cmap = plt.get_cmap("viridis")
+        for layer in summary["layers"]:
+            values = series.per_seed(f"logit_max/{layer}").mean(axis=0)
+            ax.plot(
+                series.steps,
+                values,
+                color=cmap(layer / max(1, len(summary["layers"]) - 1)),
+                label=f"layer {layer}",
+            )
+        ax.axhline(math.sqrt(model_cfg.head_dim), color="grey", ls="--", lw=0.8, label="√d_head")
+        ax.set_title(f"{name.capitalize()}: max attention logit per layer")
+        ax.set_xlabel("step")
+        ax.grid(alpha=0.3)
+        ax.legend(fontsize=6)
+    ax = axes[2]
+    for name, series in (("muon", muon), ("adam", adam)):
+        if series.n:
+            values = series.per_seed("val_loss")
+            ax.plot(
+                series.steps[1:],
+                values.mean(axis=0)[1:],
+                color=colors[name],
+                label=name.capitalize(),
+            )
+    ax.set_title("validation loss (mean over seeds)")
+    ax.set_xlabel("step")
+    ax.grid(alpha=0.3)
+    ax.legend()
+    fig.tight_layout()
+    run.save_figure(fig, "max_logit")
+    figures.append(
+        {
+            "file": "max_logit.png",
+            "caption": "Max attention logit per layer (paper Table 2) and validation loss",
+        }
+    )
+    return figures

@@ -1,0 +1,30 @@
+"""Shared by the language-model experiment tests: one thread, one corpus cache, one smoke run.
+
+The smoke presets build a small corpus from the embedded standard-library text; the cache folder
+is shared by every test of the session so it is built once. ``ablation_smoke`` is the
+single-process smoke run that several tests (including the torchrun one) compare against.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+import torch
+
+from tailmem.runner import run_experiment
+
+torch.set_num_threads(1)
+
+
+@pytest.fixture(scope="session")
+def lm_cache(tmp_path_factory) -> Path:
+    return tmp_path_factory.mktemp("lm-cache")
+
+
+@pytest.fixture(scope="session")
+def ablation_smoke(tmp_path_factory, lm_cache) -> Path:
+    out = tmp_path_factory.mktemp("ablation") / "smoke"
+    run, status = run_experiment("ablation", "smoke", [f"data.cache_dir={lm_cache}"], out=out)
+    assert status == "ran" and run.is_complete
+    return out

@@ -1,0 +1,198 @@
+"""The A1 ablation: arms as role recipes, claim rules, a smoke run checked against recomputation,
+exact resume of an interrupted arm with reuse of finished ones, presets."""
+
+from __future__ import annotations
+
+import csv
+import json
+import math
+import shutil
+
+import pytest
+import torch
+import torch.nn.functional as F
+
+from tailmem.cli import main
+from tailmem.config import load_config
+from tailmem.data.corpus import frequency_buckets
+from tailmem.errors import ConfigError
+from tailmem.experiments import ablation, lm_common
+from tailmem.models.gpt import GPT, count_params
+from tailmem.models.gpt_io import read_gpt_config
+from tailmem.optim.routing import parse_recipe
+from tailmem.runner import run_experiment
+from tailmem.train import read_metrics
+from tailmem.train.distributed import DistContext
+
+PLAIN = ["full", "adam", "qk", "vo", "v", "o", "w_in", "w_out", "vo_ffn", "vo_w_in", "vo_w_out",
+         "v_ffn", "o_ffn"]  # fmt: skip
+GATED = ["full", "adam", "qk", "vo", "v", "o", "w_in", "w_out", "w_gate", "vo_ffn",
+         "vo_w_in_w_gate", "vo_w_out_w_gate", "vo_w_in_w_out", "v_ffn", "o_ffn"]  # fmt: skip
+
+
+def test_table1_arms_exist_per_ffn_and_route_the_right_roles():
+    assert [a.id for a in ablation.arms_for("plain")] == PLAIN
+    assert [a.id for a in ablation.arms_for("gated")] == GATED
+    vo_ffn = ablation.ARMS_BY_ID["vo_ffn"]
+    assert vo_ffn.recipe("gated") == "muon:v,o,w_in,w_gate,w_out adam:*"
+    assert vo_ffn.recipe("plain") == "muon:v,o,w_in,w_out adam:*"
+    assert ablation.ARMS_BY_ID["adam"].recipe("plain") == "adam:*"
+    for ffn in ("plain", "gated"):
+        for arm in ablation.arms_for(ffn):
+            routes = parse_recipe(arm.recipe(ffn))
+            assert routes.get("muon", []) == list(arm.roles(ffn))
+            assert {"embed", "head", "norm"} <= set(routes["adam"])  # always on Adam
+    # Paper gain fractions, by hand from Table 1 (plain): (3.9242 - L) / (3.9242 - 3.5654).
+    paper = {a.id: a.paper["plain"] for a in ablation.arms_for("plain")}
+    assert ablation.gain_fraction(paper, "vo_ffn") == pytest.approx(0.3384 / 0.3588)
+    assert ablation.gain_fraction(paper, "qk") == pytest.approx(0.0317 / 0.3588)
+
+
+def _fake(losses: dict[str, float], buckets: dict[str, tuple[float, float, float]] | None = None):
+    """Minimal arm results with given final losses (and per-bucket losses)."""
+    out = {}
+    for arm_id, loss in losses.items():
+        head, body, tail = (buckets or {}).get(arm_id, (loss, loss, loss))
+        final = {"val_loss": loss, "val_loss_head": head, "val_loss_body": body,
+                 "val_loss_tail": tail}  # fmt: skip
+        evals = [{"step": 0, "val_loss": 6.0}, {"step": 50, "val_loss": (6.0 + loss) / 2},
+                 {"step": 100, **final}]  # fmt: skip
+        out[arm_id] = [{"final": final, "evals": evals, "status": "complete", "lr_factor": {},
+                        "key": arm_id}]  # fmt: skip
+    return out
+
+
+def test_claim_rules_follow_the_numbers():
+    cfg = ablation.Config(arms=["full", "adam", "qk", "vo_ffn", "o", "v", "w_in", "w_out"])
+    losses = {"full": 3.0, "adam": 4.0, "qk": 3.8, "vo_ffn": 3.25, "o": 3.5, "v": 3.6,
+              "w_in": 3.4, "w_out": 3.45}  # fmt: skip
+    buckets = {"full": (2.0, 3.0, 5.0), "adam": (2.5, 4.0, 6.5)}
+    verdicts = {c.id: c.verdict for c in ablation.claims(cfg, _fake(losses, buckets), 3)}
+    assert verdicts == {
+        "A1.full_beats_adam": "reproduced",
+        "A1.vo_ffn_recovers_full": "reproduced",  # 0.75 >= 0.7
+        "A1.qk_gain_small": "reproduced",  # 0.2 < 0.3
+        "A1.o_beats_v": "reproduced",
+        "A1.w_out_beats_w_in": "not reproduced",
+        "A1.beyond.tail_gain": "reproduced",  # tail 1.5 nats > head 0.5 nats
+    }
+    losses |= {"vo_ffn": 3.35, "qk": 3.65}  # 0.65 and 0.35 of full Muon's gain
+    verdicts = {c.id: c.verdict for c in ablation.claims(cfg, _fake(losses), 3)}
+    assert verdicts["A1.vo_ffn_recovers_full"] == verdicts["A1.qk_gain_small"] == "not reproduced"
+    gated = ablation.Config(ffn="gated", arms=cfg.arms)
+    verdicts = {c.id: c.verdict for c in ablation.claims(gated, _fake(losses), 3)}
+    assert verdicts["A1.o_beats_v"] == "not measured"  # the paper states it for plain FFN only
+    partial = ablation.Config(arms=["full", "adam"])
+    claims = ablation.claims(partial, _fake({"full": 3.0, "adam": 4.0}), 3)
+    assert {c.id: c.verdict for c in claims}["A1.qk_gain_small"] == "not measured"
+    # Sample efficiency: full reaches all-Adam's final 4.0 between step 50 (4.5) and 100 (3.0).
+    eff = ablation.sample_efficiency(_fake({"full": 3.0, "adam": 4.0}))
+    assert eff["full_muon_reaches_at_step"] == pytest.approx(50 + 0.5 / 1.5 * 50)
+
+
+def test_smoke_run_matches_recomputation_from_its_checkpoints(ablation_smoke, lm_cache):
+    rows = list(csv.DictReader((ablation_smoke / "table1.csv").open()))
+    assert [r["arm"] for r in rows] == ["full", "adam", "qk"]
+    cfg = load_config(ablation.Config, "ablation", "smoke", [f"data.cache_dir={lm_cache}"])
+    data = lm_common.prepare_data(cfg.data, DistContext())
+    counts = data.corpus.unigram_counts
+    for row in rows:
+        sub = ablation_smoke / "arms" / row["arm"] / "lr_x1" / "seed0"
+        result = json.loads((sub / "result.json").read_text())
+        assert result["status"] == "complete" and result["recipe"] == row["recipe"]
+        assert float(row["paper_val_loss"]) == ablation.ARMS_BY_ID[row["arm"]].paper["plain"]
+        state = torch.load(sub / "ckpt" / "step_000024.pt", weights_only=True)
+        groups = {(g["kind"], g["role"]) for g in state["optimizer"]["param_groups"]}
+        muon = {role for kind, role in groups if kind == "muon"}
+        assert muon == set(ablation.ARMS_BY_ID[row["arm"]].roles("plain"))
+        assert {("adam", "embed"), ("adam", "head"), ("adam", "norm")} <= groups
+        model = GPT(read_gpt_config(sub))
+        model.load_state_dict(state["model"])
+        model.eval()
+        total, n, per_bucket = 0.0, 0, torch.zeros(3, 2, dtype=torch.float64)
+        bucket = torch.from_numpy(frequency_buckets(counts, (0.5, 0.9)))
+        with torch.no_grad():
+            for x, y in data.val:
+                losses = F.cross_entropy(model(x)[0].flatten(0, 1), y.flatten(), reduction="none")
+                total, n = total + losses.double().sum().item(), n + y.numel()
+                b = bucket[y.flatten()]
+                for k in range(3):
+                    per_bucket[k] += torch.stack([losses[b == k].double().sum(), (b == k).sum()])
+        final = result["final"]
+        assert final["val_loss"] == pytest.approx(total / n, rel=1e-5)
+        assert float(row["ours_val_loss"]) == pytest.approx(total / n, abs=1e-4)
+        for k, name in enumerate(("head", "body", "tail")):
+            expect = (per_bucket[k, 0] / per_bucket[k, 1]).item()
+            assert final[f"val_loss_{name}"] == pytest.approx(expect, rel=1e-5)
+        evals = [r["eval"]["val_loss"] for r in read_metrics(sub / "metrics.jsonl") if "eval" in r]
+        assert [e["val_loss"] for e in result["evals"]][1:] == evals and len(evals) == 3
+    claims = {c["id"]: c for c in json.loads((ablation_smoke / "claims.json").read_text())}
+    loss = {r["arm"]: float(r["ours_val_loss"]) for r in rows}
+    beats = claims["A1.full_beats_adam"]["verdict"] == "reproduced"
+    assert beats == (loss["full"] < loss["adam"])
+    report = json.loads((ablation_smoke / "report.json").read_text())
+    assert all((ablation_smoke / f["file"]).is_file() for f in report["figures"])
+
+
+def test_interrupted_arm_resumes_exactly_and_finished_arms_are_reused(
+    ablation_smoke, lm_cache, tmp_path, monkeypatch
+):
+    out = tmp_path / "again"
+    shutil.copytree(ablation_smoke, out, ignore=shutil.ignore_patterns("qk", "COMPLETE"))
+    reused = out / "arms" / "adam" / "lr_x1" / "seed0" / "result.json"
+    stamp = reused.stat().st_mtime_ns
+    stream = lm_common.LMData.stream
+
+    class Crashing:
+        def __init__(self, inner):
+            self.inner = inner
+
+        def batch(self, step, rank=0, world_size=1):
+            if step == 13:
+                raise RuntimeError("simulated crash")
+            return self.inner.batch(step, rank, world_size)
+
+    monkeypatch.setattr(lm_common.LMData, "stream", lambda self, seed: Crashing(stream(self, seed)))
+    overrides = [f"data.cache_dir={lm_cache}"]
+    with pytest.raises(RuntimeError, match="simulated crash"):
+        run_experiment("ablation", "smoke", overrides, out=out)
+    qk = out / "arms" / "qk" / "lr_x1" / "seed0"
+    assert sorted(p.name for p in (qk / "ckpt").iterdir()) == ["step_000008.pt"]
+    assert not (qk / "result.json").exists()
+    monkeypatch.setattr(lm_common.LMData, "stream", stream)
+    run, status = run_experiment("ablation", "smoke", overrides, out=out)
+    assert status == "resumed" and run.is_complete
+    assert reused.stat().st_mtime_ns == stamp
+    original = ablation_smoke / "arms" / "qk" / "lr_x1" / "seed0"
+    before, after = (json.loads((d / "result.json").read_text()) for d in (original, qk))
+    assert after["evals"] == before["evals"]  # bitwise the same curve after the resume
+
+    def losses(d):
+        return [(r["step"], r["loss"]) for r in read_metrics(d / "metrics.jsonl") if "loss" in r]
+
+    assert losses(qk) == losses(original)
+
+
+def test_bad_config_is_one_line_exit_2(capsys):
+    with pytest.raises(ConfigError, match="arms: got 'w_gate'"):
+        load_config(ablation.Config, "ablation", "smoke", ["arms=[full,w_gate]"])
+    assert main(["run", "ablation", "--preset", "smoke", "tune_lr=sometimes"]) == 2
+    err = capsys.readouterr().err.strip().splitlines()
+    assert len(err) == 1 and "tune_lr" in err[0]
+
+
+def test_cpu_and_paper_presets_validate_and_the_paper_model_builds_on_meta():
+    cpu = load_config(ablation.Config, "ablation", "cpu")
+    assert [a.id for a in cpu.selected()] == PLAIN and cpu.tune_lr == "off"
+    paper = load_config(ablation.Config, "ablation", "paper")
+    assert paper.data.corpus.source == "hf" and paper.train.steps == 10_000
+    assert paper.optim.adam_betas == (0.8, 0.95) and paper.optim.weight_decay == 0.0
+    assert not paper.optim.muon_nesterov and paper.optim.muon_momentum == 0.95
+    for ffn in ("plain", "gated"):
+        gpt_cfg = paper.model.build_config(paper.data.corpus.vocab_size, ffn, paper.data.seq_len)
+        with torch.device("meta"):
+            model = GPT(gpt_cfg)
+        assert model.head.weight.is_meta and len(model.blocks) == 12
+        # 12 x 768 blocks hold 84.9M (both FFN types); embedding + untied head 2 x 50304 x 768.
+        assert count_params(gpt_cfg) / 1e6 == pytest.approx(162.2, abs=0.1)
+    assert math.isclose(paper.optim.muon_lr, 0.02)
