@@ -382,7 +382,7 @@ def test_tables_gap_and_claim_rules_on_constructed_results():
     assert rows[0]["Adam"] == "0.500 ± 0.000"  # halfway: the fake history scales linearly
     gaps = {g["arm"]: g for g in gap_rows(plan, "plain", head_groups=3)}
     assert gaps["adam"]["gap_mean"] == pytest.approx(1 - 0.25)
-    assert gaps["adam"]["gap_std"] == pytest.approx(np.std([0.7, 0.8], ddof=1))
+    assert gaps["adam"]["gap_std"] == pytest.approx(np.std([0.7, 0.8], ddof=1), abs=1e-4)
     verdicts = {c.id: c.verdict for c in claims(plan, m=4, head_groups=3)}
     assert verdicts["A3.plain.tail_muon_vs_adam"] == "reproduced"  # 0.96 - 0.25 >= 0.3
     assert verdicts["A3.plain.head_all_optimisers"] == "not reproduced"  # SGD head 0.867

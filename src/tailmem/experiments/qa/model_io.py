@@ -17,8 +17,7 @@ from torch import Tensor, nn
 
 from tailmem.models.gpt import GPT
 from tailmem.train import token_loss_sum
-
-IGNORE_INDEX = -100
+from tailmem.train.loop import IGNORE_INDEX
 
 
 def final_hidden(model: GPT, idx: Tensor) -> Tensor:

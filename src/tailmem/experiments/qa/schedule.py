@@ -27,7 +27,7 @@ from typing import Any
 import torch
 from tqdm import tqdm
 
-from tailmem.experiments.qa.arms import ARMS, BASE_ARM, dependencies
+from tailmem.experiments.qa.arms import ARMS, BASE_ARM, KINDS, dependencies
 from tailmem.experiments.qa.single import RunSpec, Setup, execute
 
 FAILED_SCORE = -1.0
@@ -138,7 +138,7 @@ class Plan:
                         "ffn": ffn,
                         "arm": arm,
                         "swept": ARMS[arm].swept,
-                        **{f"lr_{k}": v for k, v in s.lrs},
+                        **{f"lr_{k}": s.lr.get(k) for k in KINDS},
                         "fta_mean": score(result),
                         "fta_rarest": _rarest(result),
                         "status": result["status"],

@@ -34,8 +34,7 @@ from tailmem.experiments.qa.model_io import answer_loss_sum
 from tailmem.models.gpt import GPT, GPTConfig, gated_d_ff
 from tailmem.rundir import RunDir
 from tailmem.train import TrainConfig, read_metrics, seed_everything, shard_rows, train
-
-IGNORE_INDEX = -100
+from tailmem.train.loop import IGNORE_INDEX
 
 
 class QABatches:

@@ -209,10 +209,9 @@ def gap_rows(plan: Plan, ffn: str, head_groups: int) -> list[dict[str, Any]]:
         row = {"ffn": ffn, "arm": arm, "label": ARMS[arm].label}
         for name, values in (("head", head), ("rarest", rare), ("gap", head - rare)):
             mean, std = mean_std(values)
-            row[f"{name}_mean"], row[f"{name}_std"] = float(mean), float(std)
-        row["fta_mean_all"] = float(
-            np.mean([r["evals"][-1]["fta_mean"] for r in seed_results(plan, ffn, arm)])
-        )
+            row[f"{name}_mean"], row[f"{name}_std"] = round(float(mean), 4), round(float(std), 4)
+        finals = [r["evals"][-1]["fta_mean"] for r in seed_results(plan, ffn, arm)]
+        row["fta_mean_all"] = round(float(np.mean(finals)), 4)
         rows.append(row)
     return rows
 
