@@ -11,8 +11,11 @@ from tailmem.report.claims import ClaimResult, write_claims
 from tailmem.report.render import write_report
 from tailmem.rundir import RunDir
 
+OPTIMIZERS = ("gd", "adam", "signgd", "muon")
+
 
 def _make_run(root, name, verdicts, figure=True, complete=True):
+    """A run of assoc-capacity whose claims (one optimizer each) carry ``verdicts``."""
     from dataclasses import dataclass
 
     @dataclass
@@ -20,9 +23,9 @@ def _make_run(root, name, verdicts, figure=True, complete=True):
         seed: int = 0
 
     run = RunDir(root / name)
-    run.write_config(name, "smoke", C())
+    run.write_config("assoc-capacity", "smoke", C())
     claims = [
-        ClaimResult(f"{name}.{i}", f"claim {i}", "A4", "1", "1", "rule", v)
+        ClaimResult(f"cabannes.capacity.{OPTIMIZERS[i]}", f"claim {i}", "A4", "1", "1", "rule", v)
         for i, v in enumerate(verdicts)
     ]
     write_claims(run, claims)

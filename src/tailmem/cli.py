@@ -72,6 +72,14 @@ def _cmd_report(args: argparse.Namespace) -> int:
     return 0
 
 
+def _cmd_claims(args: argparse.Namespace) -> int:
+    from tailmem.report.listing import as_json, as_markdown, select
+
+    claims = select(args.experiment)
+    print(as_json(claims) if args.format == "json" else as_markdown(claims))
+    return 0
+
+
 def _cmd_diagnose(args: argparse.Namespace) -> int:
     from tailmem.diagnose import diagnose, format_table, write_outputs
 
@@ -124,6 +132,11 @@ def build_parser() -> argparse.ArgumentParser:
     p = sub.add_parser("report", help="write report.html and report.md for a results folder")
     p.add_argument("results", help="a folder written by reproduce (or one run directory)")
     p.set_defaults(func=_cmd_report)
+
+    p = sub.add_parser("claims", help="print the registry of published claims and their rules")
+    p.add_argument("--experiment", default=None, help="only this experiment's ('none': uncovered)")
+    p.add_argument("--format", choices=("md", "json"), default="md", help="md (default) | json")
+    p.set_defaults(func=_cmd_claims)
     return parser
 
 

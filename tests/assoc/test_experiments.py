@@ -9,7 +9,7 @@ from pathlib import Path
 import pytest
 
 from tailmem.cli import main
-from tailmem.report.claims import read_claims
+from tailmem.report.claims import claims_of, lookup, read_claims
 from tailmem.rundir import RunDir
 from tailmem.runner import run_experiment
 
@@ -72,6 +72,12 @@ def smoke_runs(tmp_path_factory: pytest.TempPathFactory) -> dict[str, RunDir]:
         assert status == "ran"
         runs[experiment] = run
     return runs
+
+
+@pytest.mark.parametrize("experiment", sorted(EXPECTED))
+def test_expected_ids_are_the_registry_claims_of_the_experiment(experiment: str) -> None:
+    """Every registry claim of the experiment is emitted by its smoke run (families by variant)."""
+    assert {lookup(i).id for i in EXPECTED[experiment]} == {c.id for c in claims_of(experiment)}
 
 
 @pytest.mark.parametrize("experiment", sorted(EXPECTED))

@@ -20,6 +20,8 @@ from tailmem.experiments import ablation, lm_common
 from tailmem.models.gpt import GPT, count_params
 from tailmem.models.gpt_io import read_gpt_config
 from tailmem.optim.routing import parse_recipe
+from tailmem.report.claims import claims_of, read_claims
+from tailmem.rundir import RunDir
 from tailmem.runner import run_experiment
 from tailmem.train import read_metrics
 from tailmem.train.distributed import DistContext
@@ -127,6 +129,10 @@ def test_smoke_run_matches_recomputation_from_its_checkpoints(ablation_smoke, lm
         evals = [r["eval"]["val_loss"] for r in read_metrics(sub / "metrics.jsonl") if "eval" in r]
         assert [e["val_loss"] for e in result["evals"]][1:] == evals and len(evals) == 3
     claims = {c["id"]: c for c in json.loads((ablation_smoke / "claims.json").read_text())}
+    # Every registry claim of the experiment is emitted (read_claims checks each id is known).
+    assert {c.id for c in read_claims(RunDir(ablation_smoke))} == {
+        c.id for c in claims_of("ablation")
+    }
     loss = {r["arm"]: float(r["ours_val_loss"]) for r in rows}
     beats = claims["A1.full_beats_adam"]["verdict"] == "reproduced"
     assert beats == (loss["full"] < loss["adam"])

@@ -27,7 +27,7 @@ from tailmem.experiments.qa.schedule import FAILED_SCORE, Plan, drive
 from tailmem.experiments.qa.single import QABatches, RunSpec
 from tailmem.experiments.qa.summary import claims, gap_rows, mean_std, tail_table
 from tailmem.models.gpt import GPT, GPTConfig, count_params
-from tailmem.report.claims import read_claims
+from tailmem.report.claims import claims_of, read_claims
 from tailmem.rundir import RunDir
 from tailmem.runner import run_experiment
 from tailmem.train import token_loss_sum
@@ -384,6 +384,7 @@ def test_tables_gap_and_claim_rules_on_constructed_results():
     assert gaps["adam"]["gap_mean"] == pytest.approx(1 - 0.25)
     assert gaps["adam"]["gap_std"] == pytest.approx(np.std([0.7, 0.8], ddof=1), abs=1e-4)
     verdicts = {c.id: c.verdict for c in claims(plan, m=4, head_groups=3)}
+    assert list(verdicts) == [c.id for c in claims_of("knowledge-qa")]  # the registry's, in order
     assert verdicts["A3.plain.tail_muon_vs_adam"] == "reproduced"  # 0.96 - 0.25 >= 0.3
     assert verdicts["A3.plain.head_all_optimisers"] == "not reproduced"  # SGD head 0.867
     assert verdicts["A3.plain.muon_vo_ffn_like_muon"] == "reproduced"  # t = 0.64/0.71 = 0.9

@@ -15,6 +15,8 @@ from tailmem.errors import ConfigError
 from tailmem.experiments import lm_common, spectra
 from tailmem.models.gpt import GPT, count_params, gpt_config
 from tailmem.models.gpt_io import read_gpt_config
+from tailmem.report.claims import claims_of, read_claims
+from tailmem.rundir import RunDir
 from tailmem.runner import run_experiment
 from tailmem.train.distributed import DistContext
 
@@ -79,6 +81,9 @@ def test_logged_isotropy_and_logits_match_the_checkpoint(spectra_smoke, lm_cache
         "A2.vo_head_isotropic", "A2.w_out_isotropic", "A2.ffn_in_isotropic", "A2.qk_isotropic",
         "A2.muon_seed_spread_smaller", "A1.table2.logit_bounded",
     }  # fmt: skip
+    # The registry's spectra claims are these plus the VO form this preset does not run.
+    assert {c.id for c in claims_of("spectra")} == set(claims) | {"A2.vo_stacked_isotropic"}
+    assert {c.id for c in read_claims(RunDir(spectra_smoke))} == set(claims)
     report = json.loads((spectra_smoke / "report.json").read_text())
     assert all((spectra_smoke / f["file"]).is_file() for f in report["figures"])
     assert "per-head" in report["summary"]
@@ -106,17 +111,19 @@ def test_isotropy_rule_needs_a_two_sd_separation_in_every_metric():
             "iso/w_out/0/topk_energy": [[0.5, 0.50], [0.5, 0.60], [0.5, 0.55]],
             "iso/w_out/0/q75_25": [[2, 4.0], [2, 5.0], [2, 6.0]]}  # fmt: skip
     m, a = spectra.Series.of(_runs(muon)), spectra.Series.of(_runs(adam))
-    claim = spectra._iso_claim("x", "W_out", ["w_out"], "A2", m, a)
+    claim = spectra._iso_claim("A2.w_out_isotropic", ["w_out"], m, a)
     assert claim.verdict == "reproduced"
     # erank: diff 7, SDs 1 and 5 -> pooled sqrt(13) = 3.61 -> 7 < 7.21 fails the 2-SD rule
     adam["iso/w_out/0/erank"] = [[9, 30.0], [9, 25.0], [9, 20.0]]
     a = spectra.Series.of(_runs(adam))
-    claim = spectra._iso_claim("x", "W_out", ["w_out"], "A2", m, a)
+    claim = spectra._iso_claim("A2.w_out_isotropic", ["w_out"], m, a)
     assert claim.verdict == "not reproduced"
     assert claim.details["w_out/erank"]["pooled_sd"] == pytest.approx(math.sqrt(13))
     assert claim.details["w_out/svd_entropy"]["passed"]
     one_seed = spectra.Series.of(_runs({k: v[:1] for k, v in muon.items()}))
-    assert spectra._iso_claim("x", "W_out", ["w_out"], "A2", one_seed, a).verdict == "not measured"
+    assert (
+        spectra._iso_claim("A2.w_out_isotropic", ["w_out"], one_seed, a).verdict == "not measured"
+    )
     # Seed spread: Muon's SDs are below Adam's in the 4 W_out metrics, but the VO curves are
     # missing here, so 4 of the 8 (matrix, metric) pairs win: fewer than the 6 the rule needs.
     assert spectra.mean_seed_spread(m, "w_out", "erank") == pytest.approx(1.0)

@@ -23,7 +23,7 @@ from tailmem.assoc.fits import loglog_slope
 from tailmem.assoc.memory import DenseMemory
 from tailmem.assoc.optimizers import OPTIMIZERS
 from tailmem.errors import ConfigError
-from tailmem.report.claims import ClaimResult, verdict, write_claims
+from tailmem.report.claims import CLAIMS, write_claims
 from tailmem.rundir import RunDir
 
 NAME = "assoc-capacity"
@@ -120,20 +120,16 @@ def run(cfg: Config, run: RunDir) -> None:
         "capacity.csv", [{k: v for k, v in r.items() if k != "errors_per_lr"} for r in rows]
     )
     _figure(cfg, rows, fits, run)
+    claim = CLAIMS["cabannes.capacity"]
     claims = [
-        ClaimResult(
-            id=f"cabannes.capacity.{opt}",
-            claim="top-1 error of a d×d associative memory on Zipf(α) data scales as d^(−α+1)",
-            source="Related: Cabannes, Dohmatob & Bietti (ICLR 2024)",
+        claim.result(
+            f"{opt}: fitted exponent {fits[opt]:.3f}"
+            if fits[opt] is not None
+            else f"{opt}: zero error at every d",
+            None if fits[opt] is None else abs(fits[opt] - predicted) <= claim["slope_tol"],
+            {"rows": [r for r in rows if r["optimizer"] == opt]},
+            variant=opt,
             published=f"exponent {predicted:.2f}",
-            ours=(
-                f"{opt}: fitted exponent {fits[opt]:.3f}"
-                if fits[opt] is not None
-                else f"{opt}: zero error at every d"
-            ),
-            rule="fitted log-log slope of the best final error against d within ±0.25 of 1 − α",
-            verdict=verdict(None if fits[opt] is None else abs(fits[opt] - predicted) <= 0.25),
-            details={"rows": [r for r in rows if r["optimizer"] == opt]},
         )
         for opt in cfg.optimizers
     ]

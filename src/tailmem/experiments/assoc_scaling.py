@@ -38,12 +38,11 @@ from tailmem.assoc.memory import loss_floor
 from tailmem.assoc.structure import Layout, project
 from tailmem.assoc.theory import MUON_NOISY_EXPONENT, gd_noisy_exponent
 from tailmem.errors import ConfigError
-from tailmem.report.claims import ClaimResult, verdict, write_claims
+from tailmem.report.claims import CLAIMS, ClaimResult, write_claims
 from tailmem.rundir import RunDir
 
 NAME = "assoc-scaling"
 COLORS = {"gd": "tab:blue", "muon": "tab:green", "signgd": "tab:orange", "tra_signgd": "tab:purple"}
-SOURCE = "B (secondary sources)"
 
 
 @dataclass
@@ -626,170 +625,124 @@ def _claims(
 ) -> list[ClaimResult]:
     out = []
     learned = noiseless["gd_group_ratio_learned"]
+    claim = CLAIMS["B.noiseless.gd_per_item"]
     out.append(
-        ClaimResult(
-            id="B.noiseless.gd_per_item",
-            claim="noiseless GD: per-item loss ≈ 1/(p_j t) (with step η: 1/(η p_j t))",
-            source=SOURCE,
-            published="loss_j · η p_j t → 1",
-            ours="loss_j·η p_j t at the last step, groups with η p_j t ≥ 100: "
+        claim.result(
+            "loss_j·η p_j t at the last step, groups with η p_j t ≥ 100: "
             + ", ".join(f"{x:.3f}" for x in learned),
-            rule="every such group within [0.8, 1.25]",
-            verdict=verdict(all(0.8 <= x <= 1.25 for x in learned) if learned else None),
-            details={"all_groups": noiseless["gd_group_ratio"]},
+            all(claim["lo"] <= x <= claim["hi"] for x in learned) if learned else None,
+            {"all_groups": noiseless["gd_group_ratio"]},
         )
     )
     ratio, slope = noiseless["gd_total_ratio"], noiseless["gd_total_slope"]
+    claim = CLAIMS["B.noiseless.gd_total"]
     out.append(
-        ClaimResult(
-            id="B.noiseless.gd_total",
-            claim="noiseless GD: total loss ≈ K/t (with step η: K/(ηt))",
-            source=SOURCE,
-            published="L·ηt/K → 1, slope −1",
-            ours=f"mean L·ηt/K over t ∈ [T/2, T] = {ratio:.3f}, log-log slope {slope:.3f}",
-            rule="ratio within [0.67, 1.5] and slope within −1 ± 0.25",
-            verdict=verdict(0.67 <= ratio <= 1.5 and abs(slope + 1) <= 0.25),
+        claim.result(
+            f"mean L·ηt/K over t ∈ [T/2, T] = {ratio:.3f}, log-log slope {slope:.3f}",
+            claim["ratio_lo"] <= ratio <= claim["ratio_hi"]
+            and abs(slope + 1) <= claim["slope_tol"],
         )
     )
     rate, pref = noiseless["muon_rate_over_eta"], noiseless["muon_prefactor_over_k"]
     rates = noiseless["muon_group_rates_over_eta"]
+    claim = CLAIMS["B.noiseless.muon_exponential"]
     out.append(
-        ClaimResult(
-            id="B.noiseless.muon_exponential",
-            claim="noiseless Muon: per-item loss ≈ K e^(−ηt), the same rate for every item",
-            source=SOURCE,
-            published="rate η, prefactor K, equal across items",
-            ours=f"rate/η = {rate:.4f}, prefactor/K = {pref:.3f}, per-group rate/η ∈ "
+        claim.result(
+            f"rate/η = {rate:.4f}, prefactor/K = {pref:.3f}, per-group rate/η ∈ "
             f"[{min(rates):.4f}, {max(rates):.4f}]",
-            rule="rate/η within 1 ± 0.1, prefactor/K within [0.5, 2], group rates within 5%",
-            verdict=verdict(
-                abs(rate - 1) <= 0.1 and 0.5 <= pref <= 2 and max(rates) / min(rates) <= 1.05
-            ),
+            abs(rate - 1) <= claim["rate_tol"]
+            and claim["prefactor_lo"] <= pref <= claim["prefactor_hi"]
+            and max(rates) / min(rates) <= 1 + claim["group_spread"],
         )
     )
     gd_slopes = noiseless["gd_group_slopes"]
+    claim = CLAIMS["B.preconditioner"]
     out.append(
-        ClaimResult(
-            id="B.preconditioner",
-            claim="Muon acts as an implicit preconditioner (every frequency group learns alike)",
-            source=SOURCE,
-            published="qualitative",
-            ours=f"Muon per-group exponential rates/η ∈ [{min(rates):.3f}, {max(rates):.3f}]; "
+        claim.result(
+            f"Muon per-group exponential rates/η ∈ [{min(rates):.3f}, {max(rates):.3f}]; "
             f"GD per-group late log-log slopes ∈ [{min(gd_slopes):.2f}, {max(gd_slopes):.2f}] "
             f"with final gap Δ = {noiseless['gd_final_gap']:.3f} vs Muon "
             f"{noiseless['muon_final_gap']:.2e}",
-            rule="Muon's group rates within 5% of each other while GD's final Δ > 10× Muon's",
-            verdict=verdict(
-                max(rates) / min(rates) <= 1.05
-                and noiseless["gd_final_gap"] > 10 * noiseless["muon_final_gap"]
-            ),
+            max(rates) / min(rates) <= 1 + claim["group_spread"]
+            and noiseless["gd_final_gap"] > claim["gap_factor"] * noiseless["muon_final_gap"],
         )
     )
+    claim = CLAIMS["B.noisy.gd_exponent"]
     for f in fits:
         beta = f["spectrum_exponent"]
         out.append(
-            ClaimResult(
-                id=f"B.noisy.gd_exponent.beta{beta:g}",
-                claim=f"label noise, power-law spectrum β = {beta:g}: GD excess loss ≳ "
-                "T^(−(1−1/β)) (up to log K)",
-                source=SOURCE,
+            claim.result(
+                f"fitted exponent {f['gd_slope']:.3f} (K = {f['K']}, M = {cfg.gd_groups})",
+                abs(f["gd_slope"] - f["gd_predicted"]) <= claim["slope_tol"],
+                f,
+                variant=f"beta{beta:g}",
                 published=f"exponent {f['gd_predicted']:.3f}",
-                ours=f"fitted exponent {f['gd_slope']:.3f} (K = {f['K']}, M = {cfg.gd_groups})",
-                rule="fitted log-log slope over the horizons within ±0.15 of −(1 − 1/β)",
-                verdict=verdict(abs(f["gd_slope"] - f["gd_predicted"]) <= 0.15),
-                details=f,
+                beta=beta,
             )
         )
+    claim = CLAIMS["B.noisy.muon_exponent"]
     for f in fits:
         beta = f["spectrum_exponent"]
         out.append(
-            ClaimResult(
-                id=f"B.noisy.muon_exponent.beta{beta:g}",
-                claim=f"label noise, β = {beta:g}: Muon with η = Θ(log K / T) reaches excess loss "
-                "≲ (log K / T)²",
-                source=SOURCE,
-                published="exponent −2",
-                ours=f"fitted exponent of the larger of the last two iterates {f['muon_slope']:.3f}"
+            claim.result(
+                f"fitted exponent of the larger of the last two iterates {f['muon_slope']:.3f}"
                 f" (last iterate alone {f['muon_slope_last']:.3f}); max excess·(T/log K)² = "
                 f"{f['muon_max_bound_constant']:.3f} (c = {cfg.muon_c}, M = {cfg.muon_groups})",
-                rule="the excess of both iterates of Muon's final period-2 oscillation is ≤ "
-                "(log K/T)² and the larger one's fitted slope is within ±0.3 of −2 (the last "
-                "iterate alone is a staircase: one point of the orbit barely moves with η)",
-                verdict=verdict(
-                    abs(f["muon_slope"] + 2) <= 0.3 and f["muon_max_bound_constant"] <= 1
-                ),
-                details=f,
+                abs(f["muon_slope"] + 2) <= claim["slope_tol"]
+                and f["muon_max_bound_constant"] <= claim["bound_constant_max"],
+                f,
+                variant=f"beta{beta:g}",
+                beta=beta,
             )
         )
     mslopes = [f["muon_slope"] for f in fits]
+    claim = CLAIMS["B.noisy.muon_beta_independent"]
     out.append(
-        ClaimResult(
-            id="B.noisy.muon_beta_independent",
-            claim="Muon's noisy rate is independent of β",
-            source=SOURCE,
-            published="independent of β",
-            ours="fitted exponents " + ", ".join(f"{s:.2f}" for s in mslopes),
-            rule="spread of the fitted exponents across β ≤ 0.3",
-            verdict=verdict(max(mslopes) - min(mslopes) <= 0.3 if len(mslopes) > 1 else None),
+        claim.result(
+            "fitted exponents " + ", ".join(f"{s:.2f}" for s in mslopes),
+            max(mslopes) - min(mslopes) <= claim["spread_max"] if len(mslopes) > 1 else None,
         )
     )
     tuned = target_fit.get("ratio_tuned")
+    claim = CLAIMS["B.speedup_omega_c"]
     out.append(
-        ClaimResult(
-            id="B.speedup_omega_c",
-            claim="Muon is faster than GD by a factor Ω(C)",
-            source=SOURCE,
-            published="steps ratio GD/Muon grows ∝ C",
-            ours=(
-                f"log-log slope of the ratio against C: tuned {tuned:.2f}; GD at η·p_max = 1: "
-                f"{target_fit.get('ratio_gd_lr_p1_1') or float('nan'):.2f}"
-                if tuned is not None
-                else "target not reached by both optimisers"
-            ),
-            rule="slope ≥ 0.75 for step sizes tuned per optimiser (target excess "
-            f"{cfg.target_excess}, ≤ {cfg.target_max_steps} steps)",
-            verdict=verdict(None if tuned is None else tuned >= 0.75),
-            details=target_fit,
+        claim.result(
+            f"log-log slope of the ratio against C: tuned {tuned:.2f}; GD at η·p_max = 1: "
+            f"{target_fit.get('ratio_gd_lr_p1_1') or float('nan'):.2f}"
+            if tuned is not None
+            else "target not reached by both optimisers",
+            None if tuned is None else tuned >= claim["slope_min"],
+            target_fit,
+            target_excess=cfg.target_excess,
+            target_max_steps=cfg.target_max_steps,
         )
     )
+    claim = CLAIMS["B.block_symmetry"]
     out.append(
-        ClaimResult(
-            id="B.block_symmetry",
-            claim="Muon from W₀ = 0 keeps the block-symmetric structure",
-            source=SOURCE,
-            published="exact",
-            ours=f"max relative distance of ẼᵀWE from the exchangeable algebra over "
+        claim.result(
+            f"max relative distance of ẼᵀWE from the exchangeable algebra over "
             f"{cfg.symmetry_steps} steps: Muon {symmetry['muon']:.1e}, plain SignGD (control) "
             f"{symmetry['signgd']:.1e}",
-            rule="Muon ≤ 1e-9 (dense run, random orthonormal embeddings)",
-            verdict=verdict(symmetry["muon"] <= 1e-9),
+            symmetry["muon"] <= claim["max_distance"],
         )
     )
     tra = matching["noiseless"]["tra_vs_muon_2eta"]
     tra_noisy = matching["noisy"]["tra_vs_muon_2eta"]
+    claim = CLAIMS["B.tra_signgd_matches_muon"]
     out.append(
-        ClaimResult(
-            id="B.tra_signgd_matches_muon",
-            claim="TRA-SignGD with step η matches Muon with step 2η",
-            source=SOURCE,
-            published="same trajectory",
-            ours=f"max relative difference of (excess) loss over {matching['steps']} steps: "
+        claim.result(
+            f"max relative difference of (excess) loss over {matching['steps']} steps: "
             f"noiseless {tra:.3f}, label noise {tra_noisy:.3f}",
-            rule="≤ 0.1 in both settings",
-            verdict=verdict(tra <= 0.1 and tra_noisy <= 0.1),
+            tra <= claim["max_difference"] and tra_noisy <= claim["max_difference"],
         )
     )
     best = matching["signgd_best"]
+    claim = CLAIMS["B.signgd_cannot"]
     out.append(
-        ClaimResult(
-            id="B.signgd_cannot",
-            claim="plain SignGD cannot match Muon",
-            source=SOURCE,
-            published="cannot",
-            ours=f"best plain SignGD over {len(matching['signgd_grid'])} step sizes: max relative "
+        claim.result(
+            f"best plain SignGD over {len(matching['signgd_grid'])} step sizes: max relative "
             f"loss difference {best['mismatch']:.3f} (η = {best['lr']:g})",
-            rule="best mismatch > 0.1 (i.e. no step size comes within 10% of Muon(2η))",
-            verdict=verdict(best["mismatch"] > 0.1),
+            best["mismatch"] > claim["min_mismatch"],
         )
     )
     thresholds = {}
@@ -797,24 +750,20 @@ def _claims(
         sel = [r for r in stability if r["group_size"] == C and r["stable"]]
         thresholds[C] = max((r["lr_p1"] for r in sel), default=None)
     values = [v for v in thresholds.values() if v is not None]
+    claim = CLAIMS["B.gd_stability"]
     out.append(
-        ClaimResult(
-            id="B.gd_stability",
-            claim="GD is stable only for η·p_1 ≲ 1",
-            source=SOURCE,
-            published="threshold η·p_1 = O(1)",
-            ours="largest stable η·p_max on the grid: "
+        claim.result(
+            "largest stable η·p_max on the grid: "
             + ", ".join(f"C = {C}: {v}" for C, v in thresholds.items())
             + f" (label noise {cfg.label_noise})"
             + (
                 "; the same for every C, so the scale is the per-item p_max as claimed, but "
                 "the constant is far above 1"
-                if len(set(values)) == 1 and values and values[0] > 4
+                if len(set(values)) == 1 and values and values[0] > claim["hi"]
                 else ""
             ),
-            rule="threshold within [0.25, 4] for every C",
-            verdict=verdict(all(0.25 <= v <= 4 for v in values) if values else None),
-            details={"thresholds": thresholds},
+            all(claim["lo"] <= v <= claim["hi"] for v in values) if values else None,
+            {"thresholds": thresholds},
         )
     )
     return out

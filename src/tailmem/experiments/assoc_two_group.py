@@ -33,7 +33,7 @@ from tailmem.assoc.fits import loglog_slope
 from tailmem.assoc.optimizers import OPTIMIZERS
 from tailmem.assoc.spectra import HEAD_ROUNDINGS
 from tailmem.errors import ConfigError
-from tailmem.report.claims import ClaimResult, verdict, write_claims
+from tailmem.report.claims import CLAIMS, Claim, ClaimResult, write_claims
 from tailmem.rundir import RunDir
 
 NAME = "assoc-two-group"
@@ -502,7 +502,6 @@ def _claims(
     coupled: dict[str, Any],
 ) -> list[ClaimResult]:
     out: list[ClaimResult] = []
-    src = "A4, Theorem 5.3"
     has = {(e, o) for e in cfg.embeddings for o in cfg.optimizers}
 
     def slope_of(kind: str, emb: str, opt: str) -> dict[str, Any] | None:
@@ -520,61 +519,51 @@ def _claims(
     r_gd = theory.gd_rate_exponent(cfg.head_mass, cfg.head_fraction)
     gd = [slope_of("main", e, "gd") for e in cfg.embeddings if (e, "gd") in has]
     gd = [s for s in gd if s]
-    ok = all(abs(s["slope_rho"] - (r_gd - 1)) <= 0.05 for s in gd) if gd else None
+    claim = CLAIMS["A4.thm53.gd_slope"]
+    ok = all(abs(s["slope_rho"] - (r_gd - 1)) <= claim["slope_tol"] for s in gd) if gd else None
     out.append(
-        ClaimResult(
-            id="A4.thm53.gd_slope",
-            claim="GD one-step balance ϱ^ε = O(ε^(−r) K^(r−1)) with r(α, β)",
-            source=src,
+        claim.result(
+            ", ".join(f"{s['embedding']}: {s['slope_rho']:.4f}" for s in gd) or "n/a",
+            ok,
+            {"slopes": gd},
             published=f"slope r − 1 = {r_gd - 1:.4f} (r = {r_gd:.4f})",
-            ours=", ".join(f"{s['embedding']}: {s['slope_rho']:.4f}" for s in gd) or "n/a",
-            rule="fitted log-log slope of ϱ vs K (K list) within ±0.05 of r − 1, every embedding",
-            verdict=verdict(ok),
-            details={"slopes": gd},
         )
     )
     # GD minimal step
     gd_rows = [r for e in cfg.embeddings for r in rows_of("main", e, "gd")]
+    claim = CLAIMS["A4.thm53.gd_min_step"]
     if gd_rows:
         rel = [abs(r["eta_star"] / r["gd_min_step_theorem"] - 1) for r in gd_rows]
         tol = [
             abs(r["head_size"] - cfg.head_fraction * r["K"]) / (cfg.head_fraction * r["K"])
             for r in gd_rows
         ]
-        ok = all(x <= t + 1e-6 for x, t in zip(rel, tol, strict=True))
-        exact = all(abs(r["rho"] / r["gd_theory_exact"] - 1) < 1e-8 for r in gd_rows)
+        ok = all(x <= t + claim["slack"] for x, t in zip(rel, tol, strict=True))
+        exact = all(abs(r["rho"] / r["gd_theory_exact"] - 1) < claim["exact_rel"] for r in gd_rows)
         out.append(
-            ClaimResult(
-                id="A4.thm53.gd_min_step",
-                claim="smallest GD step learning one fact to 1 − ε is "
-                "log((1/ε − 1)(K − 1)) / max(γ1, γ2)",
-                source=src,
-                published="η* = log((1/ε−1)(K−1)) / max(α/(βK), (1−α)/((1−β)K))",
-                ours=f"max relative difference {max(rel):.2e} (from rounding βK to L); "
+            claim.result(
+                f"max relative difference {max(rel):.2e} (from rounding βK to L); "
                 f"ϱ equals the exact closed form: {exact}",
-                rule="|η*_ours/η*_theorem − 1| ≤ |L − βK|/(βK) (the rounding of βK), every K",
-                verdict=verdict(ok and exact),
-                details={"relative_difference": rel, "rounding_tolerance": tol},
+                ok and exact,
+                {"relative_difference": rel, "rounding_tolerance": tol},
             )
         )
     else:
-        out.append(_unmeasured("A4.thm53.gd_min_step", "smallest GD step", src))
+        out.append(_unmeasured(claim))
     # Muon balance
     mu = [r for e in cfg.embeddings for r in rows_of("main", e, "muon")]
+    claim = CLAIMS["A4.thm53.muon_rho"]
     if mu:
         consts = [r["muon_deficit_constant"] for r in mu]
-        ok = all(0 <= c <= 2.0 for c in consts) and all(r["rho"] < 1 - cfg.eps + 1e-9 for r in mu)
+        ok = all(0 <= c <= claim["c_max"] for c in consts) and all(
+            r["rho"] < 1 - cfg.eps + claim["slack"] for r in mu
+        )
         out.append(
-            ClaimResult(
-                id="A4.thm53.muon_rho",
-                claim="Muon: ϱ^ε ≥ 1 − ε(1 + O(log K / K)) for any orthonormal embeddings",
-                source=src,
-                published="ϱ^ε ≥ 1 − ε(1 + c·log K/K)",
-                ours="c = (1 − ε − ϱ)/(ε log K / K) ∈ "
+            claim.result(
+                "c = (1 − ε − ϱ)/(ε log K / K) ∈ "
                 f"[{min(consts):.3f}, {max(consts):.3f}] over K = {sorted({r['K'] for r in mu})}",
-                rule="the implied constant c stays in [0, 2] for every K and embedding",
-                verdict=verdict(ok),
-                details={
+                ok,
+                {
                     "rows": [
                         (r["K"], r["embedding"], r["rho"], r["muon_deficit_constant"]) for r in mu
                     ]
@@ -582,122 +571,96 @@ def _claims(
             )
         )
     else:
-        out.append(_unmeasured("A4.thm53.muon_rho", "Muon balance", src))
+        out.append(_unmeasured(claim))
     # Muon update structure
     mus = [s for s in spectra_rows if s["optimizer"] == "muon"]
+    claim = CLAIMS["A4.thm53.muon_update"]
     if mus:
         dev = [s["identity_deviation"] * s["K"] for s in mus]
         ratio = [s["ratio"] for s in mus]
-        ok = all(d <= 2.0 for d in dev) and all(x > 1 - 1e-9 for x in ratio)
+        ok = all(d <= claim["k_deviation_max"] for d in dev) and all(
+            x > 1 - claim["ratio_slack"] for x in ratio
+        )
         out.append(
-            ClaimResult(
-                id="A4.thm53.muon_update",
-                claim="Muon's first update is −ẼEᵀ + O(1/K)·ẼJEᵀ with near-equal singular values",
-                source=src,
-                published="deviation from −ẼEᵀ is O(1/K) entrywise; singular values all ≈ 1",
-                ours=f"K·max|ẼᵀUE + I| = {max(dev):.3f}; "
-                f"σ_min/σ_max (non-zero) = {min(ratio):.12f}",
-                rule="K·max|ẼᵀUE + I| ≤ 2 and all non-zero singular values equal "
-                "(ratio > 1 − 1e-9)",
-                verdict=verdict(ok),
-                details={"rows": mus},
+            claim.result(
+                f"K·max|ẼᵀUE + I| = {max(dev):.3f}; σ_min/σ_max (non-zero) = {min(ratio):.12f}",
+                ok,
+                {"rows": mus},
             )
         )
     else:
-        out.append(_unmeasured("A4.thm53.muon_update", "Muon update structure", src))
+        out.append(_unmeasured(claim))
     # SignGD decoupled
     sd = rows_of("main", "decoupled", "signgd")
+    claim = CLAIMS["A4.thm53.signgd_decoupled"]
     if sd:
         worst = max(abs(r["rho"] - (1 - cfg.eps)) for r in sd)
         out.append(
-            ClaimResult(
-                id="A4.thm53.signgd_decoupled",
-                claim="SignGD with decoupled embeddings: ϱ^ε = 1 − ε",
-                source=src,
+            claim.result(
+                f"max |ϱ − (1 − ε)| = {worst:.2e}",
+                worst <= claim["tol"],
                 published=f"ϱ = {1 - cfg.eps}",
-                ours=f"max |ϱ − (1 − ε)| = {worst:.2e}",
-                rule="|ϱ − (1 − ε)| ≤ 1e-6 for every K",
-                verdict=verdict(worst <= 1e-6),
             )
         )
     else:
-        out.append(_unmeasured("A4.thm53.signgd_decoupled", "SignGD decoupled balance", src))
+        out.append(_unmeasured(claim))
     # SignGD coupled slope
     main_s = slope_of("main", "coupled", "signgd")
     asym_s = slope_of("asymptotic", "coupled", "signgd")
+    claim = CLAIMS["A4.thm53.signgd_coupled_slope"]
     if main_s or asym_s:
         use = asym_s or main_s
         assert use is not None
-        ok = abs(use["slope_rho"] - theory.SIGNGD_COUPLED_SLOPE) <= 0.1
+        ok = abs(use["slope_rho"] - theory.SIGNGD_COUPLED_SLOPE) <= claim["slope_tol"]
         parts = []
         if main_s:
             parts.append(f"K {main_s['k_min']}–{main_s['k_max']}: {main_s['slope_rho']:.3f}")
         if asym_s:
             parts.append(f"K {asym_s['k_min']}–{asym_s['k_max']}: {asym_s['slope_rho']:.3f}")
         out.append(
-            ClaimResult(
-                id="A4.thm53.signgd_coupled_slope",
-                claim="SignGD with the coupled construction: ϱ^ε = O(ε^(−0.7) K^(−0.3))",
-                source=src,
-                published="slope ≈ −0.3 in K",
-                ours="; ".join(parts) + " (our construction's large-K exponent r − 1 = "
+            claim.result(
+                "; ".join(parts) + " (our construction's large-K exponent r − 1 = "
                 f"{theory.signgd_coupled_rate_exponent() - 1:.3f})",
-                rule="log-log slope over the largest K list within ±0.1 of −0.3 "
-                "(the theorem is a K → ∞ statement; the small-K slope is reported beside it)",
-                verdict=verdict(ok),
-                details={"main": main_s, "asymptotic": asym_s},
+                ok,
+                {"main": main_s, "asymptotic": asym_s},
             )
         )
     else:
-        out.append(_unmeasured("A4.thm53.signgd_coupled_slope", "SignGD coupled slope", src))
+        out.append(_unmeasured(claim))
     r_ours = theory.signgd_coupled_rate_exponent()
     r_t = theory.signgd_coupled_rate_exponent(theory.PAPER_OBJECT_ANGLES, theory.PAPER_KEY_ANGLES)
     r_same = theory.signgd_coupled_rate_exponent(same_position_only=True)
+    claim = CLAIMS["A4.thm53.signgd_coupled_r"]
     out.append(
-        ClaimResult(
-            id="A4.thm53.signgd_coupled_r",
-            claim="the coupled construction's SignGD rate exponent is r ≈ 0.675",
-            source=src,
-            published="r ≈ 0.675",
-            ours=f"r = {r_ours:.4f} (PAPERS.md orientation; {r_t:.4f} with keys and objects "
+        claim.result(
+            f"r = {r_ours:.4f} (PAPERS.md orientation; {r_t:.4f} with keys and objects "
             f"swapped; {r_same:.4f} if only same-position competitors are counted)",
-            rule="|r − 0.675| ≤ 0.02, r = min_j m_j / max_j m_j of the large-K growth rates",
-            verdict=verdict(abs(r_ours - 0.675) <= 0.02),
-            details={"r": r_ours, "r_transposed": r_t, "r_same_position": r_same},
+            abs(r_ours - claim["r"]) <= claim["tol"],
+            {"r": r_ours, "r_transposed": r_t, "r_same_position": r_same},
         )
     )
     cs = [s for s in spectra_rows if s["optimizer"] == "signgd" and s["embedding"] == "coupled"]
+    claim = CLAIMS["A4.thm53.signgd_coupled_sv"]
     if cs:
         out.append(
-            ClaimResult(
-                id="A4.thm53.signgd_coupled_sv",
-                claim="σ_min/σ_max of SignGD's coupled update block is ≤ 25%",
-                source=src,
-                published="≤ 0.25",
-                ours=f"block (I⊗A part) σ_min/σ_max = {cs[0]['block_ratio']:.4f}; whole update "
+            claim.result(
+                f"block (I⊗A part) σ_min/σ_max = {cs[0]['block_ratio']:.4f}; whole update "
                 f"(non-zero) {cs[0]['ratio']:.2e}",
-                rule="block σ_min/σ_max ≤ 0.25",
-                verdict=verdict(cs[0]["block_ratio"] <= 0.25),
+                cs[0]["block_ratio"] <= claim["ratio_max"],
             )
         )
     else:
-        out.append(_unmeasured("A4.thm53.signgd_coupled_sv", "SignGD coupled σ ratio", src))
-    printed = coupled["printed_row"]
+        out.append(_unmeasured(claim))
+    claim = CLAIMS["A4.coupled_printed_row"]
     out.append(
-        ClaimResult(
-            id="A4.coupled_printed_row",
-            claim="R(3.638,2.949,5.218)ᵀ (A+B) R(1.715,0.876,3.098) has first row "
-            "(1.4655, 1.0133, −0.1118)",
-            source="A4, coupled construction",
-            published=", ".join(f"{x:.4f}" for x in printed),
-            ours="transposed reading: "
+        claim.result(
+            "transposed reading: "
             + ", ".join(f"{x:.4f}" for x in coupled["transposed"][0])
             + "; literal reading: "
             + ", ".join(f"{x:.4f}" for x in coupled["literal"][0]),
-            rule="some consistent reading matches every printed digit (max error ≤ 5e-5); the "
-            "reading is stated",
-            verdict=verdict(min(coupled["transposed_error"], coupled["literal_error"]) <= 5e-5),
-            details={"reading": coupled["reading"]},
+            min(coupled["transposed_error"], coupled["literal_error"]) <= claim["max_error"],
+            {"reading": coupled["reading"]},
+            published=", ".join(f"{x:.4f}" for x in coupled["printed_row"]),
         )
     )
     out.append(_theorem54_claim(cfg, multi))
@@ -708,24 +671,19 @@ def _claims(
 def _theorem54_claim(cfg: Config, multi: list[dict[str, Any]]) -> ClaimResult:
     """Theorem 5.4: along a Muon run, Δ_t ≤ ε_t · O(log K / K) with ε_t = 1 − max_k f_k."""
     K = cfg.figure_k
+    claim = CLAIMS["A4.thm54.muon_multistep"]
     rows = [r for r in multi if r["optimizer"] == "muon" and r["max_prob"] < 1 - 1e-12]
     if not rows:
-        return _unmeasured("A4.thm54.muon_multistep", "Muon balance at every step", "A4, Thm 5.4")
+        return _unmeasured(claim)
     eps = [1 - r["max_prob"] for r in rows]
     plain = [r["gap"] / (e * math.log(K) / K) for r, e in zip(rows, eps, strict=True)]
     scaled = [r["gap"] / (e * math.log(K / e) / K) for r, e in zip(rows, eps, strict=True)]
-    return ClaimResult(
-        id="A4.thm54.muon_multistep",
-        claim="Muon's balance bound holds at every step of a multi-step run",
-        source="A4, Theorem 5.4",
-        published="ϱ_t ≥ 1 − ε_t(1 + O(log K / K)) at every step (ε fixed, K → ∞)",
-        ours=f"over {len(rows)} recorded steps (both embeddings): max Δ_t/(ε_t log(K/ε_t)/K) = "
+    return claim.result(
+        f"over {len(rows)} recorded steps (both embeddings): max Δ_t/(ε_t log(K/ε_t)/K) = "
         f"{max(scaled):.3f}; with log K alone the ratio grows to {max(plain):.3f} as ε_t → 0 "
         "(the O(1/K) asymmetry accumulates with the distance travelled, ≈ log(K/ε_t))",
-        rule="Δ_t ≤ 2·ε_t·log(K/ε_t)/K at every recorded step (the O(·) read at fixed ε_t, "
-        "whose constant may depend on log(1/ε_t))",
-        verdict=verdict(max(scaled) <= 2.0),
-        details={"max_constant_log_k": max(plain), "max_constant_log_k_over_eps": max(scaled)},
+        max(scaled) <= claim["c_max"],
+        {"max_constant_log_k": max(plain), "max_constant_log_k_over_eps": max(scaled)},
     )
 
 
@@ -737,7 +695,6 @@ def _figure4_claims(
         return max(sel) if sel else None
 
     out = []
-    src = "A4, Figure 4(b, c)"
     table = {
         (panel, emb, opt): max_gap(rows, emb, opt)
         for panel, rows in (("one-step", sweep), ("multi-step", multi))
@@ -759,43 +716,19 @@ def _figure4_claims(
             return None
         return all(test(v) for v in vals)
 
-    gd = [rule_ok("gd", e, lambda v: v >= 0.5) for e in EMBEDDING_CHOICES]
+    claim = CLAIMS["A4.fig4.gd_imbalanced"]
+    gd = [rule_ok("gd", e, lambda v: v >= claim["gap_min"]) for e in EMBEDDING_CHOICES]
+    out.append(claim.result("max Δ: " + fmt("gd"), None if None in gd else all(gd)))
+    claim = CLAIMS["A4.fig4.muon_balanced"]
+    mu = [rule_ok("muon", e, lambda v: v <= claim["gap_max"]) for e in EMBEDDING_CHOICES]
+    out.append(claim.result("max Δ: " + fmt("muon"), None if None in mu else all(mu)))
+    claim = CLAIMS["A4.fig4.signgd"]
+    sd = rule_ok("signgd", "decoupled", lambda v: v <= claim["decoupled_max"])
+    sc = rule_ok("signgd", "coupled", lambda v: v >= claim["coupled_min"])
     out.append(
-        ClaimResult(
-            id="A4.fig4.gd_imbalanced",
-            claim="GD is strongly imbalanced under both embeddings",
-            source=src,
-            published="large Δ for GD, decoupled and coupled",
-            ours="max Δ: " + fmt("gd"),
-            rule="max Δ ≥ 0.5 in both panels for both embeddings",
-            verdict=verdict(None if None in gd else all(gd)),
-        )
+        claim.result("max Δ: " + fmt("signgd"), None if sd is None or sc is None else sd and sc)
     )
-    mu = [rule_ok("muon", e, lambda v: v <= 0.05) for e in EMBEDDING_CHOICES]
-    out.append(
-        ClaimResult(
-            id="A4.fig4.muon_balanced",
-            claim="Muon is balanced under both embeddings (one step and multi-step; Theorem 5.4)",
-            source="A4, Figure 4(b, c), Theorem 5.4",
-            published="Δ ≈ 0 for Muon",
-            ours="max Δ: " + fmt("muon"),
-            rule="max Δ ≤ 0.05 in both panels for both embeddings",
-            verdict=verdict(None if None in mu else all(mu)),
-        )
-    )
-    sd = rule_ok("signgd", "decoupled", lambda v: v <= 0.05)
-    sc = rule_ok("signgd", "coupled", lambda v: v >= 0.2)
-    out.append(
-        ClaimResult(
-            id="A4.fig4.signgd",
-            claim="SignGD is balanced when decoupled and GD-like (imbalanced) when coupled",
-            source=src,
-            published="small Δ decoupled, large Δ coupled",
-            ours="max Δ: " + fmt("signgd"),
-            rule="decoupled max Δ ≤ 0.05 and coupled max Δ ≥ 0.2, both panels",
-            verdict=verdict(None if sd is None or sc is None else sd and sc),
-        )
-    )
+    claim = CLAIMS["A4.fig4.rise_then_fall"]
     rises = []
     for rows in (sweep, multi):
         for emb in cfg.embeddings:
@@ -805,32 +738,19 @@ def _figure4_claims(
             sel = sorted(sel, key=lambda r: -r["loss"])
             gaps = [r["gap"] for r in sel]
             top = max(gaps)
-            rises.append(gaps[0] < 0.1 * top and gaps[-1] < 0.5 * top)
+            rises.append(gaps[0] < claim["start_frac"] * top and gaps[-1] < claim["end_frac"] * top)
     out.append(
-        ClaimResult(
-            id="A4.fig4.rise_then_fall",
-            claim="as the loss falls, Δ first rises then falls",
-            source=src,
-            published="Δ rises then falls",
-            ours=f"GD curves with an interior maximum: {sum(rises)}/{len(rises)}",
-            rule="for GD in every panel and embedding: Δ at the start < 10% and at the end < 50% "
-            "of its maximum",
-            verdict=verdict(all(rises) if rises else None),
+        claim.result(
+            f"GD curves with an interior maximum: {sum(rises)}/{len(rises)}",
+            all(rises) if rises else None,
         )
     )
     return out
 
 
-def _unmeasured(claim_id: str, what: str, source: str) -> ClaimResult:
-    return ClaimResult(
-        id=claim_id,
-        claim=what,
-        source=source,
-        published="see PAPERS.md",
-        ours="not run in this configuration",
-        rule="needs the optimisers/embeddings of the claim in the config",
-        verdict="not measured",
-    )
+def _unmeasured(claim: Claim) -> ClaimResult:
+    """A claim whose optimisers or embeddings this configuration does not run."""
+    return claim.result("not run in this configuration (needs its optimisers/embeddings)", None)
 
 
 def _report_layout(cfg: Config) -> dict[str, Any]:

@@ -19,7 +19,8 @@ layer, matrix, metric), ``spectra_final.csv`` (final step per layer), ``spectra_
 (layer mean), ``max_logit.csv``, ``results.json`` and ``claims.json``.
 
 Claim rules (per-seed value = metric at the final step averaged over layers; "more isotropic"
-= higher H_norm and eRank, lower Top10E and Q75/25; needs >= 2 seeds):
+= higher H_norm and eRank, lower Top10E and Q75/25; needs >= 2 seeds). The numbers below are the
+registry's (``tailmem claims --experiment spectra``), where they are set:
 
 - for VO, W_out (main text), W_in / W_gate (appendix) and Q and K: Muon is more isotropic in
   every one of the four metrics, by more than twice the pooled seed standard deviation
@@ -68,17 +69,14 @@ from tailmem.metrics.role_spectra import (
 )
 from tailmem.models.gpt import GPTConfig
 from tailmem.models.roles import resolve_roles
-from tailmem.report.claims import ClaimResult, verdict, write_claims
+from tailmem.report.claims import CLAIMS, ClaimResult, write_claims
 from tailmem.rundir import RunDir
 from tailmem.train import distributed as D
 
 NAME = "spectra"
 
 OPTIMIZERS: dict[str, str] = {"muon": muon_recipe(HIDDEN_MATRICES), "adam": "adam:*"}
-SEPARATION_SDS = 2.0
-SPREAD_MIN_PAIRS = 6
-LOGIT_BOUND_SQRT_DHEAD = 1.5
-PAPER_LOGIT_RANGE = (5.6, 8.4)
+SEPARATION_SDS = CLAIMS["A2.w_out_isotropic"]["sds"]
 
 
 @dataclass
@@ -255,7 +253,7 @@ def mean_seed_spread(series: Series, matrix: str, metric: str) -> float:
 
 
 def _iso_claim(
-    claim_id: str, label: str, matrices: Sequence[str], source: str, muon: Series, adam: Series
+    claim_id: str, matrices: Sequence[str], muon: Series, adam: Series, **values: str
 ) -> ClaimResult:
     measured = muon.n >= 2 and adam.n >= 2 and all(muon.layers(m) for m in matrices)
     details: dict[str, Any] = {}
@@ -282,18 +280,11 @@ def _iso_claim(
             if len(matrices) == 1
             else f"{sum(d['passed'] for d in details.values())}/{len(details)} metric tests pass"
         )
-    return ClaimResult(
-        id=claim_id,
-        claim=f"Muon's {label} weights are more isotropic than Adam's",
-        source=source,
-        published="curves only: Muon higher H and eRank, lower Top10E and Q75/25",
-        ours=ours + (f" (Muon vs Adam, final step, {muon.n} seeds)" if measured else ""),
-        rule=(
-            "every metric: Muon − Adam in the isotropic direction > "
-            f"{SEPARATION_SDS:g} pooled seed SDs (layer-mean, final step)"
-        ),
-        verdict=verdict(passed),
-        details=details,
+    return CLAIMS[claim_id].result(
+        ours + (f" (Muon vs Adam, final step, {muon.n} seeds)" if measured else ""),
+        passed,
+        details,
+        **values,
     )
 
 
@@ -308,18 +299,14 @@ def _spread_claim(vo: str, muon: Series, adam: Series) -> ClaimResult:
                     "adam": mean_seed_spread(adam, matrix, metric),
                 }
     wins = sum(d["muon"] < d["adam"] for d in details.values())
-    return ClaimResult(
-        id="A2.muon_seed_spread_smaller",
-        claim="Muon's isotropy curves vary less across seeds than Adam's",
-        source="A2, Fig. 2",
-        published="Muon nearly identical across seeds; Adam varies",
-        ours=f"Muon spread smaller in {wins}/{len(details)} (matrix, metric) pairs"
+    claim = CLAIMS["A2.muon_seed_spread_smaller"]
+    return claim.result(
+        f"Muon spread smaller in {wins}/{len(details)} (matrix, metric) pairs"
         if measured
         else "needs >= 2 complete seeds per optimiser",
-        rule=f"seed SD (mean over steps > 0 and layers) smaller under Muon in >= "
-        f"{SPREAD_MIN_PAIRS} of 8 pairs ({vo}, w_out × 4 metrics)",
-        verdict=verdict(wins >= SPREAD_MIN_PAIRS if measured else None),
-        details=details,
+        wins >= claim["min_pairs"] if measured else None,
+        details,
+        vo=vo,
     )
 
 
@@ -336,22 +323,13 @@ def logit_summary(series: Series) -> dict[str, Any]:
 
 
 def _logit_claim(model_cfg: GPTConfig, muon: Series, adam: Series) -> ClaimResult:
+    claim = CLAIMS["A1.table2.logit_bounded"]
     root = math.sqrt(model_cfg.head_dim)
-    bound = LOGIT_BOUND_SQRT_DHEAD * root
-    lo, hi = PAPER_LOGIT_RANGE
-    published = f"{lo}-{hi} over 12 layers (160M, d_head 64: {lo / 8:.2f}-{hi / 8:.2f} √d_head)"
+    bound = claim["bound_sqrt_dhead"] * root
     summary = logit_summary(muon) if muon.n else None
     if summary is None or not summary["layers"] or not model_cfg.qk_norm:
         reason = "model has no QK-norm" if not model_cfg.qk_norm else "no complete Muon run"
-        return ClaimResult(
-            id="A1.table2.logit_bounded",
-            claim="Under Muon the per-layer max attention logit stays bounded",
-            source="A1, Table 2",
-            published=published,
-            ours=f"not measured ({reason})",
-            rule=f"max over layers, seeds, evaluations <= {LOGIT_BOUND_SQRT_DHEAD} √d_head",
-            verdict="not measured",
-        )
+        return claim.result(f"not measured ({reason})", None)
     final, peak = summary["final_mean"], max(summary["max_over_training"])
     adam_summary = logit_summary(adam) if adam.n else {"final_mean": []}
     ours = (
@@ -362,34 +340,23 @@ def _logit_claim(model_cfg: GPTConfig, muon: Series, adam: Series) -> ClaimResul
     adam_final = adam_summary["final_mean"]
     if adam_final:
         ours += f"; Adam final {min(adam_final):.2f}-{max(adam_final):.2f}"
-    return ClaimResult(
-        id="A1.table2.logit_bounded",
-        claim="Under Muon the per-layer max attention logit stays bounded",
-        source="A1, Table 2",
-        published=published,
-        ours=ours,
-        rule=f"max over layers, seeds, evaluations <= {LOGIT_BOUND_SQRT_DHEAD} √d_head "
-        f"= {bound:.2f}",
-        verdict=verdict(peak <= bound),
-        details={"muon": summary, "adam": adam_summary, "bound": bound},
+    return claim.result(
+        ours,
+        peak <= bound,
+        {"muon": summary, "adam": adam_summary, "bound": bound},
+        rule_suffix=f" = {bound:.2f}",
     )
 
 
 def claims(cfg: Config, model_cfg: GPTConfig, muon: Series, adam: Series) -> list[ClaimResult]:
     vo = cfg.vo_matrix
     ffn_in = ["w_in", "w_gate"] if cfg.ffn == "gated" else ["w_in"]
+    ffn_label = " and ".join(m.replace("w_", "W_") for m in ffn_in)
     return [
-        _iso_claim(f"A2.{vo}_isotropic", f"VO ({cfg.vo_form})", [vo], "A2, Fig. 2", muon, adam),
-        _iso_claim("A2.w_out_isotropic", "W_out", ["w_out"], "A2, Fig. 2", muon, adam),
-        _iso_claim(
-            "A2.ffn_in_isotropic",
-            " and ".join(m.replace("w_", "W_") for m in ffn_in),
-            ffn_in,
-            "A2, appendix",
-            muon,
-            adam,
-        ),
-        _iso_claim("A2.qk_isotropic", "Q and K", ["q", "k"], "A2, text", muon, adam),
+        _iso_claim(f"A2.{vo}_isotropic", [vo], muon, adam),
+        _iso_claim("A2.w_out_isotropic", ["w_out"], muon, adam),
+        _iso_claim("A2.ffn_in_isotropic", ffn_in, muon, adam, ffn_in=ffn_label),
+        _iso_claim("A2.qk_isotropic", ["q", "k"], muon, adam),
         _spread_claim(vo, muon, adam),
         _logit_claim(model_cfg, muon, adam),
     ]

@@ -1,16 +1,46 @@
 """Claims: a published statement, our measurement, the rule that compares them and the verdict.
 
-Experiments write a ``claims.json`` (a list of :class:`ClaimResult`) into their run directory;
-verdicts are computed by the experiment from its results with an explicit rule, never typed in.
+The published claims themselves — statement, value, rule and tolerances — are in the registry
+(:data:`CLAIMS`, :mod:`tailmem.report.registry`, re-exported here). Experiments measure, call
+:meth:`Claim.result` and write a ``claims.json`` (a list of :class:`ClaimResult`) into their run
+directory; verdicts are computed by the experiment from its results with an explicit rule, never
+typed in, and every id must be a registry id.
 """
 
 from __future__ import annotations
 
 import dataclasses
+from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import Any, Literal
 
 from tailmem.errors import DataError
+from tailmem.report.registry import (
+    CLAIMS,
+    SECTIONS,
+    Claim,
+    check_id,
+    claims_of,
+    lookup,
+    section_of,
+)
+
+__all__ = [
+    "CLAIMS",
+    "SECTIONS",
+    "VERDICTS",
+    "Claim",
+    "ClaimResult",
+    "Verdict",
+    "check_id",
+    "claims_of",
+    "lookup",
+    "not_measured",
+    "read_claims",
+    "section_of",
+    "verdict",
+    "write_claims",
+]
 
 Verdict = Literal["reproduced", "not reproduced", "not measured"]
 VERDICTS: tuple[str, ...] = ("reproduced", "not reproduced", "not measured")
@@ -70,4 +100,31 @@ def read_claims(run: Any) -> list[ClaimResult]:
             results.append(ClaimResult(**{k: v for k, v in item.items() if k in names}))
         except (TypeError, ValueError) as exc:
             raise DataError(f"{target}: entry {i} is invalid ({exc})") from None
+        check_id(results[-1].id, str(target))
     return results
+
+
+NOT_MEASURED_HERE = "not measured at this preset"
+
+
+def not_measured(
+    experiment: str, results: Sequence[ClaimResult], reason: str = NOT_MEASURED_HERE
+) -> list[ClaimResult]:
+    """The registry claims of ``experiment`` that ``results`` lack, as "not measured" results.
+
+    A family counts as measured when any of its variants is among ``results``.
+    """
+    have = {check_id(r.id, experiment).id for r in results}
+    return [
+        ClaimResult(
+            id=c.id,
+            claim=c.describe(c.statement),
+            source=c.source,
+            published=c.describe(c.published),
+            ours=reason,
+            rule=c.describe(c.rule),
+            verdict="not measured",
+        )
+        for c in claims_of(experiment)
+        if c.id not in have
+    ]

@@ -9,7 +9,10 @@ shown::
      "tables": [{"file": "rho.csv", "caption": "..."}]}
 
 Without it, every PNG of the run is shown. Verdicts come from ``claims.json`` as written by the
-experiment (computed from its results), never from here.
+experiment (computed from its results), never from here. The claims registry
+(:data:`~tailmem.report.claims.CLAIMS`) adds what the runs do not say: a registry claim of an
+experiment that its run lacks is listed as "not measured at this preset", and the claims no
+experiment measures close the report in one table.
 """
 
 from __future__ import annotations
@@ -27,7 +30,7 @@ from typing import Any
 
 from tailmem.errors import DataError
 from tailmem.experiments import EXPERIMENTS
-from tailmem.report.claims import VERDICTS, ClaimResult, read_claims
+from tailmem.report.claims import VERDICTS, Claim, ClaimResult, claims_of, not_measured, read_claims
 from tailmem.rundir import RunDir, atomic_write_text
 
 MAX_TABLE_ROWS = 40
@@ -64,7 +67,12 @@ def collect_runs(root: Path) -> list[RunSummary]:
         record = run.read_config()
         complete = run.is_complete
         wall = run.read_json("COMPLETE").get("wall_seconds") if complete else None
-        claims = read_claims(run) if run.file("claims.json").is_file() else []
+        if run.file("claims.json").is_file():
+            claims = read_claims(run)
+            claims += not_measured(record["experiment"], claims)
+        else:
+            reason = "not measured (the run wrote no claims.json)"
+            claims = not_measured(record["experiment"], [], reason)
         layout = run.read_json("report.json") if run.file("report.json").is_file() else {}
         if not isinstance(layout, dict):
             raise DataError(f"{run.file('report.json')}: expected a JSON object")
@@ -106,13 +114,24 @@ def _claim_rows(summary: RunSummary) -> list[list[str]]:
 
 
 CLAIM_HEADER = ["claim", "source", "published", "ours", "rule", "verdict"]
+UNCOVERED_TITLE = "Claims not covered by an experiment"
+UNCOVERED_HEADER = ["claim", "source", "published", "rule"]
+
+
+def _uncovered_rows() -> list[list[str]]:
+    """The registry claims that no experiment measures (yet)."""
+    return [_describe(c) for c in claims_of(None)]
+
+
+def _describe(claim: Claim) -> list[str]:
+    return [claim.describe(t) for t in (claim.statement, claim.source, claim.published, claim.rule)]
 
 
 def verdict_counts(runs: list[RunSummary]) -> Counter:
     return Counter(c.verdict for r in runs for c in r.claims)
 
 
-def _md_table(header: list[str], rows: list[list[str]]) -> str:
+def md_table(header: list[str], rows: list[list[str]]) -> str:
     def cell(text: Any) -> str:
         return str(text).replace("|", "\\|").replace("\n", " ")
 
@@ -153,7 +172,7 @@ def render_markdown(runs: list[RunSummary], root: Path) -> str:
     summary_rows = [
         [r.title, *(str(sum(c.verdict == v for c in r.claims)) for v in VERDICTS)] for r in runs
     ]
-    out.append(_md_table(["experiment", *VERDICTS], summary_rows))
+    out.append(md_table(["experiment", *VERDICTS], summary_rows))
     for r in runs:
         out += ["", f"## {r.title}", ""]
         if not r.complete:
@@ -164,10 +183,11 @@ def render_markdown(runs: list[RunSummary], root: Path) -> str:
             out += [f"![{caption}]({path.relative_to(root).as_posix()})", "", f"*{caption}*", ""]
         for caption, rows in _tables(r):
             if rows:
-                out += [f"**{caption}**", "", _md_table(rows[0], rows[1:]), ""]
+                out += [f"**{caption}**", "", md_table(rows[0], rows[1:]), ""]
         if r.claims:
-            out += ["**Claims**", "", _md_table(CLAIM_HEADER, _claim_rows(r)), ""]
-    out += ["", "## Environment", "", _md_table(ENV_HEADER, _environment_rows(runs)), ""]
+            out += ["**Claims**", "", md_table(CLAIM_HEADER, _claim_rows(r)), ""]
+    out += ["", f"## {UNCOVERED_TITLE}", "", md_table(UNCOVERED_HEADER, _uncovered_rows())]
+    out += ["", "## Environment", "", md_table(ENV_HEADER, _environment_rows(runs)), ""]
     return "\n".join(out)
 
 
@@ -224,6 +244,10 @@ def render_html(runs: list[RunSummary]) -> str:
                 body.append(f"<h3>{html.escape(caption)}</h3>" + _html_table(rows[0], rows[1:]))
         if r.claims:
             body.append("<h3>Claims</h3>" + _html_table(CLAIM_HEADER, _claim_rows(r), "claims"))
+    body.append(
+        f"<h2>{UNCOVERED_TITLE}</h2>"
+        + _html_table(UNCOVERED_HEADER, _uncovered_rows(), "uncovered")
+    )
     body.append("<h2>Environment</h2>" + _html_table(ENV_HEADER, _environment_rows(runs), "env"))
     return (
         '<!doctype html><html lang="en"><head><meta charset="utf-8">'

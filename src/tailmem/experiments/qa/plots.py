@@ -69,12 +69,7 @@ def final_fta_figure(plan: Plan, ffn: str, chance: float) -> Any:
     ax.axhline(chance, color="grey", ls="--", lw=1, label="chance")
     ax.set_xlabel("frequency group (samples per person halve with each group)")
     ax.set_ylabel("first-token accuracy at the end")
-    ax.set_ylim(-0.02, 1.02)
-    ax.grid(alpha=0.3)
-    ax.legend(fontsize=7)
-    ax.set_title(f"Final FTA by group, {ffn} FFN", fontsize=10)
-    fig.tight_layout()
-    return fig
+    return _finish(fig, ax, f"Final FTA by group, {ffn} FFN")
 
 
 def sweep_figure(rows: list[dict[str, Any]], ffn: str) -> Any:
@@ -98,9 +93,14 @@ def sweep_figure(rows: list[dict[str, Any]], ffn: str) -> Any:
     ax.set_xscale("log")
     ax.set_xlabel("learning rate of the swept optimiser")
     ax.set_ylabel("mean FTA over all people")
+    return _finish(fig, ax, f"LR sweep, {ffn} FFN (star: chosen; diverged runs at 0)")
+
+
+def _finish(fig: Any, ax: Any, title: str) -> Any:
+    """The common end of the one-panel figures: accuracy axis 0..1, grid, legend, title."""
     ax.set_ylim(-0.02, 1.02)
     ax.grid(alpha=0.3)
     ax.legend(fontsize=7)
-    ax.set_title(f"LR sweep, {ffn} FFN (star: chosen; diverged runs at 0)", fontsize=10)
+    ax.set_title(title, fontsize=10)
     fig.tight_layout()
     return fig

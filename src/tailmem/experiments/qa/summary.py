@@ -6,104 +6,15 @@ are means over seeds with the sample standard deviation (``ddof = 1``; 0 for a s
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Iterator, Sequence
 from typing import Any
 
 import numpy as np
 
 from tailmem.experiments.qa.arms import ARMS
 from tailmem.experiments.qa.schedule import Plan
-from tailmem.report.claims import ClaimResult, verdict
-
-# Paper A, Tables 3-8 (PAPERS.md A3): FTA of the tail groups of the m = 15 run, by the group's
-# distance from the rarest group (0 = group 15, 2 = group 13, 4 = group 11) and the fraction
-# of the 10k steps (0.2 = 2k, 0.5 = 5k, 1.0 = 10k). Gated FFN: only the rarest group at 10k.
-PUBLISHED: dict[str, dict[tuple[float, int], dict[str, float]]] = {
-    "plain": {
-        (0.2, 4): {
-            "muon": 0.854,
-            "adam": 0.312,
-            "sgd": 0.156,
-            "muon_vo_ffn": 0.814,
-            "muon_qk": 0.472,
-        },
-        (0.2, 2): {
-            "muon": 0.386,
-            "adam": 0.146,
-            "sgd": 0.120,
-            "muon_vo_ffn": 0.256,
-            "muon_qk": 0.154,
-        },
-        (0.2, 0): {
-            "muon": 0.140,
-            "adam": 0.090,
-            "sgd": 0.082,
-            "muon_vo_ffn": 0.114,
-            "muon_qk": 0.086,
-        },
-        (0.5, 4): {
-            "muon": 0.996,
-            "adam": 0.936,
-            "sgd": 0.314,
-            "muon_vo_ffn": 0.992,
-            "muon_qk": 0.970,
-        },
-        (0.5, 2): {
-            "muon": 0.964,
-            "adam": 0.298,
-            "sgd": 0.148,
-            "muon_vo_ffn": 0.934,
-            "muon_qk": 0.354,
-        },
-        (0.5, 0): {
-            "muon": 0.320,
-            "adam": 0.110,
-            "sgd": 0.084,
-            "muon_vo_ffn": 0.254,
-            "muon_qk": 0.118,
-        },
-        (1.0, 4): {
-            "muon": 1.000,
-            "adam": 1.000,
-            "sgd": 0.422,
-            "muon_vo_ffn": 1.000,
-            "muon_qk": 1.000,
-        },
-        (1.0, 2): {
-            "muon": 1.000,
-            "adam": 0.890,
-            "sgd": 0.294,
-            "muon_vo_ffn": 0.998,
-            "muon_qk": 0.940,
-        },
-        (1.0, 0): {
-            "muon": 0.976,
-            "adam": 0.264,
-            "sgd": 0.126,
-            "muon_vo_ffn": 0.954,
-            "muon_qk": 0.286,
-        },
-    },
-    "gated": {
-        (1.0, 0): {
-            "muon": 0.994,
-            "adam": 0.244,
-            "sgd": 0.148,
-            "muon_vo_ffn": 0.990,
-            "muon_qk": 0.274,
-        },
-    },
-}
-
-TAIL_GAP = 0.3
-"""Claim rule: Muon's rarest-group FTA must exceed Adam's by at least this (paper: 0.712)."""
-HEAD_FLOOR = 0.9
-"""Claim rule: every arm's head groups must reach at least this FTA (paper: ≈ 1.0)."""
-MIN_SPREAD = 0.1
-"""Hybrid claims are placed on the Adam→Muon line only if Muon and Adam differ by this much."""
-NEAR_MUON, NEAR_ADAM = 0.75, 0.25
-"""Hybrid rules: position t = (x − Adam)/(Muon − Adam) ≥ 0.75 (≈ Muon) or ≤ 0.25 (≈ Adam)."""
-SGD_TOLERANCE = 0.02
+from tailmem.report.claims import CLAIMS, ClaimResult
+from tailmem.report.registry import A3_PUBLISHED_FTA
 
 
 def seed_results(plan: Plan, ffn: str, arm: str) -> list[dict[str, Any]]:
@@ -148,22 +59,14 @@ def tail_table(
     """Rows like the paper's Tables 3–8: one per (fraction of training, tail group), one column
     per arm (mean ± std over seeds) and the published value of that arm where there is one."""
     rows = []
-    for frac in fracs:
-        step = round(frac * plan.steps)
-        for offset in offsets:
-            group = m - offset
-            if group < 0:
-                continue
-            row: dict[str, Any] = {"step": step, "fraction": frac, "group": group}
-            published = PUBLISHED.get(ffn, {}).get((frac, offset), {})
-            for arm in plan.arms:
-                results = seed_results(plan, ffn, arm)
-                mean, std = mean_std(fta_at(results, step)[:, group])
-                row[ARMS[arm].label] = fmt(mean, std)
-                row[f"paper {ARMS[arm].label}"] = (
-                    f"{published[arm]:.3f}" if arm in published else "—"
-                )
-            rows.append(row)
+    for frac, step, group, published in _tail_cells(plan, ffn, fracs, offsets, m):
+        row: dict[str, Any] = {"step": step, "fraction": frac, "group": group}
+        for arm in plan.arms:
+            results = seed_results(plan, ffn, arm)
+            mean, std = mean_std(fta_at(results, step)[:, group])
+            row[ARMS[arm].label] = fmt(mean, std)
+            row[f"paper {ARMS[arm].label}"] = f"{published[arm]:.3f}" if arm in published else "—"
+        rows.append(row)
     return rows
 
 
@@ -172,30 +75,35 @@ def tail_table_long(
 ) -> list[dict[str, Any]]:
     """The numbers of :func:`tail_table`, one row per (fraction, group, arm), for analysis."""
     rows = []
+    for frac, step, group, published in _tail_cells(plan, ffn, fracs, offsets, m):
+        for arm in plan.arms:
+            values = fta_at(seed_results(plan, ffn, arm), step)[:, group]
+            mean, std = mean_std(values)
+            rows.append(
+                {
+                    "ffn": ffn,
+                    "step": step,
+                    "fraction": frac,
+                    "group": group,
+                    "arm": arm,
+                    "mean": float(mean),
+                    "std": float(std),
+                    "n_seeds": len(values),
+                    "published_m15": published.get(arm),
+                }
+            )
+    return rows
+
+
+def _tail_cells(
+    plan: Plan, ffn: str, fracs: Sequence[float], offsets: Sequence[int], m: int
+) -> Iterator[tuple[float, int, int, dict[str, float]]]:
+    """(fraction, step, group, published FTA by arm) of every existing tail-table cell."""
     for frac in fracs:
         step = round(frac * plan.steps)
         for offset in offsets:
-            group = m - offset
-            if group < 0:
-                continue
-            published = PUBLISHED.get(ffn, {}).get((frac, offset), {})
-            for arm in plan.arms:
-                values = fta_at(seed_results(plan, ffn, arm), step)[:, group]
-                mean, std = mean_std(values)
-                rows.append(
-                    {
-                        "ffn": ffn,
-                        "step": step,
-                        "fraction": frac,
-                        "group": group,
-                        "arm": arm,
-                        "mean": float(mean),
-                        "std": float(std),
-                        "n_seeds": len(values),
-                        "published_m15": published.get(arm),
-                    }
-                )
-    return rows
+            if m - offset >= 0:
+                yield frac, step, m - offset, A3_PUBLISHED_FTA.get(ffn, {}).get((frac, offset), {})
 
 
 def gap_rows(plan: Plan, ffn: str, head_groups: int) -> list[dict[str, Any]]:
@@ -241,106 +149,67 @@ def claims(plan: Plan, m: int, head_groups: int) -> list[ClaimResult]:
     return out
 
 
-def _pub(ffn: str, frac: float, offset: int, arm: str) -> float:
-    return PUBLISHED[ffn][(frac, offset)][arm]
+def _versus_adam(
+    plan: Plan, ffn: str, arm: str, group: int, measured: bool, step: int | None = None
+) -> tuple[float | None, float | None]:
+    """Mean FTA of ``group`` for ``arm`` and for Adam (``None`` where not run)."""
+    if not measured:
+        return None, None
+    return _final(plan, ffn, arm, group, step), _final(plan, ffn, "adam", group, step)
 
 
 def _claim_tail(plan: Plan, ffn: str, m: int, measured: bool) -> ClaimResult:
-    muon, adam = (_final(plan, ffn, a, m) if measured else None for a in ("muon", "adam"))
-    ok = None if muon is None or adam is None else muon - adam >= TAIL_GAP
-    return ClaimResult(
-        id=f"A3.{ffn}.tail_muon_vs_adam",
-        claim=f"Muon learns the rarest group far better than Adam by the end ({ffn} FFN)",
-        source="A3, Tables 3-8 (group 15 at 10k)",
-        published=f"Muon {_pub(ffn, 1.0, 0, 'muon'):.3f} vs Adam {_pub(ffn, 1.0, 0, 'adam'):.3f}",
-        ours="—" if ok is None else f"Muon {muon:.3f} vs Adam {adam:.3f} (group {m})",
-        rule=f"mean over seeds of FTA(rarest group) at the last step: Muon − Adam ≥ {TAIL_GAP}",
-        verdict=verdict(ok),
-        details={"muon": muon, "adam": adam, "group": m},
-    )
+    claim = CLAIMS[f"A3.{ffn}.tail_muon_vs_adam"]
+    muon, adam = _versus_adam(plan, ffn, "muon", m, measured)
+    ok = None if muon is None or adam is None else muon - adam >= claim["gap"]
+    ours = "—" if ok is None else f"Muon {muon:.3f} vs Adam {adam:.3f} (group {m})"
+    return claim.result(ours, ok, {"muon": muon, "adam": adam, "group": m})
 
 
 def _claim_midtail(plan: Plan, ffn: str, m: int, measured: bool) -> ClaimResult:
+    claim = CLAIMS[f"A3.{ffn}.midtail_halfway"]
     step = round(0.5 * plan.steps)
     group = m - 2
-    ok = muon = adam = None
-    if measured and group >= 0:
-        try:
-            muon, adam = (_final(plan, ffn, a, group, step) for a in ("muon", "adam"))
-        except ValueError:
-            muon = adam = None
-        ok = None if muon is None or adam is None else muon - adam >= TAIL_GAP
-    return ClaimResult(
-        id=f"A3.{ffn}.midtail_halfway",
-        claim="Halfway through training Muon has learned the second-rarest-but-one group, Adam not",
-        source="A3, Tables 3-8 (group 13 at 5k)",
-        published=f"Muon {_pub(ffn, 0.5, 2, 'muon'):.3f} vs Adam {_pub(ffn, 0.5, 2, 'adam'):.3f}",
-        ours="—" if ok is None else f"Muon {muon:.3f} vs Adam {adam:.3f} (group {group})",
-        rule=f"FTA(group m−2) at 50% of the steps: Muon − Adam ≥ {TAIL_GAP}",
-        verdict=verdict(ok),
-        details={"muon": muon, "adam": adam, "group": group, "step": step},
-    )
+    try:
+        muon, adam = _versus_adam(plan, ffn, "muon", group, measured and group >= 0, step)
+    except ValueError:  # the halfway step was not evaluated
+        muon = adam = None
+    ok = None if muon is None or adam is None else muon - adam >= claim["gap"]
+    ours = "—" if ok is None else f"Muon {muon:.3f} vs Adam {adam:.3f} (group {group})"
+    return claim.result(ours, ok, {"muon": muon, "adam": adam, "group": group, "step": step})
 
 
 def _claim_head(plan: Plan, ffn: str, head_groups: int, measured: bool) -> ClaimResult:
+    claim = CLAIMS[f"A3.{ffn}.head_all_optimisers"]
     heads = {}
     if measured:
         for arm in plan.arms:
             final = fta_at(seed_results(plan, ffn, arm), plan.steps)
             heads[arm] = float(final[:, :head_groups].mean())
-    ok = None if not heads else min(heads.values()) >= HEAD_FLOOR
+    ok = None if not heads else min(heads.values()) >= claim["floor"]
     ours = ", ".join(f"{ARMS[a].label} {v:.3f}" for a, v in heads.items())
-    return ClaimResult(
-        id=f"A3.{ffn}.head_all_optimisers",
-        claim=f"Every optimiser, SGD included, learns the head groups ({ffn} FFN)",
-        source="A3 (head groups reach ≈ 1.0 with every optimiser)",
-        published="≈ 1.0 for every arm",
-        ours=ours or "—",
-        rule=f"mean FTA of groups 0..{head_groups - 1} at the last step ≥ {HEAD_FLOOR}, every arm",
-        verdict=verdict(ok),
-        details=heads,
-    )
+    return claim.result(ours or "—", ok, heads, last_head=head_groups - 1)
 
 
 def _claim_hybrid(plan: Plan, ffn: str, m: int, arm: str, measured: bool) -> ClaimResult:
     near_muon = arm == "muon_vo_ffn"
+    claim = CLAIMS[f"A3.{ffn}.{arm}_like_{'muon' if near_muon else 'adam'}"]
     values = {a: _final(plan, ffn, a, m) if measured else None for a in ("muon", "adam", arm)}
     ok = position = None
-    if None not in values.values() and abs(values["muon"] - values["adam"]) >= MIN_SPREAD:
+    if None not in values.values() and abs(values["muon"] - values["adam"]) >= claim["min_spread"]:
         position = (values[arm] - values["adam"]) / (values["muon"] - values["adam"])
-        ok = position >= NEAR_MUON if near_muon else position <= NEAR_ADAM
-    target = "Muon" if near_muon else "Adam"
-    pub = {a: _pub(ffn, 1.0, 0, a) for a in ("muon", "adam", arm)}
+        ok = position >= claim["t"] if near_muon else position <= claim["t"]
     ours = "—"
     if None not in values.values():
         ours = f"{values[arm]:.3f} (Muon {values['muon']:.3f}, Adam {values['adam']:.3f})"
         if position is not None:
             ours += f", t = {position:.2f}"
-    rule = "t = (x − Adam)/(Muon − Adam) of the rarest-group FTA at the last step; "
-    rule += f"t ≥ {NEAR_MUON}" if near_muon else f"t ≤ {NEAR_ADAM}"
-    rule += f"; not measured unless |Muon − Adam| ≥ {MIN_SPREAD}"
-    return ClaimResult(
-        id=f"A3.{ffn}.{arm}_like_{target.lower()}",
-        claim=f"{ARMS[arm].label} behaves like {target} in the tail ({ffn} FFN)",
-        source="A3, Tables 3-8 (group 15 at 10k)",
-        published=f"{pub[arm]:.3f} (Muon {pub['muon']:.3f}, Adam {pub['adam']:.3f})",
-        ours=ours,
-        rule=rule,
-        verdict=verdict(ok),
-        details={**values, "t": position},
-    )
+    return claim.result(ours, ok, {**values, "t": position})
 
 
 def _claim_sgd(plan: Plan, ffn: str, m: int, measured: bool) -> ClaimResult:
-    sgd, adam = (_final(plan, ffn, a, m) if measured else None for a in ("sgd", "adam"))
-    ok = None if sgd is None or adam is None else sgd <= adam + SGD_TOLERANCE
-    return ClaimResult(
-        id=f"A3.{ffn}.sgd_below_adam",
-        claim=f"SGD+momentum learns the rarest group no better than Adam ({ffn} FFN)",
-        source="A3, Tables 3-8 (group 15 at 10k)",
-        published=f"SGD+M {_pub(ffn, 1.0, 0, 'sgd'):.3f} vs Adam {_pub(ffn, 1.0, 0, 'adam'):.3f}",
-        ours="—" if ok is None else f"SGD+M {sgd:.3f} vs Adam {adam:.3f}",
-        rule=f"rarest-group FTA at the last step: SGD+M ≤ Adam + {SGD_TOLERANCE}",
-        verdict=verdict(ok),
-        details={"sgd": sgd, "adam": adam},
-    )
+    claim = CLAIMS[f"A3.{ffn}.sgd_below_adam"]
+    sgd, adam = _versus_adam(plan, ffn, "sgd", m, measured)
+    ok = None if sgd is None or adam is None else sgd <= adam + claim["tol"]
+    ours = "—" if ok is None else f"SGD+M {sgd:.3f} vs Adam {adam:.3f}"
+    return claim.result(ours, ok, {"sgd": sgd, "adam": adam})
