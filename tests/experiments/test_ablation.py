@@ -179,6 +179,28 @@ def test_interrupted_arm_resumes_exactly_and_finished_arms_are_reused(
     assert losses(qk) == losses(original)
 
 
+def test_resume_from_a_truncated_checkpoint_is_one_line_exit_2(
+    ablation_smoke, lm_cache, tmp_path, capsys
+):
+    """An interrupted arm whose newest checkpoint was cut short (disk full, copied half-way):
+    `tailmem run` on the run directory resumes that arm, fails to read the checkpoint and says
+    so in one line, exit 2, leaving the checkpoint in place for the user to delete."""
+    out = tmp_path / "truncated"
+    shutil.copytree(ablation_smoke, out, ignore=shutil.ignore_patterns("COMPLETE"))
+    qk = out / "arms" / "qk" / "lr_x1" / "seed0"
+    (qk / "result.json").unlink()
+    ckpt = qk / "ckpt" / "step_000024.pt"
+    data = ckpt.read_bytes()
+    ckpt.write_bytes(data[: len(data) // 2])
+    args = ["run", "ablation", "--preset", "smoke", "--out", str(out), f"data.cache_dir={lm_cache}"]
+    assert main(args) == 2
+    err = capsys.readouterr().err.strip().splitlines()
+    assert len(err) == 1, err
+    assert err[0].startswith("tailmem: error: checkpoint ")
+    assert str(ckpt) in err[0] and "truncated or corrupt" in err[0]
+    assert ckpt.stat().st_size == len(data) // 2 and not (qk / "result.json").exists()
+
+
 def test_bad_config_is_one_line_exit_2(capsys):
     with pytest.raises(ConfigError, match="arms: got 'w_gate'"):
         load_config(ablation.Config, "ablation", "smoke", ["arms=[full,w_gate]"])

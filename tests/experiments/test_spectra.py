@@ -21,20 +21,6 @@ from tailmem.runner import run_experiment
 from tailmem.train.distributed import DistContext
 
 
-def iso(matrix: np.ndarray, k: int = 10) -> dict[str, float]:
-    """The four metrics of PAPERS.md A2 from a float64 SVD, written out by hand."""
-    s = torch.linalg.svdvals(torch.from_numpy(matrix).double()).numpy()
-    s = s[s > max(matrix.shape) * np.finfo(np.float32).eps * s[0]]
-    q = s**2 / np.sum(s**2)
-    entropy = -np.sum(q * np.log(q))
-    return {
-        "svd_entropy": entropy / np.log(len(s)),
-        "erank": math.exp(entropy),
-        "topk_energy": float(np.sum(q[:k])),
-        "q75_25": float(np.quantile(s**2, 0.75) / np.quantile(s**2, 0.25)),
-    }
-
-
 @pytest.fixture(scope="module")
 def spectra_smoke(tmp_path_factory, lm_cache):
     out = tmp_path_factory.mktemp("spectra") / "smoke"
@@ -43,7 +29,7 @@ def spectra_smoke(tmp_path_factory, lm_cache):
     return out
 
 
-def test_logged_isotropy_and_logits_match_the_checkpoint(spectra_smoke, lm_cache):
+def test_logged_isotropy_and_logits_match_the_checkpoint(spectra_smoke, lm_cache, iso):
     cfg = load_config(spectra.Config, "spectra", "smoke", [f"data.cache_dir={lm_cache}"])
     data = lm_common.prepare_data(cfg.data, DistContext())
     sub = spectra_smoke / "runs" / "muon" / "seed1"

@@ -42,8 +42,6 @@ from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import Any, Literal
 
-import torch
-
 from tailmem.errors import ConfigError
 from tailmem.experiments.lm_common import (
     HIDDEN_MATRICES,
@@ -54,16 +52,14 @@ from tailmem.experiments.lm_common import (
     OptimSection,
     TrainSection,
     muon_recipe,
-    prepare_data,
-    run_arm,
     seed_list,
+    start_session,
     val_loss_hook,
 )
 from tailmem.metrics.curves import first_crossing
 from tailmem.metrics.token_buckets import bucket_names
 from tailmem.report.claims import CLAIMS, ClaimResult, write_claims
 from tailmem.rundir import RunDir
-from tailmem.train import distributed as D
 
 NAME = "ablation"
 
@@ -193,12 +189,8 @@ def _final_loss(result: dict[str, Any]) -> float:
 
 def run(cfg: Config, run: RunDir) -> None:
     """Train every selected arm (reusing finished ones), then write table, figures and claims."""
-    if cfg.train.threads is not None:
-        torch.set_num_threads(cfg.train.threads)
-    ctx, device = D.init_distributed(cfg.train.device)
-    data = prepare_data(cfg.data, ctx)
-    model_cfg = cfg.model.build_config(data.vocab_size, cfg.ffn, cfg.data.seq_len)
-    hooks = [val_loss_hook(data, ctx)]
+    session = start_session(cfg, run.path)
+    hooks = [val_loss_hook(session.data, session.ctx)]
     seeds = seed_list(cfg.seed, cfg.seeds)
     results: dict[str, list[dict[str, Any]]] = {}
     tuning: dict[str, dict[str, float]] = {}
@@ -210,17 +202,7 @@ def run(cfg: Config, run: RunDir) -> None:
             seed=seed,
             lr_factor=_lr_factor(arm, cfg.ffn, cfg.tune_lr, factor),
         )
-        return run_arm(
-            run.path,
-            spec,
-            model_cfg=model_cfg,
-            train=cfg.train,
-            optim=cfg.optim,
-            data=data,
-            hooks=hooks,
-            ctx=ctx,
-            device=device,
-        )
+        return session.run_arm(spec, hooks)
 
     for arm in cfg.selected():
         candidates = _candidates(arm, cfg.ffn, cfg.tune_lr, cfg.tune_factors)
@@ -228,9 +210,7 @@ def run(cfg: Config, run: RunDir) -> None:
         best = min(candidates, key=lambda f: (_final_loss(trials[f]), abs(math.log(f))))
         tuning[arm.id] = {_factor_name(f): _final_loss(r) for f, r in trials.items()}
         results[arm.id] = [trials[best]] + [train_one(arm, best, s) for s in seeds[1:]]
-    if ctx.is_main:
-        _write_outputs(cfg, run, data, results, tuning)
-    D.barrier(ctx)
+    session.finish(lambda: _write_outputs(cfg, run, session.data, results, tuning))
 
 
 # ----------------------------------------------------------------------------------------------

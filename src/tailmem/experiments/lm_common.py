@@ -29,7 +29,7 @@ import time
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import Any, Protocol
 
 import numpy as np
 import torch
@@ -122,36 +122,57 @@ class DataSection:
             )
 
 
-@dataclass
-class TrainSection:
-    """How every arm trains (fields of :class:`~tailmem.train.TrainConfig`, same meaning).
+TRAIN_FIELDS: tuple[str, ...] = ("steps", "schedule", "warmup_steps", "decay_frac",
+    "min_lr_frac", "grad_clip", "grad_accum", "log_every", "eval_every", "ckpt_every", "device",
+    "precision")  # fmt: skip
+"""The :class:`~tailmem.train.TrainConfig` fields an experiment's ``train:`` section sets."""
 
-    ``threads`` sets ``torch.set_num_threads`` for the experiment (null leaves it alone).
-    """
+TRAIN_DEFAULTS: dict[str, Any] = {
+    "steps": 400,
+    "schedule": "cosine",
+    "warmup_steps": 20,
+    "eval_every": 50,
+    "ckpt_every": 100,
+}
+"""Where the experiments' defaults differ from ``TrainConfig``'s."""
 
-    steps: int = 400
-    schedule: str = "cosine"
-    warmup_steps: int = 20
-    decay_frac: float = 0.2
-    min_lr_frac: float = 0.0
-    grad_clip: float | None = 1.0
-    grad_accum: int = 1
-    log_every: int = 10
-    eval_every: int = 50
-    ckpt_every: int = 100
-    device: str = "cpu"
-    precision: str = "fp32"
-    threads: int | None = None
 
+class _TrainSectionMethods:
     def validate(self) -> None:
         self.to_train_config(0).validate()
         if self.threads is not None and self.threads < 1:
             raise ConfigError(f"train.threads: got {self.threads}; expected null or >= 1")
 
     def to_train_config(self, seed: int) -> TrainConfig:
-        fields = {f.name for f in dataclasses.fields(TrainConfig)}
-        own = {k: v for k, v in dataclasses.asdict(self).items() if k in fields}
+        own = {name: getattr(self, name) for name in TRAIN_FIELDS}
         return TrainConfig(**own, seed=seed, keep_ckpts=1, progress=True)
+
+
+def _train_section() -> type:
+    """The ``TrainSection`` dataclass: :data:`TRAIN_FIELDS` with ``TrainConfig``'s types and
+    defaults (:data:`TRAIN_DEFAULTS` where the experiments differ), then ``threads``. Built from
+    ``TrainConfig`` so the two cannot drift apart."""
+    loop_fields = {f.name: f for f in dataclasses.fields(TrainConfig)}
+    specs: list[tuple[str, Any, Any]] = [
+        (
+            name,
+            loop_fields[name].type,
+            field(default=TRAIN_DEFAULTS.get(name, loop_fields[name].default)),
+        )
+        for name in TRAIN_FIELDS
+    ]
+    specs.append(("threads", "int | None", field(default=None)))
+    doc = """How every arm trains (fields of :class:`~tailmem.train.TrainConfig`, same meaning).
+
+    ``threads`` sets ``torch.set_num_threads`` for the experiment (null leaves it alone).
+    """
+    namespace = {"__module__": __name__, "__doc__": doc}
+    return dataclasses.make_dataclass(
+        "TrainSection", specs, bases=(_TrainSectionMethods,), namespace=namespace
+    )
+
+
+TrainSection = _train_section()
 
 
 @dataclass
@@ -424,3 +445,66 @@ def _initial_eval(
 def seed_list(first: int, count: int) -> list[int]:
     """``count`` consecutive seeds from ``first``."""
     return list(range(first, first + count))
+
+
+# ----------------------------------------------------------------------------------------------
+# one experiment run
+
+
+class LMExperimentConfig(Protocol):
+    """The sections every language-model experiment config has."""
+
+    ffn: str
+    model: ModelSection
+    data: DataSection
+    train: TrainSection
+    optim: OptimSection
+
+
+@dataclass
+class LMSession:
+    """What every arm of one experiment run shares: folder, ranks, device, data, model config."""
+
+    root: Path
+    ctx: D.DistContext
+    device: torch.device
+    data: LMData
+    model_cfg: GPTConfig
+    train: TrainSection
+    optim: OptimSection
+
+    def run_arm(
+        self,
+        arm: ArmSpec,
+        hooks: Sequence[EvalHook],
+        extra_digest: Mapping[str, Any] | None = None,
+    ) -> dict[str, Any]:
+        """:func:`run_arm` of ``arm`` in this run with the shared settings."""
+        return run_arm(
+            self.root,
+            arm,
+            model_cfg=self.model_cfg,
+            train=self.train,
+            optim=self.optim,
+            data=self.data,
+            hooks=hooks,
+            ctx=self.ctx,
+            device=self.device,
+            extra_digest=extra_digest,
+        )
+
+    def finish(self, write_outputs: Callable[[], None]) -> None:
+        """Rank 0 writes the experiment's outputs; every rank waits for it."""
+        if self.ctx.is_main:
+            write_outputs()
+        D.barrier(self.ctx)
+
+
+def start_session(cfg: LMExperimentConfig, root: Path) -> LMSession:
+    """Set the thread count, join the process group (if any), build the corpus and model config."""
+    if cfg.train.threads is not None:
+        torch.set_num_threads(cfg.train.threads)
+    ctx, device = D.init_distributed(cfg.train.device)
+    data = prepare_data(cfg.data, ctx)
+    model_cfg = cfg.model.build_config(data.vocab_size, cfg.ffn, cfg.data.seq_len)
+    return LMSession(root, ctx, device, data, model_cfg, cfg.train, cfg.optim)

@@ -56,9 +56,8 @@ from tailmem.experiments.lm_common import (
     OptimSection,
     TrainSection,
     muon_recipe,
-    prepare_data,
-    run_arm,
     seed_list,
+    start_session,
     val_loss_hook,
 )
 from tailmem.metrics.role_spectra import (
@@ -134,34 +133,19 @@ def spectra_hook(cfg: GPTConfig, top_k: int, logit_x: Tensor, ctx: D.DistContext
 
 def run(cfg: Config, run: RunDir) -> None:
     """Train Muon and Adam for every seed (reusing finished runs), then write figures and claims."""
-    if cfg.train.threads is not None:
-        torch.set_num_threads(cfg.train.threads)
-    ctx, device = D.init_distributed(cfg.train.device)
-    data = prepare_data(cfg.data, ctx)
-    model_cfg = cfg.model.build_config(data.vocab_size, cfg.ffn, cfg.data.seq_len)
-    logit_x = data.val[0][0][: cfg.logit_rows]
-    hooks = [val_loss_hook(data, ctx), spectra_hook(model_cfg, cfg.top_k, logit_x, ctx)]
+    session = start_session(cfg, run.path)
+    logit_x = session.data.val[0][0][: cfg.logit_rows]
+    hooks = [
+        val_loss_hook(session.data, session.ctx),
+        spectra_hook(session.model_cfg, cfg.top_k, logit_x, session.ctx),
+    ]
+    extra = {"top_k": cfg.top_k, "logit_rows": cfg.logit_rows}
     results: dict[str, list[dict[str, Any]]] = {name: [] for name in OPTIMIZERS}
     for seed in seed_list(cfg.seed, cfg.seeds):
         for name, recipe in OPTIMIZERS.items():
             spec = ArmSpec(key=f"runs/{name}/seed{seed}", recipe=recipe, seed=seed)
-            results[name].append(
-                run_arm(
-                    run.path,
-                    spec,
-                    model_cfg=model_cfg,
-                    train=cfg.train,
-                    optim=cfg.optim,
-                    data=data,
-                    hooks=hooks,
-                    ctx=ctx,
-                    device=device,
-                    extra_digest={"top_k": cfg.top_k, "logit_rows": cfg.logit_rows},
-                )
-            )
-    if ctx.is_main:
-        _write_outputs(cfg, run, model_cfg, results)
-    D.barrier(ctx)
+            results[name].append(session.run_arm(spec, hooks, extra_digest=extra))
+    session.finish(lambda: _write_outputs(cfg, run, session.model_cfg, results))
 
 
 # ----------------------------------------------------------------------------------------------
