@@ -16,6 +16,7 @@ from pathlib import Path
 import numpy as np
 import torch
 
+from tailmem import progress
 from tailmem.config import load_config, to_dict
 from tailmem.errors import ConfigError
 from tailmem.experiments import get_experiment
@@ -71,7 +72,8 @@ def run_experiment(
         run.write_config(experiment, preset, cfg)
     seed_everything(cfg.seed)
     start = time.perf_counter()
-    module.run(cfg, run)
+    with progress.tracking(run.path, enabled=main):
+        module.run(cfg, run)
     if main:
         run.mark_complete(wall_seconds=time.perf_counter() - start)
     return run, status

@@ -43,6 +43,7 @@ from typing import Any, Literal
 
 import torch
 
+from tailmem import progress
 from tailmem.errors import ConfigError
 from tailmem.experiments.lm_common import (
     HIDDEN_MATRICES,
@@ -202,6 +203,11 @@ def run(cfg: Config, run: RunDir) -> None:
     model_cfg = cfg.model.build_config(data.vocab_size, cfg.ffn, cfg.data.seq_len)
     hooks = [val_loss_hook(data, ctx)]
     seeds = seed_list(cfg.seed, cfg.seeds)
+    n_trials = sum(
+        len(_candidates(a, cfg.ffn, cfg.tune_lr, cfg.tune_factors)) + cfg.seeds - 1
+        for a in cfg.selected()
+    )
+    progress.plan(n_trials * cfg.train.steps, "steps")
     results: dict[str, list[dict[str, Any]]] = {}
     tuning: dict[str, dict[str, float]] = {}
 

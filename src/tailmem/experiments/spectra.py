@@ -45,6 +45,7 @@ import numpy as np
 import torch
 from torch import Tensor, nn
 
+from tailmem import progress
 from tailmem.errors import ConfigError
 from tailmem.experiments.lm_common import (
     HIDDEN_MATRICES,
@@ -143,6 +144,7 @@ def run(cfg: Config, run: RunDir) -> None:
     model_cfg = cfg.model.build_config(data.vocab_size, cfg.ffn, cfg.data.seq_len)
     logit_x = data.val[0][0][: cfg.logit_rows]
     hooks = [val_loss_hook(data, ctx), spectra_hook(model_cfg, cfg.top_k, logit_x, ctx)]
+    progress.plan(cfg.seeds * len(OPTIMIZERS) * cfg.train.steps, "steps")
     results: dict[str, list[dict[str, Any]]] = {name: [] for name in OPTIMIZERS}
     for seed in seed_list(cfg.seed, cfg.seeds):
         for name, recipe in OPTIMIZERS.items():

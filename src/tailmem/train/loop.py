@@ -46,6 +46,7 @@ import torch.nn.functional as F
 from torch import Tensor, nn
 from tqdm import tqdm
 
+from tailmem import progress
 from tailmem.errors import CheckpointError, ConfigError, DataError
 from tailmem.train import distributed as D
 from tailmem.train.checkpoint import (
@@ -594,6 +595,7 @@ class _Session:
         """Log, evaluate and checkpoint as the cadence of the config asks after ``done`` updates."""
         t, cfg = self.t, self.t.cfg
         self.bar.update(1)
+        progress.advance(1)
         is_log = done % cfg.log_every == 0 or done == cfg.steps
         is_eval = bool(t.eval_hooks) and (
             (cfg.eval_every > 0 and done % cfg.eval_every == 0) or done == cfg.steps
@@ -688,6 +690,7 @@ def train(
     is_main = trainer.ctx.is_main
     with _deterministic(cfg.deterministic), contextlib.ExitStack() as stack:
         trainer.start(resume)
+        progress.skip(trainer.step)
         show = cfg.progress and is_main and sys.stderr.isatty()
         bar = stack.enter_context(
             tqdm(total=cfg.steps, initial=trainer.step, disable=not show, unit="step")
