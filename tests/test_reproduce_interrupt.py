@@ -23,8 +23,18 @@ SRC = Path(__file__).resolve().parents[1] / "src"
 EXPERIMENTS = "assoc-capacity,ablation"
 
 
-def command(out: Path, only: str = EXPERIMENTS) -> list[str]:
-    args = ["reproduce", "--preset", "smoke", "--only", only, "--out", str(out)]
+def command(out: Path, only: str = EXPERIMENTS, jobs: int = 1) -> list[str]:
+    args = [
+        "reproduce",
+        "--preset",
+        "smoke",
+        "--only",
+        only,
+        "--out",
+        str(out),
+        "--jobs",
+        str(jobs),
+    ]
     return [sys.executable, "-m", "tailmem", *args]
 
 
@@ -32,9 +42,9 @@ def env(cache: Path) -> dict[str, str]:
     return {**os.environ, "PYTHONPATH": str(SRC), "TAILMEM_CACHE": str(cache)}
 
 
-def start(out: Path, cache: Path, only: str = EXPERIMENTS) -> subprocess.Popen:
+def start(out: Path, cache: Path, only: str = EXPERIMENTS, jobs: int = 1) -> subprocess.Popen:
     return subprocess.Popen(
-        command(out, only),
+        command(out, only, jobs),
         env=env(cache),
         stdout=subprocess.PIPE,
         stderr=subprocess.PIPE,
@@ -119,9 +129,10 @@ def test_sigkill_then_rerun_equals_an_uninterrupted_run(tmp_path, cache):
     assert not leftovers(killed)
 
 
-def test_ctrl_c_stops_promptly_and_leaves_nothing_half_written(tmp_path, cache):
+@pytest.mark.parametrize(("only", "jobs"), [("ablation", 1), (EXPERIMENTS, 2)])
+def test_ctrl_c_stops_promptly_and_leaves_nothing_half_written(tmp_path, cache, only, jobs):
     out = tmp_path / "interrupted"
-    proc = start(out, cache, only="ablation")
+    proc = start(out, cache, only, jobs)  # jobs=2: the experiments run in worker processes
     wait_for(lambda: training_started(out / "ablation"), proc)
     os.killpg(proc.pid, signal.SIGINT)  # what Ctrl-C in a terminal sends
     sent = time.monotonic()

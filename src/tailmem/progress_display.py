@@ -155,23 +155,25 @@ class PlainLines:
         self.board, self.stream, self.every = board, stream, every
         self.status: dict[str, str] = {}
         self.last_line: dict[str, float] = {}
+        self.summarised: tuple[str, ...] = ()
 
     def _say(self, text: str) -> None:
         print(f"[reproduce] {text}", file=self.stream, flush=True)
 
-    def poll(self, final: bool = False) -> None:
+    def poll(self) -> None:
+        """Print what changed (and what is due); the overall line after any change."""
         now = time.monotonic()
         rows = self.board.rows()
-        changed = False
         for r in rows:
             if self.status.get(r.name) == r.status and not (
                 r.status in ("running", "resuming") and now - self.last_line[r.name] >= self.every
             ):
                 continue
-            changed |= self.status.get(r.name) != r.status
             self.status[r.name], self.last_line[r.name] = r.status, now
             self._say(f"{r.name}: {_plain(r)}")
-        if changed or final:
+        statuses = tuple(r.status for r in rows)
+        if statuses != self.summarised:
+            self.summarised = statuses
             self._say(self.board.overall(rows))
 
 
@@ -243,4 +245,4 @@ def _plain_lines(board: Board, stream: IO[str], poll_s: float) -> Iterator[None]
     finally:
         stop.set()
         thread.join()
-        lines.poll(final=True)
+        lines.poll()

@@ -139,6 +139,15 @@ def _run_one(name: str, preset: str, out: Path, force: bool) -> str:
     return name
 
 
+def _run_in_worker(name: str, preset: str, out: Path, force: bool) -> str:
+    """:func:`_run_one` in a pool worker; afterwards the next SIGINT/SIGTERM interrupts again
+    (so a worker interrupted during an experiment can still be stopped while it idles)."""
+    try:
+        return _run_one(name, preset, out, force)
+    finally:
+        _interrupt_on_signals()
+
+
 def _interrupt_once(signum: int, frame: Any) -> None:
     """The first SIGINT or SIGTERM raises KeyboardInterrupt (so atomic writes clean up their
     temp files); later ones are ignored, so they cannot cut that clean-up short."""
@@ -147,9 +156,13 @@ def _interrupt_once(signum: int, frame: Any) -> None:
     raise KeyboardInterrupt
 
 
-def _init_worker(log: Path) -> None:
+def _interrupt_on_signals() -> None:
     signal.signal(signal.SIGINT, _interrupt_once)
     signal.signal(signal.SIGTERM, _interrupt_once)
+
+
+def _init_worker(log: Path) -> None:
+    _interrupt_on_signals()
     # An idle worker's own noise (a KeyboardInterrupt traceback, say) stays out of the display.
     handle = open(log, "a", buffering=1, encoding="utf-8")  # noqa: SIM115 (lives with the worker)
     os.dup2(handle.fileno(), 1)
@@ -170,24 +183,34 @@ def _stop_workers() -> None:
             child.join(1.0)
 
 
-def _run_inline(todo: Sequence[str], forces: dict[str, bool], preset: str, out: Path, board: Board):
-    for name in todo:
+@dataclass(frozen=True)
+class _Work:
+    """The experiments one reproduce call runs, where, and the board that shows them."""
+
+    todo: list[str]
+    forces: dict[str, bool]
+    preset: str
+    out: Path
+    board: Board
+
+    def args(self, name: str) -> tuple[str, str, Path, bool]:
+        """:func:`_run_one`'s arguments for ``name``."""
+        return name, self.preset, self.out, self.forces[name]
+
+
+def _run_inline(work: _Work) -> None:
+    board = work.board
+    for name in work.todo:
         try:
-            _run_one(name, preset, out, forces[name])
+            _run_one(*work.args(name))
         except Exception:
             board.finish(name, ok=False)
             raise
         board.finish(name, ok=True)
 
 
-def _run_pool(
-    todo: Sequence[str],
-    forces: dict[str, bool],
-    preset: str,
-    out: Path,
-    jobs: int,
-    board: Board,
-) -> None:
+def _run_pool(work: _Work, jobs: int) -> None:
+    todo, out, board = work.todo, work.out, work.board
     context = multiprocessing.get_context("spawn")
     (out / LOG_DIR).mkdir(parents=True, exist_ok=True)
     pool = ProcessPoolExecutor(
@@ -197,13 +220,13 @@ def _run_pool(
         initargs=(out / LOG_DIR / "workers.log",),
     )
     try:
-        pending: dict[Future, str] = {
-            pool.submit(_run_one, n, preset, out, forces[n]): n for n in todo
-        }
+        pending: dict[Future, str] = {pool.submit(_run_in_worker, *work.args(n)): n for n in todo}
         while pending:
             done, _ = wait(pending, return_when=FIRST_COMPLETED)
             for future in done:
                 name = pending.pop(future)
+                if isinstance(future.exception(), KeyboardInterrupt):
+                    raise KeyboardInterrupt  # Ctrl-C reached the worker first
                 if future.exception() is not None:
                     board.finish(name, ok=False)
                     for other in pending:
@@ -212,7 +235,7 @@ def _run_pool(
                 board.finish(name, ok=True)
     except KeyboardInterrupt:
         _stop_workers()
-        pool.shutdown(wait=False, cancel_futures=True)
+        pool.shutdown(wait=True, cancel_futures=True)  # the workers are gone: this is quick
         raise
     except BaseException:
         pool.shutdown(wait=True, cancel_futures=True)  # the running experiments finish
@@ -229,28 +252,15 @@ def _import_submitit() -> Any:
 
 
 def _run_slurm(
-    todo: Sequence[str],
-    forces: dict[str, bool],
-    preset: str,
-    out: Path,
-    jobs: int,
-    board: Board,
-    slurm: SlurmOptions,
-    cluster: str | None = None,
-    poll_s: float = 2.0,
+    work: _Work, jobs: int, slurm: SlurmOptions, cluster: str | None = None, poll_s: float = 2.0
 ) -> None:
     """Submit ``todo`` as one job array and wait for it; ``cluster`` picks a submitit executor
     (None: auto-detect Slurm; tests use "local")."""
+    todo, out, board = work.todo, work.out, work.board
     submitit = _import_submitit()
     executor = submitit.AutoExecutor(folder=out / SUBMITIT_DIR, cluster=cluster)
     executor.update_parameters(**slurm.parameters(jobs))
-    array = executor.map_array(
-        _run_one,
-        list(todo),
-        [preset] * len(todo),
-        [out] * len(todo),
-        [forces[n] for n in todo],
-    )
+    array = executor.map_array(_run_one, *zip(*(work.args(n) for n in todo), strict=True))
     pending = dict(zip(array, todo, strict=True))
     try:
         while pending:
@@ -307,11 +317,12 @@ def reproduce(
     forces = {n: plans[n] == "redo" for n in todo}
     parallel = jobs if launcher == "slurm" else min(jobs, max(len(todo), 1))
     board = Board(out, plans, parallel=parallel)
+    work = _Work(todo, forces, preset, out, board)
     with watching(board, sys.stderr):
         if launcher == "slurm" and todo:
-            _run_slurm(todo, forces, preset, out, jobs, board, slurm, cluster)
+            _run_slurm(work, jobs, slurm, cluster)
         elif jobs == 1 or len(todo) <= 1:
-            _run_inline(todo, forces, preset, out, board)
+            _run_inline(work)
         else:
-            _run_pool(todo, forces, preset, out, jobs, board)
+            _run_pool(work, jobs)
     return write_report(out)
