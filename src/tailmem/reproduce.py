@@ -170,17 +170,20 @@ def _init_worker(log: Path) -> None:
 
 
 def _stop_workers() -> None:
-    """Interrupt this process's worker processes, wait for them to clean up, kill stragglers."""
+    """Interrupt this process's worker processes and wait for them to clean up; a worker busy
+    cleaning up ignores signals, so they are repeated until it exits or the grace time is over
+    (then it is killed)."""
     children = multiprocessing.active_children()
-    for child in children:
-        child.terminate()
     deadline = time.monotonic() + STOP_GRACE_S
+    while children and time.monotonic() < deadline:
+        for child in children:
+            child.terminate()
+        for child in children:
+            child.join(0.5 / len(children))
+        children = [child for child in children if child.is_alive()]
     for child in children:
-        child.join(max(deadline - time.monotonic(), 0.0))
-    for child in children:
-        if child.is_alive():
-            child.kill()
-            child.join(1.0)
+        child.kill()
+        child.join(1.0)
 
 
 @dataclass(frozen=True)
