@@ -19,6 +19,12 @@ CASES = [
     (["reproduce", "--jobs", "0"], "--jobs: got 0"),
     (["reproduce", "--preset", "gpu"], "--preset: got 'gpu'"),
     (["reproduce", "--only", "assoc-two-group,nope"], "--only: unknown experiment 'nope'"),
+    (["reproduce", "--launcher", "pbs"], "argument --launcher: invalid choice: 'pbs'"),
+    (["reproduce", "--slurm-partition", "gpu"], "--slurm-* options need --launcher slurm"),
+    (["reproduce", "--launcher", "slurm", "--slurm-time-min", "0"], "--slurm-time-min: got 0"),
+    (["reproduce", "--launcher", "slurm", "--slurm-gpus-per-node", "-1"], "got -1"),
+    (["reproduce", "--launcher", "slurm", "--slurm-cpus-per-task", "x"], "invalid int value"),
+    (["reproduce", "--launcher", "slurm", "--slurm-partition", " "], "--slurm-partition"),
     (["diagnose", "/no/such/model"], "does not exist"),
     (["report", "/no/such/results"], "is not a directory"),
     # overrides: syntax and types

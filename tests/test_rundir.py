@@ -29,7 +29,9 @@ def test_damaged_json_is_a_data_error(tmp_path):
 
 def test_claims_round_trip_and_validation(tmp_path):
     run = RunDir(tmp_path)
-    claim = ClaimResult("x.1", "a claim", "A4", "1.0", "0.98", "|ours-1|<0.05", verdict(True))
+    claim = ClaimResult(
+        "A4.thm53.gd_slope", "a claim", "A4", "1.0", "0.98", "|ours-1|<0.05", verdict(True)
+    )
     write_claims(run, [claim])
     assert read_claims(run) == [claim]
     assert verdict(None) == "not measured" and verdict(False) == "not reproduced"
@@ -68,3 +70,17 @@ def test_bad_config_writes_nothing(fake_experiment, tmp_path):
     with pytest.raises(ConfigError):
         run_experiment("fake", "smoke", ["steps=-1"], out=out)
     assert not out.exists()
+
+
+def test_stale_temp_files_of_killed_writers_are_removed(tmp_path):
+    run = RunDir(tmp_path / "r")
+    run.write_json("a.json", {"x": 1})
+    nested = tmp_path / "r" / "arms" / "adam"
+    nested.mkdir(parents=True)
+    stale = [tmp_path / "r" / ".a.json.k3j1.tmp", nested / ".initial.json._063het0.tmp"]
+    for path in stale:
+        path.write_text("{half")
+    (nested / "notes.tmp").write_text("a user's file, not ours")
+    assert sorted(run.remove_stale_temp_files()) == sorted(stale)
+    assert not any(p.exists() for p in stale)
+    assert (nested / "notes.tmp").exists() and run.read_json("a.json") == {"x": 1}

@@ -56,10 +56,18 @@ def _cmd_run(args: argparse.Namespace) -> int:
 
 
 def _cmd_reproduce(args: argparse.Namespace) -> int:
-    from tailmem.reproduce import reproduce
+    from tailmem.reproduce import SlurmOptions, reproduce
 
     only = [name.strip() for name in args.only.split(",") if name.strip()] if args.only else None
-    report = reproduce(args.preset, only=only, out=args.out, jobs=args.jobs)
+    given = {
+        key: getattr(args, f"slurm_{key}")
+        for key in ("partition", "time_min", "gpus_per_node", "cpus_per_task")
+        if getattr(args, f"slurm_{key}") is not None
+    }
+    slurm = SlurmOptions(**given) if given else None
+    report = reproduce(
+        args.preset, only=only, out=args.out, jobs=args.jobs, launcher=args.launcher, slurm=slurm
+    )
     print(f"report: {report.resolve()}")
     return 0
 
@@ -120,7 +128,21 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--preset", default="cpu", help="smoke | cpu | paper (default: cpu)")
     p.add_argument("--only", default=None, metavar="EXP,...", help="run only these experiments")
     p.add_argument("--out", default=None, help="results folder (default: results/PRESET)")
-    p.add_argument("--jobs", type=int, default=1, help="experiments run in parallel processes")
+    p.add_argument(
+        "--jobs", type=int, default=1, help="experiments run at once (processes or array tasks)"
+    )
+    p.add_argument(
+        "--launcher",
+        choices=("local", "slurm"),
+        default="local",
+        help="local processes, or a Slurm job array through submitit (default: local)",
+    )
+    p.add_argument("--slurm-partition", default=None, help="Slurm partition of the jobs")
+    p.add_argument(
+        "--slurm-time-min", type=int, default=None, help="time limit per job in minutes (720)"
+    )
+    p.add_argument("--slurm-gpus-per-node", type=int, default=None, help="GPUs per job")
+    p.add_argument("--slurm-cpus-per-task", type=int, default=None, help="CPUs per job")
     p.set_defaults(func=_cmd_reproduce)
 
     p = sub.add_parser("diagnose", help="spectral isotropy of a model's matrices by role and layer")

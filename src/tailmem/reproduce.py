@@ -2,24 +2,80 @@
 
 Each experiment gets ``OUT/<experiment>``. A run that is complete with the identical config is
 skipped; an incomplete one resumes; one whose config changed (a new preset file, say) is redone.
-Independent experiments can run in parallel worker processes (``jobs``).
+Experiments run in this process (``jobs=1``), in parallel worker processes (``jobs > 1``) or as a
+Slurm job array through submitit (``launcher="slurm"``). Whatever runs them, each experiment's
+own output goes to ``OUT/.logs/<experiment>.log`` and its progress to ``OUT/<exp>/progress.json``
+(:mod:`tailmem.progress`); this process polls those files and shows one display
+(:mod:`tailmem.progress_display`), so local workers and cluster jobs look the same.
 """
 
 from __future__ import annotations
 
+import contextlib
 import multiprocessing
+import os
+import signal
 import sys
 import time
-from collections.abc import Sequence
-from concurrent.futures import FIRST_COMPLETED, ProcessPoolExecutor, wait
+from collections.abc import Iterator, Sequence
+from concurrent.futures import FIRST_COMPLETED, Future, ProcessPoolExecutor, wait
+from dataclasses import dataclass
 from pathlib import Path
+from typing import Any
 
 from tailmem.config import PRESETS, load_config, to_dict
 from tailmem.errors import ConfigError
 from tailmem.experiments import EXPERIMENTS, get_experiment
+from tailmem.progress_display import Board, watching
 from tailmem.report.render import write_report
 from tailmem.rundir import RunDir, config_digest
 from tailmem.runner import run_experiment
+
+LAUNCHERS = ("local", "slurm")
+LOG_DIR = ".logs"
+SUBMITIT_DIR = ".submitit"
+STOP_GRACE_S = 10.0
+"""How long interrupted workers get to clean up before they are killed."""
+
+
+@dataclass(frozen=True)
+class SlurmOptions:
+    """Resources of each job of the Slurm array (``--slurm-*`` options; None: cluster default).
+
+    ``time_min`` defaults to 12 h because submitit's own default (5 min) ends any real run.
+    """
+
+    partition: str | None = None
+    time_min: int = 720
+    gpus_per_node: int | None = None
+    cpus_per_task: int | None = None
+
+    def validate(self) -> None:
+        for flag, value in (
+            ("--slurm-time-min", self.time_min),
+            ("--slurm-gpus-per-node", self.gpus_per_node),
+            ("--slurm-cpus-per-task", self.cpus_per_task),
+        ):
+            minimum = 0 if flag == "--slurm-gpus-per-node" else 1
+            if value is not None and value < minimum:
+                raise ConfigError(f"{flag}: got {value}; expected an integer >= {minimum}")
+        if self.partition is not None and not self.partition.strip():
+            raise ConfigError("--slurm-partition: got an empty name; expected a partition name")
+
+    def parameters(self, jobs: int) -> dict[str, Any]:
+        """``AutoExecutor.update_parameters`` keywords (at most ``jobs`` array tasks at once)."""
+        params: dict[str, Any] = {
+            "name": "tailmem",
+            "timeout_min": self.time_min,
+            "slurm_array_parallelism": jobs,
+        }
+        if self.partition is not None:
+            params["slurm_partition"] = self.partition
+        if self.gpus_per_node is not None:
+            params["gpus_per_node"] = self.gpus_per_node
+        if self.cpus_per_task is not None:
+            params["cpus_per_task"] = self.cpus_per_task
+        return params
 
 
 def default_results(preset: str) -> Path:
@@ -52,10 +108,183 @@ def _plan(name: str, preset: str, out: Path) -> str:
     return "skip" if RunDir(path).is_complete else "resume"
 
 
-def _run_one(name: str, preset: str, out: Path, force: bool) -> tuple[str, float]:
-    start = time.perf_counter()
-    run_experiment(name, preset, (), out=out / name, force=force)
-    return name, time.perf_counter() - start
+@contextlib.contextmanager
+def _output_to(log: Path) -> Iterator[None]:
+    """Send this process's stdout and stderr (Python objects and file descriptors 1 and 2, so
+    child processes and C code follow) to ``log`` until the block ends."""
+    log.parent.mkdir(parents=True, exist_ok=True)
+    with open(log, "a", buffering=1, encoding="utf-8") as handle:
+        saved = []
+        for stream in (sys.stdout, sys.stderr):
+            with contextlib.suppress(OSError, ValueError):
+                stream.flush()
+        for fd in (1, 2):
+            with contextlib.suppress(OSError):
+                saved.append((fd, os.dup(fd)))
+                os.dup2(handle.fileno(), fd)
+        try:
+            with contextlib.redirect_stdout(handle), contextlib.redirect_stderr(handle):
+                yield
+        finally:
+            handle.flush()
+            for fd, copy in saved:
+                os.dup2(copy, fd)
+                os.close(copy)
+
+
+def _run_one(name: str, preset: str, out: Path, force: bool) -> str:
+    """Run one experiment into ``out/name``, its output into ``out/.logs/name.log``."""
+    with _output_to(out / LOG_DIR / f"{name}.log"):
+        run_experiment(name, preset, (), out=out / name, force=force)
+    return name
+
+
+def _run_in_worker(name: str, preset: str, out: Path, force: bool) -> str:
+    """:func:`_run_one` in a pool worker; afterwards the next SIGINT/SIGTERM interrupts again
+    (so a worker interrupted during an experiment can still be stopped while it idles)."""
+    try:
+        return _run_one(name, preset, out, force)
+    finally:
+        _interrupt_on_signals()
+
+
+def _interrupt_once(signum: int, frame: Any) -> None:
+    """The first SIGINT or SIGTERM raises KeyboardInterrupt (so atomic writes clean up their
+    temp files); later ones are ignored, so they cannot cut that clean-up short."""
+    signal.signal(signal.SIGINT, signal.SIG_IGN)
+    signal.signal(signal.SIGTERM, signal.SIG_IGN)
+    raise KeyboardInterrupt
+
+
+def _interrupt_on_signals() -> None:
+    signal.signal(signal.SIGINT, _interrupt_once)
+    signal.signal(signal.SIGTERM, _interrupt_once)
+
+
+def _init_worker(log: Path) -> None:
+    _interrupt_on_signals()
+    # An idle worker's own noise (a KeyboardInterrupt traceback, say) stays out of the display.
+    handle = open(log, "a", buffering=1, encoding="utf-8")  # noqa: SIM115 (lives with the worker)
+    os.dup2(handle.fileno(), 1)
+    os.dup2(handle.fileno(), 2)
+
+
+def _stop_workers() -> None:
+    """Interrupt this process's worker processes and wait for them to clean up; a worker busy
+    cleaning up ignores signals, so they are repeated until it exits or the grace time is over
+    (then it is killed)."""
+    children = multiprocessing.active_children()
+    deadline = time.monotonic() + STOP_GRACE_S
+    while children and time.monotonic() < deadline:
+        for child in children:
+            child.terminate()
+        for child in children:
+            child.join(0.5 / len(children))
+        children = [child for child in children if child.is_alive()]
+    for child in children:
+        child.kill()
+        child.join(1.0)
+
+
+@dataclass(frozen=True)
+class _Work:
+    """The experiments one reproduce call runs, where, and the board that shows them."""
+
+    todo: list[str]
+    forces: dict[str, bool]
+    preset: str
+    out: Path
+    board: Board
+
+    def args(self, name: str) -> tuple[str, str, Path, bool]:
+        """:func:`_run_one`'s arguments for ``name``."""
+        return name, self.preset, self.out, self.forces[name]
+
+
+def _run_inline(work: _Work) -> None:
+    board = work.board
+    for name in work.todo:
+        try:
+            _run_one(*work.args(name))
+        except Exception:
+            board.finish(name, ok=False)
+            raise
+        board.finish(name, ok=True)
+
+
+def _run_pool(work: _Work, jobs: int) -> None:
+    todo, out, board = work.todo, work.out, work.board
+    context = multiprocessing.get_context("spawn")
+    (out / LOG_DIR).mkdir(parents=True, exist_ok=True)
+    pool = ProcessPoolExecutor(
+        max_workers=min(jobs, len(todo)),
+        mp_context=context,
+        initializer=_init_worker,
+        initargs=(out / LOG_DIR / "workers.log",),
+    )
+    try:
+        pending: dict[Future, str] = {pool.submit(_run_in_worker, *work.args(n)): n for n in todo}
+        while pending:
+            done, _ = wait(pending, return_when=FIRST_COMPLETED)
+            for future in done:
+                name = pending.pop(future)
+                if isinstance(future.exception(), KeyboardInterrupt):
+                    raise KeyboardInterrupt  # Ctrl-C reached the worker first
+                if future.exception() is not None:
+                    board.finish(name, ok=False)
+                    for other in pending:
+                        other.cancel()
+                    raise future.exception()  # type: ignore[misc]
+                board.finish(name, ok=True)
+    except KeyboardInterrupt:
+        _stop_workers()
+        pool.shutdown(wait=True, cancel_futures=True)  # the workers are gone: this is quick
+        raise
+    except BaseException:
+        pool.shutdown(wait=True, cancel_futures=True)  # the running experiments finish
+        raise
+    pool.shutdown(wait=True)
+
+
+def _import_submitit() -> Any:
+    try:
+        import submitit
+    except ImportError:
+        raise ConfigError("--launcher slurm needs submitit: pip install 'tailmem[slurm]'") from None
+    return submitit
+
+
+def _run_slurm(
+    work: _Work, jobs: int, slurm: SlurmOptions, cluster: str | None = None, poll_s: float = 2.0
+) -> None:
+    """Submit ``todo`` as one job array and wait for it; ``cluster`` picks a submitit executor
+    (None: auto-detect Slurm; tests use "local")."""
+    todo, out, board = work.todo, work.out, work.board
+    submitit = _import_submitit()
+    executor = submitit.AutoExecutor(folder=out / SUBMITIT_DIR, cluster=cluster)
+    executor.update_parameters(**slurm.parameters(jobs))
+    array = executor.map_array(_run_one, *zip(*(work.args(n) for n in todo), strict=True))
+    pending = dict(zip(array, todo, strict=True))
+    try:
+        while pending:
+            for job, name in list(pending.items()):
+                if not job.done():
+                    continue
+                del pending[job]
+                error = job.exception()
+                board.finish(name, ok=error is None)
+                if error is not None:
+                    raise RuntimeError(
+                        f"{name}: job {job.job_id} failed; see {out / LOG_DIR / f'{name}.log'} "
+                        f"and {job.paths.stderr}"
+                    ) from error
+            if pending:
+                time.sleep(poll_s)
+    except BaseException:
+        for job in pending:
+            with contextlib.suppress(Exception):
+                job.cancel(check=False)
+        raise
 
 
 def reproduce(
@@ -63,46 +292,40 @@ def reproduce(
     only: Sequence[str] | None = None,
     out: str | Path | None = None,
     jobs: int = 1,
+    launcher: str = "local",
+    slurm: SlurmOptions | None = None,
+    cluster: str | None = None,
 ) -> Path:
-    """Run the selected experiments at ``preset`` into ``out`` and write the report there."""
+    """Run the selected experiments at ``preset`` into ``out`` and write the report there.
+
+    ``cluster`` is the submitit executor behind ``launcher="slurm"`` (None: Slurm itself).
+    """
     if preset not in PRESETS:
         raise ConfigError(f"--preset: got {preset!r}; expected one of: {', '.join(PRESETS)}")
     if jobs < 1:
         raise ConfigError(f"--jobs: got {jobs}; expected a positive integer")
+    if launcher not in LAUNCHERS:
+        raise ConfigError(f"--launcher: got {launcher!r}; expected one of: {', '.join(LAUNCHERS)}")
+    if slurm is not None and launcher != "slurm":
+        raise ConfigError("--slurm-* options need --launcher slurm")
+    slurm = slurm or SlurmOptions()
+    slurm.validate()
+    if launcher == "slurm":
+        _import_submitit()
     names = select_experiments(only)
     out = Path(out) if out is not None else default_results(preset)
     plans = {name: _plan(name, preset, out) for name in names}  # validates every config first
     out.mkdir(parents=True, exist_ok=True)
     todo = [n for n in names if plans[n] != "skip"]
-    for name in names:
-        if plans[name] == "skip":
-            _status(name, "complete, skipped")
-    start = time.perf_counter()
-    if jobs == 1 or len(todo) <= 1:
-        for i, name in enumerate(todo, 1):
-            _status(name, f"{_verb(plans[name])} [{i}/{len(todo)}]")
-            _, seconds = _run_one(name, preset, out, plans[name] == "redo")
-            _status(name, f"done in {seconds:.0f} s")
-    else:
-        context = multiprocessing.get_context("spawn")
-        with ProcessPoolExecutor(max_workers=jobs, mp_context=context) as pool:
-            pending = {pool.submit(_run_one, n, preset, out, plans[n] == "redo"): n for n in todo}
-            for name in todo:
-                _status(name, f"{_verb(plans[name])} (worker pool of {jobs})")
-            while pending:
-                done, _ = wait(pending, return_when=FIRST_COMPLETED)
-                for future in done:
-                    name = pending.pop(future)
-                    _, seconds = future.result()
-                    _status(name, f"done in {seconds:.0f} s; {len(pending)} still running")
-    if todo:
-        print(f"all experiments finished in {time.perf_counter() - start:.0f} s", file=sys.stderr)
+    forces = {n: plans[n] == "redo" for n in todo}
+    parallel = jobs if launcher == "slurm" else min(jobs, max(len(todo), 1))
+    board = Board(out, plans, parallel=parallel)
+    work = _Work(todo, forces, preset, out, board)
+    with watching(board, sys.stderr):
+        if launcher == "slurm" and todo:
+            _run_slurm(work, jobs, slurm, cluster)
+        elif jobs == 1 or len(todo) <= 1:
+            _run_inline(work)
+        else:
+            _run_pool(work, jobs)
     return write_report(out)
-
-
-def _verb(plan: str) -> str:
-    return {"run": "running", "resume": "resuming", "redo": "config changed, redoing"}[plan]
-
-
-def _status(name: str, message: str) -> None:
-    print(f"[reproduce] {name}: {message}", file=sys.stderr, flush=True)

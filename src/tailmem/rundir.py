@@ -211,6 +211,14 @@ class RunDir:
     def clear_complete(self) -> None:
         self.file(COMPLETE_MARKER).unlink(missing_ok=True)
 
+    def remove_stale_temp_files(self) -> list[Path]:
+        """Delete the temp files of atomic writes that a killed process (SIGKILL, power loss)
+        never renamed; call only while no other process writes into this run."""
+        stale = [p for p in self.path.rglob(".*.tmp") if p.is_file()]
+        for path in stale:
+            path.unlink(missing_ok=True)
+        return stale
+
 
 def _json_default(value: Any) -> Any:
     """Serialise numpy/torch scalars and arrays, paths and dataclasses found in results."""

@@ -12,6 +12,7 @@ import time
 from collections.abc import Sequence
 from pathlib import Path
 
+from tailmem import progress
 from tailmem.config import load_config, to_dict
 from tailmem.errors import ConfigError
 from tailmem.experiments import get_experiment
@@ -58,10 +59,12 @@ def run_experiment(
     run = RunDir(path)
     if main:
         run.clear_complete()
+        run.remove_stale_temp_files()
         run.write_config(experiment, preset, cfg)
     seed_everything(cfg.seed)
     start = time.perf_counter()
-    module.run(cfg, run)
+    with progress.tracking(run.path, enabled=main):
+        module.run(cfg, run)
     if main:
         run.mark_complete(wall_seconds=time.perf_counter() - start)
     return run, status

@@ -42,6 +42,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import Any, Literal
 
+from tailmem import progress
 from tailmem.errors import ConfigError
 from tailmem.experiments.lm_common import (
     HIDDEN_MATRICES,
@@ -192,6 +193,11 @@ def run(cfg: Config, run: RunDir) -> None:
     session = start_session(cfg, run.path)
     hooks = [val_loss_hook(session.data, session.ctx)]
     seeds = seed_list(cfg.seed, cfg.seeds)
+    n_trials = sum(
+        len(_candidates(a, cfg.ffn, cfg.tune_lr, cfg.tune_factors)) + cfg.seeds - 1
+        for a in cfg.selected()
+    )
+    progress.plan(n_trials * cfg.train.steps, "steps")
     results: dict[str, list[dict[str, Any]]] = {}
     tuning: dict[str, dict[str, float]] = {}
 

@@ -16,9 +16,9 @@ from dataclasses import dataclass, field
 from typing import Any
 
 import torch
-from tqdm.auto import tqdm
 
 import tailmem.assoc as A
+from tailmem import progress
 from tailmem.assoc.fits import loglog_slope
 from tailmem.assoc.memory import DenseMemory
 from tailmem.assoc.optimizers import OPTIMIZERS
@@ -86,7 +86,8 @@ def run(cfg: Config, run: RunDir) -> None:
     answers = torch.arange(cfg.facts) % n_obj
     rows = []
     jobs = [(d, opt) for d in cfg.dims for opt in cfg.optimizers]
-    for d, opt in tqdm(jobs, desc="capacity", disable=None, leave=False):
+    progress.plan(len(jobs), "runs")
+    for d, opt in progress.iterate(jobs, "capacity", weight=len(jobs)):
         emb = A.gaussian(cfg.facts, d, seed=cfg.seed + d, n_objects=n_obj)
         memory = DenseMemory(spectrum, emb, 0.0, answers)
         grid = torch.tensor(cfg.lr_grid[opt], dtype=torch.float64)

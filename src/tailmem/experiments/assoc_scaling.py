@@ -30,9 +30,9 @@ from dataclasses import dataclass, field
 from typing import Any
 
 import torch
-from tqdm.auto import tqdm
 
 import tailmem.assoc as A
+from tailmem import progress
 from tailmem.assoc.fits import exponential_rate, loglog_slope
 from tailmem.assoc.memory import loss_floor
 from tailmem.assoc.structure import Layout, project
@@ -135,8 +135,10 @@ class Config:
 
 def run(cfg: Config, run: RunDir) -> None:
     started = time.perf_counter()
+    progress.plan(5, "phases")  # three sweeps, the matching check, the rest
     curves, noiseless = _noiseless(cfg)
     matching = _matching(cfg)
+    progress.advance(1)
     sweep, sweep_fits = _noisy_sweep(cfg)
     target_rows, target_fit = _steps_to_target(cfg)
     stability = _stability(cfg)
@@ -190,7 +192,7 @@ def _noiseless(cfg: Config) -> tuple[list[dict[str, Any]], dict[str, Any]]:
     record = list(range(0, T + 1, cfg.curve_record_every))
     rows: list[dict[str, Any]] = []
     trajs = {}
-    for opt, lr in tqdm(lrs.items(), desc="noiseless curves", disable=None, leave=False):
+    for opt, lr in progress.iterate(lrs.items(), "noiseless curves"):
         memory = A.build_memory(spectrum, emb, opt)
         traj = A.train(memory, opt, A.lr_schedule("constant", T, K, lr=lr), record=record)
         trajs[opt] = traj
@@ -300,7 +302,7 @@ def _noisy_sweep(cfg: Config) -> tuple[list[dict[str, Any]], list[dict[str, Any]
     fits: list[dict[str, Any]] = []
     horizons = sorted(cfg.horizons)
     T_max = horizons[-1]
-    for beta in tqdm(cfg.exponents, desc="noisy sweep", disable=None, leave=False):
+    for beta in progress.iterate(cfg.exponents, "noisy sweep"):
         gd_spec = A.hierarchical(cfg.gd_groups, cfg.gd_group_size, beta)
         K = gd_spec.K
         floor = loss_floor(K, cfg.label_noise)
@@ -374,7 +376,7 @@ def _settled_below(excess: torch.Tensor, target: float) -> list[int | None]:
 def _steps_to_target(cfg: Config) -> tuple[list[dict[str, Any]], dict[str, Any]]:
     rows = []
     T = cfg.target_max_steps
-    for C in tqdm(cfg.target_group_sizes, desc="steps to target", disable=None, leave=False):
+    for C in progress.iterate(cfg.target_group_sizes, "steps to target"):
         spectrum = A.hierarchical(cfg.target_groups, C, cfg.target_exponent)
         K = spectrum.K
         emb = A.decoupled(K)

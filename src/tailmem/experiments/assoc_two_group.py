@@ -24,9 +24,9 @@ from dataclasses import dataclass, field
 from typing import Any
 
 import torch
-from tqdm.auto import tqdm
 
 import tailmem.assoc as A
+from tailmem import progress
 from tailmem.assoc import theory
 from tailmem.assoc.balance import one_step_balance, one_step_curve, update_spectrum
 from tailmem.assoc.fits import loglog_slope
@@ -120,11 +120,13 @@ class Config:
 def run(cfg: Config, run: RunDir) -> None:
     """Run all four parts and write results, CSVs, figures and claims."""
     started = time.perf_counter()
+    progress.plan(3, "phases")  # the rho table, the other measurements, the outputs
     rho_rows = _rho_table(cfg)
     slopes = _slopes(cfg, rho_rows)
     spectra_rows = _update_spectra(cfg)
     sweep = _one_step_sweep(cfg)
     multi = _multi_step(cfg)
+    progress.advance(1)
     check = theory.coupled_construction_check(cfg.figure_k, cfg.head_mass, cfg.head_fraction)
     spectrum = A.two_group(cfg.figure_k, cfg.head_mass, cfg.head_fraction, cfg.head_rounding)
 
@@ -189,7 +191,7 @@ def _rho_table(cfg: Config) -> list[dict[str, Any]]:
     ):
         jobs += [(K, "coupled", "signgd", "nearest", "rounding") for K in cfg.ks]
     rows = []
-    for K, emb, opt, rounding, kind in tqdm(jobs, desc="one-step rho", disable=None, leave=False):
+    for K, emb, opt, rounding, kind in progress.iterate(jobs, "one-step rho"):
         spectrum = A.two_group(K, cfg.head_mass, cfg.head_fraction, rounding)
         memory = A.build_memory(spectrum, A.make_embedding(emb, K), opt)
         with A.small_op_threads(memory):

@@ -35,6 +35,7 @@ import numpy as np
 import torch
 from torch import Tensor, nn
 
+from tailmem import progress
 from tailmem.data.corpus import Corpus, CorpusConfig, build_corpus, frequency_buckets
 from tailmem.data.token_stream import TokenStream, eval_batches
 from tailmem.errors import ConfigError
@@ -366,6 +367,7 @@ def run_arm(
         reused = _reusable(sub, digest)
     reused = D.broadcast_object(reused, ctx)
     if reused is not None:
+        progress.skip(tcfg.steps)
         return reused
     started = time.perf_counter()
     seed_everything(arm.seed)
@@ -378,6 +380,7 @@ def run_arm(
     initial = _initial_eval(sub, model, hooks, device, ctx)
     optimizer = build_optimizer(model, arm.recipe, **hparams)
     outcome = train_model(model, optimizer, data.stream(arm.seed), tcfg, sub, eval_hooks=hooks)
+    progress.skip(tcfg.steps - outcome.step)  # the steps a diverged run will never take
     evals = [{"step": 0, **initial}] + [
         {"step": row["step"], **row["eval"]}
         for row in read_metrics(sub / "metrics.jsonl")

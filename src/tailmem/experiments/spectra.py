@@ -46,6 +46,7 @@ import numpy as np
 import torch
 from torch import Tensor, nn
 
+from tailmem import progress
 from tailmem.errors import ConfigError
 from tailmem.experiments.lm_common import (
     HIDDEN_MATRICES,
@@ -140,6 +141,7 @@ def run(cfg: Config, run: RunDir) -> None:
         spectra_hook(session.model_cfg, cfg.top_k, logit_x, session.ctx),
     ]
     extra = {"top_k": cfg.top_k, "logit_rows": cfg.logit_rows}
+    progress.plan(cfg.seeds * len(OPTIMIZERS) * cfg.train.steps, "steps")
     results: dict[str, list[dict[str, Any]]] = {name: [] for name in OPTIMIZERS}
     for seed in seed_list(cfg.seed, cfg.seeds):
         for name, recipe in OPTIMIZERS.items():

@@ -32,7 +32,6 @@ import math
 import os
 import random
 import sys
-import tempfile
 import time
 import warnings
 from collections.abc import Callable, Iterator, Mapping, Sequence
@@ -46,7 +45,9 @@ import torch.nn.functional as F
 from torch import Tensor, nn
 from tqdm import tqdm
 
+from tailmem import progress
 from tailmem.errors import CheckpointError, ConfigError, DataError
+from tailmem.rundir import atomic_write_text
 from tailmem.train import distributed as D
 from tailmem.train.checkpoint import (
     checkpoint_path,
@@ -201,17 +202,6 @@ def _run_path(run_dir: Path | Any) -> Path:
     return Path(path)
 
 
-def _write_text_atomic(path: Path, text: str) -> None:
-    fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".tmp", dir=path.parent)
-    try:
-        with os.fdopen(fd, "w", encoding="utf-8") as f:
-            f.write(text)
-        os.replace(tmp, path)
-    except BaseException:
-        Path(tmp).unlink(missing_ok=True)
-        raise
-
-
 def _json_value(value: Any) -> Any:
     """A JSON-safe copy: tensors and numpy values become numbers or lists, non-finite floats the
     strings "nan" / "inf" / "-inf" (JSON has no literal for them)."""
@@ -287,7 +277,7 @@ def _truncate_metrics(path: Path, step: int) -> None:
     if not path.exists():
         return
     kept = [row for row in read_metrics(path) if row.get("step", 0) <= step]
-    _write_text_atomic(path, "".join(json.dumps(row) + "\n" for row in kept))
+    atomic_write_text(path, "".join(json.dumps(row) + "\n" for row in kept))
 
 
 # --- the loop ---------------------------------------------------------------------------------
@@ -562,12 +552,12 @@ class _Trainer:
             "grad_norms": per_param,
             "nonfinite_params": nonfinite,
         }
-        _write_text_atomic(
+        atomic_write_text(
             self.run_dir / "nan_diagnostics.json",
             json.dumps(_json_value(diagnostics), indent=1) + "\n",
         )
         torch.save({"step": step, "x": x.cpu(), "y": y.cpu()}, self.run_dir / "nan_batch.pt")
-        _write_text_atomic(
+        atomic_write_text(
             self.run_dir / "failed.json",
             json.dumps({"status": "failed", "step": step + 1, "message": message}) + "\n",
         )
@@ -594,6 +584,7 @@ class _Session:
         """Log, evaluate and checkpoint as the cadence of the config asks after ``done`` updates."""
         t, cfg = self.t, self.t.cfg
         self.bar.update(1)
+        progress.advance(1)
         is_log = done % cfg.log_every == 0 or done == cfg.steps
         is_eval = bool(t.eval_hooks) and (
             (cfg.eval_every > 0 and done % cfg.eval_every == 0) or done == cfg.steps
@@ -688,6 +679,7 @@ def train(
     is_main = trainer.ctx.is_main
     with _deterministic(cfg.deterministic), contextlib.ExitStack() as stack:
         trainer.start(resume)
+        progress.skip(trainer.step)
         show = cfg.progress and is_main and sys.stderr.isatty()
         bar = stack.enter_context(
             tqdm(total=cfg.steps, initial=trainer.step, disable=not show, unit="step")

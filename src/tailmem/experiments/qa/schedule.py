@@ -27,6 +27,7 @@ from typing import Any
 import torch
 from tqdm import tqdm
 
+from tailmem import progress
 from tailmem.experiments.qa.arms import ARMS, BASE_ARM, KINDS, dependencies
 from tailmem.experiments.qa.single import RunSpec, Setup, execute
 
@@ -70,6 +71,16 @@ class Plan:
             per_arm += len(self.grids[ARMS[arm].swept]) + len(self.seeds)
             if self.sweep_steps == self.steps and self.sweep_seed in self.seeds:
                 per_arm -= 1
+        return per_arm * len(self.ffns)
+
+    def total_steps(self) -> int:
+        """Training steps of every run the plan will train (the unit of its progress)."""
+        per_arm = 0
+        for arm in self.arms:
+            per_arm += len(self.grids[ARMS[arm].swept]) * self.sweep_steps
+            per_arm += len(self.seeds) * self.steps
+            if self.sweep_steps == self.steps and self.sweep_seed in self.seeds:
+                per_arm -= self.steps
         return per_arm * len(self.ffns)
 
     def _lrs(self, ffn: str, arm: str, lr: float) -> dict[str, float]:
@@ -177,6 +188,7 @@ def drive(
     show = main and sys.stderr.isatty()
     bar = tqdm(total=plan.total(), disable=not show, unit="run", desc="knowledge-qa")
     count = 0
+    progress.plan(plan.total_steps(), "steps")
 
     def report(spec: RunSpec, result: dict[str, Any], seconds: float) -> None:
         nonlocal count
@@ -214,7 +226,8 @@ def _drive_inline(
         while queue:
             spec = queue.pop(0)
             start = time.perf_counter()
-            result = run_fn(spec, setup, root)
+            with progress.span(spec.steps):
+                result = run_fn(spec, setup, root)
             report(spec, result, time.perf_counter() - start)
             queue += [s for s in plan.done(spec, result) if s not in queue]
     finally:
@@ -249,5 +262,6 @@ def _drive_pool(
             for future in finished:
                 spec, start = running.pop(future)
                 result = future.result()
+                progress.advance(spec.steps)  # the workers' own loops report to no one
                 report(spec, result, time.perf_counter() - start)
                 submit(plan.done(spec, result))

@@ -1,0 +1,248 @@
+"""One display of every experiment of a ``reproduce`` call: status, percent, elapsed, ETA.
+
+The :class:`Board` learns what runs from the files the experiments write
+(``<run dir>/progress.json``, see :mod:`tailmem.progress`) and how each ended from the launcher
+(:meth:`Board.finish`), so it works the same whether an experiment runs in this process, in a
+worker process or as a cluster job. :func:`watching` shows it while a block runs: a ``rich``
+live table on a terminal, otherwise plain lines (one per state change, and at most one per
+running experiment every ``plain_every`` seconds) that read well in CI logs.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import os
+import sys
+import threading
+import time
+from collections.abc import Callable, Iterator, Mapping
+from dataclasses import dataclass
+from pathlib import Path
+from typing import IO, Any
+
+from tailmem import progress
+from tailmem.progress import Snapshot, format_seconds
+
+STATUSES = ("queued", "running", "resuming", "skipped", "done", "failed")
+
+
+@dataclass(frozen=True)
+class Row:
+    """What the display shows for one experiment."""
+
+    name: str
+    status: str
+    fraction: float | None
+    done: float
+    total: float | None
+    unit: str
+    elapsed: float | None
+    eta: float | None
+
+    def progress_text(self) -> str:
+        if self.fraction is None:
+            return "-"
+        return f"{100 * self.fraction:.0f}% ({self.done:.0f}/{self.total:.0f} {self.unit})"
+
+
+class Board:
+    """The state of every experiment of one reproduce call.
+
+    ``plans`` maps each experiment to ``run`` / ``redo`` / ``resume`` / ``skip``. An experiment
+    counts as started once its ``progress.json`` carries a start time other than the one found
+    at construction (a file left by an earlier, interrupted call does not count).
+    ``parallel`` is how many experiments run at once (it decides how ETAs add up).
+    """
+
+    def __init__(
+        self,
+        out: Path,
+        plans: Mapping[str, str],
+        parallel: int = 1,
+        clock: Callable[[], float] = time.time,
+    ) -> None:
+        self.out, self.plans, self.parallel, self.clock = Path(out), dict(plans), parallel, clock
+        self.began = clock()
+        self._lock = threading.Lock()
+        self._ended: dict[str, str] = {n: "skipped" for n, p in self.plans.items() if p == "skip"}
+        self._before = {
+            name: getattr(progress.read(self.out / name), "started", None) for name in self.plans
+        }
+
+    def finish(self, name: str, ok: bool) -> None:
+        """The launcher's word that ``name`` ended (``ok``: done, else failed)."""
+        with self._lock:
+            self._ended[name] = "done" if ok else "failed"
+
+    def _snapshot(self, name: str) -> Snapshot | None:
+        snap = progress.read(self.out / name)
+        if snap is None or snap.started == self._before[name]:
+            return None
+        return snap
+
+    def rows(self) -> list[Row]:
+        now = self.clock()
+        with self._lock:
+            ended = dict(self._ended)
+        rows = []
+        for name, plan in self.plans.items():
+            snap = None if ended.get(name) == "skipped" else self._snapshot(name)
+            status = ended.get(name)
+            if status is None:
+                status = (
+                    "queued" if snap is None else ("resuming" if plan == "resume" else "running")
+                )
+            running = status in ("running", "resuming")
+            if snap is None:
+                rows.append(Row(name, status, None, 0.0, None, "", None, None))
+                continue
+            rows.append(
+                Row(
+                    name=name,
+                    status=status,
+                    fraction=1.0 if status == "done" else snap.fraction,
+                    done=snap.total if status == "done" and snap.total else snap.done,
+                    total=snap.total,
+                    unit=snap.unit,
+                    elapsed=(now if running else snap.updated) - snap.started,
+                    eta=snap.eta(now) if running else None,
+                )
+            )
+        return rows
+
+    def overall(self, rows: list[Row] | None = None) -> str:
+        """``2/5 finished, elapsed 3m10s, ETA 4m02s (+1 not estimated yet)``."""
+        rows = self.rows() if rows is None else rows
+        finished = sum(r.status in ("done", "skipped", "failed") for r in rows)
+        open_rows = [r for r in rows if r.status in ("queued", "running", "resuming")]
+        known = [r.eta for r in open_rows if r.eta is not None]
+        unknown = len(open_rows) - len(known)
+        text = (
+            f"{finished}/{len(rows)} finished, elapsed {format_seconds(self.clock() - self.began)}"
+        )
+        if open_rows:
+            eta = (max(known) if self.parallel > 1 else sum(known)) if known else None
+            text += f", ETA {format_seconds(eta)}"
+            if unknown and known:
+                text += f" (+{unknown} not estimated yet)"
+        return text
+
+    def table(self) -> Any:
+        """The ``rich`` renderable of the board."""
+        from rich.table import Table
+
+        rows = self.rows()
+        table = Table(title="tailmem reproduce", caption=self.overall(rows), expand=False)
+        for column in ("experiment", "status", "progress", "elapsed", "ETA"):
+            table.add_column(column, justify="right" if column in ("elapsed", "ETA") else "left")
+        colours = {"done": "green", "skipped": "dim", "failed": "bold red", "queued": "dim"}
+        for r in rows:
+            style = colours.get(r.status, "cyan")
+            table.add_row(
+                r.name,
+                f"[{style}]{r.status}[/]",
+                r.progress_text(),
+                format_seconds(r.elapsed),
+                format_seconds(r.eta),
+            )
+        return table
+
+
+class PlainLines:
+    """Plain progress lines for a stream that is not a terminal."""
+
+    def __init__(self, board: Board, stream: IO[str], every: float = 30.0) -> None:
+        self.board, self.stream, self.every = board, stream, every
+        self.status: dict[str, str] = {}
+        self.last_line: dict[str, float] = {}
+        self.summarised: tuple[str, ...] = ()
+
+    def _say(self, text: str) -> None:
+        print(f"[reproduce] {text}", file=self.stream, flush=True)
+
+    def poll(self) -> None:
+        """Print what changed (and what is due); the overall line after any change."""
+        now = time.monotonic()
+        rows = self.board.rows()
+        for r in rows:
+            if self.status.get(r.name) == r.status and not (
+                r.status in ("running", "resuming") and now - self.last_line[r.name] >= self.every
+            ):
+                continue
+            self.status[r.name], self.last_line[r.name] = r.status, now
+            self._say(f"{r.name}: {_plain(r)}")
+        statuses = tuple(r.status for r in rows)
+        if statuses != self.summarised:
+            self.summarised = statuses
+            self._say(self.board.overall(rows))
+
+
+def _plain(r: Row) -> str:
+    if r.status == "skipped":
+        return "complete, skipped"
+    parts = [r.status]
+    if r.fraction is not None and r.status != "done":
+        parts.append(r.progress_text())
+    if r.elapsed is not None:
+        parts.append(f"{'in' if r.status == 'done' else 'elapsed'} {format_seconds(r.elapsed)}")
+    if r.eta is not None:
+        parts.append(f"ETA {format_seconds(r.eta)}")
+    return ", ".join(parts)
+
+
+def _own_copy(stream: IO[str]) -> IO[str] | None:
+    """A private copy of ``stream``'s file descriptor, so that output redirected away from
+    descriptor 2 while an experiment runs in this process does not take the display with it;
+    None when ``stream`` has no descriptor (a test's capture object: it is used as it is)."""
+    try:
+        fd = stream.fileno()
+    except (OSError, ValueError, AttributeError):
+        return None
+    return os.fdopen(os.dup(fd), "w", buffering=1, encoding=getattr(stream, "encoding", None))
+
+
+@contextlib.contextmanager
+def watching(board: Board, stream: IO[str] | None = None, poll_s: float = 0.5) -> Iterator[None]:
+    """Show ``board`` on ``stream`` (default stderr) while the block runs; a last update at
+    the end, also when the block raises."""
+    stream = sys.stderr if stream is None else stream
+    with contextlib.ExitStack() as stack:
+        copy = _own_copy(stream)
+        if copy is not None:
+            stream = stack.enter_context(copy)
+        if stream.isatty():
+            from rich.console import Console
+            from rich.live import Live
+
+            live = Live(
+                get_renderable=board.table,
+                console=Console(file=stream),
+                refresh_per_second=2,
+                redirect_stdout=False,
+                redirect_stderr=False,
+            )
+            with live:
+                yield
+        else:
+            with _plain_lines(board, stream, poll_s):
+                yield
+
+
+@contextlib.contextmanager
+def _plain_lines(board: Board, stream: IO[str], poll_s: float) -> Iterator[None]:
+    lines = PlainLines(board, stream)
+    stop = threading.Event()
+
+    def loop() -> None:
+        while not stop.wait(poll_s):
+            lines.poll()
+
+    lines.poll()
+    thread = threading.Thread(target=loop, name="tailmem-progress", daemon=True)
+    thread.start()
+    try:
+        yield
+    finally:
+        stop.set()
+        thread.join()
+        lines.poll()
