@@ -74,3 +74,20 @@ def test_damaged_results_are_one_clear_error(tmp_path, damage, fragment):
 def test_empty_folder_is_an_error(tmp_path):
     with pytest.raises(DataError, match="holds no run directories"):
         write_report(tmp_path)
+
+
+def test_tables_show_long_floats_to_four_significant_digits(tmp_path):
+    run = _make_run(tmp_path, "exp-a", ["reproduced"])
+    rows = [
+        {"name": "slope", "value": -0.9438772991412437, "k": 3000000, "p": 0.591},
+        {"name": "ratio", "value": 0.9999999999999996, "k": 99, "p": 7.284505333274612e-16},
+        {"name": "big", "value": 12345.678901, "k": 1, "p": 0.0012353776397090606},
+    ]
+    run.write_csv("t.csv", rows)
+    run.write_json("report.json", {"tables": [{"file": "t.csv", "caption": "numbers"}]})
+    write_report(tmp_path)
+    md = (tmp_path / "report.md").read_text()
+    assert "| slope | -0.9439 | 3000000 | 0.591 |" in md
+    assert "| ratio | 1.000 | 99 | 7.285e-16 |" in md
+    assert "| big | 12346 | 1 | 0.001235 |" in md
+    assert "-0.9438772991412437" in (tmp_path / "exp-a" / "t.csv").read_text()  # CSV keeps all

@@ -105,8 +105,26 @@ def _tables(summary: RunSummary) -> list[tuple[str, list[list[str]]]]:
             rows = list(csv.reader(io.StringIO(path.read_text())))
         except FileNotFoundError:
             raise DataError(f"{path} is listed in report.json but missing") from None
-        tables.append((item.get("caption", path.stem), rows[: MAX_TABLE_ROWS + 1]))
+        header, *body = rows[: MAX_TABLE_ROWS + 1] or [[]]
+        tables.append((item.get("caption", path.stem), [header, *map(_readable_row, body)]))
     return tables
+
+
+def _readable_row(row: list[str]) -> list[str]:
+    """Long floats (``-0.9438772991412437``) shortened to 4 significant digits for reading; the
+    CSV next to the report keeps every digit."""
+    return [_readable_number(cell) for cell in row]
+
+
+def _readable_number(cell: str) -> str:
+    try:
+        value = float(cell)
+    except ValueError:
+        return cell
+    digits = sum(ch.isdigit() for ch in cell.split("e")[0].lstrip("-0."))
+    if digits <= 5 or "." not in cell:
+        return cell
+    return f"{value:#.4g}" if abs(value) < 1e4 else f"{value:.0f}"
 
 
 def _claim_rows(summary: RunSummary) -> list[list[str]]:
