@@ -58,6 +58,9 @@ def test_snapshot_eta_uses_only_the_work_done_in_this_session():
     assert snap.eta(now=10.0) == pytest.approx(25.0)
     assert snap.eta(now=14.0) == pytest.approx(21.0)
     assert progress.Snapshot(30, 30, 100, "steps", 0.0, 10.0).eta(10.0) is None
+    # 6 s of data preparation before the total was declared do not slow the rate down.
+    prepared = progress.Snapshot(50, 30, 100, "steps", started=0.0, updated=10.0, planned=6.0)
+    assert prepared.eta(now=10.0) == pytest.approx(10.0)
     assert progress.format_seconds(3723) == "1h02m03s" and progress.format_seconds(None) == "-"
 
 

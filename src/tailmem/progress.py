@@ -4,7 +4,9 @@ An experiment declares its total work once (:func:`plan`, e.g. training steps ov
 seeds) and reports work as it goes (:func:`advance`, :func:`iterate`); work found already done
 (a reused arm, steps restored from a checkpoint) is reported with :func:`skip`, so a rate
 measured from the work actually done in this session gives an honest ETA. The state
-``{done, skipped, total, unit, started, updated}`` (times in seconds since the epoch) is written
+``{done, skipped, total, unit, started, planned, updated}`` (times in seconds since the epoch;
+``planned``: when the total was declared, so set-up time such as data preparation does not
+count towards the rate) is written
 atomically and at most once per ``interval`` seconds, so a watcher in another process, or on
 another machine sharing the folder, never reads a torn file and training never waits on disk.
 
@@ -40,6 +42,7 @@ class Tracker:
         self.done = 0.0
         self.skipped = 0.0
         self.total: float | None = None
+        self.planned: float | None = None
         self.unit = "units"
         self.last_write = -math.inf
 
@@ -50,6 +53,7 @@ class Tracker:
             "total": self.total,
             "unit": self.unit,
             "started": self.started,
+            "planned": self.planned,
             "updated": self.clock(),
         }
 
@@ -65,7 +69,7 @@ class Tracker:
     def plan(self, total: float, unit: str) -> None:
         if not total > 0:
             raise ValueError(f"progress total must be positive, got {total!r}")
-        self.total, self.unit = float(total), unit
+        self.total, self.unit, self.planned = float(total), unit, self.clock()
         self.flush()
 
     def advance(self, amount: float, skipped: bool = False) -> None:
@@ -157,15 +161,17 @@ class Snapshot:
     unit: str
     started: float
     updated: float
+    planned: float | None = None
 
     @property
     def fraction(self) -> float | None:
         return None if not self.total else min(self.done / self.total, 1.0)
 
     def eta(self, now: float) -> float | None:
-        """Seconds left at the rate of the work done in this session (None before any)."""
+        """Seconds left at the rate of the work done in this session since the total was
+        declared (None before any)."""
         worked = self.done - self.skipped
-        spent = self.updated - self.started
+        spent = self.updated - (self.started if self.planned is None else self.planned)
         if self.total is None or worked <= 0 or spent <= 0:
             return None
         remaining = max(self.total - self.done, 0.0) * spent / worked
@@ -183,6 +189,7 @@ def read(run_path: str | Path) -> Snapshot | None:
             unit=str(raw["unit"]),
             started=float(raw["started"]),
             updated=float(raw["updated"]),
+            planned=None if raw.get("planned") is None else float(raw["planned"]),
         )
     except (OSError, ValueError, KeyError, TypeError):
         return None
