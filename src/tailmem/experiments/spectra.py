@@ -7,8 +7,8 @@ every layer, the four isotropy metrics (H_norm, eRank, Top10E, Q75/25; ``top_k``
 TopE_k) of Q, K, V, O, W_in, W_gate, W_out and of the VO circuit in two forms — ``vo_head``
 (per-head W_O,h·W_V,h, metrics averaged over heads) and ``vo_stacked`` (W_O·W_V) — are logged,
 and the per-layer maximum attention logit on ``logit_rows`` fixed validation rows (Table 2).
-``vo_form`` chooses which VO form the main figure and the VO claim use; the other is plotted in
-the attention figure and tabulated.
+Both VO forms get an isotropy claim; ``vo_form`` chooses which one the main figure and the
+seed-spread claim use, the other is plotted in the attention figure and tabulated.
 
 Outputs: ``isotropy_main.png`` (VO and W_out, paper Fig. 2), ``isotropy_ffn_in.png`` (W_in,
 W_gate), ``isotropy_attention.png`` (Q, K, V, O, the other VO form) — per matrix and metric the
@@ -339,7 +339,8 @@ def claims(cfg: Config, model_cfg: GPTConfig, muon: Series, adam: Series) -> lis
     ffn_in = ["w_in", "w_gate"] if cfg.ffn == "gated" else ["w_in"]
     ffn_label = " and ".join(m.replace("w_", "W_") for m in ffn_in)
     return [
-        _iso_claim(f"A2.{vo}_isotropic", [vo], muon, adam),
+        _iso_claim("A2.vo_head_isotropic", ["vo_head"], muon, adam),
+        _iso_claim("A2.vo_stacked_isotropic", ["vo_stacked"], muon, adam),
         _iso_claim("A2.w_out_isotropic", ["w_out"], muon, adam),
         _iso_claim("A2.ffn_in_isotropic", ffn_in, muon, adam, ffn_in=ffn_label),
         _iso_claim("A2.qk_isotropic", ["q", "k"], muon, adam),
