@@ -36,6 +36,7 @@ from tailmem.models.gpt import GPT
 from tailmem.models.gpt_io import GPT_CONFIG_FILE, read_gpt_config
 from tailmem.models.hf_loading import WEIGHT_FILES, load_state_dict_from_dir, read_hf_config
 from tailmem.models.roles import ParamRole, resolve_roles, resolve_roles_from_names
+from tailmem.plotting import pyplot
 from tailmem.rundir import RunDir
 from tailmem.train.checkpoint import latest_checkpoint, load_checkpoint
 
@@ -152,10 +153,7 @@ def format_table(rows: list[dict[str, Any]], top_k: int = 10) -> str:
 
 def write_outputs(out: str | Path, rows: list[dict[str, Any]], title: str, top_k: int) -> RunDir:
     """``isotropy.csv`` and ``isotropy.png`` / ``.svg`` in folder ``out``."""
-    import matplotlib
-
-    matplotlib.use("Agg")
-    import matplotlib.pyplot as plt
+    plt = pyplot()
 
     folder = RunDir(out)
     folder.write_csv(

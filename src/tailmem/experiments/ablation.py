@@ -59,6 +59,7 @@ from tailmem.experiments.lm_common import (
 )
 from tailmem.metrics.curves import first_crossing
 from tailmem.metrics.token_buckets import bucket_names
+from tailmem.plotting import pyplot
 from tailmem.report.claims import CLAIMS, ClaimResult, write_claims
 from tailmem.rundir import RunDir
 
@@ -467,10 +468,7 @@ def _layout(cfg: Config, efficiency: dict[str, Any], figures: list[dict]) -> dic
 def _figures(
     cfg: Config, run: RunDir, results: dict[str, list[dict[str, Any]]], n_buckets: int
 ) -> list[dict[str, str]]:
-    import matplotlib
-
-    matplotlib.use("Agg")
-    import matplotlib.pyplot as plt
+    plt = pyplot()
 
     figures = []
     panels = [

@@ -23,6 +23,7 @@ from tailmem.assoc.fits import loglog_slope
 from tailmem.assoc.memory import DenseMemory
 from tailmem.assoc.optimizers import OPTIMIZERS
 from tailmem.errors import ConfigError
+from tailmem.plotting import pyplot, style_loglog
 from tailmem.report.claims import CLAIMS, write_claims
 from tailmem.rundir import RunDir
 
@@ -163,10 +164,7 @@ def run(cfg: Config, run: RunDir) -> None:
 
 
 def _figure(cfg: Config, rows: list[dict[str, Any]], fits: dict[str, Any], run: RunDir) -> None:
-    import matplotlib
-
-    matplotlib.use("Agg")
-    import matplotlib.pyplot as plt
+    plt = pyplot()
 
     fig, ax = plt.subplots(figsize=(6.5, 4.4))
     for opt in cfg.optimizers:
@@ -196,13 +194,11 @@ def _figure(cfg: Config, rows: list[dict[str, Any]], fits: dict[str, Any], run: 
         for d in ds
     ]
     ax.plot(ds, tail, "k--", lw=1, label="mass beyond rank d")
-    ax.set(
-        xscale="log",
-        yscale="log",
+    style_loglog(
+        ax,
+        legend_size=8,
         xlabel="embedding dimension d",
         ylabel="final top-1 error",
         title=f"N = {cfg.facts}, M = {cfg.labels or cfg.facts}, {cfg.steps} steps",
     )
-    ax.grid(True, which="both", alpha=0.3)
-    ax.legend(fontsize=8)
     run.save_figure(fig, "capacity")

@@ -38,6 +38,7 @@ from tailmem.assoc.memory import loss_floor
 from tailmem.assoc.structure import Layout, project
 from tailmem.assoc.theory import MUON_NOISY_EXPONENT, gd_noisy_exponent
 from tailmem.errors import ConfigError
+from tailmem.plotting import pyplot, style_loglog
 from tailmem.report.claims import CLAIMS, ClaimResult, write_claims
 from tailmem.rundir import RunDir
 
@@ -490,19 +491,10 @@ def _block_symmetry(cfg: Config) -> dict[str, Any]:
 # --------------------------------------------------------------------------- figures
 
 
-def _plt() -> Any:
-    import matplotlib
-
-    matplotlib.use("Agg")
-    import matplotlib.pyplot as plt
-
-    return plt
-
-
 def _figure_curves(
     cfg: Config, rows: list[dict[str, Any]], fits: dict[str, Any], run: RunDir
 ) -> None:
-    plt = _plt()
+    plt = pyplot()
     opts = ["gd", "muon", "signgd", "tra_signgd"]
     fig, axes = plt.subplots(1, 5, figsize=(22, 4.2))
     cmap = plt.get_cmap("viridis")
@@ -517,16 +509,13 @@ def _figure_curves(
                 color=cmap(g / max(1, cfg.curve_groups - 1)),
                 label=f"group {g + 1}" if g in (0, cfg.curve_groups - 1) else None,
             )
-        ax.set(
-            xscale="log",
-            yscale="log",
+        style_loglog(
+            ax,
             xlabel="step t",
             ylabel="mean loss per fact in group",
             title=f"{opt} (η = {sel[0]['lr']:.3g})",
             ylim=(1e-14, 20),
         )
-        ax.grid(True, which="both", alpha=0.3)
-        ax.legend(fontsize=7)
     ax = axes[4]
     for opt in opts:
         sel = [r for r in rows if r["optimizer"] == opt and r["step"] > 0]
@@ -540,23 +529,16 @@ def _figure_curves(
     eta = fits["lrs"]["gd"]
     ax.plot(t, K / (eta * t), "k:", label="K/(ηt) (GD claim)")
     ax.plot(t, K * torch.exp(-cfg.muon_lr * t), "k--", label="K e^(−ηt) (Muon claim)")
-    ax.set(
-        xscale="log",
-        yscale="log",
-        xlabel="step t",
-        ylabel="total loss",
-        title=f"total loss, K = {K}",
-        ylim=(1e-14, 50),
+    style_loglog(
+        ax, xlabel="step t", ylabel="total loss", title=f"total loss, K = {K}", ylim=(1e-14, 50)
     )
-    ax.grid(True, which="both", alpha=0.3)
-    ax.legend(fontsize=7)
     run.save_figure(fig, "noiseless_group_curves")
 
 
 def _figure_sweep(
     cfg: Config, rows: list[dict[str, Any]], fits: list[dict[str, Any]], run: RunDir
 ) -> None:
-    plt = _plt()
+    plt = pyplot()
     fig, axes = plt.subplots(1, 2, figsize=(12, 4.4))
     cmap = plt.get_cmap("plasma")
     for i, f in enumerate(fits):
@@ -580,16 +562,14 @@ def _figure_sweep(
     axes[0].set_title(f"GD, η·p_max = {cfg.gd_lr_p1}, label noise {cfg.label_noise}")
     axes[1].set_title(f"Muon, η = {cfg.muon_c}·log K / T (o: worse of last two iterates)")
     for ax in axes:
-        ax.set(xscale="log", yscale="log", xlabel="horizon T", ylabel="excess loss L(W_T) − L*")
-        ax.grid(True, which="both", alpha=0.3)
-        ax.legend(fontsize=7)
+        style_loglog(ax, xlabel="horizon T", ylabel="excess loss L(W_T) − L*")
     run.save_figure(fig, "noisy_scaling")
 
 
 def _figure_target(
     cfg: Config, rows: list[dict[str, Any]], fit: dict[str, Any], run: RunDir
 ) -> None:
-    plt = _plt()
+    plt = pyplot()
     fig, ax = plt.subplots(figsize=(6.5, 4.4))
     Cs = [r["group_size"] for r in rows]
     for key, label in (
@@ -601,15 +581,12 @@ def _figure_target(
             slope = fit.get(key)
             ax.plot(*zip(*pts, strict=True), "o-", label=f"{label} (slope {slope:.2f})")
     ax.plot(Cs, [Cs[0] and c / Cs[0] for c in Cs], "k:", label="∝ C (the Ω(C) claim)")
-    ax.set(
-        xscale="log",
-        yscale="log",
+    style_loglog(
+        ax,
         xlabel="group size C",
         ylabel="steps to target, GD / Muon",
         title=f"excess ≤ {cfg.target_excess}, M = {cfg.target_groups}",
     )
-    ax.grid(True, which="both", alpha=0.3)
-    ax.legend(fontsize=7)
     run.save_figure(fig, "steps_to_target")
 
 

@@ -33,6 +33,7 @@ from tailmem.assoc.fits import loglog_slope
 from tailmem.assoc.optimizers import OPTIMIZERS
 from tailmem.assoc.spectra import HEAD_ROUNDINGS
 from tailmem.errors import ConfigError
+from tailmem.plotting import pyplot, style_loglog
 from tailmem.report.claims import CLAIMS, Claim, ClaimResult, write_claims
 from tailmem.rundir import RunDir
 
@@ -370,10 +371,7 @@ def _check_json(check: dict[str, Any]) -> dict[str, Any]:
 
 
 def _figure_rho(cfg: Config, rows: list[dict[str, Any]], run: RunDir) -> None:
-    import matplotlib
-
-    matplotlib.use("Agg")
-    import matplotlib.pyplot as plt
+    plt = pyplot()
 
     fig, axes = plt.subplots(1, 2, figsize=(12, 4.6))
     main = [r for r in rows if r["set"] in ("main", "asymptotic")]
@@ -427,10 +425,7 @@ def _figure_rho(cfg: Config, rows: list[dict[str, Any]], run: RunDir) -> None:
 def _figure_delta_loss(
     cfg: Config, sweep: list[dict[str, Any]], multi: list[dict[str, Any]], run: RunDir
 ) -> None:
-    import matplotlib
-
-    matplotlib.use("Agg")
-    import matplotlib.pyplot as plt
+    plt = pyplot()
 
     fig, axes = plt.subplots(1, 2, figsize=(12, 4.6), sharey=True)
     for ax, rows, title in (
@@ -457,10 +452,7 @@ def _figure_delta_loss(
 
 
 def _figure_spectra(cfg: Config, run: RunDir) -> None:
-    import matplotlib
-
-    matplotlib.use("Agg")
-    import matplotlib.pyplot as plt
+    plt = pyplot()
 
     K = cfg.figure_k
     spectrum = A.two_group(K, cfg.head_mass, cfg.head_fraction, cfg.head_rounding)
@@ -479,15 +471,13 @@ def _figure_spectra(cfg: Config, run: RunDir) -> None:
                 linestyle=STYLES[emb],
                 label=f"{opt}, {emb}",
             )
-    ax.set(
-        xscale="log",
-        yscale="log",
+    style_loglog(
+        ax,
+        legend_size=8,
         xlabel="index",
         ylabel="σ_i / σ_max",
         title=f"Singular values of the first update, K = {K}",
     )
-    ax.grid(True, which="both", alpha=0.3)
-    ax.legend(fontsize=8)
     run.save_figure(fig, "update_spectra")
 
 

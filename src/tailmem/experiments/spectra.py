@@ -69,6 +69,7 @@ from tailmem.metrics.role_spectra import (
 )
 from tailmem.models.gpt import GPTConfig
 from tailmem.models.roles import resolve_roles
+from tailmem.plotting import pyplot
 from tailmem.report.claims import CLAIMS, ClaimResult, write_claims
 from tailmem.rundir import RunDir
 from tailmem.train import distributed as D
@@ -492,10 +493,7 @@ def _r(value: float) -> float:
 def _figures(
     cfg: Config, run: RunDir, model_cfg: GPTConfig, muon: Series, adam: Series
 ) -> list[dict[str, str]]:
-    import matplotlib
-
-    matplotlib.use("Agg")
-    import matplotlib.pyplot as plt
+    plt = pyplot()
 
     other_vo = "vo_stacked" if cfg.vo_form == "per_head" else "vo_head"
     ffn_in = ["w_in", "w_gate"] if cfg.ffn == "gated" else ["w_in"]

@@ -4,15 +4,14 @@ from __future__ import annotations
 
 from typing import Any
 
-import matplotlib
-
-matplotlib.use("Agg")
-import matplotlib.pyplot as plt
 import numpy as np
 
 from tailmem.experiments.qa.arms import ARMS
 from tailmem.experiments.qa.schedule import Plan
 from tailmem.experiments.qa.summary import history, mean_std, seed_results
+from tailmem.plotting import pyplot
+
+plt = pyplot()
 
 
 def fta_by_group_figure(plan: Plan, ffn: str, chance: float) -> Any:
