@@ -492,9 +492,8 @@ def _figures(
         ax.legend(fontsize=7)
     axes[0].set_ylabel("validation loss")
     fig.suptitle(f"Validation loss ({cfg.ffn} FFN, mean over {cfg.seeds} seed(s))")
-    run.save_figure(fig, "val_curves")
     figures.append(
-        {"file": "val_curves.png", "caption": "Validation loss per arm (paper Fig. 1 panels)"}
+        run.save_report_figure(fig, "val_curves", "Validation loss per arm (paper Fig. 1 panels)")
     )
 
     if "adam" in results:
@@ -513,11 +512,11 @@ def _figures(
         ax.set_ylabel("L(all-Adam) − L(arm), nats")
         ax.set_title("Gain over all-Adam by target-token frequency bucket")
         ax.legend()
-        run.save_figure(fig, "bucket_gain")
         figures.append(
-            {
-                "file": "bucket_gain.png",
-                "caption": "Beyond the paper: gain over all-Adam on head / body / tail tokens",
-            }
+            run.save_report_figure(
+                fig,
+                "bucket_gain",
+                "Beyond the paper: gain over all-Adam on head / body / tail tokens",
+            )
         )
     return figures

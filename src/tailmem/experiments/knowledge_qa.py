@@ -277,23 +277,23 @@ def write_outputs(
         )
         long_rows += summary.tail_table_long(plan, ffn, cfg.table_fracs, cfg.tail_offsets, m)
         gaps += summary.gap_rows(plan, ffn, cfg.head_groups)
-        run.save_figure(plots.fta_by_group_figure(plan, ffn, chance), f"fta_by_group_{ffn}")
-        run.save_figure(plots.final_fta_figure(plan, ffn, chance), f"fta_final_{ffn}")
-        run.save_figure(plots.sweep_figure(sweep_rows, ffn), f"lr_sweep_{ffn}")
         figures += [
-            {
-                "file": f"fta_by_group_{ffn}.png",
-                "caption": f"FTA per frequency group over training, {ffn} FFN, mean ± std over "
+            run.save_report_figure(
+                plots.fta_by_group_figure(plan, ffn, chance),
+                f"fta_by_group_{ffn}",
+                f"FTA per frequency group over training, {ffn} FFN, mean ± std over "
                 f"{cfg.n_seeds} seed(s) (paper Fig. 3); dashed: chance {chance:.3f}",
-            },
-            {
-                "file": f"fta_final_{ffn}.png",
-                "caption": f"FTA at the last step by frequency group, {ffn} FFN",
-            },
-            {
-                "file": f"lr_sweep_{ffn}.png",
-                "caption": f"LR sweep, {ffn} FFN: mean FTA over all people per learning rate",
-            },
+            ),
+            run.save_report_figure(
+                plots.final_fta_figure(plan, ffn, chance),
+                f"fta_final_{ffn}",
+                f"FTA at the last step by frequency group, {ffn} FFN",
+            ),
+            run.save_report_figure(
+                plots.sweep_figure(sweep_rows, ffn),
+                f"lr_sweep_{ffn}",
+                f"LR sweep, {ffn} FFN: mean FTA over all people per learning rate",
+            ),
         ]
         tables.append(
             {

@@ -534,9 +534,8 @@ def _figures(
                     ax.set_xlabel("step")
         axes[0][0].legend(fontsize=8)
         fig.tight_layout()
-        run.save_figure(fig, stem)
         figures.append(
-            {"file": f"{stem}.png", "caption": caption + f" — mean ± SD over {cfg.seeds} seeds"}
+            run.save_report_figure(fig, stem, f"{caption} — mean ± SD over {cfg.seeds} seeds")
         )
 
     fig, axes = plt.subplots(2, 4, figsize=(14, 5), squeeze=False)
@@ -564,8 +563,9 @@ def _figures(
             ax.grid(alpha=0.3)
     axes[0][0].legend(fontsize=8)
     fig.tight_layout()
-    run.save_figure(fig, "isotropy_by_layer")
-    figures.append({"file": "isotropy_by_layer.png", "caption": "Final-step isotropy per layer"})
+    figures.append(
+        run.save_report_figure(fig, "isotropy_by_layer", "Final-step isotropy per layer")
+    )
 
     fig, axes = plt.subplots(1, 3, figsize=(14, 3.8))
     for ax, (name, series) in zip(axes[:2], (("muon", muon), ("adam", adam)), strict=True):
@@ -599,11 +599,9 @@ def _figures(
     ax.grid(alpha=0.3)
     ax.legend()
     fig.tight_layout()
-    run.save_figure(fig, "max_logit")
     figures.append(
-        {
-            "file": "max_logit.png",
-            "caption": "Max attention logit per layer (paper Table 2) and validation loss",
-        }
+        run.save_report_figure(
+            fig, "max_logit", "Max attention logit per layer (paper Table 2) and validation loss"
+        )
     )
     return figures
