@@ -383,22 +383,17 @@ def _steps_to_target(cfg: Config) -> tuple[list[dict[str, Any]], dict[str, Any]]
         emb = A.decoupled(K)
         floor = loss_floor(K, cfg.label_noise)
         p_max = float(spectrum.p.max())
-        gd_lrs = torch.tensor(cfg.gd_lr_grid_p1, dtype=torch.float64) / p_max
-        gd = A.train(
-            A.build_memory(spectrum, emb, "gd", cfg.label_noise),
-            "gd",
-            gd_lrs[None, :].expand(T, -1),
-            record=[0],
-        )
-        gd_steps = _settled_below(gd.loss - floor, cfg.target_excess)
-        mu_lrs = torch.tensor(cfg.muon_lr_grid, dtype=torch.float64)
-        mu = A.train(
-            A.build_memory(spectrum, emb, "muon", cfg.label_noise),
-            "muon",
-            mu_lrs[None, :].expand(T, -1),
-            record=[0],
-        )
-        mu_steps = _settled_below(mu.loss - floor, cfg.target_excess)
+
+        lr_grids = {
+            "gd": torch.tensor(cfg.gd_lr_grid_p1, dtype=torch.float64) / p_max,
+            "muon": torch.tensor(cfg.muon_lr_grid, dtype=torch.float64),
+        }
+        steps = {}  # per optimiser and step size: steps until the excess stays below target
+        for optimizer, lrs in lr_grids.items():
+            memory = A.build_memory(spectrum, emb, optimizer, cfg.label_noise)
+            result = A.train(memory, optimizer, lrs[None, :].expand(T, -1), record=[0])
+            steps[optimizer] = _settled_below(result.loss - floor, cfg.target_excess)
+        gd_steps, mu_steps = steps["gd"], steps["muon"]
         tuned_gd = [s for s in gd_steps if s is not None]
         tuned_mu = [s for s in mu_steps if s is not None]
         at_one = gd_steps[cfg.gd_lr_grid_p1.index(1.0)] if 1.0 in cfg.gd_lr_grid_p1 else None
