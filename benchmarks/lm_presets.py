@@ -27,7 +27,9 @@ from pathlib import Path
 import torch
 
 from tailmem.config import load_config
-from tailmem.experiments import ablation, lm_common, spectra
+from tailmem.experiments import ablation, spectra
+from tailmem.lm.arms import HIDDEN_MATRICES, muon_recipe
+from tailmem.lm.corpus import CorpusData
 from tailmem.models.gpt import GPT
 from tailmem.optim.routing import build_optimizer
 from tailmem.train import read_metrics, seed_everything, train
@@ -40,14 +42,14 @@ def step_seconds(model_cfg, recipe, cfg, data, steps: int) -> float:
     """Fastest per-update time over logging windows of 5 updates of the real loop."""
     seed_everything(0)
     model = GPT(model_cfg)
-    optimizer = build_optimizer(model, recipe, **cfg.optim.hparams(recipe))
-    tcfg = cfg.train.to_train_config(0)
+    optimizer = build_optimizer(model, recipe, **cfg.optim.hparams(recipe, cfg.optim.base_lrs()))
+    tcfg = cfg.train.loop_config(cfg.train.steps, seed=0, progress=False)
     tcfg.steps, tcfg.eval_every, tcfg.ckpt_every, tcfg.log_every = steps, 0, 0, 5
-    tcfg.save_final, tcfg.progress, tcfg.warmup_steps = False, False, 0
+    tcfg.save_final, tcfg.warmup_steps = False, 0
     with tempfile.TemporaryDirectory() as tmp:
-        train(model, optimizer, data.stream(0), tcfg, Path(tmp))
+        train(model, optimizer, data.batches(0, cfg.train), tcfg, Path(tmp))
         rows = read_metrics(Path(tmp) / "metrics.jsonl")
-    tokens_per_step = cfg.data.batch_size * cfg.data.seq_len
+    tokens_per_step = cfg.train.batch_size * cfg.train.seq_len
     return min(tokens_per_step / r["tokens_per_s"] for r in rows[1:] if r.get("tokens_per_s"))
 
 
@@ -66,9 +68,7 @@ def eval_seconds(hooks, model, repeats: int = 3) -> float:
 def muon_share(model, roles) -> float:
     muon = sum(p.numel() for n, p in model.named_parameters() if n.split(".")[-2] in roles)
     hidden = sum(
-        p.numel()
-        for n, p in model.named_parameters()
-        if n.split(".")[-2] in lm_common.HIDDEN_MATRICES
+        p.numel() for n, p in model.named_parameters() if n.split(".")[-2] in HIDDEN_MATRICES
     )
     return muon / hidden
 
@@ -85,14 +85,15 @@ def main() -> None:
         start = time.perf_counter()
         with tempfile.TemporaryDirectory() as cache:
             cfg.data.cache_dir = cache
-            data = lm_common.prepare_data(cfg.data, ctx)
+            spec = CorpusData(cfg.data, cfg.train.seq_len, cfg.train.eval_batch_size)
+            data = spec.load(ctx)
             corpus_s = time.perf_counter() - start
-            model_cfg = cfg.model.build_config(data.vocab_size, args.ffn, cfg.data.seq_len)
+            model_cfg = cfg.model.build(data.vocab_size, args.ffn, cfg.train.seq_len)
             adam_s = step_seconds(model_cfg, "adam:*", cfg, data, args.steps)
-            full = lm_common.muon_recipe(lm_common.HIDDEN_MATRICES)
+            full = muon_recipe(HIDDEN_MATRICES)
             muon_s = step_seconds(model_cfg, full, cfg, data, args.steps)
             model = GPT(model_cfg)
-            hooks = [lm_common.val_loss_hook(data, ctx)]
+            hooks = data.hooks(model_cfg, ctx)
             if name == "spectra":
                 x = data.val[0][0][: cfg.logit_rows]
                 hooks.append(spectra.spectra_hook(model_cfg, cfg.top_k, x, ctx))
@@ -100,14 +101,14 @@ def main() -> None:
         steps = cfg.train.steps
         n_evals = steps // cfg.train.eval_every + (steps % cfg.train.eval_every > 0) + 1
         if name == "ablation":
-            shares = [muon_share(model, arm.roles(args.ffn)) for arm in cfg.selected()]
+            shares = [muon_share(model, row.roles(args.ffn)) for row in cfg.selected()]
         else:
             shares = [1.0, 0.0] * cfg.seeds
         train_s = sum(steps * (adam_s + s * (muon_s - adam_s)) for s in shares)
         total = corpus_s + train_s + len(shares) * n_evals * eval_s
         print(
             f"{name:9s} cpu preset ({args.ffn} FFN, {model_cfg.n_layer}x{model_cfg.d_model}, "
-            f"vocab {model_cfg.vocab_size}, batch {cfg.data.batch_size}x{cfg.data.seq_len}): "
+            f"vocab {model_cfg.vocab_size}, batch {cfg.train.batch_size}x{cfg.train.seq_len}): "
             f"Adam step {adam_s * 1e3:.0f} ms (baseline), full-Muon step {muon_s * 1e3:.0f} ms "
             f"(ratio {muon_s / adam_s:.2f}), eval {eval_s:.2f} s, corpus build {corpus_s:.1f} s"
         )

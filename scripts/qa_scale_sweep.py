@@ -32,8 +32,8 @@ from tailmem.runner import run_experiment
 BASE: dict[str, Any] = {
     "data.m": 8,
     "model.size": "cpu-small",
-    "batch_size": 16,
-    "seq_len": 128,
+    "train.batch_size": 16,
+    "train.seq_len": 128,
     "epochs": 6,
     "sweep.muon": "[0.02,0.05,0.1]",
     "sweep.adam": "[1.0e-3,3.0e-3,5.0e-3]",
@@ -51,9 +51,9 @@ POINTS: dict[str, dict[str, Any]] = {
     "ep9": {"epochs": 9},
     "m6": {"data.m": 6, **GRIDS},
     "m7": {"data.m": 7, **GRIDS},
-    "m7_b8": {"data.m": 7, "batch_size": 8, **GRIDS},
+    "m7_b8": {"data.m": 7, "train.batch_size": 8, **GRIDS},
     "m9": {"data.m": 9, **GRIDS},
-    "b8": {"batch_size": 8, **GRIDS},
+    "b8": {"train.batch_size": 8, **GRIDS},
     "d64": {"model.d_model": 64, "model.d_ff": 256, "model.n_head": 2, **GRIDS},
     "d192": {"model.d_model": 192, "model.d_ff": 768, "model.n_head": 4, **GRIDS},
     "L1": {"model.n_layer": 1, **GRIDS},
@@ -70,15 +70,17 @@ def point_overrides(name: str, out: Path) -> tuple[list[str], dict[str, Any]]:
     overrides = [f"{k}={v}" for k, v in settings.items()]
     cfg = load_config(Config, "knowledge-qa", "cpu", overrides)
     dataset = build_dataset(cfg.data, out / "data")
-    stream = QATrainStream(dataset, cfg.batch_size, cfg.seq_len, 0)
+    stream = QATrainStream(dataset, cfg.train.batch_size, cfg.train.seq_len, 0)
     steps = max(10, round(epochs * stream.steps_per_epoch / 10) * 10)
     overrides += [
-        f"steps={steps}",
-        f"eval_every={steps // 10}",
+        f"train.steps={steps}",
+        f"train.warmup_steps={round(0.02 * steps)}",
+        f"train.log_every={min(steps // 10, 50)}",
+        f"train.eval_every={steps // 10}",
         f"arms=[{','.join(ARMS)}]",
-        "n_seeds=1",
+        "seeds=1",
         "workers=2",
-        "threads=1",
+        "train.threads=1",
     ]
     return overrides, {**settings, "epochs": epochs, "steps": steps}
 
@@ -94,30 +96,30 @@ def run_point(name: str, out: Path) -> dict[str, Any]:
     results = json.loads((run.path / "results.json").read_text())
     cfg = load_config(Config, "knowledge-qa", "cpu", overrides)
     m = cfg.data.m
-    model = cfg.model.fields(cfg.seq_len)
+    model = cfg.model.build(1, "plain", cfg.train.seq_len)
     varied = {k: v for k, v in POINTS[name].items() if not k.startswith("sweep.")}
     row: dict[str, Any] = {
         "point": name,
         "varied": ", ".join(f"{k}={v}" for k, v in varied.items()) or "—",
         "m": m,
-        "layers": model["n_layer"],
-        "d": model["d_model"],
-        "batch": f"{cfg.batch_size}x{cfg.seq_len}",
+        "layers": model.n_layer,
+        "d": model.d_model,
+        "batch": f"{cfg.train.batch_size}x{cfg.train.seq_len}",
         "steps": settings["steps"],
         "epochs": settings["epochs"],
     }
-    half = round(0.5 * cfg.steps)
+    half = round(0.5 * cfg.train.steps)
     for arm in ARMS:
-        (result,) = [r for r in results["runs"] if r["spec"]["arm"] == arm]
+        (result,) = [r for r in results["runs"] if r["arm"] == arm]
         last = result["evals"][-1]
         mid = next(e for e in result["evals"] if e["step"] == half)
         row[f"lr_{arm}"] = results["best_lr"][f"plain/{arm}"][arm]
         row[f"rare_{arm}"] = round(last["fta"][m], 3)
         row[f"mid_{arm}"] = round(mid["fta"][m - 2], 3)
-        row[f"all_{arm}"] = round(last["fta_mean"], 3)
+        row[f"all_{arm}"] = round(last["fta_all"], 3)
     row["rare_gap"] = round(row["rare_muon"] - row["rare_adam"], 3)
     row["mid_gap"] = round(row["mid_muon"] - row["mid_adam"], 3)
-    row["train_s"] = round(sum(r["train_seconds"] for r in trained))
+    row["train_s"] = round(sum(r["wall_seconds"] for r in trained))
     print(f"{name}: {status} in {time.perf_counter() - start:.0f}s -> {row}", flush=True)
     return row
 

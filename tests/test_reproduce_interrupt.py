@@ -78,7 +78,7 @@ def planned(run: Path) -> bool:
 
 
 def first_arm_done(run: Path) -> bool:
-    return any(run.glob("arms/*/*/*/result.json"))
+    return any(run.glob("runs/*/*/*/result.json"))
 
 
 def digests(folder: Path) -> dict[str, tuple[str, int]]:

@@ -166,34 +166,3 @@ def test_slurm_launcher_runs_a_job_array_and_writes_the_report(tmp_path, monkeyp
     assert len(jobs) == 2  # one array task per experiment
     err = capsys.readouterr().err
     assert "assoc-capacity: done" in err and "2/2 finished" in err
-
-
-@pytest.mark.parametrize("sweep_steps", [6, 10])
-def test_knowledge_qa_plan_declares_the_steps_it_trains(tmp_path, sweep_steps):
-    from tailmem.experiments.qa.schedule import Plan, drive
-
-    def fake_run(spec, setup, root):
-        progress.advance(spec.steps - 1)  # one step short, as a diverged run would be
-        fta = 0.1 * spec.lrs[0][1]
-        return {"status": "complete", "evals": [{"fta_mean": fta, "fta": [fta]}]}
-
-    plan = Plan(
-        ffns=["plain"],
-        arms=["adam", "muon"],
-        grids={"muon": [1.0, 2.0], "adam": [1.0, 2.0, 3.0], "sgd": [1.0]},
-        fallback_lr={"muon": 1.0, "adam": 1.0, "sgd": 1.0},
-        seeds=[0, 1],
-        steps=10,
-        sweep_seed=0,
-        sweep_steps=sweep_steps,
-    )
-    with progress.tracking(tmp_path) as tracker:
-        drive(plan, None, tmp_path, run_fn=fake_run)
-    trained = sum(spec.steps for spec in plan.results)
-    assert (
-        plan.total_steps()
-        == trained
-        == (2 + 3) * sweep_steps + 2 * 2 * 10 - (2 * 10 if sweep_steps == 10 else 0)
-    )
-    assert tracker.total == trained and tracker.done == trained  # before the run's end
-    assert tracker.skipped == len(plan.results)  # the step each fake run left out

@@ -2,8 +2,9 @@
 
 Each experiment gets ``OUT/<experiment>``. A run that is complete with the identical config is
 skipped; an incomplete one resumes; one whose config changed (a new preset file, say) is redone.
-Experiments run in this process (``jobs=1``), in parallel worker processes (``jobs > 1``) or as a
-Slurm job array through submitit (``launcher="slurm"``). Whatever runs them, each experiment's
+Experiments run on the worker pool the LM studies use (:class:`tailmem.lm.pool.Pool`: in this
+process with ``jobs=1``, in ``jobs`` worker processes otherwise) or as a Slurm job array through
+submitit (``launcher="slurm"``). Whatever runs them, each experiment's
 own output goes to ``OUT/.logs/<experiment>.log`` and its progress to ``OUT/<exp>/progress.json``
 (:mod:`tailmem.progress`); this process polls those files and shows one display
 (:mod:`tailmem.progress_display`), so local workers and cluster jobs look the same.
@@ -12,13 +13,10 @@ own output goes to ``OUT/.logs/<experiment>.log`` and its progress to ``OUT/<exp
 from __future__ import annotations
 
 import contextlib
-import multiprocessing
 import os
-import signal
 import sys
 import time
 from collections.abc import Iterator, Sequence
-from concurrent.futures import FIRST_COMPLETED, Future, ProcessPoolExecutor, wait
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -26,6 +24,7 @@ from typing import Any
 from tailmem.config import PRESETS, load_config, to_dict
 from tailmem.errors import ConfigError
 from tailmem.experiments import EXPERIMENTS, get_experiment
+from tailmem.lm.pool import Pool
 from tailmem.progress_display import Board, watching
 from tailmem.report.render import write_report
 from tailmem.rundir import RunDir, config_digest
@@ -34,8 +33,6 @@ from tailmem.runner import run_experiment
 LAUNCHERS = ("local", "slurm")
 LOG_DIR = ".logs"
 SUBMITIT_DIR = ".submitit"
-STOP_GRACE_S = 10.0
-"""How long interrupted workers get to clean up before they are killed."""
 
 
 @dataclass(frozen=True)
@@ -139,53 +136,6 @@ def _run_one(name: str, preset: str, out: Path, force: bool) -> str:
     return name
 
 
-def _run_in_worker(name: str, preset: str, out: Path, force: bool) -> str:
-    """:func:`_run_one` in a pool worker; afterwards the next SIGINT/SIGTERM interrupts again
-    (so a worker interrupted during an experiment can still be stopped while it idles)."""
-    try:
-        return _run_one(name, preset, out, force)
-    finally:
-        _interrupt_on_signals()
-
-
-def _interrupt_once(signum: int, frame: Any) -> None:
-    """The first SIGINT or SIGTERM raises KeyboardInterrupt (so atomic writes clean up their
-    temp files); later ones are ignored, so they cannot cut that clean-up short."""
-    signal.signal(signal.SIGINT, signal.SIG_IGN)
-    signal.signal(signal.SIGTERM, signal.SIG_IGN)
-    raise KeyboardInterrupt
-
-
-def _interrupt_on_signals() -> None:
-    signal.signal(signal.SIGINT, _interrupt_once)
-    signal.signal(signal.SIGTERM, _interrupt_once)
-
-
-def _init_worker(log: Path) -> None:
-    _interrupt_on_signals()
-    # An idle worker's own noise (a KeyboardInterrupt traceback, say) stays out of the display.
-    handle = open(log, "a", buffering=1, encoding="utf-8")  # noqa: SIM115 (lives with the worker)
-    os.dup2(handle.fileno(), 1)
-    os.dup2(handle.fileno(), 2)
-
-
-def _stop_workers() -> None:
-    """Interrupt this process's worker processes and wait for them to clean up; a worker busy
-    cleaning up ignores signals, so they are repeated until it exits or the grace time is over
-    (then it is killed)."""
-    children = multiprocessing.active_children()
-    deadline = time.monotonic() + STOP_GRACE_S
-    while children and time.monotonic() < deadline:
-        for child in children:
-            child.terminate()
-        for child in children:
-            child.join(0.5 / len(children))
-        children = [child for child in children if child.is_alive()]
-    for child in children:
-        child.kill()
-        child.join(1.0)
-
-
 @dataclass(frozen=True)
 class _Work:
     """The experiments one reproduce call runs, where, and the board that shows them."""
@@ -201,49 +151,18 @@ class _Work:
         return name, self.preset, self.out, self.forces[name]
 
 
-def _run_inline(work: _Work) -> None:
+def _run_local(work: _Work, jobs: int) -> None:
+    """Run the experiments on the shared worker pool (``jobs`` at once; 1: in this process)."""
     board = work.board
-    for name in work.todo:
-        try:
-            _run_one(*work.args(name))
-        except Exception:
-            board.finish(name, ok=False)
-            raise
-        board.finish(name, ok=True)
-
-
-def _run_pool(work: _Work, jobs: int) -> None:
-    todo, out, board = work.todo, work.out, work.board
-    context = multiprocessing.get_context("spawn")
-    (out / LOG_DIR).mkdir(parents=True, exist_ok=True)
-    pool = ProcessPoolExecutor(
-        max_workers=min(jobs, len(todo)),
-        mp_context=context,
-        initializer=_init_worker,
-        initargs=(out / LOG_DIR / "workers.log",),
-    )
-    try:
-        pending: dict[Future, str] = {pool.submit(_run_in_worker, *work.args(n)): n for n in todo}
-        while pending:
-            done, _ = wait(pending, return_when=FIRST_COMPLETED)
-            for future in done:
-                name = pending.pop(future)
-                if isinstance(future.exception(), KeyboardInterrupt):
-                    raise KeyboardInterrupt  # Ctrl-C reached the worker first
-                if future.exception() is not None:
-                    board.finish(name, ok=False)
-                    for other in pending:
-                        other.cancel()
-                    raise future.exception()  # type: ignore[misc]
-                board.finish(name, ok=True)
-    except KeyboardInterrupt:
-        _stop_workers()
-        pool.shutdown(wait=True, cancel_futures=True)  # the workers are gone: this is quick
-        raise
-    except BaseException:
-        pool.shutdown(wait=True, cancel_futures=True)  # the running experiments finish
-        raise
-    pool.shutdown(wait=True)
+    (work.out / LOG_DIR).mkdir(parents=True, exist_ok=True)
+    with Pool(jobs, log=work.out / LOG_DIR / "workers.log") as pool:
+        for name in work.todo:
+            pool.submit(name, _run_one, *work.args(name))
+        for outcome in pool.finished():
+            board.finish(outcome.tag, ok=outcome.error is None)
+            if outcome.error is not None:
+                pool.cancel_pending()
+                raise outcome.error
 
 
 def _import_submitit() -> Any:
@@ -324,8 +243,6 @@ def reproduce(
     with watching(board, sys.stderr):
         if launcher == "slurm" and todo:
             _run_slurm(work, jobs, slurm, cluster)
-        elif jobs == 1 or len(todo) <= 1:
-            _run_inline(work)
         else:
-            _run_pool(work, jobs)
+            _run_local(work, min(jobs, max(len(todo), 1)))
     return write_report(out)

@@ -7,7 +7,6 @@ Bad input is rejected before anything is written.
 
 from __future__ import annotations
 
-import os
 import time
 from collections.abc import Sequence
 from pathlib import Path
@@ -18,6 +17,7 @@ from tailmem.errors import ConfigError
 from tailmem.experiments import get_experiment
 from tailmem.rundir import RunDir, config_digest
 from tailmem.train import seed_everything
+from tailmem.train.distributed import is_main_process
 
 
 def default_out(experiment: str, preset: str) -> Path:
@@ -41,7 +41,7 @@ def run_experiment(
     cfg = load_config(module.Config, experiment, preset, overrides)
     path = Path(out) if out is not None else default_out(experiment, preset)
     digest = config_digest(experiment, to_dict(cfg))
-    main = os.environ.get("RANK", "0") == "0"
+    main = is_main_process()
     status = "ran"
     if (path / "config.yaml").is_file():
         previous = RunDir(path).read_config()

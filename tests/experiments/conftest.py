@@ -2,7 +2,8 @@
 
 The smoke presets build a small corpus from the embedded standard-library text; the cache folder
 is shared by every test of the session so it is built once. ``ablation_smoke`` is the
-single-process smoke run that several tests (including the torchrun one) compare against.
+smoke run in one process (``workers=1``, so tests can patch what its runs use) that several
+tests (including the torchrun one) compare against.
 """
 
 from __future__ import annotations
@@ -25,6 +26,7 @@ def lm_cache(tmp_path_factory) -> Path:
 @pytest.fixture(scope="session")
 def ablation_smoke(tmp_path_factory, lm_cache) -> Path:
     out = tmp_path_factory.mktemp("ablation") / "smoke"
-    run, status = run_experiment("ablation", "smoke", [f"data.cache_dir={lm_cache}"], out=out)
+    overrides = [f"data.cache_dir={lm_cache}", "workers=1"]
+    run, status = run_experiment("ablation", "smoke", overrides, out=out)
     assert status == "ran" and run.is_complete
     return out

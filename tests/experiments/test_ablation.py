@@ -1,5 +1,5 @@
-"""The A1 ablation: arms as role recipes, claim rules, a smoke run checked against recomputation,
-exact resume of an interrupted arm with reuse of finished ones, presets."""
+"""The A1 ablation: rows as role recipes, claim rules, a smoke run checked against recomputation,
+exact resume of an interrupted arm with reuse of finished ones, presets, the shared config keys."""
 
 from __future__ import annotations
 
@@ -16,7 +16,8 @@ from tailmem.cli import main
 from tailmem.config import load_config
 from tailmem.data.corpus import frequency_buckets
 from tailmem.errors import ConfigError
-from tailmem.experiments import ablation, lm_common
+from tailmem.experiments import ablation
+from tailmem.lm import corpus
 from tailmem.models.gpt import GPT, count_params
 from tailmem.models.gpt_io import read_gpt_config
 from tailmem.optim.routing import parse_recipe
@@ -26,6 +27,7 @@ from tailmem.runner import run_experiment
 from tailmem.train import read_metrics
 from tailmem.train.distributed import DistContext
 
+QK = "runs/plain/qk/muon0.02-adam0.005-seed0-steps24"
 PLAIN = ["full", "adam", "qk", "vo", "v", "o", "w_in", "w_out", "vo_ffn", "vo_w_in", "vo_w_out",
          "v_ffn", "o_ffn"]  # fmt: skip
 GATED = ["full", "adam", "qk", "vo", "v", "o", "w_in", "w_out", "w_gate", "vo_ffn",
@@ -33,19 +35,19 @@ GATED = ["full", "adam", "qk", "vo", "v", "o", "w_in", "w_out", "w_gate", "vo_ff
 
 
 def test_table1_arms_exist_per_ffn_and_route_the_right_roles():
-    assert [a.id for a in ablation.arms_for("plain")] == PLAIN
-    assert [a.id for a in ablation.arms_for("gated")] == GATED
-    vo_ffn = ablation.ARMS_BY_ID["vo_ffn"]
-    assert vo_ffn.recipe("gated") == "muon:v,o,w_in,w_gate,w_out adam:*"
-    assert vo_ffn.recipe("plain") == "muon:v,o,w_in,w_out adam:*"
-    assert ablation.ARMS_BY_ID["adam"].recipe("plain") == "adam:*"
+    assert [r.id for r in ablation.rows_for("plain")] == PLAIN
+    assert [r.id for r in ablation.rows_for("gated")] == GATED
+    vo_ffn = ablation.ROWS_BY_ID["vo_ffn"]
+    assert vo_ffn.arm("gated").recipe == "muon:v,o,w_in,w_gate,w_out adam:*"
+    assert vo_ffn.arm("plain").recipe == "muon:v,o,w_in,w_out adam:*"
+    assert ablation.ROWS_BY_ID["adam"].arm("plain").recipe == "adam:*"
     for ffn in ("plain", "gated"):
-        for arm in ablation.arms_for(ffn):
-            routes = parse_recipe(arm.recipe(ffn))
-            assert routes.get("muon", []) == list(arm.roles(ffn))
+        for row in ablation.rows_for(ffn):
+            routes = parse_recipe(row.arm(ffn).recipe)
+            assert routes.get("muon", []) == list(row.roles(ffn))
             assert {"embed", "head", "norm"} <= set(routes["adam"])  # always on Adam
     # Paper gain fractions, by hand from Table 1 (plain): (3.9242 - L) / (3.9242 - 3.5654).
-    paper = {a.id: a.paper["plain"] for a in ablation.arms_for("plain")}
+    paper = {r.id: r.paper["plain"] for r in ablation.rows_for("plain")}
     assert ablation.gain_fraction(paper, "vo_ffn") == pytest.approx(0.3384 / 0.3588)
     assert ablation.gain_fraction(paper, "qk") == pytest.approx(0.0317 / 0.3588)
 
@@ -59,8 +61,7 @@ def _fake(losses: dict[str, float], buckets: dict[str, tuple[float, float, float
                  "val_loss_tail": tail}  # fmt: skip
         evals = [{"step": 0, "val_loss": 6.0}, {"step": 50, "val_loss": (6.0 + loss) / 2},
                  {"step": 100, **final}]  # fmt: skip
-        out[arm_id] = [{"final": final, "evals": evals, "status": "complete", "lr_factor": {},
-                        "key": arm_id}]  # fmt: skip
+        out[arm_id] = [{"final": final, "evals": evals, "status": "complete", "key": arm_id}]
     return out
 
 
@@ -96,17 +97,25 @@ def test_smoke_run_matches_recomputation_from_its_checkpoints(ablation_smoke, lm
     rows = list(csv.DictReader((ablation_smoke / "table1.csv").open()))
     assert [r["arm"] for r in rows] == ["full", "adam", "qk"]
     cfg = load_config(ablation.Config, "ablation", "smoke", [f"data.cache_dir={lm_cache}"])
-    data = lm_common.prepare_data(cfg.data, DistContext())
+    data = corpus.CorpusData(cfg.data, cfg.train.seq_len, cfg.train.eval_batch_size).load(
+        DistContext()
+    )
     counts = data.corpus.unigram_counts
+    runs = json.loads((ablation_smoke / "results.json").read_text())["runs"]
     for row in rows:
-        sub = ablation_smoke / "arms" / row["arm"] / "lr_x1" / "seed0"
+        sub = ablation_smoke / runs[row["arm"]][0]
         result = json.loads((sub / "result.json").read_text())
         assert result["status"] == "complete" and result["recipe"] == row["recipe"]
-        assert float(row["paper_val_loss"]) == ablation.ARMS_BY_ID[row["arm"]].paper["plain"]
+        assert (
+            result["lrs"] == {"muon": 0.02, "adam": 0.005}
+            if row["arm"] != "adam"
+            else {"adam": 0.005}
+        )
+        assert float(row["paper_val_loss"]) == ablation.ROWS_BY_ID[row["arm"]].paper["plain"]
         state = torch.load(sub / "ckpt" / "step_000024.pt", weights_only=True)
         groups = {(g["kind"], g["role"]) for g in state["optimizer"]["param_groups"]}
         muon = {role for kind, role in groups if kind == "muon"}
-        assert muon == set(ablation.ARMS_BY_ID[row["arm"]].roles("plain"))
+        assert muon == set(ablation.ROWS_BY_ID[row["arm"]].roles("plain"))
         assert {("adam", "embed"), ("adam", "head"), ("adam", "norm")} <= groups
         model = GPT(read_gpt_config(sub))
         model.load_state_dict(state["model"])
@@ -145,9 +154,9 @@ def test_interrupted_arm_resumes_exactly_and_finished_arms_are_reused(
 ):
     out = tmp_path / "again"
     shutil.copytree(ablation_smoke, out, ignore=shutil.ignore_patterns("qk", "COMPLETE"))
-    reused = out / "arms" / "adam" / "lr_x1" / "seed0" / "result.json"
+    reused = out / "runs" / "plain" / "adam" / "adam0.005-seed0-steps24" / "result.json"
     stamp = reused.stat().st_mtime_ns
-    stream = lm_common.LMData.stream
+    batches = corpus.LMData.batches
 
     class Crashing:
         def __init__(self, inner):
@@ -158,18 +167,20 @@ def test_interrupted_arm_resumes_exactly_and_finished_arms_are_reused(
                 raise RuntimeError("simulated crash")
             return self.inner.batch(step, rank, world_size)
 
-    monkeypatch.setattr(lm_common.LMData, "stream", lambda self, seed: Crashing(stream(self, seed)))
-    overrides = [f"data.cache_dir={lm_cache}"]
+    monkeypatch.setattr(
+        corpus.LMData, "batches", lambda self, seed, train: Crashing(batches(self, seed, train))
+    )
+    overrides = [f"data.cache_dir={lm_cache}", "workers=1"]
     with pytest.raises(RuntimeError, match="simulated crash"):
         run_experiment("ablation", "smoke", overrides, out=out)
-    qk = out / "arms" / "qk" / "lr_x1" / "seed0"
+    qk = out / QK
     assert sorted(p.name for p in (qk / "ckpt").iterdir()) == ["step_000008.pt"]
     assert not (qk / "result.json").exists()
-    monkeypatch.setattr(lm_common.LMData, "stream", stream)
+    monkeypatch.setattr(corpus.LMData, "batches", batches)
     run, status = run_experiment("ablation", "smoke", overrides, out=out)
     assert status == "resumed" and run.is_complete
     assert reused.stat().st_mtime_ns == stamp
-    original = ablation_smoke / "arms" / "qk" / "lr_x1" / "seed0"
+    original = ablation_smoke / QK
     before, after = (json.loads((d / "result.json").read_text()) for d in (original, qk))
     assert after["evals"] == before["evals"]  # bitwise the same curve after the resume
 
@@ -187,22 +198,24 @@ def test_resume_from_a_truncated_checkpoint_is_one_line_exit_2(
     so in one line, exit 2, leaving the checkpoint in place for the user to delete."""
     out = tmp_path / "truncated"
     shutil.copytree(ablation_smoke, out, ignore=shutil.ignore_patterns("COMPLETE"))
-    qk = out / "arms" / "qk" / "lr_x1" / "seed0"
+    qk = out / QK
     (qk / "result.json").unlink()
     ckpt = qk / "ckpt" / "step_000024.pt"
     data = ckpt.read_bytes()
     ckpt.write_bytes(data[: len(data) // 2])
-    args = ["run", "ablation", "--preset", "smoke", "--out", str(out), f"data.cache_dir={lm_cache}"]
+    args = ["run", "ablation", "--preset", "smoke", "--out", str(out), f"data.cache_dir={lm_cache}",
+            "workers=1"]  # fmt: skip
     assert main(args) == 2
-    err = capsys.readouterr().err.strip().splitlines()
-    assert len(err) == 1, err
+    lines = capsys.readouterr().err.strip().splitlines()
+    err = [line for line in lines if "error" in line]  # before it: the reused runs' lines
+    assert len(err) == 1 and err[0] == lines[-1], lines
     assert err[0].startswith("tailmem: error: checkpoint ")
     assert str(ckpt) in err[0] and "truncated or corrupt" in err[0]
     assert ckpt.stat().st_size == len(data) // 2 and not (qk / "result.json").exists()
 
 
 def test_bad_config_is_one_line_exit_2(capsys):
-    with pytest.raises(ConfigError, match="arms: got 'w_gate'"):
+    with pytest.raises(ConfigError, match="arms: unknown arm 'w_gate'"):
         load_config(ablation.Config, "ablation", "smoke", ["arms=[full,w_gate]"])
     assert main(["run", "ablation", "--preset", "smoke", "tune_lr=sometimes"]) == 2
     err = capsys.readouterr().err.strip().splitlines()
@@ -211,16 +224,17 @@ def test_bad_config_is_one_line_exit_2(capsys):
 
 def test_cpu_and_paper_presets_validate_and_the_paper_model_builds_on_meta():
     cpu = load_config(ablation.Config, "ablation", "cpu")
-    assert [a.id for a in cpu.selected()] == PLAIN and cpu.tune_lr == "off"
+    assert [r.id for r in cpu.selected()] == PLAIN and cpu.tune_lr == "off"
+    assert cpu.workers == 2 and cpu.train.threads == 1  # both cores of the 2-core machine
     paper = load_config(ablation.Config, "ablation", "paper")
     assert paper.data.corpus.source == "hf" and paper.train.steps == 10_000
-    assert paper.optim.adam_betas == (0.8, 0.95) and paper.optim.weight_decay == 0.0
-    assert not paper.optim.muon_nesterov and paper.optim.muon_momentum == 0.95
+    assert paper.optim.adam.betas == (0.8, 0.95) and paper.optim.weight_decay == 0.0
+    assert not paper.optim.muon.nesterov and paper.optim.muon.momentum == 0.95
     for ffn in ("plain", "gated"):
-        gpt_cfg = paper.model.build_config(paper.data.corpus.vocab_size, ffn, paper.data.seq_len)
+        gpt_cfg = paper.model.build(paper.data.corpus.vocab_size, ffn, paper.train.seq_len)
         with torch.device("meta"):
             model = GPT(gpt_cfg)
         assert model.head.weight.is_meta and len(model.blocks) == 12
         # 12 x 768 blocks hold 84.9M (both FFN types); embedding + untied head 2 x 50304 x 768.
         assert count_params(gpt_cfg) / 1e6 == pytest.approx(162.2, abs=0.1)
-    assert math.isclose(paper.optim.muon_lr, 0.02)
+    assert math.isclose(paper.optim.muon.lr, 0.02)

@@ -6,7 +6,8 @@ all-Adam), and compared arm by arm with the single-process smoke run.
 Each rank gets half of every global batch and half of the validation batches; gradients and
 validation sums are added over ranks, so the two-rank run follows the one-process run up to
 floating-point reassociation (of order 1e-6 relative after 24 steps; the test allows 1e-4).
-Only rank 0 writes: every metrics file has each step once.
+Only rank 0 writes: every metrics file has each step once. ``workers=2`` is ignored under
+torchrun (every rank trains each run together, one at a time).
 """
 
 from __future__ import annotations
@@ -43,7 +44,7 @@ def test_two_gloo_ranks_reproduce_the_single_process_table(ablation_smoke, lm_ca
         sys.executable, "-m", "torch.distributed.run", "--nproc_per_node=2",
         "--master_addr=127.0.0.1", f"--master_port={free_port()}",
         "-m", "tailmem", "run", "ablation", "--preset", "smoke", "--out", str(out),
-        f"data.cache_dir={lm_cache}", "arms=[full,adam]",
+        f"data.cache_dir={lm_cache}", "arms=[full,adam]", "workers=2",
     ]  # fmt: skip
     done = subprocess.run(cmd, env=env, timeout=240, capture_output=True, text=True)
     assert done.returncode == 0, done.stderr[-3000:]
@@ -57,7 +58,8 @@ def test_two_gloo_ranks_reproduce_the_single_process_table(ablation_smoke, lm_ca
     for arm in two:
         for key in ("ours_val_loss", "ours_loss_head", "ours_loss_body", "ours_loss_tail"):
             assert float(two[arm][key]) == pytest.approx(float(one[arm][key]), rel=1e-4)
-        sub = Path("arms") / arm / "lr_x1" / "seed0"
+        lrs = "muon0.02-adam0.005" if arm == "full" else "adam0.005"
+        sub = Path("runs") / "plain" / arm / f"{lrs}-seed0-steps24"
         rows = read_metrics(out / sub / "metrics.jsonl")
         assert [r["step"] for r in rows] == sorted({r["step"] for r in rows})  # written once
         assert rows[-1]["tokens"] == 24 * 8 * 32  # global batch of 8 rows x 32 tokens per step

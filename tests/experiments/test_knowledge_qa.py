@@ -1,6 +1,6 @@
-"""knowledge-qa: the smoke preset end to end, resume, bad configs, and the pieces it is built from
-(fast loss/eval path against the model's own forward, FTA evaluator against the data set's own
-grouping, run scheduling, tables and claim rules on constructed results)."""
+"""knowledge-qa: the smoke preset end to end (two workers), resume, bad configs, and the pieces it
+is built from (fast loss/eval path against the model's own forward, FTA evaluator against the
+data set's own grouping, run scheduling, tables and claim rules on constructed results)."""
 
 from __future__ import annotations
 
@@ -18,17 +18,30 @@ from tailmem.data.bios import BiosConfig, build_dataset
 from tailmem.data.stream import QATrainStream
 from tailmem.errors import ConfigError
 from tailmem.experiments import get_experiment
-from tailmem.experiments.knowledge_qa import Config
-from tailmem.experiments.qa import single
-from tailmem.experiments.qa.arms import ARMS, dependencies
-from tailmem.experiments.qa.evaluate import FTAEvaluator
-from tailmem.experiments.qa.model_io import answer_loss_sum, logits_at
-from tailmem.experiments.qa.schedule import FAILED_SCORE, Plan, drive
-from tailmem.experiments.qa.single import QABatches, RunSpec
-from tailmem.experiments.qa.summary import claims, gap_rows, mean_std, tail_table
+from tailmem.experiments.knowledge_qa import Config, SweepSection
+from tailmem.experiments.knowledge_qa.arms import ARMS, SWEPT, dependencies
+from tailmem.experiments.knowledge_qa.fta import (
+    FTAEvaluator,
+    QABatches,
+    QAData,
+    answer_loss_sum,
+    describe_fta,
+    logits_at,
+)
+from tailmem.experiments.knowledge_qa.tables import (
+    FAILED_SCORE,
+    claims,
+    gap_rows,
+    mean_std,
+    score,
+    sweep_rows,
+    tail_table,
+)
+from tailmem.lm.config import ModelSection, OptimSection, TrainSection
+from tailmem.lm.plan import Plan, run_plan
+from tailmem.lm.subrun import Job, Shared, run_job
 from tailmem.models.gpt import GPT, GPTConfig, count_params
 from tailmem.report.claims import claims_of, read_claims
-from tailmem.rundir import RunDir
 from tailmem.runner import run_experiment
 from tailmem.train import token_loss_sum
 
@@ -81,28 +94,31 @@ def test_smoke_preset_writes_every_output(smoke):
     assert "Rarest group" in layout["summary"]
 
     results = run.read_json("results.json")
-    m = cfg.data.m
-    assert len(results["runs"]) == len(cfg.arms) * cfg.n_seeds
+    m, steps_total, every = cfg.data.m, cfg.train.steps, cfg.train.eval_every
+    assert len(results["runs"]) == len(cfg.arms) * cfg.seeds
     for result in results["runs"]:
         assert result["status"] == "complete"
         steps = [e["step"] for e in result["evals"]]
-        assert steps == list(range(cfg.eval_every, cfg.steps + 1, cfg.eval_every))
+        assert steps == list(range(every, steps_total + 1, every))
         for e in result["evals"]:
             assert len(e["fta"]) == m + 1
-            assert all(0.0 <= v <= 1.0 for v in e["fta"]) and 0.0 <= e["fta_mean"] <= 1.0
+            assert all(0.0 <= v <= 1.0 for v in e["fta"]) and 0.0 <= e["fta_all"] <= 1.0
+        # Each arm's first-seed run keeps its final checkpoint (for `tailmem diagnose`).
+        assert [p.name for p in run.file(result["key"]).glob("ckpt/*")] == ["step_000040.pt"]
+    assert len(list(run.path.glob("runs/*/*/*/ckpt"))) == len(cfg.arms)  # not the losing LR's
     assert 0 < results["chance_fta"] < 1
 
     table = _read_csv(run.file("tail_table_plain.csv"))
     assert len(table) == len(cfg.table_fracs) * len(cfg.tail_offsets)
     assert [int(r["group"]) for r in table[:3]] == [m - o for o in cfg.tail_offsets]
-    assert [int(r["step"]) for r in table[::3]] == [round(f * cfg.steps) for f in cfg.table_fracs]
+    assert [int(r["step"]) for r in table[::3]] == [round(f * steps_total) for f in cfg.table_fracs]
     for arm in cfg.arms:
         label = ARMS[arm].label
         for row in table:
             mean, std = (float(x) for x in row[label].split(" ± "))
             assert 0 <= mean <= 1 and std == 0.0  # one seed
     # The table's last row is the rarest group at the end: the same number as the run's history.
-    (adam,) = [r for r in results["runs"] if r["spec"]["arm"] == "adam"]
+    (adam,) = [r for r in results["runs"] if r["arm"] == "adam"]
     assert float(table[-1]["Adam"].split(" ± ")[0]) == pytest.approx(
         adam["evals"][-1]["fta"][m], abs=5e-4
     )
@@ -121,8 +137,8 @@ def test_smoke_preset_writes_every_output(smoke):
     chosen = [r for r in sweep if r["chosen"] == "True"]
     assert sorted(r["arm"] for r in chosen) == ["adam", "muon"]
     for arm in ("adam", "muon"):
-        mine = [float(r["fta_mean"]) for r in sweep if r["arm"] == arm]
-        best = next(float(r["fta_mean"]) for r in chosen if r["arm"] == arm)
+        mine = [float(r["fta_all"]) for r in sweep if r["arm"] == arm]
+        best = next(float(r["fta_all"]) for r in chosen if r["arm"] == arm)
         assert best == max(mine)
 
 
@@ -142,26 +158,26 @@ def test_rerun_after_deleting_complete_reuses_finished_runs(smoke, tmp_path):
     assert old["runs"] == new["runs"] and old["best_lr"] == new["best_lr"]
 
 
-def _tiny_setup(dataset, **train):
-    return single.Setup(
-        dataset_path=str(dataset.path),
-        dataset_fingerprint=dataset.fingerprint,
-        model={"n_layer": 1, "n_head": 2, "d_model": 16, "d_ff": 32, "max_seq_len": 64},
-        batch_size=2,
-        seq_len=64,
-        loss_on="answer",
-        warmup_frac=0.0,
-        train={"eval_every": 4, "log_every": 4, "keep_ckpts": 1, **train},
-        optim=single.OptimConfig(),
-        eval_batch_size=64,
-        progress=False,
+TINY_TRAIN = {"steps": 20, "batch_size": 2, "seq_len": 64, "warmup_steps": 0, "eval_every": 4,
+              "log_every": 4, "eval_batch_size": 64, "schedule": "constant"}  # fmt: skip
+
+
+def _tiny_shared(root, dataset, **train):
+    return Shared(
+        root=str(root),
+        model=ModelSection(size="tiny", n_layer=1, n_head=2, d_model=16, d_ff=32),
+        train=TrainSection(**{**TINY_TRAIN, **train}),
+        optim=OptimSection(),
+        data=QAData(str(dataset.path), dataset.fingerprint, "answer", 64),
+        loss_fn=answer_loss_sum,
+        describe=describe_fta,
+        show_progress=False,
     )
 
 
 def test_interrupted_run_resumes_from_its_checkpoint(tmp_path, dataset, monkeypatch):
-    setup = _tiny_setup(dataset, ckpt_every=8)
-    spec = RunSpec.make("plain", "adam", {"adam": 3e-3}, 0, 20)
-    clean = single.execute(spec, setup, tmp_path / "clean")
+    job = Job.make(ARMS["adam"], "plain", {"adam": 3e-3}, 0, 20)
+    clean = run_job(job, _tiny_shared(tmp_path / "clean", dataset, ckpt_every=8))
 
     original = QABatches.batch
 
@@ -170,16 +186,19 @@ def test_interrupted_run_resumes_from_its_checkpoint(tmp_path, dataset, monkeypa
             raise RuntimeError("simulated crash")
         return original(self, step, rank, world_size)
 
+    shared = _tiny_shared(tmp_path / "crashed", dataset, ckpt_every=8)
     monkeypatch.setattr(QABatches, "batch", crash)
     with pytest.raises(RuntimeError, match="simulated crash"):
-        single.execute(spec, setup, tmp_path / "crashed")
-    path = tmp_path / "crashed" / spec.relpath
-    assert not (path / "COMPLETE").exists() and (path / "ckpt" / "step_000008.pt").is_file()
+        run_job(job, shared)
+    path = shared.path(job)
+    assert not (path / "result.json").exists() and (path / "ckpt" / "step_000008.pt").is_file()
     monkeypatch.setattr(QABatches, "batch", original)
-    resumed = single.execute(spec, setup, tmp_path / "crashed")
+    trained = []
+    resumed = run_job(job, shared, trained.append)
     assert resumed["evals"] == clean["evals"] and resumed["final_loss"] == clean["final_loss"]
     assert [e["step"] for e in resumed["evals"]] == [4, 8, 12, 16, 20]
-    assert not (path / "ckpt").exists()  # removed once the run is complete
+    assert sum(trained) == 12  # steps 9..20; the first 8 came from the checkpoint
+    assert run_job(job, shared) == resumed  # complete: reused as is
 
 
 @pytest.mark.parametrize(
@@ -188,7 +207,7 @@ def test_interrupted_run_resumes_from_its_checkpoint(tmp_path, dataset, monkeypa
         ("arms=[muon,bogus]", "arms: unknown arm 'bogus'"),
         ("arms=[adam,adam]", "at most once"),
         ("ffn=swiglu", "ffn: got 'swiglu'"),
-        ("table_fracs=[0.33]", "table_fracs"),
+        ("table_fracs=[1.5]", "table_fracs"),
         ("sweep.adam=[]", "sweep.adam"),
         ("model.size=huge", "model.size"),
         ("data.m=0", "m: got 0"),
@@ -205,17 +224,19 @@ def test_presets_validate_and_paper_model_builds_on_meta():
     module = get_experiment("knowledge-qa")
     assert module.NAME == "knowledge-qa"
     cpu = load_config(Config, "knowledge-qa", "cpu")
-    assert sorted(cpu.arms) == sorted(ARMS) and cpu.n_seeds >= 3 and cpu.ffn in ("plain", "gated")
+    assert sorted(cpu.arms) == sorted(ARMS) and cpu.seeds >= 3 and cpu.ffn in ("plain", "gated")
+    assert cpu.workers == 2 and cpu.train.threads == 1
     paper = load_config(Config, "knowledge-qa", "paper")
-    assert paper.data.m == 15 and paper.steps == 10_000 and paper.ffn == "both"
+    assert paper.data.m == 15 and paper.train.steps == 10_000 and paper.ffn == "both"
     assert sorted(paper.arms) == sorted(ARMS)
-    fields = paper.model.fields(paper.seq_len)
+    # The 2k-step sweep runs warm up for the same 2% as the 10k-step seed runs.
+    assert paper.train.loop_config(paper.sweep_steps, seed=0).warmup_steps == 40
     for ffn in ("plain", "gated"):
         with torch.device("meta"):
-            model = single.build_model_from_fields(fields, ffn, vocab_size=1578)
+            model = GPT(paper.model.build(1578, ffn, paper.train.seq_len))
         blocks = sum(p.numel() for n, p in model.named_parameters() if n.startswith("blocks."))
         assert blocks == pytest.approx(84.9e6, rel=0.01)  # the 12 x 768 "NanoGPT 160M" blocks
-    cfg = GPTConfig(vocab_size=50304, ffn="plain", **fields)
+    cfg = paper.model.build(50304, "plain", paper.train.seq_len)
     assert count_params(cfg) == pytest.approx(162.2e6, rel=0.01)
 
 
@@ -268,9 +289,9 @@ def test_fta_evaluator_matches_the_data_sets_grouping(dataset):
     rng = np.random.default_rng(0)
     known = rng.random(len(dataset.eval_items)) < np.linspace(0.9, 0.1, len(dataset.eval_items))
     oracle = _Oracle(dataset, known)
-    out = FTAEvaluator(dataset, batch_size=7, device="cpu")(0, oracle)
+    out = FTAEvaluator(dataset, batch_size=7)(0, oracle)
     np.testing.assert_allclose(out["fta"], dataset.fta_by_group(known), atol=1e-5)
-    assert out["fta_mean"] == pytest.approx(known.mean(), abs=1e-5)
+    assert out["fta_all"] == pytest.approx(known.mean(), abs=1e-5)
 
 
 def test_qa_batches_mask_targets_and_shard_rows(dataset):
@@ -284,86 +305,69 @@ def test_qa_batches_mask_targets_and_shard_rows(dataset):
     np.testing.assert_array_equal(torch.cat([h[1] for h in halves]).numpy(), by.numpy())
 
 
-def _fake_result(spec, fta_final, status="complete"):
-    m = len(fta_final) - 1
+def _fake_result(job, fta_final, status="complete"):
     evals = [
         {
             "step": s,
-            "fta": [v * s / spec.steps for v in fta_final],
-            "fta_mean": float(np.mean(fta_final)) * s / spec.steps,
+            "fta": [v * s / job.steps for v in fta_final],
+            "fta_all": float(np.mean(fta_final)) * s / job.steps,
         }
-        for s in range(spec.steps // 10, spec.steps + 1, spec.steps // 10)
+        for s in range(job.steps // 10, job.steps + 1, job.steps // 10)
     ]
-    assert len(evals[-1]["fta"]) == m + 1
-    return {"spec": {}, "status": status, "evals": evals, "final_loss": 0.0}
+    return {"key": job.key, "status": status, "evals": evals, "final_loss": 0.0, "wall_seconds": 1}
 
 
-def test_plan_orders_sweeps_by_dependency_and_reuses_the_winning_sweep_run():
-    grids = {"muon": [0.01, 0.02], "adam": [1e-3, 3e-3], "sgd": [0.1]}
-    plan = Plan(
-        ffns=["plain"],
-        arms=list(ARMS),
-        grids=grids,
-        fallback_lr={"muon": 0.02, "adam": 1e-3, "sgd": 0.1},
-        seeds=[0, 1, 2],
-        steps=100,
-        sweep_seed=0,
-        sweep_steps=100,
-    )
+def test_plan_orders_sweeps_by_dependency_and_reuses_the_winning_sweep_run(tmp_path):
+    sweep = SweepSection(muon=[0.01, 0.02], adam=[1e-3, 3e-3], sgd=[0.1])
+    cfg = Config(arms=list(ARMS), seeds=3, sweep=sweep, train=TrainSection(steps=100))
+    plan = Plan(cfg.entries(), lambda e, p, r: score(r), [0, 1, 2], 100, 0, 100)
     trained = []
 
-    def fake_run(spec, setup, root):
-        trained.append(spec)
-        lr = spec.lr[ARMS[spec.arm].swept]
-        if spec.arm == "sgd":
-            return _fake_result(spec, [0.5] * 5, status="failed")
+    def fake_run(job, shared, on_steps):
+        trained.append(job)
+        lr = job.lr[SWEPT[job.arm.name]]
+        if job.arm.name == "sgd":
+            return _fake_result(job, [0.5] * 5, status="failed")
         # Quality peaks at the middle of each grid's scale: 0.02 for Muon, 3e-3 for Adam.
         good = lr in (0.02, 3e-3)
-        return _fake_result(spec, [1.0, 1.0, 0.9, 0.8 if good else 0.5, 0.7 if good else 0.2])
+        return _fake_result(job, [1.0, 1.0, 0.9, 0.8 if good else 0.5, 0.7 if good else 0.2])
 
-    drive(plan, setup=None, root=None, run_fn=fake_run)
-    assert len(trained) == len(set(trained)) == plan.total()
+    shared = Shared(str(tmp_path), ModelSection(), TrainSection(), OptimSection(), data=None)
+    run_plan(plan, shared, 1, lambda r: "", train=fake_run)
+    assert len(trained) == len(set(trained)) == plan.total_runs()
     assert plan.best[("plain", "adam")] == {"adam": 3e-3}
     assert plan.best[("plain", "muon")] == {"muon": 0.02, "adam": 3e-3}
     assert plan.best[("plain", "muon_qk")] == {"muon": 0.02, "adam": 3e-3}
     assert plan.best[("plain", "sgd")] == {"sgd": 0.1}  # the only grid point, though failed
-    order = [(s.arm, s.seed) for s in trained]
+    order = [(j.arm.name, j.seed) for j in trained]
     # Arms that borrow an LR start their sweep only after the arm they borrow from is tuned.
     for arm in ARMS:
         for dep in dependencies(arm, list(ARMS)):
-            dep_sweep_done = max(i for i, s in enumerate(trained) if s.arm == dep and s.seed == 0)
-            first = min(i for i, s in enumerate(trained) if s.arm == arm)
+            dep_sweep_done = max(
+                i for i, j in enumerate(trained) if j.arm.name == dep and j.seed == 0
+            )
+            first = min(i for i, j in enumerate(trained) if j.arm.name == arm)
             assert first > dep_sweep_done, (arm, dep, order)
     # The winning sweep run is seed 0's run: 2 more seeds per arm, not 3.
-    assert sum(s.arm == "adam" for s in trained) == len(grids["adam"]) + 2
-    rows = plan.sweep_rows()
-    assert [r["fta_mean"] for r in rows if r["arm"] == "sgd"] == [FAILED_SCORE]
-    assert RunSpec.make("plain", "muon_qk", {"adam": 3e-3, "muon": 0.02}, 1, 100).name == (
-        "muon0.02-adam0.003-seed1-steps100"
-    )
+    assert sum(j.arm.name == "adam" for j in trained) == len(sweep.adam) + 2
+    rows = sweep_rows(plan)
+    assert [r["fta_all"] for r in rows if r["arm"] == "sgd"] == [FAILED_SCORE]
+    job = Job.make(ARMS["muon_qk"], "plain", {"adam": 3e-3, "muon": 0.02}, 1, 100)
+    assert job.key == "runs/plain/muon_qk/muon0.02-adam0.003-seed1-steps100"
 
 
 def _plan_with(finals: dict[str, list[list[float]]], steps=100):
     """A finished plan whose seed runs end with the given per-seed FTA vectors."""
-    arms = list(finals)
-    plan = Plan(
-        ffns=["plain"],
-        arms=arms,
-        grids={},
-        fallback_lr={},
-        seeds=[0, 1],
-        steps=steps,
-        sweep_seed=0,
-        sweep_steps=steps,
-    )
+    cfg = Config(arms=list(finals), seeds=2, train=TrainSection(steps=steps))
+    plan = Plan(cfg.entries(), lambda e, p, r: 0, [0, 1], steps, 0, steps)
     for arm, per_seed in finals.items():
-        specs = [
-            RunSpec.make("plain", arm, {k: 0.01 for k in ARMS[arm].kinds}, s, steps)
+        jobs = [
+            Job.make(ARMS[arm], "plain", {k: 0.01 for k in ARMS[arm].kinds}, s, steps)
             for s in range(len(per_seed))
         ]
-        plan.seed_runs[("plain", arm)] = specs
-        for spec, fta in zip(specs, per_seed, strict=True):
-            plan.results[spec] = _fake_result(spec, fta)
+        plan.seed_runs[("plain", arm)] = jobs
+        for job, fta in zip(jobs, per_seed, strict=True):
+            plan.results[job] = _fake_result(job, fta)
     return plan
 
 
@@ -408,12 +412,13 @@ def test_mean_std_uses_the_sample_deviation_and_zero_for_one_seed():
 
 
 def test_run_directory_of_a_changed_setup_is_cleared(tmp_path, dataset):
-    spec = RunSpec.make("plain", "adam", {"adam": 1e-3}, 0, 8)
-    path = tmp_path / spec.relpath
+    shared = _tiny_shared(tmp_path, dataset)
+    job = Job.make(ARMS["adam"], "plain", {"adam": 1e-3}, 0, 8)
+    path = shared.path(job)
     path.mkdir(parents=True)
-    RunDir(path).write_json("spec.json", {"spec": "something else"})
+    (path / "spec.json").write_text(json.dumps({"digest": "something else"}))
     (path / "stale.txt").write_text("old")
-    result = single.execute(spec, _tiny_setup(dataset), tmp_path)
-    assert not (path / "stale.txt").exists() and RunDir(path).is_complete
-    assert json.loads((path / "spec.json").read_text())["spec"]["arm"] == "adam"
+    result = run_job(job, shared)
+    assert not (path / "stale.txt").exists() and (path / "result.json").is_file()
+    assert json.loads((path / "spec.json").read_text())["arm"]["name"] == "adam"
     assert [e["step"] for e in result["evals"]] == [4, 8]

@@ -12,7 +12,8 @@ import torch
 
 from tailmem.config import load_config
 from tailmem.errors import ConfigError
-from tailmem.experiments import lm_common, spectra
+from tailmem.experiments import spectra
+from tailmem.lm.corpus import CorpusData
 from tailmem.models.gpt import GPT, count_params, gpt_config
 from tailmem.models.gpt_io import read_gpt_config
 from tailmem.report.claims import claims_of, read_claims
@@ -31,8 +32,8 @@ def spectra_smoke(tmp_path_factory, lm_cache):
 
 def test_logged_isotropy_and_logits_match_the_checkpoint(spectra_smoke, lm_cache, iso):
     cfg = load_config(spectra.Config, "spectra", "smoke", [f"data.cache_dir={lm_cache}"])
-    data = lm_common.prepare_data(cfg.data, DistContext())
-    sub = spectra_smoke / "runs" / "muon" / "seed1"
+    data = CorpusData(cfg.data, cfg.train.seq_len, cfg.train.eval_batch_size).load(DistContext())
+    sub = spectra_smoke / "runs" / "plain" / "muon" / "muon0.02-adam0.005-seed1-steps16"
     result = json.loads((sub / "result.json").read_text())
     final = result["evals"][-1]
     assert final["step"] == 16 and result["recipe"] == "muon:q,k,v,o,w_in,w_gate,w_out adam:*"
@@ -59,7 +60,8 @@ def test_logged_isotropy_and_logits_match_the_checkpoint(spectra_smoke, lm_cache
     for layer, value in enumerate(logits.tolist()):
         assert final[f"logit_max/{layer}"] == pytest.approx(value, rel=1e-5)
     # Same seed, same initialisation: step 0 is identical under both optimisers, not after.
-    adam = json.loads((spectra_smoke / "runs" / "adam" / "seed1" / "result.json").read_text())
+    adam_sub = spectra_smoke / "runs" / "plain" / "adam" / "adam0.005-seed1-steps16"
+    adam = json.loads((adam_sub / "result.json").read_text())
     assert adam["evals"][0] == result["evals"][0]
     assert adam["evals"][-1]["iso/w_out/0/erank"] != final["iso/w_out/0/erank"]
     claims = {c["id"]: c for c in json.loads((spectra_smoke / "claims.json").read_text())}
@@ -137,7 +139,7 @@ def test_cpu_and_paper_presets():
     assert cpu.seeds >= 3 and cpu.vo_form == "per_head"
     paper = load_config(spectra.Config, "spectra", "paper")
     assert paper.seeds == 10 and paper.train.steps == 10_000 and paper.data.corpus.source == "hf"
-    gpt_cfg = paper.model.build_config(paper.data.corpus.vocab_size, paper.ffn, paper.data.seq_len)
+    gpt_cfg = paper.model.build(paper.data.corpus.vocab_size, paper.ffn, paper.train.seq_len)
     with torch.device("meta"):
         model = GPT(gpt_cfg)
     assert len(model.blocks) == 12 and model.cfg.head_dim == 64

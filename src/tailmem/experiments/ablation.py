@@ -38,39 +38,31 @@ from __future__ import annotations
 
 import math
 import statistics
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any, Literal
 
-from tailmem import progress
 from tailmem.errors import ConfigError
-from tailmem.experiments.lm_common import (
-    HIDDEN_MATRICES,
-    ArmSpec,
-    DataSection,
-    LMData,
-    ModelSection,
-    OptimSection,
-    TrainSection,
-    muon_recipe,
-    seed_list,
-    start_session,
-    val_loss_hook,
-)
+from tailmem.lm.arms import HIDDEN_MATRICES, Arm, check_arm_names, muon_recipe
+from tailmem.lm.config import LMConfig
+from tailmem.lm.corpus import CorpusData, CorpusSection, LMData
+from tailmem.lm.plan import Entry, Plan, keep_checkpoints, run_plan
+from tailmem.lm.subrun import Shared
 from tailmem.metrics.curves import first_crossing
 from tailmem.metrics.token_buckets import bucket_names
 from tailmem.plotting import pyplot
 from tailmem.report.claims import CLAIMS, ClaimResult, write_claims
 from tailmem.rundir import RunDir
+from tailmem.train import distributed as D
 
 NAME = "ablation"
 
 
 @dataclass(frozen=True)
-class Arm:
+class Row:
     """One row of the paper's Table 1: Muon on ``muon`` (roles), Adam on the rest.
 
-    ``paper`` maps the FFN type to the published validation loss at step 10,000; an arm exists
+    ``paper`` maps the FFN type to the published validation loss at step 10,000; a row exists
     for the FFN types it has a number for. ``group`` places it in a panel of Fig. 1.
     """
 
@@ -84,75 +76,61 @@ class Arm:
         """The Muon roles that exist in a model with this FFN (no ``w_gate`` in a plain one)."""
         return tuple(r for r in self.muon if ffn == "gated" or r != "w_gate")
 
-    def recipe(self, ffn: str) -> str:
-        return muon_recipe(self.roles(ffn))
+    def arm(self, ffn: str) -> Arm:
+        return Arm(self.id, self.label, muon_recipe(self.roles(ffn)))
 
 
 _FFN = ("w_in", "w_gate", "w_out")
-ARMS: tuple[Arm, ...] = (
-    Arm("full", "all attention + FFN (full Muon)", HIDDEN_MATRICES,
+ROWS: tuple[Row, ...] = (
+    Row("full", "all attention + FFN (full Muon)", HIDDEN_MATRICES,
         {"plain": 3.5654, "gated": 3.5125}, "reference"),
-    Arm("adam", "nothing (all Adam)", (), {"plain": 3.9242, "gated": 3.8837}, "reference"),
-    Arm("qk", "QK", ("q", "k"), {"plain": 3.8925, "gated": 3.8518}, "block"),
-    Arm("vo", "VO", ("v", "o"), {"plain": 3.7644, "gated": 3.6874}, "block"),
-    Arm("v", "V", ("v",), {"plain": 3.8301, "gated": 3.7482}, "block"),
-    Arm("o", "O", ("o",), {"plain": 3.7712, "gated": 3.7604}, "block"),
-    Arm("w_in", "W_in", ("w_in",), {"plain": 3.7170, "gated": 3.7918}, "block"),
-    Arm("w_out", "W_out", ("w_out",), {"plain": 3.7023, "gated": 3.7843}, "block"),
-    Arm("w_gate", "W_gate", ("w_gate",), {"gated": 3.7847}, "block"),
-    Arm("vo_ffn", "VO + FFN", ("v", "o", *_FFN), {"plain": 3.5858, "gated": 3.5312}, "combined"),
-    Arm("vo_w_in", "VO + W_in", ("v", "o", "w_in"), {"plain": 3.6778}, "combined"),
-    Arm("vo_w_out", "VO + W_out", ("v", "o", "w_out"), {"plain": 3.6054}, "combined"),
-    Arm("vo_w_in_w_gate", "VO + W_in + W_gate", ("v", "o", "w_in", "w_gate"),
+    Row("adam", "nothing (all Adam)", (), {"plain": 3.9242, "gated": 3.8837}, "reference"),
+    Row("qk", "QK", ("q", "k"), {"plain": 3.8925, "gated": 3.8518}, "block"),
+    Row("vo", "VO", ("v", "o"), {"plain": 3.7644, "gated": 3.6874}, "block"),
+    Row("v", "V", ("v",), {"plain": 3.8301, "gated": 3.7482}, "block"),
+    Row("o", "O", ("o",), {"plain": 3.7712, "gated": 3.7604}, "block"),
+    Row("w_in", "W_in", ("w_in",), {"plain": 3.7170, "gated": 3.7918}, "block"),
+    Row("w_out", "W_out", ("w_out",), {"plain": 3.7023, "gated": 3.7843}, "block"),
+    Row("w_gate", "W_gate", ("w_gate",), {"gated": 3.7847}, "block"),
+    Row("vo_ffn", "VO + FFN", ("v", "o", *_FFN), {"plain": 3.5858, "gated": 3.5312}, "combined"),
+    Row("vo_w_in", "VO + W_in", ("v", "o", "w_in"), {"plain": 3.6778}, "combined"),
+    Row("vo_w_out", "VO + W_out", ("v", "o", "w_out"), {"plain": 3.6054}, "combined"),
+    Row("vo_w_in_w_gate", "VO + W_in + W_gate", ("v", "o", "w_in", "w_gate"),
         {"gated": 3.5681}, "combined"),
-    Arm("vo_w_out_w_gate", "VO + W_out + W_gate", ("v", "o", "w_out", "w_gate"),
+    Row("vo_w_out_w_gate", "VO + W_out + W_gate", ("v", "o", "w_out", "w_gate"),
         {"gated": 3.5833}, "combined"),
-    Arm("vo_w_in_w_out", "VO + W_in + W_out", ("v", "o", "w_in", "w_out"),
+    Row("vo_w_in_w_out", "VO + W_in + W_out", ("v", "o", "w_in", "w_out"),
         {"gated": 3.5482}, "combined"),
-    Arm("v_ffn", "V + FFN", ("v", *_FFN), {"plain": 3.6702, "gated": 3.7185}, "combined"),
-    Arm("o_ffn", "O + FFN", ("o", *_FFN), {"plain": 3.6042, "gated": 3.5634}, "combined"),
+    Row("v_ffn", "V + FFN", ("v", *_FFN), {"plain": 3.6702, "gated": 3.7185}, "combined"),
+    Row("o_ffn", "O + FFN", ("o", *_FFN), {"plain": 3.6042, "gated": 3.5634}, "combined"),
 )  # fmt: skip
-ARMS_BY_ID = {arm.id: arm for arm in ARMS}
+ROWS_BY_ID = {row.id: row for row in ROWS}
 
 
 def short_label(arm_id: str) -> str:
-    """``full Muon``, ``all-Adam`` or the arm's label (``VO + FFN``)."""
-    return {"full": "full Muon", "adam": "all-Adam"}.get(arm_id, ARMS_BY_ID[arm_id].label)
+    """``full Muon``, ``all-Adam`` or the row's label (``VO + FFN``)."""
+    return {"full": "full Muon", "adam": "all-Adam"}.get(arm_id, ROWS_BY_ID[arm_id].label)
 
 
-def arms_for(ffn: str) -> list[Arm]:
-    """Every arm of Table 1 that exists for this FFN type, in table order."""
-    return [arm for arm in ARMS if ffn in arm.paper]
+def rows_for(ffn: str) -> list[Row]:
+    """Every row of Table 1 that exists for this FFN type, in table order."""
+    return [row for row in ROWS if ffn in row.paper]
 
 
 @dataclass
-class Config:
-    """Ablation config; see the module docstring. ``arms: null`` runs every arm of the FFN type."""
+class Config(LMConfig):
+    """Ablation config; see the module docstring. ``arms: null`` runs every row of the FFN type."""
 
-    seed: int = 0
-    seeds: int = 1
     ffn: Literal["plain", "gated"] = "plain"
     arms: list[str] | None = None
     tune_lr: Literal["off", "adam", "muon", "both"] = "off"
     tune_factors: list[float] = field(default_factory=lambda: [0.5, 2.0])
-    model: ModelSection = field(default_factory=ModelSection)
-    data: DataSection = field(default_factory=DataSection)
-    train: TrainSection = field(default_factory=TrainSection)
-    optim: OptimSection = field(default_factory=OptimSection)
+    data: CorpusSection = field(default_factory=CorpusSection)
 
     def validate(self) -> None:
-        if self.seeds < 1:
-            raise ConfigError(f"seeds: got {self.seeds}; expected >= 1")
+        super().validate()
         if self.arms is not None:
-            known = [arm.id for arm in arms_for(self.ffn)]
-            bad = [a for a in self.arms if a not in known]
-            if bad or not self.arms:
-                raise ConfigError(
-                    f"arms: got {bad[0] if bad else '[]'!r}; expected arm ids of the "
-                    f"{self.ffn} FFN: {', '.join(known)}"
-                )
-            if len(set(self.arms)) != len(self.arms):
-                raise ConfigError(f"arms: {self.arms} names an arm twice")
+            check_arm_names(self.arms, [row.id for row in rows_for(self.ffn)])
         if self.tune_lr != "off" and (
             not self.tune_factors or any(not f > 0 for f in self.tune_factors)
         ):
@@ -160,64 +138,76 @@ class Config:
                 f"tune_factors: got {self.tune_factors}; expected positive learning-rate factors"
             )
 
-    def selected(self) -> list[Arm]:
+    def selected(self) -> list[Row]:
         chosen = set(self.arms) if self.arms is not None else None
-        return [a for a in arms_for(self.ffn) if chosen is None or a.id in chosen]
+        return [r for r in rows_for(self.ffn) if chosen is None or r.id in chosen]
+
+    def tuned_kinds(self, row: Row) -> tuple[str, ...]:
+        """The kinds whose learning rate the sweep scales for ``row`` (adam before muon)."""
+        kinds = {"adam": ("adam",), "muon": ("muon",), "both": ("adam", "muon"), "off": ()}
+        return tuple(k for k in kinds[self.tune_lr] if k in row.arm(self.ffn).kinds)
+
+    def points(self, row: Row) -> tuple[float, ...]:
+        """Learning-rate factors tried for ``row`` (just 1 when nothing of it is tuned)."""
+        if self.tune_lr == "off" or not self.tuned_kinds(row):
+            return (1.0,)
+        return (1.0, *sorted(f for f in set(self.tune_factors) if f != 1.0))
 
 
 def _factor_name(factor: float) -> str:
     return f"lr_x{factor:g}"
 
 
-def _candidates(arm: Arm, ffn: str, mode: str, factors: Sequence[float]) -> list[float]:
-    """Learning-rate factors tried for ``arm`` (just 1 when nothing of it is tuned)."""
-    uses_muon = bool(arm.roles(ffn))
-    if mode == "off" or (mode == "muon" and not uses_muon):
-        return [1.0]
-    return [1.0, *sorted(f for f in set(factors) if f != 1.0)]
-
-
-def _lr_factor(arm: Arm, ffn: str, mode: str, factor: float) -> tuple[tuple[str, float], ...]:
-    kinds = {"adam": ("adam",), "muon": ("muon",), "both": ("adam", "muon"), "off": ()}[mode]
-    if not arm.roles(ffn):
-        kinds = tuple(k for k in kinds if k == "adam")
-    return tuple((kind, factor) for kind in kinds)
-
-
-def _final_loss(result: dict[str, Any]) -> float:
+def _final_loss(result: Mapping[str, Any]) -> float:
     value = result.get("final", {}).get("val_loss")
     return float(value) if isinstance(value, (int, float)) and math.isfinite(value) else math.inf
 
 
+def entries(cfg: Config) -> list[Entry]:
+    """One plan entry per selected row: the base learning rates scaled by each factor."""
+    base = cfg.optim.base_lrs()
+
+    def entry(row: Row) -> Entry:
+        tuned = cfg.tuned_kinds(row)
+
+        def lrs(point: float, best: Any) -> dict[str, float]:
+            return {k: base[k] * (point if k in tuned else 1.0) for k in row.arm(cfg.ffn).kinds}
+
+        return Entry(cfg.ffn, row.arm(cfg.ffn), cfg.points(row), lrs)
+
+    return [entry(row) for row in cfg.selected()]
+
+
+def _score(entry: Entry, point: float, result: Mapping[str, Any]) -> tuple[float, float]:
+    """Lowest final validation loss wins; a tie goes to the factor nearest 1."""
+    return (-_final_loss(result), -abs(math.log(point)))
+
+
 def run(cfg: Config, run: RunDir) -> None:
     """Train every selected arm (reusing finished ones), then write table, figures and claims."""
-    session = start_session(cfg, run.path)
-    hooks = [val_loss_hook(session.data, session.ctx)]
-    seeds = seed_list(cfg.seed, cfg.seeds)
-    n_trials = sum(
-        len(_candidates(a, cfg.ffn, cfg.tune_lr, cfg.tune_factors)) + cfg.seeds - 1
-        for a in cfg.selected()
-    )
-    progress.plan(n_trials * cfg.train.steps, "steps")
-    results: dict[str, list[dict[str, Any]]] = {}
-    tuning: dict[str, dict[str, float]] = {}
-
-    def train_one(arm: Arm, factor: float, seed: int) -> dict[str, Any]:
-        spec = ArmSpec(
-            key=f"arms/{arm.id}/{_factor_name(factor)}/seed{seed}",
-            recipe=arm.recipe(cfg.ffn),
-            seed=seed,
-            lr_factor=_lr_factor(arm, cfg.ffn, cfg.tune_lr, factor),
-        )
-        return session.run_arm(spec, hooks)
-
-    for arm in cfg.selected():
-        candidates = _candidates(arm, cfg.ffn, cfg.tune_lr, cfg.tune_factors)
-        trials = {f: train_one(arm, f, seeds[0]) for f in candidates}
-        best = min(candidates, key=lambda f: (_final_loss(trials[f]), abs(math.log(f))))
-        tuning[arm.id] = {_factor_name(f): _final_loss(r) for f, r in trials.items()}
-        results[arm.id] = [trials[best]] + [train_one(arm, best, s) for s in seeds[1:]]
-    session.finish(lambda: _write_outputs(cfg, run, session.data, results, tuning))
+    ctx, _ = D.init_distributed(cfg.train.device)
+    spec = CorpusData(cfg.data, cfg.train.seq_len, cfg.train.eval_batch_size)
+    data = spec.load(ctx)
+    shared = Shared(
+        str(run.path), cfg.model, cfg.train, cfg.optim, spec, initial_eval=True,
+        show_progress=cfg.workers == 1,
+    )  # fmt: skip
+    seeds = cfg.seed_list
+    plan = Plan(entries(cfg), _score, seeds, cfg.train.steps, seeds[0], cfg.train.steps)
+    run_plan(plan, shared, cfg.workers, lambda r: f"val_loss {_final_loss(r):.4f}")
+    keep_checkpoints(plan, shared.root, cfg.train.keep_checkpoints)
+    results = {row.id: plan.seed_results((cfg.ffn, row.id)) for row in cfg.selected()}
+    factors = {
+        row.id: {k: plan.chosen[(cfg.ffn, row.id)] for k in cfg.tuned_kinds(row)}
+        for row in cfg.selected()
+    }
+    tuning = {
+        arm_id: {_factor_name(p): _final_loss(plan.results[job]) for p, job in sweep}
+        for (_, arm_id), sweep in plan.sweeps.items()
+    }
+    if ctx.is_main:
+        _write_outputs(cfg, run, data, results, factors, tuning)
+    D.barrier(ctx)
 
 
 # ----------------------------------------------------------------------------------------------
@@ -242,13 +232,16 @@ def _final(results: list[dict[str, Any]], key: str = "val_loss") -> list[float]:
 
 
 def summarise(
-    cfg: Config, results: dict[str, list[dict[str, Any]]], n_buckets: int
+    cfg: Config,
+    results: dict[str, list[dict[str, Any]]],
+    n_buckets: int,
+    factors: Mapping[str, Mapping[str, float]] | None = None,
 ) -> list[dict[str, Any]]:
     """One table row per arm: paper vs our final loss, gain fractions, per-bucket losses."""
     names = bucket_names(n_buckets)
     ours = {arm_id: _mean(_final(rs)) for arm_id, rs in results.items()}
-    paper_adam = ARMS_BY_ID["adam"].paper[cfg.ffn]
-    paper_full = ARMS_BY_ID["full"].paper[cfg.ffn]
+    paper_adam = ROWS_BY_ID["adam"].paper[cfg.ffn]
+    paper_full = ROWS_BY_ID["full"].paper[cfg.ffn]
     rows = []
     for arm in cfg.selected():
         rs = results[arm.id]
@@ -257,7 +250,7 @@ def summarise(
         row: dict[str, Any] = {
             "arm": arm.id,
             "muon_on": arm.label,
-            "recipe": arm.recipe(cfg.ffn),
+            "recipe": arm.arm(cfg.ffn).recipe,
             "paper_val_loss": paper,
             "ours_val_loss": round(ours[arm.id], 4),
         }
@@ -267,7 +260,8 @@ def summarise(
         row["ours_gain_frac"] = _round(gain_fraction(ours, arm.id), 3)
         for name in names:
             row[f"ours_loss_{name}"] = _round(_mean(_final(rs, f"val_loss_{name}")), 4)
-        row["lr_factor"] = ",".join(f"{k}x{v:g}" for k, v in rs[0]["lr_factor"].items()) or "1"
+        factor = (factors or {}).get(arm.id, {})
+        row["lr_factor"] = ",".join(f"{k}x{v:g}" for k, v in factor.items()) or "1"
         row["status"] = ",".join(sorted({r["status"] for r in rs}))
         rows.append(row)
     return rows
@@ -320,7 +314,7 @@ def claims(cfg: Config, results: dict[str, list[dict[str, Any]]], n_buckets: int
     """The verdicts of the module docstring, computed from the final losses."""
     ffn = cfg.ffn
     losses = {arm_id: _mean(_final(rs)) for arm_id, rs in results.items()}
-    paper = {arm.id: arm.paper[ffn] for arm in arms_for(ffn)}
+    paper = {row.id: row.paper[ffn] for row in rows_for(ffn)}
     out = []
 
     def fmt(arm_ids: Sequence[str], source: dict[str, float]) -> str:
@@ -411,16 +405,17 @@ def _write_outputs(
     run: RunDir,
     data: LMData,
     results: dict[str, list[dict[str, Any]]],
+    factors: Mapping[str, Mapping[str, float]],
     tuning: dict[str, dict[str, float]],
 ) -> None:
-    rows = summarise(cfg, results, data.n_buckets)
+    rows = summarise(cfg, results, data.n_buckets, factors)
     run.write_csv("table1.csv", rows)
     efficiency = sample_efficiency(results)
     run.write_json(
         "results.json",
         {
             "ffn": cfg.ffn,
-            "seeds": seed_list(cfg.seed, cfg.seeds),
+            "seeds": cfg.seed_list,
             "table": rows,
             "sample_efficiency": efficiency,
             "bucket_shares": dict(
@@ -443,7 +438,7 @@ def _layout(cfg: Config, efficiency: dict[str, Any], figures: list[dict]) -> dic
     summary = (
         f"Muon on subsets of the hidden matrices, Adam on the rest ({cfg.ffn} FFN, "
         f"{cfg.model.size} model, {cfg.train.steps} steps, {cfg.seeds} seed(s), Muon lr "
-        f"{cfg.optim.muon_lr:g}, Adam lr {cfg.optim.adam_lr:g}, LR tuning {cfg.tune_lr}). "
+        f"{cfg.optim.muon.lr:g}, Adam lr {cfg.optim.adam.lr:g}, LR tuning {cfg.tune_lr}). "
         "The paper's numbers are for a 160M model after 10,000 FineWeb steps."
     )
     if efficiency.get("full_muon_reaches_at_step"):

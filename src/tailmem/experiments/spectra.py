@@ -46,21 +46,12 @@ import numpy as np
 import torch
 from torch import Tensor, nn
 
-from tailmem import progress
 from tailmem.errors import ConfigError
-from tailmem.experiments.lm_common import (
-    HIDDEN_MATRICES,
-    ArmSpec,
-    DataSection,
-    EvalHook,
-    ModelSection,
-    OptimSection,
-    TrainSection,
-    muon_recipe,
-    seed_list,
-    start_session,
-    val_loss_hook,
-)
+from tailmem.lm.arms import HIDDEN_MATRICES, Arm, muon_recipe
+from tailmem.lm.config import LMConfig
+from tailmem.lm.corpus import CorpusData, CorpusSection, LMData
+from tailmem.lm.plan import Entry, Plan, keep_checkpoints, run_plan
+from tailmem.lm.subrun import Shared
 from tailmem.metrics.role_spectra import (
     HIGHER_IS_ISOTROPIC,
     ISO_METRICS,
@@ -72,38 +63,34 @@ from tailmem.models.roles import resolve_roles
 from tailmem.plotting import pyplot
 from tailmem.report.claims import CLAIMS, ClaimResult, write_claims
 from tailmem.rundir import RunDir
+from tailmem.train import EvalHook, describe_scalars
 from tailmem.train import distributed as D
 
 NAME = "spectra"
 
-OPTIMIZERS: dict[str, str] = {"muon": muon_recipe(HIDDEN_MATRICES), "adam": "adam:*"}
+ARMS = (Arm("muon", "Muon", muon_recipe(HIDDEN_MATRICES)), Arm("adam", "Adam", "adam:*"))
 SEPARATION_SDS = CLAIMS["A2.w_out_isotropic"]["sds"]
 
 
 @dataclass
-class Config:
+class Config(LMConfig):
     """Spectra config; see the module docstring."""
 
-    seed: int = 0
     seeds: int = 3
     ffn: Literal["plain", "gated"] = "plain"
     vo_form: Literal["per_head", "stacked"] = "per_head"
     top_k: int = 10
     logit_rows: int = 8
-    model: ModelSection = field(default_factory=ModelSection)
-    data: DataSection = field(default_factory=DataSection)
-    train: TrainSection = field(default_factory=TrainSection)
-    optim: OptimSection = field(default_factory=OptimSection)
+    data: CorpusSection = field(default_factory=CorpusSection)
 
     def validate(self) -> None:
-        if self.seeds < 1:
-            raise ConfigError(f"seeds: got {self.seeds}; expected >= 1")
+        super().validate()
         if self.top_k < 1:
             raise ConfigError(f"top_k: got {self.top_k}; expected >= 1")
-        if not 1 <= self.logit_rows <= self.data.eval_batch_size:
+        if not 1 <= self.logit_rows <= self.train.eval_batch_size:
             raise ConfigError(
-                f"logit_rows: got {self.logit_rows}; expected 1..data.eval_batch_size "
-                f"({self.data.eval_batch_size})"
+                f"logit_rows: got {self.logit_rows}; expected 1..train.eval_batch_size "
+                f"({self.train.eval_batch_size})"
             )
 
     @property
@@ -133,22 +120,74 @@ def spectra_hook(cfg: GPTConfig, top_k: int, logit_x: Tensor, ctx: D.DistContext
     return hook
 
 
+@dataclass
+class SpectraMaterials:
+    """The corpus data plus the isotropy and max-logit hook (a
+    :class:`~tailmem.lm.subrun.Materials`)."""
+
+    data: LMData
+    top_k: int
+    logit_rows: int
+
+    @property
+    def vocab_size(self) -> int:
+        return self.data.vocab_size
+
+    @property
+    def identity(self) -> dict[str, Any]:
+        return {**self.data.identity, "top_k": self.top_k, "logit_rows": self.logit_rows}
+
+    def batches(self, seed: int, train: Any) -> Any:
+        return self.data.batches(seed, train)
+
+    def hooks(self, model_cfg: GPTConfig, ctx: D.DistContext) -> list[EvalHook]:
+        logit_x = self.data.val[0][0][: self.logit_rows]
+        return [*self.data.hooks(model_cfg, ctx), spectra_hook(model_cfg, self.top_k, logit_x, ctx)]
+
+
+@dataclass(frozen=True)
+class SpectraData:
+    """Picklable description of the study's data (:class:`~tailmem.lm.subrun.DataSpec`)."""
+
+    corpus: CorpusData
+    top_k: int
+    logit_rows: int
+
+    def load(self, ctx: D.DistContext) -> SpectraMaterials:
+        return SpectraMaterials(self.corpus.load(ctx), self.top_k, self.logit_rows)
+
+
+def _fixed_lrs(lrs: dict[str, float]) -> Any:
+    return lambda point, best: lrs
+
+
 def run(cfg: Config, run: RunDir) -> None:
     """Train Muon and Adam for every seed (reusing finished runs), then write figures and claims."""
-    session = start_session(cfg, run.path)
-    logit_x = session.data.val[0][0][: cfg.logit_rows]
-    hooks = [
-        val_loss_hook(session.data, session.ctx),
-        spectra_hook(session.model_cfg, cfg.top_k, logit_x, session.ctx),
+    ctx, _ = D.init_distributed(cfg.train.device)
+    corpus = CorpusData(cfg.data, cfg.train.seq_len, cfg.train.eval_batch_size)
+    spec = SpectraData(corpus, cfg.top_k, cfg.logit_rows)
+    data = spec.load(ctx)
+    shared = Shared(
+        str(run.path), cfg.model, cfg.train, cfg.optim, spec, initial_eval=True,
+        show_progress=cfg.workers == 1,
+    )  # fmt: skip
+    base = cfg.optim.base_lrs()
+    entries = [
+        Entry(cfg.ffn, arm, (1.0,), _fixed_lrs({k: base[k] for k in arm.kinds})) for arm in ARMS
     ]
-    extra = {"top_k": cfg.top_k, "logit_rows": cfg.logit_rows}
-    progress.plan(cfg.seeds * len(OPTIMIZERS) * cfg.train.steps, "steps")
-    results: dict[str, list[dict[str, Any]]] = {name: [] for name in OPTIMIZERS}
-    for seed in seed_list(cfg.seed, cfg.seeds):
-        for name, recipe in OPTIMIZERS.items():
-            spec = ArmSpec(key=f"runs/{name}/seed{seed}", recipe=recipe, seed=seed)
-            results[name].append(session.run_arm(spec, hooks, extra_digest=extra))
-    session.finish(lambda: _write_outputs(cfg, run, session.model_cfg, results))
+    seeds = cfg.seed_list
+    plan = Plan(entries, lambda e, p, r: 0, seeds, cfg.train.steps, seeds[0], cfg.train.steps)
+    run_plan(plan, shared, cfg.workers, _summary)
+    keep_checkpoints(plan, shared.root, cfg.train.keep_checkpoints)
+    results = {arm.name: plan.seed_results((cfg.ffn, arm.name)) for arm in ARMS}
+    model_cfg = cfg.model.build(data.vocab_size, cfg.ffn, cfg.train.seq_len)
+    if ctx.is_main:
+        _write_outputs(cfg, run, model_cfg, results)
+    D.barrier(ctx)
+
+
+def _summary(result: dict[str, Any]) -> str:
+    return describe_scalars({"val_loss": result.get("final", {}).get("val_loss", math.nan)})
 
 
 # ----------------------------------------------------------------------------------------------
@@ -429,7 +468,7 @@ def _write_outputs(
     run.write_json(
         "results.json",
         {
-            "seeds": seed_list(cfg.seed, cfg.seeds),
+            "seeds": cfg.seed_list,
             "vo_form_plotted": cfg.vo_form,
             "steps": muon.steps or adam.steps,
             "head_dim": model_cfg.head_dim,

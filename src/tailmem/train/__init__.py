@@ -3,21 +3,29 @@
 from tailmem.train.checkpoint import latest_checkpoint, load_checkpoint, save_checkpoint
 from tailmem.train.data import BatchSource, RandomWindows, shard_rows
 from tailmem.train.loop import (
+    IGNORE_INDEX,
     TIMING_KEYS,
+    EvalHook,
+    LossFn,
     TrainConfig,
     TrainResult,
-    read_metrics,
-    seed_everything,
+    describe_scalars,
     token_loss_sum,
     train,
+    train_step,
 )
+from tailmem.train.state import read_metrics, seed_everything
 
 __all__ = [
+    "IGNORE_INDEX",
     "TIMING_KEYS",
     "BatchSource",
+    "EvalHook",
+    "LossFn",
     "RandomWindows",
     "TrainConfig",
     "TrainResult",
+    "describe_scalars",
     "latest_checkpoint",
     "load_checkpoint",
     "read_metrics",
@@ -26,4 +34,5 @@ __all__ = [
     "shard_rows",
     "token_loss_sum",
     "train",
+    "train_step",
 ]

@@ -53,6 +53,22 @@ def _env_int(name: str) -> int | None:
         ) from None
 
 
+def launched_world_size() -> int:
+    """Number of ranks ``torchrun`` launched this job with (1 without torchrun)."""
+    return _env_int("WORLD_SIZE") or 1
+
+
+def is_main_process() -> bool:
+    """Whether this process is rank 0 (or the only process): the one that writes and reports.
+
+    The one place that answers "am I rank 0": from the process group once it exists, else from
+    the ``RANK`` that torchrun sets (so it holds before :func:`init_distributed` runs too).
+    """
+    if dist.is_initialized():
+        return dist.get_rank() == 0
+    return (_env_int("RANK") or 0) == 0
+
+
 def init_distributed(device: str) -> tuple[DistContext, torch.device]:
     """Join the ``torchrun`` job if there is one; return this rank's context and device.
 
@@ -60,7 +76,7 @@ def init_distributed(device: str) -> tuple[DistContext, torch.device]:
     each rank uses ``cuda:LOCAL_RANK``. Initialising twice is harmless (the group is reused), and
     a group created here is destroyed at interpreter exit.
     """
-    world_size = _env_int("WORLD_SIZE") or 1
+    world_size = launched_world_size()
     kind = torch.device(device).type
     if kind == "cuda" and not torch.cuda.is_available():
         raise ConfigError(f"device {device!r} requested but CUDA is not available")

@@ -30,34 +30,34 @@ import contextlib
 import json
 import math
 import os
-import random
 import sys
 import time
-import warnings
 from collections.abc import Callable, Iterator, Mapping, Sequence
-from dataclasses import asdict, dataclass, field
+from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Protocol
+from typing import IO, Any, Protocol
 
-import numpy as np
 import torch
 import torch.nn.functional as F
 from torch import Tensor, nn
 from tqdm import tqdm
 
-from tailmem import progress
-from tailmem.errors import CheckpointError, ConfigError, DataError
-from tailmem.rundir import atomic_write_text
+from tailmem.errors import ConfigError, DataError
 from tailmem.train import distributed as D
-from tailmem.train.checkpoint import (
-    checkpoint_path,
-    latest_checkpoint,
-    load_checkpoint,
-    prune_checkpoints,
-    save_checkpoint,
-)
+from tailmem.train.checkpoint import latest_checkpoint
 from tailmem.train.data import BatchSource
 from tailmem.train.schedule import check_schedule, lr_multiplier
+from tailmem.train.state import (
+    LoopState,
+    Restored,
+    divergence_message,
+    json_value,
+    restore,
+    save,
+    seed_everything,
+    truncate_metrics,
+    write_divergence,
+)
 
 IGNORE_INDEX = -100
 TIMING_KEYS = ("elapsed", "tokens_per_s")
@@ -178,13 +178,6 @@ def token_loss_sum(model: nn.Module, x: Tensor, y: Tensor) -> Tensor:
     )
 
 
-def seed_everything(seed: int) -> None:
-    """Seed Python, NumPy and torch (all devices): call before building the model."""
-    random.seed(seed)
-    np.random.seed(seed % 2**32)
-    torch.manual_seed(seed)
-
-
 def _group_name(group: Mapping[str, Any], index: int) -> str:
     """A param group's label in metrics: its ``name``, else ``kind:role`` (routed optimisers),
     else its index."""
@@ -200,84 +193,6 @@ def _run_path(run_dir: Path | Any) -> Path:
     if not isinstance(path, str | os.PathLike):
         raise TypeError(f"run_dir must be a path or have a .path attribute, got {run_dir!r}")
     return Path(path)
-
-
-def _json_value(value: Any) -> Any:
-    """A JSON-safe copy: tensors and numpy values become numbers or lists, non-finite floats the
-    strings "nan" / "inf" / "-inf" (JSON has no literal for them)."""
-    if isinstance(value, Tensor):
-        value = value.item() if value.numel() == 1 else value.tolist()
-    elif isinstance(value, np.generic | np.ndarray):
-        value = value.tolist()
-    if isinstance(value, float) and not math.isfinite(value):
-        return str(value)
-    if isinstance(value, Mapping):
-        return {str(k): _json_value(v) for k, v in value.items()}
-    if isinstance(value, list | tuple):
-        return [_json_value(v) for v in value]
-    return value
-
-
-# --- RNG state (tensors and plain containers only, for weights_only loading) -----------------
-
-
-def _rng_state(device: torch.device) -> dict[str, Any]:
-    kind, keys, pos, has_gauss, gauss = np.random.get_state()
-    state = {
-        "python": random.getstate(),
-        "numpy": {
-            "kind": kind,
-            "keys": torch.from_numpy(keys.astype(np.int64)),
-            "pos": int(pos),
-            "has_gauss": int(has_gauss),
-            "gauss": float(gauss),
-        },
-        "torch": torch.get_rng_state(),
-    }
-    if device.type == "cuda":
-        state["cuda"] = torch.cuda.get_rng_state(device)
-    return state
-
-
-def _set_rng_state(state: Mapping[str, Any], device: torch.device) -> None:
-    random.setstate(state["python"])
-    npst = state["numpy"]
-    np.random.set_state(
-        (
-            npst["kind"],
-            npst["keys"].numpy().astype(np.uint32),
-            npst["pos"],
-            npst["has_gauss"],
-            npst["gauss"],
-        )
-    )
-    torch.set_rng_state(state["torch"])
-    if device.type == "cuda" and "cuda" in state:
-        torch.cuda.set_rng_state(state["cuda"], device)
-
-
-# --- metrics file -----------------------------------------------------------------------------
-
-
-def read_metrics(path: Path) -> list[dict[str, Any]]:
-    """The complete JSON lines of a metrics file (a torn last line is skipped)."""
-    rows = []
-    if not Path(path).exists():
-        return rows
-    for line in Path(path).read_text(encoding="utf-8").splitlines():
-        try:
-            rows.append(json.loads(line))
-        except json.JSONDecodeError:
-            continue
-    return rows
-
-
-def _truncate_metrics(path: Path, step: int) -> None:
-    """Keep only the lines with ``step`` <= the checkpoint's step (atomic rewrite)."""
-    if not path.exists():
-        return
-    kept = [row for row in read_metrics(path) if row.get("step", 0) <= step]
-    atomic_write_text(path, "".join(json.dumps(row) + "\n" for row in kept))
 
 
 # --- the loop ---------------------------------------------------------------------------------
@@ -304,6 +219,16 @@ def _autocast(device: torch.device, precision: str) -> contextlib.AbstractContex
     return contextlib.nullcontext()
 
 
+def describe_scalars(metrics: Mapping[str, Any]) -> str:
+    """``key=value`` of every number in an eval dict whose key holds no ``/`` (namespaced keys
+    such as ``iso/q/0/erank`` are detail for the metrics file, not for a log line)."""
+    return ", ".join(
+        f"{k}={v:.4g}" if isinstance(v, float) else f"{k}={v}"
+        for k, v in metrics.items()
+        if "/" not in k and isinstance(v, int | float)
+    )
+
+
 def _fmt_time(seconds: float) -> str:
     seconds = int(max(seconds, 0))
     h, rem = divmod(seconds, 3600)
@@ -311,341 +236,168 @@ def _fmt_time(seconds: float) -> str:
     return f"{h}h{m:02d}m{s:02d}s" if h else f"{m}m{s:02d}s"
 
 
-class _Trainer:
-    """State and steps of one :func:`train` call (kept private; ``train`` is the API)."""
+@dataclass
+class _Printer:
+    """Lines of one run on stderr (through the progress bar when it is shown), each prefixed
+    with the run's ``label`` when it has one; silent on ranks other than 0."""
 
-    def __init__(
-        self,
-        model: nn.Module,
-        optimizer: OptimizerLike,
-        data: BatchSource,
-        cfg: TrainConfig,
-        run_dir: Path,
-        eval_hooks: Sequence[EvalHook],
-        loss_fn: LossFn,
-    ) -> None:
-        self.cfg, self.data, self.optimizer = cfg, data, optimizer
-        self.eval_hooks, self.loss_fn = list(eval_hooks), loss_fn
-        self.ctx, self.device = D.init_distributed(cfg.device)
-        self.model = model.to(self.device)
-        self.params = [p for p in self.model.parameters() if p.requires_grad]
-        self.run_dir = run_dir
-        self.ckpt_dir = run_dir / "ckpt"
-        self.metrics_path = run_dir / "metrics.jsonl"
-        self.base_lrs = [float(g["lr"]) for g in optimizer.param_groups]
-        self.group_names = [_group_name(g, i) for i, g in enumerate(optimizer.param_groups)]
-        self.step = 0
-        self.tokens = 0
-        self.elapsed = 0.0
-        self.window: list[tuple[float, float]] = []
-        self.window_tokens = 0
-        self.resumed_from: int | None = None
-        self.last_eval: dict[str, Any] = {}
-        self.last_loss: float | None = None
+    bar: tqdm
+    label: str | None
+    enabled: bool
 
-    # -- setup --
-
-    def start(self, resume: bool) -> None:
-        found = None
-        if self.ctx.is_main:
-            self.run_dir.mkdir(parents=True, exist_ok=True)
-            latest = latest_checkpoint(self.ckpt_dir)
-            found = None if latest is None else str(latest)
-            if found is None or resume:
-                (self.run_dir / "failed.json").unlink(missing_ok=True)
-        path = D.broadcast_object(found, self.ctx)
-        if path is not None and not resume:
-            raise ConfigError(
-                f"run directory {self.run_dir} already holds checkpoint {path}; resume or use "
-                "a fresh directory"
-            )
-        if path is None:
-            if self.ctx.is_main:
-                self.metrics_path.unlink(missing_ok=True)
-            seed_everything(self.cfg.seed + self.ctx.rank)
-        else:
-            self._load(Path(path))
-        self.model.train()
-        self.wrapped = D.wrap_model(self.model, self.ctx, self.device)
-
-    def _load(self, path: Path) -> None:
-        state = load_checkpoint(path)
-        try:
-            self.model.load_state_dict(state["model"])
-        except (RuntimeError, KeyError) as exc:
-            first = str(exc).strip().splitlines()[0]
-            raise CheckpointError(f"checkpoint {path} does not match the model ({first})") from exc
-        try:
-            self.optimizer.load_state_dict(state["optimizer"])
-        except (ValueError, KeyError) as exc:
-            raise CheckpointError(
-                f"checkpoint {path} does not match the optimiser ({exc})"
-            ) from exc
-        if len(state["base_lrs"]) != len(self.optimizer.param_groups):
-            raise CheckpointError(
-                f"checkpoint {path} has {len(state['base_lrs'])} learning rates for "
-                f"{len(self.optimizer.param_groups)} parameter groups"
-            )
-        self.base_lrs = list(state["base_lrs"])
-        rngs = state["rng"]
-        if len(rngs) != self.ctx.world_size:
-            warnings.warn(
-                f"checkpoint {path} was written by {len(rngs)} ranks, resuming with "
-                f"{self.ctx.world_size}: random streams (dropout) will differ from the "
-                "original run",
-                stacklevel=3,
-            )
-        _set_rng_state(rngs[self.ctx.rank % len(rngs)], self.device)
-        if state.get("data") is not None and hasattr(self.data, "load_state_dict"):
-            self.data.load_state_dict(state["data"])
-        if state["step"] > self.cfg.steps:
-            raise CheckpointError(
-                f"checkpoint {path} is at step {state['step']}, beyond steps={self.cfg.steps}"
-            )
-        loop = state["loop"]
-        self.step, self.tokens, self.elapsed = state["step"], loop["tokens"], loop["elapsed"]
-        self.window = [tuple(w) for w in loop["window"]]
-        self.window_tokens = loop["window_tokens"]
-        self.resumed_from = self.step
-        if self.ctx.is_main:
-            _truncate_metrics(self.metrics_path, self.step)
-
-    # -- one update --
-
-    def _batch(self, step: int) -> tuple[Tensor, Tensor]:
-        x, y = self.data.batch(step, self.ctx.rank, self.ctx.world_size)
-        if x.ndim != 2 or x.shape != y.shape:
-            raise DataError(
-                f"batch of step {step} must be two (rows, T) tensors of one shape, got "
-                f"{tuple(x.shape)} and {tuple(y.shape)}"
-            )
-        if x.shape[0] % self.cfg.grad_accum:
-            raise ConfigError(
-                f"rank batch of {x.shape[0]} rows is not divisible by grad_accum "
-                f"{self.cfg.grad_accum}"
-            )
-        return x, y
-
-    def _global_counts(self, x: Tensor, y: Tensor) -> tuple[int, int]:
-        """Counted targets and input tokens of the global batch (one all-reduce when
-        distributed; counted on the host before the batch moves, so one process never syncs)."""
-        counts = torch.tensor([int((y != IGNORE_INDEX).sum()), x.numel()], dtype=torch.int64)
-        if self.ctx.distributed:
-            counts = D.all_reduce_sum(counts.to(self.device), self.ctx).cpu()
-        count, ntok = counts.tolist()
-        return count, ntok
-
-    def update(self, step: int) -> tuple[float, float, Tensor, Tensor]:
-        """Forward, backward and (if finite) optimiser step; returns loss, grad norm, batch."""
-        x, y = self._batch(step)
-        count, ntok = self._global_counts(x, y)
-        x, y = x.to(self.device, non_blocking=True), y.to(self.device, non_blocking=True)
-        if count == 0:
-            raise DataError(f"the global batch of step {step} has no targets (all y == -100)")
-        scale = self.ctx.world_size / count
-        self.optimizer.zero_grad(set_to_none=True)
-        loss_sum = torch.zeros((), device=self.device)
-        n_micro = self.cfg.grad_accum
-        for i, (xm, ym) in enumerate(zip(x.chunk(n_micro), y.chunk(n_micro), strict=True)):
-            defer_sync = self.ctx.distributed and i < n_micro - 1
-            sync = self.wrapped.no_sync() if defer_sync else contextlib.nullcontext()
-            with sync, _autocast(self.device, self.cfg.precision):
-                part = self.loss_fn(self.wrapped, xm, ym)
-            (part * scale).backward()
-            loss_sum += part.detach().float()
-        loss = D.all_reduce_sum(loss_sum / count, self.ctx)
-        grads = [p.grad for p in self.params if p.grad is not None]
-        gnorm = torch.nn.utils.get_total_norm(grads)
-        loss_f, gnorm_f = torch.stack([loss, gnorm.to(loss.device)]).tolist()
-        if math.isfinite(loss_f) and math.isfinite(gnorm_f):
-            if self.cfg.grad_clip is not None:
-                torch.nn.utils.clip_grads_with_norm_(self.params, self.cfg.grad_clip, gnorm)
-            mult = self.cfg.lr_at(step)
-            for group, base in zip(self.optimizer.param_groups, self.base_lrs, strict=True):
-                group["lr"] = base * mult
-            self.optimizer.step()
-        self.tokens += ntok
-        self.window_tokens += ntok
-        return loss_f, gnorm_f, x, y
-
-    # -- outputs --
-
-    def log_line(self, done: int, wall: float) -> dict[str, Any]:
-        row: dict[str, Any] = {"step": done}
-        if self.window:
-            row["loss"] = sum(w[0] for w in self.window) / len(self.window)
-            row["grad_norm"] = sum(w[1] for w in self.window) / len(self.window)
-            row["tokens_per_s"] = self.window_tokens / wall if wall > 0 else None
-        lrs = [float(g["lr"]) for g in self.optimizer.param_groups]
-        row["lr"] = lrs[0]
-        if len(lrs) > 1:
-            row["lrs"] = dict(zip(self.group_names, lrs, strict=True))
-        row["tokens"] = self.tokens
-        row["elapsed"] = round(self.elapsed, 3)
-        return row
-
-    def evaluate(self, done: int) -> dict[str, Any]:
-        merged: dict[str, Any] = {}
-        devices = [self.device] if self.device.type == "cuda" else []
-        self.model.eval()
-        try:
-            with (
-                torch.random.fork_rng(devices=devices),
-                torch.no_grad(),
-                _autocast(self.device, self.cfg.precision),
-            ):
-                for hook in self.eval_hooks:
-                    merged.update(_json_value(dict(hook(done, self.model))))
-        finally:
-            self.model.train()
-        return merged
-
-    def save(self, done: int) -> None:
-        rngs = D.all_gather_object(_rng_state(self.device), self.ctx)
-        if not self.ctx.is_main:
+    def say(self, message: str) -> None:
+        if not self.enabled:
             return
-        data_state = self.data.state_dict() if hasattr(self.data, "state_dict") else None
-        state = {
-            "step": done,
-            "model": self.model.state_dict(),
-            "optimizer": self.optimizer.state_dict(),
-            "base_lrs": self.base_lrs,
-            "rng": rngs,
-            "data": data_state,
-            "loop": {
-                "tokens": self.tokens,
-                "elapsed": self.elapsed,
-                "window": [list(w) for w in self.window],
-                "window_tokens": self.window_tokens,
-            },
-            "world_size": self.ctx.world_size,
-            "train_config": asdict(self.cfg),
-        }
-        save_checkpoint(checkpoint_path(self.ckpt_dir, done), state)
-        if self.cfg.keep_ckpts is not None:
-            prune_checkpoints(self.ckpt_dir, self.cfg.keep_ckpts)
+        line = f"[{self.label}] {message}" if self.label else message
+        if self.bar.disable:
+            print(line, file=sys.stderr, flush=True)
+        else:
+            self.bar.write(line, file=sys.stderr)
 
-    def fail(self, step: int, loss: float, gnorm: float, x: Tensor, y: Tensor) -> str:
-        lrs = [self.base_lrs[i] * self.cfg.lr_at(step) for i in range(len(self.base_lrs))]
-        message = (
-            f"training diverged at update {step + 1}: loss={loss}, grad_norm={gnorm} "
-            f"(lr {lrs[0]:.3g}); the update was not applied; see "
-            f"{self.run_dir / 'nan_diagnostics.json'}"
+
+@dataclass
+class StepResult:
+    """One update: mean loss over the global batch, pre-clip gradient norm, input tokens."""
+
+    loss: float
+    grad_norm: float
+    tokens: int
+
+    @property
+    def finite(self) -> bool:
+        return math.isfinite(self.loss) and math.isfinite(self.grad_norm)
+
+
+def _batch(
+    data: BatchSource, step: int, ctx: D.DistContext, grad_accum: int
+) -> tuple[Tensor, Tensor]:
+    x, y = data.batch(step, ctx.rank, ctx.world_size)
+    if x.ndim != 2 or x.shape != y.shape:
+        raise DataError(
+            f"batch of step {step} must be two (rows, T) tensors of one shape, got "
+            f"{tuple(x.shape)} and {tuple(y.shape)}"
         )
-        if not self.ctx.is_main:
-            return message
-        per_param = {
-            name: (p.grad.float().norm().item() if p.grad is not None else None)
-            for name, p in self.model.named_parameters()
-        }
-        nonfinite = [
-            name
-            for name, p in self.model.named_parameters()
-            if not torch.isfinite(p.detach()).all()
-        ]
-        diagnostics = {
-            "step": step + 1,
-            "loss": loss,
-            "grad_norm": gnorm,
-            "lrs": lrs,
-            "batch_file": "nan_batch.pt",
-            "grad_norms": per_param,
-            "nonfinite_params": nonfinite,
-        }
-        atomic_write_text(
-            self.run_dir / "nan_diagnostics.json",
-            json.dumps(_json_value(diagnostics), indent=1) + "\n",
+    if x.shape[0] % grad_accum:
+        raise ConfigError(
+            f"rank batch of {x.shape[0]} rows is not divisible by grad_accum {grad_accum}"
         )
-        torch.save({"step": step, "x": x.cpu(), "y": y.cpu()}, self.run_dir / "nan_batch.pt")
-        atomic_write_text(
-            self.run_dir / "failed.json",
-            json.dumps({"status": "failed", "step": step + 1, "message": message}) + "\n",
-        )
-        return message
+    return x, y
 
 
-def _say(message: str, bar: tqdm) -> None:
-    if bar.disable:
-        print(message, file=sys.stderr, flush=True)
-    else:
-        bar.write(message, file=sys.stderr)
+def train_step(
+    model: nn.Module,
+    optimizer: OptimizerLike,
+    batch: tuple[Tensor, Tensor],
+    lrs: Sequence[float],
+    cfg: TrainConfig,
+    ctx: D.DistContext,
+    loss_fn: LossFn = token_loss_sum,
+) -> StepResult:
+    """Forward, backward and — if loss and gradient norm are finite — one optimiser update with
+    learning rate ``lrs[i]`` for group ``i`` (after clipping to ``cfg.grad_clip``).
+
+    ``model`` is the (possibly DDP-wrapped) model on its device. The loss is the mean over every
+    counted target of the global batch (see the module docstring), accumulated over
+    ``cfg.grad_accum`` micro-batches.
+    """
+    x, y = batch
+    device = next(model.parameters()).device
+    counts = torch.tensor([int((y != IGNORE_INDEX).sum()), x.numel()], dtype=torch.int64)
+    if ctx.distributed:  # counted on the host before the batch moves: one process never syncs
+        counts = D.all_reduce_sum(counts.to(device), ctx).cpu()
+    count, tokens = counts.tolist()
+    if count == 0:
+        raise DataError("a global batch has no targets (all y == -100)")
+    x, y = x.to(device, non_blocking=True), y.to(device, non_blocking=True)
+    scale = ctx.world_size / count
+    optimizer.zero_grad(set_to_none=True)
+    loss_sum = torch.zeros((), device=device)
+    n_micro = cfg.grad_accum
+    for i, (xm, ym) in enumerate(zip(x.chunk(n_micro), y.chunk(n_micro), strict=True)):
+        defer_sync = ctx.distributed and i < n_micro - 1
+        with model.no_sync() if defer_sync else contextlib.nullcontext():
+            with _autocast(device, cfg.precision):
+                part = loss_fn(model, xm, ym)
+            (part * scale).backward()
+        loss_sum += part.detach().float()
+    loss = D.all_reduce_sum(loss_sum / count, ctx)
+    params = [p for p in model.parameters() if p.grad is not None]
+    gnorm = torch.nn.utils.get_total_norm([p.grad for p in params])
+    loss_f, gnorm_f = torch.stack([loss, gnorm.to(loss.device)]).tolist()
+    result = StepResult(loss_f, gnorm_f, tokens)
+    if result.finite:
+        if cfg.grad_clip is not None:
+            torch.nn.utils.clip_grads_with_norm_(params, cfg.grad_clip, gnorm)
+        for group, lr in zip(optimizer.param_groups, lrs, strict=True):
+            group["lr"] = lr
+        optimizer.step()
+    return result
 
 
-class _Session:
-    """The steps of one :func:`train` call after setup: progress, metrics lines and timing."""
-
-    def __init__(self, trainer: _Trainer, metrics: Any, bar: tqdm) -> None:
-        self.t, self.metrics, self.bar = trainer, metrics, bar
-        self.start = trainer.step
-        self.session_start = self.window_start = time.perf_counter()
-        self.elapsed_before = trainer.elapsed
-
-    def after_update(self, done: int, loss: float, now: float) -> None:
-        """Log, evaluate and checkpoint as the cadence of the config asks after ``done`` updates."""
-        t, cfg = self.t, self.t.cfg
-        self.bar.update(1)
-        progress.advance(1)
-        is_log = done % cfg.log_every == 0 or done == cfg.steps
-        is_eval = bool(t.eval_hooks) and (
-            (cfg.eval_every > 0 and done % cfg.eval_every == 0) or done == cfg.steps
-        )
-        if is_log or is_eval:
-            row = t.log_line(done, now - self.window_start)
-            if is_log:
-                self.bar.set_postfix(loss=f"{row['loss']:.4f}", refresh=False)
-                t.window, t.window_tokens = [], 0
-                self.window_start = now
-            else:
-                for key in ("loss", "grad_norm", "tokens_per_s"):
-                    row.pop(key, None)
-            if is_eval:
-                t.last_eval = t.evaluate(done)
-                row["eval"] = t.last_eval
-            if self.metrics is not None:
-                self.metrics.write(json.dumps(_json_value(row)) + "\n")
-                self.metrics.flush()
-            if is_eval and t.ctx.is_main:
-                self.report_eval(done, loss, now)
-        if (cfg.ckpt_every > 0 and done % cfg.ckpt_every == 0) or (
-            done == cfg.steps and cfg.save_final
+def _evaluate(
+    model: nn.Module, hooks: Sequence[EvalHook], done: int, precision: str
+) -> dict[str, Any]:
+    """The merged dicts of the eval hooks, in eval mode, without gradients, RNG untouched."""
+    device = next(model.parameters()).device
+    merged: dict[str, Any] = {}
+    model.eval()
+    try:
+        with (
+            torch.random.fork_rng(devices=[device] if device.type == "cuda" else []),
+            torch.no_grad(),
+            _autocast(device, precision),
         ):
-            t.save(done)
+            for hook in hooks:
+                merged.update(json_value(dict(hook(done, model))))
+    finally:
+        model.train()
+    return merged
 
-    def report_eval(self, done: int, loss: float, now: float) -> None:
-        """One line per evaluation, so a log without a progress bar still shows progress."""
-        cfg = self.t.cfg
-        rate = (done - self.start) / max(now - self.session_start, 1e-9)
-        eta = _fmt_time((cfg.steps - done) / rate) if rate > 0 else "?"
-        evals = ", ".join(
-            f"{k}={v:.4g}" if isinstance(v, float) else f"{k}={v}"
-            for k, v in self.t.last_eval.items()
-        )
-        _say(
-            f"step {done}/{cfg.steps} loss {loss:.4f} | {evals} | "
-            f"elapsed {_fmt_time(self.t.elapsed)} ETA {eta}",
-            self.bar,
-        )
 
-    def run(self) -> TrainResult:
-        t, cfg = self.t, self.t.cfg
-        for step in range(self.start, cfg.steps):
-            loss, gnorm, x, y = t.update(step)
-            now = time.perf_counter()
-            t.elapsed = self.elapsed_before + (now - self.session_start)
-            if not (math.isfinite(loss) and math.isfinite(gnorm)):
-                message = t.fail(step, loss, gnorm, x, y)
-                if t.ctx.is_main:
-                    _say(message, self.bar)
-                return TrainResult("failed", step, loss, t.resumed_from, message, t.last_eval)
-            t.window.append((loss, gnorm))
-            t.last_loss = loss
-            self.after_update(step + 1, loss, now)
-            t.step = step + 1
-        D.barrier(t.ctx)
-        message = f"trained {cfg.steps} steps, final loss {t.last_loss}"
-        if t.ctx.is_main:
-            _say(message, self.bar)
-        return TrainResult("complete", cfg.steps, t.last_loss, t.resumed_from, message, t.last_eval)
+def _log_row(state: LoopState, optimizer: OptimizerLike, wall: float) -> dict[str, Any]:
+    """The metrics line after ``state.step`` updates (window means over the last ``wall`` s)."""
+    row: dict[str, Any] = {"step": state.step}
+    if state.window:
+        row["loss"] = sum(w[0] for w in state.window) / len(state.window)
+        row["grad_norm"] = sum(w[1] for w in state.window) / len(state.window)
+        row["tokens_per_s"] = state.window_tokens / wall if wall > 0 else None
+    lrs = [float(g["lr"]) for g in optimizer.param_groups]
+    row["lr"] = lrs[0]
+    if len(lrs) > 1:
+        names = [_group_name(g, i) for i, g in enumerate(optimizer.param_groups)]
+        row["lrs"] = dict(zip(names, lrs, strict=True))
+    row["tokens"] = state.tokens
+    row["elapsed"] = round(state.elapsed, 3)
+    return row
+
+
+def _start(
+    run_dir: Path, model: nn.Module, optimizer: OptimizerLike, data: BatchSource,
+    cfg: TrainConfig, ctx: D.DistContext, device: torch.device, resume: bool,
+) -> tuple[Restored, int | None]:  # fmt: skip
+    """A fresh start (seeded) or the state of the newest checkpoint, and the step resumed from."""
+    found = None
+    if ctx.is_main:
+        run_dir.mkdir(parents=True, exist_ok=True)
+        latest = latest_checkpoint(run_dir / "ckpt")
+        found = None if latest is None else str(latest)
+        if found is None or resume:
+            (run_dir / "failed.json").unlink(missing_ok=True)
+    path = D.broadcast_object(found, ctx)
+    if path is not None and not resume:
+        raise ConfigError(
+            f"run directory {run_dir} already holds checkpoint {path}; resume or use a fresh "
+            "directory"
+        )
+    if path is None:
+        if ctx.is_main:
+            (run_dir / "metrics.jsonl").unlink(missing_ok=True)
+        seed_everything(cfg.seed + ctx.rank)
+        return Restored(LoopState(), [float(g["lr"]) for g in optimizer.param_groups]), None
+    restored = restore(Path(path), model, optimizer, data, cfg.steps, ctx, device)
+    if ctx.is_main:
+        truncate_metrics(run_dir / "metrics.jsonl", restored.state.step)
+    return restored, restored.state.step
 
 
 def train(
@@ -658,6 +410,9 @@ def train(
     eval_hooks: Sequence[EvalHook] = (),
     loss_fn: LossFn = token_loss_sum,
     resume: bool = True,
+    on_step: Callable[[int], None] | None = None,
+    label: str | None = None,
+    describe: Callable[[Mapping[str, Any]], str] = describe_scalars,
 ) -> TrainResult:
     """Train ``model`` for ``cfg.steps`` updates; see the module docstring for the files written.
 
@@ -667,27 +422,88 @@ def train(
     ``run_dir`` is a directory path, or any object with a ``.path`` attribute. With ``resume``
     (default) an existing checkpoint in ``run_dir/ckpt`` is continued; otherwise such a
     checkpoint is a :class:`ConfigError`. Under ``torchrun`` every rank calls ``train`` with the
-    same arguments; only rank 0 writes files.
+    same arguments; only rank 0 writes files and prints. ``on_step(1)`` is called after every
+    update trained here (not for steps restored from a checkpoint); printed lines start with
+    ``[label]`` and show an evaluation as ``describe(metrics)``.
 
     Returns a :class:`TrainResult`. Divergence (a non-finite loss or gradient norm) does not
     raise: the bad update is skipped, diagnostics are written, and the result's status is
     "failed" — an expected outcome of a learning-rate sweep that the caller records.
     """
     cfg.validate()
-    run_path = _run_path(run_dir)
-    trainer = _Trainer(model, optimizer, data, cfg, run_path, eval_hooks, loss_fn)
-    is_main = trainer.ctx.is_main
+    run_dir = _run_path(run_dir)
+    ctx, device = D.init_distributed(cfg.device)
+    model.to(device)
     with _deterministic(cfg.deterministic), contextlib.ExitStack() as stack:
-        trainer.start(resume)
-        progress.skip(trainer.step)
-        show = cfg.progress and is_main and sys.stderr.isatty()
+        run, resumed_from = _start(run_dir, model, optimizer, data, cfg, ctx, device, resume)
+        state = run.state
+        model.train()
+        wrapped = D.wrap_model(model, ctx, device)
+        show = cfg.progress and ctx.is_main and sys.stderr.isatty()
         bar = stack.enter_context(
-            tqdm(total=cfg.steps, initial=trainer.step, disable=not show, unit="step")
+            tqdm(total=cfg.steps, initial=state.step, disable=not show, unit="step")
         )
-        if is_main:
-            origin = "fresh" if trainer.resumed_from is None else f"resumed at {trainer.step}"
-            _say(f"training {run_path}: {cfg.steps} steps ({origin})", bar)
-        metrics = None
-        if is_main:
-            metrics = stack.enter_context(open(trainer.metrics_path, "a", encoding="utf-8"))
-        return _Session(trainer, metrics, bar).run()
+        out = _Printer(bar, label, ctx.is_main)
+        origin = "fresh" if resumed_from is None else f"resumed at {state.step}"
+        out.say(f"training {run_dir}: {cfg.steps} steps ({origin})")
+        metrics: IO[str] | None = None
+        if ctx.is_main:
+            metrics = stack.enter_context(open(run_dir / "metrics.jsonl", "a", encoding="utf-8"))
+        start, before = state.step, state.elapsed
+        session_start = window_start = time.perf_counter()
+        last_loss: float | None = None
+        last_eval: dict[str, Any] = {}
+        for step in range(start, cfg.steps):
+            batch = _batch(data, step, ctx, cfg.grad_accum)
+            lrs = [base * cfg.lr_at(step) for base in run.base_lrs]
+            result = train_step(wrapped, optimizer, batch, lrs, cfg, ctx, loss_fn)
+            now = time.perf_counter()
+            state.elapsed = before + (now - session_start)
+            state.tokens += result.tokens
+            state.window_tokens += result.tokens
+            if not result.finite:
+                message = divergence_message(run_dir, step, result.loss, result.grad_norm, lrs[0])
+                if ctx.is_main:
+                    write_divergence(
+                        run_dir, model, step, result.loss, result.grad_norm, lrs, batch
+                    )
+                out.say(message)
+                return TrainResult("failed", step, result.loss, resumed_from, message, last_eval)
+            state.window.append((result.loss, result.grad_norm))
+            state.step = step + 1
+            last_loss = result.loss
+            bar.update(1)
+            if on_step is not None:
+                on_step(1)
+            done = state.step
+            is_log = done % cfg.log_every == 0 or done == cfg.steps
+            is_eval = bool(eval_hooks) and (
+                (cfg.eval_every > 0 and done % cfg.eval_every == 0) or done == cfg.steps
+            )
+            if is_log or is_eval:
+                row = _log_row(state, optimizer, now - window_start)
+                if is_log:
+                    bar.set_postfix(loss=f"{row['loss']:.4f}", refresh=False)
+                    state.window, state.window_tokens, window_start = [], 0, now
+                else:
+                    for key in ("loss", "grad_norm", "tokens_per_s"):
+                        row.pop(key, None)
+                if is_eval:
+                    last_eval = row["eval"] = _evaluate(model, eval_hooks, done, cfg.precision)
+                    rate = (done - start) / max(now - session_start, 1e-9)
+                    eta = _fmt_time((cfg.steps - done) / rate) if rate > 0 else "?"
+                    out.say(
+                        f"step {done}/{cfg.steps} loss {result.loss:.4f} | {describe(last_eval)} "
+                        f"| elapsed {_fmt_time(state.elapsed)} ETA {eta}"
+                    )
+                if metrics is not None:
+                    metrics.write(json.dumps(json_value(row)) + "\n")
+                    metrics.flush()
+            if (cfg.ckpt_every > 0 and done % cfg.ckpt_every == 0) or (
+                done == cfg.steps and cfg.save_final
+            ):
+                save(run_dir / "ckpt", model, optimizer, data, run, cfg, ctx, device)
+        D.barrier(ctx)
+        message = f"trained {cfg.steps} steps, final loss {last_loss}"
+        out.say(message)
+        return TrainResult("complete", cfg.steps, last_loss, resumed_from, message, last_eval)

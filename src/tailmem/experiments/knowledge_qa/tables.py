@@ -1,25 +1,76 @@
-"""Tables over seeds, the head–tail gap and the claims of the knowledge-QA experiment (A3).
+"""Tables over seeds, the LR sweep, the head–tail gap and the claims of knowledge-QA (A3).
 
-All functions read the finished :class:`~tailmem.experiments.qa.schedule.Plan` only. FTA values
-are means over seeds with the sample standard deviation (``ddof = 1``; 0 for a single seed).
+All functions read the finished :class:`~tailmem.lm.plan.Plan` only. FTA values are means over
+seeds with the sample standard deviation (``ddof = 1``; 0 for a single seed). A fraction of
+training is read at the evaluated step nearest to it.
 """
 
 from __future__ import annotations
 
-from collections.abc import Iterator, Sequence
+import math
+from collections.abc import Iterator, Mapping, Sequence
 from typing import Any
 
 import numpy as np
 
-from tailmem.experiments.qa.arms import ARMS
-from tailmem.experiments.qa.schedule import Plan
+from tailmem.experiments.knowledge_qa.arms import ARMS, SWEPT
+from tailmem.lm.config import KINDS
+from tailmem.lm.plan import Plan
 from tailmem.report.claims import CLAIMS, ClaimResult
 from tailmem.report.registry import A3_PUBLISHED_FTA
+
+FAILED_SCORE = -1.0
+
+
+def score(result: Mapping[str, Any]) -> float:
+    """The sweep's criterion: FTA over all questions at the last evaluation; a diverged run
+    scores :data:`FAILED_SCORE` (below any accuracy)."""
+    if result["status"] != "complete" or not result["evals"]:
+        return FAILED_SCORE
+    value = result["evals"][-1]["fta_all"]
+    return float(value) if math.isfinite(value) else FAILED_SCORE
+
+
+def rarest(result: Mapping[str, Any]) -> float:
+    """FTA of the rarest group at the last evaluation."""
+    return float(result["evals"][-1]["fta"][-1]) if result["evals"] else float("nan")
 
 
 def seed_results(plan: Plan, ffn: str, arm: str) -> list[dict[str, Any]]:
     """The finished seed runs of ``arm`` (empty if it was not run)."""
-    return [plan.results[s] for s in plan.seed_runs.get((ffn, arm), [])]
+    return plan.seed_results((ffn, arm))
+
+
+def evaluated_step(plan: Plan, frac: float) -> int:
+    """The evaluated step nearest to ``frac`` of training (ties: the earlier one)."""
+    first = next(plan.results[jobs[0]] for jobs in plan.seed_runs.values() if jobs)
+    steps = [e["step"] for e in first["evals"]]
+    return min(steps, key=lambda s: (abs(s - frac * plan.steps), s))
+
+
+def sweep_rows(plan: Plan) -> list[dict[str, Any]]:
+    """One row per sweep run: FFN, arm, learning rates, score, status, whether it was chosen
+    and whether its swept LR is at an end of the grid (a chosen LR there may not be the
+    optimum)."""
+    rows = []
+    for (ffn, arm), sweep in plan.sweeps.items():
+        points = [p for p, _ in sweep]
+        for point, job in sweep:
+            result = plan.results[job]
+            rows.append(
+                {
+                    "ffn": ffn,
+                    "arm": arm,
+                    "swept": SWEPT[arm],
+                    **{f"lr_{k}": job.lr.get(k) for k in KINDS},
+                    "fta_all": score(result),
+                    "fta_rarest": rarest(result),
+                    "status": result["status"],
+                    "chosen": job.lr == plan.best.get((ffn, arm)),
+                    "grid_edge": point in (min(points), max(points)),
+                }
+            )
+    return rows
 
 
 def history(results: Sequence[dict[str, Any]]) -> tuple[np.ndarray, np.ndarray]:
@@ -100,7 +151,7 @@ def _tail_cells(
 ) -> Iterator[tuple[float, int, int, dict[str, float]]]:
     """(fraction, step, group, published FTA by arm) of every existing tail-table cell."""
     for frac in fracs:
-        step = round(frac * plan.steps)
+        step = evaluated_step(plan, frac)
         for offset in offsets:
             if m - offset >= 0:
                 yield frac, step, m - offset, A3_PUBLISHED_FTA.get(ffn, {}).get((frac, offset), {})
@@ -118,8 +169,8 @@ def gap_rows(plan: Plan, ffn: str, head_groups: int) -> list[dict[str, Any]]:
         for name, values in (("head", head), ("rarest", rare), ("gap", head - rare)):
             mean, std = mean_std(values)
             row[f"{name}_mean"], row[f"{name}_std"] = round(float(mean), 4), round(float(std), 4)
-        finals = [r["evals"][-1]["fta_mean"] for r in seed_results(plan, ffn, arm)]
-        row["fta_mean_all"] = round(float(np.mean(finals)), 4)
+        finals = [r["evals"][-1]["fta_all"] for r in seed_results(plan, ffn, arm)]
+        row["fta_all"] = round(float(np.mean(finals)), 4)
         rows.append(row)
     return rows
 
@@ -168,12 +219,9 @@ def _claim_tail(plan: Plan, ffn: str, m: int, measured: bool) -> ClaimResult:
 
 def _claim_midtail(plan: Plan, ffn: str, m: int, measured: bool) -> ClaimResult:
     claim = CLAIMS[f"A3.{ffn}.midtail_halfway"]
-    step = round(0.5 * plan.steps)
+    step = evaluated_step(plan, 0.5) if measured else round(0.5 * plan.steps)
     group = m - 2
-    try:
-        muon, adam = _versus_adam(plan, ffn, "muon", group, measured and group >= 0, step)
-    except ValueError:  # the halfway step was not evaluated
-        muon = adam = None
+    muon, adam = _versus_adam(plan, ffn, "muon", group, measured and group >= 0, step)
     ok = None if muon is None or adam is None else muon - adam >= claim["gap"]
     ours = "—" if ok is None else f"Muon {muon:.3f} vs Adam {adam:.3f} (group {group})"
     return claim.result(ours, ok, {"muon": muon, "adam": adam, "group": group, "step": step})

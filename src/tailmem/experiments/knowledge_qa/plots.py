@@ -6,9 +6,9 @@ from typing import Any
 
 import numpy as np
 
-from tailmem.experiments.qa.arms import ARMS
-from tailmem.experiments.qa.schedule import Plan
-from tailmem.experiments.qa.summary import history, mean_std, seed_results
+from tailmem.experiments.knowledge_qa.arms import ARMS
+from tailmem.experiments.knowledge_qa.tables import history, mean_std, seed_results
+from tailmem.lm.plan import Plan
 from tailmem.plotting import pyplot
 
 plt = pyplot()
@@ -72,26 +72,26 @@ def final_fta_figure(plan: Plan, ffn: str, chance: float) -> Any:
 
 
 def sweep_figure(rows: list[dict[str, Any]], ffn: str) -> Any:
-    """Mean FTA over all people (the sweep criterion) against the swept LR, one line per arm."""
+    """FTA over all questions (the sweep criterion) against the swept LR, one line per arm."""
     fig, ax = plt.subplots(figsize=(5.5, 3.4))
     for arm in dict.fromkeys(r["arm"] for r in rows if r["ffn"] == ffn):
         mine = [r for r in rows if r["ffn"] == ffn and r["arm"] == arm]
         kind = mine[0]["swept"]
         lrs = [r[f"lr_{kind}"] for r in mine]
-        scores = [max(r["fta_mean"], 0.0) for r in mine]
+        scores = [max(r["fta_all"], 0.0) for r in mine]
         (line,) = ax.plot(lrs, scores, marker="o", ms=3, label=f"{ARMS[arm].label} ({kind} LR)")
         chosen = [r for r in mine if r["chosen"]]
         if chosen:
             ax.plot(
                 [chosen[0][f"lr_{kind}"]],
-                [chosen[0]["fta_mean"]],
+                [chosen[0]["fta_all"]],
                 marker="*",
                 ms=11,
                 color=line.get_color(),
             )
     ax.set_xscale("log")
     ax.set_xlabel("learning rate of the swept optimiser")
-    ax.set_ylabel("mean FTA over all people")
+    ax.set_ylabel("FTA over all questions")
     return _finish(fig, ax, f"LR sweep, {ffn} FFN (star: chosen; diverged runs at 0)")
 
 

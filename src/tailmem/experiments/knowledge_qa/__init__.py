@@ -1,0 +1,298 @@
+"""Heavy-tailed knowledge QA: which optimiser learns the rare facts (paper A, Sec. 4.3; A3).
+
+A GPT is trained on question–answer pairs about synthetic people whose frequencies follow the
+paper's power law (:mod:`tailmem.data.bios`: group ``g`` has ``2**(g-1)`` people, each asked
+``2**(m-g)`` times per epoch about each of six attributes). First-token accuracy (FTA) per
+frequency group (:mod:`.fta`) is measured during training for the five arms of :mod:`.arms` —
+Muon, Adam, SGD+momentum and the two hybrids — for a plain and/or gated FFN.
+
+Protocol (run by :mod:`tailmem.lm.plan` on the shared worker pool)
+    1. LR sweep per arm: one run per learning rate of the arm's grid (``sweep.<kind>``), scored
+       by the FTA over *all* questions at its end (not the tail: tuning on the tail would choose
+       for the claim being tested). Hybrids borrow the tuned LRs of the base arms for their
+       other optimiser (:mod:`.arms`).
+    2. ``seeds`` runs per arm at its best learning rate; seeds change the initialisation and the
+       data order, not the people.
+    Every run has its own resumable sub-run directory (:mod:`tailmem.lm.subrun`): re-running
+    after an interruption reuses finished runs and resumes unfinished ones from their
+    checkpoints. ``train.keep_checkpoints`` (``first_seed`` in the presets) keeps the final
+    checkpoint of each arm's first-seed run, for ``tailmem diagnose``.
+
+Outputs (in the run directory)
+    ``fta_by_group_<ffn>.png/.svg`` (paper Fig. 3: FTA per group over steps, one panel per arm),
+    ``fta_final_<ffn>``, ``lr_sweep_<ffn>`` figures; ``tail_table_<ffn>.csv`` (paper Tables 3–8:
+    the tail groups at 20/50/100% of training, mean ± std over seeds, published values beside);
+    ``tail_table_long.csv``, ``head_tail_gap.csv``, ``lr_sweep.csv``, ``results.json``,
+    ``claims.json`` and ``report.json``.
+
+``note`` (free text, e.g. what the preset's scale was chosen to show) ends the report summary.
+
+Unpublished choices (documented here and in the presets): batch size, sequence length, schedule
+(warmup, then constant, then a linear decay to 0 over the last ``train.decay_frac``), no gradient
+clipping, SGD momentum 0.9, the learning-rate grids and the seed count.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any, Literal
+
+from tailmem.data.bios import BiosConfig, build_dataset
+from tailmem.data.stream import QATrainStream
+from tailmem.errors import ConfigError
+from tailmem.experiments.knowledge_qa import plots, tables
+from tailmem.experiments.knowledge_qa.arms import ARMS, BASE_ARM, SWEPT, dependencies
+from tailmem.experiments.knowledge_qa.fta import QAData, answer_loss_sum, chance_fta, describe_fta
+from tailmem.lm.arms import check_arm_names
+from tailmem.lm.config import KINDS, LMConfig
+from tailmem.lm.plan import Best, Entry, Plan, keep_checkpoints, run_plan
+from tailmem.lm.subrun import Shared
+from tailmem.report.claims import write_claims
+from tailmem.rundir import RunDir
+from tailmem.train import distributed as D
+
+NAME = "knowledge-qa"
+FFNS = ("plain", "gated")
+
+
+@dataclass
+class SweepSection:
+    """Learning-rate grids per optimiser kind; sweep runs' length and seed (None: ``train.steps``
+    and the first seed, in which case the winning sweep run is also that seed's run)."""
+
+    muon: list[float] = field(default_factory=lambda: [0.01, 0.02, 0.05])
+    adam: list[float] = field(default_factory=lambda: [1e-3, 3e-3, 1e-2])
+    sgd: list[float] = field(default_factory=lambda: [0.1, 0.3, 1.0])
+    steps: int | None = None
+    seed: int | None = None
+
+    def validate(self) -> None:
+        for kind in KINDS:
+            grid = getattr(self, kind)
+            if not grid or any(not lr > 0 for lr in grid) or len(set(grid)) != len(grid):
+                raise ConfigError(
+                    f"sweep.{kind}: got {grid!r}; expected distinct positive learning rates"
+                )
+        if self.steps is not None and self.steps < 1:
+            raise ConfigError(f"sweep.steps: got {self.steps!r}; expected a positive integer")
+
+
+@dataclass
+class Config(LMConfig):
+    """The knowledge-QA experiment (see the module docstring).
+
+    ``arms``: names from :data:`.arms.ARMS`. ``ffn``: ``plain``, ``gated`` or ``both``. Training
+    batches pack QA samples into ``train.batch_size`` rows of ``train.seq_len`` tokens
+    (:class:`~tailmem.data.stream.QATrainStream`), with the loss on ``loss_on``. FTA is evaluated
+    every ``train.eval_every`` steps; the evaluations nearest to ``table_fracs`` of training and
+    the groups ``m - o`` for ``o`` in ``tail_offsets`` make the tail tables; the
+    ``head_groups`` most frequent groups are the "head". A kind whose base arm is not run uses
+    ``optim.<kind>.lr``. ``cache_dir``: where the data set is built (default: the run
+    directory's ``data/``).
+    """
+
+    seeds: int = 3
+    arms: list[str] = field(default_factory=lambda: list(ARMS))
+    ffn: Literal["plain", "gated", "both"] = "plain"
+    data: BiosConfig = field(default_factory=lambda: BiosConfig(m=8))
+    loss_on: Literal["answer", "all"] = "answer"
+    table_fracs: list[float] = field(default_factory=lambda: [0.2, 0.5, 1.0])
+    tail_offsets: list[int] = field(default_factory=lambda: [2, 1, 0])
+    head_groups: int = 3
+    sweep: SweepSection = field(default_factory=SweepSection)
+    cache_dir: str | None = None
+    note: str = ""
+
+    @property
+    def ffns(self) -> list[str]:
+        return list(FFNS) if self.ffn == "both" else [self.ffn]
+
+    @property
+    def sweep_steps(self) -> int:
+        return self.train.steps if self.sweep.steps is None else self.sweep.steps
+
+    def validate(self) -> None:
+        """One-line :class:`ConfigError` for the first invalid field."""
+        super().validate()
+        check_arm_names(self.arms, list(ARMS))
+        if not 1 <= self.head_groups <= self.data.m:
+            raise ConfigError(
+                f"head_groups: got {self.head_groups}; expected 1..m = 1..{self.data.m}"
+            )
+        if any(not 0 <= o <= self.data.m for o in self.tail_offsets) or not self.tail_offsets:
+            raise ConfigError(
+                f"tail_offsets: got {self.tail_offsets}; expected distances 0..m from the rarest "
+                "group"
+            )
+        if not self.table_fracs or any(not 0 < f <= 1 for f in self.table_fracs):
+            raise ConfigError(
+                f"table_fracs: got {self.table_fracs}; expected fractions of training in (0, 1]"
+            )
+        if self.train.seq_len > 4096:
+            raise ConfigError(f"train.seq_len: got {self.train.seq_len}; expected at most 4096")
+        try:
+            self.train.loop_config(self.sweep_steps, seed=0).validate()
+        except ConfigError as exc:
+            raise ConfigError(f"sweep.steps: {exc}") from None
+
+    def entries(self) -> list[Entry]:
+        """One plan entry per FFN type and arm: its grid, and the LRs it borrows."""
+        base = self.optim.base_lrs()
+        grids = {kind: tuple(getattr(self.sweep, kind)) for kind in KINDS}
+
+        def entry(ffn: str, name: str) -> Entry:
+            def lrs(point: float, best: Best) -> dict[str, float]:
+                borrowed = {
+                    kind: best.get((ffn, BASE_ARM[kind]), base)[kind] for kind in ARMS[name].kinds
+                }
+                return {**borrowed, SWEPT[name]: point}
+
+            needs = tuple(dependencies(name, self.arms))
+            return Entry(ffn, ARMS[name], grids[SWEPT[name]], lrs, needs)
+
+        return [entry(ffn, name) for ffn in self.ffns for name in self.arms]
+
+
+def _score(entry: Entry, point: float, result: Mapping[str, Any]) -> float:
+    return tables.score(result)
+
+
+def _summary(result: Mapping[str, Any]) -> str:
+    if not result["evals"]:
+        return "no evaluation"
+    return f"FTA all questions {tables.score(result):.3f}, rarest group {tables.rarest(result):.3f}"
+
+
+def run(cfg: Config, run: RunDir) -> None:
+    """Sweep, train every seed, then write tables, figures, claims and ``report.json``."""
+    cache = Path(cfg.cache_dir) if cfg.cache_dir else run.path / "data"
+    dataset = build_dataset(cfg.data, cache)
+    QATrainStream(dataset, cfg.train.batch_size, cfg.train.seq_len, cfg.seed, cfg.loss_on)
+    data = QAData(str(dataset.path), dataset.fingerprint, cfg.loss_on, cfg.train.eval_batch_size)
+    shared = Shared(
+        str(run.path), cfg.model, cfg.train, cfg.optim, data, loss_fn=answer_loss_sum,
+        describe=describe_fta, show_progress=cfg.workers == 1,
+    )  # fmt: skip
+    sweep_seed = cfg.seed if cfg.sweep.seed is None else cfg.sweep.seed
+    plan = Plan(cfg.entries(), _score, cfg.seed_list, cfg.train.steps, sweep_seed, cfg.sweep_steps)
+    run_plan(plan, shared, cfg.workers, _summary)
+    keep_checkpoints(plan, shared.root, cfg.train.keep_checkpoints)
+    if D.is_main_process():
+        write_outputs(cfg, run, plan, chance_fta(dataset), dataset.summary())
+
+
+def write_outputs(
+    cfg: Config, run: RunDir, plan: Plan, chance: float, data_summary: dict[str, Any]
+) -> None:
+    """Tables, figures, results, claims and the report layout of a finished plan."""
+    m = cfg.data.m
+    sweep_rows = tables.sweep_rows(plan)
+    run.write_csv("lr_sweep.csv", sweep_rows)
+    long_rows, gaps = [], []
+    figures, layout_tables = [], []
+    for ffn in cfg.ffns:
+        run.write_csv(
+            f"tail_table_{ffn}.csv",
+            tables.tail_table(plan, ffn, cfg.table_fracs, cfg.tail_offsets, m),
+        )
+        long_rows += tables.tail_table_long(plan, ffn, cfg.table_fracs, cfg.tail_offsets, m)
+        gaps += tables.gap_rows(plan, ffn, cfg.head_groups)
+        figures += [
+            run.save_report_figure(
+                plots.fta_by_group_figure(plan, ffn, chance),
+                f"fta_by_group_{ffn}",
+                f"FTA per frequency group over training, {ffn} FFN, mean ± std over "
+                f"{cfg.seeds} seed(s) (paper Fig. 3); dashed: chance {chance:.3f}",
+            ),
+            run.save_report_figure(
+                plots.final_fta_figure(plan, ffn, chance),
+                f"fta_final_{ffn}",
+                f"FTA at the last step by frequency group, {ffn} FFN",
+            ),
+            run.save_report_figure(
+                plots.sweep_figure(sweep_rows, ffn),
+                f"lr_sweep_{ffn}",
+                f"LR sweep, {ffn} FFN: FTA over all questions per learning rate",
+            ),
+        ]
+        layout_tables.append(
+            {
+                "file": f"tail_table_{ffn}.csv",
+                "caption": f"Tail groups (m = {m}) at 20/50/100% of {cfg.train.steps} steps, "
+                f"{ffn} FFN, mean ± std over {cfg.seeds} seed(s); 'paper' "
+                "columns: the published m = 15 value of the group at the same "
+                "distance from the rarest (— where not published)",
+            }
+        )
+    run.write_csv("tail_table_long.csv", long_rows)
+    run.write_csv("head_tail_gap.csv", gaps)
+    layout_tables += [
+        {
+            "file": "head_tail_gap.csv",
+            "caption": f"Head (groups 0..{cfg.head_groups - 1}) vs rarest group at the end: the "
+            "head–tail gap, mean and std over seeds",
+        },
+        {"file": "lr_sweep.csv", "caption": "LR sweep (score: FTA over all questions)"},
+    ]
+    claims = tables.claims(plan, m, cfg.head_groups)
+    write_claims(run, claims)
+    results = {
+        "data": data_summary,
+        "chance_fta": chance,
+        "best_lr": {f"{ffn}/{arm}": lrs for (ffn, arm), lrs in plan.best.items()},
+        "runs": [plan.results[job] for jobs in plan.seed_runs.values() for job in jobs],
+        "head_tail_gap": gaps,
+        "tail_table": long_rows,
+        "config_model": dataclasses.asdict(cfg.model),
+    }
+    run.write_json("results.json", results)
+    run.write_json(
+        "report.json",
+        {
+            "title": "Knowledge QA: FTA of rare facts by optimiser (paper A, Sec. 4.3)",
+            "summary": report_summary(cfg, gaps, claims, sweep_rows, data_summary, chance),
+            "figures": figures,
+            "tables": layout_tables,
+        },
+    )
+
+
+def report_summary(
+    cfg: Config,
+    gaps: list[dict[str, Any]],
+    claims: list[Any],
+    sweep_rows: list[dict[str, Any]],
+    data_summary: dict[str, Any],
+    chance: float,
+) -> str:
+    """One paragraph: the setting, the final rarest-group FTA per arm and the verdicts."""
+    model = cfg.model.build(1, "plain", cfg.train.seq_len)
+    train = cfg.train
+    parts = [
+        f"{model.n_layer} layers × d={model.d_model} (d_ff {model.d_ff}), "
+        f"m = {cfg.data.m} ({data_summary['n_people']} people, "
+        f"{data_summary['n_train_items']} QA samples per epoch), {train.steps} steps of "
+        f"{train.batch_size}×{train.seq_len} tokens, {cfg.seeds} seed(s), chance FTA {chance:.3f}."
+    ]
+    for ffn in cfg.ffns:
+        finals = ", ".join(
+            f"{ARMS[g['arm']].label} {g['rarest_mean']:.3f}±{g['rarest_std']:.3f}"
+            for g in gaps
+            if g["ffn"] == ffn
+        )
+        parts.append(f"Rarest group (group {cfg.data.m}) at the end, {ffn} FFN: {finals}.")
+    counts: dict[str, int] = {}
+    for c in claims:
+        counts[c.verdict] = counts.get(c.verdict, 0) + 1
+    parts.append("Claims: " + ", ".join(f"{n} {v}" for v, n in counts.items()) + ".")
+    edges = [f"{r['ffn']}/{r['arm']}" for r in sweep_rows if r["chosen"] and r["grid_edge"]]
+    if edges:
+        parts.append(
+            f"Chosen LR at the end of its grid (may not be the optimum): {', '.join(edges)}."
+        )
+    if cfg.note:
+        parts.append(cfg.note.strip())
+    return " ".join(parts)

@@ -1,0 +1,156 @@
+"""Text-corpus data of the ``ablation`` and ``spectra`` studies, and their validation loss.
+
+The corpus (:mod:`tailmem.data.corpus`) is built once into a cache folder; training batches are
+random windows of its training split; the validation set is ``eval_batches`` fixed batches of
+``train.eval_batch_size`` rows evenly spaced over the validation split (the same tokens at every
+evaluation); ``bucket_edges`` split token ids by training frequency
+(:func:`tailmem.data.corpus.frequency_buckets`) so the loss is also reported on head, body and
+tail target tokens.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import functools
+import json
+import os
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import torch
+from torch import Tensor, nn
+
+from tailmem.data.corpus import Corpus, CorpusConfig, build_corpus, frequency_buckets
+from tailmem.data.token_stream import TokenStream, eval_batches
+from tailmem.errors import ConfigError
+from tailmem.lm.config import TrainSection
+from tailmem.metrics.token_buckets import bucket_loss_sums, bucket_means, bucket_names
+from tailmem.models.gpt import GPTConfig
+from tailmem.train import EvalHook
+from tailmem.train import distributed as D
+
+
+@dataclass
+class CorpusSection:
+    """The ``data`` section: corpus, validation batches, frequency buckets, cache folder
+    (null: ``$TAILMEM_CACHE`` or ``~/.cache/tailmem``)."""
+
+    corpus: CorpusConfig = field(default_factory=CorpusConfig)
+    eval_batches: int = 8
+    bucket_edges: list[float] = field(default_factory=lambda: [0.5, 0.9])
+    cache_dir: str | None = None
+
+    def validate(self) -> None:
+        if self.eval_batches < 1:
+            raise ConfigError(f"data.eval_batches: got {self.eval_batches}; expected >= 1")
+        edges = self.bucket_edges
+        if not edges or any(not 0 < e < 1 for e in edges) or sorted(set(edges)) != list(edges):
+            raise ConfigError(
+                f"data.bucket_edges: got {edges}; expected increasing fractions in (0, 1)"
+            )
+
+    @property
+    def n_buckets(self) -> int:
+        return len(self.bucket_edges) + 1
+
+
+def default_cache_dir() -> Path:
+    """``$TAILMEM_CACHE`` if set, else ``~/.cache/tailmem``."""
+    return Path(os.environ.get("TAILMEM_CACHE") or Path.home() / ".cache" / "tailmem")
+
+
+@dataclass
+class LMData:
+    """A built corpus with its validation batches and the frequency bucket of every token id."""
+
+    corpus: Corpus
+    val: list[tuple[Tensor, Tensor]]
+    token_bucket: Tensor
+    n_buckets: int
+    identity: dict[str, Any]
+
+    @property
+    def vocab_size(self) -> int:
+        return self.corpus.vocab_size
+
+    def batches(self, seed: int, train: TrainSection) -> TokenStream:
+        """Training batches of the global batch size, ordered by ``seed``."""
+        return TokenStream(self.corpus.train, train.batch_size, train.seq_len, seed)
+
+    def hooks(self, model_cfg: GPTConfig, ctx: D.DistContext) -> list[EvalHook]:
+        return [val_loss_hook(self, ctx)]
+
+    def bucket_shares(self) -> list[float]:
+        """Share of validation targets in each bucket."""
+        counts = np.zeros(self.n_buckets)
+        for _, y in self.val:
+            ids = self.token_bucket[y.reshape(-1)].numpy()
+            counts += np.bincount(ids, minlength=self.n_buckets)
+        return (counts / counts.sum()).tolist()
+
+
+@dataclass(frozen=True)
+class CorpusData:
+    """Picklable description of a corpus study's data (:class:`~tailmem.lm.subrun.DataSpec`)."""
+
+    section: CorpusSection
+    seq_len: int
+    eval_batch_size: int
+
+    def load(self, ctx: D.DistContext) -> LMData:
+        """Build (rank 0) or reuse the corpus, then the validation batches and buckets (once per
+        process)."""
+        key = json.dumps(dataclasses.asdict(self), sort_keys=True, default=str)
+        if ctx.is_main:
+            _load(key)
+        D.barrier(ctx)
+        return _load(key)
+
+
+@functools.lru_cache(maxsize=2)
+def _load(key: str) -> LMData:
+    raw = json.loads(key)
+    section = CorpusSection(
+        CorpusConfig(**raw["section"]["corpus"]),
+        raw["section"]["eval_batches"],
+        raw["section"]["bucket_edges"],
+        raw["section"]["cache_dir"],
+    )
+    cache = Path(section.cache_dir) if section.cache_dir else default_cache_dir()
+    corpus = build_corpus(section.corpus, cache)
+    val = eval_batches(corpus.val, raw["eval_batch_size"], raw["seq_len"], section.eval_batches)
+    buckets = frequency_buckets(corpus.unigram_counts, section.bucket_edges)
+    identity = {
+        "corpus": corpus.fingerprint,
+        "eval_batches": section.eval_batches,
+        "bucket_edges": section.bucket_edges,
+    }
+    return LMData(corpus, val, torch.from_numpy(buckets), section.n_buckets, identity)
+
+
+def val_loss_hook(data: LMData, ctx: D.DistContext) -> EvalHook:
+    """Eval hook: ``val_loss`` and ``val_loss_<bucket>`` over the fixed validation batches.
+
+    Under ``torchrun`` each rank evaluates every ``world_size``-th batch and the sums are added
+    over ranks, so every rank returns the same numbers.
+    """
+    names = bucket_names(data.n_buckets)
+
+    def hook(step: int, model: nn.Module) -> dict[str, float]:
+        device = next(model.parameters()).device
+        sums = torch.zeros(2, data.n_buckets, dtype=torch.float64, device=device)
+        for i, (x, y) in enumerate(data.val):
+            if i % ctx.world_size == ctx.rank:
+                out = model(x.to(device))
+                logits = out[0] if isinstance(out, tuple) else out
+                sums += bucket_loss_sums(logits, y.to(device), data.token_bucket, data.n_buckets)
+        sums = D.all_reduce_sum(sums, ctx).cpu()
+        total = sums.sum(dim=1)
+        result = {"val_loss": float(total[0] / total[1])}
+        for name, value in zip(names, bucket_means(sums), strict=True):
+            result[f"val_loss_{name}"] = value
+        return result
+
+    return hook

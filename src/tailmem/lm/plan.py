@@ -1,0 +1,197 @@
+"""Which runs a study trains, in which order, on the shared pool.
+
+For every (FFN type, arm) entry a study declares the candidate points of its learning-rate
+sweep (one point: nothing to tune). Each candidate is a full run at the sweep seed and length;
+the best by the study's score wins, and every seed then runs at the winner. An entry may borrow
+the winning learning rates of other arms (``needs``): its sweep starts once those are chosen.
+A seed run identical to a sweep run (same learning rates, seed and length) is trained once.
+Every run is deterministic, so the results do not depend on the number of workers or on the
+order in which runs finish.
+
+:func:`run_plan` declares the steps of every run up front (``progress.json`` then moves
+smoothly over the whole study), trains the plan on a :class:`~tailmem.lm.pool.Pool`, and prints
+one labelled line per finished run with that run's own wall time.
+"""
+
+from __future__ import annotations
+
+import sys
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass, field
+from typing import Any
+
+from tailmem import progress
+from tailmem.lm.arms import Arm
+from tailmem.lm.pool import Pool
+from tailmem.lm.subrun import Job, Shared, drop_checkpoints, run_job
+from tailmem.train import distributed as D
+
+Best = Mapping[tuple[str, str], Mapping[str, float]]
+"""The chosen learning rates so far, by (FFN type, arm name)."""
+
+
+@dataclass(frozen=True)
+class Entry:
+    """One arm of one FFN type: its sweep points, the arms whose chosen LRs it borrows, and
+    ``lrs(point, best)`` — the learning rate of every kind the arm uses at a point."""
+
+    ffn: str
+    arm: Arm
+    points: tuple[float, ...]
+    lrs: Callable[[float, Best], dict[str, float]]
+    needs: tuple[str, ...] = ()
+
+    @property
+    def id(self) -> tuple[str, str]:
+        return (self.ffn, self.arm.name)
+
+
+@dataclass
+class Plan:
+    """Sweep and seed runs of a study's entries (see the module docstring). ``score(entry,
+    point, result)`` ranks sweep runs (higher wins; ties go to the earlier point)."""
+
+    entries: Sequence[Entry]
+    score: Callable[[Entry, float, Mapping[str, Any]], Any]
+    seeds: Sequence[int]
+    steps: int
+    sweep_seed: int
+    sweep_steps: int
+    results: dict[Job, dict[str, Any]] = field(default_factory=dict)
+    sweeps: dict[tuple[str, str], list[tuple[float, Job]]] = field(default_factory=dict)
+    best: dict[tuple[str, str], dict[str, float]] = field(default_factory=dict)
+    chosen: dict[tuple[str, str], float] = field(default_factory=dict)
+    seed_runs: dict[tuple[str, str], list[Job]] = field(default_factory=dict)
+
+    @property
+    def ffns(self) -> list[str]:
+        """The FFN types of the entries, in order."""
+        return list(dict.fromkeys(e.ffn for e in self.entries))
+
+    @property
+    def arms(self) -> list[str]:
+        """The arm names of the entries, in order."""
+        return list(dict.fromkeys(e.arm.name for e in self.entries))
+
+    @property
+    def _overlap(self) -> bool:
+        return self.sweep_steps == self.steps and self.sweep_seed in self.seeds
+
+    def total_steps(self) -> int:
+        """Training steps of every run the plan will train (sweep + seeds, overlap once)."""
+        total = 0
+        for entry in self.entries:
+            total += len(entry.points) * self.sweep_steps + len(self.seeds) * self.steps
+            total -= self.steps if self._overlap else 0
+        return total
+
+    def total_runs(self) -> int:
+        per_entry = [len(e.points) + len(self.seeds) - self._overlap for e in self.entries]
+        return sum(per_entry)
+
+    def start(self) -> list[Job]:
+        """The runs that can start at once."""
+        return self._start_sweeps()
+
+    def _start_sweeps(self) -> list[Job]:
+        jobs = []
+        for entry in self.entries:
+            needs = [(entry.ffn, name) for name in entry.needs]
+            if entry.id in self.sweeps or not all(n in self.best for n in needs):
+                continue
+            sweep = [
+                (p, Job.make(entry.arm, entry.ffn, entry.lrs(p, self.best), self.sweep_seed,
+                             self.sweep_steps))
+                for p in entry.points
+            ]  # fmt: skip
+            self.sweeps[entry.id] = sweep
+            jobs += [job for _, job in sweep]
+            if len(sweep) == 1:  # nothing to choose: the seeds need not wait
+                jobs += self._choose(entry)
+        return list(dict.fromkeys(jobs))
+
+    def _choose(self, entry: Entry) -> list[Job]:
+        sweep = self.sweeps[entry.id]
+        scores = [
+            self.score(entry, p, self.results[job]) if job in self.results else 0
+            for p, job in sweep
+        ]
+        winner = max(range(len(sweep)), key=scores.__getitem__)
+        point, job = sweep[winner]
+        self.best[entry.id], self.chosen[entry.id] = job.lr, point
+        seeds = [Job.make(entry.arm, entry.ffn, job.lr, s, self.steps) for s in self.seeds]
+        self.seed_runs[entry.id] = seeds
+        return [s for s in seeds if s not in self.results and s not in dict(sweep).values()]
+
+    def done(self, job: Job, result: dict[str, Any]) -> list[Job]:
+        """Record a finished run; returns the runs that it unlocks."""
+        self.results[job] = result
+        unlocked: list[Job] = []
+        for entry in self.entries:
+            sweep = self.sweeps.get(entry.id, [])
+            if entry.id in self.best or not all(j in self.results for _, j in sweep) or not sweep:
+                continue
+            unlocked += self._choose(entry)
+        return unlocked + self._start_sweeps()
+
+    def seed_results(self, entry_id: tuple[str, str]) -> list[dict[str, Any]]:
+        """The finished seed runs of an entry, in seed order (empty if it was not run)."""
+        return [self.results[job] for job in self.seed_runs.get(entry_id, [])]
+
+
+def run_plan(
+    plan: Plan,
+    shared: Shared,
+    workers: int,
+    summary: Callable[[Mapping[str, Any]], str],
+    train: Callable[..., dict[str, Any]] = run_job,
+) -> Plan:
+    """Train every run of ``plan`` with ``train(job, shared, on_steps)`` (default
+    :func:`~tailmem.lm.subrun.run_job`) on a pool of ``workers`` processes (1, or under
+    torchrun: in this process); rank 0 prints ``[n/N] <run>: <status>, <summary(result)>
+    (<that run's seconds>)``."""
+    if D.launched_world_size() > 1:
+        workers = 1
+    main = D.is_main_process()
+    progress.plan(plan.total_steps(), "steps")
+    trained: dict[Job, int] = {}
+
+    def on_steps(job: Job, n: int) -> None:
+        trained[job] = trained.get(job, 0) + n
+        progress.advance(n)
+
+    count = 0
+    with Pool(workers, shared.train.threads, on_steps=on_steps) as pool:
+
+        def submit(jobs: Sequence[Job]) -> None:
+            for job in jobs:
+                pool.submit(job, train, job, shared, pool.sink(job))
+
+        submit(plan.start())
+        for outcome in pool.finished():
+            if outcome.error is not None:
+                pool.cancel_pending()
+                raise outcome.error
+            job, result = outcome.tag, outcome.result
+            progress.skip(job.steps - trained.get(job, 0))  # reused, resumed or diverged
+            count += 1
+            if main:
+                print(
+                    f"[{count}/{plan.total_runs()}] {job.label} steps={job.steps}: "
+                    f"{result['status']}, {summary(result)} ({result['wall_seconds']:.0f}s)",
+                    file=sys.stderr,
+                    flush=True,
+                )
+            submit(plan.done(job, result))
+    return plan
+
+
+def keep_checkpoints(plan: Plan, root: str, policy: str) -> None:
+    """Apply ``train.keep_checkpoints`` after a study: keep the final checkpoint of ``all``
+    runs, of each entry's ``first_seed`` run, or of ``none``."""
+    if policy == "all" or not D.is_main_process():
+        return
+    kept = set()
+    if policy == "first_seed":
+        kept = {plan.results[jobs[0]]["key"] for jobs in plan.seed_runs.values() if jobs}
+    drop_checkpoints(root, [r for r in plan.results.values() if r["key"] not in kept])

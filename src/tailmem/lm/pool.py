@@ -1,0 +1,224 @@
+"""The one worker pool: independent calls in spawned processes, or one after another here.
+
+Used by the LM studies (one call per training run) and by ``tailmem reproduce`` (one call per
+experiment). ``Pool(workers=1)`` runs every call in this process, in submission order; more
+workers run calls in that many spawned processes, each with ``threads`` torch threads, and
+hand results back as they finish.
+
+Interrupts: the first SIGINT/SIGTERM a worker receives raises KeyboardInterrupt there (so atomic
+writes clean up their temp files), later ones are ignored while it cleans up; the parent then
+stops every worker (killing one that has not exited after :data:`STOP_GRACE_S` seconds). A call
+that raises makes the pool cancel what has not started, wait for the calls that are running,
+and re-raise.
+
+Progress: :meth:`Pool.sink` gives a picklable callable a call can report trained steps to; the
+counts reach ``on_steps(tag, n)`` in this process while the pool waits.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import multiprocessing
+import os
+import queue
+import signal
+import time
+from collections.abc import Callable, Iterator
+from concurrent.futures import FIRST_COMPLETED, Future, ProcessPoolExecutor, wait
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import torch
+
+STOP_GRACE_S = 10.0
+"""How long interrupted workers get to clean up before they are killed."""
+POLL_S = 0.5
+"""How often the parent forwards the workers' step counts while it waits."""
+
+
+@dataclass(frozen=True)
+class Finished:
+    """One call that ended: its tag, and its result or the exception it raised."""
+
+    tag: Any
+    result: Any = None
+    error: BaseException | None = None
+
+
+class _QueueSink:
+    """Step counts of one call, sent to the parent through a manager queue (picklable)."""
+
+    def __init__(self, channel: Any, tag: Any) -> None:
+        self.channel, self.tag = channel, tag
+
+    def __call__(self, n: int) -> None:
+        self.channel.put((self.tag, n))
+
+
+class _LocalSink:
+    """Step counts of one call that runs in this process."""
+
+    def __init__(self, on_steps: Callable[[Any, int], None], tag: Any) -> None:
+        self.on_steps, self.tag = on_steps, tag
+
+    def __call__(self, n: int) -> None:
+        self.on_steps(self.tag, n)
+
+
+def _interrupt_once(signum: int, frame: Any) -> None:
+    """The first SIGINT or SIGTERM raises KeyboardInterrupt; later ones are ignored, so they
+    cannot cut the clean-up short."""
+    signal.signal(signal.SIGINT, signal.SIG_IGN)
+    signal.signal(signal.SIGTERM, signal.SIG_IGN)
+    raise KeyboardInterrupt
+
+
+def _interrupt_on_signals() -> None:
+    signal.signal(signal.SIGINT, _interrupt_once)
+    signal.signal(signal.SIGTERM, _interrupt_once)
+
+
+def _init_worker(threads: int | None, log: str | None) -> None:
+    _interrupt_on_signals()
+    if threads:
+        torch.set_num_threads(threads)
+    if log is not None:  # an idle worker's own noise (a traceback, say) stays out of the display
+        handle = open(log, "a", buffering=1, encoding="utf-8")  # noqa: SIM115 (lives with it)
+        os.dup2(handle.fileno(), 1)
+        os.dup2(handle.fileno(), 2)
+
+
+def _call_in_worker(fn: Callable[..., Any], args: tuple[Any, ...]) -> Any:
+    """``fn(*args)``; afterwards the next signal interrupts again (a worker interrupted during a
+    call can still be stopped while it idles)."""
+    try:
+        return fn(*args)
+    finally:
+        _interrupt_on_signals()
+
+
+def stop_workers() -> None:
+    """Interrupt this process's worker processes and wait for them to clean up; a worker busy
+    cleaning up ignores signals, so they are repeated until it exits or the grace time is over
+    (then it is killed)."""
+    children = multiprocessing.active_children()
+    deadline = time.monotonic() + STOP_GRACE_S
+    while children and time.monotonic() < deadline:
+        for child in children:
+            child.terminate()
+        for child in children:
+            child.join(0.5 / len(children))
+        children = [child for child in children if child.is_alive()]
+    for child in children:
+        child.kill()
+        child.join(1.0)
+
+
+@contextlib.contextmanager
+def _threads(threads: int | None) -> Iterator[None]:
+    before = torch.get_num_threads()
+    if threads:
+        torch.set_num_threads(threads)
+    try:
+        yield
+    finally:
+        torch.set_num_threads(before)
+
+
+class Pool:
+    """Runs submitted calls on ``workers`` processes (see the module docstring).
+
+    Use as a context manager; :meth:`submit` calls (more may be submitted while iterating),
+    and iterate :meth:`finished` for their outcomes. ``log``: where workers' own output goes
+    (default: this process's stdout/stderr).
+    """
+
+    def __init__(
+        self,
+        workers: int,
+        threads: int | None = None,
+        *,
+        log: Path | None = None,
+        on_steps: Callable[[Any, int], None] | None = None,
+    ) -> None:
+        self.workers, self.threads, self.on_steps = workers, threads, on_steps
+        self._inline: list[tuple[Any, Callable[..., Any], tuple[Any, ...]]] = []
+        self._running: dict[Future, Any] = {}
+        self._executor: ProcessPoolExecutor | None = None
+        self._manager: Any = None
+        self._channel: Any = None
+        if workers > 1:
+            context = multiprocessing.get_context("spawn")
+            if on_steps is not None:
+                self._manager = context.Manager()
+                self._channel = self._manager.Queue()
+            self._executor = ProcessPoolExecutor(
+                workers,
+                mp_context=context,
+                initializer=_init_worker,
+                initargs=(threads, None if log is None else str(log)),
+            )
+
+    def __enter__(self) -> Pool:
+        return self
+
+    def __exit__(self, kind: type | None, error: BaseException | None, tb: Any) -> None:
+        if self._executor is not None:
+            if kind is KeyboardInterrupt:
+                stop_workers()  # the workers are gone: the shutdown below is quick
+            self._executor.shutdown(wait=True, cancel_futures=kind is not None)
+        if self._manager is not None:
+            self._manager.shutdown()
+
+    def sink(self, tag: Any) -> Callable[[int], None]:
+        """A picklable step counter for the call tagged ``tag`` (see ``on_steps``)."""
+        if self._channel is not None:
+            return _QueueSink(self._channel, tag)
+        return _LocalSink(self.on_steps or (lambda tag, n: None), tag)
+
+    def submit(self, tag: Any, fn: Callable[..., Any], *args: Any) -> None:
+        """Queue ``fn(*args)`` (``fn`` and ``args`` picklable when ``workers > 1``)."""
+        if self._executor is None:
+            self._inline.append((tag, fn, args))
+        else:
+            self._running[self._executor.submit(_call_in_worker, fn, args)] = tag
+
+    def finished(self) -> Iterator[Finished]:
+        """Outcomes of the submitted calls as they end, until none is left. A KeyboardInterrupt
+        that reached a worker first is raised here."""
+        while self._inline:
+            tag, fn, args = self._inline.pop(0)
+            with _threads(self.threads):
+                try:
+                    result = fn(*args)
+                except Exception as exc:  # the caller decides (reproduce marks it failed)
+                    yield Finished(tag, error=exc)
+                    continue
+            yield Finished(tag, result)
+        while self._running:
+            done, _ = wait(self._running, timeout=POLL_S, return_when=FIRST_COMPLETED)
+            self._forward_steps()
+            for future in done:
+                tag = self._running.pop(future)
+                error = future.exception()
+                if isinstance(error, KeyboardInterrupt):
+                    raise KeyboardInterrupt  # Ctrl-C reached the worker first
+                yield Finished(tag, None if error else future.result(), error)
+
+    def _forward_steps(self) -> None:
+        if self._channel is None or self.on_steps is None:
+            return
+        while True:
+            try:
+                tag, n = self._channel.get_nowait()
+            except queue.Empty:
+                return
+            self.on_steps(tag, n)
+
+    def cancel_pending(self) -> None:
+        """Drop the calls that have not started."""
+        self._inline.clear()
+        for future in list(self._running):
+            if future.cancel():
+                del self._running[future]

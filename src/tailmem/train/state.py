@@ -1,0 +1,265 @@
+"""What a training run keeps besides the weights: loop counters, RNG states, metrics lines,
+checkpoints and divergence diagnostics (the files of :func:`tailmem.train.train`).
+
+Checkpoints hold tensors and plain containers only, so they load with ``weights_only=True``.
+"""
+
+from __future__ import annotations
+
+import json
+import math
+import random
+import warnings
+from collections.abc import Mapping
+from dataclasses import asdict, dataclass, field
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import torch
+from torch import Tensor, nn
+
+from tailmem.errors import CheckpointError
+from tailmem.rundir import atomic_write_text
+from tailmem.train import distributed as D
+from tailmem.train.checkpoint import (
+    checkpoint_path,
+    load_checkpoint,
+    prune_checkpoints,
+    save_checkpoint,
+)
+
+
+@dataclass
+class LoopState:
+    """The loop's counters: updates done, input tokens so far (all ranks), training seconds,
+    and the (loss, grad norm) pairs and tokens of the current logging window."""
+
+    step: int = 0
+    tokens: int = 0
+    elapsed: float = 0.0
+    window: list[tuple[float, float]] = field(default_factory=list)
+    window_tokens: int = 0
+
+    def to_checkpoint(self) -> dict[str, Any]:
+        return {
+            "tokens": self.tokens,
+            "elapsed": self.elapsed,
+            "window": [list(w) for w in self.window],
+            "window_tokens": self.window_tokens,
+        }
+
+    @classmethod
+    def from_checkpoint(cls, step: int, loop: Mapping[str, Any]) -> LoopState:
+        window = [(float(a), float(b)) for a, b in loop["window"]]
+        return cls(step, loop["tokens"], loop["elapsed"], window, loop["window_tokens"])
+
+
+def seed_everything(seed: int) -> None:
+    """Seed Python, NumPy and torch (all devices): call before building the model."""
+    random.seed(seed)
+    np.random.seed(seed % 2**32)
+    torch.manual_seed(seed)
+
+
+def json_value(value: Any) -> Any:
+    """A JSON-safe copy: tensors and numpy values become numbers or lists, non-finite floats the
+    strings "nan" / "inf" / "-inf" (JSON has no literal for them)."""
+    if isinstance(value, Tensor):
+        value = value.item() if value.numel() == 1 else value.tolist()
+    elif isinstance(value, np.generic | np.ndarray):
+        value = value.tolist()
+    if isinstance(value, float) and not math.isfinite(value):
+        return str(value)
+    if isinstance(value, Mapping):
+        return {str(k): json_value(v) for k, v in value.items()}
+    if isinstance(value, list | tuple):
+        return [json_value(v) for v in value]
+    return value
+
+
+# --- RNG state (tensors and plain containers only, for weights_only loading) -----------------
+
+
+def rng_state(device: torch.device) -> dict[str, Any]:
+    kind, keys, pos, has_gauss, gauss = np.random.get_state()
+    state = {
+        "python": random.getstate(),
+        "numpy": {
+            "kind": kind,
+            "keys": torch.from_numpy(keys.astype(np.int64)),
+            "pos": int(pos),
+            "has_gauss": int(has_gauss),
+            "gauss": float(gauss),
+        },
+        "torch": torch.get_rng_state(),
+    }
+    if device.type == "cuda":
+        state["cuda"] = torch.cuda.get_rng_state(device)
+    return state
+
+
+def set_rng_state(state: Mapping[str, Any], device: torch.device) -> None:
+    random.setstate(state["python"])
+    npst = state["numpy"]
+    np.random.set_state(
+        (
+            npst["kind"],
+            npst["keys"].numpy().astype(np.uint32),
+            npst["pos"],
+            npst["has_gauss"],
+            npst["gauss"],
+        )
+    )
+    torch.set_rng_state(state["torch"])
+    if device.type == "cuda" and "cuda" in state:
+        torch.cuda.set_rng_state(state["cuda"], device)
+
+
+# --- metrics file -----------------------------------------------------------------------------
+
+
+def read_metrics(path: Path) -> list[dict[str, Any]]:
+    """The complete JSON lines of a metrics file (a torn last line is skipped)."""
+    rows = []
+    if not Path(path).exists():
+        return rows
+    for line in Path(path).read_text(encoding="utf-8").splitlines():
+        try:
+            rows.append(json.loads(line))
+        except json.JSONDecodeError:
+            continue
+    return rows
+
+
+def truncate_metrics(path: Path, step: int) -> None:
+    """Keep only the lines with ``step`` <= the checkpoint's step (atomic rewrite)."""
+    if not path.exists():
+        return
+    kept = [row for row in read_metrics(path) if row.get("step", 0) <= step]
+    atomic_write_text(path, "".join(json.dumps(row) + "\n" for row in kept))
+
+
+# --- checkpoints ------------------------------------------------------------------------------
+
+
+@dataclass
+class Restored:
+    """What resuming from a checkpoint gives back besides the model and optimiser state."""
+
+    state: LoopState
+    base_lrs: list[float]
+
+
+def restore(
+    path: Path,
+    model: nn.Module,
+    optimizer: Any,
+    data: Any,
+    steps: int,
+    ctx: D.DistContext,
+    device: torch.device,
+) -> Restored:
+    """Load checkpoint ``path`` into model, optimiser, RNGs and data source; any mismatch is a
+    :class:`CheckpointError` naming the file."""
+    state = load_checkpoint(path)
+    try:
+        model.load_state_dict(state["model"])
+    except (RuntimeError, KeyError) as exc:
+        first = str(exc).strip().splitlines()[0]
+        raise CheckpointError(f"checkpoint {path} does not match the model ({first})") from exc
+    try:
+        optimizer.load_state_dict(state["optimizer"])
+    except (ValueError, KeyError) as exc:
+        raise CheckpointError(f"checkpoint {path} does not match the optimiser ({exc})") from exc
+    if len(state["base_lrs"]) != len(optimizer.param_groups):
+        raise CheckpointError(
+            f"checkpoint {path} has {len(state['base_lrs'])} learning rates for "
+            f"{len(optimizer.param_groups)} parameter groups"
+        )
+    rngs = state["rng"]
+    if len(rngs) != ctx.world_size:
+        warnings.warn(
+            f"checkpoint {path} was written by {len(rngs)} ranks, resuming with "
+            f"{ctx.world_size}: random streams (dropout) will differ from the original run",
+            stacklevel=3,
+        )
+    set_rng_state(rngs[ctx.rank % len(rngs)], device)
+    if state.get("data") is not None and hasattr(data, "load_state_dict"):
+        data.load_state_dict(state["data"])
+    if state["step"] > steps:
+        raise CheckpointError(f"checkpoint {path} is at step {state['step']}, beyond steps={steps}")
+    loop = LoopState.from_checkpoint(state["step"], state["loop"])
+    return Restored(loop, list(state["base_lrs"]))
+
+
+def save(
+    ckpt_dir: Path,
+    model: nn.Module,
+    optimizer: Any,
+    data: Any,
+    restored: Restored,
+    cfg: Any,
+    ctx: D.DistContext,
+    device: torch.device,
+) -> None:
+    """Checkpoint after ``restored.state.step`` updates (every rank's RNG; rank 0 writes), then
+    keep the ``cfg.keep_ckpts`` newest."""
+    rngs = D.all_gather_object(rng_state(device), ctx)
+    if not ctx.is_main:
+        return
+    done = restored.state.step
+    payload = {
+        "step": done,
+        "model": model.state_dict(),
+        "optimizer": optimizer.state_dict(),
+        "base_lrs": restored.base_lrs,
+        "rng": rngs,
+        "data": data.state_dict() if hasattr(data, "state_dict") else None,
+        "loop": restored.state.to_checkpoint(),
+        "world_size": ctx.world_size,
+        "train_config": asdict(cfg),
+    }
+    save_checkpoint(checkpoint_path(ckpt_dir, done), payload)
+    if cfg.keep_ckpts is not None:
+        prune_checkpoints(ckpt_dir, cfg.keep_ckpts)
+
+
+def divergence_message(run_dir: Path, step: int, loss: float, gnorm: float, lr: float) -> str:
+    """The one line that reports a non-finite update ``step`` (0-based)."""
+    return (
+        f"training diverged at update {step + 1}: loss={loss}, grad_norm={gnorm} "
+        f"(lr {lr:.3g}); the update was not applied; see {run_dir / 'nan_diagnostics.json'}"
+    )
+
+
+def write_divergence(
+    run_dir: Path, model: nn.Module, step: int, loss: float, gnorm: float, lrs: list[float],
+    batch: tuple[Tensor, Tensor],
+) -> None:  # fmt: skip
+    """Write ``failed.json``, ``nan_diagnostics.json`` and ``nan_batch.pt`` for the update
+    ``step`` (0-based) that went non-finite."""
+    message = divergence_message(run_dir, step, loss, gnorm, lrs[0])
+    diagnostics = {
+        "step": step + 1,
+        "loss": loss,
+        "grad_norm": gnorm,
+        "lrs": lrs,
+        "batch_file": "nan_batch.pt",
+        "grad_norms": {
+            name: (p.grad.float().norm().item() if p.grad is not None else None)
+            for name, p in model.named_parameters()
+        },
+        "nonfinite_params": [
+            name for name, p in model.named_parameters() if not torch.isfinite(p.detach()).all()
+        ],
+    }
+    atomic_write_text(
+        run_dir / "nan_diagnostics.json", json.dumps(json_value(diagnostics), indent=1) + "\n"
+    )
+    x, y = batch
+    torch.save({"step": step, "x": x.cpu(), "y": y.cpu()}, run_dir / "nan_batch.pt")
+    atomic_write_text(
+        run_dir / "failed.json",
+        json.dumps({"status": "failed", "step": step + 1, "message": message}) + "\n",
+    )

@@ -1,0 +1,67 @@
+"""The LM library's plan and pool: progress declared up front and counted across worker
+processes, labelled per-run lines, and the same results from one worker as from two."""
+
+from __future__ import annotations
+
+import os
+
+import pytest
+
+from tailmem import progress
+from tailmem.lm.arms import Arm
+from tailmem.lm.config import ModelSection, OptimSection, TrainSection
+from tailmem.lm.plan import Entry, Plan, run_plan
+from tailmem.lm.subrun import Shared
+
+ARMS = [Arm("adam", "Adam", "adam:*"), Arm("muon", "Muon", "muon:q,k adam:*")]
+
+
+def fake_train(job, shared, on_steps):
+    """A run that reports one step short of its length (as a diverged run would) and scores
+    by its learning rate; it records which process trained it."""
+    for _ in range(job.steps - 1):
+        on_steps(1)
+    fta = 0.1 * job.lr[job.arm.name]
+    return {"status": "complete", "evals": [{"fta_all": fta}], "wall_seconds": 0.0,
+            "pid": os.getpid(), "key": job.key}  # fmt: skip
+
+
+def make_plan(sweep_steps: int) -> Plan:
+    grids = {"adam": (1.0, 2.0, 3.0), "muon": (1.0, 2.0)}
+
+    def entry(arm: Arm) -> Entry:
+        def lrs(point, best):
+            return {**best.get(("plain", "adam"), {"adam": 1.0}), arm.name: point}
+
+        return Entry("plain", arm, grids[arm.name], lrs, ("adam",) if arm.name == "muon" else ())
+
+    def score(entry, point, result):
+        return result["evals"][-1]["fta_all"]
+
+    return Plan([entry(a) for a in ARMS], score, [0, 1], 10, 0, sweep_steps)
+
+
+@pytest.mark.parametrize(("sweep_steps", "workers"), [(6, 1), (10, 1), (10, 2)])
+def test_progress_counts_every_step_of_every_run_declared_up_front(
+    tmp_path, capsys, sweep_steps, workers
+):
+    plan = make_plan(sweep_steps)
+    shared = Shared(str(tmp_path), ModelSection(), TrainSection(), OptimSection(), data=None)
+    declared = plan.total_steps()
+    with progress.tracking(tmp_path) as tracker:
+        run_plan(plan, shared, workers, lambda r: f"score {r['evals'][-1]['fta_all']:.2f}",
+                 train=fake_train)  # fmt: skip
+        trained = sum(job.steps for job in plan.results)
+        # Every run's steps count once; the step each fake run left out counts as skipped.
+        assert declared == trained == (3 + 2) * sweep_steps + 2 * 2 * 10 - 20 * (sweep_steps == 10)
+        assert tracker.total == trained and tracker.done == trained
+        assert tracker.skipped == len(plan.results)
+    pids = {r["pid"] for r in plan.results.values()}
+    assert (os.getpid() in pids) == (workers == 1) and len(pids) <= workers
+    assert plan.best[("plain", "adam")] == {"adam": 3.0}
+    assert plan.best[("plain", "muon")] == {"adam": 3.0, "muon": 2.0}
+    lines = capsys.readouterr().err.splitlines()
+    assert len(lines) == plan.total_runs()
+    assert f"[{plan.total_runs()}/{plan.total_runs()}] plain/" in lines[-1]
+    assert any(line.endswith("plain/muon muon=2 adam=3 seed=1 steps=10: complete, score 0.20 (0s)")
+               for line in lines)  # fmt: skip
