@@ -64,13 +64,12 @@ def test_snapshot_eta_uses_only_the_work_done_in_this_session():
     assert progress.format_seconds(3723) == "1h02m03s" and progress.format_seconds(None) == "-"
 
 
-def test_tracking_span_and_iterate_fill_the_plan_exactly(tmp_path):
+def test_tracking_skip_and_iterate_fill_the_plan_exactly(tmp_path):
     with progress.tracking(tmp_path):
         progress.plan(10, "steps")
-        with progress.span(4):  # a reused result reports nothing inside: 4 skipped
-            pass
-        with progress.span(4):
-            progress.advance(3)  # diverged after 3 steps: 1 skipped
+        progress.skip(4)  # a reused result: 4 skipped
+        progress.advance(3)  # diverged after 3 of 4 steps: 1 skipped
+        progress.skip(1)
         for _ in progress.iterate(range(4), "loop", weight=2):
             pass
         mid = progress.read(tmp_path)

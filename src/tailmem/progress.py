@@ -123,16 +123,6 @@ def skip(amount: float) -> None:
         _current.advance(amount, skipped=True)
 
 
-@contextlib.contextmanager
-def span(amount: float) -> Iterator[None]:
-    """Work inside counts as exactly ``amount`` units: whatever the inner code did not report
-    (a reused result, a run that diverged early) is added as skipped on a normal exit."""
-    before = _current.done if _current is not None else 0.0
-    yield
-    if _current is not None:
-        skip(max(0.0, before + amount - _current.done))
-
-
 def iterate(items: Iterable[T], desc: str, weight: float = 1.0) -> Iterator[T]:
     """``tqdm(items, desc=desc, disable=None, leave=False)`` that also reports ``weight`` units
     spread evenly over the items (a loop that is one phase of an experiment's plan)."""

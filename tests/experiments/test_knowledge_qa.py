@@ -198,7 +198,7 @@ def test_interrupted_run_resumes_from_its_checkpoint(tmp_path, dataset, monkeypa
     assert resumed["evals"] == clean["evals"] and resumed["final_loss"] == clean["final_loss"]
     assert [e["step"] for e in resumed["evals"]] == [4, 8, 12, 16, 20]
     assert sum(trained) == 12  # steps 9..20; the first 8 came from the checkpoint
-    assert run_job(job, shared) == resumed  # complete: reused as is
+    assert run_job(job, shared) == {**resumed, "reused": True}  # complete: reused as is
 
 
 @pytest.mark.parametrize(

@@ -23,7 +23,7 @@ from typing import Any
 from tailmem import progress
 from tailmem.lm.arms import Arm
 from tailmem.lm.pool import Pool
-from tailmem.lm.subrun import Job, Shared, drop_checkpoints, run_job
+from tailmem.lm.subrun import REUSED, Job, Shared, drop_checkpoints, run_job
 from tailmem.train import distributed as D
 
 Best = Mapping[tuple[str, str], Mapping[str, float]]
@@ -149,7 +149,7 @@ def run_plan(
     """Train every run of ``plan`` with ``train(job, shared, on_steps)`` (default
     :func:`~tailmem.lm.subrun.run_job`) on a pool of ``workers`` processes (1, or under
     torchrun: in this process); rank 0 prints ``[n/N] <run>: <status>, <summary(result)>
-    (<that run's seconds>)``."""
+    (<that run's own seconds, or "reused">)``."""
     if D.launched_world_size() > 1:
         workers = 1
     main = D.is_main_process()
@@ -172,13 +172,14 @@ def run_plan(
             if outcome.error is not None:
                 pool.cancel_pending()
                 raise outcome.error
-            job, result = outcome.tag, outcome.result
+            job, result = outcome.tag, dict(outcome.result)
             progress.skip(job.steps - trained.get(job, 0))  # reused, resumed or diverged
             count += 1
+            took = "reused" if result.pop(REUSED, False) else f"{result['wall_seconds']:.0f}s"
             if main:
                 print(
                     f"[{count}/{plan.total_runs()}] {job.label} steps={job.steps}: "
-                    f"{result['status']}, {summary(result)} ({result['wall_seconds']:.0f}s)",
+                    f"{result['status']}, {summary(result)} ({took})",
                     file=sys.stderr,
                     flush=True,
                 )

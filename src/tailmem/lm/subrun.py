@@ -46,6 +46,9 @@ from tailmem.train import (
 )
 from tailmem.train import distributed as D
 
+REUSED = "reused"
+"""Key :func:`run_job` adds (True) to a result it found complete on disk (not stored)."""
+
 StepSink = Callable[[int], None]
 """Told the number of updates trained, as they happen (progress across processes)."""
 
@@ -148,8 +151,9 @@ def run_job(job: Job, shared: Shared, on_steps: StepSink | None = None) -> dict[
 
     The result holds ``status`` ("complete", or "failed" on divergence), ``evals`` (one dict per
     evaluation with ``step`` and every hook's numbers), ``final`` (the last evaluation of a
-    complete run, else empty), ``final_loss``, ``tokens`` and ``wall_seconds`` (this run's
-    own training time in this call). Every rank returns the same result.
+    complete run, else empty), ``final_loss``, ``tokens`` and ``wall_seconds`` (the run's
+    training time when it was trained) — and ``reused: True`` when it was found complete on
+    disk. Every rank returns the same result.
     """
     ctx, device = D.init_distributed(shared.train.device)
     materials = shared.data.load(ctx)
@@ -160,7 +164,7 @@ def run_job(job: Job, shared: Shared, on_steps: StepSink | None = None) -> dict[
     reused = _reusable(sub, digest) if ctx.is_main else None
     reused = D.broadcast_object(reused, ctx)
     if reused is not None:
-        return reused
+        return {**reused, REUSED: True}
     D.barrier(ctx)
     started = time.perf_counter()
     seed_everything(job.seed)
