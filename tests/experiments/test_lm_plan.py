@@ -10,7 +10,7 @@ import pytest
 from tailmem import progress
 from tailmem.lm.arms import Arm
 from tailmem.lm.config import ModelSection, OptimSection, TrainSection
-from tailmem.lm.plan import Entry, Plan, run_plan
+from tailmem.lm.plan import Entry, Plan, keep_checkpoints, run_plan
 from tailmem.lm.subrun import Shared
 
 ARMS = [Arm("adam", "Adam", "adam:*"), Arm("muon", "Muon", "muon:q,k adam:*")]
@@ -65,3 +65,24 @@ def test_progress_counts_every_step_of_every_run_declared_up_front(
     assert f"[{plan.total_runs()}/{plan.total_runs()}] plain/" in lines[-1]
     assert any(line.endswith("plain/muon muon=2 adam=3 seed=1 steps=10: complete, score 0.20 (0s)")
                for line in lines)  # fmt: skip
+
+
+@pytest.mark.parametrize(
+    ("policy", "kept"),
+    [("all", 7), ("first_seed", 2), ("none", 0)],
+)
+def test_keep_checkpoints_policy(tmp_path, policy, kept):
+    plan = make_plan(sweep_steps=10)
+    shared = Shared(str(tmp_path), ModelSection(), TrainSection(), OptimSection(), data=None)
+    run_plan(plan, shared, 1, lambda r: "", train=fake_train)
+    for result in plan.results.values():
+        (tmp_path / result["key"] / "ckpt").mkdir(parents=True)
+    keep_checkpoints(plan, str(tmp_path), policy)
+    ckpts = tmp_path.glob("runs/*/*/*/ckpt")
+    left = sorted(p.parent.relative_to(tmp_path).as_posix() for p in ckpts)
+    assert len(left) == kept
+    if policy == "first_seed":  # each arm's seed-0 run at its chosen learning rates
+        assert left == [
+            "runs/plain/adam/adam3-seed0-steps10",
+            "runs/plain/muon/muon2-adam3-seed0-steps10",
+        ]
