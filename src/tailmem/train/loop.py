@@ -138,6 +138,14 @@ class TrainConfig:
                 "use precision=fp32 on CPU"
             )
 
+    def due(self, done: int, has_hooks: bool) -> tuple[bool, bool, bool]:
+        """Whether to log, to evaluate and to checkpoint after ``done`` updates."""
+        last = done == self.steps
+        log = done % self.log_every == 0 or last
+        evaluate = has_hooks and ((self.eval_every > 0 and done % self.eval_every == 0) or last)
+        ckpt = (self.ckpt_every > 0 and done % self.ckpt_every == 0) or (last and self.save_final)
+        return log, evaluate, ckpt
+
     def lr_at(self, step: int) -> float:
         """Learning-rate multiplier of the 0-based update ``step``."""
         return lr_multiplier(
@@ -354,10 +362,13 @@ def _evaluate(
     return merged
 
 
-def _log_row(state: LoopState, optimizer: OptimizerLike, wall: float) -> dict[str, Any]:
-    """The metrics line after ``state.step`` updates (window means over the last ``wall`` s)."""
+def _log_row(
+    state: LoopState, optimizer: OptimizerLike, wall: float, with_window: bool
+) -> dict[str, Any]:
+    """The metrics line after ``state.step`` updates; ``with_window``: with the means of the
+    logging window (its last ``wall`` seconds)."""
     row: dict[str, Any] = {"step": state.step}
-    if state.window:
+    if with_window and state.window:
         row["loss"] = sum(w[0] for w in state.window) / len(state.window)
         row["grad_norm"] = sum(w[1] for w in state.window) / len(state.window)
         row["tokens_per_s"] = state.window_tokens / wall if wall > 0 else None
@@ -369,6 +380,16 @@ def _log_row(state: LoopState, optimizer: OptimizerLike, wall: float) -> dict[st
     row["tokens"] = state.tokens
     row["elapsed"] = round(state.elapsed, 3)
     return row
+
+
+def _diverged(
+    run_dir: Path, model: nn.Module, step: int, result: StepResult, lrs: list[float],
+    batch: tuple[Tensor, Tensor], ctx: D.DistContext,
+) -> str:  # fmt: skip
+    """Record a non-finite update (rank 0 writes the diagnostics); returns the message."""
+    if ctx.is_main:
+        write_divergence(run_dir, model, step, result.loss, result.grad_norm, lrs, batch)
+    return divergence_message(run_dir, step, result.loss, result.grad_norm, lrs[0])
 
 
 def _start(
@@ -458,36 +479,22 @@ def train(
             lrs = [base * cfg.lr_at(step) for base in run.base_lrs]
             result = train_step(wrapped, optimizer, batch, lrs, cfg, ctx, loss_fn)
             now = time.perf_counter()
-            state.elapsed = before + (now - session_start)
-            state.tokens += result.tokens
-            state.window_tokens += result.tokens
+            elapsed = before + (now - session_start)
+            state.record(step, elapsed, result.tokens, result.loss, result.grad_norm)
             if not result.finite:
-                message = divergence_message(run_dir, step, result.loss, result.grad_norm, lrs[0])
-                if ctx.is_main:
-                    write_divergence(
-                        run_dir, model, step, result.loss, result.grad_norm, lrs, batch
-                    )
+                message = _diverged(run_dir, model, step, result, lrs, batch, ctx)
                 out.say(message)
                 return TrainResult("failed", step, result.loss, resumed_from, message, last_eval)
-            state.window.append((result.loss, result.grad_norm))
-            state.step = step + 1
-            last_loss = result.loss
+            last_loss, done = result.loss, state.step
             bar.update(1)
             if on_step is not None:
                 on_step(1)
-            done = state.step
-            is_log = done % cfg.log_every == 0 or done == cfg.steps
-            is_eval = bool(eval_hooks) and (
-                (cfg.eval_every > 0 and done % cfg.eval_every == 0) or done == cfg.steps
-            )
+            is_log, is_eval, is_ckpt = cfg.due(done, bool(eval_hooks))
             if is_log or is_eval:
-                row = _log_row(state, optimizer, now - window_start)
+                row = _log_row(state, optimizer, now - window_start, with_window=is_log)
                 if is_log:
                     bar.set_postfix(loss=f"{row['loss']:.4f}", refresh=False)
                     state.window, state.window_tokens, window_start = [], 0, now
-                else:
-                    for key in ("loss", "grad_norm", "tokens_per_s"):
-                        row.pop(key, None)
                 if is_eval:
                     last_eval = row["eval"] = _evaluate(model, eval_hooks, done, cfg.precision)
                     rate = (done - start) / max(now - session_start, 1e-9)
@@ -499,9 +506,7 @@ def train(
                 if metrics is not None:
                     metrics.write(json.dumps(json_value(row)) + "\n")
                     metrics.flush()
-            if (cfg.ckpt_every > 0 and done % cfg.ckpt_every == 0) or (
-                done == cfg.steps and cfg.save_final
-            ):
+            if is_ckpt:
                 save(run_dir / "ckpt", model, optimizer, data, run, cfg, ctx, device)
         D.barrier(ctx)
         message = f"trained {cfg.steps} steps, final loss {last_loss}"

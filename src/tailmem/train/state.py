@@ -41,6 +41,16 @@ class LoopState:
     window: list[tuple[float, float]] = field(default_factory=list)
     window_tokens: int = 0
 
+    def record(self, step: int, elapsed: float, tokens: int, loss: float, grad_norm: float) -> None:
+        """Count update ``step`` (0-based): its tokens and the time so far; a finite update also
+        joins the window and advances ``step``."""
+        self.tokens += tokens
+        self.window_tokens += tokens
+        self.elapsed = elapsed
+        if math.isfinite(loss) and math.isfinite(grad_norm):
+            self.window.append((loss, grad_norm))
+            self.step = step + 1
+
     def to_checkpoint(self) -> dict[str, Any]:
         return {
             "tokens": self.tokens,
