@@ -116,7 +116,7 @@ def to_dict(cfg: Any) -> dict[str, Any]:
 
 def dump_yaml(data: Any) -> str:
     """Stable YAML text for configs and run records."""
-    return yaml.safe_dump(_plain(data), sort_keys=False, default_flow_style=None)
+    return yaml.safe_dump(_plain(data), sort_keys=False, default_flow_style=False)
 
 
 def _plain(value: Any) -> Any:

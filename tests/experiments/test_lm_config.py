@@ -1,0 +1,36 @@
+"""The config tree every LM study shares: the same key for the same concept in each study."""
+
+from __future__ import annotations
+
+import pytest
+import yaml
+
+from tailmem.cli import main
+from tailmem.config import load_config
+from tailmem.errors import ConfigError
+from tailmem.experiments import get_experiment
+
+STUDIES = ("ablation", "spectra", "knowledge-qa")
+SHARED = ["train.steps=7", "model.d_model=48", "optim.muon.lr=0.03", "seeds=2", "workers=1"]
+
+
+@pytest.mark.parametrize("study", STUDIES)
+def test_the_shared_keys_mean_the_same_in_every_study(study, capsys):
+    assert main(["config", study, "--preset", "smoke", *SHARED]) == 0
+    printed = yaml.safe_load(capsys.readouterr().out)
+    assert printed["train"]["steps"] == 7 and printed["model"]["d_model"] == 48
+    assert printed["optim"]["muon"]["lr"] == 0.03
+    assert printed["seeds"] == 2 and printed["workers"] == 1
+    cfg = load_config(get_experiment(study).Config, study, "smoke", SHARED)
+    assert cfg.model.build(100, "plain", cfg.train.seq_len).d_model == 48
+    assert cfg.seed_list == [cfg.seed, cfg.seed + 1]
+    hparams = cfg.optim.hparams("muon:q adam:*", cfg.optim.base_lrs())
+    assert hparams["muon"]["lr"] == 0.03
+
+
+@pytest.mark.parametrize("study", STUDIES)
+def test_old_keys_are_rejected_in_one_line(study):
+    for old in ("steps=7", "n_seeds=2", "optim.muon_lr=0.01", "data.seq_len=32"):
+        with pytest.raises(ConfigError, match="unknown config field") as info:
+            load_config(get_experiment(study).Config, study, "smoke", [old])
+        assert "\n" not in str(info.value)
