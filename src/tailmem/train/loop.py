@@ -466,7 +466,8 @@ def train(
         )
         out = _Printer(bar, label, ctx.is_main)
         origin = "fresh" if resumed_from is None else f"resumed at {state.step}"
-        out.say(f"training {run_dir}: {cfg.steps} steps ({origin})")
+        where = run_dir.name if label else run_dir  # a labelled line already names the run
+        out.say(f"training {where}: {cfg.steps} steps ({origin})")
         metrics: IO[str] | None = None
         if ctx.is_main:
             metrics = stack.enter_context(open(run_dir / "metrics.jsonl", "a", encoding="utf-8"))
