@@ -41,6 +41,15 @@ from tailmem.models.roles import ROLES, ParamRole, _format_table, _short_list, r
 
 KINDS: tuple[str, ...] = ("muon", "adam", "adamw", "sgd", "signgd")
 MUON_GROUP_KEYS: tuple[str, ...] = ("row_splits", "fan_out_dim", "num_heads")
+MUON_RECIPE_DEFAULTS: dict[str, Any] = {
+    "lr": 0.02,
+    "momentum": 0.95,
+    "nesterov": False,
+    "weight_decay": 0.0,
+    "dtype": None,
+}
+"""What a recipe's Muon gets unless ``muon={...}`` says otherwise (paper A1: no Nesterov, no weight
+decay, the gradient's dtype). ``tailmem.optim.Muon``'s own defaults are ``torch.optim.Muon``'s."""
 _EXAMPLE = "e.g. 'muon:v,o,w_in,w_gate,w_out adam:*'"
 
 
@@ -213,9 +222,12 @@ def build_optimizer(
             takes the overrides of all its parts, which must not contradict each other.
         **hparams: per kind, the keyword arguments of its constructor, e.g.
             ``muon={"lr": 0.02, "momentum": 0.95}, adam={"lr": 3e-4, "betas": (0.8, 0.95)}``.
-            Whatever is not given keeps the class default: ``tailmem.optim.Muon`` (lr 0.02,
-            momentum 0.95, no Nesterov), ``torch.optim.Adam``/``AdamW``/``SGD`` (lr 1e-3; Adam
-            betas (0.9, 0.999); AdamW weight_decay 0.01; SGD no momentum) and
+            Whatever is not given keeps a default: Muon :data:`MUON_RECIPE_DEFAULTS` (lr 0.02,
+            momentum 0.95, no Nesterov, no weight decay, orthogonalised in the gradient's dtype,
+            shared over the default process group when one with several ranks exists when the
+            optimiser is built, as under ``torchrun`` + DDP),
+            ``torch.optim.Adam``/``AdamW``/``SGD`` (lr 1e-3; Adam betas (0.9, 0.999); AdamW
+            weight_decay 0.01; SGD no momentum) and
             ``tailmem.optim.SignGD`` (no default lr: ``signgd={"lr": ...}`` is required).
 
     Muon and SignGD are imported only when the recipe uses them.
@@ -260,6 +272,8 @@ def build_optimizer(
         accepted, required = _constructor_options(cls)
         options = dict(hparams.get(kind) or {})
         _check_names(accepted, options, f"hyperparameters for {kind}")
+        if kind == "muon":
+            options = {**_muon_defaults(), **options}
         missing = [name for name in required if name not in options]
         if missing:
             raise ConfigError(
@@ -485,6 +499,15 @@ class _RoutedState(Mapping):
 
     def __len__(self) -> int:
         return sum(len(opt.state) for opt in self._routed.optimizers.values())
+
+
+def _muon_defaults() -> dict[str, Any]:
+    """:data:`MUON_RECIPE_DEFAULTS`, plus ``distributed="ddp"`` under a multi-rank process group."""
+    defaults = dict(MUON_RECIPE_DEFAULTS)
+    dist = torch.distributed
+    if dist.is_available() and dist.is_initialized() and dist.get_world_size() > 1:
+        defaults["distributed"] = "ddp"
+    return defaults
 
 
 def _optimizer_class(kind: str) -> type[torch.optim.Optimizer]:
