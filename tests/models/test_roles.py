@@ -669,7 +669,7 @@ def test_vocabulary_shaped_parameters_never_go_to_muon_unless_forced():
     msg = str(err.value)
     assert f"shaped like the {VOCAB}-token vocabulary" in msg
     assert f"lm_out.weight ({VOCAB}, {E}) (other)" in msg and "force_muon_vocab=True" in msg
-    with pytest.raises(ConfigError, match="emb.weight"):
+    with pytest.raises(ConfigError, match=r"emb\.weight"):
         plan_param_groups(Mystery(), "muon:embed adam:*")
     plan = plan_param_groups(Mystery(), "muon:other adam:*", force_muon_vocab=True)
     assert "lm_out.weight" in {n for g in plan["muon"] for n in g["param_names"]}
