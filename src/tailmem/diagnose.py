@@ -62,6 +62,12 @@ def load_weights(path: str | Path) -> LoadedWeights:
             "Hugging Face model folder"
         )
     if path.is_file():
+        if not _written_by_torch_save(path):
+            raise DataError(
+                f"{path} is not a checkpoint (not a torch.save file); expected a tailmem "
+                "checkpoint (.../ckpt/step_*.pt), a training run directory or a Hugging Face "
+                "model folder"
+            )
         return _from_checkpoint(path)
     if (path / "config.json").is_file() and any((path / f).is_file() for f in WEIGHT_FILES):
         return _from_hf_folder(path)
@@ -77,6 +83,14 @@ def load_weights(path: str | Path) -> LoadedWeights:
         f"{path} is neither a training run (no ckpt/), nor a Hugging Face model folder "
         f"(config.json plus one of {', '.join(WEIGHT_FILES)})"
     )
+
+
+def _written_by_torch_save(path: Path) -> bool:
+    """Whether ``path`` starts like a torch.save file: a zip archive (the default since torch
+    1.6) or a legacy pickle. A truncated checkpoint still does, so it is reported as damaged."""
+    with open(path, "rb") as handle:
+        head = handle.read(4)
+    return head == b"PK\x03\x04" or head[:1] == b"\x80"
 
 
 def _from_run_dir(run_dir: Path) -> LoadedWeights:
