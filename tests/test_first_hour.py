@@ -42,43 +42,39 @@ def test_overall_eta_counts_queued_experiments_and_moves(tmp_path):
     board = Board(tmp_path, dict.fromkeys(expected, "run"), clock=clock, expected=expected)
     # Nothing started: the measured times of all three, one after another.
     assert board.overall() == "0/3 finished, elapsed 0s, ETA 1m10s"
-    # a started 4 s ago and has no rate yet: 10 - 4 of it left, then b and c.
+    # a started 4 s ago and has no rate yet: 10 - 4 s of it left, then b and c.
     clock.now = 1004.0
     snapshot(tmp_path, "a", done=0, total=100, started=1000.0, updated=1000.0)
     assert board.remaining(board.rows()) == (pytest.approx(66.0), 0)
-    # a did 30 of 100 steps in 6 s: 14 s left, and 20 s in all where 10 were expected, so
-    # this machine is 2x slower today: b and c take 40 s and 80 s.
+    # a did 30 of 100 steps in 6 s: its own ETA is 14 s, its prior 10 - 6 = 4 s; 30% done,
+    # so 0.3 * 14 + 0.7 * 4 = 7 s.
     clock.now = 1006.0
     snapshot(tmp_path, "a", done=30, total=100, started=1000.0, updated=1006.0)
     assert board.rows()[0].eta == pytest.approx(14.0)
-    assert board.speed(board.rows()) == pytest.approx(2.0)
-    assert board.overall() == "0/3 finished, elapsed 6s, ETA 2m14s"
-    clock.now = 1008.0  # two seconds on, no new snapshot: the ETA counts down
-    assert board.overall() == "0/3 finished, elapsed 8s, ETA 2m12s"
-    # a finished after 20 s; b did half its steps in 5 s: (20 + 10) s for (10 + 20) expected.
+    assert board.overall() == "0/3 finished, elapsed 6s, ETA 1m07s"
+    clock.now = 1008.0  # two seconds on, no new snapshot: 0.3 * 12 + 0.7 * 2 = 5 s for a
+    assert board.overall() == "0/3 finished, elapsed 8s, ETA 1m05s"
+    # a finished after 20 s where 10 were expected: this machine is 2x slower today. b did
+    # half its steps in 5 s: 0.5 * 5 + 0.5 * (2 * 20 - 5) = 20 s, then c 2 * 40 s.
     snapshot(tmp_path, "a", done=100, total=100, started=1000.0, updated=1020.0)
     board.finish("a", ok=True)
     clock.now = 1025.0
     snapshot(tmp_path, "b", done=50, total=100, started=1020.0, updated=1025.0)
-    assert board.speed(board.rows()) == pytest.approx(1.0)
-    assert board.overall() == "1/3 finished, elapsed 25s, ETA 45s"
+    assert board.speed(board.rows()) == pytest.approx(2.0)
+    assert board.overall() == "1/3 finished, elapsed 25s, ETA 1m40s"
 
 
 def test_overall_eta_with_parallel_runs_and_an_untimed_experiment(tmp_path):
     clock = Clock(100.0)
     expected = {"a": 30.0, "b": 30.0, "c": 30.0, "d": None}
-    board = Board(
-        tmp_path, dict.fromkeys(expected, "run"), parallel=2, clock=clock, expected=expected
-    )
-    snapshot(tmp_path, "a", done=50, total=100, started=90.0, updated=100.0)  # 10 s left
-    snapshot(tmp_path, "b", done=10, total=100, started=90.0, updated=100.0)  # 90 s left
-    # speed (20 + 100) / 60 = 2: c needs 60 s and starts when a's slot frees, at 10 s.
-    assert board.remaining(board.rows()) == (pytest.approx(90.0), 1)
-    assert board.overall() == "0/4 finished, elapsed 0s, ETA 1m30s (+1 not estimated yet)"
-    snapshot(tmp_path, "b", done=90, total=100, started=90.0, updated=100.0)  # 10/9 s left
-    # speed (20 + 10 + 10/9) / 60; c takes 30 times that, from b's slot at 10/9 s.
-    speed = (30 + 10 / 9) / 60
-    assert board.remaining(board.rows())[0] == pytest.approx(10 / 9 + 30 * speed)
+    plans = dict.fromkeys(expected, "run")
+    board = Board(tmp_path, plans, parallel=2, clock=clock, expected=expected)
+    snapshot(tmp_path, "a", done=50, total=100, started=90.0, updated=100.0)  # own ETA 10 s
+    snapshot(tmp_path, "b", done=10, total=100, started=90.0, updated=100.0)  # own ETA 90 s
+    # a: 0.5 * 10 + 0.5 * 20 = 15 s; b: 0.1 * 90 + 0.9 * 20 = 27 s; c (30 s) takes a's slot
+    # when it frees at 15 s: done at 45 s. d was never timed: not estimated.
+    assert board.remaining(board.rows()) == (pytest.approx(45.0), 1)
+    assert board.overall() == "0/4 finished, elapsed 0s, ETA 45s (+1 not estimated yet)"
 
 
 def test_plain_lines_repeat_the_overall_eta_with_every_progress_line(tmp_path, monkeypatch):
@@ -88,15 +84,15 @@ def test_plain_lines_repeat_the_overall_eta_with_every_progress_line(tmp_path, m
     lines = PlainLines(board, stream, every=30.0)
     monotonic = Clock(0.0)
     monkeypatch.setattr("tailmem.progress_display.time.monotonic", monotonic)
-    snapshot(tmp_path, "a", done=1, total=4, started=96.0, updated=100.0)  # 12 s left
+    # a did 1 of 4 steps in 4 s: own ETA 12 s, prior 8 - 4 = 4 s: 0.25 * 12 + 0.75 * 4 = 6 s.
+    snapshot(tmp_path, "a", done=1, total=4, started=96.0, updated=100.0)
     lines.poll()
-    monotonic.now, clock.now = 30.0, 106.0
+    monotonic.now, clock.now = 30.0, 105.0  # a's line is due: 0.25 * 7 + 0.75 * 0 = 1.75 s
     lines.poll()
     overall = [line for line in stream.getvalue().splitlines() if "finished" in line]
-    # a: 1 of 4 steps in 4 s is 16 s where 8 were expected, so b's 30 s become 60 s.
     assert overall == [
-        "[reproduce] 0/2 finished, elapsed 0s, ETA 1m12s",
-        "[reproduce] 0/2 finished, elapsed 6s, ETA 1m06s",
+        "[reproduce] 0/2 finished, elapsed 0s, ETA 36s",
+        "[reproduce] 0/2 finished, elapsed 5s, ETA 32s",
     ]
 
 

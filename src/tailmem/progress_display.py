@@ -7,9 +7,9 @@ worker process or as a cluster job. :func:`watching` shows it while a block runs
 live table on a terminal, otherwise plain lines (one per state change, and at most one per
 running experiment every ``plain_every`` seconds) that read well in CI logs.
 
-The overall ETA adds up each running experiment's own ETA and, for those that have not measured
-their rate yet, their measured time at the preset (:mod:`tailmem.experiments.catalog`) scaled
-by how much slower or faster the experiments run on this machine today.
+The overall ETA adds up, per experiment, its measured time at the preset
+(:mod:`tailmem.experiments.catalog`) scaled by how much slower or faster the finished ones ran
+on this machine today, blended with its own ETA as its work gets done (:meth:`Board.remaining`).
 """
 
 from __future__ import annotations
@@ -121,38 +121,41 @@ class Board:
         return rows
 
     def speed(self, rows: list[Row]) -> float:
-        """How much longer than ``expected`` experiments take on this machine today: total
-        (elapsed + ETA) over total expected time, among those that have measured their own
-        rate (finished or estimating); 1 before any has."""
+        """How much longer than ``expected`` the experiments finished in this call took (total
+        over total, so a long experiment weighs more than a short one); 1 before any has."""
         took = expected = 0.0
         for r in rows:
-            if self.expected.get(r.name) is None or r.elapsed is None:
-                continue
-            if r.status == "done" or r.eta is not None:
-                took += r.elapsed + (r.eta or 0.0)
+            if r.status == "done" and r.elapsed is not None and self.expected.get(r.name):
+                took += r.elapsed
                 expected += self.expected[r.name]
-        return took / expected if took > 0 and expected > 0 else 1.0
+        return took / expected if expected > 0 else 1.0
 
     def remaining(self, rows: list[Row]) -> tuple[float | None, int]:
         """Seconds until every open experiment is done, and how many open ones have no
         estimate at all (neither a rate of their own nor an ``expected`` time).
 
-        A running experiment that has measured its rate counts its own ETA; any other open one
-        counts its expected time scaled by :meth:`speed`, less the time it has already run.
-        Queued experiments start in board order on the first of ``parallel`` slots to free up.
+        An experiment's prior is its expected time scaled by :meth:`speed`, less the time it
+        has run. Once it measures its own rate, its own ETA counts in proportion to the part
+        done: an early rate (one slow first step) or a stale one (work after the last
+        reported step) does not swing the total. Queued experiments start in board order on
+        the first of ``parallel`` slots to free up.
         """
         speed = self.speed(rows)
         running, queued, unknown = [], [], 0
         for r in rows:
             if r.status not in ("queued", "running", "resuming"):
                 continue
-            if r.eta is not None:
-                left = r.eta
-            elif self.expected.get(r.name) is not None:
-                left = max(self.expected[r.name] * speed - (r.elapsed or 0.0), 0.0)
-            else:
+            prior = None
+            if self.expected.get(r.name) is not None:
+                prior = max(self.expected[r.name] * speed - (r.elapsed or 0.0), 0.0)
+            if r.eta is None and prior is None:
                 unknown += 1
                 continue
+            if r.eta is None or prior is None:
+                left = prior if r.eta is None else r.eta
+            else:
+                done = r.fraction or 0.0
+                left = done * r.eta + (1.0 - done) * prior
             (queued if r.status == "queued" else running).append(left)
         if not running and not queued:
             return None, unknown
