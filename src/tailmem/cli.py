@@ -59,7 +59,8 @@ def _cmd_run(args: argparse.Namespace) -> int:
         print(f"{run.path}: already complete with this config (use --force to redo)")
     else:
         print(f"{args.experiment} ({args.preset}) finished: {run.path}")
-    print(run_summary(run.path))
+    if os.environ.get("RANK", "0") == "0":  # under torchrun, rank 0 wrote claims.json
+        print(run_summary(run.path))
     return 0
 
 
