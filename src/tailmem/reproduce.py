@@ -26,7 +26,6 @@ from typing import Any
 from tailmem.config import PRESETS, load_config, to_dict
 from tailmem.errors import ConfigError
 from tailmem.experiments import EXPERIMENTS, get_experiment
-from tailmem.experiments.catalog import expected_seconds
 from tailmem.progress_display import Board, watching
 from tailmem.report.render import write_report
 from tailmem.rundir import RunDir, config_digest
@@ -320,6 +319,8 @@ def reproduce(
     todo = [n for n in names if plans[n] != "skip"]
     forces = {n: plans[n] == "redo" for n in todo}
     parallel = jobs if launcher == "slurm" else min(jobs, max(len(todo), 1))
+    from tailmem.experiments.catalog import expected_seconds  # (the overall ETA's prior)
+
     expected = {name: expected_seconds(name, preset) for name in names}
     board = Board(out, plans, parallel=parallel, expected=expected)
     work = _Work(todo, forces, preset, out, board)
