@@ -26,9 +26,15 @@ class _Parser(argparse.ArgumentParser):
 def _cmd_list(args: argparse.Namespace) -> int:
     from tailmem.config import available_presets
     from tailmem.experiments import EXPERIMENTS
+    from tailmem.experiments.catalog import about
 
     for name in EXPERIMENTS:
-        print(f"{name:20s} presets: {', '.join(available_presets(name))}")
+        entry = about(name)
+        text = f"presets: {', '.join(available_presets(name))}"
+        if entry is not None:
+            text = f"{entry.reproduces:58s} | {entry.presets_text()}"
+        print(f"{name:16s} {text}")
+    print("(times: wall clock on a quiet 2-core machine; smoke presets are toy sizes)")
     return 0
 
 
@@ -43,6 +49,7 @@ def _cmd_config(args: argparse.Namespace) -> int:
 
 
 def _cmd_run(args: argparse.Namespace) -> int:
+    from tailmem.report.summary import run_summary
     from tailmem.runner import run_experiment
 
     run, status = run_experiment(
@@ -52,6 +59,8 @@ def _cmd_run(args: argparse.Namespace) -> int:
         print(f"{run.path}: already complete with this config (use --force to redo)")
     else:
         print(f"{args.experiment} ({args.preset}) finished: {run.path}")
+    if os.environ.get("RANK", "0") == "0":  # under torchrun, rank 0 wrote claims.json
+        print(run_summary(run.path))
     return 0
 
 

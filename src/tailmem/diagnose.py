@@ -41,6 +41,10 @@ from tailmem.rundir import RunDir
 from tailmem.train.checkpoint import latest_checkpoint, load_checkpoint
 
 _HEAD_KEYS = ("num_attention_heads", "n_head")
+EXPECTED = (
+    "a training checkpoint (step_*.pt), a training run directory or a Hugging Face model folder"
+)
+_CHECKPOINT_MAGIC = (b"PK\x03\x04", b"\x80")  # torch.save's zip format, or a bare pickle
 
 
 @dataclass
@@ -57,11 +61,9 @@ def load_weights(path: str | Path) -> LoadedWeights:
     """Resolve PATH (see the module docstring) and load its weights and roles."""
     path = Path(path)
     if not path.exists():
-        raise DataError(
-            f"{path} does not exist; expected a checkpoint file, a training run directory or a "
-            "Hugging Face model folder"
-        )
+        raise DataError(f"{path} does not exist; expected {EXPECTED}")
     if path.is_file():
+        _require_checkpoint_file(path)
         return _from_checkpoint(path)
     if (path / "config.json").is_file() and any((path / f).is_file() for f in WEIGHT_FILES):
         return _from_hf_folder(path)
@@ -75,8 +77,18 @@ def load_weights(path: str | Path) -> LoadedWeights:
         raise DataError(f"{path} holds {len(runs)} training runs ({shown}, ...); pass one of them")
     raise DataError(
         f"{path} is neither a training run (no ckpt/), nor a Hugging Face model folder "
-        f"(config.json plus one of {', '.join(WEIGHT_FILES)})"
+        f"(config.json plus one of {', '.join(WEIGHT_FILES)}); expected {EXPECTED}"
     )
+
+
+def _require_checkpoint_file(path: Path) -> None:
+    """Refuse a file that is no checkpoint at all (a README, a JSON or CSV file) by its first
+    bytes, before loading it would call it a corrupt checkpoint."""
+    with open(path, "rb") as handle:
+        head = handle.read(4)
+    if not head.startswith(_CHECKPOINT_MAGIC):
+        kind = f"a {path.suffix.lstrip('.').upper()} file" if path.suffix else "not a torch file"
+        raise DataError(f"{path} is not a checkpoint ({kind}); expected {EXPECTED}")
 
 
 def _from_run_dir(run_dir: Path) -> LoadedWeights:

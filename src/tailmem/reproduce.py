@@ -319,7 +319,10 @@ def reproduce(
     todo = [n for n in names if plans[n] != "skip"]
     forces = {n: plans[n] == "redo" for n in todo}
     parallel = jobs if launcher == "slurm" else min(jobs, max(len(todo), 1))
-    board = Board(out, plans, parallel=parallel)
+    from tailmem.experiments.catalog import expected_seconds  # (the overall ETA's prior)
+
+    expected = {name: expected_seconds(name, preset) for name in names}
+    board = Board(out, plans, parallel=parallel, expected=expected)
     work = _Work(todo, forces, preset, out, board)
     with watching(board, sys.stderr):
         if launcher == "slurm" and todo:
