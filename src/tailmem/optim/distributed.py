@@ -58,14 +58,10 @@ def local(t: Tensor) -> Tensor:
 
 
 def mesh_group(p: Tensor) -> Any:
-    """The process group of a DTensor parameter's 1-D device mesh (FSDP2's shard group)."""
+    """The group that shares a DTensor parameter's orthogonalisation: its 1-D mesh's group
+    (FSDP2's shard group); ``None`` (every rank does all of it) for a multi-dimensional mesh."""
     mesh = p.device_mesh
-    if mesh.ndim != 1:
-        raise ValueError(
-            f"Muon handles DTensor parameters on a 1-D device mesh (FSDP2 fully_shard); got a "
-            f"{mesh.ndim}-D mesh {tuple(mesh.shape)} for a parameter of shape {tuple(p.shape)}"
-        )
-    return mesh.get_group()
+    return mesh.get_group() if mesh.ndim == 1 else None
 
 
 def full_matrix(p: Tensor, local_value: Tensor) -> Tensor:

@@ -179,7 +179,8 @@ class Muon(Optimizer):
         normuon: NorMuon per-row normalisation after orthogonalisation; ``normuon_beta2`` its
             second-moment decay in ``[0, 1)``.
         process_group: share the orthogonalisation across this group (DDP); ``None``: local.
-        distributed: ``"ddp"`` to use the default process group at each step; ``None``: local.
+        distributed: ``"ddp"`` to use the default process group at each step (local while
+            none is initialised); ``None``: local.
 
     Every group argument (all but the last two) can be overridden per param group. ``p.grad`` is
     never modified; parameters whose grad is ``None`` are skipped. State per parameter:
