@@ -45,6 +45,9 @@ def check_capacity(claim: Claim, results: Mapping[str, Any]) -> list[Outcome]:
             ours += f"; best step size at a grid edge at {len(edges)}/{len(rows)} d"
         if all(r["error"] >= results["chance_error"] - CHANCE_TOL for r in rows):
             out.append(inconclusive(ours, "model at chance at every d", **kw))
+        elif 2 * len(edges) >= len(rows):
+            out.append(inconclusive(ours, "the step-size grid does not bracket the best step "
+                                    "at half or more of the d values", **kw))  # fmt: skip
         elif trend.slope is None:
             out.append(inconclusive(ours, trend.reason, **kw))
         else:
@@ -69,8 +72,8 @@ CLAIMS: list[Claim] = [
         "top-1 error of a d×d associative memory on Zipf(α) data scales as d^(−α+1)",
         "exponent 1 − α (−1.00 at α = 2)",
         "fitted log-log slope of the best final error against d (≥ 3 values of d) within "
-        "±{slope_tol} of 1 − α; best step sizes at a grid edge are flagged; at chance: "
-        "inconclusive",
+        "±{slope_tol} of 1 − α; inconclusive at chance or when the best step size is at a "
+        "grid edge for half or more of the d values (the grid does not bracket the optimum)",
         {"slope_tol": 0.25},
         variant="<optimizer>",
         check=check_capacity,

@@ -196,7 +196,6 @@ def _figure(cfg: Config, rows: list[dict[str, Any]], fits: dict[str, Any], run: 
     ax.plot(ds, tail, "k--", lw=1, label="mass beyond rank d")
     style_loglog(
         ax,
-        legend_size=8,
         xlabel="embedding dimension d",
         ylabel="final top-1 error",
         title=f"N = {cfg.facts}, M = {cfg.labels or cfg.facts}, {cfg.steps} steps",

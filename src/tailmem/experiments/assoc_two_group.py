@@ -34,7 +34,7 @@ from tailmem.assoc.optimizers import OPTIMIZERS
 from tailmem.assoc.spectra import HEAD_ROUNDINGS
 from tailmem.claims.registry import evaluate, write_claims
 from tailmem.errors import ConfigError
-from tailmem.plotting import pyplot, style_loglog
+from tailmem.plotting import legend_outside, pyplot, style_loglog
 from tailmem.rundir import RunDir
 
 NAME = "assoc-two-group"
@@ -452,8 +452,8 @@ def _figure_rho(cfg: Config, rows: list[dict[str, Any]], run: RunDir) -> None:
     axes[1].set_title("Gap between best and worst fact at η*")
     for ax in axes:
         ax.grid(True, which="both", alpha=0.3)
-    axes[0].legend(fontsize=7, ncol=2)
-    axes[1].legend(fontsize=7, ncol=2)
+    axes[0].legend(loc="upper center", bbox_to_anchor=(0.5, -0.18), ncol=2)
+    axes[1].legend(loc="upper center", bbox_to_anchor=(0.5, -0.18), ncol=1)
     run.save_figure(fig, "rho_vs_k")
 
 
@@ -482,7 +482,7 @@ def _figure_delta_loss(
         ax.invert_xaxis()
         ax.grid(True, which="both", alpha=0.3)
     axes[0].set_ylabel("maximal probability gap Δ(W)")
-    axes[0].legend(fontsize=8)
+    legend_outside(axes[1])
     run.save_figure(fig, "delta_vs_loss")
 
 
@@ -508,7 +508,6 @@ def _figure_spectra(cfg: Config, run: RunDir) -> None:
             )
     style_loglog(
         ax,
-        legend_size=8,
         xlabel="index",
         ylabel="σ_i / σ_max",
         title=f"Singular values of the first update, K = {K}",
