@@ -89,3 +89,13 @@ def test_a1_gain_fraction_waits_for_full_gain():
     (result,) = CLAIMS["A1.vo_ffn_recovers_full"].evaluate(_ablation(losses))
     assert result.verdict == "inconclusive" and "g(full)" in result.reason
     assert a1.CHANCE_MARGIN > 0
+
+
+def test_a3_claims_are_checked_against_their_own_ffn():
+    fta = {arm: _arm(1.0, 0.9 if arm.startswith("muon") else 0.2) for arm in a3.ARMS}
+    results = a3.evaluate_per_ffn({"plain": _qa(fta)})
+    by_id = {r.id: r for r in results}
+    assert {c.id for c in CLAIMS.values() if c.experiment == "knowledge-qa"} == set(by_id)
+    assert by_id["A3.plain.tail_muon_vs_adam"].verdict == "reproduced"
+    gated = by_id["A3.gated.tail_muon_vs_adam"]
+    assert gated.verdict == "not measured" and "gated FFN was not run" in gated.reason

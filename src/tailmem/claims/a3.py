@@ -22,6 +22,7 @@ from typing import Any
 
 from tailmem.claims.core import (
     Claim,
+    ClaimResult,
     Outcome,
     at_chance,
     compare_seeds,
@@ -73,7 +74,7 @@ def _guard(
 ) -> Outcome | None:
     """A not-measured/inconclusive Outcome when the claim cannot be decided, else ``None``."""
     if results.get("ffn") != ffn:
-        return unmeasured(f"this run trains the {results.get('ffn')} FFN, not the {ffn} one")
+        return unmeasured(f"the {ffn} FFN was not run")
     fta = results.get("fta", {})
     missing = [a for a in arms if a not in fta or when not in fta[a]]
     if missing:
@@ -272,6 +273,18 @@ def _a3_claims(ffn: str) -> list[Claim]:
         ),
     ]
     return out
+
+
+def evaluate_per_ffn(per_ffn: Mapping[str, Mapping[str, Any]]) -> list[ClaimResult]:
+    """Every ``knowledge-qa`` claim, each checked against the results of its own FFN type
+    (``per_ffn["plain"]``, ``per_ffn["gated"]``); an FFN type not run leaves its claims
+    not measured."""
+    return [
+        result
+        for claim in CLAIMS
+        if claim.experiment == EXPERIMENT
+        for result in claim.evaluate(per_ffn.get(_ffn(claim), {}))
+    ]
 
 
 CLAIMS: list[Claim] = [
