@@ -59,8 +59,8 @@ def _arm(head, tail, jitter=0.01):
 def test_a3_vo_ffn_beyond_muon_is_not_like_muon():
     claim = CLAIMS["A3.plain.muon_vo_ffn_like_muon"]
     lo, hi = a3._band(claim)
-    fta = {"muon": _arm(1.0, 0.57), "adam": _arm(1.0, 0.10)}
-    beyond = fta | {"muon_vo_ffn": _arm(1.0, 0.57 + (hi - 1 + 0.2) * 0.47)}
+    fta = {"muon": _arm(1.0, 0.57), "adam": _arm(1.0, 0.12)}
+    beyond = fta | {"muon_vo_ffn": _arm(1.0, 0.57 + (hi - 1 + 0.2) * 0.45)}
     (result,) = claim.evaluate(_qa(beyond))
     assert result.verdict == "not reproduced" and "t = " in result.ours
     near = fta | {"muon_vo_ffn": _arm(1.0, 0.55)}
