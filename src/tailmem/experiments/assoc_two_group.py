@@ -197,6 +197,7 @@ def _rho_table(cfg: Config) -> list[dict[str, Any]]:
         memory = A.build_memory(spectrum, A.make_embedding(emb, K), opt)
         with A.small_op_threads(memory):
             U = A.first_direction(memory, opt)
+            deviation = update_spectrum(memory, U)["identity_deviation"] if opt == "muon" else None
         bal = one_step_balance(memory, U, cfg.eps)
         rows.append(
             {
@@ -221,6 +222,7 @@ def _rho_table(cfg: Config) -> list[dict[str, Any]]:
                     K, cfg.head_mass, cfg.head_fraction, cfg.eps
                 ),
                 "backend": memory.backend,
+                "k_identity_deviation": None if deviation is None else K * deviation,
             }
         )
     return rows
