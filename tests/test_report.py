@@ -114,7 +114,9 @@ def test_claims_show_rule_seeds_reason_and_column_notes(tmp_path):
     run.write_json("report.json", {"tables": [{"file": "t.csv", "columns": columns}]})
     write_report(tmp_path)
     md = (tmp_path / "report.md").read_text()
-    assert "| the rule in words | 0, 1, 2 (n = 3) | inconclusive: model at chance |" in md
+    why = CLAIMS["cabannes.capacity"].why
+    cells = f"| the rule in words — why: {why} | 0, 1, 2 (n = 3) | inconclusive: model at chance |"
+    assert cells in md
     assert "Columns: **d** embedding dimension" in md and "absent" not in md
     html = (tmp_path / "report.html").read_text()
     assert '<tr class="v-inconclusive">' in html

@@ -99,3 +99,20 @@ def test_a3_claims_are_checked_against_their_own_ffn():
     assert by_id["A3.plain.tail_muon_vs_adam"].verdict == "reproduced"
     gated = by_id["A3.gated.tail_muon_vs_adam"]
     assert gated.verdict == "not measured" and "gated FFN was not run" in gated.reason
+
+
+def test_capacity_at_chance_and_grid_edges_are_inconclusive():
+    claim = CLAIMS["cabannes.capacity"]
+    grid = [0.1, 1.0, 10.0]
+    config = {"zipf_exponent": 2.0, "optimizers": ["gd"], "lr_grid": {"gd": grid}}
+    chance = 0.8
+    rows = [{"d": d, "optimizer": "gd", "error": chance, "best_lr": 1.0} for d in (4, 8, 16)]
+    results = {"config": config, "rows": rows, "chance_error": chance}
+    (result,) = claim.evaluate(results)
+    assert result.verdict == "inconclusive" and "chance" in result.reason
+    edge = [{**r, "error": 1.0 / r["d"], "best_lr": grid[-1]} for r in rows]
+    (result,) = claim.evaluate({**results, "rows": edge})
+    assert result.verdict == "inconclusive" and "grid" in result.reason
+    inner = [{**r, "best_lr": grid[1]} for r in edge]
+    (result,) = claim.evaluate({**results, "rows": inner})
+    assert result.verdict == "reproduced" and "fitted exponent -1.000" in result.ours

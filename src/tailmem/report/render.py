@@ -31,7 +31,7 @@ from typing import Any
 
 from tailmem.claims.core import VERDICTS, Claim, ClaimResult
 from tailmem.claims.listing import EXPERIMENTS
-from tailmem.claims.registry import claims_of, not_measured, read_claims
+from tailmem.claims.registry import claims_of, lookup, not_measured, read_claims
 from tailmem.errors import DataError
 from tailmem.mdtable import md_table
 from tailmem.rundir import RunDir, atomic_write_text, strict_json
@@ -146,9 +146,16 @@ def _verdict(claim: ClaimResult) -> str:
     return f"{claim.verdict}: {claim.reason}" if claim.reason else claim.verdict
 
 
+def _rule(claim: ClaimResult) -> str:
+    """The rule in words, with the registry's reasoning for it where there is one."""
+    registered = lookup(claim.id)
+    why = registered.why if registered is not None else ""
+    return f"{claim.rule} — why: {why}" if why else claim.rule
+
+
 def _claim_rows(summary: RunSummary) -> list[list[str]]:
     return [
-        [c.claim, c.source, c.published, c.ours, c.rule, _seeds(c), _verdict(c)]
+        [c.claim, c.source, c.published, c.ours, _rule(c), _seeds(c), _verdict(c)]
         for c in summary.claims
     ]
 
@@ -158,9 +165,10 @@ CLAIM_COLUMNS = (
     "Columns: **claim** the published statement; **source** where it stands in the paper; "
     "**published** the paper's value (each paper version's where they differ); **ours** our "
     "measurement (mean ± standard error over seeds where seeds vary); **rule** what decided the "
-    "verdict, in words; **seeds** the seeds behind the verdict (exact: a deterministic "
-    "computation with no sampling); **verdict** reproduced, not reproduced, inconclusive (the "
-    "run cannot resolve the effect) or not measured, with the reason."
+    "verdict, in words, and why it follows from the published statement; **seeds** the seeds "
+    "behind the verdict (exact: a deterministic computation with no sampling); **verdict** "
+    "reproduced, not reproduced, inconclusive (the run cannot resolve the effect) or not "
+    "measured, with the reason."
 )
 UNCOVERED_TITLE = "Claims not covered by an experiment"
 UNCOVERED_HEADER = ["claim", "source", "published", "rule"]
