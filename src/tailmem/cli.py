@@ -90,7 +90,7 @@ def _cmd_report(args: argparse.Namespace) -> int:
 
 
 def _cmd_claims(args: argparse.Namespace) -> int:
-    from tailmem.report.listing import as_json, as_markdown, select
+    from tailmem.claims.listing import as_json, as_markdown, select
 
     claims = select(args.experiment)
     print(as_json(claims) if args.format == "json" else as_markdown(claims))

@@ -36,7 +36,7 @@ from tailmem.models.gpt import GPT
 from tailmem.models.gpt_io import GPT_CONFIG_FILE, read_gpt_config
 from tailmem.models.hf_loading import WEIGHT_FILES, load_state_dict_from_dir, read_hf_config
 from tailmem.models.roles import ParamRole, resolve_roles, resolve_roles_from_names
-from tailmem.plotting import pyplot
+from tailmem.plotting import integer_ticks, legend_outside, pyplot
 from tailmem.rundir import RunDir
 from tailmem.train.checkpoint import latest_checkpoint, load_checkpoint
 
@@ -180,9 +180,10 @@ def write_outputs(out: str | Path, rows: list[dict[str, Any]], title: str, top_k
                 ax.plot(*zip(*points, strict=True), marker="o", ms=3, label=matrix)
         ax.set_title(metric_label(metric, top_k))
         ax.set_xlabel("layer")
+        integer_ticks(ax)
         ax.grid(alpha=0.3)
-    axes[0].legend(fontsize=7)
-    fig.suptitle(title, fontsize=9)
+    legend_outside(axes[-1])
+    fig.suptitle(title)
     fig.tight_layout()
     folder.save_figure(fig, "isotropy")
     return folder

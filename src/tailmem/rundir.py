@@ -13,6 +13,7 @@ import datetime as _dt
 import hashlib
 import io
 import json
+import math
 import os
 import platform
 import subprocess
@@ -137,7 +138,8 @@ class RunDir:
         return target
 
     def write_json(self, name: str, obj: Any) -> Path:
-        return self.write_text(name, json.dumps(obj, indent=2, default=_json_default) + "\n")
+        """Write ``obj`` as strict JSON (see :func:`strict_json`), atomically."""
+        return self.write_text(name, strict_json(obj))
 
     def read_json(self, name: str) -> Any:
         target = self.file(name)
@@ -224,6 +226,33 @@ class RunDir:
         for path in stale:
             path.unlink(missing_ok=True)
         return stale
+
+
+def finite_json(obj: Any) -> Any:
+    """``obj`` with every NaN/±Infinity float replaced by ``None``.
+
+    In a dict, a replaced ``key`` gets a sibling ``"<key>_status"`` saying what it was
+    (``"nan"``, ``"inf"``, ``"-inf"``), so a reader can tell a missing value from a diverged one.
+    """
+    if isinstance(obj, float) and not math.isfinite(obj):
+        return None
+    if isinstance(obj, Mapping):
+        out: dict[Any, Any] = {}
+        for key, value in obj.items():
+            out[key] = finite_json(value)
+            if isinstance(value, float) and not math.isfinite(value):
+                out[f"{key}_status"] = repr(value)
+        return out
+    if isinstance(obj, (list, tuple)):
+        return [finite_json(v) for v in obj]
+    return obj
+
+
+def strict_json(obj: Any, indent: int | None = 2) -> str:
+    """``obj`` as JSON that every strict parser accepts: no NaN/Infinity (see
+    :func:`finite_json`); numpy/torch values, paths and dataclasses converted first."""
+    plain = json.loads(json.dumps(obj, default=_json_default, allow_nan=True))
+    return json.dumps(finite_json(plain), indent=indent, allow_nan=False, ensure_ascii=False) + "\n"
 
 
 def _json_default(value: Any) -> Any:

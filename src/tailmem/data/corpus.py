@@ -64,7 +64,7 @@ from tailmem.data.text_sources import (
     stdlib_text_file,
 )
 from tailmem.errors import ConfigError, DataError
-from tailmem.rundir import atomic_write_bytes
+from tailmem.rundir import atomic_write_bytes, strict_json
 
 FORMAT_VERSION = 1
 _ENCODE_CHUNK = 1024  # documents per encode_batch call
@@ -323,7 +323,7 @@ def build_corpus(cfg: CorpusConfig, cache_dir: str | Path) -> Corpus:
     try:
         meta = _write_corpus(cfg, docs, given, recipe, fingerprint, tmp)
         meta["seconds"]["read"] = round(read_seconds, 3)
-        atomic_write_bytes(tmp / "meta.json", json.dumps(meta, indent=1).encode())
+        atomic_write_bytes(tmp / "meta.json", strict_json(meta, indent=1).encode())
         _install(tmp, final, fingerprint)
     finally:
         shutil.rmtree(tmp, ignore_errors=True)
