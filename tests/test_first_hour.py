@@ -110,11 +110,12 @@ def test_run_ends_with_the_claims_that_did_not_reproduce(tmp_path, capsys):
     assert main([*args, "--out", str(out)]) == 0
     text = capsys.readouterr().out.splitlines()
     n = len(claims)
-    tally = f"{n - 1} reproduced, 1 not reproduced, 0 not measured (claims: {n})"
+    tally = f"{n - 1} reproduced, 1 not reproduced, 0 inconclusive, 0 not measured (claims: {n})"
     assert text[1] == f"assoc-capacity (cpu): {tally}"
     full = f"  not reproduced  {claims[0]['claim']} ({claims[0]['source']})"
     assert text[2] == (full if len(full) <= 110 else full[:109] + "…")  # cut to fit a screen
-    assert claims[0]["ours"] in text[3] and claims[0]["published"] in text[3]
+    second = f"  {'':<16}published {claims[0]['published']}; ours {claims[0]['ours']}"
+    assert text[3] == (second if len(second) <= 110 else second[:109] + "…")
     assert text[4] == f"run directory: {out} (claims.json: every rule and number)"
     assert len(text) == 5 and max(len(line) for line in text[1:4]) <= 110
 
@@ -126,7 +127,8 @@ def test_run_at_smoke_says_it_cannot_judge_claims(tmp_path, capsys):
     verdicts = [c["verdict"] for c in json.loads((out / "claims.json").read_text())]
     assert text[1].endswith(
         f"{verdicts.count('reproduced')} reproduced, "
-        f"{verdicts.count('not reproduced')} not reproduced, 0 not measured "
+        f"{verdicts.count('not reproduced')} not reproduced, "
+        f"{verdicts.count('inconclusive')} inconclusive, 0 not measured "
         f"(claims: {len(verdicts)})"
     )
     assert text[2].startswith("smoke runs are too small to judge claims")

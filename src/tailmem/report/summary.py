@@ -3,7 +3,8 @@
 Read from the run directory alone (``config.yaml`` and ``claims.json``, through
 :func:`tailmem.report.render.collect_runs`, so the registry claims a run lacks count as "not
 measured" exactly as in the report): the verdict counts, then each claim that did not reproduce
-(not reproduced, or not measured) with the published value beside ours, then where to look.
+(not reproduced, inconclusive or not measured) with the published value beside ours, then where
+to look.
 At the smoke preset the verdicts say nothing about the papers, and the summary says so instead
 of listing them.
 """
@@ -13,7 +14,7 @@ from __future__ import annotations
 from collections import Counter
 from pathlib import Path
 
-from tailmem.report.claims import VERDICTS
+from tailmem.claims.core import VERDICTS
 from tailmem.report.render import collect_runs
 
 SMOKE_NOTE = (
