@@ -32,6 +32,7 @@ from tailmem.assoc.balance import one_step_balance, one_step_curve, update_spect
 from tailmem.assoc.fits import loglog_slope
 from tailmem.assoc.optimizers import OPTIMIZERS
 from tailmem.assoc.spectra import HEAD_ROUNDINGS
+from tailmem.config import check_range
 from tailmem.errors import ConfigError
 from tailmem.plotting import pyplot, style_loglog
 from tailmem.report.claims import CLAIMS, Claim, ClaimResult, write_claims
@@ -74,14 +75,8 @@ class Config:
     record_every: int = 5
 
     def validate(self) -> None:
-        if not 0.0 < self.head_mass < 1.0:
-            raise ConfigError(f"head_mass: got {self.head_mass}; expected a number in (0, 1)")
-        if not 0.0 < self.head_fraction < 1.0:
-            raise ConfigError(
-                f"head_fraction: got {self.head_fraction}; expected a number in (0, 1)"
-            )
-        if not 0.0 < self.eps < 1.0:
-            raise ConfigError(f"eps: got {self.eps}; expected a number in (0, 1)")
+        for name in ("head_mass", "head_fraction", "eps"):
+            check_range(name, getattr(self, name), gt=0.0, lt=1.0)
         if self.head_rounding not in HEAD_ROUNDINGS:
             raise ConfigError(
                 f"head_rounding: got {self.head_rounding!r}; expected one of "
@@ -98,8 +93,9 @@ class Config:
                     f"optimizers: unknown optimizer {name!r}; expected names from "
                     + ", ".join(OPTIMIZERS)
                 )
-            if name not in self.multi_lr or self.multi_lr[name] <= 0:
+            if name not in self.multi_lr:
                 raise ConfigError(f"multi_lr: needs a positive step size for optimizer {name!r}")
+            check_range(f"multi_lr.{name}", self.multi_lr[name], gt=0.0)
         all_ks = [*self.ks, *self.asymptotic_ks, self.figure_k]
         for K in all_ks:
             if not isinstance(K, int) or K < 6:
