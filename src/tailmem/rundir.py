@@ -239,8 +239,9 @@ class RunDir:
             record = yaml.safe_load(target.read_text())
         except FileNotFoundError:
             raise DataError(f"{target} is missing; this is not a tailmem run directory") from None
-        except yaml.YAMLError as exc:
-            raise DataError(f"{target} is not valid YAML ({exc})") from None
+        except (yaml.YAMLError, UnicodeDecodeError) as exc:
+            problem = " ".join(str(exc).split())
+            raise DataError(f"{target} is not valid YAML text ({problem})") from None
         if not isinstance(record, dict) or "experiment" not in record or "config" not in record:
             raise DataError(f"{target} lacks the experiment/config fields of a tailmem run record")
         return record

@@ -105,6 +105,10 @@ def _load_sharded(index: Path) -> dict[str, Tensor]:
     tensors: dict[str, Tensor] = {}
     for shard in sorted(set(weight_map.values())):
         file = index.parent / str(shard)
+        if not file.resolve().is_relative_to(index.parent.resolve()):
+            raise DataError(
+                f"{index}: shard {shard!r} lies outside the model folder; expected a file in it"
+            )
         if not file.is_file():
             raise DataError(f"{file}: shard listed in {index.name} not found")
         tensors.update(_load_file(file))
