@@ -82,13 +82,13 @@ class Config:
 
 
 def preflight(cfg: Config) -> None:
-    """Refuse sizes that cannot fit in memory, before the run directory is written: the dense
-    memory holds E (d × N), Ẽ (d × M), one d × d matrix and N × M logits per step size."""
+    """Refuse sizes that cannot fit in memory, before the run directory is written: E (d × N,
+    drawn then scaled: twice), Ẽ (d × M), per step size a d × d matrix and the N × M logits of
+    the final evaluation, and the N-vectors of the spectrum and answers (float64 throughout)."""
     n_obj = cfg.labels or cfg.facts
     d = max(cfg.dims)
     grid = max(len(cfg.lr_grid[name]) for name in cfg.optimizers)
-    rows = cfg.facts if cfg.batch_size is None else min(cfg.facts, cfg.batch_size)
-    floats = d * cfg.facts + d * n_obj + grid * (d * d + rows * n_obj)
+    floats = 2 * d * cfg.facts + d * n_obj + grid * (d * d + cfg.facts * n_obj) + 3 * cfg.facts
     require_memory(f"facts={cfg.facts}, labels={cfg.labels}, dims up to {d}", 8 * floats)
 
 
