@@ -103,6 +103,8 @@ BAD_RUNS = [
     ("assoc-scaling", "exponents=[1.5, .nan]", "exponents[1]: got nan"),
     ("assoc-scaling", "muon_lr_grid=[0.1, -0.1]", "muon_lr_grid[1]: got -0.1"),
     ("assoc-scaling", "horizons=[25,25]", "horizons: got [25, 25]"),
+    ("assoc-scaling", "curve_groups=100000", "orthonormal embedding of K=500000 facts needs"),
+    ("assoc-two-group", "asymptotic_ks=[3000000000000, 6000000000000]", "K=6000000000000 facts"),
     ("ablation", "train.device=meta", "train.device: got 'meta'; expected cpu or cuda"),
     ("ablation", "train.device=tpu:0", "'tpu:0'"),
 ]

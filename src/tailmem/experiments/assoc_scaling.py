@@ -41,6 +41,7 @@ from tailmem.config import check_range
 from tailmem.errors import ConfigError
 from tailmem.plotting import pyplot, style_loglog
 from tailmem.report.claims import CLAIMS, ClaimResult, write_claims
+from tailmem.resources import require_memory
 from tailmem.rundir import RunDir
 
 NAME = "assoc-scaling"
@@ -136,6 +137,14 @@ class Config:
             raise ConfigError(
                 "gd_groups·gd_group_size must equal muon_groups·muon_group_size (same K)"
             )
+
+
+def preflight(cfg: Config) -> None:
+    """Refuse sizes that cannot fit in memory, before the run directory is written: the curve
+    and symmetry parts draw two Haar-orthogonal K × K embeddings (QR of a Gaussian: at least
+    four K × K float64 matrices at once)."""
+    K = max(cfg.curve_groups * cfg.curve_group_size, cfg.symmetry_groups * cfg.symmetry_group_size)
+    require_memory(f"an orthonormal embedding of K={K} facts", 8 * 4 * K * K)
 
 
 def run(cfg: Config, run: RunDir) -> None:

@@ -36,6 +36,7 @@ from tailmem.config import check_range
 from tailmem.errors import ConfigError
 from tailmem.plotting import pyplot, style_loglog
 from tailmem.report.claims import CLAIMS, Claim, ClaimResult, write_claims
+from tailmem.resources import require_memory
 from tailmem.rundir import RunDir
 
 NAME = "assoc-two-group"
@@ -112,6 +113,14 @@ class Config:
             raise ConfigError(
                 "multi_steps, record_every and sweep_points must be positive (sweep_points ≥ 2)"
             )
+
+
+def preflight(cfg: Config) -> None:
+    """Refuse sizes that cannot fit in memory, before the run directory is written: the
+    block-structured memories keep a few float64 K-vectors (frequencies, groups, answers, the
+    update) for the largest K."""
+    K = max([*cfg.ks, *cfg.asymptotic_ks, cfg.figure_k])
+    require_memory(f"the memory of K={K} facts", 8 * 4 * K)
 
 
 def run(cfg: Config, run: RunDir) -> None:
