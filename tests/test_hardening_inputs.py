@@ -14,7 +14,7 @@ from hypothesis import given
 from hypothesis import strategies as st
 
 from tailmem.cli import main
-from tailmem.config import DUPLICATES, NONFINITE, check_range, from_dict
+from tailmem.config import DUPLICATES, NONFINITE, check_range, from_dict, parse_override
 from tailmem.errors import ConfigError
 from tailmem.runner import check_devices, run_experiment
 
@@ -255,3 +255,11 @@ def test_config_dataclasses_of_every_experiment_load_their_presets():
         for preset in available_presets(name):
             cfg = load_config(get_experiment(name).Config, name, preset)
             assert dataclasses.is_dataclass(cfg)
+
+
+@pytest.mark.parametrize("word", ["maybe", "yes", "on", "off", "n", "1"])
+def test_only_true_and_false_are_booleans_in_overrides(word):
+    _, value = parse_override(f"flag={word}")
+    with pytest.raises(ConfigError, match="flag: got .*; expected true or false"):
+        from_dict(Typed, {"flag": value})
+    assert from_dict(Typed, {"flag": parse_override("flag=true")[1]}).flag is True

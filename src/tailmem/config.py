@@ -70,8 +70,18 @@ def load_config(cls: type[T], experiment: str, preset: str, overrides: Sequence[
 
 
 class _Loader(yaml.SafeLoader):
-    """YAML 1.1 reads ``1e-3`` as a string; scientific notation without a dot is a float here."""
+    """YAML 1.1 reads ``1e-3`` as a string; scientific notation without a dot is a float here.
+    Only ``true`` / ``false`` are booleans (YAML 1.2): ``yes``, ``on``, ``n`` stay strings, so a
+    boolean field refuses them instead of guessing."""
 
+
+_Loader.yaml_implicit_resolvers = {
+    first: [(tag, regexp) for tag, regexp in resolvers if tag != "tag:yaml.org,2002:bool"]
+    for first, resolvers in yaml.SafeLoader.yaml_implicit_resolvers.items()
+}
+_Loader.add_implicit_resolver(
+    "tag:yaml.org,2002:bool", re.compile(r"^(?:true|True|TRUE|false|False|FALSE)$"), list("tTfF")
+)
 
 _Loader.add_implicit_resolver(
     "tag:yaml.org,2002:float",
