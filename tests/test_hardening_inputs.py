@@ -260,6 +260,6 @@ def test_config_dataclasses_of_every_experiment_load_their_presets():
 @pytest.mark.parametrize("word", ["maybe", "yes", "on", "off", "n", "1"])
 def test_only_true_and_false_are_booleans_in_overrides(word):
     _, value = parse_override(f"flag={word}")
-    with pytest.raises(ConfigError, match="flag: got .*; expected true or false"):
+    with pytest.raises(ConfigError, match=r"flag: got .*; expected true or false"):
         from_dict(Typed, {"flag": value})
     assert from_dict(Typed, {"flag": parse_override("flag=true")[1]}).flag is True
