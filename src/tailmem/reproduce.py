@@ -168,12 +168,12 @@ def _interrupt_on_signals() -> None:
 
 
 def _init_worker(log: Path, parent: int) -> None:
-    _interrupt_on_signals()
-    die_with_parent(parent)  # a killed reproduce leaves no worker writing behind it
     # An idle worker's own noise (a KeyboardInterrupt traceback, say) stays out of the display.
     handle = open(log, "a", buffering=1, encoding="utf-8")  # noqa: SIM115 (lives with the worker)
     os.dup2(handle.fileno(), 1)
     os.dup2(handle.fileno(), 2)
+    die_with_parent(parent)  # a killed reproduce leaves no worker writing behind it
+    _interrupt_on_signals()
 
 
 def _stop_workers() -> None:
