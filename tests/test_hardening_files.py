@@ -224,6 +224,11 @@ def test_diagnose_refuses_what_is_not_a_model_in_one_line(tmp_path, capsys):
     (sharded / "config.json").write_text('{"n_head": 2}')
     index = {"weight_map": {"h.0.attn.c_proj.weight": "../outside.safetensors"}}
     (sharded / "model.safetensors.index.json").write_text(json.dumps(index))
+    absolute = tmp_path / "absolute"
+    absolute.mkdir()
+    (absolute / "config.json").write_text('{"n_head": 2}')
+    index = {"weight_map": {"h.0.attn.c_proj.weight": str(tmp_path / "h0" / "model.safetensors")}}
+    (absolute / "model.safetensors.index.json").write_text(json.dumps(index))
     cases = [
         ([str(readme)], "README.md is not a checkpoint (a MD file); expected a training"),
         ([str(table)], "is not a checkpoint (a CSV file)"),
@@ -234,6 +239,7 @@ def test_diagnose_refuses_what_is_not_a_model_in_one_line(tmp_path, capsys):
         ([str(_hf_folder(tmp_path / "hx", {"n_head": "2"}))], "head count '2'"),
         ([str(_hf_folder(tmp_path / "hn", {"n_head": 2}, nan_weights))], "NaN or infinite"),
         ([str(sharded)], "lies outside the model folder"),
+        ([str(absolute)], "lies outside the model folder"),
         ([str(readme), "--top-k", "0"], "--top-k: got 0; expected a positive integer"),
         ([str(readme), "--top-k", "-3"], "--top-k: got -3"),
     ]
