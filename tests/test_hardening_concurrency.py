@@ -224,3 +224,35 @@ def test_stress_concurrent_runs_and_reproduces_killed_at_random_end_identical(tm
     reproduce("smoke", only=list(STRESS_EXPERIMENTS), out=tmp_path / "results", jobs=1)
     for name in STRESS_EXPERIMENTS:
         assert _fingerprint(tmp_path / "results" / name) == reference[name], (seed, name)
+
+
+def _children(pid: int) -> list[int]:
+    found = []
+    for task in Path(f"/proc/{pid}/task").iterdir():
+        found += [int(c) for c in (task / "children").read_text().split()]
+    return found
+
+
+def test_a_killed_worker_is_one_line_and_the_rerun_completes(tmp_path):
+    args = ["reproduce", "--preset", "smoke", "--only", "assoc-capacity,assoc-two-group"]
+    proc = _launch([*args, "--jobs", "2", "--out", "results"], tmp_path)
+
+    def workers() -> list[int]:
+        return [c for c in _children(proc.pid) if "spawn_main" in _cmdline(c)]
+
+    assert _wait_until(lambda: len(workers()) == 2 or proc.poll() is not None, 30.0)
+    os.kill(workers()[0], signal.SIGKILL)
+    assert proc.wait(60) == 2
+    err = proc.stderr.read().strip().splitlines()
+    proc.stderr.close()
+    assert "its worker process died" in err[-1] and "rerun to resume" in err[-1], err
+    assert not any("Traceback" in line for line in err)
+    reproduce("smoke", only=["assoc-capacity", "assoc-two-group"], out=tmp_path / "results")
+    assert all(RunDir(tmp_path / "results" / n).is_complete for n in STRESS_EXPERIMENTS)
+
+
+def _cmdline(pid: int) -> str:
+    try:
+        return Path(f"/proc/{pid}/cmdline").read_bytes().replace(b"\0", b" ").decode()
+    except OSError:
+        return ""
