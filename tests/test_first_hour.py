@@ -16,6 +16,7 @@ from tailmem.config import available_presets
 from tailmem.experiments import EXPERIMENTS
 from tailmem.experiments.catalog import CATALOG
 from tailmem.progress_display import Board, PlainLines
+from tailmem.rundir import RunDir
 
 README = Path(__file__).resolve().parents[1] / "README.md"
 
@@ -106,6 +107,7 @@ def test_run_ends_with_the_claims_that_did_not_reproduce(tmp_path, capsys):
     for i, claim in enumerate(claims):
         claim["verdict"] = "not reproduced" if i == 0 else "reproduced"
     (out / "claims.json").write_text(json.dumps(claims))
+    RunDir(out).mark_complete()  # COMPLETE records file hashes: re-record the edited claims.json
     capsys.readouterr()
     assert main([*args, "--out", str(out)]) == 0
     text = capsys.readouterr().out.splitlines()

@@ -30,7 +30,7 @@ from typing import Any
 import torch
 from torch import Tensor
 
-from tailmem.errors import CheckpointError, DataError
+from tailmem.errors import CheckpointError, ConfigError, DataError
 from tailmem.metrics.role_spectra import ISO_METRICS, MATRICES, metric_label, model_isotropy
 from tailmem.models.gpt import GPT
 from tailmem.models.gpt_io import GPT_CONFIG_FILE, read_gpt_config
@@ -100,6 +100,10 @@ def _from_run_dir(run_dir: Path) -> LoadedWeights:
 
 def _from_checkpoint(path: Path) -> LoadedWeights:
     state = load_checkpoint(path)
+    if not isinstance(state.get("step"), int) or state["step"] < 0:
+        raise CheckpointError(
+            f"checkpoint {path} has step {state.get('step')!r}; expected a step count ≥ 0"
+        )
     weights = state.get("model")
     if not isinstance(weights, dict) or not all(isinstance(v, Tensor) for v in weights.values()):
         raise CheckpointError(f"checkpoint {path} has no model state dict")
@@ -128,14 +132,28 @@ def _from_hf_folder(path: Path) -> LoadedWeights:
     config = read_hf_config(path)
     weights = load_state_dict_from_dir(path)
     roles = resolve_roles_from_names({name: tuple(w.shape) for name, w in weights.items()})
-    n_head = next((config[k] for k in _HEAD_KEYS if isinstance(config.get(k), int)), None)
+    n_head = next((config[k] for k in _HEAD_KEYS if k in config), None)
+    if n_head is not None and (
+        isinstance(n_head, bool) or not isinstance(n_head, int) or n_head < 1
+    ):
+        raise DataError(
+            f"{path / 'config.json'}: head count {n_head!r}; expected a positive integer"
+        )
     kind = config.get("model_type", "unknown type")
     return LoadedWeights(f"Hugging Face folder {path} ({kind})", weights, roles, n_head)
 
 
 def diagnose(path: str | Path, top_k: int = 10) -> tuple[LoadedWeights, list[dict[str, Any]]]:
     """The loaded model and its isotropy table (rows of :func:`model_isotropy`)."""
+    if isinstance(top_k, bool) or not isinstance(top_k, int) or top_k < 1:
+        raise ConfigError(f"--top-k: got {top_k!r}; expected a positive integer")
     loaded = load_weights(path)
+    for name, weight in loaded.weights.items():
+        if weight.is_floating_point() and not bool(torch.isfinite(weight).all()):
+            raise DataError(
+                f"{loaded.source}: parameter {name} holds NaN or infinite values; expected a "
+                "model with finite weights"
+            )
     rows = model_isotropy(loaded.weights, loaded.roles, loaded.n_head, k=top_k)
     if not rows:
         raise DataError(

@@ -19,17 +19,19 @@ import sys
 import time
 from collections.abc import Iterator, Sequence
 from concurrent.futures import FIRST_COMPLETED, Future, ProcessPoolExecutor, wait
+from concurrent.futures.process import BrokenProcessPool
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from tailmem.config import PRESETS, load_config, to_dict
-from tailmem.errors import ConfigError
-from tailmem.experiments import EXPERIMENTS, get_experiment
+from tailmem.config import PRESETS, to_dict
+from tailmem.errors import ConfigError, TailmemError
+from tailmem.experiments import EXPERIMENTS
+from tailmem.procs import die_with_parent
 from tailmem.progress_display import Board, watching
 from tailmem.report.render import write_report
 from tailmem.rundir import RunDir, config_digest
-from tailmem.runner import run_experiment
+from tailmem.runner import prepare, run_experiment
 
 LAUNCHERS = ("local", "slurm")
 LOG_DIR = ".logs"
@@ -83,9 +85,14 @@ def default_results(preset: str) -> Path:
 
 
 def select_experiments(only: Sequence[str] | None) -> list[str]:
-    """The experiments to run, in registry order; unknown names are a ConfigError."""
-    if not only:
+    """The experiments to run, in registry order (None: all); unknown names or an empty
+    selection (``--only ,``) are a ConfigError."""
+    if only is None:
         return list(EXPERIMENTS)
+    if not only:
+        raise ConfigError(
+            f"--only: names no experiment; expected names from: {', '.join(EXPERIMENTS)}"
+        )
     unknown = [name for name in only if name not in EXPERIMENTS]
     if unknown:
         raise ConfigError(
@@ -97,8 +104,7 @@ def select_experiments(only: Sequence[str] | None) -> list[str]:
 
 def _plan(name: str, preset: str, out: Path) -> str:
     """What reproduce will do with ``name``: skip, resume, redo (config changed) or run."""
-    module = get_experiment(name)
-    cfg = load_config(module.Config, name, preset)
+    _, cfg = prepare(name, preset)  # config, devices and the experiment's preflight
     path = out / name
     if not (path / "config.yaml").is_file():
         return "run"
@@ -161,12 +167,13 @@ def _interrupt_on_signals() -> None:
     signal.signal(signal.SIGTERM, _interrupt_once)
 
 
-def _init_worker(log: Path) -> None:
-    _interrupt_on_signals()
+def _init_worker(log: Path, parent: int) -> None:
     # An idle worker's own noise (a KeyboardInterrupt traceback, say) stays out of the display.
     handle = open(log, "a", buffering=1, encoding="utf-8")  # noqa: SIM115 (lives with the worker)
     os.dup2(handle.fileno(), 1)
     os.dup2(handle.fileno(), 2)
+    die_with_parent(parent)  # a killed reproduce leaves no worker writing behind it
+    _interrupt_on_signals()
 
 
 def _stop_workers() -> None:
@@ -220,7 +227,7 @@ def _run_pool(work: _Work, jobs: int) -> None:
         max_workers=min(jobs, len(todo)),
         mp_context=context,
         initializer=_init_worker,
-        initargs=(out / LOG_DIR / "workers.log",),
+        initargs=(out / LOG_DIR / "workers.log", os.getpid()),
     )
     try:
         pending: dict[Future, str] = {pool.submit(_run_in_worker, *work.args(n)): n for n in todo}
@@ -234,6 +241,11 @@ def _run_pool(work: _Work, jobs: int) -> None:
                     board.finish(name, ok=False)
                     for other in pending:
                         other.cancel()
+                    if isinstance(future.exception(), BrokenProcessPool):
+                        raise TailmemError(
+                            f"{name}: its worker process died (killed, or out of memory); see "
+                            f"{out / LOG_DIR / f'{name}.log'}; rerun to resume"
+                        )
                     raise future.exception()  # type: ignore[misc]
                 board.finish(name, ok=True)
     except KeyboardInterrupt:
@@ -315,7 +327,22 @@ def reproduce(
     names = select_experiments(only)
     out = Path(out) if out is not None else default_results(preset)
     plans = {name: _plan(name, preset, out) for name in names}  # validates every config first
-    out.mkdir(parents=True, exist_ok=True)
+    if out.exists() and not out.is_dir():
+        raise ConfigError(f"--out {out} is a file; expected a folder (or a path to create)")
+    with RunDir(out).lock():  # one reproduce per results folder
+        return _reproduce_locked(names, plans, preset, out, jobs, launcher, slurm, cluster)
+
+
+def _reproduce_locked(
+    names: list[str],
+    plans: dict[str, str],
+    preset: str,
+    out: Path,
+    jobs: int,
+    launcher: str,
+    slurm: SlurmOptions,
+    cluster: str | None,
+) -> Path:
     todo = [n for n in names if plans[n] != "skip"]
     forces = {n: plans[n] == "redo" for n in todo}
     parallel = jobs if launcher == "slurm" else min(jobs, max(len(todo), 1))

@@ -66,7 +66,6 @@ from tokenizers import Tokenizer
 
 from tailmem.data.bpe import (
     encode_pieces,
-    file_sha256,
     load_tokenizer,
     token_dtype,
     token_id,
@@ -87,7 +86,7 @@ from tailmem.data.templates import (
     qa_prompt,
 )
 from tailmem.errors import ConfigError, DataError
-from tailmem.rundir import strict_json
+from tailmem.rundir import file_sha256, strict_json
 
 DATA_FORMAT = "tailmem-bios"
 DATA_VERSION = 1

@@ -24,8 +24,10 @@ from tailmem.assoc.memory import DenseMemory
 from tailmem.assoc.optimizers import OPTIMIZERS
 from tailmem.claims.core import grid_edge
 from tailmem.claims.registry import evaluate, write_claims
+from tailmem.config import check_range
 from tailmem.errors import ConfigError
 from tailmem.plotting import pyplot, style_loglog
+from tailmem.resources import require_memory
 from tailmem.rundir import RunDir
 
 NAME = "assoc-capacity"
@@ -60,10 +62,7 @@ class Config:
             raise ConfigError(
                 f"labels: got {self.labels}; expected 0 (one object per fact) or 2..facts"
             )
-        if self.zipf_exponent <= 1.0:
-            raise ConfigError(
-                f"zipf_exponent: got {self.zipf_exponent}; the d^(1−α) law needs α > 1"
-            )
+        check_range("zipf_exponent", self.zipf_exponent, gt=1.0, why="the d^(1−α) law needs α > 1")
         if len(self.dims) < 2 or any(d < 1 for d in self.dims):
             raise ConfigError("dims: expected at least two positive dimensions")
         if self.steps < 1:
@@ -77,8 +76,21 @@ class Config:
                     + ", ".join(OPTIMIZERS)
                 )
             grid = self.lr_grid.get(name)
-            if not grid or any(not isinstance(x, (int, float)) or x <= 0 for x in grid):
+            if not grid:
                 raise ConfigError(f"lr_grid: needs a list of positive step sizes for {name!r}")
+            for i, lr in enumerate(grid):
+                check_range(f"lr_grid.{name}[{i}]", lr, gt=0.0)
+
+
+def preflight(cfg: Config) -> None:
+    """Refuse sizes that cannot fit in memory, before the run directory is written: E (d × N,
+    drawn then scaled: twice), Ẽ (d × M), per step size a d × d matrix and the N × M logits of
+    the final evaluation, and the N-vectors of the spectrum and answers (float64 throughout)."""
+    n_obj = cfg.labels or cfg.facts
+    d = max(cfg.dims)
+    grid = max(len(cfg.lr_grid[name]) for name in cfg.optimizers)
+    floats = 2 * d * cfg.facts + d * n_obj + grid * (d * d + cfg.facts * n_obj) + 3 * cfg.facts
+    require_memory(f"facts={cfg.facts}, labels={cfg.labels}, dims up to {d}", 8 * floats)
 
 
 def run(cfg: Config, run: RunDir) -> None:

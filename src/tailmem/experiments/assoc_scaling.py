@@ -39,8 +39,10 @@ from tailmem.assoc.structure import Layout, project
 from tailmem.assoc.theory import MUON_NOISY_EXPONENT, gd_noisy_exponent, gd_stability_threshold
 from tailmem.claims.core import grid_edge
 from tailmem.claims.registry import evaluate, write_claims
+from tailmem.config import check_range
 from tailmem.errors import ConfigError
 from tailmem.plotting import pyplot, style_loglog
+from tailmem.resources import require_memory
 from tailmem.rundir import RunDir
 
 NAME = "assoc-scaling"
@@ -94,15 +96,18 @@ class Config:
     symmetry_steps: int = 30
 
     def validate(self) -> None:
-        if not 0.0 <= self.label_noise < 1.0:
-            raise ConfigError(f"label_noise: got {self.label_noise}; expected a number in [0, 1)")
-        if self.label_noise == 0.0:
-            raise ConfigError("label_noise: the noisy sweep needs label_noise > 0")
+        check_range(
+            "label_noise", self.label_noise, gt=0.0, lt=1.0, why="the noisy sweep needs noise"
+        )
         for name in ("curve_exponent", "target_exponent", "gd_lr_p1", "muon_lr", "sign_lr"):
-            if getattr(self, name) <= 0:
-                raise ConfigError(f"{name}: got {getattr(self, name)}; expected a positive number")
-        if any(b <= 1.0 for b in self.exponents):
-            raise ConfigError(f"exponents: got {self.exponents}; paper B's theory needs β > 1")
+            check_range(name, getattr(self, name), gt=0.0)
+        for name in ("muon_c", "target_excess"):
+            check_range(name, getattr(self, name), gt=0.0)
+        for name in ("signgd_grid", "gd_lr_grid_p1", "muon_lr_grid", "stability_lr_p1"):
+            for i, lr in enumerate(getattr(self, name)):
+                check_range(f"{name}[{i}]", lr, gt=0.0)
+        for i, beta in enumerate(self.exponents):
+            check_range(f"exponents[{i}]", beta, gt=1.0, why="paper B's theory needs β > 1")
         if len(self.horizons) < 2 or any(T < 1 for T in self.horizons):
             raise ConfigError("horizons: expected at least two positive step counts")
         if len(self.target_group_sizes) < 2:
@@ -133,6 +138,14 @@ class Config:
             raise ConfigError(
                 "gd_groups·gd_group_size must equal muon_groups·muon_group_size (same K)"
             )
+
+
+def preflight(cfg: Config) -> None:
+    """Refuse sizes that cannot fit in memory, before the run directory is written: the curve
+    and symmetry parts draw two Haar-orthogonal K × K embeddings (QR of a Gaussian: at least
+    four K × K float64 matrices at once)."""
+    K = max(cfg.curve_groups * cfg.curve_group_size, cfg.symmetry_groups * cfg.symmetry_group_size)
+    require_memory(f"an orthonormal embedding of K={K} facts", 8 * 4 * K * K)
 
 
 def run(cfg: Config, run: RunDir) -> None:

@@ -33,8 +33,10 @@ from tailmem.assoc.fits import loglog_slope
 from tailmem.assoc.optimizers import OPTIMIZERS
 from tailmem.assoc.spectra import HEAD_ROUNDINGS
 from tailmem.claims.registry import evaluate, write_claims
+from tailmem.config import check_range
 from tailmem.errors import ConfigError
 from tailmem.plotting import legend_outside, pyplot, style_loglog
+from tailmem.resources import require_memory
 from tailmem.rundir import RunDir
 
 NAME = "assoc-two-group"
@@ -74,14 +76,8 @@ class Config:
     record_every: int = 5
 
     def validate(self) -> None:
-        if not 0.0 < self.head_mass < 1.0:
-            raise ConfigError(f"head_mass: got {self.head_mass}; expected a number in (0, 1)")
-        if not 0.0 < self.head_fraction < 1.0:
-            raise ConfigError(
-                f"head_fraction: got {self.head_fraction}; expected a number in (0, 1)"
-            )
-        if not 0.0 < self.eps < 1.0:
-            raise ConfigError(f"eps: got {self.eps}; expected a number in (0, 1)")
+        for name in ("head_mass", "head_fraction", "eps"):
+            check_range(name, getattr(self, name), gt=0.0, lt=1.0)
         if self.head_rounding not in HEAD_ROUNDINGS:
             raise ConfigError(
                 f"head_rounding: got {self.head_rounding!r}; expected one of "
@@ -98,8 +94,9 @@ class Config:
                     f"optimizers: unknown optimizer {name!r}; expected names from "
                     + ", ".join(OPTIMIZERS)
                 )
-            if name not in self.multi_lr or self.multi_lr[name] <= 0:
+            if name not in self.multi_lr:
                 raise ConfigError(f"multi_lr: needs a positive step size for optimizer {name!r}")
+            check_range(f"multi_lr.{name}", self.multi_lr[name], gt=0.0)
         all_ks = [*self.ks, *self.asymptotic_ks, self.figure_k]
         for K in all_ks:
             if not isinstance(K, int) or K < 6:
@@ -116,6 +113,14 @@ class Config:
             raise ConfigError(
                 "multi_steps, record_every and sweep_points must be positive (sweep_points ≥ 2)"
             )
+
+
+def preflight(cfg: Config) -> None:
+    """Refuse sizes that cannot fit in memory, before the run directory is written: the
+    block-structured memories keep a few float64 K-vectors (frequencies, groups, answers, the
+    update) for the largest K."""
+    K = max([*cfg.ks, *cfg.asymptotic_ks, cfg.figure_k])
+    require_memory(f"the memory of K={K} facts", 8 * 4 * K)
 
 
 def run(cfg: Config, run: RunDir) -> None:

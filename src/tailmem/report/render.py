@@ -79,6 +79,9 @@ def collect_runs(root: Path) -> list[RunSummary]:
         layout = run.read_json("report.json") if run.file("report.json").is_file() else {}
         if not isinstance(layout, dict):
             raise DataError(f"{run.file('report.json')}: expected a JSON object")
+        for key in ("title", "summary"):
+            if not isinstance(layout.get(key, ""), str):
+                raise DataError(f"{run.file('report.json')}: {key!r} must be text")
         runs.append(RunSummary(path.name, run, record, complete, wall, claims, layout))
     if not runs:
         raise DataError(f"{root} holds no run directories (no */config.yaml); run reproduce first")
@@ -87,33 +90,66 @@ def collect_runs(root: Path) -> list[RunSummary]:
     return sorted(runs, key=lambda r: (rank.get(r.record["experiment"], len(order)), r.name))
 
 
-def _figures(summary: RunSummary) -> list[tuple[Path, str]]:
-    listed = summary.layout.get("figures")
+def _entries(summary: RunSummary, kind: str) -> list[tuple[Path, str]] | None:
+    """The ``(file, caption)`` pairs of ``report.json``'s ``kind`` list (None: no such list).
+
+    Every entry must be ``{"file": NAME, "caption": TEXT}`` with NAME a file inside the run
+    directory: a damaged entry, or one pointing elsewhere (``/etc/passwd``, ``../x``, a symlink
+    out of the run), is a :class:`DataError`, so the report never embeds a file from outside.
+    """
+    listed = summary.layout.get(kind)
     if listed is None:
-        return [(p, p.stem.replace("_", " ")) for p in sorted(summary.run.path.glob("*.png"))]
-    figures = []
-    for item in listed:
-        path = summary.run.file(item["file"])
+        return None
+    source = summary.run.file("report.json")
+    if not isinstance(listed, list):
+        raise DataError(f"{source}: {kind!r} must be a list of {{file, caption}} entries")
+    root = summary.run.path.resolve()
+    entries = []
+    for i, item in enumerate(listed):
+        name = item.get("file") if isinstance(item, dict) else None
+        caption = item.get("caption") if isinstance(item, dict) else None
+        if not isinstance(name, str) or not isinstance(caption, (str, type(None))):
+            raise DataError(
+                f"{source}: {kind}[{i}] is {item!r}; expected {{'file': NAME, 'caption': TEXT}}"
+            )
+        path = summary.run.file(name)
+        if not path.resolve().is_relative_to(root):
+            raise DataError(
+                f"{source}: {kind}[{i}] points at {name!r}, outside the run directory; "
+                "expected a file of the run"
+            )
         if not path.is_file():
             raise DataError(f"{path} is listed in report.json but missing; rerun the experiment")
-        figures.append((path, item.get("caption", path.stem)))
-    return figures
+        entries.append((path, caption or path.stem))
+    return entries
+
+
+def _figures(summary: RunSummary) -> list[tuple[Path, str]]:
+    listed = _entries(summary, "figures")
+    if listed is None:
+        root = summary.run.path.resolve()
+        found = sorted(summary.run.path.glob("*.png"))
+        return [(p, p.stem.replace("_", " ")) for p in found if p.resolve().is_relative_to(root)]
+    return listed
 
 
 def _tables(summary: RunSummary) -> list[tuple[str, list[list[str]], dict[str, str]]]:
     """(caption, header + rows, explanation per column) of each table report.json lists."""
     tables = []
-    for item in summary.layout.get("tables", []):
-        path = summary.run.file(item["file"])
+    entries = _entries(summary, "tables") or []
+    for (path, caption), item in zip(entries, summary.layout.get("tables") or [], strict=False):
         try:
             rows = list(csv.reader(io.StringIO(path.read_text())))
-        except FileNotFoundError:
-            raise DataError(f"{path} is listed in report.json but missing") from None
+        except (UnicodeDecodeError, csv.Error) as exc:
+            raise DataError(
+                f"{path} is listed in report.json but is not CSV text ({exc})"
+            ) from None
         header, *body = rows[: MAX_TABLE_ROWS + 1] or [[]]
-        columns = {k: v for k, v in item.get("columns", {}).items() if k in header}
-        tables.append(
-            (item.get("caption", path.stem), [header, *map(_readable_row, body)], columns)
-        )
+        columns = item.get("columns", {})
+        if not isinstance(columns, dict):
+            raise DataError(f"{path}: report.json 'columns' must map column names to text")
+        columns = {k: str(v) for k, v in columns.items() if k in header}
+        tables.append((caption, [header, *map(_readable_row, body)], columns))
     return tables
 
 
