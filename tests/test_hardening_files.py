@@ -14,6 +14,7 @@ import torch
 
 from tailmem.cli import main
 from tailmem.data.corpus import CorpusConfig, build_corpus, load_corpus
+from tailmem.data.text_sources import stdlib_text_file
 from tailmem.diagnose import diagnose
 from tailmem.errors import ConfigError, DataError, TailmemError
 from tailmem.report.render import write_report
@@ -114,6 +115,16 @@ def test_a_damaged_corpus_cache_is_refused_and_rebuilt(corpus_cache, name, damag
     assert rebuilt.path == corpus.path
     np.testing.assert_array_equal(rebuilt.train, train)
     np.testing.assert_array_equal(rebuilt.val, val)
+
+
+def test_a_damaged_text_cache_is_extracted_again(corpus_cache):
+    build_corpus(CorpusConfig(**SMALL), corpus_cache)  # extracts the standard-library text
+    path = stdlib_text_file(corpus_cache)
+    original = path.read_bytes()
+    path.write_bytes(original[: len(original) // 2])  # a truncated cache: fewer documents
+    assert stdlib_text_file(corpus_cache).read_bytes() == original
+    Path(f"{path}.sha256").unlink()  # no recorded hash: not trusted either
+    assert stdlib_text_file(corpus_cache).read_bytes() == original
 
 
 # ------------------------------------------------------------------ the process umask

@@ -214,10 +214,12 @@ def check_range(
 ) -> None:
     """Raise :class:`ConfigError` unless ``value`` lies in the given bounds; NaN never does.
 
-    Written as ``not (value > gt)`` and so on, so a NaN that reached this far is refused too.
+    NaN is refused whatever the bounds (comparisons with NaN are all false, so ``x <= 0``-style
+    checks would let it through).
     """
     ok = (
-        (gt is None or value > gt)
+        not math.isnan(value)
+        and (gt is None or value > gt)
         and (ge is None or value >= ge)
         and (lt is None or value < lt)
         and (le is None or value <= le)
@@ -230,7 +232,8 @@ def check_range(
         if bound is not None
     ]
     suffix = f" ({why})" if why else ""
-    raise ConfigError(f"{name}: got {value!r}; expected a number {' and '.join(bounds)}{suffix}")
+    expected = " ".join(["expected a number", " and ".join(bounds)]).strip()
+    raise ConfigError(f"{name}: got {value!r}; {expected}{suffix}")
 
 
 def check_value(value: Any, tp: Any, name: str) -> Any:

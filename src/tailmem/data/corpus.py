@@ -32,8 +32,9 @@ Cache
     version. A folder whose ``meta.json`` carries the same fingerprint is reused; anything else
     is rebuilt in a temporary folder and renamed into place, so readers never see a half-written
     corpus. Extracted standard-library text and fetched Hugging Face documents are cached as
-    JSON lines under ``cache_dir/text/`` (keyed by interpreter, resp. data set spec) and are not
-    fetched again; delete that file to refetch.
+    JSON lines under ``cache_dir/text/`` (keyed by interpreter, resp. data set spec) with their
+    SHA-256 beside them (``*.jsonl.sha256``) and are not fetched again while they match it; delete
+    that file to refetch.
 
 Batches for training and evaluation come from :mod:`tailmem.data.token_stream`; head/body/tail
 token buckets from :func:`frequency_buckets`.
