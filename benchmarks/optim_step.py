@@ -10,28 +10,38 @@ Parameter sets (Muon-routed matrices only, nn.Linear (out, in) layout):
 
 Printed, all measured in this run: the machine's float32 and bfloat16 matmul rates; per set the
 step time of ``torch.optim.Muon`` (one 2-D parameter at a time, Newton–Schulz hard-coded in
-bfloat16), of our Muon per method (compute dtype = the float32 parameters' unless marked bf16),
-the ratio against torch.optim.Muon, FLOPs counted by ``orthogonalize_flops`` and the achieved
-GFLOP/s, AdamW's step time; then max|σ - 1| of each method's output per shape on Gaussian
-inputs; and the peak RSS. Timings are the minimum over ``--repeats`` interleaved runs; with one
-repeat a Muon time includes its first step's momentum-buffer allocation (a few % of the step).
+bfloat16; and the same code with its cast patched to float32), of our Muon per method (compute
+dtype = the float32 parameters' unless marked bf16), the ratio against torch.optim.Muon, FLOPs
+counted by ``orthogonalize_flops`` and the achieved GFLOP/s, AdamW's step time, and the
+same-dtype ratios (torch fp32 / tailmem ns5 fp32, torch bf16 / tailmem ns5 bf16); then
+max|σ - 1| of each method's output per shape on Gaussian inputs; then one Muon step of the first
+set with 2 CPU ranks (gloo, one thread each) under DDP (``distributed="ddp"``, plain tensors)
+and under FSDP2 (``fully_shard``, DTensor parameters), and its ratio; and the peak RSS. Timings
+are the minimum over ``--repeats`` interleaved runs; with one repeat a Muon time includes its
+first step's momentum-buffer allocation (a few % of the step).
 
     PYTHONPATH=src python benchmarks/optim_step.py [--set {12x768,6x384,all}] [--repeats N]
-        [--ffn {plain,gated,both}] [--all-methods]
+        [--ffn {plain,gated,both}] [--all-methods] [--no-distributed]
 
 The default (12x768, plain FFN, 1 repeat, methods ns5 / polar_express / gram_ns timed; every
 method in the σ table) takes about 1.5 minutes on an idle 2-core CPU; ``--ffn both`` adds the
-gated set, ``--all-methods`` times "cubic" and "svd" too.
+gated set, ``--all-methods`` times "cubic" and "svd" too; ``--set 6x384`` is the small run.
 """
 
 from __future__ import annotations
 
 import argparse
+import contextlib
+import datetime
 import resource
+import tempfile
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 
 import torch
+import torch.distributed as dist
+import torch.multiprocessing as mp
+import torch.optim._muon as torch_muon
 
 from tailmem.optim import Muon, orthogonalize
 from tailmem.optim.orthogonalize import BAND_MIN_SINGULAR, orthogonalize_flops
@@ -72,6 +82,38 @@ def matmul_rate(dtype: torch.dtype, seconds: float = 1.0) -> float:
     return 2 * 768 * 3072 * 768 / best / 1e9
 
 
+def _torch_ns_float32(grad, ns_coefficients, ns_steps, eps):
+    """``torch.optim.Muon``'s Newton–Schulz, operation for operation, with float32 for bfloat16."""
+    a, b, c = ns_coefficients
+    X = grad.float()
+    if grad.size(0) > grad.size(1):
+        X = X.T
+    X = X.div(X.norm().clamp(min=eps))
+    for _ in range(ns_steps):
+        gram = X @ X.T
+        X = torch.addmm(X, torch.addmm(gram, gram, gram, beta=b, alpha=c), X, beta=a)
+    return X.T if grad.size(0) > grad.size(1) else X
+
+
+@contextlib.contextmanager
+def torch_muon_in_float32() -> Iterator[None]:
+    """Run ``torch.optim.Muon`` with its Newton–Schulz in float32 inside the block."""
+    original = torch_muon._zeropower_via_newtonschulz
+    torch_muon._zeropower_via_newtonschulz = _torch_ns_float32
+    try:
+        yield
+    finally:
+        torch_muon._zeropower_via_newtonschulz = original
+
+
+def float32_step(step: Callable[[], None]) -> Callable[[], None]:
+    def run() -> None:
+        with torch_muon_in_float32():
+            step()
+
+    return run
+
+
 def flops(shapes: list[tuple[int, int]], method: str) -> int | None:
     counts = [orthogonalize_flops(m, n, method) for m, n in shapes]
     return None if None in counts else sum(counts)  # type: ignore[arg-type]
@@ -104,9 +146,10 @@ def bench_set(title: str, shapes: list[tuple[int, int]], methods, repeats, rates
     hyper = {"lr": 0.02, "momentum": 0.95, "nesterov": True, "weight_decay": 0.0}
     contenders: dict[str, Callable[[], None]] = {
         "torch.optim.Muon (bf16)": torch.optim.Muon(params, **hyper).step,
+        "torch.optim.Muon (fp32)": float32_step(torch.optim.Muon(params, **hyper).step),
     }
     for method in methods:
-        contenders[f"tailmem {method}"] = Muon(params, method=method, **hyper).step
+        contenders[f"tailmem {method}"] = Muon(params, method=method, dtype=None, **hyper).step
     contenders["tailmem ns5 (bf16)"] = Muon(params, dtype=torch.bfloat16, **hyper).step
     adamw = torch.optim.AdamW(params, lr=1e-3)
     adamw.step()  # untimed: its first step's state allocation costs ≈10 steady steps here
@@ -122,7 +165,7 @@ def bench_set(title: str, shapes: list[tuple[int, int]], methods, repeats, rates
     )
     for name, (seconds, cpu) in times.items():
         bf16 = "bf16" in name
-        method = "ns5" if bf16 else name.split()[-1]
+        method = "ns5" if name.startswith("torch.optim.Muon") or bf16 else name.split()[-1]
         count = flops(shapes, method) if method in ALL_METHODS else None
         if count:
             achieved = count / seconds / 1e9
@@ -133,6 +176,14 @@ def bench_set(title: str, shapes: list[tuple[int, int]], methods, repeats, rates
         print(
             f"{name:28s} {seconds:7.2f} {reference / seconds:7.2f}x {cpu:7.2f} "
             f"{reference_cpu / cpu:7.2f}x {cells}"
+        )
+    for dtype, theirs, ours in (
+        ("fp32", "torch.optim.Muon (fp32)", "tailmem ns5"),
+        ("bf16", "torch.optim.Muon (bf16)", "tailmem ns5 (bf16)"),
+    ):
+        print(
+            f"same dtype ({dtype}): tailmem ns5 is {times[theirs][0] / times[ours][0]:.2f}x "
+            f"torch.optim.Muon (wall), {times[theirs][1] / times[ours][1]:.2f}x (CPU)"
         )
     ns5, gram = flops(shapes, "ns5"), flops(shapes, "gram_ns")
     best_ns5, best_gram = ns5 / rates["fp32"] / 1e9, gram / rates["fp32"] / 1e9
@@ -172,6 +223,57 @@ def sigma_report(shapes: list[tuple[int, int]], methods) -> None:
         print(f"{f'{m}x{n}':>10s} {below:6.1%} " + " ".join(cells))
 
 
+def _dist_worker(rank: int, world: int, init: str, shapes, repeats: int, out: str) -> None:
+    """Time one Muon step under DDP and under FSDP2 on ``world`` gloo ranks; rank 0 saves."""
+    from torch.distributed.fsdp import fully_shard
+    from torch.distributed.tensor import distribute_tensor
+
+    torch.set_num_threads(1)
+    timeout = datetime.timedelta(minutes=10)
+    dist.init_process_group("gloo", init_method=f"file://{init}", rank=rank, world_size=world,
+                            timeout=timeout)  # fmt: skip
+    hyper = {"lr": 0.02, "momentum": 0.95, "nesterov": True, "weight_decay": 0.0, "dtype": None}
+    gen = torch.Generator().manual_seed(0)
+    grads = [torch.randn(*s, generator=gen) for s in shapes]
+    plain = [torch.nn.Parameter(torch.randn(*s, generator=gen) * 0.02) for s in shapes]
+    for p, g in zip(plain, grads, strict=True):
+        p.grad = g.clone()
+    model = torch.nn.ModuleList(torch.nn.Linear(n, m, bias=False) for m, n in shapes)
+    for layer in model:
+        fully_shard(layer)
+    for p, g in zip(model.parameters(), grads, strict=True):
+        p.grad = distribute_tensor(g, p.device_mesh, p.placements, src_data_rank=None)
+    steps = {
+        "DDP": Muon(plain, distributed="ddp", **hyper).step,
+        "FSDP2": Muon(model.parameters(), **hyper).step,
+    }
+    best = dict.fromkeys(steps, float("inf"))
+    for _ in range(repeats):
+        for name, step in steps.items():
+            dist.barrier()
+            start = time.perf_counter()
+            step()
+            elapsed = torch.tensor(time.perf_counter() - start)
+            dist.all_reduce(elapsed, op=dist.ReduceOp.MAX)  # the slowest rank's time
+            best[name] = min(best[name], elapsed.item())
+    if rank == 0:
+        torch.save(best, out)
+    dist.barrier()
+    dist.destroy_process_group()
+
+
+def bench_distributed(title: str, shapes: list[tuple[int, int]], repeats: int) -> None:
+    """One Muon step with 2 CPU ranks under DDP and FSDP2, ns5 in float32."""
+    with tempfile.TemporaryDirectory() as tmp:
+        init, out = f"{tmp}/store", f"{tmp}/times.pt"
+        mp.spawn(_dist_worker, args=(2, init, shapes, repeats, out), nprocs=2, join=True)
+        best = torch.load(out, weights_only=True)
+    print(f"\n== {title}: one Muon step (ns5, fp32) on 2 gloo CPU ranks, one thread each")
+    for name, seconds in best.items():
+        print(f"{name:28s} {seconds:7.2f} s")
+    print(f"FSDP2 / DDP step time: {best['FSDP2'] / best['DDP']:.2f}x")
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     parser.add_argument("--set", choices=["12x768", "6x384", "all"], default="12x768")
@@ -182,6 +284,11 @@ def main() -> None:
         help="FFN variant(s) to time (both: about twice the default run time)",
     )
     parser.add_argument("--repeats", type=int, default=1)
+    parser.add_argument(
+        "--no-distributed",
+        action="store_true",
+        help="skip the 2-rank DDP vs FSDP2 step",
+    )
     parser.add_argument(
         "--all-methods",
         action="store_true",
@@ -194,6 +301,11 @@ def main() -> None:
     print(
         f"matmul 768x3072x768: fp32 {rates['fp32']:.1f} GFLOP/s, bf16 {rates['bf16']:.1f} GFLOP/s"
     )
+    if rates["bf16"] < rates["fp32"] / 2:
+        print(
+            f"note: bf16 matmul is {rates['fp32'] / rates['bf16']:.0f}x slower than fp32 here "
+            f"(no bf16 units on this CPU: emulated), so bf16 ratios say nothing about a GPU"
+        )
     timed = ALL_METHODS if args.all_methods else FAST_METHODS
     names = ["12x768", "6x384"] if args.set == "all" else [args.set]
     shapes_seen: list[tuple[int, int]] = []
@@ -204,6 +316,8 @@ def main() -> None:
             bench_set(title, shapes, timed, args.repeats, rates)
             shapes_seen += shapes
     sigma_report(shapes_seen, ALL_METHODS)
+    if not args.no_distributed:
+        bench_distributed(*SETS[names[0]][variants[0]], args.repeats)
     peak = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024
     print(f"\npeak RSS {peak:.0f} MiB")
 

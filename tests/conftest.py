@@ -41,6 +41,7 @@ def _fake_run(cfg: FakeConfig, run) -> None:
     import torch
 
     if cfg.fail:
+        run.write_json("partial.json", {"steps_done": 1})  # an output worth protecting
         raise RuntimeError("deliberate failure")
     values = torch.randn(cfg.steps).tolist()
     run.write_json("results.json", {"values": values, "ks": cfg.ks})

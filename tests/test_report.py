@@ -6,8 +6,10 @@ matplotlib.use("Agg")
 import matplotlib.pyplot as plt
 import pytest
 
+from tailmem.claims.core import VERDICTS, ClaimResult
+from tailmem.claims.listing import EXPERIMENTS
+from tailmem.claims.registry import CLAIMS, claims_of, write_claims
 from tailmem.errors import DataError
-from tailmem.report.claims import ClaimResult, write_claims
 from tailmem.report.render import write_report
 from tailmem.rundir import RunDir
 
@@ -44,7 +46,13 @@ def test_report_counts_verdicts_and_embeds_figures(tmp_path):
     html_path = write_report(tmp_path)
     text = html_path.read_text()
     assert text.count("data:image/png;base64,") == 1
-    assert "<b>1</b> reproduced" in text and "<b>1</b> not measured" in text
+    # The summary counts every registry claim: the runs' results, the claims of experiments
+    # not in the folder and the claims no experiment measures.
+    others = sum(len(claims_of(e)) for e in EXPERIMENTS if e != "assoc-capacity")
+    not_measured = 1 + others + len(claims_of(None))
+    assert "<b>1</b> reproduced" in text and f"<b>{not_measured}</b> not measured" in text
+    assert 3 + others + len(claims_of(None)) == len(CLAIMS) + 2  # a family gives 3 results
+    assert all(f"</b> {v}" in text for v in VERDICTS)
     assert "incomplete" in text
     md = (tmp_path / "report.md").read_text()
     assert "![curve](exp-a/curve.png)" in md and "| claim 1 |" in md
@@ -59,7 +67,6 @@ def test_report_counts_verdicts_and_embeds_figures(tmp_path):
         (lambda r: (r / "claims.json").write_text('{"a": 1}'), "expected a list of claims"),
         (lambda r: (r / "config.yaml").write_text("- 1\n"), "lacks the experiment/config"),
         (lambda r: (r / "report.json").write_text('{"figures": [{"file": "x.png"}]}'), "missing"),
-        (lambda r: (r / "COMPLETE").write_text("oops"), "COMPLETE is not valid JSON"),
     ],
 )
 def test_damaged_results_are_one_clear_error(tmp_path, damage, fragment):
@@ -91,3 +98,26 @@ def test_tables_show_long_floats_to_four_significant_digits(tmp_path):
     assert "| ratio | 1.000 | 99 | 7.285e-16 |" in md
     assert "| big | 12346 | 1 | 0.001235 |" in md
     assert "-0.9438772991412437" in (tmp_path / "exp-a" / "t.csv").read_text()  # CSV keeps all
+
+
+def test_claims_show_rule_seeds_reason_and_column_notes(tmp_path):
+    run = RunDir(tmp_path / "cap")
+    _make_run(tmp_path, "cap", [])
+    claim = ClaimResult(
+        "cabannes.capacity.gd", "c", "Related", "p", "o", "the rule in words", "inconclusive",
+        reason="model at chance", seeds=[0, 1, 2],
+    )  # fmt: skip
+    write_claims(run, [claim])
+    run.write_csv("t.csv", [{"d": 4, "error": 0.5}])
+    columns = {"d": "embedding dimension", "absent": "not a column"}
+    run.write_json("report.json", {"tables": [{"file": "t.csv", "columns": columns}]})
+    write_report(tmp_path)
+    md = (tmp_path / "report.md").read_text()
+    why = CLAIMS["cabannes.capacity"].why
+    cells = f"| the rule in words — why: {why} | 0, 1, 2 (n = 3) | inconclusive: model at chance |"
+    assert cells in md
+    assert "Columns: **d** embedding dimension" in md and "absent" not in md
+    html = (tmp_path / "report.html").read_text()
+    assert '<tr class="v-inconclusive">' in html
+    # Every table sits in a horizontally scrolling box, so none is clipped at any width.
+    assert html.count('<div class="scroll"><table') == html.count("<table")

@@ -3,8 +3,9 @@ import json
 import pytest
 import yaml
 
+from tailmem.claims.core import ClaimResult
+from tailmem.claims.registry import read_claims, write_claims
 from tailmem.errors import ConfigError, DataError
-from tailmem.report.claims import ClaimResult, read_claims, verdict, write_claims
 from tailmem.rundir import RunDir
 from tailmem.runner import run_experiment
 
@@ -30,11 +31,13 @@ def test_damaged_json_is_a_data_error(tmp_path):
 def test_claims_round_trip_and_validation(tmp_path):
     run = RunDir(tmp_path)
     claim = ClaimResult(
-        "A4.thm53.gd_slope", "a claim", "A4", "1.0", "0.98", "|ours-1|<0.05", verdict(True)
-    )
+        "A4.thm53.gd_slope", "a claim", "A4", "1.0", "0.98", "the rule in words", "inconclusive",
+        reason="two K only", seeds=[0, 1, 2],
+    )  # fmt: skip
     write_claims(run, [claim])
     assert read_claims(run) == [claim]
-    assert verdict(None) == "not measured" and verdict(False) == "not reproduced"
+    with pytest.raises(ValueError, match="is not one of"):
+        ClaimResult("A4.thm53.gd_slope", "c", "A4", "1", "1", "rule", "maybe")  # type: ignore[arg-type]
     (tmp_path / "claims.json").write_text(json.dumps([{"id": "x"}]))
     with pytest.raises(DataError, match="entry 0 lacks the fields"):
         read_claims(run)
@@ -99,3 +102,14 @@ def test_report_figure_is_saved_as_png_and_svg_with_its_layout_entry(tmp_path):
     assert (tmp_path / "curve.png").read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
     assert b"<svg" in (tmp_path / "curve.svg").read_bytes()[:400]
     assert not plt.get_fignums()  # the figure was closed
+
+
+def _reject(constant: str) -> None:
+    raise ValueError(f"non-standard JSON constant {constant}")
+
+
+def test_json_is_strict_with_a_status_for_non_finite_numbers(tmp_path):
+    run = RunDir(tmp_path)
+    run.write_json("r.json", {"slope": float("nan"), "xs": [1.0, float("inf")], "ok": 2.5})
+    data = json.loads((tmp_path / "r.json").read_text(), parse_constant=_reject)
+    assert data == {"slope": None, "slope_status": "nan", "xs": [1.0, None], "ok": 2.5}

@@ -1,11 +1,16 @@
 """The ``tailmem`` command line.
 
-Bad input of any kind ends with one line ``tailmem: error: ...`` on stderr and exit code 2.
+Bad input of any kind ends with one line ``tailmem: error: ...`` on stderr and exit code 2:
+:class:`~tailmem.errors.TailmemError` and the failures a user's machine or files cause
+(:func:`expected_failure`: OS errors such as a full disk, a read-only folder or a symlink loop,
+text files that are not UTF-8, running out of memory). Anything else is a bug and keeps its
+traceback; ``--debug`` (anywhere on the command line) shows the traceback of every error.
 """
 
 from __future__ import annotations
 
 import argparse
+import errno
 import os
 import sys
 from collections.abc import Sequence
@@ -26,9 +31,15 @@ class _Parser(argparse.ArgumentParser):
 def _cmd_list(args: argparse.Namespace) -> int:
     from tailmem.config import available_presets
     from tailmem.experiments import EXPERIMENTS
+    from tailmem.experiments.catalog import about
 
     for name in EXPERIMENTS:
-        print(f"{name:20s} presets: {', '.join(available_presets(name))}")
+        entry = about(name)
+        text = f"presets: {', '.join(available_presets(name))}"
+        if entry is not None:
+            text = f"{entry.reproduces:58s} | {entry.presets_text()}"
+        print(f"{name:16s} {text}")
+    print("(times: wall clock on a quiet 2-core machine; smoke presets are toy sizes)")
     return 0
 
 
@@ -43,7 +54,9 @@ def _cmd_config(args: argparse.Namespace) -> int:
 
 
 def _cmd_run(args: argparse.Namespace) -> int:
+    from tailmem.report.summary import run_summary
     from tailmem.runner import run_experiment
+    from tailmem.train.distributed import is_main_process
 
     run, status = run_experiment(
         args.experiment, args.preset, args.overrides, out=args.out, force=args.force
@@ -52,6 +65,8 @@ def _cmd_run(args: argparse.Namespace) -> int:
         print(f"{run.path}: already complete with this config (use --force to redo)")
     else:
         print(f"{args.experiment} ({args.preset}) finished: {run.path}")
+    if is_main_process():  # under torchrun, rank 0 wrote claims.json
+        print(run_summary(run.path))
     return 0
 
 
@@ -81,7 +96,7 @@ def _cmd_report(args: argparse.Namespace) -> int:
 
 
 def _cmd_claims(args: argparse.Namespace) -> int:
-    from tailmem.report.listing import as_json, as_markdown, select
+    from tailmem.claims.listing import as_json, as_markdown, select
 
     claims = select(args.experiment)
     print(as_json(claims) if args.format == "json" else as_markdown(claims))
@@ -105,6 +120,11 @@ def build_parser() -> argparse.ArgumentParser:
         description="How optimisers (Muon, Adam, ...) learn heavy-tailed associative memories.",
     )
     parser.add_argument("--version", action="version", version=f"tailmem {__version__}")
+    parser.add_argument(
+        "--debug",
+        action="store_true",
+        help="show the traceback of any error",
+    )
     sub = parser.add_subparsers(dest="command", metavar="COMMAND", parser_class=_Parser)
     sub.required = True
 
@@ -162,8 +182,53 @@ def build_parser() -> argparse.ArgumentParser:
     return parser
 
 
+_OS_HINTS = {
+    errno.ENOSPC: "the disk is full; free some space and rerun (completed work is kept)",
+    errno.EDQUOT: "the disk quota is exhausted; free some space and rerun",
+    errno.EROFS: "expected a writable location (choose another --out)",
+    errno.EACCES: "expected a location this user may read and write",
+    errno.EPERM: "expected a location this user may read and write",
+    errno.ELOOP: "expected a path without a symbolic-link loop",
+    errno.ENOTDIR: "expected a folder where the path has a file",
+    errno.EISDIR: "expected a file where the path has a folder",
+    errno.EEXIST: "expected a folder or a free path",
+    errno.ENOENT: "expected the file to exist",
+    errno.ENAMETOOLONG: "expected a shorter path",
+}
+
+_OOM_TEXT = ("can't allocate memory", "not enough memory", "out of memory")
+
+
+def expected_failure(exc: BaseException) -> str | None:
+    """The one-line message of a failure that is not a bug (None: it is a bug)."""
+    if isinstance(exc, TailmemError):
+        return str(exc)
+    if isinstance(exc, OSError):
+        where = " -> ".join(str(f) for f in (exc.filename, exc.filename2) if f is not None)
+        what = exc.strerror or type(exc).__name__
+        hint = _OS_HINTS.get(exc.errno or 0, "expected a readable, writable location")
+        return f"{where or 'file system'}: {what}; {hint}"
+    if isinstance(exc, UnicodeDecodeError):
+        return (
+            f"a file that should be text is not UTF-8 ({exc.reason} at byte {exc.start}); "
+            "expected a text file (rerun with --debug to see which)"
+        )
+    if isinstance(exc, MemoryError) or (
+        isinstance(exc, RuntimeError) and any(t in str(exc).lower() for t in _OOM_TEXT)
+    ):
+        first = str(exc).strip().splitlines()[0] if str(exc).strip() else type(exc).__name__
+        return (
+            f"out of memory ({first[:160]}); expected a config that fits this machine "
+            "(a smaller preset or smaller sizes)"
+        )
+    return None
+
+
 def main(argv: Sequence[str] | None = None) -> int:
     parser = build_parser()
+    argv = list(sys.argv[1:] if argv is None else argv)
+    debug = "--debug" in argv
+    argv = [item for item in argv if item != "--debug"]  # accepted anywhere on the line
     # Overrides may come before or after options (argparse alone would reject `EXP --preset P k=v`).
     args, extra = parser.parse_known_args(argv)
     stray = [item for item in extra if item.startswith("-") or "=" not in item]
@@ -173,12 +238,15 @@ def main(argv: Sequence[str] | None = None) -> int:
         args.overrides = [*args.overrides, *extra]
     try:
         return args.func(args)
-    except TailmemError as exc:
-        print(f"tailmem: error: {exc}", file=sys.stderr)
-        return EXIT_USAGE
     except KeyboardInterrupt:
         print("tailmem: interrupted; completed runs are kept, rerun to resume", file=sys.stderr)
         return 130
     except BrokenPipeError:  # output piped into `head` and the like: stop quietly
         os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
         return 0
+    except Exception as exc:
+        message = expected_failure(exc)
+        if message is None or debug:
+            raise
+        print(f"tailmem: error: {' '.join(message.split())}", file=sys.stderr)
+        return EXIT_USAGE

@@ -7,11 +7,19 @@ and YAML syntax for values (``ks=[99,300]``, ``lr=1e-3``, ``name=null``).
 
 Every problem — unknown preset, unknown field, wrong type, failed ``validate()`` — raises
 :class:`~tailmem.errors.ConfigError` with one line naming the field and what was expected.
+
+The type check is strict, for every field of every experiment alike: a ``float`` must be finite
+(NaN and ±inf are refused unless the field is declared with ``metadata={NONFINITE: True}``); a
+``bool`` is ``true`` or ``false`` (not ``maybe``, not ``1``); a variable-length list (``list[X]``,
+``tuple[X, ...]``, also inside mappings) must not repeat a value unless declared with
+``metadata={DUPLICATES: True}``; ``dict[K, V]`` checks its keys and values. Ranges that depend on
+the field's meaning are checked in ``validate()`` with :func:`check_range`, which refuses NaN.
 """
 
 from __future__ import annotations
 
 import dataclasses
+import math
 import re
 import types
 import typing
@@ -27,6 +35,11 @@ from tailmem.errors import ConfigError
 T = TypeVar("T")
 
 PRESETS = ("smoke", "cpu", "paper")
+
+NONFINITE = "allow_nonfinite"
+"""Field metadata key: this float field may be NaN or ±inf."""
+DUPLICATES = "allow_duplicates"
+"""Field metadata key: this list field may repeat a value."""
 
 CONFIGS_ROOT = Path(str(resources.files("tailmem") / "configs"))
 
@@ -57,8 +70,18 @@ def load_config(cls: type[T], experiment: str, preset: str, overrides: Sequence[
 
 
 class _Loader(yaml.SafeLoader):
-    """YAML 1.1 reads ``1e-3`` as a string; scientific notation without a dot is a float here."""
+    """YAML 1.1 reads ``1e-3`` as a string; scientific notation without a dot is a float here.
+    Only ``true`` / ``false`` are booleans (YAML 1.2): ``yes``, ``on``, ``n`` stay strings, so a
+    boolean field refuses them instead of guessing."""
 
+
+_Loader.yaml_implicit_resolvers = {
+    first: [(tag, regexp) for tag, regexp in resolvers if tag != "tag:yaml.org,2002:bool"]
+    for first, resolvers in yaml.SafeLoader.yaml_implicit_resolvers.items()
+}
+_Loader.add_implicit_resolver(
+    "tag:yaml.org,2002:bool", re.compile(r"^(?:true|True|TRUE|false|False|FALSE)$"), list("tTfF")
+)
 
 _Loader.add_implicit_resolver(
     "tag:yaml.org,2002:float",
@@ -100,7 +123,8 @@ def from_dict(cls: type[T], values: Mapping[str, Any], prefix: str = "") -> T:
             f"unknown config field '{prefix}{unknown[0]}'; expected one of: {', '.join(fields)}"
         )
     kwargs = {
-        name: _coerce(value, hints[name], f"{prefix}{name}") for name, value in values.items()
+        name: _coerce(value, hints[name], f"{prefix}{name}", _Rules.of(fields[name]))
+        for name, value in values.items()
     }
     cfg = cls(**kwargs)
     validate = getattr(cfg, "validate", None)
@@ -166,7 +190,59 @@ def _type_name(tp: Any) -> str:
     return getattr(tp, "__name__", str(tp))
 
 
-def _coerce(value: Any, tp: Any, name: str) -> Any:
+@dataclasses.dataclass(frozen=True)
+class _Rules:
+    """What a field's metadata relaxes in :func:`_coerce` (see the module docstring)."""
+
+    nonfinite: bool = False
+    duplicates: bool = False
+
+    @staticmethod
+    def of(spec: dataclasses.Field) -> _Rules:
+        return _Rules(bool(spec.metadata.get(NONFINITE)), bool(spec.metadata.get(DUPLICATES)))
+
+
+def check_range(
+    name: str,
+    value: float,
+    *,
+    gt: float | None = None,
+    ge: float | None = None,
+    lt: float | None = None,
+    le: float | None = None,
+    why: str = "",
+) -> None:
+    """Raise :class:`ConfigError` unless ``value`` lies in the given bounds; NaN never does.
+
+    NaN is refused whatever the bounds (comparisons with NaN are all false, so ``x <= 0``-style
+    checks would let it through).
+    """
+    ok = (
+        not math.isnan(value)
+        and (gt is None or value > gt)
+        and (ge is None or value >= ge)
+        and (lt is None or value < lt)
+        and (le is None or value <= le)
+    )
+    if ok:
+        return
+    bounds = [
+        f"{op} {bound:g}"
+        for op, bound in ((">", gt), ("≥", ge), ("<", lt), ("≤", le))
+        if bound is not None
+    ]
+    suffix = f" ({why})" if why else ""
+    expected = " ".join(["expected a number", " and ".join(bounds)]).strip()
+    raise ConfigError(f"{name}: got {value!r}; {expected}{suffix}")
+
+
+def check_value(value: Any, tp: Any, name: str) -> Any:
+    """Check one value against annotation ``tp`` with the strict rules of the module docstring
+    (for values outside a config dataclass, e.g. the entries of a free-form overrides mapping)."""
+    return _coerce(value, tp, name, _Rules())
+
+
+def _coerce(value: Any, tp: Any, name: str, rules: _Rules) -> Any:
     """Check ``value`` against annotation ``tp``; ints are accepted where floats are expected."""
     origin = get_origin(tp)
     expected = _type_name(tp)
@@ -179,7 +255,7 @@ def _coerce(value: Any, tp: Any, name: str) -> Any:
     if origin in (Union, types.UnionType):
         for arg in get_args(tp):
             try:
-                return _coerce(value, arg, name)
+                return _coerce(value, arg, name, rules)
             except ConfigError:
                 continue
         raise ConfigError(f"{name}: got {value!r}; expected {expected}")
@@ -188,23 +264,15 @@ def _coerce(value: Any, tp: Any, name: str) -> Any:
             return None
         raise ConfigError(f"{name}: got {value!r}; expected null")
     if origin in (list, tuple, Sequence) or tp in (list, tuple):
-        if not isinstance(value, (list, tuple)):
-            raise ConfigError(f"{name}: got {value!r}; expected {expected}")
-        args = [a for a in get_args(tp) if a is not Ellipsis]
-        if origin is tuple and len(args) > 1 and Ellipsis not in get_args(tp):
-            if len(value) != len(args):
-                raise ConfigError(f"{name}: got {value!r}; expected {len(args)} values")
-            return tuple(
-                _coerce(v, a, f"{name}[{i}]")
-                for i, (v, a) in enumerate(zip(value, args, strict=True))
-            )
-        item = args[0] if args else Any
-        items = [_coerce(v, item, f"{name}[{i}]") for i, v in enumerate(value)]
-        return tuple(items) if origin is tuple or tp is tuple else items
+        return _coerce_sequence(value, tp, name, rules)
     if origin in (dict, Mapping) or tp is dict:
         if not isinstance(value, Mapping):
             raise ConfigError(f"{name}: got {value!r}; expected a mapping")
-        return dict(value)
+        key_tp, value_tp = get_args(tp) or (Any, Any)
+        return {
+            _coerce(k, key_tp, f"{name} key", rules): _coerce(v, value_tp, f"{name}.{k}", rules)
+            for k, v in value.items()
+        }
     if dataclasses.is_dataclass(tp):
         return from_dict(tp, value, prefix=f"{name}.")
     if tp is bool:
@@ -217,6 +285,8 @@ def _coerce(value: Any, tp: Any, name: str) -> Any:
         raise ConfigError(f"{name}: got {value!r}; expected an integer")
     if tp is float:
         if isinstance(value, (int, float)) and not isinstance(value, bool):
+            if not rules.nonfinite and not math.isfinite(value):
+                raise ConfigError(f"{name}: got {value!r}; expected a finite number")
             return float(value)
         raise ConfigError(f"{name}: got {value!r}; expected a number")
     if tp is str:
@@ -226,3 +296,28 @@ def _coerce(value: Any, tp: Any, name: str) -> Any:
     if isinstance(tp, type) and isinstance(value, tp):
         return value
     raise ConfigError(f"{name}: got {value!r}; expected {expected}")
+
+
+def _coerce_sequence(value: Any, tp: Any, name: str, rules: _Rules) -> Any:
+    """A fixed-length tuple item by item, or a variable-length list without repeated values."""
+    origin = get_origin(tp)
+    expected = _type_name(tp)
+    if not isinstance(value, (list, tuple)):
+        raise ConfigError(f"{name}: got {value!r}; expected {expected}")
+    args = [a for a in get_args(tp) if a is not Ellipsis]
+    if origin is tuple and len(args) > 1 and Ellipsis not in get_args(tp):
+        if len(value) != len(args):
+            raise ConfigError(f"{name}: got {value!r}; expected {len(args)} values")
+        return tuple(
+            _coerce(v, a, f"{name}[{i}]", rules)
+            for i, (v, a) in enumerate(zip(value, args, strict=True))
+        )
+    item = args[0] if args else Any
+    items = [_coerce(v, item, f"{name}[{i}]", rules) for i, v in enumerate(value)]
+    if not rules.duplicates:
+        for i, v in enumerate(items):
+            if v in items[:i]:
+                raise ConfigError(
+                    f"{name}: got {value!r}; expected each value at most once ({v!r} repeats)"
+                )
+    return tuple(items) if origin is tuple or tp is tuple else items

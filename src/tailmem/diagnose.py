@@ -30,17 +30,21 @@ from typing import Any
 import torch
 from torch import Tensor
 
-from tailmem.errors import CheckpointError, DataError
+from tailmem.errors import CheckpointError, ConfigError, DataError
 from tailmem.metrics.role_spectra import ISO_METRICS, MATRICES, metric_label, model_isotropy
 from tailmem.models.gpt import GPT
 from tailmem.models.gpt_io import GPT_CONFIG_FILE, read_gpt_config
 from tailmem.models.hf_loading import WEIGHT_FILES, load_state_dict_from_dir, read_hf_config
 from tailmem.models.roles import ParamRole, resolve_roles, resolve_roles_from_names
-from tailmem.plotting import pyplot
+from tailmem.plotting import integer_ticks, legend_outside, pyplot
 from tailmem.rundir import RunDir
 from tailmem.train.checkpoint import latest_checkpoint, load_checkpoint
 
 _HEAD_KEYS = ("num_attention_heads", "n_head")
+EXPECTED = (
+    "a training checkpoint (step_*.pt), a training run directory or a Hugging Face model folder"
+)
+_CHECKPOINT_MAGIC = (b"PK\x03\x04", b"\x80")  # torch.save's zip format, or a bare pickle
 
 
 @dataclass
@@ -57,11 +61,9 @@ def load_weights(path: str | Path) -> LoadedWeights:
     """Resolve PATH (see the module docstring) and load its weights and roles."""
     path = Path(path)
     if not path.exists():
-        raise DataError(
-            f"{path} does not exist; expected a checkpoint file, a training run directory or a "
-            "Hugging Face model folder"
-        )
+        raise DataError(f"{path} does not exist; expected {EXPECTED}")
     if path.is_file():
+        _require_checkpoint_file(path)
         return _from_checkpoint(path)
     if (path / "config.json").is_file() and any((path / f).is_file() for f in WEIGHT_FILES):
         return _from_hf_folder(path)
@@ -75,8 +77,18 @@ def load_weights(path: str | Path) -> LoadedWeights:
         raise DataError(f"{path} holds {len(runs)} training runs ({shown}, ...); pass one of them")
     raise DataError(
         f"{path} is neither a training run (no ckpt/), nor a Hugging Face model folder "
-        f"(config.json plus one of {', '.join(WEIGHT_FILES)})"
+        f"(config.json plus one of {', '.join(WEIGHT_FILES)}); expected {EXPECTED}"
     )
+
+
+def _require_checkpoint_file(path: Path) -> None:
+    """Refuse a file that is no checkpoint at all (a README, a JSON or CSV file) by its first
+    bytes, before loading it would call it a corrupt checkpoint."""
+    with open(path, "rb") as handle:
+        head = handle.read(4)
+    if not head.startswith(_CHECKPOINT_MAGIC):
+        kind = f"a {path.suffix.lstrip('.').upper()} file" if path.suffix else "not a torch file"
+        raise DataError(f"{path} is not a checkpoint ({kind}); expected {EXPECTED}")
 
 
 def _from_run_dir(run_dir: Path) -> LoadedWeights:
@@ -88,6 +100,10 @@ def _from_run_dir(run_dir: Path) -> LoadedWeights:
 
 def _from_checkpoint(path: Path) -> LoadedWeights:
     state = load_checkpoint(path)
+    if not isinstance(state.get("step"), int) or state["step"] < 0:
+        raise CheckpointError(
+            f"checkpoint {path} has step {state.get('step')!r}; expected a step count ≥ 0"
+        )
     weights = state.get("model")
     if not isinstance(weights, dict) or not all(isinstance(v, Tensor) for v in weights.values()):
         raise CheckpointError(f"checkpoint {path} has no model state dict")
@@ -116,14 +132,28 @@ def _from_hf_folder(path: Path) -> LoadedWeights:
     config = read_hf_config(path)
     weights = load_state_dict_from_dir(path)
     roles = resolve_roles_from_names({name: tuple(w.shape) for name, w in weights.items()})
-    n_head = next((config[k] for k in _HEAD_KEYS if isinstance(config.get(k), int)), None)
+    n_head = next((config[k] for k in _HEAD_KEYS if k in config), None)
+    if n_head is not None and (
+        isinstance(n_head, bool) or not isinstance(n_head, int) or n_head < 1
+    ):
+        raise DataError(
+            f"{path / 'config.json'}: head count {n_head!r}; expected a positive integer"
+        )
     kind = config.get("model_type", "unknown type")
     return LoadedWeights(f"Hugging Face folder {path} ({kind})", weights, roles, n_head)
 
 
 def diagnose(path: str | Path, top_k: int = 10) -> tuple[LoadedWeights, list[dict[str, Any]]]:
     """The loaded model and its isotropy table (rows of :func:`model_isotropy`)."""
+    if isinstance(top_k, bool) or not isinstance(top_k, int) or top_k < 1:
+        raise ConfigError(f"--top-k: got {top_k!r}; expected a positive integer")
     loaded = load_weights(path)
+    for name, weight in loaded.weights.items():
+        if weight.is_floating_point() and not bool(torch.isfinite(weight).all()):
+            raise DataError(
+                f"{loaded.source}: parameter {name} holds NaN or infinite values; expected a "
+                "model with finite weights"
+            )
     rows = model_isotropy(loaded.weights, loaded.roles, loaded.n_head, k=top_k)
     if not rows:
         raise DataError(
@@ -168,9 +198,10 @@ def write_outputs(out: str | Path, rows: list[dict[str, Any]], title: str, top_k
                 ax.plot(*zip(*points, strict=True), marker="o", ms=3, label=matrix)
         ax.set_title(metric_label(metric, top_k))
         ax.set_xlabel("layer")
+        integer_ticks(ax)
         ax.grid(alpha=0.3)
-    axes[0].legend(fontsize=7)
-    fig.suptitle(title, fontsize=9)
+    legend_outside(axes[-1])
+    fig.suptitle(title)
     fig.tight_layout()
     folder.save_figure(fig, "isotropy")
     return folder

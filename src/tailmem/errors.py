@@ -6,7 +6,7 @@ message must name what is wrong and what was expected.
 """
 
 
-class TailmemError(Exception):
+class TailmemError(ValueError):
     """Base class for errors caused by the user's input, reported without a traceback."""
 
 

@@ -6,11 +6,16 @@ The :class:`Board` learns what runs from the files the experiments write
 worker process or as a cluster job. :func:`watching` shows it while a block runs: a ``rich``
 live table on a terminal, otherwise plain lines (one per state change, and at most one per
 running experiment every ``plain_every`` seconds) that read well in CI logs.
+
+The overall ETA adds up, per experiment, its measured time at the preset
+(:mod:`tailmem.experiments.catalog`) scaled by how much slower or faster the finished ones ran
+on this machine today, blended with its own ETA as its work gets done (:meth:`Board.remaining`).
 """
 
 from __future__ import annotations
 
 import contextlib
+import heapq
 import os
 import sys
 import threading
@@ -52,6 +57,9 @@ class Board:
     counts as started once its ``progress.json`` carries a start time other than the one found
     at construction (a file left by an earlier, interrupted call does not count).
     ``parallel`` is how many experiments run at once (it decides how ETAs add up).
+    ``expected`` holds each experiment's measured wall time at this preset (seconds, None: not
+    timed; :mod:`tailmem.experiments.catalog`): the overall ETA's estimate for an experiment
+    that has not measured its own rate yet.
     """
 
     def __init__(
@@ -60,8 +68,10 @@ class Board:
         plans: Mapping[str, str],
         parallel: int = 1,
         clock: Callable[[], float] = time.time,
+        expected: Mapping[str, float | None] | None = None,
     ) -> None:
         self.out, self.plans, self.parallel, self.clock = Path(out), dict(plans), parallel, clock
+        self.expected = dict(expected or {})
         self.began = clock()
         self._lock = threading.Lock()
         self._ended: dict[str, str] = {n: "skipped" for n, p in self.plans.items() if p == "skip"}
@@ -110,20 +120,61 @@ class Board:
             )
         return rows
 
+    def speed(self, rows: list[Row]) -> float:
+        """How much longer than ``expected`` the experiments finished in this call took (total
+        over total, so a long experiment weighs more than a short one); 1 before any has."""
+        took = expected = 0.0
+        for r in rows:
+            if r.status == "done" and r.elapsed is not None and self.expected.get(r.name):
+                took += r.elapsed
+                expected += self.expected[r.name]
+        return took / expected if expected > 0 else 1.0
+
+    def remaining(self, rows: list[Row]) -> tuple[float | None, int]:
+        """Seconds until every open experiment is done, and how many open ones have no
+        estimate at all (neither a rate of their own nor an ``expected`` time).
+
+        An experiment's prior is its expected time scaled by :meth:`speed`, less the time it
+        has run. Once it measures its own rate, its own ETA counts in proportion to the part
+        done: an early rate (one slow first step) or a stale one (work after the last
+        reported step) does not swing the total. Queued experiments start in board order on
+        the first of ``parallel`` slots to free up.
+        """
+        speed = self.speed(rows)
+        running, queued, unknown = [], [], 0
+        for r in rows:
+            if r.status not in ("queued", "running", "resuming"):
+                continue
+            prior = None
+            if self.expected.get(r.name) is not None:
+                prior = max(self.expected[r.name] * speed - (r.elapsed or 0.0), 0.0)
+            if r.eta is None and prior is None:
+                unknown += 1
+                continue
+            if r.eta is None or prior is None:
+                left = prior if r.eta is None else r.eta
+            else:
+                done = r.fraction or 0.0
+                left = done * r.eta + (1.0 - done) * prior
+            (queued if r.status == "queued" else running).append(left)
+        if not running and not queued:
+            return None, unknown
+        slots = sorted(running + [0.0] * max(self.parallel - len(running), 0))
+        for left in queued:
+            heapq.heappush(slots, heapq.heappop(slots) + left)
+        return max(slots), unknown
+
     def overall(self, rows: list[Row] | None = None) -> str:
         """``2/5 finished, elapsed 3m10s, ETA 4m02s (+1 not estimated yet)``."""
         rows = self.rows() if rows is None else rows
         finished = sum(r.status in ("done", "skipped", "failed") for r in rows)
-        open_rows = [r for r in rows if r.status in ("queued", "running", "resuming")]
-        known = [r.eta for r in open_rows if r.eta is not None]
-        unknown = len(open_rows) - len(known)
         text = (
             f"{finished}/{len(rows)} finished, elapsed {format_seconds(self.clock() - self.began)}"
         )
-        if open_rows:
-            eta = (max(known) if self.parallel > 1 else sum(known)) if known else None
+        if finished < len(rows):
+            eta, unknown = self.remaining(rows)
             text += f", ETA {format_seconds(eta)}"
-            if unknown and known:
+            if unknown and eta is not None:
                 text += f" (+{unknown} not estimated yet)"
         return text
 
@@ -155,15 +206,16 @@ class PlainLines:
         self.board, self.stream, self.every = board, stream, every
         self.status: dict[str, str] = {}
         self.last_line: dict[str, float] = {}
-        self.summarised: tuple[str, ...] = ()
 
     def _say(self, text: str) -> None:
         print(f"[reproduce] {text}", file=self.stream, flush=True)
 
     def poll(self) -> None:
-        """Print what changed (and what is due); the overall line after any change."""
+        """Print what changed (and what is due), then the overall line: printed only on a
+        change, it would always show the ETA of an experiment that has just started."""
         now = time.monotonic()
         rows = self.board.rows()
+        said = False
         for r in rows:
             if self.status.get(r.name) == r.status and not (
                 r.status in ("running", "resuming") and now - self.last_line[r.name] >= self.every
@@ -171,9 +223,8 @@ class PlainLines:
                 continue
             self.status[r.name], self.last_line[r.name] = r.status, now
             self._say(f"{r.name}: {_plain(r)}")
-        statuses = tuple(r.status for r in rows)
-        if statuses != self.summarised:
-            self.summarised = statuses
+            said = True
+        if said:
             self._say(self.board.overall(rows))
 
 

@@ -17,18 +17,19 @@ import os
 import sys
 import time
 from collections.abc import Iterator, Sequence
+from concurrent.futures.process import BrokenProcessPool
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from tailmem.config import PRESETS, load_config, to_dict
-from tailmem.errors import ConfigError
-from tailmem.experiments import EXPERIMENTS, get_experiment
+from tailmem.config import PRESETS, to_dict
+from tailmem.errors import ConfigError, TailmemError
+from tailmem.experiments import EXPERIMENTS
 from tailmem.lm.pool import Pool
 from tailmem.progress_display import Board, watching
 from tailmem.report.render import write_report
 from tailmem.rundir import RunDir, config_digest
-from tailmem.runner import run_experiment
+from tailmem.runner import prepare, run_experiment
 
 LAUNCHERS = ("local", "slurm")
 LOG_DIR = ".logs"
@@ -80,9 +81,14 @@ def default_results(preset: str) -> Path:
 
 
 def select_experiments(only: Sequence[str] | None) -> list[str]:
-    """The experiments to run, in registry order; unknown names are a ConfigError."""
-    if not only:
+    """The experiments to run, in registry order (None: all); unknown names or an empty
+    selection (``--only ,``) are a ConfigError."""
+    if only is None:
         return list(EXPERIMENTS)
+    if not only:
+        raise ConfigError(
+            f"--only: names no experiment; expected names from: {', '.join(EXPERIMENTS)}"
+        )
     unknown = [name for name in only if name not in EXPERIMENTS]
     if unknown:
         raise ConfigError(
@@ -94,8 +100,7 @@ def select_experiments(only: Sequence[str] | None) -> list[str]:
 
 def _plan(name: str, preset: str, out: Path) -> str:
     """What reproduce will do with ``name``: skip, resume, redo (config changed) or run."""
-    module = get_experiment(name)
-    cfg = load_config(module.Config, name, preset)
+    _, cfg = prepare(name, preset)  # config, devices and the experiment's preflight
     path = out / name
     if not (path / "config.yaml").is_file():
         return "run"
@@ -160,9 +165,16 @@ def _run_local(work: _Work, jobs: int) -> None:
             pool.submit(name, _run_one, *work.args(name))
         for outcome in pool.finished():
             board.finish(outcome.tag, ok=outcome.error is None)
-            if outcome.error is not None:
-                pool.cancel_pending()
-                raise outcome.error
+            if outcome.error is None:
+                continue
+            pool.cancel_pending()
+            if isinstance(outcome.error, BrokenProcessPool):
+                log = work.out / LOG_DIR / f"{outcome.tag}.log"
+                raise TailmemError(
+                    f"{outcome.tag}: its worker process died (killed, or out of memory); "
+                    f"see {log}; rerun to resume"
+                )
+            raise outcome.error
 
 
 def _import_submitit() -> Any:
@@ -234,11 +246,29 @@ def reproduce(
     names = select_experiments(only)
     out = Path(out) if out is not None else default_results(preset)
     plans = {name: _plan(name, preset, out) for name in names}  # validates every config first
-    out.mkdir(parents=True, exist_ok=True)
+    if out.exists() and not out.is_dir():
+        raise ConfigError(f"--out {out} is a file; expected a folder (or a path to create)")
+    with RunDir(out).lock():  # one reproduce per results folder
+        return _reproduce_locked(names, plans, preset, out, jobs, launcher, slurm, cluster)
+
+
+def _reproduce_locked(
+    names: list[str],
+    plans: dict[str, str],
+    preset: str,
+    out: Path,
+    jobs: int,
+    launcher: str,
+    slurm: SlurmOptions,
+    cluster: str | None,
+) -> Path:
     todo = [n for n in names if plans[n] != "skip"]
     forces = {n: plans[n] == "redo" for n in todo}
     parallel = jobs if launcher == "slurm" else min(jobs, max(len(todo), 1))
-    board = Board(out, plans, parallel=parallel)
+    from tailmem.experiments.catalog import expected_seconds  # (the overall ETA's prior)
+
+    expected = {name: expected_seconds(name, preset) for name in names}
+    board = Board(out, plans, parallel=parallel, expected=expected)
     work = _Work(todo, forces, preset, out, board)
     with watching(board, sys.stderr):
         if launcher == "slurm" and todo:

@@ -3,29 +3,40 @@
 A run directory holds ``config.yaml`` (the full config plus the environment that produced it),
 the experiment's outputs (``results.json``, CSVs, figures, ``claims.json``) and, once the
 experiment has finished, ``COMPLETE``. Every write is atomic (temp file in the same folder, then
-``os.replace``) so an interrupted run never leaves a half-written file behind.
+``os.replace``) so an interrupted run never leaves a half-written file behind; files get the mode
+the process umask gives (like ``open``), not ``mkstemp``'s 0600.
+
+``COMPLETE`` lists the run's top-level files with their SHA-256; a run counts as complete only
+while every listed file exists with that hash. One process at a time writes a run:
+:meth:`RunDir.lock` takes an advisory ``flock`` on ``.lock`` for the life of the run.
 """
 
 from __future__ import annotations
 
+import contextlib
 import csv
 import datetime as _dt
+import fcntl
 import hashlib
 import io
 import json
+import math
 import os
 import platform
+import secrets
 import subprocess
 import sys
-import tempfile
-from collections.abc import Callable, Iterable, Mapping
+from collections.abc import Callable, Iterable, Iterator, Mapping
 from pathlib import Path
 from typing import Any, BinaryIO
 
 from tailmem.config import dump_yaml, to_dict
-from tailmem.errors import DataError
+from tailmem.errors import ConfigError, DataError
 
 COMPLETE_MARKER = "COMPLETE"
+LOCK_FILE = ".lock"
+UNLISTED = frozenset({COMPLETE_MARKER, "progress.json"})
+"""Top-level files that COMPLETE does not list: itself, and progress that is rewritten later."""
 
 
 def atomic_write(path: Path, write: Callable[[BinaryIO], object]) -> None:
@@ -36,7 +47,8 @@ def atomic_write(path: Path, write: Callable[[BinaryIO], object]) -> None:
     """
     path = Path(path)
     path.parent.mkdir(parents=True, exist_ok=True)
-    fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.", suffix=".tmp")
+    tmp = path.parent / f".{path.name}.{os.getpid()}.{secrets.token_hex(4)}.tmp"
+    fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o666)  # the umask applies
     try:
         with os.fdopen(fd, "wb") as handle:
             write(handle)
@@ -68,6 +80,34 @@ def atomic_write_bytes(path: Path, data: bytes) -> None:
 
 def atomic_write_text(path: Path, text: str) -> None:
     atomic_write_bytes(path, text.encode())
+
+
+def file_sha256(path: Path) -> str:
+    """Hex SHA-256 of a file's bytes, read in blocks."""
+    digest = hashlib.sha256()
+    with open(path, "rb") as handle:
+        for block in iter(lambda: handle.read(1 << 20), b""):
+            digest.update(block)
+    return digest.hexdigest()
+
+
+def _temp_owner(path: Path) -> int | None:
+    """The pid an atomic write's temp file ``.NAME.PID.HEX.tmp`` was made by (None: unknown)."""
+    parts = path.name.split(".")
+    try:
+        return int(parts[-3])
+    except (IndexError, ValueError):
+        return None
+
+
+def _alive(pid: int) -> bool:
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    except PermissionError:
+        return True
+    return True
 
 
 def config_digest(experiment: str, config: Mapping[str, Any]) -> str:
@@ -137,7 +177,8 @@ class RunDir:
         return target
 
     def write_json(self, name: str, obj: Any) -> Path:
-        return self.write_text(name, json.dumps(obj, indent=2, default=_json_default) + "\n")
+        """Write ``obj`` as strict JSON (see :func:`strict_json`), atomically."""
+        return self.write_text(name, strict_json(obj))
 
     def read_json(self, name: str) -> Any:
         target = self.file(name)
@@ -200,30 +241,116 @@ class RunDir:
             record = yaml.safe_load(target.read_text())
         except FileNotFoundError:
             raise DataError(f"{target} is missing; this is not a tailmem run directory") from None
-        except yaml.YAMLError as exc:
-            raise DataError(f"{target} is not valid YAML ({exc})") from None
+        except (yaml.YAMLError, UnicodeDecodeError) as exc:
+            problem = " ".join(str(exc).split())
+            raise DataError(f"{target} is not valid YAML text ({problem})") from None
         if not isinstance(record, dict) or "experiment" not in record or "config" not in record:
             raise DataError(f"{target} lacks the experiment/config fields of a tailmem run record")
         return record
 
+    @contextlib.contextmanager
+    def lock(self) -> Iterator[None]:
+        """Hold the run's writer lock (``flock`` on ``.lock``) for the block; a second writer
+        gets a :class:`ConfigError` at once. The kernel drops the lock when the holder dies, so a
+        killed run never leaves a stale lock behind."""
+        target = self.file(LOCK_FILE)
+        fd = os.open(target, os.O_RDWR | os.O_CREAT, 0o666)
+        try:
+            try:
+                fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+            except BlockingIOError:
+                holder = os.pread(fd, 32, 0).decode(errors="replace").strip() or "unknown"
+                raise ConfigError(
+                    f"{self.path} is being written by another tailmem process (pid {holder}); "
+                    "wait for it to finish or choose another --out"
+                ) from None
+            os.ftruncate(fd, 0)
+            os.pwrite(fd, f"{os.getpid()}\n".encode(), 0)
+            yield
+        finally:
+            os.close(fd)  # closing the last descriptor releases the flock
+
+    def listed_files(self) -> list[str]:
+        """The top-level files :meth:`mark_complete` records (not hidden, not in UNLISTED)."""
+        return sorted(
+            p.name
+            for p in self.path.iterdir()
+            if p.is_file() and not p.name.startswith(".") and p.name not in UNLISTED
+        )
+
     @property
     def is_complete(self) -> bool:
-        return self.file(COMPLETE_MARKER).is_file()
+        """COMPLETE exists and every file it lists is there with its recorded SHA-256."""
+        return self.incomplete_reason() is None
+
+    def incomplete_reason(self) -> str | None:
+        """Why this run does not count as complete (None: it does)."""
+        marker = self.file(COMPLETE_MARKER)
+        if not marker.is_file():
+            return "it has no COMPLETE marker"
+        try:
+            files = json.loads(marker.read_text()).get("files")
+        except (OSError, ValueError, AttributeError):
+            return f"{marker} is not a JSON record"
+        if not isinstance(files, dict) or not files:
+            return f"{marker} lists no files with hashes"
+        for name, recorded in files.items():
+            target = self.file(str(name))
+            if Path(str(name)).name != str(name) or not target.is_file():
+                return f"{target} listed in COMPLETE is missing"
+            if file_sha256(target) != recorded:
+                return f"{target} does not match the hash recorded in COMPLETE"
+        return None
 
     def mark_complete(self, wall_seconds: float | None = None) -> None:
+        """Write COMPLETE, recording every listed file's SHA-256 (see :meth:`is_complete`)."""
         stamp = _dt.datetime.now(_dt.timezone.utc).isoformat(timespec="seconds")
-        self.write_json(COMPLETE_MARKER, {"finished": stamp, "wall_seconds": wall_seconds})
+        files = {name: file_sha256(self.file(name)) for name in self.listed_files()}
+        record = {"finished": stamp, "wall_seconds": wall_seconds, "files": files}
+        self.write_json(COMPLETE_MARKER, record)
 
     def clear_complete(self) -> None:
         self.file(COMPLETE_MARKER).unlink(missing_ok=True)
 
     def remove_stale_temp_files(self) -> list[Path]:
         """Delete the temp files of atomic writes that a killed process (SIGKILL, power loss)
-        never renamed; call only while no other process writes into this run."""
-        stale = [p for p in self.path.rglob(".*.tmp") if p.is_file()]
+        never renamed. Call while holding :meth:`lock`; a temp file whose writer (the pid in its
+        name) is still alive is kept all the same."""
+        stale = [
+            p
+            for p in self.path.rglob(".*.tmp")
+            if p.is_file() and not ((pid := _temp_owner(p)) is not None and _alive(pid))
+        ]
         for path in stale:
             path.unlink(missing_ok=True)
         return stale
+
+
+def finite_json(obj: Any) -> Any:
+    """``obj`` with every NaN/±Infinity float replaced by ``None``.
+
+    In a dict, a replaced ``key`` gets a sibling ``"<key>_status"`` saying what it was
+    (``"nan"``, ``"inf"``, ``"-inf"``), so a reader can tell a missing value from a diverged one.
+    """
+    if isinstance(obj, float) and not math.isfinite(obj):
+        return None
+    if isinstance(obj, Mapping):
+        out: dict[Any, Any] = {}
+        for key, value in obj.items():
+            out[key] = finite_json(value)
+            if isinstance(value, float) and not math.isfinite(value):
+                out[f"{key}_status"] = repr(value)
+        return out
+    if isinstance(obj, (list, tuple)):
+        return [finite_json(v) for v in obj]
+    return obj
+
+
+def strict_json(obj: Any, indent: int | None = 2) -> str:
+    """``obj`` as JSON that every strict parser accepts: no NaN/Infinity (see
+    :func:`finite_json`); numpy/torch values, paths and dataclasses converted first."""
+    plain = json.loads(json.dumps(obj, default=_json_default, allow_nan=True))
+    return json.dumps(finite_json(plain), indent=indent, allow_nan=False, ensure_ascii=False) + "\n"
 
 
 def _json_default(value: Any) -> Any:

@@ -1,27 +1,103 @@
-"""Run one experiment into a run directory: validate, record, run, mark complete.
+"""Run one experiment into a run directory: validate, lock, record, run, mark complete.
 
-A run directory is reused only when it holds the identical config (same digest): a complete one
-is skipped, an incomplete one is handed back to the experiment to resume from its checkpoints.
-Bad input is rejected before anything is written.
+Everything that can be checked is checked before anything is written: the config (types, ranges,
+:func:`tailmem.config.load_config`), every ``device`` field of it against this machine
+(:func:`check_devices`), and the experiment's own ``preflight(cfg)`` if its module defines one
+(sizes, memory: it must raise a :class:`~tailmem.errors.TailmemError` and write nothing). A refused
+run therefore leaves no trace, and the corrected rerun starts afresh.
+
+A run directory is then locked for the life of the run (:meth:`RunDir.lock`: a second writer is
+refused at once) and reused only when it holds the identical config (same digest): a complete one
+is skipped, an incomplete one is handed back to the experiment to resume from its checkpoints. A
+folder holding only the config record of a run that never produced anything is not a run to
+protect: a different config simply replaces it.
 """
 
 from __future__ import annotations
 
+import dataclasses
 import time
-from collections.abc import Sequence
+from collections.abc import Iterator, Sequence
 from pathlib import Path
+from typing import Any
 
 from tailmem import progress
 from tailmem.config import load_config, to_dict
 from tailmem.errors import ConfigError
 from tailmem.experiments import get_experiment
-from tailmem.rundir import RunDir, config_digest
+from tailmem.rundir import COMPLETE_MARKER, LOCK_FILE, RunDir, config_digest
 from tailmem.train import seed_everything
 from tailmem.train.distributed import is_main_process
+
+BOOKKEEPING = frozenset({"config.yaml", LOCK_FILE, COMPLETE_MARKER, progress.PROGRESS_FILE})
+"""Files a run directory holds before the experiment has written anything of its own."""
 
 
 def default_out(experiment: str, preset: str) -> Path:
     return Path("runs") / f"{experiment}-{preset}"
+
+
+def _device_fields(cfg: Any, prefix: str = "") -> Iterator[tuple[str, Any]]:
+    """``(dotted name, value)`` of every field named ``device`` in a config, nested included."""
+    for spec in dataclasses.fields(cfg):
+        value = getattr(cfg, spec.name)
+        if spec.name == "device":
+            yield f"{prefix}{spec.name}", value
+        elif dataclasses.is_dataclass(value) and not isinstance(value, type):
+            yield from _device_fields(value, f"{prefix}{spec.name}.")
+
+
+def check_devices(cfg: Any) -> None:
+    """Refuse any ``device`` field this machine cannot run: not a torch device string, a kind
+    other than cpu/cuda (``meta`` computes nothing), or CUDA where there is none (the usual cause:
+    ``--preset paper``, which trains on GPUs, on a CPU machine)."""
+    import torch
+
+    for name, value in _device_fields(cfg):
+        if value is None:
+            continue
+        try:
+            device = torch.device(value)
+        except (RuntimeError, TypeError):
+            raise ConfigError(
+                f"{name}: got {value!r}; expected a torch device such as cpu or cuda"
+            ) from None
+        if device.type not in ("cpu", "cuda"):
+            raise ConfigError(f"{name}: got {value!r}; expected cpu or cuda")
+        if device.type == "cuda":
+            count = torch.cuda.device_count() if torch.cuda.is_available() else 0
+            if count == 0:
+                raise ConfigError(
+                    f"{name}: got {value!r} but this machine has no CUDA device; use a "
+                    "cpu/smoke preset here or pass device=cpu"
+                )
+            if device.index is not None and device.index >= count:
+                raise ConfigError(f"{name}: got {value!r}; this machine has {count} CUDA devices")
+
+
+def prepare(experiment: str, preset: str, overrides: Sequence[str] = ()) -> tuple[Any, Any]:
+    """The experiment's module and its checked config; raises before anything is written."""
+    module = get_experiment(experiment)
+    cfg = load_config(module.Config, experiment, preset, overrides)
+    check_devices(cfg)
+    preflight = getattr(module, "preflight", None)
+    if callable(preflight):
+        preflight(cfg)
+    return module, cfg
+
+
+def _usable_folder(path: Path) -> None:
+    """Refuse an ``--out`` that cannot be a folder (an existing file), before creating it."""
+    if path.exists() and not path.is_dir():
+        raise ConfigError(f"--out {path} is a file; expected a folder (or a path to create)")
+
+
+def _holds_results(path: Path) -> bool:
+    """Whether ``path`` holds anything beyond a run's bookkeeping files."""
+    return any(
+        p.name not in BOOKKEEPING and not (p.name.startswith(".") and p.name.endswith(".tmp"))
+        for p in path.iterdir()
+    )
 
 
 def run_experiment(
@@ -34,27 +110,38 @@ def run_experiment(
     """Run ``experiment`` at ``preset`` into ``out``; returns the run and what happened.
 
     The status is ``"skipped"`` (already complete with this config), ``"resumed"`` or ``"ran"``.
-    Under ``torchrun`` every rank calls this; only rank 0 checks the folder for foreign content
-    and writes ``config.yaml`` / ``COMPLETE`` (the other ranks only make the same skip decision).
+    Under ``torchrun`` every rank calls this; only rank 0 locks the folder, checks it for foreign
+    content and writes ``config.yaml`` / ``COMPLETE`` (the other ranks only make the same skip
+    decision).
     """
-    module = get_experiment(experiment)
-    cfg = load_config(module.Config, experiment, preset, overrides)
+    module, cfg = prepare(experiment, preset, overrides)
     path = Path(out) if out is not None else default_out(experiment, preset)
-    digest = config_digest(experiment, to_dict(cfg))
+    _usable_folder(path)
     main = is_main_process()
+    if not main:
+        return _run_unlocked(module, cfg, experiment, preset, path, force, main=False)
+    run = RunDir(path)
+    with run.lock():
+        return _run_unlocked(module, cfg, experiment, preset, path, force, main=True)
+
+
+def _run_unlocked(
+    module: Any, cfg: Any, experiment: str, preset: str, path: Path, force: bool, main: bool
+) -> tuple[RunDir, str]:
+    digest = config_digest(experiment, to_dict(cfg))
     status = "ran"
     if (path / "config.yaml").is_file():
         previous = RunDir(path).read_config()
         same = previous.get("digest") == digest and previous.get("experiment") == experiment
         if same and RunDir(path).is_complete and not force:
             return RunDir(path), "skipped"
-        if not same and not force:
+        if not same and not force and _holds_results(path):
             raise ConfigError(
                 f"{path} holds a run of {previous.get('experiment')} with a different config; "
                 "choose another --out or pass --force to overwrite it"
             )
         status = "resumed" if same and not force else "ran"
-    elif main and path.exists() and any(path.iterdir()) and not force:
+    elif main and path.exists() and _holds_results(path) and not force:
         raise ConfigError(f"{path} exists and is not a tailmem run directory; choose another --out")
     run = RunDir(path)
     if main:

@@ -8,8 +8,9 @@ from pathlib import Path
 
 import pytest
 
+from tailmem.claims.core import VERDICTS
+from tailmem.claims.registry import claims_of, lookup, read_claims
 from tailmem.cli import main
-from tailmem.report.claims import claims_of, lookup, read_claims
 from tailmem.rundir import RunDir
 from tailmem.runner import run_experiment
 
@@ -86,7 +87,8 @@ def test_smoke_preset_writes_a_complete_run(experiment: str, smoke_runs) -> None
     assert run.is_complete
     claims = read_claims(run)
     assert {c.id for c in claims} == EXPECTED[experiment]
-    assert all(c.verdict in ("reproduced", "not reproduced", "not measured") for c in claims)
+    assert all(c.verdict in VERDICTS and c.check for c in claims)
+    assert all(c.reason for c in claims if c.verdict in ("inconclusive", "not measured"))
     results = json.loads(run.file("results.json").read_text())
     assert results["experiment"] == experiment
     for stem in FIGURES[experiment]:
@@ -111,6 +113,19 @@ def test_two_group_smoke_numbers(smoke_runs) -> None:
     for r in rho:
         if r["optimizer"] == "gd":
             assert r["rho"] == pytest.approx(r["gd_theory_exact"], rel=1e-8)
+
+
+def _reject(constant: str) -> None:
+    raise ValueError(f"non-standard JSON constant {constant}")
+
+
+@pytest.mark.parametrize("experiment", sorted(EXPECTED))
+def test_every_json_of_a_smoke_run_is_strict(experiment: str, smoke_runs) -> None:
+    run = smoke_runs[experiment]
+    files = [*run.path.glob("*.json"), run.file("COMPLETE")]
+    assert {"claims.json", "results.json", "report.json"} <= {p.name for p in files}
+    for path in files:
+        json.loads(path.read_text(), parse_constant=_reject)
 
 
 def test_scaling_smoke_numbers(smoke_runs) -> None:

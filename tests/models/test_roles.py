@@ -549,3 +549,145 @@ def test_names_alone_split_a_gpt2_fused_tensor_only_when_it_divides_in_three():
     )
     assert roles["h.0.attn.c_attn.weight"] == ParamRole.fused(("q", "k", "v"), (8, 8, 8), 1)
     assert roles["h.1.attn.c_attn.weight"] == ParamRole("other", fan_out_dim=1)
+
+
+# --------------------------------------------------------------- torchtitan / lingua Llama
+
+
+class TitanLlama(nn.Module):
+    """torchtitan's / Meta lingua's Llama module tree: the exact names, small shapes."""
+
+    def __init__(self, dim=8, hidden=12):
+        super().__init__()
+        self.tok_embeddings = nn.Embedding(VOCAB, dim)
+        self.layers = nn.ModuleDict()
+        for i in range(LAYERS):
+            block = nn.Module()
+            block.attention = nn.Module()
+            for n in ("wq", "wk", "wv", "wo"):
+                setattr(block.attention, n, nn.Linear(dim, dim, bias=False))
+            block.feed_forward = nn.Module()
+            block.feed_forward.w1 = nn.Linear(dim, hidden, bias=False)
+            block.feed_forward.w2 = nn.Linear(hidden, dim, bias=False)
+            block.feed_forward.w3 = nn.Linear(dim, hidden, bias=False)
+            block.attention_norm, block.ffn_norm = nn.RMSNorm(dim), nn.RMSNorm(dim)
+            self.layers[str(i)] = block
+        self.norm = nn.RMSNorm(dim)
+        self.output = nn.Linear(dim, VOCAB, bias=False)
+
+
+def test_torchtitan_naming():
+    model = TitanLlama()
+    assert naming_scheme(model) == "torchtitan"
+    got = role_names(model)
+    want = {"tok_embeddings.weight": "embed", "norm.weight": "norm", "output.weight": "head"}
+    for i in range(LAYERS):
+        p = f"layers.{i}."
+        want |= {p + f"attention.w{n}.weight": n for n in "qkvo"}
+        want |= {
+            p + "feed_forward.w1.weight": "w_gate",
+            p + "feed_forward.w3.weight": "w_in",
+            p + "feed_forward.w2.weight": "w_out",
+            p + "attention_norm.weight": "norm",
+            p + "ffn_norm.weight": "norm",
+        }
+    assert got == want
+    assert (
+        resolve_roles_from_names({n: p.shape for n, p in model.named_parameters()}).keys()
+        == got.keys()
+    )
+
+
+def test_torchtitan_recipe_sends_the_output_head_to_adam():
+    plan = plan_param_groups(TitanLlama(), "muon:q,k,v,o,w_in,w_gate,w_out adam:*")
+    muon_names = {n for g in plan["muon"] for n in g["param_names"]}
+    adam_names = {n for g in plan["adam"] for n in g["param_names"]}
+    assert "output.weight" in adam_names and "tok_embeddings.weight" in adam_names
+    assert len(muon_names) == LAYERS * 7
+    assert all(".attention.w" in n or ".feed_forward.w" in n for n in muon_names)
+
+
+# ------------------------------------------------------------------ explicit roles= mapping
+
+
+class Mystery(nn.Module):
+    """A model of no known family: names the built-in rules cannot place."""
+
+    def __init__(self):
+        super().__init__()
+        self.emb = nn.Embedding(VOCAB, E)
+        self.mix = nn.ModuleList(nn.Linear(E, E, bias=False) for _ in range(2))
+        self.up = nn.Linear(E, 2 * E)
+        self.ln = nn.LayerNorm(E)
+        self.lm_out = nn.Linear(E, VOCAB, bias=False)
+
+
+def test_roles_patterns_come_first_and_the_rest_keeps_built_in_roles():
+    roles = {r"mix\.\d+\.weight": "v", r"up\.weight": "w_in", r".*lm_out\.weight": "head"}
+    got = {n: pr.role for n, pr in resolve_roles(Mystery(), roles).items()}
+    assert got == {
+        "emb.weight": "embed",
+        "mix.0.weight": "v",
+        "mix.1.weight": "v",
+        "up.weight": "w_in",
+        "up.bias": "bias",
+        "ln.weight": "norm",
+        "ln.bias": "norm",
+        "lm_out.weight": "head",
+    }
+    # first match in mapping order wins; an exact name is its own pattern
+    first = {"mix.0.weight": "q", r"mix\.\d+\.weight": "k"}
+    got = {n: pr.role for n, pr in resolve_roles(Mystery(), first).items()}
+    assert (got["mix.0.weight"], got["mix.1.weight"]) == ("q", "k")
+
+
+def test_roles_callable_and_its_none_fallback():
+    def roles(name, p):
+        return "o" if name.startswith("mix.") and p.ndim == 2 else None
+
+    got = {n: pr.role for n, pr in resolve_roles(Mystery(), roles).items()}
+    assert got["mix.0.weight"] == got["mix.1.weight"] == "o"
+    assert got["lm_out.weight"] == "other" and got["emb.weight"] == "embed"
+
+
+@pytest.mark.parametrize(
+    ("roles", "needle"),
+    [
+        ({"*.weight": "v"}, r"roles pattern '\*\.weight' is not a regular expression"),
+        ({"up.bias": "v"}, "matrix roles .* need at least 2 dimensions"),
+        ({"up.weight": "value"}, "roles gives parameter 'up.weight' a bad role: unknown role"),
+    ],
+)
+def test_bad_roles_are_config_errors(roles, needle):
+    with pytest.raises(ConfigError, match=needle):
+        plan_param_groups(Mystery(), "muon:v,w_in adam:*", roles=roles)
+
+
+def test_vocabulary_shaped_parameters_never_go_to_muon_unless_forced():
+    with pytest.raises(ConfigError) as err:
+        plan_param_groups(Mystery(), "muon:other adam:*")
+    msg = str(err.value)
+    assert f"shaped like the {VOCAB}-token vocabulary" in msg
+    assert f"lm_out.weight ({VOCAB}, {E}) (other)" in msg and "force_muon_vocab=True" in msg
+    with pytest.raises(ConfigError, match=r"emb\.weight"):
+        plan_param_groups(Mystery(), "muon:embed adam:*")
+    plan = plan_param_groups(Mystery(), "muon:other adam:*", force_muon_vocab=True)
+    assert "lm_out.weight" in {n for g in plan["muon"] for n in g["param_names"]}
+    # named by a pattern as the head, it lands in adam with the catch-all
+    plan = plan_param_groups(Mystery(), "muon:other adam:*", roles={"lm_out.weight": "head"})
+    assert {n for g in plan["muon"] for n in g["param_names"]} == {
+        "mix.0.weight",
+        "mix.1.weight",
+        "up.weight",
+    }
+
+
+def test_unassigned_error_prints_the_role_table_and_names_roles():
+    with pytest.raises(ConfigError) as err:
+        plan_param_groups(Mystery(), "muon:other")
+    msg = str(err.value)
+    assert "roles={name pattern: role}" in msg and "roles_table(model)" in msg
+    table = msg.split("\n")[1:]
+    assert table[0].split() == ["parameter", "shape", "role"]
+    assert table[2].split() == ["emb.weight", f"({VOCAB},", f"{E})", "embed"]
+    assert len(table) == 2 + 4  # emb.weight, up.bias, ln.weight, ln.bias

@@ -33,7 +33,9 @@ def test_steps_follow_the_hand_written_formula(nesterov):
     shapes = [(6, 4), (4, 6), (5, 5), (6, 4)]
     params = make_params(shapes)
     lr, mu, wd = 0.05, 0.9, 0.1
-    opt = Muon(params, lr=lr, momentum=mu, nesterov=nesterov, weight_decay=wd, method="svd")
+    opt = Muon(
+        params, lr=lr, momentum=mu, nesterov=nesterov, weight_decay=wd, method="svd", dtype=None
+    )
     gen = torch.Generator().manual_seed(1)
     expected = [p.detach().clone() for p in params]
     bufs = [torch.zeros_like(p) for p in params]
@@ -56,7 +58,15 @@ def test_zero_momentum_is_pure_spectral_descent_without_state():
     (p,) = make_params([(7, 3)])
     start = p.detach().clone()
     p.grad = torch.randn(7, 3, dtype=torch.float64, generator=torch.Generator().manual_seed(2))
-    opt = Muon([p], lr=0.1, momentum=0.0, method="svd", scale="match_rms_adamw")
+    opt = Muon(
+        [p],
+        lr=0.1,
+        momentum=0.0,
+        weight_decay=0.0,
+        method="svd",
+        scale="match_rms_adamw",
+        dtype=None,
+    )
     opt.step()
     expected = start - 0.1 * 0.2 * math.sqrt(7) * polar(p.grad)
     torch.testing.assert_close(p.detach(), expected, rtol=0, atol=1e-12)
@@ -112,7 +122,7 @@ def test_conventions_match_torch_optim_muon_exactly_with_float32_newton_schulz(m
             make_params(SHAPES_2D, dtype=torch.float32),
         )
         kwargs = {"lr": 0.02, "momentum": 0.9, "nesterov": nesterov, "weight_decay": 0.1}
-        ours = Muon(a, scale=scale or "match_rms_adamw", **kwargs)
+        ours = Muon(a, scale=scale or "match_rms_adamw", dtype=torch.float32, **kwargs)
         theirs = torch.optim.Muon(b, adjust_lr_fn=adjust, **kwargs)
         # same float32 arithmetic up to operation order (batched baddbmm vs 2-D matmuls)
         assert _run_pair(ours, theirs, a, b, steps=4) < 1e-5
@@ -179,7 +189,7 @@ def test_conv_weight_is_flattened_and_scaled_on_the_flattened_shape():
     p.grad = torch.randn(
         32, 2, 3, 3, dtype=torch.float64, generator=torch.Generator().manual_seed(6)
     )
-    Muon([p], lr=0.1, momentum=0.0, method="svd").step()
+    Muon([p], lr=0.1, momentum=0.0, weight_decay=0.0, method="svd", dtype=None).step()
     scale = math.sqrt(32 / 18)  # (out, in·kh·kw) = (32, 18); the first two dims would give 4.0
     expected = start - 0.1 * scale * polar(p.grad.reshape(32, 18)).reshape(32, 2, 3, 3)
     torch.testing.assert_close(p.detach(), expected, rtol=0, atol=1e-12)
@@ -193,7 +203,7 @@ def test_num_heads_orthogonalises_and_scales_each_block():
     (p,) = make_params([(12, 2)])
     start = p.detach().clone()
     p.grad = torch.randn(12, 2, dtype=torch.float64, generator=torch.Generator().manual_seed(7))
-    Muon([p], lr=0.1, momentum=0.0, method="svd", num_heads=3).step()
+    Muon([p], lr=0.1, momentum=0.0, weight_decay=0.0, method="svd", num_heads=3, dtype=None).step()
     update = start - p.detach()
     for head in range(3):
         rows = slice(4 * head, 4 * head + 4)
@@ -207,7 +217,9 @@ def test_row_splits_handle_unequal_blocks_like_fused_qkv():
     (p,) = make_params([(16, 6)])
     start = p.detach().clone()
     p.grad = torch.randn(16, 6, dtype=torch.float64, generator=torch.Generator().manual_seed(8))
-    Muon([p], lr=0.1, momentum=0.0, method="svd", row_splits=(4, 4, 8)).step()
+    Muon(
+        [p], lr=0.1, momentum=0.0, weight_decay=0.0, method="svd", row_splits=(4, 4, 8), dtype=None
+    ).step()
     update = start - p.detach()
     for rows, scale in [(slice(0, 4), 1.0), (slice(4, 8), 1.0), (slice(8, 16), math.sqrt(8 / 6))]:
         torch.testing.assert_close(
@@ -285,7 +297,7 @@ def test_trains_a_least_squares_matrix():
     target = torch.randn(16, 8, generator=gen)
     inputs = torch.randn(8, 64, generator=gen)
     W = torch.nn.Parameter(torch.zeros(16, 8))
-    opt = Muon([W], lr=0.05, momentum=0.9, nesterov=True)
+    opt = Muon([W], lr=0.05, momentum=0.9, nesterov=True, weight_decay=0.0)
     for _ in range(150):
         loss = ((W @ inputs - target @ inputs) ** 2).mean()
         opt.zero_grad()
@@ -299,12 +311,12 @@ def test_trains_a_least_squares_matrix():
     [
         ({}, (5,), "Muon only handles matrices; route 1-D params like norms/biases to Adam"),
         ({"method": "newton"}, (3, 3), "unknown Muon method 'newton'"),
-        ({"scale": "rms"}, (3, 3), "unknown Muon scale 'rms'"),
-        ({"lr": -0.1}, (3, 3), "lr must be a number >= 0"),
-        ({"momentum": 1.0}, (3, 3), r"momentum must be in \[0, 1\)"),
-        ({"weight_decay": -1.0}, (3, 3), "weight_decay must be a number >= 0"),
-        ({"eps": 0.0}, (3, 3), "eps must be a number > 0"),
-        ({"steps": 0}, (3, 3), "steps must be a positive integer"),
+        ({"scale": "rms"}, (3, 3), "unknown Muon adjust_lr_fn/scale 'rms'"),
+        ({"lr": -0.1}, (3, 3), r"lr must be a finite number in \[0.0, inf\)"),
+        ({"momentum": 1.0}, (3, 3), r"momentum must be a finite number in \[0.0, 1.0\)"),
+        ({"weight_decay": -1.0}, (3, 3), r"weight_decay must be a finite number in \[0.0, inf\)"),
+        ({"eps": 0.0}, (3, 3), r"eps must be a finite number in \(0.0, inf\)"),
+        ({"steps": 0}, (3, 3), "ns_steps must be a positive integer"),
         ({"num_heads": 4}, (6, 3), "num_heads=4 does not divide the output size 6"),
         (
             {"row_splits": (2, 2)},

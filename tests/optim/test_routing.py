@@ -11,6 +11,7 @@ from tailmem.errors import CheckpointError, ConfigError
 from tailmem.models.roles import ROLES, ParamRole
 from tailmem.optim.routing import (
     KINDS,
+    MUON_RECIPE_DEFAULTS,
     RoutedOptimizer,
     build_optimizer,
     parse_recipe,
@@ -576,8 +577,7 @@ def test_muon_routing_matches_separate_muon_and_adam():
     muon_roles = parse_recipe(recipe)["muon"]
     ref_muon = muon.Muon(
         [{"params": [params[n] for n in by_role[r]], "fan_out_dim": 0} for r in muon_roles],
-        lr=0.02,
-        momentum=0.95,
+        **MUON_RECIPE_DEFAULTS,  # a recipe's Muon: paper A1 settings, not torch's defaults
     )
     ref_adam = torch.optim.Adam(
         [params[n] for r in parse_recipe(recipe)["adam"] for n in by_role.get(r, [])], lr=3e-3

@@ -83,9 +83,22 @@ def test_state_dict_round_trip_continues_bitwise():
 @pytest.mark.parametrize(
     ("kwargs", "message"),
     [
-        ({"lr": -1.0}, "SignGD lr must be a number >= 0.0"),
+        ({"lr": -1.0}, "SignGD lr must be a number finite and >= 0.0"),
+        ({"lr": float("inf")}, "SignGD lr must be a number finite and >= 0.0"),
+        ({"lr": float("nan")}, "SignGD lr must be a number finite and >= 0.0"),
+        (
+            {"lr": 0.1, "momentum": float("nan")},
+            r"SignGD momentum must be a number in \[0.0, 1.0\)",
+        ),
         ({"lr": 0.1, "momentum": 1.0}, r"SignGD momentum must be a number in \[0.0, 1.0\)"),
-        ({"lr": 0.1, "weight_decay": -0.1}, "SignGD weight_decay must be a number >= 0.0"),
+        (
+            {"lr": 0.1, "weight_decay": -0.1},
+            "SignGD weight_decay must be a number finite and >= 0.0",
+        ),
+        (
+            {"lr": 0.1, "weight_decay": float("inf")},
+            "weight_decay must be a number finite and >= 0.0",
+        ),
     ],
 )
 def test_bad_hyperparameters_raise_clear_errors(kwargs, message):

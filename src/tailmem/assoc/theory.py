@@ -68,6 +68,24 @@ def gd_noisy_exponent(spectrum_exponent: float) -> float:
     return -(1.0 - 1.0 / spectrum_exponent)
 
 
+def gd_stability_threshold(K: int, label_noise: float) -> float:
+    """GD's largest stable step in units of ``1/p_max``: ``2/(λ_max(H)/p_max)`` at the optimum.
+
+    With orthonormal embeddings the population Hessian of the cross-entropy is block diagonal
+    over keys, key j's block ``p_j (diag(q) − q qᵀ)`` with ``q`` the noisy label distribution
+    ``(1 − α) e_j + α/K``. Its eigenvalues are 0 (along the all-ones vector), ``b = α/K``
+    (K − 2 times) and the rest of the trace, ``1 − a² − (K−1) b² − (K−2) b`` with
+    ``a = 1 − α + α/K``; GD on the quadratic model around the optimum is stable iff
+    ``η λ_max < 2``. Without label noise the optimum is at infinity and the curvature vanishes.
+    """
+    if not 0.0 < label_noise < 1.0:
+        raise ValueError(f"label_noise must be in (0, 1), got {label_noise}")
+    a = 1 - label_noise + label_noise / K
+    b = label_noise / K
+    lam = max(1 - a * a - (K - 1) * b * b - (K - 2) * b, b)
+    return 2.0 / lam
+
+
 MUON_NOISY_EXPONENT = -2.0
 """Paper B (secondary sources): Muon with ``η = Θ(log K / T)`` reaches ``(log K / T)²``."""
 

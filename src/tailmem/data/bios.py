@@ -66,7 +66,6 @@ from tokenizers import Tokenizer
 
 from tailmem.data.bpe import (
     encode_pieces,
-    file_sha256,
     load_tokenizer,
     token_dtype,
     token_id,
@@ -87,6 +86,7 @@ from tailmem.data.templates import (
     qa_prompt,
 )
 from tailmem.errors import ConfigError, DataError
+from tailmem.rundir import file_sha256, strict_json
 
 DATA_FORMAT = "tailmem-bios"
 DATA_VERSION = 1
@@ -760,7 +760,7 @@ def _write_dataset(cfg: BiosConfig, folder: Path) -> None:
         "build_seconds": round(time.perf_counter() - start, 3),
         "files": files,
     }
-    (folder / "meta.json").write_text(json.dumps(meta, indent=1))
+    (folder / "meta.json").write_text(strict_json(meta, indent=1))
 
 
 def load_dataset(folder: str | Path, expected_fingerprint: str | None = None) -> BiosDataset:

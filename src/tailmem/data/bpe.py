@@ -9,7 +9,6 @@ once and compose hundreds of thousands of samples from the cached pieces.
 
 from __future__ import annotations
 
-import hashlib
 from collections.abc import Iterable, Sequence
 from pathlib import Path
 
@@ -58,15 +57,6 @@ def load_tokenizer(path: str | Path) -> Tokenizer:
         raise DataError(
             f"tokenizer file {path} is not a valid tokenizers JSON file ({first_line})"
         ) from None
-
-
-def file_sha256(path: str | Path) -> str:
-    """Hex SHA-256 of a file's bytes."""
-    digest = hashlib.sha256()
-    with open(path, "rb") as fh:
-        for block in iter(lambda: fh.read(1 << 20), b""):
-            digest.update(block)
-    return digest.hexdigest()
 
 
 def token_id(tokenizer: Tokenizer, token: str) -> int:

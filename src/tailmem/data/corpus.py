@@ -24,14 +24,17 @@ Split
 
 Cache
     Everything a build produces lives in ``cache_dir/corpus-<fingerprint[:16]>/`` with
-    ``meta.json`` written last. The fingerprint is the SHA-256 of the build recipe: the SHA-256 of
+    ``meta.json`` written last; it records the SHA-256 of every other file, and a folder whose
+    files do not match (a truncated or edited ``train.npy``, say) is not reused but rebuilt. The
+    fingerprint is the SHA-256 of the build recipe: the SHA-256 of
     the document texts (after ``max_docs``), the split fraction, the tokenizer (training settings
     and the ``tokenizers`` version, or the SHA-256 of a given tokenizer file) and the format
     version. A folder whose ``meta.json`` carries the same fingerprint is reused; anything else
     is rebuilt in a temporary folder and renamed into place, so readers never see a half-written
     corpus. Extracted standard-library text and fetched Hugging Face documents are cached as
-    JSON lines under ``cache_dir/text/`` (keyed by interpreter, resp. data set spec) and are not
-    fetched again; delete that file to refetch.
+    JSON lines under ``cache_dir/text/`` (keyed by interpreter, resp. data set spec) with their
+    SHA-256 beside them (``*.jsonl.sha256``) and are not fetched again while they match it; delete
+    that file to refetch.
 
 Batches for training and evaluation come from :mod:`tailmem.data.token_stream`; head/body/tail
 token buckets from :func:`frequency_buckets`.
@@ -42,8 +45,8 @@ from __future__ import annotations
 import hashlib
 import json
 import os
+import secrets
 import shutil
-import tempfile
 import time
 from collections.abc import Sequence
 from dataclasses import asdict, dataclass, field
@@ -64,7 +67,7 @@ from tailmem.data.text_sources import (
     stdlib_text_file,
 )
 from tailmem.errors import ConfigError, DataError
-from tailmem.rundir import atomic_write_bytes
+from tailmem.rundir import atomic_write_bytes, file_sha256, strict_json
 
 FORMAT_VERSION = 1
 _ENCODE_CHUNK = 1024  # documents per encode_batch call
@@ -265,10 +268,19 @@ def load_corpus(path: str | Path) -> Corpus:
         raise DataError(f"{path}: not a complete corpus folder (missing {', '.join(missing)})")
     try:
         meta = json.loads((path / "meta.json").read_text())
-    except json.JSONDecodeError as exc:
-        raise DataError(f"{path / 'meta.json'}: invalid JSON ({exc.msg})") from None
+    except (json.JSONDecodeError, UnicodeDecodeError) as exc:
+        raise DataError(f"{path / 'meta.json'}: invalid JSON ({exc})") from None
     if not isinstance(meta, dict) or meta.get("format") != FORMAT_VERSION:
         raise DataError(f"{path / 'meta.json'}: expected corpus format {FORMAT_VERSION}")
+    files = meta.get("files")
+    if not isinstance(files, dict):
+        raise DataError(f"{path / 'meta.json'}: records no file hashes; rebuild the corpus")
+    for name in _CORPUS_FILES[1:]:
+        if file_sha256(path / name) != files.get(name):
+            raise DataError(
+                f"{path / name} does not match the hash in meta.json; the corpus cache is "
+                "damaged: delete the folder (a rebuild replaces it)"
+            )
     return Corpus(path, meta)
 
 
@@ -280,7 +292,7 @@ def _recipe(cfg: CorpusConfig, docs: Sequence[Document]) -> dict[str, Any]:
         text_hash.update(len(data).to_bytes(8, "little"))
         text_hash.update(data)
     if cfg.tokenizer is not None:
-        tok_spec: dict[str, Any] = {"file_sha256": _file_sha256(Path(cfg.tokenizer))}
+        tok_spec: dict[str, Any] = {"file_sha256": file_sha256(Path(cfg.tokenizer))}
     else:
         tok_spec = {
             "bpe_vocab_size": cfg.vocab_size,
@@ -319,11 +331,13 @@ def build_corpus(cfg: CorpusConfig, cache_dir: str | Path) -> Corpus:
     except DataError:
         pass
     cache_dir.mkdir(parents=True, exist_ok=True)
-    tmp = Path(tempfile.mkdtemp(dir=cache_dir, prefix=f".{final.name}.", suffix=".tmp"))
+    tmp = cache_dir / f".{final.name}.{os.getpid()}.{secrets.token_hex(4)}.tmp"
+    tmp.mkdir(mode=0o777)  # the umask applies (mkdtemp would make it 0700)
     try:
         meta = _write_corpus(cfg, docs, given, recipe, fingerprint, tmp)
         meta["seconds"]["read"] = round(read_seconds, 3)
-        atomic_write_bytes(tmp / "meta.json", json.dumps(meta, indent=1).encode())
+        meta["files"] = {name: file_sha256(tmp / name) for name in _CORPUS_FILES[1:]}
+        atomic_write_bytes(tmp / "meta.json", strict_json(meta, indent=1).encode())
         _install(tmp, final, fingerprint)
     finally:
         shutil.rmtree(tmp, ignore_errors=True)
@@ -405,14 +419,6 @@ def _install(tmp: Path, final: Path, fingerprint: str) -> None:
     os.rename(final, trash)
     os.rename(tmp, final)
     shutil.rmtree(trash, ignore_errors=True)
-
-
-def _file_sha256(path: Path) -> str:
-    hasher = hashlib.sha256()
-    with open(path, "rb") as handle:
-        for block in iter(lambda: handle.read(1 << 20), b""):
-            hasher.update(block)
-    return hasher.hexdigest()
 
 
 # ----------------------------------------------------------------------------------------------

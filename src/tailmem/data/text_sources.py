@@ -19,7 +19,7 @@ from typing import IO, Any, Literal
 
 from tailmem.data import stdlib_text
 from tailmem.errors import ConfigError, DataError
-from tailmem.rundir import atomic_write_bytes
+from tailmem.rundir import atomic_write_bytes, file_sha256
 
 
 @dataclass(frozen=True)
@@ -46,7 +46,7 @@ def stdlib_text_file(cache_dir: str | Path) -> Path:
         }
     )
     path = Path(cache_dir) / "text" / f"stdlib-{key[:16]}.jsonl"
-    if path.is_file():
+    if _verified(path):
         return path
     path.parent.mkdir(parents=True, exist_ok=True)
     cmd = [sys.executable, "-I", "-S", "-B", str(Path(stdlib_text.__file__)), str(path)]
@@ -54,7 +54,25 @@ def stdlib_text_file(cache_dir: str | Path) -> Path:
     if done.returncode != 0 or not path.is_file():
         tail = (done.stderr.strip().splitlines() or ["no output"])[-1]
         raise DataError(f"extracting standard-library text with {sys.executable} failed: {tail}")
+    _record_hash(path)
     return path
+
+
+def _hash_file(path: Path) -> Path:
+    return path.with_name(path.name + ".sha256")
+
+
+def _verified(path: Path) -> bool:
+    """Whether cached text ``path`` exists with the SHA-256 recorded beside it when it was
+    written; a damaged (truncated, edited) or unrecorded file is fetched or extracted again."""
+    try:
+        return path.is_file() and _hash_file(path).read_text().strip() == file_sha256(path)
+    except (OSError, UnicodeDecodeError):
+        return False
+
+
+def _record_hash(path: Path) -> None:
+    atomic_write_bytes(_hash_file(path), (file_sha256(path) + "\n").encode())
 
 
 def read_jsonl(path: str | Path, text_field: str = "text") -> list[Document]:
@@ -186,7 +204,7 @@ def hf_text_file(
         "max_docs": max_docs,
     }
     path = Path(cache_dir) / "text" / f"hf-{digest(spec)[:16]}.jsonl"
-    if path.is_file():
+    if _verified(path):
         return path
     where = f"Hugging Face data set {name!r} (config {config!r}, split {split!r})"
     lines = []
@@ -206,6 +224,7 @@ def hf_text_file(
     except Exception as exc:  # the library raises many types (not found, offline, bad config)
         raise DataError(f"cannot read {where}: {_first_line(exc)}") from None
     atomic_write_bytes(path, "".join(lines).encode())
+    _record_hash(path)
     return path
 
 

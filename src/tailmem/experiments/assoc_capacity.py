@@ -12,7 +12,7 @@ against ``d``.
 from __future__ import annotations
 
 import time
-from dataclasses import dataclass, field
+from dataclasses import asdict, dataclass, field
 from typing import Any
 
 import torch
@@ -22,9 +22,12 @@ from tailmem import progress
 from tailmem.assoc.fits import loglog_slope
 from tailmem.assoc.memory import DenseMemory
 from tailmem.assoc.optimizers import OPTIMIZERS
+from tailmem.claims.core import grid_edge
+from tailmem.claims.registry import evaluate, write_claims
+from tailmem.config import check_range
 from tailmem.errors import ConfigError
 from tailmem.plotting import pyplot, style_loglog
-from tailmem.report.claims import CLAIMS, write_claims
+from tailmem.resources import require_memory
 from tailmem.rundir import RunDir
 
 NAME = "assoc-capacity"
@@ -59,10 +62,7 @@ class Config:
             raise ConfigError(
                 f"labels: got {self.labels}; expected 0 (one object per fact) or 2..facts"
             )
-        if self.zipf_exponent <= 1.0:
-            raise ConfigError(
-                f"zipf_exponent: got {self.zipf_exponent}; the d^(1−α) law needs α > 1"
-            )
+        check_range("zipf_exponent", self.zipf_exponent, gt=1.0, why="the d^(1−α) law needs α > 1")
         if len(self.dims) < 2 or any(d < 1 for d in self.dims):
             raise ConfigError("dims: expected at least two positive dimensions")
         if self.steps < 1:
@@ -76,8 +76,21 @@ class Config:
                     + ", ".join(OPTIMIZERS)
                 )
             grid = self.lr_grid.get(name)
-            if not grid or any(not isinstance(x, (int, float)) or x <= 0 for x in grid):
+            if not grid:
                 raise ConfigError(f"lr_grid: needs a list of positive step sizes for {name!r}")
+            for i, lr in enumerate(grid):
+                check_range(f"lr_grid.{name}[{i}]", lr, gt=0.0)
+
+
+def preflight(cfg: Config) -> None:
+    """Refuse sizes that cannot fit in memory, before the run directory is written: E (d × N,
+    drawn then scaled: twice), Ẽ (d × M), per step size a d × d matrix and the N × M logits of
+    the final evaluation, and the N-vectors of the spectrum and answers (float64 throughout)."""
+    n_obj = cfg.labels or cfg.facts
+    d = max(cfg.dims)
+    grid = max(len(cfg.lr_grid[name]) for name in cfg.optimizers)
+    floats = 2 * d * cfg.facts + d * n_obj + grid * (d * d + cfg.facts * n_obj) + 3 * cfg.facts
+    require_memory(f"facts={cfg.facts}, labels={cfg.labels}, dims up to {d}", 8 * floats)
 
 
 def run(cfg: Config, run: RunDir) -> None:
@@ -104,6 +117,7 @@ def run(cfg: Config, run: RunDir) -> None:
                 "optimizer": opt,
                 "error": float(errors[best]),
                 "best_lr": float(grid[best]),
+                "lr_grid_edge": grid_edge(float(grid[best]), cfg.lr_grid[opt]) or "",
                 "loss": float(traj.loss[-1, best]),
                 "tail_mass_beyond_d": float(spectrum.p[d:].sum()),
                 "errors_per_lr": errors.tolist(),
@@ -122,32 +136,18 @@ def run(cfg: Config, run: RunDir) -> None:
         "capacity.csv", [{k: v for k, v in r.items() if k != "errors_per_lr"} for r in rows]
     )
     _figure(cfg, rows, fits, run)
-    claim = CLAIMS["cabannes.capacity"]
-    claims = [
-        claim.result(
-            f"{opt}: fitted exponent {fits[opt]:.3f}"
-            if fits[opt] is not None
-            else f"{opt}: zero error at every d",
-            None if fits[opt] is None else abs(fits[opt] - predicted) <= claim["slope_tol"],
-            {"rows": [r for r in rows if r["optimizer"] == opt]},
-            variant=opt,
-            published=f"exponent {predicted:.2f}",
-        )
-        for opt in cfg.optimizers
-    ]
-    write_claims(run, claims)
-    run.write_json(
-        "results.json",
-        {
-            "experiment": NAME,
-            "rows": rows,
-            "fits": fits,
-            "predicted_exponent": predicted,
-            "objects": n_obj,
-            "sampling": "population" if cfg.batch_size is None else f"batch {cfg.batch_size}",
-            "wall_seconds": time.perf_counter() - started,
-        },
-    )
+    results = {
+        "experiment": NAME,
+        "config": asdict(cfg),
+        "rows": rows,
+        "fits": fits,
+        "predicted_exponent": predicted,
+        "objects": n_obj,
+        "chance_error": 1.0 - 1.0 / n_obj,
+        "sampling": "population" if cfg.batch_size is None else f"batch {cfg.batch_size}",
+    }
+    write_claims(run, evaluate(NAME, results))
+    run.write_json("results.json", {**results, "wall_seconds": time.perf_counter() - started})
     run.write_json(
         "report.json",
         {
@@ -158,7 +158,19 @@ def run(cfg: Config, run: RunDir) -> None:
                 "step-size grid against d, beside the d^(1−α) law."
             ),
             "figures": [{"file": "capacity.png", "caption": "final error against d"}],
-            "tables": [{"file": "capacity.csv", "caption": "best final error per optimiser"}],
+            "tables": [
+                {
+                    "file": "capacity.csv",
+                    "caption": "best final error per optimiser",
+                    "columns": {
+                        "d": "embedding dimension",
+                        "error": "best final top-1 error over the step-size grid",
+                        "best_lr": "the step size that gave it",
+                        "lr_grid_edge": "set where that step size is an end of the grid",
+                        "tail_mass_beyond_d": "probability mass of the facts ranked beyond d",
+                    },
+                }
+            ],
         },
     )
 
@@ -196,7 +208,6 @@ def _figure(cfg: Config, rows: list[dict[str, Any]], fits: dict[str, Any], run: 
     ax.plot(ds, tail, "k--", lw=1, label="mass beyond rank d")
     style_loglog(
         ax,
-        legend_size=8,
         xlabel="embedding dimension d",
         ylabel="final top-1 error",
         title=f"N = {cfg.facts}, M = {cfg.labels or cfg.facts}, {cfg.steps} steps",

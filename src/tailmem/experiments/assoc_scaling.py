@@ -26,7 +26,7 @@ from __future__ import annotations
 
 import math
 import time
-from dataclasses import dataclass, field
+from dataclasses import asdict, dataclass, field
 from typing import Any
 
 import torch
@@ -36,10 +36,13 @@ from tailmem import progress
 from tailmem.assoc.fits import exponential_rate, loglog_slope
 from tailmem.assoc.memory import loss_floor
 from tailmem.assoc.structure import Layout, project
-from tailmem.assoc.theory import MUON_NOISY_EXPONENT, gd_noisy_exponent
+from tailmem.assoc.theory import MUON_NOISY_EXPONENT, gd_noisy_exponent, gd_stability_threshold
+from tailmem.claims.core import grid_edge
+from tailmem.claims.registry import evaluate, write_claims
+from tailmem.config import check_range
 from tailmem.errors import ConfigError
 from tailmem.plotting import pyplot, style_loglog
-from tailmem.report.claims import CLAIMS, ClaimResult, write_claims
+from tailmem.resources import require_memory
 from tailmem.rundir import RunDir
 
 NAME = "assoc-scaling"
@@ -93,15 +96,18 @@ class Config:
     symmetry_steps: int = 30
 
     def validate(self) -> None:
-        if not 0.0 <= self.label_noise < 1.0:
-            raise ConfigError(f"label_noise: got {self.label_noise}; expected a number in [0, 1)")
-        if self.label_noise == 0.0:
-            raise ConfigError("label_noise: the noisy sweep needs label_noise > 0")
+        check_range(
+            "label_noise", self.label_noise, gt=0.0, lt=1.0, why="the noisy sweep needs noise"
+        )
         for name in ("curve_exponent", "target_exponent", "gd_lr_p1", "muon_lr", "sign_lr"):
-            if getattr(self, name) <= 0:
-                raise ConfigError(f"{name}: got {getattr(self, name)}; expected a positive number")
-        if any(b <= 1.0 for b in self.exponents):
-            raise ConfigError(f"exponents: got {self.exponents}; paper B's theory needs β > 1")
+            check_range(name, getattr(self, name), gt=0.0)
+        for name in ("muon_c", "target_excess"):
+            check_range(name, getattr(self, name), gt=0.0)
+        for name in ("signgd_grid", "gd_lr_grid_p1", "muon_lr_grid", "stability_lr_p1"):
+            for i, lr in enumerate(getattr(self, name)):
+                check_range(f"{name}[{i}]", lr, gt=0.0)
+        for i, beta in enumerate(self.exponents):
+            check_range(f"exponents[{i}]", beta, gt=1.0, why="paper B's theory needs β > 1")
         if len(self.horizons) < 2 or any(T < 1 for T in self.horizons):
             raise ConfigError("horizons: expected at least two positive step counts")
         if len(self.target_group_sizes) < 2:
@@ -134,6 +140,14 @@ class Config:
             )
 
 
+def preflight(cfg: Config) -> None:
+    """Refuse sizes that cannot fit in memory, before the run directory is written: the curve
+    and symmetry parts draw two Haar-orthogonal K × K embeddings (QR of a Gaussian: at least
+    four K × K float64 matrices at once)."""
+    K = max(cfg.curve_groups * cfg.curve_group_size, cfg.symmetry_groups * cfg.symmetry_group_size)
+    require_memory(f"an orthonormal embedding of K={K} facts", 8 * 4 * K * K)
+
+
 def run(cfg: Config, run: RunDir) -> None:
     started = time.perf_counter()
     progress.plan(5, "phases")  # three sweeps, the matching check, the rest
@@ -153,21 +167,18 @@ def run(cfg: Config, run: RunDir) -> None:
     _figure_curves(cfg, curves, noiseless, run)
     _figure_sweep(cfg, sweep, sweep_fits, run)
     _figure_target(cfg, target_rows, target_fit, run)
-    claims = _claims(cfg, noiseless, matching, sweep_fits, target_fit, stability, symmetry)
-    write_claims(run, claims)
-    run.write_json(
-        "results.json",
-        {
-            "experiment": NAME,
-            "noiseless": noiseless,
-            "matching": matching,
-            "noisy_fits": sweep_fits,
-            "steps_to_target": {"rows": target_rows, "fit": target_fit},
-            "gd_stability": stability,
-            "block_symmetry": symmetry,
-            "wall_seconds": time.perf_counter() - started,
-        },
-    )
+    results = {
+        "experiment": NAME,
+        "config": asdict(cfg),
+        "noiseless": noiseless,
+        "matching": matching,
+        "noisy_fits": sweep_fits,
+        "steps_to_target": {"rows": target_rows, "fit": target_fit},
+        "gd_stability": stability,
+        "block_symmetry": symmetry,
+    }
+    write_claims(run, evaluate(NAME, results))
+    run.write_json("results.json", {**results, "wall_seconds": time.perf_counter() - started})
     run.write_json("report.json", _report_layout(cfg))
 
 
@@ -412,12 +423,23 @@ def _steps_to_target(cfg: Config) -> tuple[list[dict[str, Any]], dict[str, Any]]
                 "ratio_gd_lr_p1_1": at_one / best_mu if at_one and best_mu else None,
             }
         )
+        rows[-1].update(
+            {
+                "gd_lr_grid_edge": _edge(rows[-1]["gd_best_lr_p1"], cfg.gd_lr_grid_p1),
+                "muon_lr_grid_edge": _edge(rows[-1]["muon_best_lr"], cfg.muon_lr_grid),
+            }
+        )
     fit: dict[str, Any] = {}
     for key in ("ratio_tuned", "ratio_gd_lr_p1_1"):
         pts = [(r["group_size"], r[key]) for r in rows if r[key]]
         fit[key] = loglog_slope(*zip(*pts, strict=True)) if len(pts) >= 2 else None
     fit["reached_all"] = all(r["ratio_tuned"] for r in rows)
     return rows, fit
+
+
+def _edge(value: float | None, grid: list[float]) -> str:
+    """``"lowest"``/``"highest"`` where a sweep's best value is an end of its grid, else ``""``."""
+    return (grid_edge(value, grid) or "") if value is not None else ""
 
 
 # --------------------------------------------------------------------------- 4. stability
@@ -450,6 +472,7 @@ def _stability(cfg: Config) -> list[dict[str, Any]]:
                     "stable": bool(stable[j]),
                     "final_excess": float(loss[-1, j] - loss_floor(K, cfg.label_noise)),
                     "late_increase_fraction": float(increases[j]),
+                    "predicted_threshold": gd_stability_threshold(K, cfg.label_noise),
                 }
             )
     return rows
@@ -585,164 +608,6 @@ def _figure_target(
     run.save_figure(fig, "steps_to_target")
 
 
-# --------------------------------------------------------------------------- claims
-
-
-def _claims(
-    cfg: Config,
-    noiseless: dict[str, Any],
-    matching: dict[str, Any],
-    fits: list[dict[str, Any]],
-    target_fit: dict[str, Any],
-    stability: list[dict[str, Any]],
-    symmetry: dict[str, Any],
-) -> list[ClaimResult]:
-    out = []
-    learned = noiseless["gd_group_ratio_learned"]
-    claim = CLAIMS["B.noiseless.gd_per_item"]
-    out.append(
-        claim.result(
-            "loss_j·η p_j t at the last step, groups with η p_j t ≥ 100: "
-            + ", ".join(f"{x:.3f}" for x in learned),
-            all(claim["lo"] <= x <= claim["hi"] for x in learned) if learned else None,
-            {"all_groups": noiseless["gd_group_ratio"]},
-        )
-    )
-    ratio, slope = noiseless["gd_total_ratio"], noiseless["gd_total_slope"]
-    claim = CLAIMS["B.noiseless.gd_total"]
-    out.append(
-        claim.result(
-            f"mean L·ηt/K over t ∈ [T/2, T] = {ratio:.3f}, log-log slope {slope:.3f}",
-            claim["ratio_lo"] <= ratio <= claim["ratio_hi"]
-            and abs(slope + 1) <= claim["slope_tol"],
-        )
-    )
-    rate, pref = noiseless["muon_rate_over_eta"], noiseless["muon_prefactor_over_k"]
-    rates = noiseless["muon_group_rates_over_eta"]
-    claim = CLAIMS["B.noiseless.muon_exponential"]
-    out.append(
-        claim.result(
-            f"rate/η = {rate:.4f}, prefactor/K = {pref:.3f}, per-group rate/η ∈ "
-            f"[{min(rates):.4f}, {max(rates):.4f}]",
-            abs(rate - 1) <= claim["rate_tol"]
-            and claim["prefactor_lo"] <= pref <= claim["prefactor_hi"]
-            and max(rates) / min(rates) <= 1 + claim["group_spread"],
-        )
-    )
-    gd_slopes = noiseless["gd_group_slopes"]
-    claim = CLAIMS["B.preconditioner"]
-    out.append(
-        claim.result(
-            f"Muon per-group exponential rates/η ∈ [{min(rates):.3f}, {max(rates):.3f}]; "
-            f"GD per-group late log-log slopes ∈ [{min(gd_slopes):.2f}, {max(gd_slopes):.2f}] "
-            f"with final gap Δ = {noiseless['gd_final_gap']:.3f} vs Muon "
-            f"{noiseless['muon_final_gap']:.2e}",
-            max(rates) / min(rates) <= 1 + claim["group_spread"]
-            and noiseless["gd_final_gap"] > claim["gap_factor"] * noiseless["muon_final_gap"],
-        )
-    )
-    claim = CLAIMS["B.noisy.gd_exponent"]
-    for f in fits:
-        beta = f["spectrum_exponent"]
-        out.append(
-            claim.result(
-                f"fitted exponent {f['gd_slope']:.3f} (K = {f['K']}, M = {cfg.gd_groups})",
-                abs(f["gd_slope"] - f["gd_predicted"]) <= claim["slope_tol"],
-                f,
-                variant=f"beta{beta:g}",
-                published=f"exponent {f['gd_predicted']:.3f}",
-                beta=beta,
-            )
-        )
-    claim = CLAIMS["B.noisy.muon_exponent"]
-    for f in fits:
-        beta = f["spectrum_exponent"]
-        out.append(
-            claim.result(
-                f"fitted exponent of the larger of the last two iterates {f['muon_slope']:.3f}"
-                f" (last iterate alone {f['muon_slope_last']:.3f}); max excess·(T/log K)² = "
-                f"{f['muon_max_bound_constant']:.3f} (c = {cfg.muon_c}, M = {cfg.muon_groups})",
-                abs(f["muon_slope"] + 2) <= claim["slope_tol"]
-                and f["muon_max_bound_constant"] <= claim["bound_constant_max"],
-                f,
-                variant=f"beta{beta:g}",
-                beta=beta,
-            )
-        )
-    mslopes = [f["muon_slope"] for f in fits]
-    claim = CLAIMS["B.noisy.muon_beta_independent"]
-    out.append(
-        claim.result(
-            "fitted exponents " + ", ".join(f"{s:.2f}" for s in mslopes),
-            max(mslopes) - min(mslopes) <= claim["spread_max"] if len(mslopes) > 1 else None,
-        )
-    )
-    tuned = target_fit.get("ratio_tuned")
-    claim = CLAIMS["B.speedup_omega_c"]
-    out.append(
-        claim.result(
-            f"log-log slope of the ratio against C: tuned {tuned:.2f}; GD at η·p_max = 1: "
-            f"{target_fit.get('ratio_gd_lr_p1_1') or float('nan'):.2f}"
-            if tuned is not None
-            else "target not reached by both optimisers",
-            None if tuned is None else tuned >= claim["slope_min"],
-            target_fit,
-            target_excess=cfg.target_excess,
-            target_max_steps=cfg.target_max_steps,
-        )
-    )
-    claim = CLAIMS["B.block_symmetry"]
-    out.append(
-        claim.result(
-            f"max relative distance of ẼᵀWE from the exchangeable algebra over "
-            f"{cfg.symmetry_steps} steps: Muon {symmetry['muon']:.1e}, plain SignGD (control) "
-            f"{symmetry['signgd']:.1e}",
-            symmetry["muon"] <= claim["max_distance"],
-        )
-    )
-    tra = matching["noiseless"]["tra_vs_muon_2eta"]
-    tra_noisy = matching["noisy"]["tra_vs_muon_2eta"]
-    claim = CLAIMS["B.tra_signgd_matches_muon"]
-    out.append(
-        claim.result(
-            f"max relative difference of (excess) loss over {matching['steps']} steps: "
-            f"noiseless {tra:.3f}, label noise {tra_noisy:.3f}",
-            tra <= claim["max_difference"] and tra_noisy <= claim["max_difference"],
-        )
-    )
-    best = matching["signgd_best"]
-    claim = CLAIMS["B.signgd_cannot"]
-    out.append(
-        claim.result(
-            f"best plain SignGD over {len(matching['signgd_grid'])} step sizes: max relative "
-            f"loss difference {best['mismatch']:.3f} (η = {best['lr']:g})",
-            best["mismatch"] > claim["min_mismatch"],
-        )
-    )
-    thresholds = {}
-    for C in cfg.stability_group_sizes:
-        sel = [r for r in stability if r["group_size"] == C and r["stable"]]
-        thresholds[C] = max((r["lr_p1"] for r in sel), default=None)
-    values = [v for v in thresholds.values() if v is not None]
-    claim = CLAIMS["B.gd_stability"]
-    out.append(
-        claim.result(
-            "largest stable η·p_max on the grid: "
-            + ", ".join(f"C = {C}: {v}" for C, v in thresholds.items())
-            + f" (label noise {cfg.label_noise})"
-            + (
-                "; the same for every C, so the scale is the per-item p_max as claimed, but "
-                "the constant is far above 1"
-                if len(set(values)) == 1 and values and values[0] > claim["hi"]
-                else ""
-            ),
-            all(claim["lo"] <= v <= claim["hi"] for v in values) if values else None,
-            {"thresholds": thresholds},
-        )
-    )
-    return out
-
-
 def _report_layout(cfg: Config) -> dict[str, Any]:
     return {
         "title": "Paper B: training dynamics and scaling laws of the associative memory",
@@ -757,8 +622,41 @@ def _report_layout(cfg: Config) -> dict[str, Any]:
             {"file": "steps_to_target.png", "caption": "steps to target, GD over Muon, vs C"},
         ],
         "tables": [
-            {"file": "noisy_fits.csv", "caption": "fitted exponents against the claims"},
-            {"file": "steps_to_target.csv", "caption": "steps to target against C"},
-            {"file": "gd_stability.csv", "caption": "GD stability against η·p_max"},
+            {
+                "file": "noisy_fits.csv",
+                "caption": "fitted exponents against the claims",
+                "columns": {
+                    "spectrum_exponent": "β of the group masses i^(−β)",
+                    "gd_slope": "fitted log-log slope of GD's excess loss against T",
+                    "gd_predicted": "−(1 − 1/β), the claimed lower bound's exponent",
+                    "muon_slope": "the same for the larger of Muon's last two iterates",
+                    "muon_slope_last": "the same for Muon's last iterate alone",
+                    "muon_max_bound_constant": "max over T of excess·(T/log K)²",
+                },
+            },
+            {
+                "file": "steps_to_target.csv",
+                "caption": "steps to target against C",
+                "columns": {
+                    "group_size": "C, facts per frequency group",
+                    "gd_best_steps": "GD's fewest steps over its step-size grid",
+                    "gd_best_lr_p1": "that step size, in units of 1/p_max",
+                    "muon_best_lr": "Muon's best step size",
+                    "ratio_tuned": "GD steps / Muon steps, both tuned",
+                    "ratio_gd_lr_p1_1": "the same with GD at η·p_max = 1",
+                    "gd_lr_grid_edge": "set where GD's best step is an end of its grid",
+                    "muon_lr_grid_edge": "set where Muon's best step is an end of its grid",
+                },
+            },
+            {
+                "file": "gd_stability.csv",
+                "caption": "GD stability against η·p_max",
+                "columns": {
+                    "lr_p1": "η·p_max",
+                    "stable": "finite, below the start and ≤ 1% late increases",
+                    "late_increase_fraction": "share of late steps that raise the loss",
+                    "predicted_threshold": "2/(λ_max(H)/p_max) at the noisy optimum",
+                },
+            },
         ],
     }

@@ -31,6 +31,8 @@ from typing import Any
 
 import torch
 
+from tailmem.procs import die_with_parent
+
 STOP_GRACE_S = 10.0
 """How long interrupted workers get to clean up before they are killed."""
 POLL_S = 0.5
@@ -79,14 +81,15 @@ def _interrupt_on_signals() -> None:
     signal.signal(signal.SIGTERM, _interrupt_once)
 
 
-def _init_worker(threads: int | None, log: str | None) -> None:
-    _interrupt_on_signals()
-    if threads:
-        torch.set_num_threads(threads)
+def _init_worker(threads: int | None, log: str | None, parent: int) -> None:
     if log is not None:  # an idle worker's own noise (a traceback, say) stays out of the display
         handle = open(log, "a", buffering=1, encoding="utf-8")  # noqa: SIM115 (lives with it)
         os.dup2(handle.fileno(), 1)
         os.dup2(handle.fileno(), 2)
+    die_with_parent(parent)  # a killed parent leaves no worker writing behind it
+    _interrupt_on_signals()
+    if threads:
+        torch.set_num_threads(threads)
 
 
 def _call_in_worker(fn: Callable[..., Any], args: tuple[Any, ...]) -> Any:
@@ -157,7 +160,7 @@ class Pool:
                 workers,
                 mp_context=context,
                 initializer=_init_worker,
-                initargs=(threads, None if log is None else str(log)),
+                initargs=(threads, None if log is None else str(log), os.getpid()),
             )
 
     def __enter__(self) -> Pool:

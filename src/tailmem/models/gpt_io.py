@@ -14,7 +14,7 @@ from pathlib import Path
 
 from tailmem.errors import CheckpointError, ConfigError
 from tailmem.models.gpt import GPTConfig
-from tailmem.rundir import atomic_write_text
+from tailmem.rundir import atomic_write_text, strict_json
 
 GPT_CONFIG_FILE = "gpt_config.json"
 
@@ -22,7 +22,7 @@ GPT_CONFIG_FILE = "gpt_config.json"
 def write_gpt_config(folder: str | Path, cfg: GPTConfig) -> Path:
     """Write ``cfg`` as ``folder/gpt_config.json`` (atomically)."""
     path = Path(folder) / GPT_CONFIG_FILE
-    atomic_write_text(path, json.dumps(dataclasses.asdict(cfg), indent=1) + "\n")
+    atomic_write_text(path, strict_json(dataclasses.asdict(cfg), indent=1))
     return path
 
 

@@ -105,6 +105,11 @@ def _load_sharded(index: Path) -> dict[str, Tensor]:
     tensors: dict[str, Tensor] = {}
     for shard in sorted(set(weight_map.values())):
         file = index.parent / str(shard)
+        # Checked by name, not by resolving: a Hugging Face cache links its files into blobs/.
+        if Path(str(shard)).is_absolute() or ".." in Path(str(shard)).parts:
+            raise DataError(
+                f"{index}: shard {shard!r} lies outside the model folder; expected a file in it"
+            )
         if not file.is_file():
             raise DataError(f"{file}: shard listed in {index.name} not found")
         tensors.update(_load_file(file))

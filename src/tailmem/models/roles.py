@@ -1,4 +1,4 @@
-"""Parameter roles: which part of a transformer each parameter belongs to.
+r"""Parameter roles: which part of a transformer each parameter belongs to.
 
 Optimiser recipes (:mod:`tailmem.optim.routing`) are written in roles, not parameter names, so that
 one recipe (e.g. ``"muon:v,o,w_in,w_gate,w_out adam:*"``, Paper A's ablation arms) means the same
@@ -19,9 +19,17 @@ matrix roles ``q k v o w_in w_gate w_out`` only ever hold parameters with at lea
 2. Hugging Face GPT-2 naming (detected by a ``attn.c_attn.weight`` parameter);
 3. LLaMA naming (detected by a ``q_proj.weight`` parameter; also Mistral, Qwen, Gemma, ...);
 4. BERT naming (detected by a ``attention.self.query.weight`` parameter);
-5. generic: only the rules below that do not depend on names of a known family.
+5. torchtitan / Meta lingua Llama naming (detected by an ``attention.wq.weight`` parameter);
+6. generic: only the rules below that do not depend on names of a known family.
 
-For sources 2-5 every parameter gets the first role whose rule matches:
+Explicit roles come first: ``resolve_roles(model, roles=...)`` takes a mapping
+``{pattern: role}`` (each pattern a regular expression matched against the whole parameter name,
+first match in mapping order wins, so an exact name is its own pattern; e.g.
+``{r"layers\.\d+\.mixer\.in_proj\.weight": "w_in", r".*lm_out\.weight": "head"}``) or a
+callable ``(name, parameter) -> role | ParamRole | None``. Parameters it leaves out (no match,
+or ``None``) get the built-in roles.
+
+For sources 2-6 every parameter gets the first role whose rule matches:
 
 a. a 0-/1-D parameter of a normalisation layer -> ``norm`` (the module's class name contains
    "Norm", or its attribute name contains "norm" or is ``ln_*`` / ``ln<digits>``);
@@ -36,6 +44,9 @@ c. the family's name rules, for parameters with at least two dimensions (a 1-D `
    - BERT: ``embeddings.*_embeddings`` -> embed; ``attention.self.{query,key,value}`` -> q k v;
      ``attention.output.dense`` -> o; ``intermediate.dense`` -> w_in; ``layer.N.output.dense`` ->
      w_out; ``pooler.dense`` -> other; ``cls.predictions.decoder``/``classifier`` -> head.
+   - torchtitan / lingua: ``tok_embeddings`` -> embed; ``attention.{wq,wk,wv,wo}`` -> q k v o;
+     ``feed_forward.w1`` -> w_gate, ``feed_forward.w3`` -> w_in, ``feed_forward.w2`` -> w_out
+     (``w2(silu(w1 x) * w3 x)``); ``output`` -> head.
 d. the weight of an embedding module (class name contains "Embedding") -> ``embed``;
 e. anything else -> ``other``. Nothing is guessed from shapes: a family member with an unusual
    layer name (e.g. OPT's ``fc1``) shows up as ``other`` in :func:`roles_table` instead of being
@@ -58,7 +69,7 @@ Tied parameters (e.g. GPT-2's ``lm_head`` sharing ``wte``) appear once, under th
 from __future__ import annotations
 
 import re
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 
 from torch import nn
@@ -78,7 +89,7 @@ ROLES: tuple[str, ...] = (
     "other",
 )
 MATRIX_ROLES: tuple[str, ...] = ("q", "k", "v", "o", "w_in", "w_gate", "w_out")
-SCHEMES: tuple[str, ...] = ("param_roles", "gpt2", "llama", "bert", "generic")
+SCHEMES: tuple[str, ...] = ("param_roles", "gpt2", "llama", "bert", "torchtitan", "generic")
 
 
 @dataclass(frozen=True)
@@ -173,13 +184,27 @@ _SCHEME_RULES: dict[str, tuple[tuple[re.Pattern[str], str], ...]] = {
         (r"pooler\.dense\.weight", "other"),
         (r"(?:cls\.predictions\.decoder|classifier)\.weight", "head"),
     ),
+    "torchtitan": _rules(
+        (r"tok_embeddings\.weight", "embed"),
+        (r"attention\.wq\.weight", "q"),
+        (r"attention\.wk\.weight", "k"),
+        (r"attention\.wv\.weight", "v"),
+        (r"attention\.wo\.weight", "o"),
+        (r"feed_forward\.w1\.weight", "w_gate"),
+        (r"feed_forward\.w3\.weight", "w_in"),
+        (r"feed_forward\.w2\.weight", "w_out"),
+        (r"output\.weight", "head"),
+    ),
     "generic": (),
 }
 _SENTINELS: dict[str, re.Pattern[str]] = {
     "gpt2": re.compile(r"(?:^|\.)attn\.c_attn\.weight$"),
     "llama": re.compile(r"(?:^|\.)q_proj\.weight$"),
     "bert": re.compile(r"(?:^|\.)attention\.self\.query\.weight$"),
+    "torchtitan": re.compile(r"(?:^|\.)attention\.wq\.weight$"),
 }
+RoleSpec = Mapping[str, ParamRole | str] | Callable[[str, nn.Parameter], ParamRole | str | None]
+"""Explicit roles: ``{name pattern: role}`` or ``(name, parameter) -> role or None``."""
 _NORM_ATTR = re.compile(r"ln(?:_\w+|\d*)")
 
 
@@ -190,14 +215,64 @@ def naming_scheme(model: nn.Module) -> str:
     return _family([name for name, _ in model.named_parameters()])
 
 
-def resolve_roles(model: nn.Module) -> dict[str, ParamRole]:
+def resolve_roles(model: nn.Module, roles: RoleSpec | None = None) -> dict[str, ParamRole]:
     """Map every name of ``model.named_parameters()`` to its :class:`ParamRole`, in that order.
 
-    See the module docstring for the order of sources and the per-parameter rules. Raises
-    ValueError when a model's own ``param_roles()`` is incomplete or inconsistent (a bug in the
-    model class, not bad user input).
+    ``roles`` (a pattern mapping or a callable, see the module docstring) is consulted first;
+    the parameters it leaves out get the built-in sources and rules. Raises ValueError for a bad
+    pattern or role in ``roles``, and when a model's own ``param_roles()`` is incomplete or
+    inconsistent (a bug in the model class, not bad user input).
     """
     params = dict(model.named_parameters())
+    explicit = _explicit_roles(params, roles) if roles is not None else {}
+    if len(explicit) < len(params):
+        explicit = _built_in_roles(model, params) | explicit
+    return {name: explicit[name] for name in params}
+
+
+def _explicit_roles(params: dict[str, nn.Parameter], roles: RoleSpec) -> dict[str, ParamRole]:
+    """The roles ``roles`` gives, per parameter name (names it leaves out are absent)."""
+    if callable(roles):
+        chosen = {name: roles(name, p) for name, p in params.items()}
+    elif isinstance(roles, Mapping):
+        patterns = []
+        for pattern, role in roles.items():
+            try:
+                patterns.append((re.compile(pattern), role))
+            except (re.error, TypeError) as err:
+                raise ValueError(
+                    f"roles pattern {pattern!r} is not a regular expression ({err}); "
+                    f"e.g. r'layers\\.\\d+\\.attn\\.wq\\.weight'"
+                ) from None
+        chosen = {
+            name: next((role for rx, role in patterns if rx.fullmatch(name)), None)
+            for name in params
+        }
+    else:
+        raise ValueError(
+            f"roles must be a mapping of name pattern -> role or a callable (name, param) -> "
+            f"role, got {type(roles).__name__}"
+        )
+    resolved = {}
+    for name, role in chosen.items():
+        if role is None:
+            continue
+        try:
+            resolved[name] = role if isinstance(role, ParamRole) else ParamRole(role)
+        except (ValueError, TypeError) as err:
+            raise ValueError(f"roles gives parameter {name!r} a bad role: {err}") from None
+        _check_layout(name, tuple(params[name].shape), resolved[name])
+    return resolved
+
+
+def vocab_size(model: nn.Module) -> int | None:
+    """Rows of the largest ``nn.Embedding`` of ``model`` (its token vocabulary), or None."""
+    sizes = [m.num_embeddings for m in model.modules() if isinstance(m, nn.Embedding)]
+    return max(sizes) if sizes else None
+
+
+def _built_in_roles(model: nn.Module, params: dict[str, nn.Parameter]) -> dict[str, ParamRole]:
+    """Sources 1-6 of the module docstring for every parameter."""
     resolved: dict[str, ParamRole] = {}
     for prefix, module in _role_owners(model):
         dot = prefix + "." if prefix else ""
@@ -208,7 +283,7 @@ def resolve_roles(model: nn.Module) -> dict[str, ParamRole]:
     resolved |= {name: _rule_role(model, name, params[name], family) for name in rest}
     for name, pr in resolved.items():
         _check_layout(name, tuple(params[name].shape), pr)
-    return {name: resolved[name] for name in params}
+    return resolved
 
 
 def _role_owners(model: nn.Module) -> list[tuple[str, nn.Module]]:
@@ -296,7 +371,7 @@ _GPT2_CONV1D = re.compile(r"(?:^|\.)(?:attn\.c_attn|attn\.c_proj|mlp\.c_fc|mlp\.
 def resolve_roles_from_names(shapes: Mapping[str, Sequence[int]]) -> dict[str, ParamRole]:
     """Roles of a bare state dict (``name -> shape``), for weights loaded without their module.
 
-    Applies the family rules of :func:`resolve_roles` (sources 2-5 and rules a-e) to the names.
+    Applies the family rules of :func:`resolve_roles` (sources 2-6 and rules a-e) to the names.
     Without the modules, class names are not known: a normalisation layer is recognised by its
     attribute name only (``LayerNorm``, ``ln_1``, ``input_layernorm``, ...), an embedding by the
     family's embedding names, and the GPT-2 ``Conv1D`` layout (``fan_out_dim=1``) by the GPT-2

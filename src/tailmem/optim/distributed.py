@@ -1,37 +1,38 @@
-"""Share batched orthogonalisations across the ranks of a ``torch.distributed`` process group.
+"""Share batched orthogonalisations across the ranks of an explicitly given process group.
 
-Gradients are assumed to be averaged already (as under DDP), so every rank holds the same
-momentum-averaged directions. Each rank orthogonalises a disjoint slice of every same-shaped batch
-and the slices are all-gathered, so all ranks apply the identical update. Without an initialised
-process group (or with one rank) the work runs locally, unchanged.
+Nothing here joins a collective on its own: :func:`sharded_map` with ``group=None`` runs locally.
+With a group, every rank of it must call it with the same batch shapes in the same order; each
+rank orthogonalises a disjoint slice of the batch and the slices are all-gathered, so all ranks
+end with the identical result. :func:`full_matrix` and :func:`local_shard` move a DTensor
+parameter's (FSDP2) direction to a full matrix and its update back to this rank's shard.
 """
 
 from __future__ import annotations
 
 from collections.abc import Callable
+from typing import Any
 
 import torch
 import torch.distributed as dist
 from torch import Tensor
 
 
-def rank_and_world() -> tuple[int, int]:
-    """``(rank, world_size)`` of the default process group, ``(0, 1)`` when there is none."""
-    if dist.is_available() and dist.is_initialized():
-        return dist.get_rank(), dist.get_world_size()
-    return 0, 1
+def rank_and_world(group: Any = None) -> tuple[int, int]:
+    """``(rank, world_size)`` in ``group``; ``(0, 1)`` for ``None`` (local work)."""
+    if group is None:
+        return 0, 1
+    return dist.get_rank(group), dist.get_world_size(group)
 
 
-def sharded_map(batch: Tensor, fn: Callable[[Tensor], Tensor]) -> Tensor:
-    """``fn(batch)`` for a batch ``(B, ...)`` of same-shaped matrices, split across ranks.
+def sharded_map(batch: Tensor, fn: Callable[[Tensor], Tensor], group: Any = None) -> Tensor:
+    """``fn(batch)`` for a batch ``(B, ...)`` of same-shaped matrices, split across ``group``.
 
     ``fn`` must act on each leading-index item independently and keep shapes and dtype. Rank ``r``
     of ``W`` computes items ``[r·c, (r+1)·c)`` with ``c = ceil(B / W)``; every rank's load differs
     by at most one matrix of this shape, and the last slices are zero-padded so that the
-    ``all_gather`` has equal sizes (padding is never computed, only sent). All ranks must call this
-    with the same batch shapes in the same order.
+    ``all_gather`` has equal sizes (padding is never computed, only sent).
     """
-    rank, world = rank_and_world()
+    rank, world = rank_and_world(group)
     if world == 1:
         return fn(batch)
     count = batch.shape[0]
@@ -42,5 +43,45 @@ def sharded_map(batch: Tensor, fn: Callable[[Tensor], Tensor]) -> Tensor:
         pad = local.new_zeros((chunk - local.shape[0], *local.shape[1:]))
         local = torch.cat([local, pad])
     gathered = [torch.empty_like(local) for _ in range(world)]
-    dist.all_gather(gathered, local.contiguous())
+    dist.all_gather(gathered, local.contiguous(), group=group)
     return torch.cat(gathered)[:count]
+
+
+def is_dtensor(t: Tensor) -> bool:
+    """Whether ``t`` is a ``torch.distributed.tensor.DTensor`` (e.g. an FSDP2 parameter)."""
+    return type(t).__name__ == "DTensor" and hasattr(t, "device_mesh")
+
+
+def local(t: Tensor) -> Tensor:
+    """This rank's storage of ``t``: the local shard of a DTensor, else ``t`` itself."""
+    return t.to_local() if is_dtensor(t) else t
+
+
+def mesh_group(p: Tensor) -> Any:
+    """The group that shares a DTensor parameter's orthogonalisation: its 1-D mesh's group
+    (FSDP2's shard group); ``None`` (every rank does all of it) for a multi-dimensional mesh."""
+    mesh = p.device_mesh
+    return mesh.get_group() if mesh.ndim == 1 else None
+
+
+def full_matrix(p: Tensor, local_value: Tensor) -> Tensor:
+    """The full tensor whose shard on this rank is ``local_value``, laid out like DTensor ``p``.
+
+    One all-gather over ``p``'s mesh (uneven shards included); every rank gets the same tensor.
+    """
+    from torch.distributed.tensor import DTensor
+
+    sharded = DTensor.from_local(
+        local_value, p.device_mesh, p.placements, shape=p.shape, stride=p.stride()
+    )
+    return sharded.full_tensor()
+
+
+def local_shard(p: Tensor, full: Tensor) -> Tensor:
+    """This rank's shard of ``full`` (present identically on every rank), placed like ``p``.
+
+    No communication: each rank cuts its own piece, exactly as ``p`` is cut.
+    """
+    from torch.distributed.tensor import distribute_tensor
+
+    return distribute_tensor(full, p.device_mesh, p.placements, src_data_rank=None).to_local()

@@ -1,16 +1,26 @@
 """Muon: momentum followed by orthogonalisation of each matrix update (paper A, Sec. 5).
 
-Per step, for a matrix parameter ``W`` with gradient ``g``, exactly as the code of
-``torch.optim.Muon`` (2.9+) does it, so momentum buffers are interchangeable with it. (Its
-docstring writes the sum form ``B <- μB + g``, nesterov ``g + μB``: the same buffer times
-``1/(1 - μ)``, hence the same direction, which orthogonalisation normalises anyway.)::
+A drop-in for ``torch.optim.Muon`` (2.9+): called with torch's names and defaults
+(``lr=1e-3, weight_decay=0.1, momentum=0.95, nesterov=True, ns_coefficients=(3.4445, -4.7750,
+2.0315), eps=1e-7, ns_steps=5, adjust_lr_fn=None``, Newton–Schulz in bfloat16) it takes the same
+step and its ``state_dict`` loads into torch's and back. Per step, for a matrix parameter ``W``
+with gradient ``g`` (:func:`muon_update` is that step for one tensor)::
 
     B <- μ·B + (1 - μ)·g                         (momentum buffer, B_0 = 0)
     D <- (1 - μ)·g + μ·B  if nesterov  else  B
     W <- (1 - lr·weight_decay)·W                 (decoupled weight decay, unscaled lr)
     W <- W - lr·scale(rows, cols)·orthogonalize(D)
 
-``momentum = 0`` is pure spectral descent ``W <- W - lr·scale·orthogonalize(g)``.
+(torch's docstring writes the sum form ``B <- μB + g``: the same buffer times ``1/(1 - μ)``, hence
+the same direction, which orthogonalisation normalises anyway.) ``momentum = 0`` is pure spectral
+descent. One difference in rounding only: the input is divided by ``‖D‖_F + eps`` where torch
+divides by ``max(‖D‖_F, eps)``.
+
+Beyond torch (a superset; ``steps`` and ``scale`` are tailmem's older names of ``ns_steps`` and
+``adjust_lr_fn``): any :data:`~tailmem.optim.orthogonalize.METHODS` (``method="polar_express"``…),
+any compute ``dtype`` (``None``: the gradient's), parameters with more than two dimensions,
+row blocks (``num_heads`` / ``row_splits``), ``fan_out_dim``, NorMuon (``normuon=True``), and
+explicit distribution (below).
 
 Matrix view of a parameter: the output (fan-out) dimension ``fan_out_dim`` is moved first and
 all other dimensions are flattened, so a conv weight ``(out, in, kh, kw)`` is the matrix
@@ -19,16 +29,28 @@ all other dimensions are flattened, so a conv weight ``(out, in, kh, kw)`` is th
 sizes, e.g. a fused q/k/v) that are orthogonalised and scaled separately. ``scale`` always uses the
 block's ``(rows, cols)`` in that ``(out, in)`` view:
 
-* ``"original"``: ``sqrt(max(1, rows/cols))`` (Keller Jordan; ``torch.optim.Muon`` default),
+* ``"original"`` (or ``None``): ``sqrt(max(1, rows/cols))`` (Keller Jordan; torch's default),
 * ``"match_rms_adamw"``: ``0.2·sqrt(max(rows, cols))`` (Moonlight: update RMS ≈ AdamW's),
 * ``"none"``: 1.
 
+NorMuon (``normuon=True``; modded-nanogpt, dion): after orthogonalisation each block ``O`` is
+normalised per output neuron (row) by a running second moment and rescaled to its own norm::
+
+    V <- β₂·V + (1 - β₂)·mean_j O_ij²           (state "normuon_second_moment", one per row)
+    O' = O / sqrt(max(V, 1e-10)),   O <- O'·‖O‖_F / max(‖O'‖_F, 1e-10)
+
 Speed: all blocks of one shape (across parameters and param groups with the same method, steps,
-dtype and eps) are stacked and orthogonalised in ONE batched call. Under ``torch.distributed``
-(initialised, world size > 1) each rank orthogonalises a disjoint share of every batch and the
-results are all-gathered (:mod:`tailmem.optim.distributed`); gradients must already be averaged
-and present for the same parameters on every rank, as under DDP. Without a process group
-everything runs locally.
+dtype and eps) are stacked and orthogonalised in ONE batched call.
+
+Distribution is explicit. ``process_group=None`` (default) is local: no collective, ever, so any
+subset of ranks may step. Passing a ``process_group`` (or ``distributed="ddp"``: the default group,
+looked up at each step) shares every batch across that group's ranks (each orthogonalises a
+disjoint share, results are all-gathered): gradients must already be averaged and present for the
+same parameters on every rank of it, as under DDP, and every rank must step. DTensor parameters
+(``torch.distributed.fsdp.fully_shard``, FSDP2) are handled whatever ``process_group`` is: each
+matrix's direction is all-gathered once over its mesh, the matrices are orthogonalised shared
+across that mesh's ranks, and each rank applies its own shard of the update; the momentum buffer
+stays a sharded DTensor, so ``torch.distributed.checkpoint`` saves and restores it per shard.
 """
 
 from __future__ import annotations
@@ -40,18 +62,27 @@ from functools import partial
 from typing import Any
 
 import torch
+import torch.distributed as dist
 from torch import Tensor
 from torch.optim import Optimizer
 
-from tailmem.optim.distributed import sharded_map
-from tailmem.optim.orthogonalize import METHODS, orthogonalize
+from tailmem.optim import distributed as D
+from tailmem.optim.orthogonalize import (
+    DEFAULT_STEPS,
+    METHODS,
+    NS5_COEFFICIENTS,
+    orthogonalize,
+)
 
-SCALES: tuple[str, ...] = ("original", "match_rms_adamw", "none")
+SCALES: tuple[str | None, ...] = (None, "original", "match_rms_adamw", "none")
+ALIASES: dict[str, str] = {"steps": "ns_steps", "scale": "adjust_lr_fn"}
+"""tailmem's older hyperparameter names and torch's names they stand for."""
+NORMUON_FLOOR = 1e-10
 
 
-def update_scale(rows: int, cols: int, scale: str) -> float:
+def update_scale(rows: int, cols: int, scale: str | None) -> float:
     """The learning-rate multiplier of an orthogonalised ``rows × cols`` (out × in) block."""
-    if scale == "original":
+    if scale is None or scale == "original":
         return math.sqrt(max(1.0, rows / cols))
     if scale == "match_rms_adamw":
         return 0.2 * math.sqrt(max(rows, cols))
@@ -60,9 +91,61 @@ def update_scale(rows: int, cols: int, scale: str) -> float:
     raise ValueError(f"unknown Muon scale {scale!r}; expected one of {SCALES}")
 
 
+def momentum_directions(
+    grads: list[Tensor], bufs: list[Tensor] | None, momentum: float, nesterov: bool
+) -> list[Tensor]:
+    """Update the buffers in place (``B <- lerp(B, g, 1 - μ)``) and return the directions."""
+    if momentum == 0.0 or bufs is None:
+        return grads
+    torch._foreach_lerp_(bufs, grads, 1.0 - momentum)
+    if nesterov:
+        return list(torch._foreach_lerp(grads, bufs, momentum))
+    return bufs
+
+
+def normuon(block: Tensor, second_moment: Tensor, beta2: float) -> Tensor:
+    """NorMuon's per-row normalisation of an orthogonalised ``(rows, cols)`` block.
+
+    Updates ``second_moment`` (``(rows,)``) in place; returns the normalised block (same norm).
+    """
+    second_moment.lerp_(block.float().square().mean(dim=-1), 1.0 - beta2)
+    normalised = block * second_moment.clamp_min(NORMUON_FLOOR).rsqrt().unsqueeze(-1)
+    ratio = block.norm() / normalised.norm().clamp_min(NORMUON_FLOOR)
+    return (normalised * ratio).to(block.dtype)
+
+
+def muon_update(
+    grad: Tensor,
+    buf: Tensor | None,
+    *,
+    momentum: float = 0.95,
+    nesterov: bool = True,
+    method: str = "ns5",
+    ns_steps: int | None = None,
+    ns_coefficients: tuple[float, float, float] | None = None,
+    eps: float = 1e-7,
+    dtype: torch.dtype | None = torch.bfloat16,
+    adjust_lr_fn: str | None = None,
+) -> Tensor:
+    """Muon's update for one ``(out, in, ...)`` tensor: ``W <- W - lr·muon_update(g, B)``.
+
+    Updates the momentum buffer ``buf`` in place (``None`` with ``momentum=0``) and returns
+    ``scale(out, in)·orthogonalize(D)`` with ``D`` the (Nesterov) momentum direction, dimensions
+    after the first flattened. Weight decay is the caller's: ``W.mul_(1 - lr·weight_decay)``.
+    :class:`Muon` computes exactly this, batched across parameters.
+    """
+    (direction,) = momentum_directions([grad], None if buf is None else [buf], momentum, nesterov)
+    matrix = direction.reshape(direction.shape[0], -1)
+    coefficients = ns_coefficients if method == "ns5" else None
+    ortho = orthogonalize(
+        matrix, method, steps=ns_steps, dtype=dtype, eps=eps, coefficients=coefficients
+    )
+    return ortho.reshape(grad.shape) * update_scale(*matrix.shape, adjust_lr_fn)
+
+
 @dataclass
 class _Job:
-    """One parameter's update: its ``(out, in)`` direction cut into row blocks."""
+    """One parameter's update: its full ``(out, in)`` direction cut into row blocks."""
 
     param: Tensor
     group: dict[str, Any]
@@ -77,63 +160,114 @@ class Muon(Optimizer):
 
     Args:
         params: parameters or param groups. Every parameter needs at least 2 dimensions.
-        lr: learning rate (>= 0), multiplied by the shape ``scale`` of each block.
+        lr: learning rate (>= 0), multiplied by the shape scale of each block.
+        weight_decay: decoupled weight decay (>= 0), multiplied by the (unscaled) lr.
         momentum: momentum ``μ`` in ``[0, 1)``; 0 gives pure spectral descent.
         nesterov: use the Nesterov direction ``(1 - μ)·g + μ·B``.
-        method, steps, dtype, eps: passed to :func:`tailmem.optim.orthogonalize` (dtype is the
-            compute dtype, ``None`` = the gradient's dtype; e.g. ``torch.bfloat16`` on a GPU).
-        scale: ``"original"``, ``"match_rms_adamw"`` or ``"none"``.
-        weight_decay: decoupled weight decay, multiplied by the (unscaled) lr.
+        ns_coefficients: the quintic ``(a, b, c)`` of ``method="ns5"``.
+        eps: added to the Frobenius norm before normalising (finite, > 0).
+        ns_steps: polynomial steps (``None``: the method's default, 5 for "ns5"); alias ``steps``.
+        adjust_lr_fn: ``None``/``"original"``, ``"match_rms_adamw"`` or ``"none"``; alias
+            ``scale``.
+        method: orthogonalisation method, see :func:`tailmem.optim.orthogonalize`.
+        dtype: compute dtype of the orthogonalisation (default bfloat16, as torch; ``None``: the
+            gradient's dtype). On CPUs without bf16 units float32 is much faster.
         num_heads: split the output rows into this many equal blocks.
         row_splits: split the output rows into blocks of these sizes (exclusive with num_heads).
         fan_out_dim: which dimension of the parameter is the output (0: ``nn.Linear`` (out, in);
             1: Hugging Face ``Conv1D`` (in, out)).
+        normuon: NorMuon per-row normalisation after orthogonalisation; ``normuon_beta2`` its
+            second-moment decay in ``[0, 1)``.
+        process_group: share the orthogonalisation across this group (DDP); ``None``: local.
+        distributed: ``"ddp"`` to use the default process group at each step (local while
+            none is initialised); ``None``: local.
 
-    Every argument after ``params`` can be overridden per param group. ``p.grad`` is never
-    modified; parameters whose grad is ``None`` are skipped. State per parameter:
-    ``momentum_buffer`` (when momentum > 0), shaped like the parameter.
+    Every group argument (all but the last two) can be overridden per param group. ``p.grad`` is
+    never modified; parameters whose grad is ``None`` are skipped. State per parameter:
+    ``momentum_buffer`` (when momentum > 0), shaped like the parameter, and with NorMuon
+    ``normuon_second_moment`` (one entry per output row). Bad values raise ``ValueError``.
     """
 
     def __init__(
         self,
         params: Iterable[Tensor] | Iterable[dict[str, Any]],
-        lr: float = 0.02,
+        lr: float = 1e-3,
+        weight_decay: float = 0.1,
         momentum: float = 0.95,
-        nesterov: bool = False,
-        method: str = "ns5",
-        steps: int | None = None,
-        scale: str = "original",
-        weight_decay: float = 0.0,
+        nesterov: bool = True,
+        ns_coefficients: tuple[float, float, float] = NS5_COEFFICIENTS,
         eps: float = 1e-7,
+        ns_steps: int | None = None,
+        adjust_lr_fn: str | None = None,
+        *,
+        method: str = "ns5",
+        dtype: torch.dtype | None = torch.bfloat16,
         num_heads: int | None = None,
         row_splits: tuple[int, ...] | None = None,
         fan_out_dim: int = 0,
-        dtype: torch.dtype | None = None,
+        normuon: bool = False,
+        normuon_beta2: float = 0.95,
+        steps: int | None = None,
+        scale: str | None = None,
+        process_group: Any = None,
+        distributed: str | None = None,
     ) -> None:
+        if distributed not in (None, "ddp"):
+            raise ValueError(f"Muon distributed must be None or 'ddp', got {distributed!r}")
+        if distributed is not None and process_group is not None:
+            raise ValueError("Muon takes process_group or distributed='ddp', not both")
+        self.process_group = process_group
+        self.distributed = distributed
         defaults = {
             "lr": lr,
+            "weight_decay": weight_decay,
             "momentum": momentum,
             "nesterov": nesterov,
-            "method": method,
-            "steps": steps,
-            "scale": scale,
-            "weight_decay": weight_decay,
+            "ns_coefficients": ns_coefficients,
             "eps": eps,
+            "ns_steps": _alias(ns_steps, steps, "ns_steps", "steps", None),
+            "adjust_lr_fn": _alias(adjust_lr_fn, scale, "adjust_lr_fn", "scale", None),
+            "method": method,
+            "dtype": dtype,
             "num_heads": num_heads,
             "row_splits": row_splits,
             "fan_out_dim": fan_out_dim,
-            "dtype": dtype,
+            "normuon": normuon,
+            "normuon_beta2": normuon_beta2,
         }
         super().__init__(params, defaults)
 
     def add_param_group(self, param_group: dict[str, Any]) -> None:
-        """Add a group after checking its hyperparameters and parameter shapes."""
+        """Add a group (tailmem's aliases translated) after checking its values and shapes."""
+        param_group = dict(param_group)
+        for alias, name in ALIASES.items():
+            if alias in param_group:
+                value = param_group.pop(alias)
+                param_group[name] = _alias(param_group.get(name), value, name, alias, None)
         super().add_param_group(param_group)
+        group = self.param_groups[-1]
         try:
-            _check_group(self.param_groups[-1])
+            _check_group(group)
         except (ValueError, TypeError):
             self.param_groups.pop()
             raise
+        if group["ns_steps"] is None:
+            group["ns_steps"] = DEFAULT_STEPS.get(group["method"])
+
+    def load_state_dict(self, state_dict: dict[str, Any]) -> None:
+        """Load a state dict of this class or of ``torch.optim.Muon`` (missing keys: defaults)."""
+        super().load_state_dict(state_dict)
+        for group in self.param_groups:
+            for key, value in self.defaults.items():
+                group.setdefault(key, value)
+
+    def _group_comm(self) -> Any:
+        """The process group plain (non-DTensor) parameters share work over, or None (local)."""
+        if self.process_group is not None:
+            return self.process_group
+        if self.distributed == "ddp" and dist.is_available() and dist.is_initialized():
+            return dist.group.WORLD
+        return None
 
     @torch.no_grad()
     def step(self, closure: Callable[[], Any] | None = None) -> Any:
@@ -142,6 +276,7 @@ class Muon(Optimizer):
         if closure is not None:
             with torch.enable_grad():
                 loss = closure()
+        comm = self._group_comm()
         jobs: list[_Job] = []
         buckets: dict[tuple[Any, ...], list[tuple[_Job, int]]] = {}
         for group in self.param_groups:
@@ -151,51 +286,106 @@ class Muon(Optimizer):
             for p, direction in zip(params, self._directions(group, params), strict=True):
                 job = _split(p, group, direction)
                 jobs.append(job)
+                group_comm = D.mesh_group(p) if D.is_dtensor(p) else comm
                 for index, piece in enumerate(job.pieces):
                     key = (
                         tuple(piece.shape[1:]),
                         piece.dtype,
                         piece.device,
                         group["method"],
-                        group["steps"],
+                        group["ns_steps"],
+                        tuple(group["ns_coefficients"]),
                         group["dtype"],
                         group["eps"],
+                        group_comm,
                     )
                     buckets.setdefault(key, []).append((job, index))
         for key, members in buckets.items():
-            _, _, _, method, steps, dtype, eps = key
+            method, steps, coefficients, dtype, eps, group_comm = key[3:]
             stacked = torch.cat([job.pieces[i] for job, i in members])
-            fn = partial(orthogonalize, method=method, steps=steps, dtype=dtype, eps=eps)
-            ortho = sharded_map(stacked, fn)
+            fn = partial(
+                orthogonalize,
+                method=method,
+                steps=steps,
+                dtype=dtype,
+                eps=eps,
+                coefficients=coefficients if method == "ns5" else None,
+            )
+            ortho = D.sharded_map(stacked, fn, group_comm)
             offset = 0
             for job, i in members:
                 count = job.pieces[i].shape[0]
                 job.pieces[i] = ortho[offset : offset + count]
                 offset += count
         for job in jobs:
-            _apply(job)
+            self._apply(job)
         return loss
 
     def _directions(self, group: dict[str, Any], params: list[Tensor]) -> list[Tensor]:
-        """Update momentum buffers (foreach) and return the directions to orthogonalise."""
+        """Update momentum buffers (foreach, on local shards) and return full directions."""
         grads = []
         for p in params:
             if p.grad.is_sparse:
                 raise RuntimeError("Muon does not support sparse gradients")
-            grads.append(p.grad)
-        momentum = group["momentum"]
-        if momentum == 0.0:
-            return grads
-        bufs = []
-        for p in params:
+            grads.append(D.local(p.grad))
+        bufs = None
+        if group["momentum"] != 0.0:
+            bufs = []
+            for p in params:
+                state = self.state[p]
+                if "momentum_buffer" not in state:
+                    state["momentum_buffer"] = torch.zeros_like(
+                        p, memory_format=torch.preserve_format
+                    )
+                bufs.append(D.local(state["momentum_buffer"]))
+        directions = momentum_directions(grads, bufs, group["momentum"], group["nesterov"])
+        return [
+            D.full_matrix(p, d) if D.is_dtensor(p) else d
+            for p, d in zip(params, directions, strict=True)
+        ]
+
+    def _apply(self, job: _Job) -> None:
+        """Weight decay, then ``p -= lr·scale·O`` with the orthogonalised blocks back in place."""
+        group, p = job.group, job.param
+        lr, scale = float(group["lr"]), group["adjust_lr_fn"]
+        cols = job.pieces[0].shape[-1]
+        blocks = [b for piece in job.pieces for b in piece.unbind(0)]
+        if group["normuon"]:
             state = self.state[p]
-            if "momentum_buffer" not in state:
-                state["momentum_buffer"] = torch.zeros_like(p, memory_format=torch.preserve_format)
-            bufs.append(state["momentum_buffer"])
-        torch._foreach_lerp_(bufs, grads, 1.0 - momentum)
-        if group["nesterov"]:
-            return list(torch._foreach_lerp(grads, bufs, momentum))
-        return bufs
+            if "normuon_second_moment" not in state:
+                state["normuon_second_moment"] = torch.zeros(
+                    sum(job.block_rows), dtype=torch.float32, device=blocks[0].device
+                )
+            moments = state["normuon_second_moment"].split(job.block_rows)
+            blocks = [
+                normuon(b, v, group["normuon_beta2"]) for b, v in zip(blocks, moments, strict=True)
+            ]
+        if job.equal_blocks and not group["normuon"]:
+            update = job.pieces[0].reshape(job.moved_shape)
+            alpha = -lr * update_scale(job.block_rows[0], cols, scale)
+        else:
+            scaled = [
+                b * update_scale(rows, cols, scale)
+                for b, rows in zip(blocks, job.block_rows, strict=True)
+            ]
+            update = torch.cat(scaled).reshape(job.moved_shape)
+            alpha = -lr
+        update = update.movedim(0, group["fan_out_dim"])
+        target = D.local(p)
+        if D.is_dtensor(p):
+            update = D.local_shard(p, update)
+        if group["weight_decay"] != 0.0:
+            target.mul_(1.0 - lr * group["weight_decay"])
+        target.add_(update, alpha=alpha)
+
+
+def _alias(value: Any, alias_value: Any, name: str, alias: str, default: Any) -> Any:
+    """``value`` or its alias' value; both given and different is a ValueError."""
+    if alias_value is None:
+        return value
+    if value is not default and value != alias_value:
+        raise ValueError(f"Muon got {name}={value!r} and its alias {alias}={alias_value!r}")
+    return alias_value
 
 
 def _split(p: Tensor, group: dict[str, Any], direction: Tensor) -> _Job:
@@ -216,51 +406,60 @@ def _split(p: Tensor, group: dict[str, Any], direction: Tensor) -> _Job:
     return _Job(p, group, tuple(moved.shape), rows, equal, pieces)
 
 
-def _apply(job: _Job) -> None:
-    """Weight decay, then ``p -= lr·scale·O`` with the orthogonalised blocks back in place."""
-    group, p = job.group, job.param
-    lr, scale = group["lr"], group["scale"]
-    cols = job.pieces[0].shape[-1]
-    if group["weight_decay"] != 0.0:
-        p.mul_(1.0 - lr * group["weight_decay"])
-    if job.equal_blocks:
-        update = job.pieces[0].reshape(job.moved_shape)
-        alpha = -lr * update_scale(job.block_rows[0], cols, scale)
-    else:
-        scaled = [
-            piece[0] * update_scale(rows, cols, scale)
-            for piece, rows in zip(job.pieces, job.block_rows, strict=True)
-        ]
-        update = torch.cat(scaled).reshape(job.moved_shape)
-        alpha = -lr
-    p.add_(update.movedim(0, group["fan_out_dim"]), alpha=alpha)
+def _number(group: dict[str, Any], name: str, low: float, high: float, closed: bool) -> None:
+    """Raise ValueError unless ``group[name]`` is a finite real in ``[low, high)`` (``(low,``
+    when not ``closed``); a 1-element tensor counts as its value."""
+    value = group[name]
+    if isinstance(value, Tensor) and value.numel() == 1 and not value.is_complex():
+        value = value.item()
+    bad = isinstance(value, bool) or not isinstance(value, (int, float))
+    if (
+        bad
+        or not math.isfinite(value)
+        or value >= high
+        or value < low
+        or (not closed and value == low)
+    ):
+        bound = "[" if closed else "("
+        upper = "inf" if high == math.inf else str(high)
+        raise ValueError(
+            f"Muon {name} must be a finite number in {bound}{low}, {upper}), got {group[name]!r}"
+        )
 
 
 def _check_group(group: dict[str, Any]) -> None:
     """Raise ValueError/TypeError naming the bad hyperparameter or parameter shape."""
-    lr = group["lr"]
-    if isinstance(lr, bool) or not isinstance(lr, (int, float)) or not lr >= 0.0:
-        raise ValueError(f"Muon lr must be a number >= 0, got {lr!r}")
-    momentum = group["momentum"]
-    if isinstance(momentum, bool) or not isinstance(momentum, (int, float)):
-        raise ValueError(f"Muon momentum must be a number in [0, 1), got {momentum!r}")
-    if not 0.0 <= momentum < 1.0:
-        raise ValueError(f"Muon momentum must be in [0, 1), got {momentum!r}")
-    if not isinstance(group["nesterov"], bool):
-        raise TypeError(f"Muon nesterov must be True or False, got {group['nesterov']!r}")
+    _number(group, "lr", 0.0, math.inf, True)
+    _number(group, "weight_decay", 0.0, math.inf, True)
+    _number(group, "momentum", 0.0, 1.0, True)
+    _number(group, "eps", 0.0, math.inf, False)
+    _number(group, "normuon_beta2", 0.0, 1.0, True)
+    for flag in ("nesterov", "normuon"):
+        if not isinstance(group[flag], bool):
+            raise TypeError(f"Muon {flag} must be True or False, got {group[flag]!r}")
     if group["method"] not in METHODS:
         raise ValueError(f"unknown Muon method {group['method']!r}; expected one of {METHODS}")
-    steps = group["steps"]
+    coefficients = group["ns_coefficients"]
+    if (
+        not isinstance(coefficients, (tuple, list))
+        or len(coefficients) != 3
+        or not all(
+            isinstance(c, (int, float)) and not isinstance(c, bool) and math.isfinite(c)
+            for c in coefficients
+        )
+    ):
+        raise ValueError(f"Muon ns_coefficients must be 3 finite numbers, got {coefficients!r}")
+    if group["method"] != "ns5" and tuple(coefficients) != NS5_COEFFICIENTS:
+        raise ValueError(
+            f"Muon ns_coefficients are the ns5 polynomial's; method {group['method']!r} has its own"
+        )
+    steps = group["ns_steps"]
     if steps is not None and (isinstance(steps, bool) or not isinstance(steps, int) or steps < 1):
-        raise ValueError(f"Muon steps must be a positive integer or None, got {steps!r}")
-    if group["scale"] not in SCALES:
-        raise ValueError(f"unknown Muon scale {group['scale']!r}; expected one of {SCALES}")
-    wd = group["weight_decay"]
-    if isinstance(wd, bool) or not isinstance(wd, (int, float)) or not wd >= 0.0:
-        raise ValueError(f"Muon weight_decay must be a number >= 0, got {wd!r}")
-    eps = group["eps"]
-    if isinstance(eps, bool) or not isinstance(eps, (int, float)) or not eps > 0.0:
-        raise ValueError(f"Muon eps must be a number > 0, got {eps!r}")
+        raise ValueError(f"Muon ns_steps must be a positive integer or None, got {steps!r}")
+    if group["adjust_lr_fn"] not in SCALES:
+        raise ValueError(
+            f"unknown Muon adjust_lr_fn/scale {group['adjust_lr_fn']!r}; expected one of {SCALES}"
+        )
     dtype = group["dtype"]
     if dtype is not None and not (isinstance(dtype, torch.dtype) and dtype.is_floating_point):
         raise TypeError(f"Muon dtype must be a floating torch.dtype or None, got {dtype!r}")

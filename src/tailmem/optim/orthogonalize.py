@@ -81,6 +81,7 @@ def orthogonalize(
     steps: int | None = None,
     dtype: torch.dtype | None = None,
     eps: float = 1e-7,
+    coefficients: tuple[float, float, float] | None = None,
 ) -> Tensor:
     """Orthogonal polar factor of ``G`` (a matrix or a batch ``(..., m, n)``), same shape and dtype.
 
@@ -105,6 +106,14 @@ def orthogonalize(
             matrix and runs its ``m × m`` iteration in at least float32. The result is cast back
             to ``G.dtype``.
         eps: added to the Frobenius norm before dividing, so a zero input returns zeros.
+        coefficients: the ``(a, b, c)`` of every "ns5" step (``None``: :data:`NS5_COEFFICIENTS`;
+            ``torch.optim.Muon``'s ``ns_coefficients``). Only "ns5" takes them.
+
+    Range: each matrix is divided by the power of two nearest its largest entry before its norm
+    is taken (see :func:`_normalise`), so entries up to the dtype's maximum do not overflow the
+    sum of squares, and the result is bit-identical to dividing by the unscaled norm. A matrix
+    with a NaN or infinite entry raises :class:`NonFiniteInputError` (a ``ValueError``): no
+    method has a meaningful polar factor for it.
 
     Tall inputs (``m > n``) are transposed, processed and transposed back, so the Gram matrix is
     always the smaller one.
@@ -123,6 +132,13 @@ def orthogonalize(
         raise TypeError(
             f"orthogonalize dtype must be a floating torch.dtype or None, got {dtype!r}"
         )
+    if coefficients is not None and method != "ns5":
+        raise ValueError(f"coefficients are the ns5 polynomial's; method {method!r} takes none")
+    if coefficients is not None and (
+        len(coefficients) != 3 or not all(math.isfinite(float(c)) for c in coefficients)
+    ):
+        raise ValueError(f"coefficients must be 3 finite numbers (a, b, c), got {coefficients!r}")
+    _check_eps(eps)
     shape = G.shape
     m, n = shape[-2], shape[-1]
     if G.numel() == 0:
@@ -134,13 +150,15 @@ def orthogonalize(
     X = G.reshape(-1, m, n)
     if transpose:
         X = X.mT
+    scale = _power_of_two_scale(X)
     if method == "svd":
         out = _svd_polar(X.to(compute))
     else:
         safety = 1.0 if method in ("ns5", "cubic") else POLAR_EXPRESS_SAFETY
-        X = _normalise(X, safety, eps, compute)
+        X = _normalise(X, safety, eps, compute, scale)
         if method == "ns5":
-            out = _polynomial_steps(X, (NS5_COEFFICIENTS,) * (steps or DEFAULT_STEPS["ns5"]))
+            quintic = tuple(coefficients) if coefficients is not None else NS5_COEFFICIENTS
+            out = _polynomial_steps(X, (quintic,) * (steps or DEFAULT_STEPS["ns5"]))
         elif method == "polar_express":
             out = _polynomial_steps(X, polar_express_schedule(steps or DEFAULT_STEPS[method]))
         elif method == "cubic":
@@ -182,14 +200,46 @@ def _at_least_float32(dtype: torch.dtype) -> torch.dtype:
     return torch.float32 if torch.finfo(dtype).bits < 32 else dtype
 
 
-def _normalise(X: Tensor, safety: float, eps: float, dtype: torch.dtype) -> Tensor:
+class NonFiniteInputError(ValueError):
+    """:func:`orthogonalize` was given a matrix with a NaN or infinite entry."""
+
+
+def _check_eps(eps: float) -> None:
+    if isinstance(eps, bool) or not isinstance(eps, (int, float)) or not 0.0 < eps < math.inf:
+        raise ValueError(f"eps must be a finite number > 0, got {eps!r}")
+
+
+def _power_of_two_scale(X: Tensor) -> Tensor:
+    """Per matrix of ``X`` (``(B, m, n)``), the power of two ``2^e`` with ``max|X| < 2^e``.
+
+    ``(B, 1, 1)`` in at least float32; 1 for an all-zero matrix. Raises
+    :class:`NonFiniteInputError` naming the first matrix with a NaN or infinite entry.
+    """
+    peak = X.abs().amax(dim=(-2, -1), keepdim=True).to(_at_least_float32(X.dtype))
+    finite = torch.isfinite(peak)
+    if not bool(finite.all()):
+        index = int((~finite).flatten().nonzero()[0])
+        raise NonFiniteInputError(
+            f"orthogonalize got a NaN or infinite entry in matrix {index} of a batch of "
+            f"{X.shape[0]} matrices of shape {tuple(X.shape[1:])}; expected finite values"
+        )
+    _, exponent = torch.frexp(peak)
+    return torch.ldexp(torch.ones_like(peak), exponent)
+
+
+def _normalise(X: Tensor, safety: float, eps: float, dtype: torch.dtype, scale: Tensor) -> Tensor:
     """``X / (safety·‖X‖_F + eps)`` per matrix as a new contiguous ``dtype`` tensor.
 
-    The norm is accumulated in at least float32; one allocation, also for transposed views.
+    The norm is taken of ``X / scale`` (``scale`` a power of two per matrix, from
+    :func:`_power_of_two_scale`), whose entries are below 1 in magnitude, so the sum of squares
+    cannot overflow; every operation commutes exactly with a power-of-two scaling, so
+    ``(X/s) / ((safety·‖X‖_F + eps)/s)`` rounds to the same bits as the unscaled quotient. The
+    norm is accumulated in at least float32; one allocation, also for transposed views.
     """
-    norm = torch.linalg.vector_norm(X, dim=(-2, -1), keepdim=True, dtype=_at_least_float32(X.dtype))
+    X = X.to(scale.dtype) / scale
+    norm = torch.linalg.vector_norm(X, dim=(-2, -1), keepdim=True, dtype=scale.dtype)
     out = torch.empty(X.shape, dtype=dtype, device=X.device)
-    return torch.div(X, norm * safety + eps, out=out)
+    return torch.div(X, norm * safety + eps / scale, out=out)
 
 
 def _polynomial_steps(X: Tensor, coefficients: tuple[tuple[float, float, float], ...]) -> Tensor:

@@ -37,11 +37,29 @@ import torch
 from torch import nn
 
 from tailmem.errors import CheckpointError, ConfigError
-from tailmem.models.roles import ROLES, ParamRole, _format_table, _short_list, resolve_roles
+from tailmem.models.roles import (
+    MATRIX_ROLES,
+    ROLES,
+    RoleSpec,
+    _format_table,
+    _short_list,
+    resolve_roles,
+    vocab_size,
+)
 
 KINDS: tuple[str, ...] = ("muon", "adam", "adamw", "sgd", "signgd")
 MUON_GROUP_KEYS: tuple[str, ...] = ("row_splits", "fan_out_dim", "num_heads")
+MUON_RECIPE_DEFAULTS: dict[str, Any] = {
+    "lr": 0.02,
+    "momentum": 0.95,
+    "nesterov": False,
+    "weight_decay": 0.0,
+    "dtype": None,
+}
+"""What a recipe's Muon gets unless ``muon={...}`` says otherwise (paper A1: no Nesterov, no weight
+decay, the gradient's dtype). ``tailmem.optim.Muon``'s own defaults are ``torch.optim.Muon``'s."""
 _EXAMPLE = "e.g. 'muon:v,o,w_in,w_gate,w_out adam:*'"
+_TABLE_ROWS = 20
 
 
 def parse_recipe(recipe: str) -> dict[str, list[str]]:
@@ -107,7 +125,8 @@ def plan_param_groups(
     model: nn.Module,
     recipe: str,
     *,
-    roles: Mapping[str, ParamRole | str] | None = None,
+    roles: RoleSpec | None = None,
+    force_muon_vocab: bool = False,
 ) -> dict[str, list[dict[str, Any]]]:
     """Route every trainable parameter of ``model`` to a kind and a param group, as plain data.
 
@@ -118,20 +137,28 @@ def plan_param_groups(
     ``fan_out_dim`` always and ``row_splits`` when the tensor is split; parameters of one role
     with different hints get separate groups with the same role tag.
 
-    ``roles`` overrides role resolution (default :func:`~tailmem.models.roles.resolve_roles`);
-    it must cover every trainable parameter.
+    ``roles`` (``{name pattern: role}`` or ``(name, param) -> role | None``) is consulted before
+    the built-in roles (:func:`~tailmem.models.roles.resolve_roles`).
+
+    Vocabulary guard: a parameter whose shape contains the token vocabulary size (rows of the
+    model's largest ``nn.Embedding``) and whose role is not one of the matrix roles (an
+    embedding, an LM head, an unrecognised ``other``) is never given to Muon: that raises
+    :class:`~tailmem.errors.ConfigError` unless ``force_muon_vocab=True``.
     """
     routes = parse_recipe(recipe)
     kind_of_role = {role: kind for kind, rs in routes.items() for role in rs}
-    resolved = resolve_roles(model) if roles is None else _coerce_roles(roles)
+    try:
+        resolved = resolve_roles(model, roles)
+    except ValueError as err:
+        raise ConfigError(str(err)) from None
+    vocab = None if force_muon_vocab else vocab_size(model)
     buckets: dict[tuple[Any, ...], list[tuple[str, nn.Parameter]]] = {}
     unassigned: list[tuple[str, str]] = []
     non_matrix: list[tuple[str, str, tuple[int, ...]]] = []
+    vocab_shaped: list[tuple[str, str, tuple[int, ...]]] = []
     for name, p in model.named_parameters():
         if not p.requires_grad:
             continue
-        if name not in resolved:
-            raise ValueError(f"the roles mapping gives no role for parameter {name!r}")
         pr = resolved[name]
         kinds = [kind_of_role.get(role) for role in pr.roles]
         if None in kinds:
@@ -146,14 +173,23 @@ def plan_param_groups(
         kind = kinds[0]
         if kind == "muon" and p.ndim < 2:
             non_matrix.append((name, pr.role, tuple(p.shape)))
+        elif kind == "muon" and vocab in p.shape and not set(pr.roles) & set(MATRIX_ROLES):
+            vocab_shaped.append((name, pr.role, tuple(p.shape)))
         hints = (pr.fan_out_dim, pr.row_splits) if kind == "muon" else ()
         buckets.setdefault((kind, pr.role, *hints), []).append((name, p))
     if unassigned:
         missing_roles = sorted({role for _, role in unassigned}, key=_role_order)
+        params = dict(model.named_parameters())
+        rows = [(n, tuple(params[n].shape), role) for n, role in unassigned[:_TABLE_ROWS]]
+        more = len(unassigned) - len(rows)
         raise ConfigError(
             f"recipe {recipe!r} gives no optimiser to {len(unassigned)} parameter(s) with role(s) "
             f"{', '.join(missing_roles)}: {_short_list([n for n, _ in unassigned])}; "
-            f"name those roles or add a catch-all such as 'adam:*'"
+            f"name those roles or add a catch-all such as 'adam:*', or give the parameters "
+            f"roles with build_optimizer(..., roles={{name pattern: role}}) "
+            f"(tailmem.models.roles.roles_table(model) shows every role):\n"
+            + _format_table(("parameter", "shape", "role"), rows)
+            + (f"\n(+{more} more)" if more > 0 else "")
         )
     if non_matrix:
         bad_roles = sorted({role for _, role, _ in non_matrix}, key=_role_order)
@@ -162,6 +198,14 @@ def plan_param_groups(
             f"muon only trains matrices, but recipe {recipe!r} gives it role(s) "
             f"{', '.join(bad_roles)} holding parameters with fewer than 2 dimensions: {shown}; "
             f"route those roles to adam, adamw, sgd or signgd"
+        )
+    if vocab_shaped:
+        shown = _short_list([f"{n} {s} ({role})" for n, role, s in vocab_shaped])
+        raise ConfigError(
+            f"recipe {recipe!r} gives muon parameter(s) shaped like the {vocab}-token vocabulary "
+            f"(embedding / LM head): {shown}; Muon is for hidden matrices: route them to adam "
+            f"(name their role in an adam clause, or give them roles={{pattern: 'head'}}), or "
+            f"pass force_muon_vocab=True to build_optimizer"
         )
     empty = [kind for kind in routes if not any(key[0] == kind for key in buckets)]
     if empty:
@@ -195,8 +239,9 @@ def build_optimizer(
     model: nn.Module,
     recipe: str,
     *,
-    roles: Mapping[str, ParamRole | str] | None = None,
+    roles: RoleSpec | None = None,
     role_overrides: Mapping[str, Mapping[str, Any]] | None = None,
+    force_muon_vocab: bool = False,
     **hparams: Mapping[str, Any],
 ) -> RoutedOptimizer:
     """Build one :class:`RoutedOptimizer` that trains ``model`` as ``recipe`` says.
@@ -205,7 +250,11 @@ def build_optimizer(
         model: any ``nn.Module``; roles come from :func:`~tailmem.models.roles.resolve_roles`
             unless ``roles`` is given.
         recipe: e.g. ``"muon:v,o,w_in,w_gate,w_out adam:*"`` (see the module docstring).
-        roles: optional ``parameter name -> role`` (str or ParamRole) replacing role resolution.
+        roles: optional explicit roles, consulted before the built-in ones: ``{name pattern:
+            role}`` (regular expressions matched against whole names, first match wins; role a
+            str or ParamRole) or a callable ``(name, param) -> role | None``.
+        force_muon_vocab: let Muon train vocabulary-shaped parameters (see
+            :func:`plan_param_groups`).
         role_overrides: optional ``role -> {option: value}`` set on that role's param group after
             the kind's defaults, e.g. ``{"head": {"lr": 1e-3}, "q": {"num_heads": 12}}``. Options
             must be constructor arguments of the role's kind (for Muon also ``row_splits``,
@@ -213,9 +262,12 @@ def build_optimizer(
             takes the overrides of all its parts, which must not contradict each other.
         **hparams: per kind, the keyword arguments of its constructor, e.g.
             ``muon={"lr": 0.02, "momentum": 0.95}, adam={"lr": 3e-4, "betas": (0.8, 0.95)}``.
-            Whatever is not given keeps the class default: ``tailmem.optim.Muon`` (lr 0.02,
-            momentum 0.95, no Nesterov), ``torch.optim.Adam``/``AdamW``/``SGD`` (lr 1e-3; Adam
-            betas (0.9, 0.999); AdamW weight_decay 0.01; SGD no momentum) and
+            Whatever is not given keeps a default: Muon :data:`MUON_RECIPE_DEFAULTS` (lr 0.02,
+            momentum 0.95, no Nesterov, no weight decay, orthogonalised in the gradient's dtype,
+            shared over the default process group when one with several ranks exists when the
+            optimiser is built, as under ``torchrun`` + DDP),
+            ``torch.optim.Adam``/``AdamW``/``SGD`` (lr 1e-3; Adam betas (0.9, 0.999); AdamW
+            weight_decay 0.01; SGD no momentum) and
             ``tailmem.optim.SignGD`` (no default lr: ``signgd={"lr": ...}`` is required).
 
     Muon and SignGD are imported only when the recipe uses them.
@@ -253,13 +305,15 @@ def build_optimizer(
                 f"role_overrides[{role!r}] must be a mapping of option -> value, "
                 f"got {type(options).__name__}"
             )
-    plan = plan_param_groups(model, recipe, roles=roles)
+    plan = plan_param_groups(model, recipe, roles=roles, force_muon_vocab=force_muon_vocab)
     children: dict[str, torch.optim.Optimizer] = {}
     for kind, groups in plan.items():
         cls = _optimizer_class(kind)
         accepted, required = _constructor_options(cls)
         options = dict(hparams.get(kind) or {})
         _check_names(accepted, options, f"hyperparameters for {kind}")
+        if kind == "muon":
+            options = {**_muon_defaults(), **options}
         missing = [name for name in required if name not in options]
         if missing:
             raise ConfigError(
@@ -487,6 +541,15 @@ class _RoutedState(Mapping):
         return sum(len(opt.state) for opt in self._routed.optimizers.values())
 
 
+def _muon_defaults() -> dict[str, Any]:
+    """:data:`MUON_RECIPE_DEFAULTS`, plus ``distributed="ddp"`` under a multi-rank process group."""
+    defaults = dict(MUON_RECIPE_DEFAULTS)
+    dist = torch.distributed
+    if dist.is_available() and dist.is_initialized() and dist.get_world_size() > 1:
+        defaults["distributed"] = "ddp"
+    return defaults
+
+
 def _optimizer_class(kind: str) -> type[torch.optim.Optimizer]:
     if kind == "muon":
         from tailmem.optim.muon import Muon
@@ -538,13 +601,6 @@ def _merged_overrides(
                 )
             merged[key], source[key] = value, role
     return merged
-
-
-def _coerce_roles(roles: Mapping[str, ParamRole | str]) -> dict[str, ParamRole]:
-    return {
-        name: role if isinstance(role, ParamRole) else ParamRole(role)
-        for name, role in roles.items()
-    }
 
 
 def _role_order(role: str) -> int:

@@ -12,6 +12,7 @@ the positive factor ``1 - μ``)::
 
 from __future__ import annotations
 
+import math
 from collections.abc import Callable, Iterable
 from typing import Any
 
@@ -52,9 +53,10 @@ class SignGD(Optimizer):
         ):
             value = group[name]
             bad = isinstance(value, bool) or not isinstance(value, (int, float))
-            if bad or not value >= low or (high is not None and not value < high):
+            bad = bad or not math.isfinite(value) or not value >= low
+            if bad or (high is not None and not value < high):
                 self.param_groups.pop()
-                expected = f"in [{low}, {high})" if high is not None else f">= {low}"
+                expected = f"in [{low}, {high})" if high is not None else f"finite and >= {low}"
                 raise ValueError(f"SignGD {name} must be a number {expected}, got {value!r}")
 
     @torch.no_grad()

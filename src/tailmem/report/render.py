@@ -8,11 +8,13 @@ shown::
      "figures": [{"file": "rho_vs_k.png", "caption": "..."}],
      "tables": [{"file": "rho.csv", "caption": "..."}]}
 
-Without it, every PNG of the run is shown. Verdicts come from ``claims.json`` as written by the
-experiment (computed from its results), never from here. The claims registry
-(:data:`~tailmem.report.claims.CLAIMS`) adds what the runs do not say: a registry claim of an
-experiment that its run lacks is listed as "not measured at this preset", and the claims no
-experiment measures close the report in one table.
+Without it, every PNG of the run is shown; a table entry may add ``"columns": {"name": "what
+it means"}`` to explain its headers. Verdicts come from ``claims.json`` as written by the
+experiment (computed by each claim's check from its results), never from here. The claims registry
+(:data:`~tailmem.claims.registry.CLAIMS`) adds what the runs do not say: a registry claim of an
+experiment that its run lacks is listed as "not measured" with the reason, the summary counts
+every registry claim (those of experiments not in the folder and those no experiment measures
+too), and the claims no experiment measures close the report in one table.
 """
 
 from __future__ import annotations
@@ -22,16 +24,17 @@ import csv
 import dataclasses
 import html
 import io
-import json
 from collections import Counter
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from tailmem.claims.core import VERDICTS, Claim, ClaimResult
+from tailmem.claims.listing import EXPERIMENTS
+from tailmem.claims.registry import claims_of, lookup, not_measured, read_claims
 from tailmem.errors import DataError
-from tailmem.experiments import EXPERIMENTS
-from tailmem.report.claims import VERDICTS, Claim, ClaimResult, claims_of, not_measured, read_claims
-from tailmem.rundir import RunDir, atomic_write_text
+from tailmem.mdtable import md_table
+from tailmem.rundir import RunDir, atomic_write_text, strict_json
 
 MAX_TABLE_ROWS = 40
 
@@ -71,11 +74,14 @@ def collect_runs(root: Path) -> list[RunSummary]:
             claims = read_claims(run)
             claims += not_measured(record["experiment"], claims)
         else:
-            reason = "not measured (the run wrote no claims.json)"
+            reason = "the run wrote no claims.json"
             claims = not_measured(record["experiment"], [], reason)
         layout = run.read_json("report.json") if run.file("report.json").is_file() else {}
         if not isinstance(layout, dict):
             raise DataError(f"{run.file('report.json')}: expected a JSON object")
+        for key in ("title", "summary"):
+            if not isinstance(layout.get(key, ""), str):
+                raise DataError(f"{run.file('report.json')}: {key!r} must be text")
         runs.append(RunSummary(path.name, run, record, complete, wall, claims, layout))
     if not runs:
         raise DataError(f"{root} holds no run directories (no */config.yaml); run reproduce first")
@@ -84,29 +90,66 @@ def collect_runs(root: Path) -> list[RunSummary]:
     return sorted(runs, key=lambda r: (rank.get(r.record["experiment"], len(order)), r.name))
 
 
-def _figures(summary: RunSummary) -> list[tuple[Path, str]]:
-    listed = summary.layout.get("figures")
+def _entries(summary: RunSummary, kind: str) -> list[tuple[Path, str]] | None:
+    """The ``(file, caption)`` pairs of ``report.json``'s ``kind`` list (None: no such list).
+
+    Every entry must be ``{"file": NAME, "caption": TEXT}`` with NAME a file inside the run
+    directory: a damaged entry, or one pointing elsewhere (``/etc/passwd``, ``../x``, a symlink
+    out of the run), is a :class:`DataError`, so the report never embeds a file from outside.
+    """
+    listed = summary.layout.get(kind)
     if listed is None:
-        return [(p, p.stem.replace("_", " ")) for p in sorted(summary.run.path.glob("*.png"))]
-    figures = []
-    for item in listed:
-        path = summary.run.file(item["file"])
+        return None
+    source = summary.run.file("report.json")
+    if not isinstance(listed, list):
+        raise DataError(f"{source}: {kind!r} must be a list of {{file, caption}} entries")
+    root = summary.run.path.resolve()
+    entries = []
+    for i, item in enumerate(listed):
+        name = item.get("file") if isinstance(item, dict) else None
+        caption = item.get("caption") if isinstance(item, dict) else None
+        if not isinstance(name, str) or not isinstance(caption, (str, type(None))):
+            raise DataError(
+                f"{source}: {kind}[{i}] is {item!r}; expected {{'file': NAME, 'caption': TEXT}}"
+            )
+        path = summary.run.file(name)
+        if not path.resolve().is_relative_to(root):
+            raise DataError(
+                f"{source}: {kind}[{i}] points at {name!r}, outside the run directory; "
+                "expected a file of the run"
+            )
         if not path.is_file():
             raise DataError(f"{path} is listed in report.json but missing; rerun the experiment")
-        figures.append((path, item.get("caption", path.stem)))
-    return figures
+        entries.append((path, caption or path.stem))
+    return entries
 
 
-def _tables(summary: RunSummary) -> list[tuple[str, list[list[str]]]]:
+def _figures(summary: RunSummary) -> list[tuple[Path, str]]:
+    listed = _entries(summary, "figures")
+    if listed is None:
+        root = summary.run.path.resolve()
+        found = sorted(summary.run.path.glob("*.png"))
+        return [(p, p.stem.replace("_", " ")) for p in found if p.resolve().is_relative_to(root)]
+    return listed
+
+
+def _tables(summary: RunSummary) -> list[tuple[str, list[list[str]], dict[str, str]]]:
+    """(caption, header + rows, explanation per column) of each table report.json lists."""
     tables = []
-    for item in summary.layout.get("tables", []):
-        path = summary.run.file(item["file"])
+    entries = _entries(summary, "tables") or []
+    for (path, caption), item in zip(entries, summary.layout.get("tables") or [], strict=False):
         try:
             rows = list(csv.reader(io.StringIO(path.read_text())))
-        except FileNotFoundError:
-            raise DataError(f"{path} is listed in report.json but missing") from None
+        except (UnicodeDecodeError, csv.Error) as exc:
+            raise DataError(
+                f"{path} is listed in report.json but is not CSV text ({exc})"
+            ) from None
         header, *body = rows[: MAX_TABLE_ROWS + 1] or [[]]
-        tables.append((item.get("caption", path.stem), [header, *map(_readable_row, body)]))
+        columns = item.get("columns", {})
+        if not isinstance(columns, dict):
+            raise DataError(f"{path}: report.json 'columns' must map column names to text")
+        columns = {k: str(v) for k, v in columns.items() if k in header}
+        tables.append((caption, [header, *map(_readable_row, body)], columns))
     return tables
 
 
@@ -127,11 +170,42 @@ def _readable_number(cell: str) -> str:
     return f"{value:#.4g}" if abs(value) < 1e4 else f"{value:.0f}"
 
 
+def _seeds(claim: ClaimResult) -> str:
+    if claim.verdict == "not measured":
+        return "—"
+    if claim.seeds is None:
+        return "exact (no sampling)" if claim.check else "see rule"
+    return ", ".join(map(str, claim.seeds)) + f" (n = {len(claim.seeds)})"
+
+
+def _verdict(claim: ClaimResult) -> str:
+    return f"{claim.verdict}: {claim.reason}" if claim.reason else claim.verdict
+
+
+def _rule(claim: ClaimResult) -> str:
+    """The rule in words, with the registry's reasoning for it where there is one."""
+    registered = lookup(claim.id)
+    why = registered.why if registered is not None else ""
+    return f"{claim.rule} — why: {why}" if why else claim.rule
+
+
 def _claim_rows(summary: RunSummary) -> list[list[str]]:
-    return [[c.claim, c.source, c.published, c.ours, c.rule, c.verdict] for c in summary.claims]
+    return [
+        [c.claim, c.source, c.published, c.ours, _rule(c), _seeds(c), _verdict(c)]
+        for c in summary.claims
+    ]
 
 
-CLAIM_HEADER = ["claim", "source", "published", "ours", "rule", "verdict"]
+CLAIM_HEADER = ["claim", "source", "published", "ours", "rule", "seeds", "verdict"]
+CLAIM_COLUMNS = (
+    "Columns: **claim** the published statement; **source** where it stands in the paper; "
+    "**published** the paper's value (each paper version's where they differ); **ours** our "
+    "measurement (mean ± standard error over seeds where seeds vary); **rule** what decided the "
+    "verdict, in words, and why it follows from the published statement; **seeds** the seeds "
+    "behind the verdict (exact: a deterministic computation with no sampling); **verdict** "
+    "reproduced, not reproduced, inconclusive (the run cannot resolve the effect) or not "
+    "measured, with the reason."
+)
 UNCOVERED_TITLE = "Claims not covered by an experiment"
 UNCOVERED_HEADER = ["claim", "source", "published", "rule"]
 
@@ -145,18 +219,33 @@ def _describe(claim: Claim) -> list[str]:
     return [claim.describe(t) for t in (claim.statement, claim.source, claim.published, claim.rule)]
 
 
-def verdict_counts(runs: list[RunSummary]) -> Counter:
-    return Counter(c.verdict for r in runs for c in r.claims)
+NOT_RUN = "experiment not in this results folder"
+NO_EXPERIMENT = "no experiment measures it yet"
 
 
-def md_table(header: list[str], rows: list[list[str]]) -> str:
-    def cell(text: Any) -> str:
-        return str(text).replace("|", "\\|").replace("\n", " ")
+def summary_rows(runs: list[RunSummary]) -> list[list[str]]:
+    """Verdict counts per experiment — every registry claim, whether a run covers it or not."""
+    rows = []
+    for r in runs:
+        rows.append([r.title, *(str(sum(c.verdict == v for c in r.claims)) for v in VERDICTS)])
+    ran = {r.record.get("experiment") for r in runs}
+    for name in EXPERIMENTS:
+        if name not in ran:
+            rows.append([f"{name} ({NOT_RUN})", "0", "0", "0", str(len(claims_of(name)))])
+    rows.append([f"uncovered ({NO_EXPERIMENT})", "0", "0", "0", str(len(claims_of(None)))])
+    return rows
 
-    lines = ["| " + " | ".join(cell(h) for h in header) + " |"]
-    lines.append("|" + "---|" * len(header))
-    lines += ["| " + " | ".join(cell(c) for c in row) + " |" for row in rows]
-    return "\n".join(lines)
+
+def verdict_counts(rows: list[list[str]]) -> Counter:
+    counts: Counter = Counter()
+    for row in rows:
+        for v, n in zip(VERDICTS, row[1:], strict=True):
+            counts[v] += int(n)
+    return counts
+
+
+def _column_notes(columns: dict[str, str]) -> str:
+    return "Columns: " + "; ".join(f"**{k}** {v}" for k, v in columns.items())
 
 
 def _environment_rows(runs: list[RunSummary]) -> list[list[str]]:
@@ -181,16 +270,14 @@ ENV_HEADER = ["experiment", "preset", "wall time", "device", "versions", "commit
 
 
 def render_markdown(runs: list[RunSummary], root: Path) -> str:
-    counts = verdict_counts(runs)
+    rows = summary_rows(runs)
+    counts = verdict_counts(rows)
     out = ["# tailmem report", ""]
     out.append("## Summary of verdicts")
     out.append("")
     out.append(", ".join(f"**{counts.get(v, 0)}** {v}" for v in VERDICTS))
     out.append("")
-    summary_rows = [
-        [r.title, *(str(sum(c.verdict == v for c in r.claims)) for v in VERDICTS)] for r in runs
-    ]
-    out.append(md_table(["experiment", *VERDICTS], summary_rows))
+    out.append(md_table(["experiment", *VERDICTS], rows))
     for r in runs:
         out += ["", f"## {r.title}", ""]
         if not r.complete:
@@ -199,11 +286,13 @@ def render_markdown(runs: list[RunSummary], root: Path) -> str:
             out += [r.layout["summary"], ""]
         for path, caption in _figures(r):
             out += [f"![{caption}]({path.relative_to(root).as_posix()})", "", f"*{caption}*", ""]
-        for caption, rows in _tables(r):
-            if rows:
-                out += [f"**{caption}**", "", md_table(rows[0], rows[1:]), ""]
+        for caption, table, columns in _tables(r):
+            if table:
+                out += [f"**{caption}**", "", md_table(table[0], table[1:]), ""]
+                out += [_column_notes(columns), ""] if columns else []
         if r.claims:
             out += ["**Claims**", "", md_table(CLAIM_HEADER, _claim_rows(r)), ""]
+            out += [CLAIM_COLUMNS, ""]
     out += ["", f"## {UNCOVERED_TITLE}", "", md_table(UNCOVERED_HEADER, _uncovered_rows())]
     out += ["", "## Environment", "", md_table(ENV_HEADER, _environment_rows(runs)), ""]
     return "\n".join(out)
@@ -212,39 +301,53 @@ def render_markdown(runs: list[RunSummary], root: Path) -> str:
 CSS = """
 body{font-family:system-ui,-apple-system,Segoe UI,sans-serif;max-width:1100px;margin:2em auto;
 padding:0 1em;color:#222;line-height:1.45}
-table{border-collapse:collapse;margin:.6em 0 1.4em;font-size:.9em;width:100%}
-th,td{border:1px solid #ccc;padding:.3em .5em;text-align:left;vertical-align:top}
+.scroll{overflow-x:auto;max-width:100%;margin:.6em 0 1.4em}
+table{border-collapse:collapse;font-size:.9em;width:100%}
+th,td{border:1px solid #ccc;padding:.3em .5em;text-align:left;vertical-align:top;
+overflow-wrap:anywhere;min-width:4em}
 th{background:#f3f3f3} img{max-width:100%;height:auto;border:1px solid #eee}
 figure{margin:1em 0} figcaption{font-size:.9em;color:#555}
 .v-reproduced{background:#e3f6e3}.v-not-reproduced{background:#fbe3e3}
-.v-not-measured{background:#f1f1f1;color:#666}
+.v-not-measured{background:#f1f1f1;color:#666}.v-inconclusive{background:#fdf5d8}
+.columns{font-size:.85em;color:#444}
 .incomplete{color:#a00}
 """
 
 
-def _html_table(header: list[str], rows: list[list[str]], css_class: str = "") -> str:
-    parts = [f'<table class="{css_class}"><thead><tr>']
+def _html_table(
+    header: list[str],
+    rows: list[list[str]],
+    css_class: str = "",
+    verdicts: list[str] | None = None,
+) -> str:
+    """A table in a horizontally scrolling box (wide tables never clip); ``verdicts`` colour
+    the rows."""
+    parts = [f'<div class="scroll"><table class="{css_class}"><thead><tr>']
     parts += [f"<th>{html.escape(str(h))}</th>" for h in header]
     parts.append("</tr></thead><tbody>")
-    for row in rows:
-        verdict_cell = row[-1] if css_class == "claims" else ""
-        cls = f' class="v-{verdict_cell.replace(" ", "-")}"' if verdict_cell else ""
+    for i, row in enumerate(rows):
+        cls = f' class="v-{verdicts[i].replace(" ", "-")}"' if verdicts else ""
         parts.append(f"<tr{cls}>" + "".join(f"<td>{html.escape(str(c))}</td>" for c in row))
         parts.append("</tr>")
-    parts.append("</tbody></table>")
+    parts.append("</tbody></table></div>")
     return "".join(parts)
 
 
+def _html_notes(markdown: str) -> str:
+    """A column explanation (``**name** text; …``) as an HTML paragraph."""
+    parts = html.escape(markdown).split("**")
+    text = "".join(f"<b>{p}</b>" if i % 2 else p for i, p in enumerate(parts))
+    return f'<p class="columns">{text}</p>'
+
+
 def render_html(runs: list[RunSummary]) -> str:
-    counts = verdict_counts(runs)
+    rows = summary_rows(runs)
+    counts = verdict_counts(rows)
     body = ["<h1>tailmem report</h1>", "<h2>Summary of verdicts</h2>"]
     body.append(
         "<p>" + ", ".join(f"<b>{counts.get(v, 0)}</b> {html.escape(v)}" for v in VERDICTS) + "</p>"
     )
-    summary_rows = [
-        [r.title, *(str(sum(c.verdict == v for c in r.claims)) for v in VERDICTS)] for r in runs
-    ]
-    body.append(_html_table(["experiment", *VERDICTS], summary_rows, "summary"))
+    body.append(_html_table(["experiment", *VERDICTS], rows, "summary"))
     for r in runs:
         body.append(f'<h2 id="{html.escape(r.name)}">{html.escape(r.title)}</h2>')
         if not r.complete:
@@ -257,11 +360,17 @@ def render_html(runs: list[RunSummary]) -> str:
                 f'<figure><img alt="{html.escape(caption)}" src="data:image/png;base64,{data}">'
                 f"<figcaption>{html.escape(caption)}</figcaption></figure>"
             )
-        for caption, rows in _tables(r):
-            if rows:
-                body.append(f"<h3>{html.escape(caption)}</h3>" + _html_table(rows[0], rows[1:]))
+        for caption, table, columns in _tables(r):
+            if table:
+                body.append(f"<h3>{html.escape(caption)}</h3>" + _html_table(table[0], table[1:]))
+                body += [_html_notes(_column_notes(columns))] if columns else []
         if r.claims:
-            body.append("<h3>Claims</h3>" + _html_table(CLAIM_HEADER, _claim_rows(r), "claims"))
+            verdicts = [c.verdict for c in r.claims]
+            body.append(
+                "<h3>Claims</h3>"
+                + _html_table(CLAIM_HEADER, _claim_rows(r), "claims", verdicts)
+                + _html_notes(CLAIM_COLUMNS)
+            )
     body.append(
         f"<h2>{UNCOVERED_TITLE}</h2>"
         + _html_table(UNCOVERED_HEADER, _uncovered_rows(), "uncovered")
@@ -284,5 +393,5 @@ def write_report(root: str | Path) -> Path:
     html_path = root / "report.html"
     atomic_write_text(html_path, render_html(runs))
     verdicts = {r.name: [dataclasses.asdict(c) for c in r.claims] for r in runs}
-    atomic_write_text(root / "verdicts.json", json.dumps(verdicts, indent=2) + "\n")
+    atomic_write_text(root / "verdicts.json", strict_json(verdicts))
     return html_path

@@ -1,0 +1,318 @@
+"""PAPERS.md A3 — heavy-tailed knowledge QA (Tables 3-8); measured by ``knowledge-qa``.
+
+The checks are pure functions of a plain results mapping for one FFN type:
+
+- ``ffn``: ``"plain"`` or ``"gated"``; ``seeds``: the seeds, in the order of every per-seed list;
+- ``rarest``: index m of the rarest group; ``head_groups``: the number of head groups;
+- ``fta``: arm id (``"muon"``, ``"adam"``, ``"sgd"``, ``"muon_vo_ffn"``, ``"muon_qk"``) →
+  ``{"final": [[FTA per group] per seed], "half": [[FTA per group] per seed]}`` (``half``: at
+  50% of the steps; absent where not evaluated);
+- ``chance_fta``: the first-token accuracy of guessing (1 / the answer pool size).
+
+Comparisons between arms are over seeds (mean ± SE, ≥ 3 seeds, beyond 2 SE: see
+:func:`~tailmem.claims.core.compare_seeds`); a model whose head groups sit at chance under every
+arm learned nothing, and every claim is then ``inconclusive``.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+from collections.abc import Mapping
+from typing import Any
+
+from tailmem.claims.core import (
+    Claim,
+    ClaimResult,
+    Outcome,
+    at_chance,
+    compare_seeds,
+    decided,
+    inconclusive,
+    mean_se,
+    unmeasured,
+)
+
+EXPERIMENT = "knowledge-qa"
+ARMS = ("muon", "adam", "sgd", "muon_vo_ffn", "muon_qk")
+CHANCE_TOL = 0.05
+"""Head-group FTA within this of chance under every arm: the model learned nothing."""
+A3_PUBLISHED_FTA: dict[str, dict[tuple[float, int], dict[str, float]]] = {
+    "plain": {
+        key: dict(zip(ARMS, values, strict=True))
+        for key, values in {
+            (0.2, 4): (0.854, 0.312, 0.156, 0.814, 0.472),
+            (0.2, 2): (0.386, 0.146, 0.120, 0.256, 0.154),
+            (0.2, 0): (0.140, 0.090, 0.082, 0.114, 0.086),
+            (0.5, 4): (0.996, 0.936, 0.314, 0.992, 0.970),
+            (0.5, 2): (0.964, 0.298, 0.148, 0.934, 0.354),
+            (0.5, 0): (0.320, 0.110, 0.084, 0.254, 0.118),
+            (1.0, 4): (1.000, 1.000, 0.422, 1.000, 1.000),
+            (1.0, 2): (1.000, 0.890, 0.294, 0.998, 0.940),
+            (1.0, 0): (0.976, 0.264, 0.126, 0.954, 0.286),
+        }.items()
+    },
+    "gated": {(1.0, 0): dict(zip(ARMS, (0.994, 0.244, 0.148, 0.990, 0.274), strict=True))},
+}
+"""Published FTA (arXiv v2) per FFN type, (fraction of training, groups from the rarest), arm."""
+CAMERA_READY_ADAM_RAREST = 0.558
+"""ICLR 2026 camera-ready (secondary sources): Adam on group 15 at 10k steps, plain FFN."""
+SOURCE_TAIL = "A3, Tables 3-8 (group 15 at 10k)"
+
+
+def _pub(ffn: str, frac: float, offset: int, arm: str) -> float:
+    return A3_PUBLISHED_FTA[ffn][(frac, offset)][arm]
+
+
+def _per_seed(results: Mapping[str, Any], arm: str, when: str, groups: slice) -> list[float]:
+    """Per seed, the mean FTA over ``groups`` at ``when`` (``final`` or ``half``)."""
+    rows = results["fta"][arm][when]
+    return [sum(r[groups]) / len(r[groups]) for r in rows]
+
+
+def _guard(
+    results: Mapping[str, Any], ffn: str, arms: tuple[str, ...], when: str = "final"
+) -> Outcome | None:
+    """A not-measured/inconclusive Outcome when the claim cannot be decided, else ``None``."""
+    if results.get("ffn") != ffn:
+        return unmeasured(f"the {ffn} FFN was not run")
+    fta = results.get("fta", {})
+    missing = [a for a in arms if a not in fta or when not in fta[a]]
+    if missing:
+        return unmeasured(f"{', '.join(missing)} not run or not evaluated at this step")
+    heads = slice(0, results["head_groups"])
+    means = [mean_se(_per_seed(results, a, "final", heads)).mean for a in fta]
+    if all(at_chance(m, results["chance_fta"], tol=CHANCE_TOL) for m in means):
+        return inconclusive(
+            "head FTA " + ", ".join(f"{m:.3f}" for m in means),
+            f"model at chance: every arm's head FTA within {CHANCE_TOL} of "
+            f"{results['chance_fta']:.3f}",
+            seeds=results.get("seeds"),
+        )
+    return None
+
+
+def _ffn(claim: Claim) -> str:
+    """The FFN type a claim is stated for: ``A3.<ffn>.<name>``."""
+    return claim.id.split(".")[1]
+
+
+def check_tail(claim: Claim, results: Mapping[str, Any]) -> Outcome:
+    return _gap_check(claim, results, "final", 0)
+
+
+def check_midtail(claim: Claim, results: Mapping[str, Any]) -> Outcome:
+    return _gap_check(claim, results, "half", 2)
+
+
+def _gap_check(claim: Claim, results: Mapping[str, Any], when: str, offset: int) -> Outcome:
+    ffn = _ffn(claim)
+    if guard := _guard(results, ffn, ("muon", "adam"), when):
+        return guard
+    group = results["rarest"] - offset
+    g = slice(group, group + 1)
+    c = compare_seeds(
+        _per_seed(results, "muon", when, g), _per_seed(results, "adam", when, g),
+        margin=claim["gap"],
+    )  # fmt: skip
+    ours = f"group {group}: Muon {c.a}, Adam {c.b}"
+    return Outcome(c.verdict, ours, c.reason, {"difference": c.difference}, results["seeds"])
+
+
+def check_head(claim: Claim, results: Mapping[str, Any]) -> Outcome:
+    ffn = _ffn(claim)
+    values = {"last_head": results.get("head_groups", 1) - 1}
+    if guard := _guard(results, ffn, ARMS):
+        return dataclasses.replace(guard, values=values)
+    heads = slice(0, results["head_groups"])
+    stats = {a: mean_se(_per_seed(results, a, "final", heads)) for a in ARMS}
+    ours = ", ".join(f"{a} {s}" for a, s in stats.items())
+    ok = all(s.mean >= claim["floor"] for s in stats.values())
+    return decided(ok, ours, seeds=results["seeds"], values=values)
+
+
+def check_hybrid(claim: Claim, results: Mapping[str, Any]) -> Outcome:
+    """t = (x − Adam)/(Muon − Adam) of the rarest group inside the claim's band around 1 or 0."""
+    ffn = _ffn(claim)
+    arm = claim.id.split(".")[2].split("_like_")[0]
+    lo, hi = _band(claim)
+    if guard := _guard(results, ffn, ("muon", "adam", arm)):
+        return guard
+    g = slice(results["rarest"], results["rarest"] + 1)
+    muon, adam = _per_seed(results, "muon", "final", g), _per_seed(results, "adam", "final", g)
+    spread = compare_seeds(muon, adam, margin=claim["min_spread"])
+    x = mean_se(_per_seed(results, arm, "final", g))
+    ours = f"{x} (Muon {spread.a}, Adam {spread.b})"
+    if spread.verdict != "reproduced":
+        return inconclusive(
+            ours, "Muon − Adam not resolved above min_spread " + (spread.reason or ""),
+            seeds=results["seeds"],
+        )  # fmt: skip
+    t = (x.mean - spread.b.mean) / (spread.a.mean - spread.b.mean)
+    return decided(lo <= t <= hi, ours + f", t = {t:.2f}", seeds=results["seeds"])
+
+
+def _band(claim: Claim) -> tuple[float, float]:
+    """The band of t: [t, t_max] for "like Muon", [t_min, t] for "like Adam"."""
+    if "t_max" in claim.tolerances:
+        return claim["t"], claim["t_max"]
+    return claim["t_min"], claim["t"]
+
+
+def check_sgd(claim: Claim, results: Mapping[str, Any]) -> Outcome:
+    ffn = _ffn(claim)
+    if guard := _guard(results, ffn, ("sgd", "adam")):
+        return guard
+    g = slice(results["rarest"], results["rarest"] + 1)
+    c = compare_seeds(
+        _per_seed(results, "sgd", "final", g), _per_seed(results, "adam", "final", g),
+        margin=claim["tol"],
+    )  # fmt: skip
+    flipped = {"reproduced": "not reproduced", "not reproduced": "reproduced"}
+    ours = f"SGD+M {c.a} vs Adam {c.b}"
+    verdict = flipped.get(c.verdict, c.verdict)
+    return Outcome(verdict, ours, c.reason, {}, results["seeds"])  # type: ignore[arg-type]
+
+
+_HYBRID_RULE = (
+    "t = (x − Adam)/(Muon − Adam) of the rarest-group FTA (means over seeds) in {band}; "
+    "inconclusive unless Muon − Adam − {{min_spread}} > 2 SE"
+)
+
+
+def _a3_claims(ffn: str) -> list[Claim]:
+    """The A3 claims of one FFN type (its published values differ; the mid-tail is plain only)."""
+
+    def vs(arm: str, label: str, frac: float = 1.0, offset: int = 0) -> str:
+        adam = _pub(ffn, frac, offset, "adam")
+        return f"{label} {_pub(ffn, frac, offset, arm):.3f} vs Adam {adam:.3f}"
+
+    versions = (
+        {"ICLR 2026 camera-ready": f"Adam {CAMERA_READY_ADAM_RAREST} (secondary sources)"}
+        if ffn == "plain"
+        else {}
+    )
+
+    def hybrid(arm: str, label: str, like: str, band: dict[str, float]) -> Claim:
+        return Claim(
+            f"A3.{ffn}.{arm}_like_{like}",
+            EXPERIMENT,
+            SOURCE_TAIL,
+            f"{label} behaves like {like.capitalize()} in the tail ({ffn} FFN)",
+            f"{_pub(ffn, 1.0, 0, arm):.3f} (Muon {_pub(ffn, 1.0, 0, 'muon'):.3f}, "
+            f"Adam {_pub(ffn, 1.0, 0, 'adam'):.3f}) (arXiv v2)",
+            _HYBRID_RULE.format(band="[{t}, {t_max}]" if "t_max" in band else "[{t_min}, {t}]"),
+            {**band, "min_spread": 0.1},
+            check=check_hybrid,
+            versions=versions,
+            why="'behaves like' is two-sided: the hybrid must sit near the arm it resembles, "
+            "neither short of it nor beyond it.",
+        )
+
+    seed_gap = (
+        "mean ± SE over ≥ 3 seeds of FTA({what}): Muon − Adam − {{gap}} > 2 SE (within 2 SE or "
+        "< 3 seeds: inconclusive)"
+    )
+    out = [
+        Claim(
+            f"A3.{ffn}.tail_muon_vs_adam",
+            EXPERIMENT,
+            SOURCE_TAIL,
+            f"Muon learns the rarest group far better than Adam by the end ({ffn} FFN)",
+            vs("muon", "Muon") + " (arXiv v2)",
+            seed_gap.format(what="rarest group, last step"),
+            {"gap": 0.3},
+            check=check_tail,
+            versions=versions,
+            why="'far better': a gap of 0.3 holds in both paper versions (0.71 in v2, 0.42 with "
+            "the camera-ready Adam 0.558).",
+        )
+    ]
+    if ffn == "plain":
+        out.append(
+            Claim(
+                f"A3.{ffn}.midtail_halfway",
+                EXPERIMENT,
+                "A3, Tables 3-8 (group 13 at 5k)",
+                "Halfway through training Muon has learned the second-rarest-but-one group, "
+                "Adam not",
+                vs("muon", "Muon", 0.5, 2) + " (arXiv v2)",
+                seed_gap.format(what="group m−2 at 50% of the steps"),
+                {"gap": 0.3},
+                check=check_midtail,
+                why="'learned vs not': a gap of 0.3 (published 0.67).",
+            )
+        )
+    out += [
+        Claim(
+            f"A3.{ffn}.head_all_optimisers",
+            EXPERIMENT,
+            "A3 (head groups reach ≈ 1.0 with every optimiser)",
+            f"Every optimiser, SGD included, learns the head groups ({ffn} FFN)",
+            "≈ 1.0 for every arm",
+            "mean over seeds of the FTA of groups 0..{last_head} at the last step ≥ {floor}, "
+            "every arm",
+            {"floor": 0.9},
+            {"last_head": "last head group (config head_groups − 1)"},
+            check=check_head,
+            why="'≈ 1.0' read as ≥ 0.9.",
+        ),
+        hybrid("muon_vo_ffn", "Muon(VO+FFN)&Adam(QK)", "muon", {"t": 0.75, "t_max": 1.25}),
+        hybrid("muon_qk", "Muon(QK)&Adam(VO+FFN)", "adam", {"t": 0.25, "t_min": -0.25}),
+        Claim(
+            f"A3.{ffn}.sgd_below_adam",
+            EXPERIMENT,
+            SOURCE_TAIL,
+            f"SGD+momentum learns the rarest group no better than Adam ({ffn} FFN)",
+            vs("sgd", "SGD+M") + " (arXiv v2)",
+            "rarest-group FTA at the last step over ≥ 3 seeds: not reproduced only if SGD+M − "
+            "Adam − {tol} > 2 SE; reproduced if it is < −2 SE; inconclusive between",
+            {"tol": 0.02},
+            check=check_sgd,
+            versions=versions,
+            why="'no better than': a one-sided bound, decided beyond the seed noise.",
+        ),
+    ]
+    return out
+
+
+def evaluate_per_ffn(per_ffn: Mapping[str, Mapping[str, Any]]) -> list[ClaimResult]:
+    """Every ``knowledge-qa`` claim, each checked against the results of its own FFN type
+    (``per_ffn["plain"]``, ``per_ffn["gated"]``); an FFN type not run leaves its claims
+    not measured."""
+    return [
+        result
+        for claim in CLAIMS
+        if claim.experiment == EXPERIMENT
+        for result in claim.evaluate(per_ffn.get(_ffn(claim), {}))
+    ]
+
+
+CLAIMS: list[Claim] = [
+    *_a3_claims("plain"),
+    *_a3_claims("gated"),
+    Claim(
+        "A3.beyond.uniform_sweep",
+        None,
+        "A3, reviewers",
+        "The Muon–Adam tail gap shrinks as frequencies go from power law to uniform",
+        "— (asked by reviewers; stated in the ICLR 2026 camera-ready)",
+        "tail gap against the frequency exponent",
+    ),
+    Claim(
+        "A3.beyond.capacity_controlled",
+        None,
+        "A3, reviewers",
+        "The tail advantage survives a capacity-controlled ablation",
+        "— (asked by reviewers)",
+        "tail gap at matched model capacity",
+    ),
+    Claim(
+        "A3.beyond.qk_task",
+        None,
+        "A3, reviewers",
+        "On a task that depends mainly on QK (in-context linear regression) Muon's tail edge "
+        "vanishes",
+        "— (asked by reviewers)",
+        "tail gap on in-context linear regression",
+    ),
+]

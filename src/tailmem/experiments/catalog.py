@@ -1,0 +1,84 @@
+"""What each experiment reproduces and what its presets cost, as data.
+
+``tailmem list`` prints one line per experiment from this table, and ``tailmem reproduce`` uses
+the measured times as the prior of its overall ETA for experiments that have not started yet
+(:mod:`tailmem.progress_display`). Kept apart from the experiment modules so that listing the
+experiments imports none of them (the language-model studies pull in torch and their data).
+
+Times are wall-clock seconds of ``tailmem reproduce`` on a quiet 2-core machine from a fresh
+clone (smoke: one call at load 0.3; cpu: the measurement quoted in the README); None where the
+preset was not timed here (the ``paper`` presets are meant for GPUs or long CPU runs).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from dataclasses import dataclass
+
+from tailmem.progress import format_seconds
+
+
+@dataclass(frozen=True)
+class About:
+    """One experiment: what it reproduces (paper, section) and each preset's size and time."""
+
+    reproduces: str
+    sizes: Mapping[str, str]
+    seconds: Mapping[str, float | None]
+
+    def presets_text(self) -> str:
+        """``smoke 2s · cpu K ≤ 3000, 6s · paper K ≤ 30000`` (untimed presets: the size only)."""
+        parts = []
+        for preset, size in self.sizes.items():
+            took = self.seconds.get(preset)
+            time = "" if took is None else ("<1s" if took < 1 else format_seconds(took))
+            text = ", ".join(p for p in (size, time) if p)
+            parts.append(f"{preset} {text}")
+        return " · ".join(parts)
+
+
+CATALOG: dict[str, About] = {
+    "assoc-two-group": About(
+        "paper A Sec. 5 (Thm 5.3, Fig. 4): one-step balance, Δ–L",
+        {"smoke": "", "cpu": "K ≤ 3000", "paper": "K ≤ 30000"},
+        {"smoke": 1.7, "cpu": 6.0, "paper": None},
+    ),
+    "assoc-scaling": About(
+        "paper B: per-group loss curves, noisy scaling laws, TRA-SignGD",
+        {"smoke": "", "cpu": "K = 10^4", "paper": "K = 10^5"},
+        {"smoke": 2.4, "cpu": 43.0, "paper": None},
+    ),
+    "assoc-capacity": About(
+        "beyond the papers: Cabannes et al.'s d < K capacity law",
+        {"smoke": "", "cpu": "10^3 facts", "paper": "10^4 facts"},
+        {"smoke": 0.4, "cpu": 12.0, "paper": None},
+    ),
+    "knowledge-qa": About(
+        "paper A Sec. 4.3 (Fig. 3, Tables 3–8): tail-fact QA accuracy",
+        {"smoke": "", "cpu": "5 arms × 3 seeds", "paper": "160M GPT"},
+        {"smoke": 2.5, "cpu": 396.0, "paper": None},
+    ),
+    "ablation": About(
+        "paper A Sec. 4.1 (Table 1, Fig. 1): which blocks need Muon",
+        {"smoke": "", "cpu": "13 arms", "paper": "160M GPT"},
+        {"smoke": 0.9, "cpu": 720.0, "paper": None},
+    ),
+    "spectra": About(
+        "paper A Sec. 4.2 (Fig. 2, Table 2): weight isotropy, logits",
+        {"smoke": "", "cpu": "2 arms × 3 seeds", "paper": "160M GPT"},
+        {"smoke": 4.6, "cpu": 348.0, "paper": None},
+    ),
+}
+"""Smoke presets are toy sizes (seconds, for the test suite); the ``paper`` presets carry the
+published sizes and were not timed here."""
+
+
+def about(name: str) -> About | None:
+    """The catalog entry of experiment ``name`` (None for one registered without an entry)."""
+    return CATALOG.get(name)
+
+
+def expected_seconds(name: str, preset: str) -> float | None:
+    """Measured wall time of ``name`` at ``preset`` (None if not timed)."""
+    entry = CATALOG.get(name)
+    return None if entry is None else entry.seconds.get(preset)

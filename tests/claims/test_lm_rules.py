@@ -1,0 +1,118 @@
+"""The LM studies' rules as pure functions of plain results (the experiments call them next)."""
+
+import pytest
+
+from tailmem.claims import a1, a3
+from tailmem.claims.registry import CLAIMS
+
+
+def _ablation(losses, **extra):
+    return {"ffn": "plain", "seeds": [0, 1, 2], "losses": losses, **extra}
+
+
+def test_a1_single_seed_difference_is_inconclusive_and_three_seeds_decide():
+    one = _ablation({"o": [3.77], "v": [3.83]}, seeds=[0])
+    (result,) = CLAIMS["A1.o_beats_v"].evaluate(one)
+    assert result.verdict == "inconclusive" and "seed" in result.reason
+    three = _ablation({"o": [3.77, 3.78, 3.76], "v": [3.83, 3.84, 3.82]})
+    (result,) = CLAIMS["A1.o_beats_v"].evaluate(three)
+    assert result.verdict == "reproduced" and result.seeds == [0, 1, 2] and "±" in result.ours
+    noisy = _ablation({"o": [3.77, 3.90, 3.70], "v": [3.83, 3.75, 3.86]})
+    assert CLAIMS["A1.o_beats_v"].evaluate(noisy)[0].verdict == "inconclusive"
+    gated = {**three, "ffn": "gated"}
+    assert CLAIMS["A1.o_beats_v"].evaluate(gated)[0].verdict == "not measured"
+
+
+def test_a1_model_at_chance_is_inconclusive():
+    chance = 7.0
+    at_chance = _ablation(
+        {"full": [7.0, 7.01, 6.99], "adam": [7.2, 7.21, 7.19]}, chance_loss=chance
+    )
+    (result,) = CLAIMS["A1.full_beats_adam"].evaluate(at_chance)
+    assert result.verdict == "inconclusive" and "chance" in result.reason
+
+
+def test_a1_tail_gain_is_relative_not_absolute():
+    # The same 5% relative gain on both buckets: the tail's absolute gain is larger (its loss
+    # is larger), which the old absolute rule counted as a reproduction.
+    head, tail = [2.0, 2.1, 1.9], [8.0, 8.4, 7.6]
+    buckets = {
+        "adam": {"head": head, "tail": tail},
+        "full": {"head": [x * 0.95 for x in head], "tail": [x * 0.95 for x in tail]},
+    }
+    results = _ablation({"full": [3.0] * 3, "adam": [3.2] * 3}, buckets=["head", "tail"],
+                        bucket_losses=buckets)  # fmt: skip
+    (result,) = CLAIMS["A1.beyond.tail_gain"].evaluate(results)
+    assert result.verdict == "inconclusive"  # equal relative gains: no tail advantage resolved
+    assert "tail" in result.rule and "relative" in result.rule
+
+
+def _qa(fta, chance=0.01):
+    return {"ffn": "plain", "seeds": [0, 1, 2], "rarest": 4, "head_groups": 2,
+            "chance_fta": chance, "fta": fta}  # fmt: skip
+
+
+def _arm(head, tail, jitter=0.01):
+    return {"final": [[head, head, 0.5, 0.5, tail + k * jitter] for k in (-1, 0, 1)]}
+
+
+def test_a3_vo_ffn_beyond_muon_is_not_like_muon():
+    claim = CLAIMS["A3.plain.muon_vo_ffn_like_muon"]
+    lo, hi = a3._band(claim)
+    fta = {"muon": _arm(1.0, 0.57), "adam": _arm(1.0, 0.12)}
+    beyond = fta | {"muon_vo_ffn": _arm(1.0, 0.57 + (hi - 1 + 0.2) * 0.45)}
+    (result,) = claim.evaluate(_qa(beyond))
+    assert result.verdict == "not reproduced" and "t = " in result.ours
+    near = fta | {"muon_vo_ffn": _arm(1.0, 0.55)}
+    assert claim.evaluate(_qa(near))[0].verdict == "reproduced"
+    assert lo < 1 < hi
+
+
+def test_a3_model_at_chance_is_inconclusive():
+    chance = 0.01
+    fta = {arm: _arm(chance, chance, jitter=0.0) for arm in a3.ARMS}
+    for cid in ("A3.plain.tail_muon_vs_adam", "A3.plain.sgd_below_adam",
+                "A3.plain.head_all_optimisers"):  # fmt: skip
+        (result,) = CLAIMS[cid].evaluate(_qa(fta, chance))
+        assert result.verdict == "inconclusive" and "chance" in result.reason, cid
+
+
+def test_a3_published_values_name_both_paper_versions():
+    (result,) = CLAIMS["A3.plain.tail_muon_vs_adam"].evaluate(_qa({}))
+    assert result.verdict == "not measured"
+    assert f"{a3.CAMERA_READY_ADAM_RAREST}" in result.published and "arXiv v2" in result.published
+    assert a3.A3_PUBLISHED_FTA["plain"][(1.0, 0)]["adam"] == pytest.approx(0.264)  # the v2 table
+
+
+def test_a1_gain_fraction_waits_for_full_gain():
+    losses = {"full": [3.5, 3.6, 3.4], "adam": [3.55, 3.45, 3.6], "vo_ffn": [3.5, 3.5, 3.5]}
+    (result,) = CLAIMS["A1.vo_ffn_recovers_full"].evaluate(_ablation(losses))
+    assert result.verdict == "inconclusive" and "g(full)" in result.reason
+    assert a1.CHANCE_MARGIN > 0
+
+
+def test_a3_claims_are_checked_against_their_own_ffn():
+    fta = {arm: _arm(1.0, 0.9 if arm.startswith("muon") else 0.2) for arm in a3.ARMS}
+    results = a3.evaluate_per_ffn({"plain": _qa(fta)})
+    by_id = {r.id: r for r in results}
+    assert {c.id for c in CLAIMS.values() if c.experiment == "knowledge-qa"} == set(by_id)
+    assert by_id["A3.plain.tail_muon_vs_adam"].verdict == "reproduced"
+    gated = by_id["A3.gated.tail_muon_vs_adam"]
+    assert gated.verdict == "not measured" and "gated FFN was not run" in gated.reason
+
+
+def test_capacity_at_chance_and_grid_edges_are_inconclusive():
+    claim = CLAIMS["cabannes.capacity"]
+    grid = [0.1, 1.0, 10.0]
+    config = {"zipf_exponent": 2.0, "optimizers": ["gd"], "lr_grid": {"gd": grid}}
+    chance = 0.8
+    rows = [{"d": d, "optimizer": "gd", "error": chance, "best_lr": 1.0} for d in (4, 8, 16)]
+    results = {"config": config, "rows": rows, "chance_error": chance}
+    (result,) = claim.evaluate(results)
+    assert result.verdict == "inconclusive" and "chance" in result.reason
+    edge = [{**r, "error": 1.0 / r["d"], "best_lr": grid[-1]} for r in rows]
+    (result,) = claim.evaluate({**results, "rows": edge})
+    assert result.verdict == "inconclusive" and "grid" in result.reason
+    inner = [{**r, "best_lr": grid[1]} for r in edge]
+    (result,) = claim.evaluate({**results, "rows": inner})
+    assert result.verdict == "reproduced" and "fitted exponent -1.000" in result.ours
