@@ -101,7 +101,10 @@ def init_distributed(device: str) -> tuple[DistContext, torch.device]:
 
 
 def _destroy() -> None:
+    """Leave the job together: a rank that tore its group down while rank 0 was still writing
+    the run's files made gloo abort (SIGABRT) at exit."""
     if dist.is_initialized():
+        dist.barrier()
         dist.destroy_process_group()
 
 
