@@ -260,30 +260,29 @@ def test_batches_are_a_pure_function_of_seed_and_step(ds_para):
     assert not np.array_equal(other.batch(2)[0], later[1][0])
 
 
-def _naive_best_fit_decreasing(lengths, capacity):
-    """One entry at a time: the open row with the least room that fits, else a new row."""
-    rooms = []
-    for length in sorted(lengths, reverse=True):
-        fits = [(room, r) for r, room in enumerate(rooms) if room >= length]
-        if fits:
-            rooms[min(fits)[1]] -= length
-        else:
-            rooms.append(capacity - length)
-    return sorted(rooms)
-
-
 @pytest.mark.parametrize("capacity", [7, 30, 129])
-def test_pack_rows_is_best_fit_decreasing(capacity):
+def test_pack_rows_packs_a_perfectly_packable_multiset_into_full_rows(capacity):
+    """200 full rows cut into random pieces and shuffled: packing must rebuild 200 full rows."""
     rng = np.random.default_rng(capacity)
-    lengths = rng.integers(1, min(capacity, 28) + 1, size=400)
+    pieces = []
+    for _ in range(200):
+        left = capacity
+        while left:
+            pieces.append(int(rng.integers(1, min(left, 28) + 1)))
+            left -= pieces[-1]
+    lengths = rng.permutation(pieces)
     row_of, n_rows = pack_rows(lengths, capacity)
-    used = np.bincount(row_of, weights=lengths, minlength=n_rows)
-    assert used.max() <= capacity and used.min() > 0
-    assert sorted((capacity - used).astype(int).tolist()) == _naive_best_fit_decreasing(
-        lengths.tolist(), capacity
-    )
+    assert n_rows == 200
+    assert (np.bincount(row_of, weights=lengths, minlength=n_rows) == capacity).all()
+
+
+def test_pack_rows_beats_best_fit_decreasing_and_rejects_oversized_entries():
+    # best-fit decreasing: (4, 4), (3, 3, 3), (3) = 3 rows; the fullest-row greedy: 2 rows
+    row_of, n_rows = pack_rows(np.array([4, 4, 3, 3, 3, 3]), 10)
+    assert n_rows == 2 and sorted(np.bincount(row_of, weights=[4, 4, 3, 3, 3, 3])) == [10, 10]
+    assert pack_rows(np.array([], dtype=np.int64), 10)[1] == 0
     with pytest.raises(ValueError, match="lengths must lie in"):
-        pack_rows(np.array([capacity + 1]), capacity)
+        pack_rows(np.array([11]), 10)
 
 
 def _epoch_rows(stream, epoch):
@@ -309,6 +308,7 @@ def test_every_item_appears_once_per_epoch_whole_in_one_row(ds_para):
     assert not np.array_equal(stream.item_order(0), stream.item_order(1))
     assert stream.tokens_per_epoch == stream.rows_per_epoch * 160
     assert stream.steps_per_epoch == stream.rows_per_epoch
+    assert stream.fill > 0.99
 
 
 def test_a_batch_may_span_several_epochs(cache):

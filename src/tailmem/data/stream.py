@@ -9,12 +9,13 @@ Packing: items are placed whole, never cut
     presents it. (An earlier version cut the stream into windows; at ``seq_len = 128`` that
     dropped about 13% of the answer tokens every epoch, the rarest facts most.)
 
-    Which item *lengths* share a row is fixed once, by best-fit decreasing bin packing of the
-    training multiset's lengths (:func:`pack_rows`); it is independent of the seed, so every
-    epoch has exactly ``rows_per_epoch`` rows. Epoch ``e`` then draws, from ``(seed, e)``, which
-    item of each length fills each slot of that length, the order of the rows and the order of
-    the items within each row. So each epoch presents every item exactly once (repeated items
-    as often as they repeat), in a fresh random arrangement.
+    Which item *lengths* share a row is fixed once, by packing the training multiset's lengths
+    into nearly full rows (:func:`pack_rows`; padding is about 0.2% of the tokens at the cpu
+    preset); it is independent of the seed, so every epoch has exactly ``rows_per_epoch``
+    rows. Epoch ``e`` then draws, from ``(seed, e)``, which item of each length fills each slot
+    of that length, the order of the rows and the order of the items within each row. So each
+    epoch presents every item exactly once (repeated items as often as they repeat), in a fresh
+    random arrangement.
 
     Row ``r`` of the endless stream is row ``r mod rows_per_epoch`` of epoch
     ``r // rows_per_epoch``; batch ``step`` is rows ``step * batch_size .. (step + 1) *
@@ -43,50 +44,68 @@ _EPOCH_CACHE = 4
 _STREAM_TAG = 0x5EED  # keeps epoch permutations apart from the data set's own random streams
 
 
-def pack_rows(lengths: np.ndarray, capacity: int) -> tuple[np.ndarray, int]:
-    """Best-fit decreasing bin packing: the row of every entry of ``lengths``, and the row count.
+def _fullest_row(values: np.ndarray, counts: np.ndarray, capacity: int) -> np.ndarray:
+    """How many entries of each length make the fullest row the remaining ``counts`` allow.
 
-    Entries are taken longest first; each goes into the open row with the least room that still
-    fits it, or opens a new row. Entries of equal length are placed in bulk (a row with room
-    ``c`` takes ``c // length`` of them at once), so the cost grows with the number of distinct
-    lengths times ``capacity``, not with the number of entries (1.7 million QA samples at
-    ``m = 15`` pack in milliseconds). The result is the same, up to which of several rows with
-    equal room is chosen, as placing the entries one at a time.
+    A bounded subset sum over copies of the distinct lengths (at most ``capacity // length``
+    copies each), longest first, so that among equally full rows the one of longer entries
+    wins and the short ones stay to fill gaps later.
+    """
+    copies = [
+        (i, int(length))
+        for i in range(len(values) - 1, -1, -1)
+        for length in [values[i]] * int(min(counts[i], capacity // values[i]))
+    ]
+    reach = np.zeros(capacity + 1, dtype=bool)
+    reach[0] = True
+    via = np.full(capacity + 1, -1, dtype=np.int64)  # the copy that first reached each sum
+    for j, (_, length) in enumerate(copies):
+        fresh = np.zeros_like(reach)
+        fresh[length:] = reach[:-length] & ~reach[length:]
+        via[fresh] = j
+        reach |= fresh
+    pattern = np.zeros(len(values), dtype=np.int64)
+    total = int(np.flatnonzero(reach)[-1])
+    while total:
+        i, length = copies[via[total]]
+        pattern[i] += 1
+        total -= length
+    return pattern
+
+
+def pack_rows(lengths: np.ndarray, capacity: int) -> tuple[np.ndarray, int]:
+    """Pack entries of the given lengths into rows of ``capacity``: the row of every entry, and
+    the number of rows.
+
+    Greedy by patterns (the cutting-stock "sequential heuristic"): find the fullest row the
+    remaining entries can make (:func:`_fullest_row`), fill as many rows with that pattern as
+    the remaining counts allow, repeat. The cost grows with the number of distinct lengths, not
+    of entries (1.7 million QA samples at ``m = 15`` pack in a few hundredths of a second), and
+    the rows come out nearly full: at ``m = 7``, rows of 129 tokens, 571 rows against the bound
+    of 570 (best-fit decreasing needs 597).
     """
     lengths = np.asarray(lengths, dtype=np.int64)
     if lengths.size and (lengths.min() < 1 or lengths.max() > capacity):
         span = f"{lengths.min()}..{lengths.max()}"
         raise ValueError(f"lengths must lie in [1, {capacity}], got {span}")
-    order = np.argsort(-lengths, kind="stable")
-    row_of_sorted = np.empty(len(lengths), dtype=np.int64)
-    rooms: list[list[np.ndarray]] = [[] for _ in range(capacity + 1)]  # open rows by room left
-    n_rows = placed = 0
     values, counts = np.unique(lengths, return_counts=True)
-    for length, count in zip(values[::-1].tolist(), counts[::-1].tolist(), strict=True):
-        left = count
-        while left:
-            room = next((c for c in range(length, capacity + 1) if rooms[c]), None)
-            if room is None:  # open as many fresh rows as these entries need
-                room, rows = capacity, None
-            else:
-                rows = np.concatenate(rooms[room])
-            per_row = room // length
-            n_used = -(-left // per_row) if rows is None else min(len(rows), -(-left // per_row))
-            if rows is None:
-                rows = np.arange(n_rows, n_rows + n_used)
-                n_rows += n_used
-            else:
-                rooms[room] = [rows[n_used:]] if n_used < len(rows) else []
-            used = rows[:n_used]
-            take = np.full(n_used, per_row, dtype=np.int64)
-            take[-1] = min(per_row, left - per_row * (n_used - 1))
-            row_of_sorted[placed : placed + int(take.sum())] = np.repeat(used, take)
-            placed += int(take.sum())
-            left -= int(take.sum())
-            for k in np.unique(take).tolist():
-                rooms[room - k * length].append(used[take == k])
-    row_of = np.empty_like(row_of_sorted)
-    row_of[order] = row_of_sorted
+    slot_rows, slot_lengths = [], []
+    n_rows = 0
+    while counts.any():
+        pattern = _fullest_row(values, counts, capacity)
+        used = pattern > 0
+        repeats = int((counts[used] // pattern[used]).min())
+        counts -= repeats * pattern
+        per_row = np.repeat(values, pattern)
+        slot_rows.append(np.repeat(np.arange(n_rows, n_rows + repeats), len(per_row)))
+        slot_lengths.append(np.tile(per_row, repeats))
+        n_rows += repeats
+    row_of = np.empty(len(lengths), dtype=np.int64)
+    if n_rows:
+        slot_row = np.concatenate(slot_rows)
+        slot_length = np.concatenate(slot_lengths)
+        by_length = np.argsort(slot_length, kind="stable")
+        row_of[np.argsort(lengths, kind="stable")] = slot_row[by_length]
     return row_of, n_rows
 
 
