@@ -5,8 +5,13 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from tailmem.data.published import paper_curves
-from tailmem.metrics.qa_gaps import FTACurves, band, exposures_per_group, gap_measures
+from tailmem.metrics.qa_gaps import (
+    FTACurves,
+    band,
+    exposures_per_group,
+    gap_measures,
+    paper_curves,
+)
 from tailmem.plotting import pyplot
 from tailmem.report.qa_gap_figures import fta_vs_exposures_figure, lag_ratio_figure
 from tailmem.rundir import RunDir

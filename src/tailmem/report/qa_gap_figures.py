@@ -19,7 +19,7 @@ from typing import Any
 import numpy as np
 
 from tailmem.metrics.qa_gaps import FTACurves, band
-from tailmem.plotting import pyplot
+from tailmem.plotting import legend_outside, pyplot
 
 
 def fta_vs_exposures_figure(
@@ -52,7 +52,7 @@ def fta_vs_exposures_figure(
     ax.set(xscale="log", xlabel="exposures per fact", ylabel="first-token accuracy")
     ax.set(ylim=(0.0, 1.02), title=title or f"{lead} (solid) vs {lag} (dashed)")
     ax.grid(True, which="both", alpha=0.3)
-    ax.legend(fontsize=6, ncol=2)
+    legend_outside(ax)
     fig.tight_layout()
     return fig
 
@@ -128,6 +128,6 @@ def lag_ratio_figure(
     ax.set(xlabel="FTA level tau", ylabel=f"exposures {lag} needs / {lead} needs")
     ax.set(title=title or f"exposure-lag ratio of {lag} behind {lead} (▲ at least, ▼ at most)")
     ax.grid(True, alpha=0.3)
-    ax.legend(fontsize=6, ncol=2)
+    legend_outside(ax)
     fig.tight_layout()
     return fig
