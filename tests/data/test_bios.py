@@ -25,7 +25,7 @@ from tailmem.data.bios import (
     selections_per_group,
 )
 from tailmem.data.ragged import Ragged, concat_rows
-from tailmem.data.stream import QATrainStream
+from tailmem.data.stream import QATrainStream, pack_rows
 from tailmem.data.templates import N_QA_TEMPLATES, QA_TEMPLATES
 from tailmem.errors import ConfigError, DataError
 
@@ -248,66 +248,135 @@ def test_same_seed_same_arrays_different_seed_different():
 
 
 def test_batches_are_a_pure_function_of_seed_and_step(ds_para):
-    a = QATrainStream(ds_para, batch_size=4, seq_len=64, seed=3)
+    a = QATrainStream(ds_para, batch_size=4, seq_len=160, seed=3)
     later = [a.batch(s) for s in (7, 2, 40)]
-    b = QATrainStream(ds_para, batch_size=4, seq_len=64, seed=3)
+    b = QATrainStream(ds_para, batch_size=4, seq_len=160, seed=3)
     for step, (x, y, mask) in zip((7, 2, 40), later, strict=True):
         x2, y2, mask2 = b.batch(step)
         assert np.array_equal(x, x2) and np.array_equal(y, y2) and np.array_equal(mask, mask2)
-        assert x.shape == (4, 64) and x.dtype == np.int64 and mask.dtype == bool
+        assert x.shape == (4, 160) and x.dtype == np.int64 and mask.dtype == bool
     assert np.array_equal(x[:, 1:], y[:, :-1])
-    other = QATrainStream(ds_para, batch_size=4, seq_len=64, seed=4)
+    other = QATrainStream(ds_para, batch_size=4, seq_len=160, seed=4)
     assert not np.array_equal(other.batch(2)[0], later[1][0])
 
 
-def test_every_item_appears_once_per_epoch(ds_para):
-    stream = QATrainStream(ds_para, batch_size=8, seq_len=96, seed=0)
+@pytest.mark.parametrize("capacity", [7, 30, 129])
+def test_pack_rows_packs_a_perfectly_packable_multiset_into_full_rows(capacity):
+    """200 full rows cut into random pieces and shuffled: packing must rebuild 200 full rows."""
+    rng = np.random.default_rng(capacity)
+    pieces = []
+    for _ in range(200):
+        left = capacity
+        while left:
+            pieces.append(int(rng.integers(1, min(left, 28) + 1)))
+            left -= pieces[-1]
+    lengths = rng.permutation(pieces)
+    row_of, n_rows = pack_rows(lengths, capacity)
+    assert n_rows == 200
+    assert (np.bincount(row_of, weights=lengths, minlength=n_rows) == capacity).all()
+
+
+def test_pack_rows_beats_best_fit_decreasing_and_rejects_oversized_entries():
+    # best-fit decreasing: (4, 4), (3, 3, 3), (3) = 3 rows; the fullest-row greedy: 2 rows
+    row_of, n_rows = pack_rows(np.array([4, 4, 3, 3, 3, 3]), 10)
+    assert n_rows == 2 and sorted(np.bincount(row_of, weights=[4, 4, 3, 3, 3, 3])) == [10, 10]
+    assert pack_rows(np.array([], dtype=np.int64), 10)[1] == 0
+    with pytest.raises(ValueError, match="lengths must lie in"):
+        pack_rows(np.array([11]), 10)
+
+
+def _epoch_rows(stream, epoch):
+    """The epoch's rows (seq_len + 1 tokens each) read back from the batches (batch_size 1)."""
+    rows = []
+    for r in range(stream.rows_per_epoch):
+        x, y, _ = stream.batch(epoch * stream.rows_per_epoch + r)
+        rows.append(np.concatenate([x[0], y[0, -1:]]))
+    return rows
+
+
+def test_every_item_appears_once_per_epoch_whole_in_one_row(ds_para):
+    stream = QATrainStream(ds_para, batch_size=1, seq_len=160, seed=0)
     for epoch in (0, 1):
-        order = stream.item_order(epoch)
+        order, offsets = stream.layout(epoch)
         assert np.array_equal(np.sort(order), np.sort(ds_para.train_items))
+        assert len(offsets) == stream.rows_per_epoch + 1 and offsets[-1] == len(order)
+        for r, row in enumerate(_epoch_rows(stream, epoch)):
+            items = order[offsets[r] : offsets[r + 1]]
+            packed = np.concatenate([ds_para.item(i) for i in items])
+            assert np.array_equal(row[: len(packed)], packed)
+            assert (row[len(packed) :] == ds_para.eos_id).all()
     assert not np.array_equal(stream.item_order(0), stream.item_order(1))
-    expected = np.concatenate([ds_para.item(i) for i in stream.item_order(0)])
-    assert len(expected) == stream.tokens_per_epoch
-    n_steps = int(np.ceil(stream.steps_per_epoch))
-    rows = [stream.batch(s)[0].ravel() for s in range(n_steps)]
-    seen = np.concatenate(rows)[: stream.tokens_per_epoch]
-    assert np.array_equal(seen, expected)
+    assert stream.tokens_per_epoch == stream.rows_per_epoch * 160
+    assert stream.steps_per_epoch == stream.rows_per_epoch
+    assert stream.fill > 0.99
 
 
 def test_a_batch_may_span_several_epochs(cache):
     ds = build_dataset(BiosConfig(**(SMALL | {"m": 1})), cache)
     stream = QATrainStream(ds, batch_size=16, seq_len=64, seed=2)
-    assert stream.items_per_epoch == 18 and stream.tokens_per_epoch < 16 * 64 / 2
-    expected = np.concatenate([ds.item(i) for e in range(8) for i in stream.item_order(e)])
+    assert stream.items_per_epoch == 18 and stream.rows_per_epoch < 16 / 2
+    single = QATrainStream(ds, batch_size=1, seq_len=64, seed=2)
+    rows = [row for e in range(8) for row in _epoch_rows(single, e)]
     x, y, _ = stream.batch(1)
-    assert np.array_equal(x.ravel(), expected[16 * 64 : 32 * 64])
-    assert np.array_equal(y.ravel(), expected[16 * 64 + 1 : 32 * 64 + 1])
+    assert np.array_equal(x, np.stack([row[:-1] for row in rows[16:32]]))
+    assert np.array_equal(y, np.stack([row[1:] for row in rows[16:32]]))
 
 
-def test_loss_mask_marks_answers_of_items_whose_question_is_in_the_row(ds_para):
-    stream = QATrainStream(ds_para, batch_size=3, seq_len=48, seed=1)
+def test_loss_mask_marks_answers_and_biographies_never_padding(ds_para):
+    stream = QATrainStream(ds_para, batch_size=3, seq_len=160, seed=1)
     step = 5
     _, _, mask = stream.batch(step)
-    # independent reference: walk the epoch item by item
-    positions = {}
-    pos = 0
-    for item in stream.item_order(0):
-        ids = ds_para.item(item)
-        for k in range(len(ids)):
-            positions[pos + k] = (item, k, pos)
-        pos += len(ids)
-    for r in range(3):
-        row_start = (step * 3 + r) * 48
-        for t in range(48):
-            item, k, start = positions[row_start + t + 1]
+    order, offsets = stream.layout(0)
+    for b in range(3):
+        r = step * 3 + b
+        want = np.zeros(161, dtype=bool)  # by position in the row; targets are positions 1..
+        pos = 0
+        for item in order[offsets[r] : offsets[r + 1]]:
             n = len(ds_para.item(item))
-            if ds_para.item_kind[item] == KIND_QA:
-                want = ds_para.item_loss_start[item] <= k < n - 1 and start >= row_start
-            else:
-                want = 1 <= k < n - 1
-            assert mask[r, t] == want
+            first = ds_para.item_loss_start[item] if ds_para.item_kind[item] == KIND_QA else 1
+            want[pos + first : pos + n - 1] = True
+            pos += n
+        assert np.array_equal(mask[b], want[1:])
+        every = QATrainStream(ds_para, 3, 160, 1, loss_on="all").batch(step)[2][b]
+        assert every[: pos - 1].all() and not every[pos - 1 :].any()
     assert mask.any()
-    assert QATrainStream(ds_para, 3, 48, 1, loss_on="all").batch(step)[2].all()
+
+
+def test_every_answer_token_is_trained_its_scheduled_number_of_times_per_epoch(ds10):
+    """Read one epoch's batches back, split each row into items at EOS, and count the masked
+    answer tokens of every (person, attribute): each must be trained exactly S_g times (one
+    QA sample per selection) times its answer length, first token S_g times."""
+    stream = QATrainStream(ds10, batch_size=8, seq_len=128, seed=0)
+    person_of = ds10.arrays["item_person"]
+    attr_of = ds10.arrays["item_attr"].astype(np.int64)
+    by_tokens = {tuple(ds10.item(i).tolist()): i for i in np.unique(ds10.train_items)}
+    first_trained = np.zeros(ds10.n_people * 6, dtype=np.int64)
+    tokens_trained = np.zeros(ds10.n_people * 6, dtype=np.int64)
+    n_steps = -(-stream.rows_per_epoch // 8)
+    rows = []
+    for step in range(n_steps):
+        x, y, mask = stream.batch(step)
+        rows += list(zip(np.concatenate([x, y[:, -1:]], axis=1), mask, strict=True))
+    for row, mask in rows[: stream.rows_per_epoch]:
+        ends = np.flatnonzero(row == ds10.eos_id)
+        start = 0
+        for end in ends:
+            if end == start:  # padding
+                break
+            item = by_tokens[tuple(row[start : end + 1].tolist())]
+            key = person_of[item] * 6 + attr_of[item]
+            answer = np.arange(start + ds10.item_loss_start[item], end)
+            assert mask[answer - 1].all()
+            first_trained[key] += 1
+            tokens_trained[key] += len(answer)
+            start = end + 1
+    selections = ds10.selections_per_group()[ds10.group_of_person]
+    answer_length = np.array([len(ds10.eval_answer(i)) for i in range(len(ds10.eval_items))])
+    scheduled = np.repeat(selections, 6)
+    assert np.array_equal(first_trained, scheduled)
+    assert np.array_equal(tokens_trained, scheduled * answer_length)
+    total_mask = sum(int(mask.sum()) for _, mask in rows[: stream.rows_per_epoch])
+    assert total_mask == int(tokens_trained.sum())  # nothing but answers is a target
 
 
 def test_stream_rejects_bad_arguments(ds10):

@@ -20,6 +20,7 @@ import dataclasses
 from collections.abc import Mapping
 from typing import Any
 
+from tailmem.claims import paper_a_qa_tables as tables
 from tailmem.claims.core import (
     Claim,
     ClaimResult,
@@ -33,28 +34,12 @@ from tailmem.claims.core import (
 )
 
 EXPERIMENT = "knowledge-qa"
-ARMS = ("muon", "adam", "sgd", "muon_vo_ffn", "muon_qk")
+ARMS = tables.ARMS
 CHANCE_TOL = 0.05
 """Head-group FTA within this of chance under every arm: the model learned nothing."""
-A3_PUBLISHED_FTA: dict[str, dict[tuple[float, int], dict[str, float]]] = {
-    "plain": {
-        key: dict(zip(ARMS, values, strict=True))
-        for key, values in {
-            (0.2, 4): (0.854, 0.312, 0.156, 0.814, 0.472),
-            (0.2, 2): (0.386, 0.146, 0.120, 0.256, 0.154),
-            (0.2, 0): (0.140, 0.090, 0.082, 0.114, 0.086),
-            (0.5, 4): (0.996, 0.936, 0.314, 0.992, 0.970),
-            (0.5, 2): (0.964, 0.298, 0.148, 0.934, 0.354),
-            (0.5, 0): (0.320, 0.110, 0.084, 0.254, 0.118),
-            (1.0, 4): (1.000, 1.000, 0.422, 1.000, 1.000),
-            (1.0, 2): (1.000, 0.890, 0.294, 0.998, 0.940),
-            (1.0, 0): (0.976, 0.264, 0.126, 0.954, 0.286),
-        }.items()
-    },
-    "gated": {(1.0, 0): dict(zip(ARMS, (0.994, 0.244, 0.148, 0.990, 0.274), strict=True))},
-}
+A3_PUBLISHED_FTA = tables.fta_by_fraction("arxiv-v2")
 """Published FTA (arXiv v2) per FFN type, (fraction of training, groups from the rarest), arm."""
-CAMERA_READY_ADAM_RAREST = 0.558
+CAMERA_READY_ADAM_RAREST = tables.published_fta("iclr")["plain", 10000, 15]["adam"]
 """ICLR 2026 camera-ready (secondary sources): Adam on group 15 at 10k steps, plain FFN."""
 SOURCE_TAIL = "A3, Tables 3-8 (group 15 at 10k)"
 

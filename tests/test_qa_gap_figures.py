@@ -1,0 +1,70 @@
+"""Figures of the knowledge-QA gap measures: they draw the measured numbers and save as PNG."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+from tailmem.metrics.qa_gaps import (
+    FTACurves,
+    band,
+    exposures_per_group,
+    gap_measures,
+    paper_curves,
+)
+from tailmem.plotting import pyplot
+from tailmem.report.qa_gap_figures import fta_vs_exposures_figure, lag_ratio_figure
+from tailmem.rundir import RunDir
+
+
+@pytest.fixture
+def curves():
+    """Three seeds; Adam's curve is Muon's stretched 2x in exposures, plus seed noise."""
+    steps = np.arange(0, 101, 10)
+    exposures = exposures_per_group([4, 2, 1], steps, steps_per_epoch=10.0)
+    rng = np.random.default_rng(0)
+    muon = 1 - np.exp(-exposures / 8) + rng.normal(0, 0.02, (3, 3, len(steps)))
+    adam = 1 - np.exp(-exposures / 16) + rng.normal(0, 0.02, (3, 3, len(steps)))
+    return FTACurves({"muon": np.clip(muon, 0, 1), "adam": np.clip(adam, 0, 1)}, steps, exposures)
+
+
+def _png_size(path):
+    data = path.read_bytes()
+    assert data[:8] == b"\x89PNG\r\n\x1a\n"
+    return int.from_bytes(data[16:20], "big"), int.from_bytes(data[20:24], "big")
+
+
+def test_fta_figure_draws_each_arms_seed_mean_per_group_and_saves_a_png(curves, tmp_path):
+    fig = fta_vs_exposures_figure(curves, "muon", "adam", groups=[0, 2], taus=(0.3, 0.5))
+    (ax,) = fig.axes
+    data_lines = [line for line in ax.get_lines() if line.get_label().startswith(("muon", "adam"))]
+    assert len(data_lines) == 4
+    adam_rarest = next(line for line in data_lines if line.get_label() == "adam, group 2")
+    mean, _ = band(curves.fta["adam"][:, 2, :])
+    np.testing.assert_allclose(adam_rarest.get_ydata(), mean[1:])  # zero exposures left out
+    assert adam_rarest.get_linestyle() == "--" and len(ax.collections) == 4  # seed bands
+    (png, _) = RunDir(tmp_path).save_figure(fig, "fta_vs_exposures")
+    width, height = _png_size(png)
+    assert width > 300 and height > 200
+
+
+def test_lag_ratio_figure_marks_measured_means_and_the_papers_bounds(curves, tmp_path):
+    measures = gap_measures(curves)
+    paper = gap_measures(paper_curves("arxiv-v2"), pairs=[("muon", "adam")])
+    fig = lag_ratio_figure(measures, "muon", "adam", reference=paper)
+    (ax,) = fig.axes
+    ours = [r for r in measures["pairs"][0]["lag_ratio"] if r["group"] == 0]
+    assert all(r["n_measured"] == 3 for r in ours)
+    bars = {bar.get_label(): bar.lines[0] for bar in ax.containers}  # errorbar containers
+    drawn = bars["group 0"]
+    np.testing.assert_allclose(drawn.get_ydata(), [r["mean"] for r in ours])
+    assert np.all(np.abs(drawn.get_ydata() - 2.0) < 0.4)  # the 2x stretch, through the noise
+    # paper, group 15: only lower bounds (Adam never reaches tau), drawn as up-triangles
+    rarest = bars["paper group 15"]
+    assert rarest.get_marker() == "^" and rarest.get_color() == "grey"
+    np.testing.assert_allclose(rarest.get_ydata()[0], 10000 / (2000 + 0.16 / 0.18 * 3000))
+    (png, _) = RunDir(tmp_path).save_figure(fig, "lag_ratio")
+    assert _png_size(png)[0] > 300
+    with pytest.raises(ValueError, match="no pair"):
+        lag_ratio_figure(measures, "adam", "sgd")
+    pyplot().close("all")
