@@ -12,7 +12,8 @@ that raises makes the pool cancel what has not started, wait for the calls that 
 and re-raise.
 
 Progress: :meth:`Pool.sink` gives a picklable callable a call can report trained steps to; the
-counts reach ``on_steps(tag, n)`` in this process while the pool waits.
+counts reach ``on_steps(tag, n)`` in this process while the pool waits (through a queue each
+worker receives when it starts).
 """
 
 from __future__ import annotations
@@ -20,7 +21,6 @@ from __future__ import annotations
 import contextlib
 import multiprocessing
 import os
-import queue
 import signal
 import time
 from collections.abc import Callable, Iterator
@@ -46,14 +46,20 @@ class Finished:
     error: BaseException | None = None
 
 
-class _QueueSink:
-    """Step counts of one call, sent to the parent through a manager queue (picklable)."""
+_worker_channel: Any = None
+"""In a worker process: the queue its calls' step counts go to (set by :func:`_init_worker`;
+a queue can only reach a spawned process when it starts)."""
 
-    def __init__(self, channel: Any, tag: Any) -> None:
-        self.channel, self.tag = channel, tag
+
+class _QueueSink:
+    """Step counts of one call in a worker, sent to the parent (picklable)."""
+
+    def __init__(self, tag: Any) -> None:
+        self.tag = tag
 
     def __call__(self, n: int) -> None:
-        self.channel.put((self.tag, n))
+        if _worker_channel is not None:
+            _worker_channel.put((self.tag, n))
 
 
 class _LocalSink:
@@ -79,7 +85,9 @@ def _interrupt_on_signals() -> None:
     signal.signal(signal.SIGTERM, _interrupt_once)
 
 
-def _init_worker(threads: int | None, log: str | None) -> None:
+def _init_worker(threads: int | None, log: str | None, channel: Any) -> None:
+    global _worker_channel
+    _worker_channel = channel
     _interrupt_on_signals()
     if threads:
         torch.set_num_threads(threads)
@@ -146,18 +154,16 @@ class Pool:
         self._inline: list[tuple[Any, Callable[..., Any], tuple[Any, ...]]] = []
         self._running: dict[Future, Any] = {}
         self._executor: ProcessPoolExecutor | None = None
-        self._manager: Any = None
         self._channel: Any = None
         if workers > 1:
             context = multiprocessing.get_context("spawn")
             if on_steps is not None:
-                self._manager = context.Manager()
-                self._channel = self._manager.Queue()
+                self._channel = context.SimpleQueue()  # a put is written before it returns
             self._executor = ProcessPoolExecutor(
                 workers,
                 mp_context=context,
                 initializer=_init_worker,
-                initargs=(threads, None if log is None else str(log)),
+                initargs=(threads, None if log is None else str(log), self._channel),
             )
 
     def __enter__(self) -> Pool:
@@ -168,13 +174,13 @@ class Pool:
             if kind is KeyboardInterrupt:
                 stop_workers()  # the workers are gone: the shutdown below is quick
             self._executor.shutdown(wait=True, cancel_futures=kind is not None)
-        if self._manager is not None:
-            self._manager.shutdown()
+        if self._channel is not None:
+            self._channel.close()
 
     def sink(self, tag: Any) -> Callable[[int], None]:
         """A picklable step counter for the call tagged ``tag`` (see ``on_steps``)."""
         if self._channel is not None:
-            return _QueueSink(self._channel, tag)
+            return _QueueSink(tag)
         return _LocalSink(self.on_steps or (lambda tag, n: None), tag)
 
     def submit(self, tag: Any, fn: Callable[..., Any], *args: Any) -> None:
@@ -209,11 +215,8 @@ class Pool:
     def _forward_steps(self) -> None:
         if self._channel is None or self.on_steps is None:
             return
-        while True:
-            try:
-                tag, n = self._channel.get_nowait()
-            except queue.Empty:
-                return
+        while not self._channel.empty():
+            tag, n = self._channel.get()
             self.on_steps(tag, n)
 
     def cancel_pending(self) -> None:
