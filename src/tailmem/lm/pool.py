@@ -12,7 +12,7 @@ that raises makes the pool cancel what has not started, wait for the calls that 
 and re-raise.
 
 Progress: :meth:`Pool.sink` gives a picklable callable a call can report trained steps to; the
-counts reach ``on_steps(tag, n)`` in this process while the pool waits (through a queue each
+counts reach ``on_steps(tag, n)`` in this process while the pool waits (through a pipe each
 worker receives when it starts).
 """
 
@@ -47,8 +47,9 @@ class Finished:
 
 
 _worker_channel: Any = None
-"""In a worker process: the queue its calls' step counts go to (set by :func:`_init_worker`;
-a queue can only reach a spawned process when it starts)."""
+"""In a worker process: the pipe end its calls' step counts go to (set by :func:`_init_worker`;
+a pipe can only reach a spawned process when it starts). Each count is one small message,
+written in one atomic write, so the workers need no lock (nor a semaphore) to share it."""
 
 
 class _QueueSink:
@@ -59,7 +60,7 @@ class _QueueSink:
 
     def __call__(self, n: int) -> None:
         if _worker_channel is not None:
-            _worker_channel.put((self.tag, n))
+            _worker_channel.send((self.tag, n))
 
 
 class _LocalSink:
@@ -155,15 +156,16 @@ class Pool:
         self._running: dict[Future, Any] = {}
         self._executor: ProcessPoolExecutor | None = None
         self._channel: Any = None
+        self._writer: Any = None  # kept open here: workers start when calls are submitted
         if workers > 1:
             context = multiprocessing.get_context("spawn")
             if on_steps is not None:
-                self._channel = context.SimpleQueue()  # a put is written before it returns
+                self._channel, self._writer = context.Pipe(duplex=False)
             self._executor = ProcessPoolExecutor(
                 workers,
                 mp_context=context,
                 initializer=_init_worker,
-                initargs=(threads, None if log is None else str(log), self._channel),
+                initargs=(threads, None if log is None else str(log), self._writer),
             )
 
     def __enter__(self) -> Pool:
@@ -176,6 +178,7 @@ class Pool:
             self._executor.shutdown(wait=True, cancel_futures=kind is not None)
         if self._channel is not None:
             self._channel.close()
+            self._writer.close()
 
     def sink(self, tag: Any) -> Callable[[int], None]:
         """A picklable step counter for the call tagged ``tag`` (see ``on_steps``)."""
@@ -215,8 +218,8 @@ class Pool:
     def _forward_steps(self) -> None:
         if self._channel is None or self.on_steps is None:
             return
-        while not self._channel.empty():
-            tag, n = self._channel.get()
+        while self._channel.poll():
+            tag, n = self._channel.recv()
             self.on_steps(tag, n)
 
     def cancel_pending(self) -> None:
