@@ -41,7 +41,7 @@ from tailmem.lm.config import ModelSection, OptimSection, TrainSection
 from tailmem.lm.plan import Plan, run_plan
 from tailmem.lm.subrun import Job, Shared, run_job
 from tailmem.models.gpt import GPT, GPTConfig, count_params
-from tailmem.report.claims import claims_of, read_claims
+from tailmem.claims.registry import claims_of, read_claims
 from tailmem.runner import run_experiment
 from tailmem.train import token_loss_sum
 
