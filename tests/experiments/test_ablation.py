@@ -127,7 +127,9 @@ def test_one_seed_or_a_model_at_chance_is_inconclusive():
     assert inputs["seeds"] == [0, 1] and len(inputs["losses"]["full"]) == 2
 
 
-def test_smoke_run_matches_recomputation_from_its_checkpoints(ablation_smoke, lm_cache):
+def test_smoke_run_matches_recomputation_from_its_checkpoints(
+    ablation_smoke, lm_cache, strict_json
+):
     rows = list(csv.DictReader((ablation_smoke / "table1.csv").open()))
     assert [r["arm"] for r in rows] == ["full", "adam", "qk"]
     cfg = load_config(ablation.Config, "ablation", "smoke", [f"data.cache_dir={lm_cache}"])
@@ -190,6 +192,7 @@ def test_smoke_run_matches_recomputation_from_its_checkpoints(ablation_smoke, lm
     assert results["chance_loss"] == pytest.approx(unigram)
     report = json.loads((ablation_smoke / "report.json").read_text())
     assert all((ablation_smoke / f["file"]).is_file() for f in report["figures"])
+    assert strict_json(ablation_smoke) == []  # every JSON (progress, metrics, results) is strict
     caption = report["tables"][0]["caption"]
     assert "FineWeb" in caption and "standard-library" in caption and "tokens" in caption
 

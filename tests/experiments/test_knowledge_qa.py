@@ -72,7 +72,7 @@ def _read_csv(path):
 # --------------------------------------------------------------------------- end to end
 
 
-def test_smoke_preset_writes_every_output(smoke):
+def test_smoke_preset_writes_every_output(smoke, strict_json):
     run, status, _ = smoke
     cfg = load_config(Config, "knowledge-qa", "smoke")
     assert status == "ran" and run.is_complete
@@ -93,6 +93,7 @@ def test_smoke_preset_writes_every_output(smoke):
     for item in layout["figures"] + layout["tables"]:
         assert run.file(item["file"]).is_file()
     assert "Rarest group" in layout["summary"]
+    assert strict_json(run.path) == []  # every JSON (progress, metrics, results) is strict
 
     results = run.read_json("results.json")
     m, steps_total, every = cfg.data.m, cfg.train.steps, cfg.train.eval_every

@@ -30,7 +30,7 @@ def spectra_smoke(tmp_path_factory, lm_cache):
     return out
 
 
-def test_logged_isotropy_and_logits_match_the_checkpoint(spectra_smoke, lm_cache, iso):
+def test_logged_isotropy_and_logits_match_the_checkpoint(spectra_smoke, lm_cache, iso, strict_json):
     cfg = load_config(spectra.Config, "spectra", "smoke", [f"data.cache_dir={lm_cache}"])
     data = CorpusData(cfg.data, cfg.train.seq_len, cfg.train.eval_batch_size).load(DistContext())
     sub = spectra_smoke / "runs" / "plain" / "muon" / "muon0.02-adam0.005-seed1-steps16"
@@ -76,6 +76,7 @@ def test_logged_isotropy_and_logits_match_the_checkpoint(spectra_smoke, lm_cache
     report = json.loads((spectra_smoke / "report.json").read_text())
     assert all((spectra_smoke / f["file"]).is_file() for f in report["figures"])
     assert "per-head" in report["summary"]
+    assert strict_json(spectra_smoke) == []
 
 
 def _runs(values: dict[str, list[list[float]]]) -> list[dict]:
