@@ -378,7 +378,7 @@ def _write_outputs(
     run.write_csv("table1.csv", rows)
     efficiency = sample_efficiency(results)
     chance = chance_loss(data)
-    provenance = data_provenance(data)
+    provenance = data.provenance()
     run.write_json(
         "results.json",
         {
@@ -420,31 +420,6 @@ TABLE1_COLUMNS = {
     "status": "status of the arm's seed runs",
 }
 """What each column of ``table1.csv`` holds (the report prints these under the table)."""
-
-
-def data_provenance(data: LMData) -> dict[str, Any]:
-    """What the losses were measured on (corpus, tokens, tokenizer), from the corpus's own record:
-    shown beside the paper's FineWeb losses so nobody compares them as like for like."""
-    meta = data.corpus.meta
-    source = meta["config"]["source"]
-    corpus = {
-        "stdlib": "the embedded Python standard-library documentation corpus",
-        "hf": f"Hugging Face {meta['config']['hf_name']} ({meta['config']['hf_config']})",
-    }.get(source, f"local files ({source})")
-    tokenizer = meta["recipe"]["tokenizer"]
-    tokenizer_text = (
-        f"byte-level BPE trained on the corpus, {meta['vocab_size']} ids"
-        if "bpe_vocab_size" in tokenizer
-        else f"{tokenizer}, {meta['vocab_size']} ids"
-    )
-    return {
-        "corpus": corpus,
-        "source": source,
-        "train_tokens": int(meta["tokens"]["train"]),
-        "val_tokens": int(meta["tokens"]["val"]),
-        "tokenizer": tokenizer_text,
-        "fingerprint": meta["fingerprint"],
-    }
 
 
 def provenance_text(provenance: Mapping[str, Any]) -> str:

@@ -174,7 +174,7 @@ def run(cfg: Config, run: RunDir) -> None:
     results = {arm.name: plan.seed_results((cfg.ffn, arm.name)) for arm in ARMS}
     model_cfg = cfg.model.build(data.vocab_size, cfg.ffn, cfg.train.seq_len)
     if ctx.is_main:
-        _write_outputs(cfg, run, model_cfg, results)
+        _write_outputs(cfg, run, model_cfg, results, data.data.provenance())
     D.barrier(ctx)
 
 
@@ -359,7 +359,11 @@ def _summary_rows(
 
 
 def _write_outputs(
-    cfg: Config, run: RunDir, model_cfg: GPTConfig, results: dict[str, list[dict[str, Any]]]
+    cfg: Config,
+    run: RunDir,
+    model_cfg: GPTConfig,
+    results: dict[str, list[dict[str, Any]]],
+    provenance: dict[str, Any],
 ) -> None:
     muon, adam = Series.of(results["muon"]), Series.of(results["adam"])
     matrices = [m for m in MATRIX_LABELS if muon.layers(m) or adam.layers(m)]
@@ -381,6 +385,7 @@ def _write_outputs(
         "results.json",
         {
             "seeds": cfg.seed_list,
+            "data": provenance,
             "vo_form_plotted": cfg.vo_form,
             "steps": muon.steps or adam.steps,
             "head_dim": model_cfg.head_dim,
@@ -406,8 +411,18 @@ def _write_outputs(
                 "form (per head: W_O,h·W_V,h averaged over heads; stacked: W_O·W_V)."
             ),
             "figures": figures,
+            "data": provenance,
             "tables": [
-                {"file": "spectra_summary.csv", "caption": "Final-step isotropy, layer mean"},
+                {
+                    "file": "spectra_summary.csv",
+                    "caption": "Final-step isotropy, layer mean",
+                    "columns": {
+                        "muon": "Muon: mean ± SE over seeds of the layer-mean metric",
+                        "adam": "Adam: the same",
+                        "muon_more_isotropic": "the claims' per-metric verdict: Muon more "
+                        "isotropic beyond 2 SE over ≥ 3 seeds (inconclusive within)",
+                    },
+                },
                 {"file": "max_logit.csv", "caption": "Max attention logit per layer (Table 2)"},
             ],
         },
