@@ -13,6 +13,7 @@ import torch
 import torch.nn.functional as F
 
 from tailmem.claims.a1 import CHANCE_MARGIN
+from tailmem.claims.core import MIN_SEEDS
 from tailmem.claims.registry import claims_of, read_claims
 from tailmem.cli import main
 from tailmem.config import load_config
@@ -105,6 +106,8 @@ def test_claims_follow_the_seed_statistics():
     partial = ablation.Config(seeds=3, arms=["full", "adam"])
     found = ablation.claims(partial, _fake({"full": 3.0, "adam": 4.0}), 3)
     assert {c.id: c.verdict for c in found}["A1.qk_gain_small"] == "not measured"
+    alone = ablation.claims(ablation.Config(seeds=3, arms=["full"]), _fake({"full": 3.0}), 3)
+    assert {c.verdict for c in alone} == {"not measured"} and len(alone) == len(found)
     # Sample efficiency: full reaches all-Adam's final 4.0 between step 50 (4.5) and 100 (3.0).
     eff = ablation.sample_efficiency(_fake({"full": 3.0, "adam": 4.0}))
     assert eff["full_muon_reaches_at_step"] == pytest.approx(50 + 0.5 / 1.5 * 50)
@@ -272,7 +275,16 @@ def test_bad_config_is_one_line_exit_2(capsys):
 
 def test_cpu_and_paper_presets_validate_and_the_paper_model_builds_on_meta():
     cpu = load_config(ablation.Config, "ablation", "cpu")
-    assert [r.id for r in cpu.selected()] == PLAIN and cpu.tune_lr == "off"
+    assert cpu.tune_lr == "off" and cpu.seeds >= MIN_SEEDS
+    # The cpu arms are exactly those the claims compare: each one is needed by some claim.
+    arms = [r.id for r in cpu.selected()]
+    losses = {arm: 3.0 + 0.1 * i for i, arm in enumerate(arms)}
+    found = ablation.claims(cpu, _fake(losses), 3)
+    assert "not measured" not in {c.verdict for c in found}
+    for arm in arms:
+        fewer = ablation.Config(seeds=3, arms=[a for a in arms if a != arm])
+        missing = ablation.claims(fewer, _fake({a: v for a, v in losses.items() if a != arm}), 3)
+        assert "not measured" in {c.verdict for c in missing}, arm
     assert cpu.workers == 2 and cpu.train.threads == 1  # both cores of the 2-core machine
     paper = load_config(ablation.Config, "ablation", "paper")
     assert paper.data.corpus.source == "hf" and paper.train.steps == 10_000

@@ -111,12 +111,12 @@ def check_qk_gain_small(claim: Claim, results: Mapping[str, Any]) -> Outcome:
 
 def check_tail_gain(claim: Claim, results: Mapping[str, Any]) -> Outcome:
     """Relative gains per seed: (L_x(Adam) − L_x(full))/L_x(Adam), tail bucket vs head bucket."""
-    buckets = results.get("buckets") or []
+    buckets = results.get("buckets") or ["head", "tail"]
     per = results.get("bucket_losses") or {}
-    if len(buckets) < 2 or "full" not in per or "adam" not in per:
-        return unmeasured("bucketed losses of full Muon and all-Adam not recorded")
     head, tail = buckets[0], buckets[-1]
     values = {"head": head, "tail": tail}
+    if len(buckets) < 2 or not _have(results, "full", "adam"):
+        return unmeasured("bucketed losses of full Muon and all-Adam not recorded", values=values)
     seeds = _seeds(results)
     if reason := _at_chance(results, ["full", "adam"]):
         return inconclusive("—", reason, seeds=seeds, values=values)
