@@ -11,6 +11,9 @@ collect its per-seed numbers and call :meth:`Claim.evaluate`:
   that frequency bucket; ``buckets``: bucket names from head to tail;
 - ``chance_loss``: the loss of a model that learned nothing beyond unigram frequencies (nats).
 
+``A1.table2.logit_bounded`` is measured by ``spectra`` and reads its mapping (``qk_norm``,
+``head_dim``, ``logit_peak``; see :mod:`~tailmem.claims.a2`).
+
 Every comparison between arms is over seeds (mean ± SE, ≥ 3 seeds, a difference beyond 2 SE;
 see :func:`~tailmem.claims.core.compare_seeds`), and a model at chance is ``inconclusive``.
 """
