@@ -40,6 +40,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Literal
 
+from tailmem.claims.registry import write_claims
 from tailmem.data.bios import BiosConfig, build_dataset
 from tailmem.data.stream import QATrainStream
 from tailmem.errors import ConfigError
@@ -50,7 +51,6 @@ from tailmem.lm.arms import check_arm_names
 from tailmem.lm.config import KINDS, LMConfig
 from tailmem.lm.plan import Best, Entry, Plan, keep_checkpoints, run_plan
 from tailmem.lm.subrun import Shared
-from tailmem.report.claims import write_claims
 from tailmem.rundir import RunDir
 from tailmem.train import distributed as D
 
@@ -237,7 +237,7 @@ def write_outputs(
         },
         {"file": "lr_sweep.csv", "caption": "LR sweep (score: FTA over all questions)"},
     ]
-    claims = tables.claims(plan, m, cfg.head_groups)
+    claims = tables.claims(plan, m, cfg.head_groups, chance)
     write_claims(run, claims)
     results = {
         "data": data_summary,
