@@ -25,6 +25,7 @@ from tailmem.lm.arms import Arm
 from tailmem.lm.pool import Pool
 from tailmem.lm.subrun import REUSED, Job, Shared, drop_checkpoints, run_job
 from tailmem.train import distributed as D
+from tailmem.train.state import DIVERGED
 
 Best = Mapping[tuple[str, str], Mapping[str, float]]
 """The chosen learning rates so far, by (FFN type, arm name)."""
@@ -49,7 +50,8 @@ class Entry:
 @dataclass
 class Plan:
     """Sweep and seed runs of a study's entries (see the module docstring). ``score(entry,
-    point, result)`` ranks sweep runs (higher wins; ties go to the earlier point)."""
+    point, result)`` ranks sweep runs (higher wins; ties go to the earlier point); a diverged
+    sweep run ranks below every other, whatever its score."""
 
     entries: Sequence[Entry]
     score: Callable[[Entry, float, Mapping[str, Any]], Any]
@@ -113,7 +115,9 @@ class Plan:
     def _choose(self, entry: Entry) -> list[Job]:
         sweep = self.sweeps[entry.id]
         scores = [
-            self.score(entry, p, self.results[job]) if job in self.results else 0
+            (self.results[job].get("status") != DIVERGED, self.score(entry, p, self.results[job]))
+            if job in self.results
+            else (True, 0)
             for p, job in sweep
         ]
         winner = max(range(len(sweep)), key=scores.__getitem__)

@@ -29,6 +29,11 @@ from tailmem.train.checkpoint import (
     save_checkpoint,
 )
 
+DIVERGED = "diverged"
+"""Status of a run whose loss or gradient norm went non-finite (a result, not an error)."""
+DIVERGED_FILE = "diverged.json"
+"""The file a diverged run writes: status, the update (1-based) and the one-line message."""
+
 
 @dataclass
 class LoopState:
@@ -247,7 +252,7 @@ def write_divergence(
     run_dir: Path, model: nn.Module, step: int, loss: float, gnorm: float, lrs: list[float],
     batch: tuple[Tensor, Tensor],
 ) -> None:  # fmt: skip
-    """Write ``failed.json``, ``nan_diagnostics.json`` and ``nan_batch.pt`` for the update
+    """Write ``diverged.json``, ``nan_diagnostics.json`` and ``nan_batch.pt`` for the update
     ``step`` (0-based) that went non-finite."""
     message = divergence_message(run_dir, step, loss, gnorm, lrs[0])
     diagnostics = {
@@ -270,6 +275,6 @@ def write_divergence(
     x, y = batch
     torch.save({"step": step, "x": x.cpu(), "y": y.cpu()}, run_dir / "nan_batch.pt")
     atomic_write_text(
-        run_dir / "failed.json",
-        json.dumps({"status": "failed", "step": step + 1, "message": message}) + "\n",
+        run_dir / DIVERGED_FILE,
+        json.dumps({"status": DIVERGED, "step": step + 1, "message": message}) + "\n",
     )
