@@ -47,6 +47,7 @@ from tailmem.lm.arms import HIDDEN_MATRICES, Arm, check_arm_names, muon_recipe
 from tailmem.lm.config import LMConfig
 from tailmem.lm.corpus import CorpusData, CorpusSection, LMData
 from tailmem.lm.plan import Entry, Plan, keep_checkpoints, run_plan
+from tailmem.lm.preflight import check_lm
 from tailmem.lm.subrun import Shared
 from tailmem.metrics.curves import first_crossing
 from tailmem.metrics.token_buckets import bucket_names
@@ -181,6 +182,12 @@ def entries(cfg: Config) -> list[Entry]:
 def _score(entry: Entry, point: float, result: Mapping[str, Any]) -> tuple[float, float]:
     """Lowest final validation loss wins; a tie goes to the factor nearest 1."""
     return (-_final_loss(result), -abs(math.log(point)))
+
+
+def preflight(cfg: Config) -> None:
+    """Refuse a model or batch this machine cannot train, before anything is written
+    (:func:`tailmem.lm.preflight.check_lm`)."""
+    check_lm(cfg, [cfg.ffn])
 
 
 def run(cfg: Config, run: RunDir) -> None:

@@ -51,6 +51,7 @@ from tailmem.lm.arms import HIDDEN_MATRICES, Arm, muon_recipe
 from tailmem.lm.config import LMConfig
 from tailmem.lm.corpus import CorpusData, CorpusSection, LMData
 from tailmem.lm.plan import Entry, Plan, keep_checkpoints, run_plan
+from tailmem.lm.preflight import check_lm
 from tailmem.lm.subrun import Shared
 from tailmem.metrics.role_spectra import (
     HIGHER_IS_ISOTROPIC,
@@ -159,6 +160,12 @@ class SpectraData:
 
 def _fixed_lrs(lrs: dict[str, float]) -> Any:
     return lambda point, best: lrs
+
+
+def preflight(cfg: Config) -> None:
+    """Refuse a model or batch this machine cannot train, before anything is written
+    (:func:`tailmem.lm.preflight.check_lm`)."""
+    check_lm(cfg, [cfg.ffn])
 
 
 def run(cfg: Config, run: RunDir) -> None:

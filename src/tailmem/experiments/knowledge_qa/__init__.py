@@ -35,6 +35,7 @@ clipping, SGD momentum 0.9, the learning-rate grids and the seed count.
 from __future__ import annotations
 
 import dataclasses
+import re
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -42,6 +43,7 @@ from typing import Any, Literal
 
 from tailmem.data.bios import BiosConfig, build_dataset
 from tailmem.data.stream import QATrainStream
+from tailmem.data.templates import QA_TEMPLATES
 from tailmem.errors import ConfigError
 from tailmem.experiments.knowledge_qa import plots, tables
 from tailmem.experiments.knowledge_qa.arms import ARMS, BASE_ARM, SWEPT, dependencies
@@ -49,6 +51,7 @@ from tailmem.experiments.knowledge_qa.fta import QAData, answer_loss_sum, chance
 from tailmem.lm.arms import check_arm_names
 from tailmem.lm.config import KINDS, LMConfig
 from tailmem.lm.plan import Best, Entry, Plan, keep_checkpoints, run_plan
+from tailmem.lm.preflight import check_lm
 from tailmem.lm.subrun import Shared
 from tailmem.report.claims import write_claims
 from tailmem.rundir import RunDir
@@ -154,6 +157,31 @@ class Config(LMConfig):
             return Entry(ffn, ARMS[name], grids[SWEPT[name]], lrs, needs)
 
         return [entry(ffn, name) for ffn in self.ffns for name in self.arms]
+
+
+def preflight(cfg: Config) -> None:
+    """Refuse, before anything is written, a ``train.seq_len`` whose rows cannot hold a QA item
+    and a model or batch this machine cannot train (:func:`tailmem.lm.preflight.check_lm`).
+
+    The shortest a training item can be: one token per word of its question template (the
+    byte-level pre-tokenizer never merges across words), two for the name (first name and
+    surname), one for the answer and the end-of-text token. A custom ``tokenizer_path`` may
+    merge across words, so then only the build checks the length."""
+    check_lm(cfg, cfg.ffns)
+    if cfg.data.tokenizer_path is not None:
+        return
+    words = max(
+        len(re.findall(r"\w+", template.replace("{name}", "")))
+        for templates in QA_TEMPLATES.values()
+        for template in templates[: cfg.data.templates_per_attribute]
+    )
+    shortest = words + 2 + 1 + 1
+    if cfg.train.seq_len + 1 < shortest:
+        raise ConfigError(
+            f"train.seq_len: got {cfg.train.seq_len}; expected at least {shortest - 1} (a row of "
+            f"seq_len + 1 tokens holds whole QA items, and an item here has at least {shortest} "
+            "tokens)"
+        )
 
 
 def _score(entry: Entry, point: float, result: Mapping[str, Any]) -> float:
