@@ -48,7 +48,7 @@ from tailmem.lm.config import LMConfig
 from tailmem.lm.corpus import CorpusData, CorpusSection, LMData
 from tailmem.lm.plan import Entry, Plan, keep_checkpoints, run_plan
 from tailmem.lm.preflight import check_lm
-from tailmem.lm.subrun import Shared
+from tailmem.lm.subrun import Shared, diverged_runs
 from tailmem.metrics.curves import first_crossing
 from tailmem.metrics.token_buckets import bucket_names
 from tailmem.plotting import pyplot
@@ -434,6 +434,7 @@ def _write_outputs(
                 for arm_id, rs in results.items()
             },
             "runs": {arm_id: [r["key"] for r in rs] for arm_id, rs in results.items()},
+            "diverged": diverged_runs(r for rs in results.values() for r in rs),
         },
     )
     write_claims(run, claims(cfg, results, data.n_buckets))

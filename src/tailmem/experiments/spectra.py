@@ -52,7 +52,7 @@ from tailmem.lm.config import LMConfig
 from tailmem.lm.corpus import CorpusData, CorpusSection, LMData
 from tailmem.lm.plan import Entry, Plan, keep_checkpoints, run_plan
 from tailmem.lm.preflight import check_lm
-from tailmem.lm.subrun import Shared
+from tailmem.lm.subrun import Shared, diverged_runs
 from tailmem.metrics.role_spectra import (
     HIGHER_IS_ISOTROPIC,
     ISO_METRICS,
@@ -486,6 +486,7 @@ def _write_outputs(
             },
             "max_logit": logits,
             "runs": {name: [r["key"] for r in rs] for name, rs in results.items()},
+            "diverged": diverged_runs(r for rs in results.values() for r in rs),
         },
     )
     write_claims(run, claims(cfg, model_cfg, muon, adam))

@@ -153,7 +153,8 @@ def run_plan(
     """Train every run of ``plan`` with ``train(job, shared, on_steps)`` (default
     :func:`~tailmem.lm.subrun.run_job`) on a pool of ``workers`` processes (1, or under
     torchrun: in this process); rank 0 prints ``[n/N] <run>: <status>, <summary(result)>
-    (<that run's own seconds, or "reused">)``."""
+    (<that run's own seconds, or "reused">)``, or ``diverged at step N`` for a diverged run; a
+    diverged run is a result like any other (the plan carries on)."""
     if D.launched_world_size() > 1:
         workers = 1
     main = D.is_main_process()
@@ -180,10 +181,13 @@ def run_plan(
             progress.skip(job.steps - trained.get(job, 0))  # reused, resumed or diverged
             count += 1
             took = "reused" if result.pop(REUSED, False) else f"{result['wall_seconds']:.0f}s"
+            outcome_text = f"{result['status']}, {summary(result)}"
+            if result.get("status") == DIVERGED:
+                outcome_text = f"diverged at step {result['diverged']['step']}"
             if main:
                 print(
                     f"[{count}/{plan.total_runs()}] {job.label} steps={job.steps}: "
-                    f"{result['status']}, {summary(result)} ({took})",
+                    f"{outcome_text} ({took})",
                     file=sys.stderr,
                     flush=True,
                 )

@@ -52,7 +52,7 @@ from tailmem.lm.arms import check_arm_names
 from tailmem.lm.config import KINDS, LMConfig
 from tailmem.lm.plan import Best, Entry, Plan, keep_checkpoints, run_plan
 from tailmem.lm.preflight import check_lm
-from tailmem.lm.subrun import Shared
+from tailmem.lm.subrun import Shared, diverged_runs
 from tailmem.report.claims import write_claims
 from tailmem.rundir import RunDir
 from tailmem.train import distributed as D
@@ -272,6 +272,7 @@ def write_outputs(
         "chance_fta": chance,
         "best_lr": {f"{ffn}/{arm}": lrs for (ffn, arm), lrs in plan.best.items()},
         "runs": [plan.results[job] for jobs in plan.seed_runs.values() for job in jobs],
+        "diverged": diverged_runs(plan.results.values()),
         "head_tail_gap": gaps,
         "tail_table": long_rows,
         "config_model": dataclasses.asdict(cfg.model),
