@@ -18,7 +18,7 @@ from tailmem.lm import preflight as lm_preflight
 from tailmem.lm.arms import Arm
 from tailmem.lm.config import ModelSection, OptimSection, TrainSection
 from tailmem.lm.plan import Entry, Plan, run_plan
-from tailmem.lm.subrun import Job, Shared, diverged_runs
+from tailmem.lm.subrun import Job, Shared, diverged_runs, divergence_reason
 from tailmem.models.gpt import GPT
 from tailmem.runner import prepare, run_experiment
 from tailmem.train import RandomWindows, TrainConfig, seed_everything, train
@@ -171,9 +171,10 @@ def test_diverged_sweep_points_rank_last_whatever_their_score(tmp_path):
     shared = Shared(str(tmp_path), ModelSection(), TrainSection(), OptimSection(), data=None)
     run_plan(plan, shared, 1, lambda r: "", train=fake_train)
     assert plan.best[("plain", "adam")] == {"adam": 2.0}
-    assert [d["reason"] for d in diverged_runs(plan.results.values())] == [
-        "arm adam diverged at step 4"
-    ]
+    diverged = diverged_runs(plan.results.values())
+    assert [d["reason"] for d in diverged] == ["arm adam diverged at step 4"]
+    assert divergence_reason(diverged, ["full", "adam"]) == "arm adam diverged at step 4"
+    assert divergence_reason(diverged, ["full", "qk"]) is None
 
 
 def test_sweep_rates_beyond_four_digits_never_share_a_folder():
