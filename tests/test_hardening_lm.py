@@ -239,3 +239,18 @@ def test_crafted_resume_checkpoints_are_one_line_naming_the_file(tmp_path, chang
         train(model, optimizer, data, cfg, tmp_path / "run")
     message = str(info.value)
     assert str(path) in message and fragment in message and "\n" not in message
+
+
+@pytest.mark.parametrize("arms", ["[muon,adam]", "[muon]"])
+def test_knowledge_qa_completes_when_an_arm_diverges_before_its_first_evaluation(tmp_path, arms):
+    out = tmp_path / "run"
+    overrides = ["workers=1", f"arms={arms}", "sweep.muon=[1e30]", "train.steps=8"]
+    run, status = run_experiment("knowledge-qa", "smoke", overrides, out=out)
+    assert status == "ran" and run.is_complete
+    results = strict_load(out / "results.json")
+    assert [(d["arm"], d["reason"]) for d in results["diverged"]] == [
+        ("muon", "arm muon diverged at step 2")
+    ]
+    claims = strict_load(out / "claims.json")
+    assert claims  # written, strict
+    assert (out / "tail_table_plain.csv").exists() == (arms == "[muon,adam]")

@@ -15,6 +15,7 @@ one labelled line per finished run with that run's own wall time.
 
 from __future__ import annotations
 
+import dataclasses
 import sys
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
@@ -141,6 +142,18 @@ class Plan:
     def seed_results(self, entry_id: tuple[str, str]) -> list[dict[str, Any]]:
         """The finished seed runs of an entry, in seed order (empty if it was not run)."""
         return [self.results[job] for job in self.seed_runs.get(entry_id, [])]
+
+    def completed(self) -> Plan:
+        """This plan as its tables see it: seed runs that diverged left out, and entries with
+        no seed run left dropped (so they read as not run). Sweeps and ``results`` stay whole:
+        the sweep table shows diverged points and :func:`~tailmem.lm.subrun.diverged_runs`
+        lists every diverged run."""
+        seed_runs = {
+            entry_id: [job for job in jobs if self.results[job].get("status") != DIVERGED]
+            for entry_id, jobs in self.seed_runs.items()
+        }
+        entries = [e for e in self.entries if seed_runs.get(e.id)]
+        return dataclasses.replace(self, entries=entries, seed_runs=seed_runs)
 
 
 def run_plan(

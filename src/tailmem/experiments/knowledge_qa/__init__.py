@@ -215,13 +215,16 @@ def run(cfg: Config, run: RunDir) -> None:
 def write_outputs(
     cfg: Config, run: RunDir, plan: Plan, chance: float, data_summary: dict[str, Any]
 ) -> None:
-    """Tables, figures, results, claims and the report layout of a finished plan."""
+    """Tables, figures, results, claims and the report layout of a finished plan (its tables
+    read the runs that did not diverge; ``results.json`` lists those that did)."""
+    diverged = diverged_runs(plan.results.values())
+    plan = plan.completed()
     m = cfg.data.m
     sweep_rows = tables.sweep_rows(plan)
     run.write_csv("lr_sweep.csv", sweep_rows)
     long_rows, gaps = [], []
     figures, layout_tables = [], []
-    for ffn in cfg.ffns:
+    for ffn in plan.ffns:  # an FFN type whose every seed run diverged has no tables
         run.write_csv(
             f"tail_table_{ffn}.csv",
             tables.tail_table(plan, ffn, cfg.table_fracs, cfg.tail_offsets, m),
@@ -272,7 +275,7 @@ def write_outputs(
         "chance_fta": chance,
         "best_lr": {f"{ffn}/{arm}": lrs for (ffn, arm), lrs in plan.best.items()},
         "runs": [plan.results[job] for jobs in plan.seed_runs.values() for job in jobs],
-        "diverged": diverged_runs(plan.results.values()),
+        "diverged": diverged,
         "head_tail_gap": gaps,
         "tail_table": long_rows,
         "config_model": dataclasses.asdict(cfg.model),
