@@ -254,3 +254,24 @@ def test_knowledge_qa_completes_when_an_arm_diverges_before_its_first_evaluation
     claims = strict_load(out / "claims.json")
     assert claims  # written, strict
     assert (out / "tail_table_plain.csv").exists() == (arms == "[muon,adam]")
+
+
+@pytest.mark.parametrize(
+    ("override", "fragment"),
+    [
+        ({"rope_base": "abc"}, "GPTConfig.rope_base must be a number, got 'abc'"),
+        ({"rope_base": math.nan}, "GPTConfig.rope_base must be finite, got nan"),
+        ({"rope_base": math.inf}, "GPTConfig.rope_base must be finite, got inf"),
+        ({"init_std": math.nan}, "GPTConfig.init_std must be finite"),
+        ({"norm_eps": 0.0}, "GPTConfig.norm_eps must be > 0"),
+        ({"n_head": True}, "GPTConfig.n_head must be a positive integer, got True"),
+        ({"n_head": 0}, "GPTConfig.n_head must be a positive integer, got 0"),
+        ({"qk_norm": "maybe"}, "GPTConfig.qk_norm and tie_weights must be true or false"),
+    ],
+)
+def test_gpt_config_refuses_wrong_types_and_nonfinite_values(override, fragment):
+    from tailmem.models.gpt import gpt_config
+
+    with pytest.raises(ConfigError) as info:
+        gpt_config("tiny", vocab_size=64, **override)
+    assert fragment in str(info.value)
