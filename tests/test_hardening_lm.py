@@ -27,6 +27,12 @@ from tailmem.train.checkpoint import latest_checkpoint, load_checkpoint, save_ch
 torch.set_num_threads(1)
 
 
+@pytest.fixture(scope="module")
+def corpus_cache(tmp_path_factory):
+    """One corpus cache for the ablation and spectra runs of this module (built once)."""
+    return tmp_path_factory.mktemp("corpus-cache")
+
+
 def one_line_error(capsys) -> str:
     err = capsys.readouterr().err.strip().splitlines()
     assert len(err) == 1 and err[0].startswith("tailmem: error: "), err
@@ -124,10 +130,10 @@ def test_qa_seq_len_bound_is_below_every_item_and_the_corrected_config_passes(tm
 # ------------------------------------------------------------------ divergence is a result
 
 
-def test_a_diverged_arm_is_recorded_listed_and_reused(tmp_path, capsys):
+def test_a_diverged_arm_is_recorded_listed_and_reused(tmp_path, capsys, corpus_cache):
     out = tmp_path / "run"
     overrides = ["workers=1", "arms=[full,adam]", "optim.muon.lr=1e30",
-                 f"data.cache_dir={tmp_path / 'cache'}"]  # fmt: skip
+                 f"data.cache_dir={corpus_cache}"]  # fmt: skip
     run, status = run_experiment("ablation", "smoke", overrides, out=out)
     assert status == "ran" and run.is_complete
     results = strict_load(out / "results.json")
@@ -275,3 +281,15 @@ def test_gpt_config_refuses_wrong_types_and_nonfinite_values(override, fragment)
     with pytest.raises(ConfigError) as info:
         gpt_config("tiny", vocab_size=64, **override)
     assert fragment in str(info.value)
+
+
+def test_spectra_completes_when_every_muon_run_diverges(tmp_path, corpus_cache):
+    out = tmp_path / "run"
+    overrides = ["workers=1", "seeds=1", "train.steps=8", "optim.muon.lr=1e30",
+                 f"data.cache_dir={corpus_cache}"]  # fmt: skip
+    run, status = run_experiment("spectra", "smoke", overrides, out=out)
+    assert status == "ran" and run.is_complete
+    results = strict_load(out / "results.json")
+    assert [d["arm"] for d in results["diverged"]] == ["muon"]
+    assert results["status"] == {"muon": ["diverged"], "adam": ["complete"]}
+    strict_load(out / "claims.json")

@@ -421,8 +421,11 @@ def _final_rows(muon: Series, adam: Series, matrices: Sequence[str]) -> list[dic
             for layer in muon.layers(matrix) or adam.layers(matrix):
                 row: dict[str, Any] = {"layer": layer, "matrix": matrix, "metric": metric}
                 for name, series in (("muon", muon), ("adam", adam)):
+                    if not series.n:  # every run of this optimiser diverged
+                        row[f"{name}_mean"] = row[f"{name}_sd"] = None
+                        continue
                     values = series.per_seed(f"iso/{matrix}/{layer}/{metric}")[:, -1]
-                    row[f"{name}_mean"] = _r(np.mean(values)) if series.n else None
+                    row[f"{name}_mean"] = _r(np.mean(values))
                     row[f"{name}_sd"] = _r(np.std(values, ddof=1)) if series.n > 1 else None
                 rows.append(row)
     return rows
