@@ -293,3 +293,16 @@ def test_spectra_completes_when_every_muon_run_diverges(tmp_path, corpus_cache):
     assert [d["arm"] for d in results["diverged"]] == ["muon"]
     assert results["status"] == {"muon": ["diverged"], "adam": ["complete"]}
     strict_load(out / "claims.json")
+
+
+def test_an_older_failed_result_is_trained_again_not_reused(tmp_path):
+    from tailmem.lm import subrun
+
+    sub = tmp_path / "sub"
+    sub.mkdir()
+    (sub / "spec.json").write_text(json.dumps({"digest": "d1"}))
+    cases = [({"status": "failed"}, False), ([1, 2], False), ({"status": "diverged"}, True),
+             ({"status": "complete"}, True)]  # fmt: skip
+    for stored, reused in cases:
+        (sub / "result.json").write_text(json.dumps(stored))
+        assert (subrun._reusable(sub, "d1") == stored) is reused

@@ -51,7 +51,7 @@ from tailmem.train import (
     train,
 )
 from tailmem.train import distributed as D
-from tailmem.train.state import DIVERGED
+from tailmem.train.state import COMPLETE, DIVERGED
 
 REUSED = "reused"
 """Key :func:`run_job` adds (True) to a result it found complete on disk (not stored)."""
@@ -272,7 +272,8 @@ def divergence_reason(diverged: Iterable[Mapping[str, Any]], arms: Iterable[str]
 
 
 def _reusable(sub: Path, digest: str) -> dict[str, Any] | None:
-    """The stored result of ``sub`` if its digest matches; a stale sub-run is deleted."""
+    """The stored result of ``sub`` if its digest matches and it is complete or diverged; a
+    stale sub-run is deleted."""
     try:
         stored = json.loads((sub / "spec.json").read_text())
     except FileNotFoundError:
@@ -283,9 +284,12 @@ def _reusable(sub: Path, digest: str) -> dict[str, Any] | None:
         shutil.rmtree(sub)
         return None
     try:
-        return json.loads((sub / "result.json").read_text())
+        result = json.loads((sub / "result.json").read_text())
     except (FileNotFoundError, json.JSONDecodeError, UnicodeDecodeError):
         return None
+    if not isinstance(result, dict) or result.get("status") not in (COMPLETE, DIVERGED):
+        return None  # not a result, or an older one (status "failed"): resume and redo it
+    return result
 
 
 def _initial_eval(

@@ -48,6 +48,7 @@ from tailmem.train.checkpoint import latest_checkpoint
 from tailmem.train.data import BatchSource
 from tailmem.train.schedule import check_schedule, lr_multiplier
 from tailmem.train.state import (
+    COMPLETE,
     DIVERGED,
     DIVERGED_FILE,
     LoopState,
@@ -174,7 +175,7 @@ class TrainResult:
 
     @property
     def ok(self) -> bool:
-        return self.status == "complete"
+        return self.status == COMPLETE
 
 
 def token_loss_sum(model: nn.Module, x: Tensor, y: Tensor) -> Tensor:
@@ -515,4 +516,4 @@ def train(
         D.barrier(ctx)
         message = f"trained {cfg.steps} steps, final loss {last_loss}"
         out.say(message)
-        return TrainResult("complete", cfg.steps, last_loss, resumed_from, message, last_eval)
+        return TrainResult(COMPLETE, cfg.steps, last_loss, resumed_from, message, last_eval)

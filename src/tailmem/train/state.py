@@ -29,6 +29,8 @@ from tailmem.train.checkpoint import (
     save_checkpoint,
 )
 
+COMPLETE = "complete"
+"""Status of a run that trained every step."""
 DIVERGED = "diverged"
 """Status of a run whose loss or gradient norm went non-finite (a result, not an error)."""
 DIVERGED_FILE = "diverged.json"
