@@ -179,16 +179,16 @@ def test_crash_and_resume_continue_the_identical_trajectory(tmp_path):
     assert strip_timing(read_metrics(tmp_path / "cut" / "metrics.jsonl")) == strip_timing(ref_rows)
 
 
-def test_exploding_learning_rate_stops_with_a_failed_status(tmp_path):
+def test_exploding_learning_rate_stops_with_a_diverged_status(tmp_path):
     model = make()
     opt = torch.optim.SGD(model.parameters(), lr=1e6)
     cfg = quiet(steps=50, grad_clip=None, log_every=1, ckpt_every=5)
     result = train(model, opt, RandomWindows(stream(), BATCH, SEQ, 0), cfg, tmp_path)
-    assert result.status == "failed" and not result.ok
+    assert result.status == "diverged" and not result.ok
     assert result.step < 50
-    failed = json.loads((tmp_path / "failed.json").read_text())
-    assert failed["status"] == "failed" and failed["step"] == result.step + 1
-    assert "diverged" in failed["message"]
+    diverged = json.loads((tmp_path / "diverged.json").read_text())
+    assert diverged["status"] == "diverged" and diverged["step"] == result.step + 1
+    assert "diverged" in diverged["message"]
     diag = json.loads((tmp_path / "nan_diagnostics.json").read_text())
     assert set(diag["grad_norms"]) == {n for n, _ in model.named_parameters()}
     batch = torch.load(tmp_path / "nan_batch.pt", weights_only=True)
@@ -209,7 +209,7 @@ def test_divergence_skips_the_bad_update(tmp_path):
         model, adamw(model), RandomWindows(stream(), BATCH, SEQ, 0),
         quiet(steps=20, log_every=1, save_final=False), tmp_path / "nan", loss_fn=nan_at_update_8,
     )  # fmt: skip
-    assert result.status == "failed" and result.step == 7
+    assert result.status == "diverged" and result.step == 7
     diag = json.loads((tmp_path / "nan" / "nan_diagnostics.json").read_text())
     assert diag["loss"] == "nan" and diag["nonfinite_params"] == []
     reference = make()

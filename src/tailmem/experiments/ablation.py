@@ -43,7 +43,8 @@ from tailmem.lm.arms import HIDDEN_MATRICES, Arm, check_arm_names, muon_recipe
 from tailmem.lm.config import LMConfig
 from tailmem.lm.corpus import CorpusData, CorpusSection, LMData
 from tailmem.lm.plan import Entry, Plan, keep_checkpoints, run_plan
-from tailmem.lm.subrun import Shared
+from tailmem.lm.preflight import check_lm
+from tailmem.lm.subrun import Shared, diverged_runs
 from tailmem.metrics.curves import first_crossing
 from tailmem.metrics.token_buckets import bucket_names
 from tailmem.plotting import legend_outside, pyplot
@@ -176,6 +177,12 @@ def entries(cfg: Config) -> list[Entry]:
 def _score(entry: Entry, point: float, result: Mapping[str, Any]) -> tuple[float, float]:
     """Lowest final validation loss wins; a tie goes to the factor nearest 1."""
     return (-_final_loss(result), -abs(math.log(point)))
+
+
+def preflight(cfg: Config) -> None:
+    """Refuse a model or batch this machine cannot train, before anything is written
+    (:func:`tailmem.lm.preflight.check_lm`)."""
+    check_lm(cfg, [cfg.ffn])
 
 
 def run(cfg: Config, run: RunDir) -> None:
@@ -397,6 +404,7 @@ def _write_outputs(
                 for arm_id, rs in results.items()
             },
             "runs": {arm_id: [r["key"] for r in rs] for arm_id, rs in results.items()},
+            "diverged": diverged_runs(r for rs in results.values() for r in rs),
         },
     )
     write_claims(run, claims(cfg, results, data.n_buckets, chance))

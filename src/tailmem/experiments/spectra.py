@@ -45,7 +45,8 @@ from tailmem.lm.arms import HIDDEN_MATRICES, Arm, muon_recipe
 from tailmem.lm.config import LMConfig
 from tailmem.lm.corpus import CorpusData, CorpusSection, LMData
 from tailmem.lm.plan import Entry, Plan, keep_checkpoints, run_plan
-from tailmem.lm.subrun import Shared
+from tailmem.lm.preflight import check_lm
+from tailmem.lm.subrun import Shared, diverged_runs
 from tailmem.metrics.role_spectra import (
     HIGHER_IS_ISOTROPIC,
     ISO_METRICS,
@@ -151,6 +152,12 @@ class SpectraData:
 
 def _fixed_lrs(lrs: dict[str, float]) -> Any:
     return lambda point, best: lrs
+
+
+def preflight(cfg: Config) -> None:
+    """Refuse a model or batch this machine cannot train, before anything is written
+    (:func:`tailmem.lm.preflight.check_lm`)."""
+    check_lm(cfg, [cfg.ffn])
 
 
 def run(cfg: Config, run: RunDir) -> None:
@@ -328,8 +335,11 @@ def _final_rows(muon: Series, adam: Series, matrices: Sequence[str]) -> list[dic
             for layer in muon.layers(matrix) or adam.layers(matrix):
                 row: dict[str, Any] = {"layer": layer, "matrix": matrix, "metric": metric}
                 for name, series in (("muon", muon), ("adam", adam)):
+                    if not series.n:  # every run of this optimiser diverged
+                        row[f"{name}_mean"] = row[f"{name}_sd"] = None
+                        continue
                     values = series.per_seed(f"iso/{matrix}/{layer}/{metric}")[:, -1]
-                    row[f"{name}_mean"] = _r(np.mean(values)) if series.n else None
+                    row[f"{name}_mean"] = _r(np.mean(values))
                     row[f"{name}_sd"] = _r(np.std(values, ddof=1)) if series.n > 1 else None
                 rows.append(row)
     return rows
@@ -396,6 +406,7 @@ def _write_outputs(
             },
             "max_logit": logits,
             "runs": {name: [r["key"] for r in rs] for name, rs in results.items()},
+            "diverged": diverged_runs(r for rs in results.values() for r in rs),
         },
     )
     write_claims(run, claims(cfg, model_cfg, muon, adam))

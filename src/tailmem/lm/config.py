@@ -105,9 +105,14 @@ class TrainSection:
     threads: int | None = 1
 
     def validate(self) -> None:
-        for name in ("batch_size", "seq_len", "eval_batch_size"):
+        for name in ("steps", "batch_size", "seq_len", "eval_batch_size", "grad_accum"):
             if getattr(self, name) < 1:
                 raise ConfigError(f"train.{name}: got {getattr(self, name)}; expected >= 1")
+        if self.batch_size % self.grad_accum:
+            raise ConfigError(
+                f"train.grad_accum: got {self.grad_accum}; expected a divisor of train.batch_size "
+                f"({self.batch_size}): each update splits the batch into that many micro-batches"
+            )
         if self.threads is not None and self.threads < 1:
             raise ConfigError(f"train.threads: got {self.threads}; expected null or >= 1")
         try:

@@ -15,6 +15,7 @@ one labelled line per finished run with that run's own wall time.
 
 from __future__ import annotations
 
+import dataclasses
 import sys
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
@@ -25,6 +26,7 @@ from tailmem.lm.arms import Arm
 from tailmem.lm.pool import Pool
 from tailmem.lm.subrun import REUSED, Job, Shared, drop_checkpoints, run_job
 from tailmem.train import distributed as D
+from tailmem.train.state import DIVERGED
 
 Best = Mapping[tuple[str, str], Mapping[str, float]]
 """The chosen learning rates so far, by (FFN type, arm name)."""
@@ -49,7 +51,8 @@ class Entry:
 @dataclass
 class Plan:
     """Sweep and seed runs of a study's entries (see the module docstring). ``score(entry,
-    point, result)`` ranks sweep runs (higher wins; ties go to the earlier point)."""
+    point, result)`` ranks sweep runs (higher wins; ties go to the earlier point); a diverged
+    sweep run ranks below every other, whatever its score."""
 
     entries: Sequence[Entry]
     score: Callable[[Entry, float, Mapping[str, Any]], Any]
@@ -113,7 +116,9 @@ class Plan:
     def _choose(self, entry: Entry) -> list[Job]:
         sweep = self.sweeps[entry.id]
         scores = [
-            self.score(entry, p, self.results[job]) if job in self.results else 0
+            (self.results[job].get("status") != DIVERGED, self.score(entry, p, self.results[job]))
+            if job in self.results
+            else (True, 0)
             for p, job in sweep
         ]
         winner = max(range(len(sweep)), key=scores.__getitem__)
@@ -138,6 +143,18 @@ class Plan:
         """The finished seed runs of an entry, in seed order (empty if it was not run)."""
         return [self.results[job] for job in self.seed_runs.get(entry_id, [])]
 
+    def completed(self) -> Plan:
+        """This plan as its tables see it: seed runs that diverged left out, and entries with
+        no seed run left dropped (so they read as not run). Sweeps and ``results`` stay whole:
+        the sweep table shows diverged points and :func:`~tailmem.lm.subrun.diverged_runs`
+        lists every diverged run."""
+        seed_runs = {
+            entry_id: [job for job in jobs if self.results[job].get("status") != DIVERGED]
+            for entry_id, jobs in self.seed_runs.items()
+        }
+        entries = [e for e in self.entries if seed_runs.get(e.id)]
+        return dataclasses.replace(self, entries=entries, seed_runs=seed_runs)
+
 
 def run_plan(
     plan: Plan,
@@ -149,7 +166,8 @@ def run_plan(
     """Train every run of ``plan`` with ``train(job, shared, on_steps)`` (default
     :func:`~tailmem.lm.subrun.run_job`) on a pool of ``workers`` processes (1, or under
     torchrun: in this process); rank 0 prints ``[n/N] <run>: <status>, <summary(result)>
-    (<that run's own seconds, or "reused">)``."""
+    (<that run's own seconds, or "reused">)``, or ``diverged at step N`` for a diverged run; a
+    diverged run is a result like any other (the plan carries on)."""
     if D.launched_world_size() > 1:
         workers = 1
     main = D.is_main_process()
@@ -176,10 +194,13 @@ def run_plan(
             progress.skip(job.steps - trained.get(job, 0))  # reused, resumed or diverged
             count += 1
             took = "reused" if result.pop(REUSED, False) else f"{result['wall_seconds']:.0f}s"
+            outcome_text = f"{result['status']}, {summary(result)}"
+            if result.get("status") == DIVERGED:
+                outcome_text = f"diverged at step {result['diverged']['step']}"
             if main:
                 print(
                     f"[{count}/{plan.total_runs()}] {job.label} steps={job.steps}: "
-                    f"{result['status']}, {summary(result)} ({took})",
+                    f"{outcome_text} ({took})",
                     file=sys.stderr,
                     flush=True,
                 )

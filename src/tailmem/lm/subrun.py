@@ -6,21 +6,26 @@ directory (``metrics.jsonl``, ``ckpt/``) plus
 - ``spec.json``: everything that determines the job's numbers and its digest;
 - ``gpt_config.json``: the model config (read by ``tailmem diagnose``);
 - ``initial.json``: the eval hooks on the freshly initialised model (studies that want step 0);
-- ``result.json``: written last — status, evaluation history, final numbers.
+- ``result.json``: written last — status ("complete" or "diverged"), evaluation history, final
+  numbers; a diverged run also holds ``diverged`` (the update, loss, gradient norm, message and
+  the diagnostics file). Strict JSON: a non-finite number is written as null beside a
+  ``<key>_status`` naming it (:func:`tailmem.rundir.strict_json`).
 
 The rule: a sub-run whose ``spec.json`` digest differs from the job's is deleted and trained
-again; one with ``result.json`` is reused as is; anything else trains, resuming from its newest
-checkpoint (the loop replays the identical batches). Under ``torchrun`` every rank calls
+again; one with ``result.json`` is reused as is (a diverged run too: divergence is a result,
+and training it again would diverge at the same update); anything else trains, resuming from
+its newest checkpoint (the loop replays the identical batches). Under ``torchrun`` every rank calls
 :func:`run_job` with the same job; only rank 0 writes.
 """
 
 from __future__ import annotations
 
 import dataclasses
+import hashlib
 import json
 import shutil
 import time
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Protocol
@@ -38,6 +43,7 @@ from tailmem.train import (
     BatchSource,
     EvalHook,
     LossFn,
+    TrainResult,
     describe_scalars,
     read_metrics,
     seed_everything,
@@ -45,6 +51,7 @@ from tailmem.train import (
     train,
 )
 from tailmem.train import distributed as D
+from tailmem.train.state import COMPLETE, DIVERGED
 
 REUSED = "reused"
 """Key :func:`run_job` adds (True) to a result it found complete on disk (not stored)."""
@@ -69,8 +76,13 @@ class Job:
 
     @property
     def key(self) -> str:
-        """The sub-run folder, relative to the study's run directory."""
+        """The sub-run folder, relative to the study's run directory: readable learning rates
+        (4 significant digits) plus, when a rate needs more digits than that, a short hash of
+        their exact values, so two rates never share a folder."""
         lrs = "-".join(f"{kind}{lr:.4g}" for kind, lr in self.lrs)
+        if any(float(f"{lr:.4g}") != lr for _, lr in self.lrs):
+            exact = ",".join(f"{kind}={lr!r}" for kind, lr in self.lrs)
+            lrs += "-" + hashlib.sha256(exact.encode()).hexdigest()[:8]
         return f"runs/{self.ffn}/{self.arm.name}/{lrs}-seed{self.seed}-steps{self.steps}"
 
     @property
@@ -150,11 +162,12 @@ def job_spec(job: Job, shared: Shared, materials: Materials, model_cfg: GPTConfi
 def run_job(job: Job, shared: Shared, on_steps: StepSink | None = None) -> dict[str, Any]:
     """Train ``job`` in its sub-run directory (or reuse / resume it); returns its result.
 
-    The result holds ``status`` ("complete", or "failed" on divergence), ``evals`` (one dict per
+    The result holds ``status`` ("complete", or "diverged"), ``evals`` (one dict per
     evaluation with ``step`` and every hook's numbers), ``final`` (the last evaluation of a
-    complete run, else empty), ``final_loss``, ``tokens`` and ``wall_seconds`` (the run's
-    training time when it was trained) — and ``reused: True`` when it was found complete on
-    disk. Every rank returns the same result.
+    complete run, else empty), ``final_loss``, ``tokens``, ``wall_seconds`` (the run's
+    training time when it was trained), ``diverged`` (see :func:`divergence`; None for a
+    complete run) — and ``reused: True`` when it was found complete on disk. Every rank returns
+    the same result.
     """
     ctx, device = D.init_distributed(shared.train.device)
     materials = shared.data.load(ctx)
@@ -210,6 +223,7 @@ def run_job(job: Job, shared: Shared, on_steps: StepSink | None = None) -> dict[
         "tokens": rows[-1]["tokens"] if rows else 0,
         "evals": evals,
         "final": evals[-1] if outcome.ok and evals else {},
+        "diverged": None if outcome.ok else divergence(outcome),
         "wall_seconds": round(time.perf_counter() - started, 3),
     }
     if ctx.is_main:
@@ -217,8 +231,50 @@ def run_job(job: Job, shared: Shared, on_steps: StepSink | None = None) -> dict[
     return D.broadcast_object(json.loads(_json_text(result)) if ctx.is_main else None, ctx)
 
 
+def divergence(outcome: TrainResult) -> dict[str, Any]:
+    """What a diverged run's result records: the update (1-based) whose loss or gradient norm
+    was non-finite, that loss, the message and the diagnostics file of the sub-run."""
+    return {
+        "step": outcome.step + 1,
+        "loss": outcome.loss,
+        "message": outcome.message,
+        "diagnostics": "nan_diagnostics.json",
+    }
+
+
+def diverged_runs(results: Iterable[Mapping[str, Any]]) -> list[dict[str, Any]]:
+    """The diverged runs among ``results`` (sub-run results), one entry each: ``arm``, ``ffn``,
+    ``seed``, ``lrs``, ``key``, ``step`` (the update that diverged) and ``reason`` — the phrase a
+    claim that needs this arm reports as its "not measured" reason, e.g.
+    ``"arm full diverged at step 7"``. Studies list these in ``results.json``; claim code calls
+    it with the runs an arm's claim depends on."""
+    out = []
+    for result in results:
+        if result.get("status") != DIVERGED:
+            continue
+        step = (result.get("diverged") or {}).get("step", result.get("steps_done"))
+        out.append(
+            {
+                **{k: result.get(k) for k in ("arm", "ffn", "seed", "lrs", "key")},
+                "step": step,
+                "reason": f"arm {result.get('arm')} diverged at step {step}",
+            }
+        )
+    return out
+
+
+def divergence_reason(diverged: Iterable[Mapping[str, Any]], arms: Iterable[str]) -> str | None:
+    """The "not measured" reason of a claim that needs ``arms``, given the entries of
+    :func:`diverged_runs` (or a results file's ``diverged`` list): the reasons of the needed
+    arms that diverged, joined (``"arm full diverged at step 7"``), or None if none did."""
+    needed = set(arms)
+    reasons = dict.fromkeys(d["reason"] for d in diverged if d.get("arm") in needed)
+    return "; ".join(reasons) or None
+
+
 def _reusable(sub: Path, digest: str) -> dict[str, Any] | None:
-    """The stored result of ``sub`` if its digest matches; a stale sub-run is deleted."""
+    """The stored result of ``sub`` if its digest matches and it is complete or diverged; a
+    stale sub-run is deleted."""
     try:
         stored = json.loads((sub / "spec.json").read_text())
     except FileNotFoundError:
@@ -229,9 +285,12 @@ def _reusable(sub: Path, digest: str) -> dict[str, Any] | None:
         shutil.rmtree(sub)
         return None
     try:
-        return json.loads((sub / "result.json").read_text())
+        result = json.loads((sub / "result.json").read_text())
     except (FileNotFoundError, json.JSONDecodeError, UnicodeDecodeError):
         return None
+    if not isinstance(result, dict) or result.get("status") not in (COMPLETE, DIVERGED):
+        return None  # not a result, or an older one (status "failed"): resume and redo it
+    return result
 
 
 def _initial_eval(

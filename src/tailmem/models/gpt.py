@@ -66,8 +66,19 @@ class GPTConfig:
         """Raise :class:`ConfigError` naming the first invalid field."""
         for name in ("vocab_size", "n_layer", "n_head", "d_model", "d_ff", "max_seq_len"):
             value = getattr(self, name)
-            if not isinstance(value, int) or value < 1:
+            if isinstance(value, bool) or not isinstance(value, int) or value < 1:
                 raise ConfigError(f"GPTConfig.{name} must be a positive integer, got {value!r}")
+        for name in ("rope_base", "init_std", "norm_eps", "dropout"):
+            value = getattr(self, name)
+            if isinstance(value, bool) or not isinstance(value, int | float):
+                raise ConfigError(f"GPTConfig.{name} must be a number, got {value!r}")
+            if not math.isfinite(value):
+                raise ConfigError(f"GPTConfig.{name} must be finite, got {value!r}")
+        if not isinstance(self.qk_norm, bool) or not isinstance(self.tie_weights, bool):
+            raise ConfigError(
+                f"GPTConfig.qk_norm and tie_weights must be true or false, got "
+                f"{self.qk_norm!r} and {self.tie_weights!r}"
+            )
         if self.ffn not in ("plain", "gated"):
             raise ConfigError(f"GPTConfig.ffn must be 'plain' or 'gated', got {self.ffn!r}")
         if self.d_model % self.n_head:
@@ -84,6 +95,8 @@ class GPTConfig:
             raise ConfigError(f"GPTConfig.init_std must be > 0, got {self.init_std!r}")
         if not self.rope_base > 1:
             raise ConfigError(f"GPTConfig.rope_base must be > 1, got {self.rope_base!r}")
+        if not self.norm_eps > 0:
+            raise ConfigError(f"GPTConfig.norm_eps must be > 0, got {self.norm_eps!r}")
 
 
 # Named sizes. ``d_ff`` is the plain-FFN width; ``gpt_config(..., ffn="gated")`` uses

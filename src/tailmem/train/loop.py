@@ -10,7 +10,7 @@ into ``run_dir``:
   :data:`TIMING_KEYS`), and ``eval`` (the merged dicts of the eval hooks) on evaluation steps;
 - ``ckpt/step_NNNNNN.pt``: checkpoints (model, optimiser, base learning rates, RNG states of every
   rank, data-source state, loop counters), written atomically;
-- on divergence, ``failed.json`` and ``nan_diagnostics.json`` / ``nan_batch.pt``.
+- on divergence, ``diverged.json`` and ``nan_diagnostics.json`` / ``nan_batch.pt``.
 
 Loss normalisation: the loss of a step is the mean over every counted target (``y != -100``) of
 the global batch, whatever the number of ranks or micro-batches. Each rank back-propagates its
@@ -48,6 +48,9 @@ from tailmem.train.checkpoint import latest_checkpoint
 from tailmem.train.data import BatchSource
 from tailmem.train.schedule import check_schedule, lr_multiplier
 from tailmem.train.state import (
+    COMPLETE,
+    DIVERGED,
+    DIVERGED_FILE,
     LoopState,
     Restored,
     divergence_message,
@@ -160,7 +163,8 @@ class TrainConfig:
 
 @dataclass
 class TrainResult:
-    """Outcome of :func:`train`: ``status`` is "complete" or "failed" (divergence)."""
+    """Outcome of :func:`train`: ``status`` is "complete" or :data:`DIVERGED` (a non-finite loss
+    or gradient norm at update ``step + 1``; ``loss`` is that non-finite value)."""
 
     status: str
     step: int
@@ -171,7 +175,7 @@ class TrainResult:
 
     @property
     def ok(self) -> bool:
-        return self.status == "complete"
+        return self.status == COMPLETE
 
 
 def token_loss_sum(model: nn.Module, x: Tensor, y: Tensor) -> Tensor:
@@ -403,7 +407,7 @@ def _start(
         latest = latest_checkpoint(run_dir / "ckpt")
         found = None if latest is None else str(latest)
         if found is None or resume:
-            (run_dir / "failed.json").unlink(missing_ok=True)
+            (run_dir / DIVERGED_FILE).unlink(missing_ok=True)
     path = D.broadcast_object(found, ctx)
     if path is not None and not resume:
         raise ConfigError(
@@ -449,7 +453,7 @@ def train(
 
     Returns a :class:`TrainResult`. Divergence (a non-finite loss or gradient norm) does not
     raise: the bad update is skipped, diagnostics are written, and the result's status is
-    "failed" — an expected outcome of a learning-rate sweep that the caller records.
+    "diverged" — an expected outcome of a learning-rate sweep that the caller records.
     """
     cfg.validate()
     run_dir = _run_path(run_dir)
@@ -485,7 +489,7 @@ def train(
             if not result.finite:
                 message = _diverged(run_dir, model, step, result, lrs, batch, ctx)
                 out.say(message)
-                return TrainResult("failed", step, result.loss, resumed_from, message, last_eval)
+                return TrainResult(DIVERGED, step, result.loss, resumed_from, message, last_eval)
             last_loss, done = result.loss, state.step
             bar.update(1)
             if on_step is not None:
@@ -512,4 +516,4 @@ def train(
         D.barrier(ctx)
         message = f"trained {cfg.steps} steps, final loss {last_loss}"
         out.say(message)
-        return TrainResult("complete", cfg.steps, last_loss, resumed_from, message, last_eval)
+        return TrainResult(COMPLETE, cfg.steps, last_loss, resumed_from, message, last_eval)

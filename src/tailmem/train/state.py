@@ -29,6 +29,13 @@ from tailmem.train.checkpoint import (
     save_checkpoint,
 )
 
+COMPLETE = "complete"
+"""Status of a run that trained every step."""
+DIVERGED = "diverged"
+"""Status of a run whose loss or gradient norm went non-finite (a result, not an error)."""
+DIVERGED_FILE = "diverged.json"
+"""The file a diverged run writes: status, the update (1-based) and the one-line message."""
+
 
 @dataclass
 class LoopState:
@@ -170,9 +177,11 @@ def restore(
     ctx: D.DistContext,
     device: torch.device,
 ) -> Restored:
-    """Load checkpoint ``path`` into model, optimiser, RNGs and data source; any mismatch is a
-    :class:`CheckpointError` naming the file."""
+    """Load checkpoint ``path`` into model, optimiser, RNGs and data source; a missing or
+    malformed field, a step outside ``0..steps`` or any mismatch is a :class:`CheckpointError`
+    naming the file and what was expected."""
     state = load_checkpoint(path)
+    _check_fields(path, state, steps)
     try:
         model.load_state_dict(state["model"])
     except (RuntimeError, KeyError) as exc:
@@ -182,6 +191,7 @@ def restore(
         optimizer.load_state_dict(state["optimizer"])
     except (ValueError, KeyError) as exc:
         raise CheckpointError(f"checkpoint {path} does not match the optimiser ({exc})") from exc
+    _check_optimizer_shapes(path, optimizer)
     if len(state["base_lrs"]) != len(optimizer.param_groups):
         raise CheckpointError(
             f"checkpoint {path} has {len(state['base_lrs'])} learning rates for "
@@ -194,13 +204,60 @@ def restore(
             f"{ctx.world_size}: random streams (dropout) will differ from the original run",
             stacklevel=3,
         )
-    set_rng_state(rngs[ctx.rank % len(rngs)], device)
-    if state.get("data") is not None and hasattr(data, "load_state_dict"):
-        data.load_state_dict(state["data"])
-    if state["step"] > steps:
-        raise CheckpointError(f"checkpoint {path} is at step {state['step']}, beyond steps={steps}")
-    loop = LoopState.from_checkpoint(state["step"], state["loop"])
-    return Restored(loop, list(state["base_lrs"]))
+    try:
+        set_rng_state(rngs[ctx.rank % len(rngs)], device)
+        if state.get("data") is not None and hasattr(data, "load_state_dict"):
+            data.load_state_dict(state["data"])
+        loop = LoopState.from_checkpoint(state["step"], state["loop"])
+    except (KeyError, TypeError, ValueError, RuntimeError, AttributeError) as exc:
+        raise CheckpointError(
+            f"checkpoint {path} has a malformed RNG, data or loop state ({type(exc).__name__}: "
+            f"{exc}); expected the state a tailmem training run writes"
+        ) from exc
+    return Restored(loop, [float(lr) for lr in state["base_lrs"]])
+
+
+_FIELDS = {"model": dict, "optimizer": dict, "base_lrs": list, "rng": list, "loop": dict}
+"""The fields :func:`save` writes that resuming needs, with their types."""
+
+
+def _check_fields(path: Path, state: Mapping[str, Any], steps: int) -> None:
+    """Refuse a checkpoint that lacks a field, has one of the wrong type, or a step outside
+    ``0..steps`` (it loads under ``weights_only`` yet cannot be what :func:`save` wrote)."""
+    for name, kind in _FIELDS.items():
+        if not isinstance(state.get(name), kind):
+            got = "no such field" if name not in state else type(state[name]).__name__
+            raise CheckpointError(
+                f"checkpoint {path}: field {name!r} is {got}; expected a {kind.__name__} "
+                "(written by tailmem train)"
+            )
+    if not state["rng"]:
+        raise CheckpointError(f"checkpoint {path}: field 'rng' is empty; expected one per rank")
+    if not all(isinstance(lr, int | float) and math.isfinite(lr) for lr in state["base_lrs"]):
+        raise CheckpointError(
+            f"checkpoint {path}: field 'base_lrs' is {state['base_lrs']!r}; expected finite "
+            "learning rates"
+        )
+    if not 0 <= state["step"] <= steps:
+        raise CheckpointError(
+            f"checkpoint {path} is at step {state['step']}; expected a step in 0..{steps}"
+        )
+
+
+def _check_optimizer_shapes(path: Path, optimizer: Any) -> None:
+    """Every per-parameter state tensor loaded into ``optimizer`` (momentum, moments) must have
+    its parameter's shape: ``load_state_dict`` does not check this, the next update would."""
+    children = getattr(optimizer, "optimizers", None)  # a routed optimiser's per-kind children
+    states = [opt.state for opt in children.values()] if children else [optimizer.state]
+    for group in optimizer.param_groups:
+        for param in group["params"]:
+            found = [state[param] for state in states if param in state]
+            for key, value in (found[0] if found else {}).items():
+                if isinstance(value, Tensor) and value.ndim and value.shape != param.shape:
+                    raise CheckpointError(
+                        f"checkpoint {path}: optimiser state {key!r} has shape "
+                        f"{tuple(value.shape)}; expected {tuple(param.shape)} (its parameter's)"
+                    )
 
 
 def save(
@@ -247,7 +304,7 @@ def write_divergence(
     run_dir: Path, model: nn.Module, step: int, loss: float, gnorm: float, lrs: list[float],
     batch: tuple[Tensor, Tensor],
 ) -> None:  # fmt: skip
-    """Write ``failed.json``, ``nan_diagnostics.json`` and ``nan_batch.pt`` for the update
+    """Write ``diverged.json``, ``nan_diagnostics.json`` and ``nan_batch.pt`` for the update
     ``step`` (0-based) that went non-finite."""
     message = divergence_message(run_dir, step, loss, gnorm, lrs[0])
     diagnostics = {
@@ -271,7 +328,7 @@ def write_divergence(
     x, y = batch
     torch.save({"step": step, "x": x.cpu(), "y": y.cpu()}, run_dir / "nan_batch.pt")
     atomic_write_text(
-        run_dir / "failed.json",
-        json.dumps({"status": "failed", "step": step + 1, "message": message}, allow_nan=False)
+        run_dir / DIVERGED_FILE,
+        json.dumps({"status": DIVERGED, "step": step + 1, "message": message}, allow_nan=False)
         + "\n",
     )

@@ -35,6 +35,7 @@ clipping, SGD momentum 0.9, the learning-rate grids and the seed count.
 from __future__ import annotations
 
 import dataclasses
+import re
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -43,6 +44,7 @@ from typing import Any, Literal
 from tailmem.claims.registry import write_claims
 from tailmem.data.bios import BiosConfig, build_dataset
 from tailmem.data.stream import QATrainStream
+from tailmem.data.templates import QA_TEMPLATES
 from tailmem.errors import ConfigError
 from tailmem.experiments.knowledge_qa import plots, tables
 from tailmem.experiments.knowledge_qa.arms import ARMS, BASE_ARM, SWEPT, dependencies
@@ -50,7 +52,8 @@ from tailmem.experiments.knowledge_qa.fta import QAData, answer_loss_sum, chance
 from tailmem.lm.arms import check_arm_names
 from tailmem.lm.config import KINDS, LMConfig
 from tailmem.lm.plan import Best, Entry, Plan, keep_checkpoints, run_plan
-from tailmem.lm.subrun import Shared
+from tailmem.lm.preflight import check_lm
+from tailmem.lm.subrun import Shared, diverged_runs
 from tailmem.rundir import RunDir
 from tailmem.train import distributed as D
 
@@ -156,6 +159,31 @@ class Config(LMConfig):
         return [entry(ffn, name) for ffn in self.ffns for name in self.arms]
 
 
+def preflight(cfg: Config) -> None:
+    """Refuse, before anything is written, a ``train.seq_len`` whose rows cannot hold a QA item
+    and a model or batch this machine cannot train (:func:`tailmem.lm.preflight.check_lm`).
+
+    The shortest a training item can be: one token per word of its question template (the
+    byte-level pre-tokenizer never merges across words), two for the name (first name and
+    surname), one for the answer and the end-of-text token. A custom ``tokenizer_path`` may
+    merge across words, so then only the build checks the length."""
+    check_lm(cfg, cfg.ffns)
+    if cfg.data.tokenizer_path is not None:
+        return
+    words = max(
+        len(re.findall(r"\w+", template.replace("{name}", "")))
+        for templates in QA_TEMPLATES.values()
+        for template in templates[: cfg.data.templates_per_attribute]
+    )
+    shortest = words + 2 + 1 + 1
+    if cfg.train.seq_len + 1 < shortest:
+        raise ConfigError(
+            f"train.seq_len: got {cfg.train.seq_len}; expected at least {shortest - 1} (a row of "
+            f"seq_len + 1 tokens holds whole QA items, and an item here has at least {shortest} "
+            "tokens)"
+        )
+
+
 def _score(entry: Entry, point: float, result: Mapping[str, Any]) -> float:
     return tables.score(result)
 
@@ -187,13 +215,16 @@ def run(cfg: Config, run: RunDir) -> None:
 def write_outputs(
     cfg: Config, run: RunDir, plan: Plan, chance: float, data_summary: dict[str, Any]
 ) -> None:
-    """Tables, figures, results, claims and the report layout of a finished plan."""
+    """Tables, figures, results, claims and the report layout of a finished plan (its tables
+    read the runs that did not diverge; ``results.json`` lists those that did)."""
+    diverged = diverged_runs(plan.results.values())
+    plan = plan.completed()
     m = cfg.data.m
     sweep_rows = tables.sweep_rows(plan)
     run.write_csv("lr_sweep.csv", sweep_rows)
     long_rows, gaps = [], []
     figures, layout_tables = [], []
-    for ffn in cfg.ffns:
+    for ffn in plan.ffns:  # an FFN type whose every seed run diverged has no tables
         run.write_csv(
             f"tail_table_{ffn}.csv",
             tables.tail_table(plan, ffn, cfg.table_fracs, cfg.tail_offsets, m),
@@ -244,6 +275,7 @@ def write_outputs(
         "chance_fta": chance,
         "best_lr": {f"{ffn}/{arm}": lrs for (ffn, arm), lrs in plan.best.items()},
         "runs": [plan.results[job] for jobs in plan.seed_runs.values() for job in jobs],
+        "diverged": diverged,
         "head_tail_gap": gaps,
         "tail_table": long_rows,
         "config_model": dataclasses.asdict(cfg.model),

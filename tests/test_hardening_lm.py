@@ -1,0 +1,308 @@
+"""Issue 13 for the LM studies: bad configs refused before anything is written (one line, exit
+2), divergence recorded as a result and reused, sweep runs that never share a folder, and
+crafted resume checkpoints refused in one line naming the file."""
+
+from __future__ import annotations
+
+import json
+import math
+
+import pytest
+import torch
+
+from tailmem.cli import main
+from tailmem.config import load_config
+from tailmem.errors import CheckpointError, ConfigError
+from tailmem.experiments import ablation
+from tailmem.lm import preflight as lm_preflight
+from tailmem.lm.arms import Arm
+from tailmem.lm.config import ModelSection, OptimSection, TrainSection
+from tailmem.lm.plan import Entry, Plan, run_plan
+from tailmem.lm.subrun import Job, Shared, diverged_runs, divergence_reason
+from tailmem.models.gpt import GPT
+from tailmem.runner import prepare, run_experiment
+from tailmem.train import RandomWindows, TrainConfig, seed_everything, train
+from tailmem.train.checkpoint import latest_checkpoint, load_checkpoint, save_checkpoint
+
+torch.set_num_threads(1)
+
+
+@pytest.fixture(scope="module")
+def corpus_cache(tmp_path_factory):
+    """One corpus cache for the ablation and spectra runs of this module (built once)."""
+    return tmp_path_factory.mktemp("corpus-cache")
+
+
+def one_line_error(capsys) -> str:
+    err = capsys.readouterr().err.strip().splitlines()
+    assert len(err) == 1 and err[0].startswith("tailmem: error: "), err
+    return err[0]
+
+
+def strict_load(path):
+    """json.loads that refuses NaN / Infinity, as a strict parser does."""
+
+    def refuse(name):
+        raise ValueError(f"{path} holds {name}")
+
+    return json.loads(path.read_text(), parse_constant=refuse)
+
+
+# ------------------------------------------------------------------ refused before writing
+
+BAD_LM = [
+    ("ablation", "train.grad_accum=3", "train.grad_accum: got 3; expected a divisor"),
+    ("ablation", "train.steps=0", "train.steps: got 0; expected >= 1"),
+    ("ablation", "model.n_head=0", "n_head must be a positive integer, got 0"),
+    ("ablation", "model.n_head=3", "d_model (32) must be divisible by n_head (3)"),
+    ("ablation", "model.rope_base=abc", "unknown config field 'model.rope_base'"),
+    ("ablation", "train.warmup_frac=.nan", "unknown config field 'train.warmup_frac'"),
+    ("ablation", "train.decay_frac=.nan", "train.decay_frac: got nan"),
+    ("ablation", "model.qk_norm=maybe", "model.qk_norm: got 'maybe'; expected true or false"),
+    ("ablation", "model.overrides={qk_norm: maybe}", "unknown config field 'model.overrides'"),
+    ("spectra", "train.device=meta", "train.device: got 'meta'; expected cpu or cuda"),
+    ("ablation", "model.d_model=1000000", "GiB of memory"),
+    ("spectra", "train.batch_size=100000000", "at batch 100000000 × seq_len 32 needs about"),
+    ("knowledge-qa", "data.frequency_exponent=.nan", "frequency_exponent: got nan"),
+    ("knowledge-qa", "train.seq_len=2", "train.seq_len: got 2; expected at least 10"),
+    ("knowledge-qa", "train.grad_accum=3", "train.grad_accum: got 3"),
+    ("knowledge-qa", "model.n_layer=100000000", "GiB of memory"),
+]
+
+
+@pytest.mark.parametrize(("experiment", "override", "fragment"), BAD_LM)
+def test_bad_lm_config_is_one_line_and_writes_nothing(
+    experiment, override, fragment, tmp_path, capsys
+):
+    out = tmp_path / "run"
+    assert main(["run", experiment, "--preset", "smoke", "--out", str(out), override]) == 2
+    assert fragment in one_line_error(capsys)
+    assert not out.exists()
+
+
+def test_parameter_count_on_meta_equals_the_built_model():
+    for size, ffn, layers in (
+        ("tiny", "plain", 3),
+        ("cpu-small", "gated", 1),
+        ("tiny", "gated", 5),
+    ):
+        model_cfg = ModelSection(size=size, n_layer=layers).build(300, ffn, 40)
+        built = sum(p.numel() for p in GPT(model_cfg).parameters())
+        assert lm_preflight.parameter_count(model_cfg) == built
+
+
+def test_memory_check_refuses_exactly_what_exceeds_the_machine(monkeypatch):
+    cfg = load_config(ablation.Config, "ablation", "smoke")
+    model_cfg = cfg.model.build(lm_preflight.MIN_VOCAB, cfg.ffn, cfg.train.seq_len)
+    need = lm_preflight.run_bytes(cfg, model_cfg)
+    params = lm_preflight.parameter_count(model_cfg)
+    rows_tokens = cfg.train.batch_size * cfg.train.seq_len
+    per_token = lm_preflight.MIN_VOCAB + model_cfg.n_layer * model_cfg.d_model
+    assert need == 4 * (3 * params + rows_tokens * per_token)
+    monkeypatch.setattr("tailmem.resources.available_memory", lambda: need)
+    ablation.preflight(cfg)  # fits exactly: never refused
+    monkeypatch.setattr("tailmem.resources.available_memory", lambda: need - 1)
+    with pytest.raises(ConfigError, match="needs about"):
+        ablation.preflight(cfg)
+
+
+def test_qa_seq_len_bound_is_below_every_item_and_the_corrected_config_passes(tmp_path):
+    from tailmem.data.bios import build_dataset
+    from tailmem.data.stream import QATrainStream
+    from tailmem.experiments import knowledge_qa
+
+    cfg = load_config(knowledge_qa.Config, "knowledge-qa", "smoke")
+    with pytest.raises(ConfigError) as info:
+        knowledge_qa.preflight(load_config(knowledge_qa.Config, "knowledge-qa", "smoke",
+                                           ["train.seq_len=9"]))  # fmt: skip
+    bound = int(str(info.value).split("expected at least ")[1].split()[0])
+    knowledge_qa.preflight(load_config(knowledge_qa.Config, "knowledge-qa", "smoke",
+                                       [f"train.seq_len={bound}"]))  # fmt: skip
+    dataset = build_dataset(cfg.data, tmp_path / "data")
+    with pytest.raises(ConfigError) as real:
+        QATrainStream(dataset, 4, 1, 0, "answer")
+    needed = int(str(real.value).split("at least ")[1].split()[0])
+    assert needed >= bound  # the real data needs at least what preflight asks for
+    QATrainStream(dataset, 4, needed, 0, "answer")
+    prepare("knowledge-qa", "smoke", [f"train.seq_len={needed}"])
+
+
+# ------------------------------------------------------------------ divergence is a result
+
+
+def test_a_diverged_arm_is_recorded_listed_and_reused(tmp_path, capsys, corpus_cache):
+    out = tmp_path / "run"
+    overrides = ["workers=1", "arms=[full,adam]", "optim.muon.lr=1e30",
+                 f"data.cache_dir={corpus_cache}"]  # fmt: skip
+    run, status = run_experiment("ablation", "smoke", overrides, out=out)
+    assert status == "ran" and run.is_complete
+    results = strict_load(out / "results.json")
+    strict_load(out / "claims.json")
+    [entry] = results["diverged"]
+    assert (
+        entry["arm"] == "full" and entry["reason"] == f"arm full diverged at step {entry['step']}"
+    )
+    sub = out / entry["key"]
+    stored = strict_load(sub / "result.json")
+    marker = json.loads((sub / "diverged.json").read_text())
+    assert stored["status"] == "diverged" and stored["diverged"]["step"] == marker["step"]
+    assert stored["final_loss"] is None and stored["final_loss_status"] == "nan"
+    assert (sub / "nan_diagnostics.json").is_file()
+    rows = {row["arm"]: row for row in results["table"]}
+    assert rows["full"]["status"] == "diverged" and rows["full"]["ours_val_loss"] is None
+    assert rows["adam"]["status"] == "complete" and math.isfinite(rows["adam"]["ours_val_loss"])
+    lines = capsys.readouterr().err
+    assert f"full muon=1e+30 adam=0.005 seed=0 steps=24: diverged at step {marker['step']}" in lines
+    # The rerun reuses both runs: the diverged one is a result like the other.
+    before = (sub / "result.json").read_bytes()
+    _, status = run_experiment("ablation", "smoke", overrides, out=out, force=True)
+    err = capsys.readouterr().err
+    assert status == "ran" and err.count("(reused)") == 2
+    assert f"diverged at step {marker['step']} (reused)" in err
+    assert (sub / "result.json").read_bytes() == before
+    assert strict_load(out / "results.json")["diverged"] == results["diverged"]
+
+
+def test_diverged_sweep_points_rank_last_whatever_their_score(tmp_path):
+    arm = Arm("adam", "Adam", "adam:*")
+
+    def fake_train(job, shared, on_steps):
+        lr = job.lr["adam"]
+        status = "diverged" if lr == 3.0 else "complete"
+        return {"status": status, "score": lr, "wall_seconds": 0.0, "key": job.key, "arm": "adam",
+                "diverged": {"step": 4} if status == "diverged" else None}  # fmt: skip
+
+    entry = Entry("plain", arm, (1.0, 2.0, 3.0), lambda p, best: {"adam": p})
+    plan = Plan([entry], lambda e, p, r: r["score"], [0], 10, 0, 10)
+    shared = Shared(str(tmp_path), ModelSection(), TrainSection(), OptimSection(), data=None)
+    run_plan(plan, shared, 1, lambda r: "", train=fake_train)
+    assert plan.best[("plain", "adam")] == {"adam": 2.0}
+    diverged = diverged_runs(plan.results.values())
+    assert [d["reason"] for d in diverged] == ["arm adam diverged at step 4"]
+    assert divergence_reason(diverged, ["full", "adam"]) == "arm adam diverged at step 4"
+    assert divergence_reason(diverged, ["full", "qk"]) is None
+
+
+def test_sweep_rates_beyond_four_digits_never_share_a_folder():
+    arm = Arm("adam", "Adam", "adam:*")
+    a = Job.make(arm, "plain", {"adam": 1.00001e-3}, 0, 10)
+    b = Job.make(arm, "plain", {"adam": 1.00002e-3}, 0, 10)
+    assert a.key != b.key and a.key.startswith("runs/plain/adam/adam0.001-")
+    assert (
+        Job.make(arm, "plain", {"adam": 1e-3}, 0, 10).key
+        == "runs/plain/adam/adam0.001-seed0-steps10"
+    )
+    assert a.key == Job.make(arm, "plain", {"adam": 1.00001e-3}, 0, 10).key  # stable
+
+
+# ------------------------------------------------------------------ crafted checkpoints
+
+
+def _tiny_run(run_dir, steps=4):
+    seed_everything(0)
+    model = GPT(ModelSection(size="tiny").build(48, "plain", 16))
+    optimizer = torch.optim.AdamW(model.parameters(), lr=1e-3)
+    data = RandomWindows(torch.arange(2000) % 48, 4, 16, seed=0)
+    cfg = TrainConfig(steps=steps, ckpt_every=2, log_every=2, progress=False)
+    return train(model, optimizer, data, cfg, run_dir), (model, optimizer, data, cfg)
+
+
+def _craft(state):
+    return {k: v for k, v in state.items() if k not in ("format", "version")}
+
+
+CRAFTED = [
+    (lambda s: {k: v for k, v in s.items() if k != "loop"}, "field 'loop' is no such field"),
+    (lambda s: {k: v for k, v in s.items() if k != "rng"}, "field 'rng' is no such field"),
+    (lambda s: {**s, "base_lrs": ["fast"]}, "field 'base_lrs' is ['fast']"),
+    (lambda s: {**s, "step": -5}, "is at step -5; expected a step in 0..4"),
+    (lambda s: {**s, "step": 99}, "is at step 99; expected a step in 0..4"),
+    (lambda s: {**s, "loop": {"tokens": 1}}, "malformed RNG, data or loop state"),
+    (
+        lambda s: {**s, "model": {**s["model"], "embed.weight": torch.zeros(3, 3)}},
+        "does not match the model",
+    ),
+    (
+        lambda s: {**s, "optimizer": _bad_moment(s["optimizer"])},
+        "optimiser state 'exp_avg' has shape (2,)",
+    ),
+]
+
+
+def _bad_moment(opt_state):
+    state = {i: dict(v) for i, v in opt_state["state"].items()}
+    state[0]["exp_avg"] = torch.zeros(2)
+    return {**opt_state, "state": state}
+
+
+@pytest.mark.parametrize(("change", "fragment"), CRAFTED)
+def test_crafted_resume_checkpoints_are_one_line_naming_the_file(tmp_path, change, fragment):
+    result, (model, optimizer, data, cfg) = _tiny_run(tmp_path / "run")
+    assert result.ok
+    path = latest_checkpoint(tmp_path / "run" / "ckpt")
+    save_checkpoint(path, change(_craft(load_checkpoint(path))))
+    with pytest.raises(CheckpointError) as info:
+        train(model, optimizer, data, cfg, tmp_path / "run")
+    message = str(info.value)
+    assert str(path) in message and fragment in message and "\n" not in message
+
+
+@pytest.mark.parametrize("arms", ["[muon,adam]", "[muon]"])
+def test_knowledge_qa_completes_when_an_arm_diverges_before_its_first_evaluation(tmp_path, arms):
+    out = tmp_path / "run"
+    overrides = ["workers=1", f"arms={arms}", "sweep.muon=[1e30]", "train.steps=8"]
+    run, status = run_experiment("knowledge-qa", "smoke", overrides, out=out)
+    assert status == "ran" and run.is_complete
+    results = strict_load(out / "results.json")
+    assert [(d["arm"], d["reason"]) for d in results["diverged"]] == [
+        ("muon", "arm muon diverged at step 2")
+    ]
+    claims = strict_load(out / "claims.json")
+    assert claims  # written, strict
+    assert (out / "tail_table_plain.csv").exists() == (arms == "[muon,adam]")
+
+
+@pytest.mark.parametrize(
+    ("override", "fragment"),
+    [
+        ({"rope_base": "abc"}, "GPTConfig.rope_base must be a number, got 'abc'"),
+        ({"rope_base": math.nan}, "GPTConfig.rope_base must be finite, got nan"),
+        ({"rope_base": math.inf}, "GPTConfig.rope_base must be finite, got inf"),
+        ({"init_std": math.nan}, "GPTConfig.init_std must be finite"),
+        ({"norm_eps": 0.0}, "GPTConfig.norm_eps must be > 0"),
+        ({"n_head": True}, "GPTConfig.n_head must be a positive integer, got True"),
+        ({"n_head": 0}, "GPTConfig.n_head must be a positive integer, got 0"),
+        ({"qk_norm": "maybe"}, "GPTConfig.qk_norm and tie_weights must be true or false"),
+    ],
+)
+def test_gpt_config_refuses_wrong_types_and_nonfinite_values(override, fragment):
+    from tailmem.models.gpt import gpt_config
+
+    with pytest.raises(ConfigError) as info:
+        gpt_config("tiny", vocab_size=64, **override)
+    assert fragment in str(info.value)
+
+
+def test_spectra_completes_when_every_muon_run_diverges(tmp_path, corpus_cache):
+    out = tmp_path / "run"
+    overrides = ["workers=1", "seeds=1", "train.steps=8", "optim.muon.lr=1e30",
+                 f"data.cache_dir={corpus_cache}"]  # fmt: skip
+    run, status = run_experiment("spectra", "smoke", overrides, out=out)
+    assert status == "ran" and run.is_complete
+    results = strict_load(out / "results.json")
+    assert [d["arm"] for d in results["diverged"]] == ["muon"]
+    assert results["status"] == {"muon": ["diverged"], "adam": ["complete"]}
+    strict_load(out / "claims.json")
+
+
+def test_an_older_failed_result_is_trained_again_not_reused(tmp_path):
+    from tailmem.lm import subrun
+
+    sub = tmp_path / "sub"
+    sub.mkdir()
+    (sub / "spec.json").write_text(json.dumps({"digest": "d1"}))
+    cases = [({"status": "failed"}, False), ([1, 2], False), ({"status": "diverged"}, True),
+             ({"status": "complete"}, True)]  # fmt: skip
+    for stored, reused in cases:
+        (sub / "result.json").write_text(json.dumps(stored))
+        assert (subrun._reusable(sub, "d1") == stored) is reused
