@@ -22,6 +22,7 @@ from tailmem.experiments.icl_regression import (
     Config,
     NMSEEvaluator,
     bayes_floor,
+    curves,
     mse_loss_sum,
 )
 from tailmem.lm.config import ModelSection
@@ -266,3 +267,35 @@ def test_smoke_learns_the_head_group_and_writes_every_output(smoke):
     for item in layout["figures"] + layout["tables"]:
         assert run.file(item["file"]).stat().st_size > 100
     assert math.isclose(results["bayes_floor_nmse"], bayes_floor(cfg.data.k, cfg.data.n_points))
+
+
+class _Finished:
+    """A finished plan's seed runs (what :func:`curves` reads): ``runs[arm]`` in seed order."""
+
+    def __init__(self, runs):
+        self.runs = runs
+
+    def seed_results(self, entry_id):
+        return self.runs[entry_id[1]]
+
+
+def _run(status, nmse_by_step):
+    evals = [{"step": 10 * i, "nmse": v} for i, v in enumerate(nmse_by_step)]
+    return {"status": status, "evals": evals}
+
+
+def test_curves_keep_seeds_paired_and_leave_out_a_seed_that_diverged_in_one_arm():
+    cfg = load_config(Config, "icl-regression", "smoke", ["seeds=3"])
+    good = [[1.0, 1.0, 1.0], [0.5, 0.6, 0.9], [0.2, 0.3, 0.7]]
+    runs = {
+        "muon": [_run("complete", good)] * 3,
+        "adam": [_run("complete", good), _run("failed", good[:1]), _run("complete", good)],
+    }
+    found, nmse, seeds = curves(cfg, _Finished(runs))
+    assert seeds == [0, 2] and nmse["adam"].shape == (2, 3, 3)
+    assert nmse["muon"][1, :, 2].tolist() == [0.2, 0.3, 0.7]  # (seed, group, step)
+    assert found.fta["adam"][0, 2].tolist() == pytest.approx([0.0, 0.1, 0.3])  # 1 − nMSE
+    probs = group_probs(3, cfg.data.ratio).numpy()
+    assert found.exposures[:, 2] == pytest.approx(probs * cfg.train.batch_size * 20)
+    runs["muon"] = [_run("failed", good[:1])] * 3
+    assert curves(cfg, _Finished(runs)) == (None, {}, [])

@@ -123,8 +123,9 @@ class Config(LMConfig):
             kind = "muon" if name == "muon" else "adam"
 
             def lrs(point: float, best: Best) -> dict[str, float]:
-                adam = best.get((FFN, "adam"), base)["adam"]
-                return {"adam": adam, kind: point}
+                if kind == "adam":
+                    return {"adam": point}
+                return {"adam": best.get((FFN, "adam"), base)["adam"], "muon": point}
 
             needs = ("adam",) if name == "muon" and "adam" in self.arms else ()
             return Entry(FFN, ARMS[name], tuple(getattr(self.sweep, kind)), lrs, needs)
@@ -257,19 +258,26 @@ def run(cfg: Config, run: RunDir) -> None:
         write_outputs(cfg, run, plan)
 
 
-def curves(cfg: Config, plan: Plan) -> tuple[FTACurves, dict[str, np.ndarray]]:
+def curves(cfg: Config, plan: Plan) -> tuple[FTACurves | None, dict[str, np.ndarray], list[int]]:
     """The score ``1 − nMSE`` of every arm as :class:`FTACurves` (exposures: sequences of each
-    group trained by each evaluation step), and the nMSE arrays ``(seeds, groups, steps)``."""
-    nmse: dict[str, np.ndarray] = {}
-    steps: list[int] = []
-    for name in cfg.arms:
-        runs = plan.seed_results((FFN, name))
-        steps = [e["step"] for e in runs[0]["evals"]]
-        nmse[name] = np.array([[e["nmse"] for e in r["evals"]] for r in runs]).transpose(0, 2, 1)
+    group trained by each evaluation step), the nMSE arrays ``(seeds, groups, steps)`` and the
+    seeds they hold: those whose run completed in every arm (seeds stay paired across arms; a
+    seed that diverged in one arm is left out of all). ``None`` and no arrays when no seed is
+    left."""
+    runs = {name: plan.seed_results((FFN, name)) for name in cfg.arms}
+    kept = [i for i in range(cfg.seeds) if all(r[i]["status"] == "complete" for r in runs.values())]
+    if not kept:
+        return None, {}, []
+    steps = [e["step"] for e in runs[cfg.arms[0]][kept[0]]["evals"]]
+    nmse = {
+        name: np.array([[e["nmse"] for e in rs[i]["evals"]] for i in kept]).transpose(0, 2, 1)
+        for name, rs in runs.items()
+    }
     probs = ICLTasks(cfg.data).probs.numpy()
     exposures = np.outer(probs * cfg.train.batch_size, np.asarray(steps, dtype=np.float64))
     scores = {name: 1.0 - values for name, values in nmse.items()}
-    return FTACurves(scores, np.asarray(steps), exposures), nmse
+    seeds = [cfg.seed_list[i] for i in kept]
+    return FTACurves(scores, np.asarray(steps), exposures), nmse, seeds
 
 
 def sweep_rows(cfg: Config, plan: Plan) -> list[dict[str, Any]]:
@@ -313,24 +321,25 @@ def _peak_rows(measures: Mapping[str, Any]) -> list[dict[str, Any]]:
 
 def write_outputs(cfg: Config, run: RunDir, plan: Plan) -> None:
     """Tables, figures, results, claims and the report layout of a finished plan."""
-    score_curves, nmse = curves(cfg, plan)
-    pairs = [("muon", "adam")] if {"muon", "adam"} <= set(cfg.arms) else []
-    measures = gap_measures(score_curves, TAUS, pairs)
+    score_curves, nmse, seeds = curves(cfg, plan)
+    pairs = [("muon", "adam")] if {"muon", "adam"} <= set(cfg.arms) and seeds else []
+    measures = gap_measures(score_curves, TAUS, pairs) if score_curves else {"pairs": []}
     rows = sweep_rows(cfg, plan)
     run.write_csv("lr_sweep.csv", [{**r, "lrs": str(r["lrs"])} for r in rows])
     run.write_csv("lag_ratio.csv", _ratio_rows(measures))
     run.write_csv("peak_gap.csv", _peak_rows(measures))
     floor = bayes_floor(cfg.data.k, cfg.data.n_points)
     results = {
-        "seeds": cfg.seed_list,
+        "seeds": seeds,
+        "seeds_left_out": [s for s in cfg.seed_list if s not in seeds],
         "arms": list(cfg.arms),
         "rarest": cfg.data.n_groups - 1,
         "group_probs": ICLTasks(cfg.data).probs.tolist(),
         "bayes_floor_nmse": floor,
         "best_lr": {arm: lrs for (_, arm), lrs in plan.best.items()},
         "lr_sweep": rows,
-        "steps": score_curves.steps.tolist(),
-        "exposures": score_curves.exposures.tolist(),
+        "steps": score_curves.steps.tolist() if score_curves else [],
+        "exposures": score_curves.exposures.tolist() if score_curves else [],
         "nmse": {arm: values.tolist() for arm, values in nmse.items()},
         "gap_measures": measures,
         "runs": [r["key"] for name in cfg.arms for r in plan.seed_results((FFN, name))],
@@ -338,15 +347,17 @@ def write_outputs(cfg: Config, run: RunDir, plan: Plan) -> None:
     run.write_json("results.json", results)
     claims = evaluate(NAME, results)
     write_claims(run, claims)
-    figures = [
-        run.save_report_figure(
-            nmse_figure(score_curves.steps, nmse, floor),
-            "nmse_by_group",
-            f"Test MSE normalised by the group's target energy (1 = nothing learned) per task "
-            f"group over training, Muon (solid) vs Adam (dashed), mean ± SE over {cfg.seeds} "
-            f"seed(s); dotted: the Bayes floor {floor:.3f}",
+    figures = []
+    if score_curves:
+        figures.append(
+            run.save_report_figure(
+                nmse_figure(score_curves.steps, nmse, floor),
+                "nmse_by_group",
+                f"Test MSE normalised by the group's target energy (1 = nothing learned) per "
+                f"task group over training, Muon (solid) vs Adam (dashed), mean ± SE over "
+                f"{len(seeds)} seed(s); dotted: the Bayes floor {floor:.3f}",
+            )
         )
-    ]
     if pairs:
         fig = lag_ratio_figure(measures, "muon", "adam")
         fig.axes[0].set_xlabel("score level tau (1 − normalised MSE)")
@@ -413,9 +424,13 @@ def report_summary(cfg: Config, results: Mapping[str, Any], claims: Sequence[Any
         f"Bayes floor of the normalised MSE {results['bayes_floor_nmse']:.3f}."
     ]
     for arm, lrs in results["best_lr"].items():
-        values = np.asarray(results["nmse"][arm])
         rates = ", ".join(f"{k} {v:g}" for k, v in lrs.items())
-        parts.append(f"{ARMS[arm].label} ({rates}): final nMSE {_final_by_group(values)}.")
+        if arm in results["nmse"]:
+            final = _final_by_group(np.asarray(results["nmse"][arm]))
+            parts.append(f"{ARMS[arm].label} ({rates}): final nMSE (mean ± SE) {final}.")
+    if results["seeds_left_out"]:
+        left = ", ".join(map(str, results["seeds_left_out"]))
+        parts.append(f"Seeds left out (a run diverged): {left}.")
     edges = [f"{r['arm']} ({r['grid_edge']})" for r in results["lr_sweep"] if r["grid_edge"]]
     if edges:
         parts.append(

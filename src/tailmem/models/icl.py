@@ -40,9 +40,9 @@ class ICLRegressor(GPT):
         for layer in (self.embed, self.head):
             nn.init.normal_(layer.weight, 0.0, cfg.init_std)
 
-    def forward(self, tokens: Tensor, targets: Tensor | None = None) -> Tensor:  # type: ignore[override]
-        """Predictions ``(B, T)`` for token vectors ``(B, T, features)`` (``targets`` unused: the
-        loss is the study's)."""
+    def forward(self, tokens: Tensor) -> Tensor:  # type: ignore[override]
+        """Predictions ``(B, T)`` for token vectors ``(B, T, features)`` (the loss is the
+        study's: no ``targets`` argument)."""
         if tokens.ndim != 3 or tokens.shape[-1] != self.features:
             raise ValueError(f"expected tokens (B, T, {self.features}), got {tuple(tokens.shape)}")
         if tokens.shape[1] > self.cfg.max_seq_len:
