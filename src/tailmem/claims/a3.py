@@ -302,13 +302,4 @@ CLAIMS: list[Claim] = [
         "— (asked by reviewers)",
         "tail gap at matched model capacity",
     ),
-    Claim(
-        "A3.beyond.qk_task",
-        None,
-        "A3, reviewers",
-        "On a task that depends mainly on QK (in-context linear regression) Muon's tail edge "
-        "vanishes",
-        "— (asked by reviewers)",
-        "tail gap on in-context linear regression",
-    ),
 ]

@@ -14,7 +14,7 @@ import re
 from collections.abc import Mapping, Sequence
 from typing import Any
 
-from tailmem.claims import a1, a2, a3, a4, b, related
+from tailmem.claims import a1, a2, a3, a3_qk, a4, b, related
 from tailmem.claims.core import Claim, ClaimResult
 from tailmem.errors import DataError
 
@@ -32,6 +32,7 @@ _CLAIM_LIST: list[Claim] = [
     *a1.CLAIMS,
     *a2.CLAIMS,
     *a3.CLAIMS,
+    *a3_qk.CLAIMS,
     *a4.CLAIMS,
     *b.CLAIMS,
     *related.CLAIMS,

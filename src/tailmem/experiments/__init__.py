@@ -19,6 +19,7 @@ EXPERIMENTS: dict[str, str] = {
     "knowledge-qa": "tailmem.experiments.knowledge_qa",
     "ablation": "tailmem.experiments.ablation",
     "spectra": "tailmem.experiments.spectra",
+    "icl-regression": "tailmem.experiments.icl_regression",
 }
 
 

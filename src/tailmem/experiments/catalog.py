@@ -68,6 +68,11 @@ CATALOG: dict[str, About] = {
         {"smoke": "", "cpu": "2 arms × 3 seeds", "paper": "160M GPT"},
         {"smoke": 4.6, "cpu": 348.0, "paper": None},
     ),
+    "icl-regression": About(
+        "paper A (ICLR, reviewers): QK control task, in-context regression",
+        {"smoke": "", "cpu": "2 arms × 3 seeds", "paper": "10k steps, LR 1e-4"},
+        {"smoke": 38.0, "cpu": 565.0, "paper": None},  # timed at load 5-7, not quiet
+    ),
 }
 """Smoke presets are toy sizes (seconds, for the test suite); the ``paper`` presets carry the
 published sizes and were not timed here."""

@@ -119,7 +119,10 @@ class Shared:
     """What every job of one study shares; picklable (pool workers receive it).
 
     ``initial_eval``: evaluate the freshly initialised model too (step 0 of the history).
-    ``loss_fn`` and ``describe`` must be module-level functions (picklable).
+    ``loss_fn`` and ``describe`` must be module-level functions (picklable). ``model_fn`` builds
+    the trained module from the model config (default the GPT itself; a study whose data are not
+    tokens wraps the GPT's blocks, e.g. :class:`tailmem.models.icl.ICLRegressor`); picklable
+    too, and what it adds to the model must enter the data's ``identity``.
     """
 
     root: str
@@ -131,6 +134,7 @@ class Shared:
     loss_fn: LossFn = token_loss_sum
     describe: Callable[[Mapping[str, Any]], str] = describe_scalars
     show_progress: bool = True
+    model_fn: Callable[[GPTConfig], nn.Module] = GPT
 
     def path(self, job: Job) -> Path:
         return Path(self.root) / job.key
@@ -182,7 +186,7 @@ def run_job(job: Job, shared: Shared, on_steps: StepSink | None = None) -> dict[
     D.barrier(ctx)
     started = time.perf_counter()
     seed_everything(job.seed)
-    model = GPT(model_cfg)
+    model = shared.model_fn(model_cfg)
     if ctx.is_main:
         sub.mkdir(parents=True, exist_ok=True)
         atomic_write_text(sub / "spec.json", _json_text({"digest": digest, **spec}))

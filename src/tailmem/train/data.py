@@ -3,8 +3,10 @@
 The data position of a run is its step. A source answers ``batch(step, rank, world_size)`` with
 the rows of the *global* batch of that step that belong to ``rank``, as a pair ``(x, y)`` of
 integer tensors ``(rows, T)``; ``y == -100`` marks targets that do not count (padding, prompt
-tokens). The answer must depend only on the step, the rank, the world size and the source's own
-seed — never on how many batches were drawn before — so that
+tokens). A model that reads vectors rather than token ids (in-context regression) gets ``x`` of
+shape ``(rows, T, features)`` and real-valued ``y`` ``(rows, T)``, -100 marking the positions that
+do not count, with a ``loss_fn`` of its own. The answer must depend only on the step, the rank,
+the world size and the source's own seed — never on how many batches were drawn before — so that
 
 - resuming at step s continues with exactly the batches an uninterrupted run would have seen, and
 - the union over ranks of the shards is the same global batch for every world size, which makes a

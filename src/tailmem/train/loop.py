@@ -284,10 +284,10 @@ def _batch(
     data: BatchSource, step: int, ctx: D.DistContext, grad_accum: int
 ) -> tuple[Tensor, Tensor]:
     x, y = data.batch(step, ctx.rank, ctx.world_size)
-    if x.ndim != 2 or x.shape != y.shape:
+    if y.ndim != 2 or x.ndim not in (2, 3) or x.shape[:2] != y.shape:
         raise DataError(
-            f"batch of step {step} must be two (rows, T) tensors of one shape, got "
-            f"{tuple(x.shape)} and {tuple(y.shape)}"
+            f"batch of step {step} must be x (rows, T) or (rows, T, features) and y (rows, T), "
+            f"got {tuple(x.shape)} and {tuple(y.shape)}"
         )
     if x.shape[0] % grad_accum:
         raise ConfigError(
@@ -314,7 +314,7 @@ def train_step(
     """
     x, y = batch
     device = next(model.parameters()).device
-    counts = torch.tensor([int((y != IGNORE_INDEX).sum()), x.numel()], dtype=torch.int64)
+    counts = torch.tensor([int((y != IGNORE_INDEX).sum()), y.numel()], dtype=torch.int64)
     if ctx.distributed:  # counted on the host before the batch moves: one process never syncs
         counts = D.all_reduce_sum(counts.to(device), ctx).cpu()
     count, tokens = counts.tolist()
