@@ -10,6 +10,7 @@ import math
 import pytest
 import torch
 
+from tailmem.claims.core import divergence_reason
 from tailmem.cli import main
 from tailmem.config import load_config
 from tailmem.errors import CheckpointError, ConfigError
@@ -18,7 +19,7 @@ from tailmem.lm import preflight as lm_preflight
 from tailmem.lm.arms import Arm
 from tailmem.lm.config import ModelSection, OptimSection, TrainSection
 from tailmem.lm.plan import Entry, Plan, run_plan
-from tailmem.lm.subrun import Job, Shared, diverged_runs, divergence_reason
+from tailmem.lm.subrun import Job, Shared, diverged_runs
 from tailmem.models.gpt import GPT
 from tailmem.runner import prepare, run_experiment
 from tailmem.train import RandomWindows, TrainConfig, seed_everything, train
@@ -137,11 +138,14 @@ def test_a_diverged_arm_is_recorded_listed_and_reused(tmp_path, capsys, corpus_c
     run, status = run_experiment("ablation", "smoke", overrides, out=out)
     assert status == "ran" and run.is_complete
     results = strict_load(out / "results.json")
-    strict_load(out / "claims.json")
+    claims = {c["id"]: c for c in strict_load(out / "claims.json")}
     [entry] = results["diverged"]
     assert (
         entry["arm"] == "full" and entry["reason"] == f"arm full diverged at step {entry['step']}"
     )
+    # A claim that needs the diverged arm says so instead of "not run".
+    full_vs_adam = claims["A1.full_beats_adam"]
+    assert full_vs_adam["verdict"] == "not measured" and full_vs_adam["reason"] == entry["reason"]
     sub = out / entry["key"]
     stored = strict_load(sub / "result.json")
     marker = json.loads((sub / "diverged.json").read_text())

@@ -9,7 +9,9 @@ collect its per-seed numbers and call :meth:`Claim.evaluate`:
 - ``seeds``: the seeds, in the order of every per-seed list;
 - ``bucket_losses``: arm id → bucket name → final validation loss per seed on target tokens of
   that frequency bucket; ``buckets``: bucket names from head to tail;
-- ``chance_loss``: the loss of a model that learned nothing beyond unigram frequencies (nats).
+- ``chance_loss``: the loss of a model that learned nothing beyond unigram frequencies (nats);
+- ``diverged``: the study's diverged runs (``arm``, ``reason``), so a claim whose arms have no
+  finished seed says which diverged.
 
 ``A1.table2.logit_bounded`` is measured by ``spectra`` and reads its mapping (``qk_norm``,
 ``head_dim``, ``logit_peak``; see :mod:`~tailmem.claims.a2`).
@@ -31,6 +33,7 @@ from tailmem.claims.core import (
     decided,
     inconclusive,
     mean_se,
+    missing_arms,
     unmeasured,
 )
 
@@ -63,7 +66,7 @@ def _seeds(results: Mapping[str, Any]) -> list[int]:
 def _lower_loss(claim: Claim, results: Mapping[str, Any], better: str, worse: str) -> Outcome:
     """``better`` reaches a lower loss than ``worse``: L(worse) − L(better) > 2 SE over seeds."""
     if not _have(results, better, worse):
-        return unmeasured(f"arms {better}/{worse} not run")
+        return missing_arms(results, [better, worse])
     if claim.id in PLAIN_ONLY and results["ffn"] != "plain":
         return unmeasured("stated for the plain FFN only")
     seeds = _seeds(results)
@@ -89,7 +92,7 @@ def check_w_out_beats_w_in(claim: Claim, results: Mapping[str, Any]) -> Outcome:
 def _gain_fraction(claim: Claim, results: Mapping[str, Any], arm: str, above: bool) -> Outcome:
     """g(arm)/g(full), decided only once full Muon's own gain is resolved over seeds."""
     if not _have(results, arm, "full", "adam"):
-        return unmeasured(f"arms {arm}/full/adam not run")
+        return missing_arms(results, [arm, "full", "adam"])
     seeds = _seeds(results)
     if reason := _at_chance(results, [arm, "full", "adam"]):
         return inconclusive("—", reason, seeds=seeds)

@@ -23,7 +23,7 @@ import math
 import re
 import statistics
 import string
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from types import MappingProxyType
 from typing import Any, Literal
@@ -78,6 +78,22 @@ def inconclusive(ours: str, reason: str, **kw: Any) -> Outcome:
 
 def unmeasured(reason: str, **kw: Any) -> Outcome:
     return Outcome("not measured", "not measured", reason=reason, **kw)
+
+
+def divergence_reason(diverged: Iterable[Mapping[str, Any]], arms: Iterable[str]) -> str | None:
+    """The "not measured" reason of a claim that needs ``arms``, from a results file's
+    ``diverged`` list (entries with ``arm`` and ``reason``): the reasons of the needed arms that
+    diverged, joined (``"arm full diverged at step 7"``), or None if none did."""
+    needed = set(arms)
+    reasons = dict.fromkeys(d["reason"] for d in diverged if d.get("arm") in needed)
+    return "; ".join(reasons) or None
+
+
+def missing_arms(results: Mapping[str, Any], arms: Sequence[str]) -> Outcome:
+    """``not measured`` for a claim whose ``arms`` have no finished seed: why (they diverged,
+    read from ``results["diverged"]``, or were not run)."""
+    reason = divergence_reason(results.get("diverged") or [], arms)
+    return unmeasured(reason or f"arms {'/'.join(arms)} not run")
 
 
 # --------------------------------------------------------------------------- statistics

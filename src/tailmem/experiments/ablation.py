@@ -352,6 +352,7 @@ def claim_inputs(
             for arm, runs in by_seed.items()
         },
         "chance_loss": chance,
+        "diverged": diverged_runs(r for rs in results.values() for r in rs),
     }
 
 

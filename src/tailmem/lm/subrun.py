@@ -267,15 +267,6 @@ def diverged_runs(results: Iterable[Mapping[str, Any]]) -> list[dict[str, Any]]:
     return out
 
 
-def divergence_reason(diverged: Iterable[Mapping[str, Any]], arms: Iterable[str]) -> str | None:
-    """The "not measured" reason of a claim that needs ``arms``, given the entries of
-    :func:`diverged_runs` (or a results file's ``diverged`` list): the reasons of the needed
-    arms that diverged, joined (``"arm full diverged at step 7"``), or None if none did."""
-    needed = set(arms)
-    reasons = dict.fromkeys(d["reason"] for d in diverged if d.get("arm") in needed)
-    return "; ".join(reasons) or None
-
-
 def _reusable(sub: Path, digest: str) -> dict[str, Any] | None:
     """The stored result of ``sub`` if its digest matches and it is complete or diverged; a
     stale sub-run is deleted."""
