@@ -13,7 +13,7 @@ import torch
 from tailmem.data.bios import BiosConfig, build_dataset
 from tailmem.experiments.knowledge_qa import Config
 from tailmem.experiments.knowledge_qa.arms import ARMS
-from tailmem.experiments.knowledge_qa.fta import FTAEvaluator, answer_batch, logits_at
+from tailmem.experiments.knowledge_qa.fta import FTAEvaluator, answer_batch, logits_of
 from tailmem.experiments.knowledge_qa.gaps import (
     Exposures,
     lag_ratio_rows,
@@ -109,13 +109,11 @@ def test_exact_match_of_a_real_gpt_matches_its_greedy_decoding(dataset):
     model = GPT(GPTConfig(vocab_size=dataset.vocab_size, n_layer=1, n_head=2, d_model=32,
                           d_ff=64, max_seq_len=64))  # fmt: skip
     batch = answer_batch(dataset, np.arange(len(dataset.eval_items)))
-    x, y = batch.tokens[:, :-1], torch.full_like(batch.tokens[:, 1:], -100)
-    rows = torch.arange(len(y))[:, None].expand_as(batch.positions)
-    answer = batch.targets >= 0
-    y[rows[answer], batch.positions[answer]] = batch.targets[answer]
+    x, y = batch.tokens, torch.full_like(batch.tokens, -100)
+    y[batch.row, batch.position] = batch.target  # the loss on every answer token
     optimizer = torch.optim.Adam(model.parameters(), lr=1e-2)
     for _ in range(24):
-        loss = token_loss_sum(model, x, y) / answer.sum()
+        loss = token_loss_sum(model, x, y) / len(batch.target)
         optimizer.zero_grad()
         loss.backward()
         optimizer.step()
@@ -126,13 +124,13 @@ def test_exact_match_of_a_real_gpt_matches_its_greedy_decoding(dataset):
     np.testing.assert_allclose(out["em"], dataset.fta_by_group(by_hand), atol=1e-5)
 
 
-def test_logits_at_many_positions_per_row_match_the_full_forward():
+def test_logits_of_any_rows_and_positions_match_the_full_forward():
     torch.manual_seed(1)
     model = GPT(GPTConfig(vocab_size=50, n_layer=1, n_head=2, d_model=16, d_ff=32, max_seq_len=12))
     x = torch.randint(0, 50, (3, 12))
-    positions = torch.tensor([[0, 5, 11], [3, 3, 4], [10, 2, 7]])
-    expected = model(x)[0][torch.arange(3)[:, None], positions]
-    torch.testing.assert_close(logits_at(model, x, positions), expected)
+    rows, positions = torch.tensor([0, 0, 2, 1, 2]), torch.tensor([0, 11, 3, 3, 7])
+    expected = model(x)[0][rows, positions]
+    torch.testing.assert_close(logits_of(model, x, rows, positions), expected)
 
 
 # --------------------------------------------------------------------------- gap measures

@@ -30,7 +30,7 @@ from __future__ import annotations
 
 import functools
 from collections.abc import Mapping
-from dataclasses import dataclass
+from dataclasses import dataclass, fields
 from typing import Any
 
 import numpy as np
@@ -80,11 +80,13 @@ def answer_loss_sum(model: nn.Module, x: Tensor, y: Tensor) -> Tensor:
 
 
 def logits_at(model: nn.Module, idx: Tensor, positions: Tensor) -> Tensor:
-    """Next-token logits of row ``b`` at position ``positions[b]`` (``positions`` of shape
-    ``(B,)``: logits ``(B, vocab)``) or at positions ``positions[b, k]`` (shape ``(B, K)``:
-    logits ``(B, K, vocab)``)."""
+    """Next-token logits ``(B, vocab)`` of row ``b`` at position ``positions[b]``."""
     rows = torch.arange(len(positions), device=positions.device)
-    rows = rows.view(-1, *([1] * (positions.dim() - 1)))
+    return logits_of(model, idx, rows, positions)
+
+
+def logits_of(model: nn.Module, idx: Tensor, rows: Tensor, positions: Tensor) -> Tensor:
+    """Next-token logits ``(N, vocab)`` of row ``rows[i]`` at position ``positions[i]``."""
     if type(model) is not GPT:
         out = model(idx)
         logits = out[0] if isinstance(out, tuple) else out
@@ -94,35 +96,37 @@ def logits_at(model: nn.Module, idx: Tensor, positions: Tensor) -> Tensor:
 
 @dataclass(frozen=True)
 class AnswerBatch:
-    """Eval questions with their answers, right-padded: ``tokens`` ``(B, W)`` holds prompt and
-    answer (no EOS); the logits at ``positions[b, k]`` predict ``targets[b, k]``, the ``k``-th
-    answer token (``-1`` past the answer's end, where ``positions`` repeats a valid index)."""
+    """Eval questions with their answers: ``tokens`` ``(B, W)`` holds prompt and answer (no
+    EOS), right-padded; one entry per answer token of every question, the ``i``-th predicted by
+    the logits of row ``row[i]`` at ``position[i]`` and ``target[i]`` the true token, ``first[i]``
+    whether it is its question's first answer token; ``group`` ``(B,)``."""
 
     tokens: Tensor
-    positions: Tensor
-    targets: Tensor
+    row: Tensor
+    position: Tensor
+    target: Tensor
+    first: Tensor
     group: Tensor
 
 
 def answer_batch(dataset: BiosDataset, index: np.ndarray) -> AnswerBatch:
-    """The eval questions ``index`` as one :class:`AnswerBatch`."""
+    """The eval questions ``index`` as one :class:`AnswerBatch`. A question's row holds its
+    prompt and its answer but the last answer token (whose next token, EOS, is not scored)."""
     index = np.asarray(index, dtype=np.int64)
     items = dataset.eval_items[index]
     prompt = dataset.item_loss_start[items].astype(np.int64)
-    total = dataset.items.lengths[items].astype(np.int64) - 1  # without EOS
-    width, longest = int(total.max()), int((total - prompt).max())
-    column = np.arange(width)
-    tokens = np.full((len(index), width), dataset.eos_id, dtype=np.int64)
-    inside = column[None, :] < total[:, None]
+    total = dataset.items.lengths[items].astype(np.int64) - 1  # prompt + answer, without EOS
+    column = np.arange(int(total.max()))
     source = dataset.items.offsets[items][:, None] + column[None, :]
-    tokens[inside] = dataset.items.flat[source[inside]]
-    k = np.arange(longest)
-    answer = k[None, :] < (total - prompt)[:, None]
-    rows = np.arange(len(index))[:, None]
-    targets = np.where(answer, tokens[rows, np.minimum(prompt[:, None] + k, width - 1)], -1)
-    positions = np.where(answer, prompt[:, None] - 1 + k, prompt[:, None] - 1)
+    inside = column[None, :] < total[:, None] - 1
+    tokens = np.full((len(index), len(column) - 1), dataset.eos_id, dtype=np.int64)
+    tokens[inside[:, :-1]] = dataset.items.flat[source[inside]]
+    answer = (column[None, :] >= prompt[:, None]) & (column[None, :] < total[:, None])
+    row, target_at = np.nonzero(answer)
+    target = dataset.items.flat[source[row, target_at]].astype(np.int64)
     group = dataset.eval_group[index].astype(np.int64)
-    return AnswerBatch(*(torch.from_numpy(a) for a in (tokens, positions, targets, group)))
+    arrays = (tokens, row, target_at - 1, target, target_at == prompt[row], group)
+    return AnswerBatch(*(torch.from_numpy(a) for a in arrays))
 
 
 class FTAEvaluator:
@@ -156,12 +160,11 @@ class FTAEvaluator:
         device = first.device if first is not None else torch.device("cpu")
         correct = torch.zeros(2, self.n_groups, dtype=torch.float64, device=device)
         for batch in self.batches[self.ctx.rank :: self.ctx.world_size]:
-            targets = batch.targets.to(device)
-            logits = logits_at(model, batch.tokens.to(device), batch.positions.to(device))
-            hit = (logits.argmax(-1) == targets) | (targets < 0)
-            group = batch.group.to(device)
-            correct[0].index_add_(0, group, hit[:, 0].double())
-            correct[1].index_add_(0, group, hit.all(dim=1).double())
+            b = AnswerBatch(*(getattr(batch, f.name).to(device) for f in fields(batch)))
+            hit = logits_of(model, b.tokens, b.row, b.position).argmax(-1) == b.target
+            misses = torch.zeros(len(b.group), device=device).index_add_(0, b.row, (~hit).float())
+            correct[0].index_add_(0, b.group[b.row[b.first]], hit[b.first].double())
+            correct[1].index_add_(0, b.group, (misses == 0).double())
         fta, em = D.all_reduce_sum(correct, self.ctx).cpu()
         return fta, em
 
