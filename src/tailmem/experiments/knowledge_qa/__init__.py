@@ -324,6 +324,8 @@ def write_gap_measures(
                 lag_ratio_figure(
                     measures, *pair, reference=paper,
                     reference_label=gaps.VERSION_LABELS[gaps.REFERENCE],
+                    title=f"Exposure-lag ratio of {lag} behind {lead}, {ffn} FFN "
+                    "(▲ at least, ▼ at most)",
                 ),
                 f"lag_ratio_{ffn}",
                 f"Exposure-lag ratio, {ffn} FFN: exposures {lag} needs ÷ exposures {lead} needs "
