@@ -156,13 +156,13 @@ def _result(job, slow, cap=1.0, status="complete"):
     return {"key": job.key, "status": status, "evals": evals}
 
 
-def _plan(adam_cap=1.0, adam_status=("complete", "complete")):
-    cfg = Config(arms=["adam", "muon"], seeds=2, train=TrainSection(steps=STEPS))
+def _plan(adam_cap=1.0, adam_status=("complete", "complete"), ffn="plain"):
+    cfg = Config(arms=["adam", "muon"], seeds=2, ffn=ffn, train=TrainSection(steps=STEPS))
     plan = Plan(cfg.entries(), lambda e, p, r: 0, [0, 1], STEPS, 0, STEPS)
     for arm, slow in (("adam", 2.0), ("muon", 1.0)):
-        jobs = [Job.make(ARMS[arm], "plain", {k: 0.01 for k in ARMS[arm].kinds}, s, STEPS)
-                for s in (0, 1)]  # fmt: skip
-        plan.seed_runs[("plain", arm)] = jobs
+        lrs = {k: 0.01 for k in ARMS[arm].kinds}
+        jobs = [Job.make(ARMS[arm], ffn, lrs, s, STEPS) for s in (0, 1)]
+        plan.seed_runs[(ffn, arm)] = jobs
         for job, status in zip(
             jobs, adam_status if arm == "adam" else ("complete",) * 2, strict=True
         ):
@@ -231,3 +231,16 @@ def test_no_seed_finished_by_both_arms_is_not_measured():
     assert measures["pairs"][0]["status"] == "not measured" and not curves
     assert lag_ratio_table(measures, "muon", "adam")[0]["source"] == "paper arXiv v2"
     assert "not measured" in summary_sentences(measures, "plain")[0]
+
+
+def test_gated_ffn_is_measured_beside_the_papers_single_gated_cell():
+    measures, _ = measure(_plan(ffn="gated"), "gated", EXPOSURES)
+    assert measures["pairs"][0]["status"] == "measured"
+    # The paper publishes gated FFN only for group 15 at 10k steps: Muon .994 vs Adam .244, one
+    # evaluation, so every crossing is a bound (Adam never reaches 0.3; Muon is past it).
+    paper = measures["paper"]["arxiv-v2"]["pairs"][0]
+    assert paper["peak_gap"]["overall"]["gap"] == pytest.approx(0.994 - 0.244)
+    assert all(r["mean"] is None for r in paper["lag_ratio"])
+    cells = lag_ratio_table(measures, "muon", "adam")
+    assert [c["group"] for c in cells if c["source"] == "paper ICLR"] == [15, "pooled"]
+    json.dumps(measures, allow_nan=False)

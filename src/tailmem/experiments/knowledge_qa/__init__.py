@@ -264,7 +264,11 @@ def write_outputs(
             "head–tail gap, mean and std over seeds",
             "columns": HEAD_TAIL_COLUMNS,
         },
-        {"file": "lr_sweep.csv", "caption": "LR sweep (score: FTA over all questions)"},
+        {
+            "file": "lr_sweep.csv",
+            "caption": "LR sweep (score: FTA over all questions)",
+            "columns": LR_SWEEP_COLUMNS,
+        },
     ]
     claims = tables.claims(plan, m, cfg.head_groups)
     write_claims(run, claims)
@@ -377,6 +381,16 @@ HEAD_TAIL_COLUMNS = {
     "em_head_mean": "the same three for whole-answer exact match",
     "fta_all": "FTA over all questions",
     "em_all": "exact match over all questions",
+}
+
+
+LR_SWEEP_COLUMNS = {
+    "swept": "the optimiser kind whose learning rate the arm sweeps",
+    "lr_muon": "learning rate of each kind (lr_adam, lr_sgd alike; empty: the arm does not use it)",
+    "fta_all": "FTA over all questions at the end (the score; -1: diverged)",
+    "fta_rarest": "FTA of the rarest group at the end",
+    "chosen": "the arm's best learning rate",
+    "grid_edge": "the swept rate is at an end of its grid (a chosen one may not be the optimum)",
 }
 
 
