@@ -7,7 +7,7 @@ loss by bucket; for spectra also every isotropy metric and the max logits). Step
 fastest logging window of ``--steps`` updates, so other processes on the machine inflate them
 less. It prints the Muon / Adam step ratio and extrapolates each preset:
 
-    total = Σ_arms (steps · t_step(arm) + (evaluations + 1) · t_eval) + corpus build
+    total = Σ_(arms × seeds) (steps · t_step(arm) + (evaluations + 1) · t_eval) + corpus build
 
 with an arm's step time interpolated between Adam's and full Muon's by its share of Muon
 parameters, against the budget (ablation 30 min for all arms of one FFN type, spectra 15 min),
@@ -101,7 +101,7 @@ def main() -> None:
         steps = cfg.train.steps
         n_evals = steps // cfg.train.eval_every + (steps % cfg.train.eval_every > 0) + 1
         if name == "ablation":
-            shares = [muon_share(model, row.roles(args.ffn)) for row in cfg.selected()]
+            shares = [muon_share(model, row.roles(args.ffn)) for row in cfg.selected()] * cfg.seeds
         else:
             shares = [1.0, 0.0] * cfg.seeds
         train_s = sum(steps * (adam_s + s * (muon_s - adam_s)) for s in shares)
@@ -115,7 +115,8 @@ def main() -> None:
         print(
             f"{'':9s} {len(shares)} runs x {steps} steps + {n_evals} evals each: estimated "
             f"{total / 60:.1f} min on 1 thread = {total / BUDGET_S[name]:.2f} of the "
-            f"{BUDGET_S[name] // 60} min budget"
+            f"{BUDGET_S[name] // 60} min budget; {cfg.workers} workers (one core each): "
+            f"~{total / cfg.workers / 60:.1f} min"
         )
     rss = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024
     print(f"peak RSS {rss:.0f} MiB; step times are the fastest of {args.steps // 5 - 1} windows")

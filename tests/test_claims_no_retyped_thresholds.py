@@ -58,19 +58,12 @@ def test_the_detector_finds_a_retyped_threshold():
     assert retyped_thresholds(good, "t.py") == []
 
 
-PENDING_LM_MIGRATION = {"experiments/test_knowledge_qa.py", "experiments/test_spectra.py"}
-"""Tests of the LM studies, rewritten with them (their claims then move to checks); until then
-they retype thresholds (or build fake data that happens to equal one). Remove a file from this
-set once it is clean: the test below insists."""
-
-
 def test_no_test_retypes_a_threshold_of_a_claim():
     problems: dict[str, list[str]] = {}
     for path in sorted(TESTS.rglob("test_*.py")):
         name = str(path.relative_to(TESTS))
         if found := retyped_thresholds(path.read_text(), name):
             problems[name] = found
-    assert set(problems) <= PENDING_LM_MIGRATION, "import the claim's tolerance instead: " + (
-        ", ".join(p for name, found in problems.items() for p in found)
+    assert not problems, "import the claim's tolerance instead: " + (
+        ", ".join(p for found in problems.values() for p in found)
     )
-    assert set(problems) >= PENDING_LM_MIGRATION, "clean now: drop from PENDING_LM_MIGRATION"

@@ -8,7 +8,7 @@ from pathlib import Path
 
 import pytest
 
-from tailmem.claims.core import PRE_MIGRATION, ClaimResult
+from tailmem.claims.core import ClaimResult, Outcome
 from tailmem.claims.listing import as_markdown
 from tailmem.claims.registry import (
     CLAIMS,
@@ -74,14 +74,6 @@ def test_tolerances_fill_the_templates_as_plain_numbers():
     assert f"< {rise['start_frac']:.0%} and at the end < {rise['end_frac']:.0%} of" in text
 
 
-def test_legacy_results_say_when_the_experiment_decided_with_its_older_rule():
-    legacy = CLAIMS["A2.qk_isotropic"].result("x", True)  # no check yet: the rule is its own
-    assert legacy.verdict == "reproduced" and "NB" not in legacy.rule and legacy.check == ""
-    moved = CLAIMS["A1.o_beats_v"].result("x", False)  # has a check the experiment does not use
-    assert moved.rule.endswith(PRE_MIGRATION) and moved.check == ""
-    assert CLAIMS["A1.o_beats_v"].result("x", None).verdict == "not measured"
-
-
 def test_docs_claims_md_is_the_registry_listing():
     """docs/claims.md is `tailmem claims --format md`; regenerate it when the registry changes."""
     assert (ROOT / "docs" / "claims.md").read_text() == as_markdown(list(CLAIMS.values())) + "\n"
@@ -99,24 +91,29 @@ def test_no_text_in_the_repo_points_outside_it():
 TEXT_SUFFIXES = {".py", ".md", ".yaml", ".yml", ".toml", ".txt", ".cfg", ".ini"}
 
 
+def _result(claim, variant=None, **values):
+    """A reproduced result of ``claim`` (``variant`` for families), templates filled."""
+    return claim.from_outcome(Outcome("reproduced", "x", variant=variant, values=values))
+
+
 def test_families_need_a_variant_and_resolve_by_stem():
     family = CLAIMS["B.noisy.gd_exponent"]
-    result = family.result("x", True, variant="beta1.5", beta=1.5)
+    result = _result(family, "beta1.5", beta=1.5)
     assert result.id == "B.noisy.gd_exponent.beta1.5" and "β = 1.5:" in result.claim
     assert lookup(result.id) is family and lookup("B.noisy.gd_exponent") is None
     assert lookup("B.gd_stability") is CLAIMS["B.gd_stability"] and lookup("B.nope") is None
     with pytest.raises(ValueError, match="variant"):
-        family.result("x", True, beta=2.0)
+        _result(family, beta=2.0)
     with pytest.raises(ValueError, match="variant"):
-        CLAIMS["B.gd_stability"].result("x", True, variant="a")
+        _result(CLAIMS["B.gd_stability"], "a")
     with pytest.raises(KeyError):  # a run value the template needs was not passed
-        family.result("x", True, variant="beta2")
+        _result(family, "beta2")
 
 
 def test_not_measured_lists_the_claims_a_run_lacks():
-    have = [CLAIMS["cabannes.capacity"].result("gd: -1.0", True, variant="gd")]
+    have = [_result(CLAIMS["cabannes.capacity"], "gd")]
     assert not_measured("assoc-capacity", have) == []
-    missing = not_measured("assoc-scaling", [CLAIMS["B.gd_stability"].result("x", True)])
+    missing = not_measured("assoc-scaling", [_result(CLAIMS["B.gd_stability"])])
     expected = [c.id for c in claims_of("assoc-scaling") if c.id != "B.gd_stability"]
     assert [r.id for r in missing] == expected
     assert {r.verdict for r in missing} == {"not measured"}
@@ -137,7 +134,8 @@ def _run(root: Path, name: str, experiment: str, results: list[ClaimResult]) -> 
 
 
 def test_report_lists_missing_and_uncovered_claims(tmp_path):
-    measured = CLAIMS["B.gd_stability"].result("C = 8: 16", False)
+    outcome = Outcome("not reproduced", "C = 8: 16")
+    measured = CLAIMS["B.gd_stability"].from_outcome(outcome)
     _run(tmp_path, "scaling", "assoc-scaling", [measured])
     write_report(tmp_path)
     verdicts = json.loads((tmp_path / "verdicts.json").read_text())["scaling"]

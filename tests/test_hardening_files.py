@@ -159,7 +159,7 @@ class _Seed:
 
 
 def _report_run(root: Path, layout: object) -> Path:
-    from tailmem.report.claims import write_claims
+    from tailmem.claims.registry import write_claims
 
     run = RunDir(root / "exp")
     run.write_config("assoc-capacity", "smoke", _Seed())

@@ -121,3 +121,17 @@ def test_claims_show_rule_seeds_reason_and_column_notes(tmp_path):
     assert '<tr class="v-inconclusive">' in html
     # Every table sits in a horizontally scrolling box, so none is clipped at any width.
     assert html.count('<div class="scroll"><table') == html.count("<table")
+
+
+def test_the_data_behind_a_study_is_printed_under_its_summary(tmp_path):
+    run = _make_run(tmp_path, "exp-a", ["reproduced"])
+    data = {"corpus": "the embedded Python standard-library documentation corpus",
+            "train_tokens": 1234567, "val_tokens": 4321,
+            "tokenizer": "byte-level BPE trained on the corpus, 2048 ids"}  # fmt: skip
+    run.write_json("report.json", {"summary": "s", "data": data})
+    write_report(tmp_path)
+    line = ("**Data**: the embedded Python standard-library documentation corpus; 1,234,567 "
+            "training tokens, 4,321 validation tokens; tokenizer: byte-level BPE trained on the "
+            "corpus, 2048 ids")  # fmt: skip
+    assert line in (tmp_path / "report.md").read_text()
+    assert "<b>Data</b>: the embedded Python" in (tmp_path / "report.html").read_text()

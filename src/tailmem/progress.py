@@ -25,7 +25,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, TypeVar
 
-from tailmem.rundir import atomic_write_text
+from tailmem.rundir import atomic_write_text, strict_json
 
 PROGRESS_FILE = "progress.json"
 T = TypeVar("T")
@@ -60,7 +60,7 @@ class Tracker:
     def flush(self) -> None:
         """Write the state now."""
         self.last_write = self.clock()
-        atomic_write_text(self.path, json.dumps(self.state()) + "\n")
+        atomic_write_text(self.path, strict_json(self.state(), indent=None))
 
     def _maybe_flush(self) -> None:
         if self.clock() - self.last_write >= self.interval:

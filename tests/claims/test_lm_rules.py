@@ -116,3 +116,20 @@ def test_capacity_at_chance_and_grid_edges_are_inconclusive():
     inner = [{**r, "best_lr": grid[1]} for r in edge]
     (result,) = claim.evaluate({**results, "rows": inner})
     assert result.verdict == "reproduced" and "fitted exponent -1.000" in result.ours
+
+
+def test_a3_head_level_is_decided_beyond_two_standard_errors():
+    claim = CLAIMS["A3.plain.head_all_optimisers"]
+    floor = claim["floor"]
+
+    def heads(values):
+        return {"final": [[v, v, 0.5, 0.5, 0.2] for v in values]}
+
+    clear = {arm: heads([floor + 0.05, floor + 0.06, floor + 0.04]) for arm in a3.ARMS}
+    assert claim.evaluate(_qa(clear))[0].verdict == "reproduced"
+    # One arm straddles the floor (mean above it, but within 2 SE): undecided.
+    noisy = clear | {"sgd": heads([floor + 0.08, floor - 0.07, floor + 0.02])}
+    (result,) = claim.evaluate(_qa(noisy))
+    assert result.verdict == "inconclusive" and "sgd" in result.reason
+    low = clear | {"sgd": heads([floor - 0.05, floor - 0.06, floor - 0.04])}
+    assert claim.evaluate(_qa(low))[0].verdict == "not reproduced"

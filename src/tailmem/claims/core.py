@@ -19,7 +19,6 @@ Verdicts:
 
 from __future__ import annotations
 
-import dataclasses
 import math
 import re
 import statistics
@@ -68,13 +67,9 @@ class Outcome:
             raise ValueError(f"a {self.verdict!r} outcome needs a reason")
 
 
-def _two_way(passed: bool) -> Verdict:
-    return "reproduced" if passed else "not reproduced"
-
-
 def decided(passed: bool, ours: str, **kw: Any) -> Outcome:
     """``reproduced`` when ``passed``, else ``not reproduced``."""
-    return Outcome(_two_way(passed), ours, **kw)
+    return Outcome("reproduced" if passed else "not reproduced", ours, **kw)
 
 
 def inconclusive(ours: str, reason: str, **kw: Any) -> Outcome:
@@ -246,10 +241,6 @@ class ClaimResult:
             raise ValueError(f"verdict {self.verdict!r} is not one of {VERDICTS}")
 
 
-PRE_MIGRATION = (
-    " [NB: this verdict was decided by the experiment's older rule, not by the rule above; "
-    "the experiment has not yet been moved to the claim's check]"
-)
 Check = Callable[["Claim", Mapping[str, Any]], "Outcome | Sequence[Outcome]"]
 
 
@@ -336,35 +327,3 @@ class Claim:
             seeds=None if outcome.seeds is None else [int(s) for s in outcome.seeds],
             check=self.check_name,
         )
-
-    def result(
-        self,
-        ours: str,
-        passed: bool | None,
-        details: dict[str, Any] | None = None,
-        *,
-        variant: Any = None,
-        published: str | None = None,
-        rule_suffix: str = "",
-        reason: str = "not measured at this preset",
-        **values: Any,
-    ) -> ClaimResult:
-        """A two-way decision (``passed``; ``None``: not measured) as a :class:`ClaimResult`.
-
-        For experiments whose rules have not moved into a ``check`` yet (the LM studies). Where
-        the claim already has a ``check``, the rule text says the verdict came from the older
-        rule in the experiment's code.
-        """
-        kind: Verdict = "not measured" if passed is None else _two_way(passed)
-        outcome = Outcome(
-            kind,
-            ours,
-            reason if passed is None else "",
-            details or {},
-            variant=None if variant is None else str(variant),
-            published=published,
-            values=values,
-        )
-        found = self.from_outcome(outcome)
-        note = PRE_MIGRATION if self.check is not None else ""
-        return dataclasses.replace(found, rule=found.rule + rule_suffix + note, check="")

@@ -18,20 +18,12 @@ full Muon's gain over all-Adam, and the loss on head / body / tail target tokens
 ``results.json`` (curves, sample efficiency: the step at which full Muon reaches all-Adam's
 final loss) and ``claims.json``.
 
-Claim rules (final validation loss L, mean over seeds; gain g(arm) = L(all-Adam) − L(arm); the
-thresholds are in the claims registry, ``tailmem claims --experiment ablation``):
-
-- full Muon beats all-Adam: L(full) < L(all-Adam);
-- VO + FFN recovers most of full Muon's gain: g(VO+FFN) / g(full) above a threshold (paper: 0.94);
-- QK alone gains little: g(QK) / g(full) below a threshold (paper: 0.09);
-- O matters more than V: L(O) < L(V); W_out more than W_in: L(W_out) < L(W_in). Both are
-  stated for the plain FFN; the paper's own gated numbers have O behind V (3.7604 vs 3.7482), so
-  with ``ffn: gated`` these two are reported but "not measured";
-- beyond the paper (the thesis that Muon helps tail associations most): full Muon's gain over
-  all-Adam on tail target tokens exceeds its gain on head target tokens (in nats).
-
-A claim whose arms are not in the run is "not measured". With one seed the comparisons carry
-no error bar; ``seeds`` > 1 adds the seed standard deviation to the table.
+Claims: the study collects per-seed final losses (overall and per frequency bucket) and the
+chance loss (unigram cross-entropy) into the mapping :mod:`tailmem.claims.a1` documents; the rules
+and their numbers live there (``tailmem claims --experiment ablation``). Every comparison between
+arms is a seed mean ± SE over ≥ 3 seeds, decided only beyond 2 SE; a model at chance, or too few
+seeds, is "inconclusive"; a claim whose arms are not in the run is "not measured". O vs V and
+W_out vs W_in are stated for the plain FFN only (the paper's own gated numbers have O behind V).
 """
 
 from __future__ import annotations
@@ -42,6 +34,10 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any, Literal
 
+import numpy as np
+
+from tailmem.claims.core import ClaimResult, mean_se
+from tailmem.claims.registry import evaluate, write_claims
 from tailmem.errors import ConfigError
 from tailmem.lm.arms import HIDDEN_MATRICES, Arm, check_arm_names, muon_recipe
 from tailmem.lm.config import LMConfig
@@ -50,8 +46,7 @@ from tailmem.lm.plan import Entry, Plan, keep_checkpoints, run_plan
 from tailmem.lm.subrun import Shared
 from tailmem.metrics.curves import first_crossing
 from tailmem.metrics.token_buckets import bucket_names
-from tailmem.plotting import pyplot
-from tailmem.report.claims import CLAIMS, ClaimResult, write_claims
+from tailmem.plotting import legend_outside, pyplot
 from tailmem.rundir import RunDir
 from tailmem.train import distributed as D
 
@@ -219,8 +214,11 @@ def _mean(values: Sequence[float]) -> float:
     return statistics.fmean(values) if values and all(map(math.isfinite, values)) else math.nan
 
 
-def _std(values: Sequence[float]) -> float:
-    return statistics.stdev(values) if len(values) > 1 and all(map(math.isfinite, values)) else 0.0
+def _se(values: Sequence[float]) -> float | None:
+    """Standard error of the mean over seeds (None for one seed or a diverged run)."""
+    if len(values) < 2 or not all(map(math.isfinite, values)):
+        return None
+    return mean_se(values).se
 
 
 def _final(results: list[dict[str, Any]], key: str = "val_loss") -> list[float]:
@@ -255,7 +253,7 @@ def summarise(
             "ours_val_loss": round(ours[arm.id], 4),
         }
         if cfg.seeds > 1:
-            row["ours_seed_std"] = round(_std(losses), 4)
+            row["ours_se"] = _round(_se(losses), 4)
         row["paper_gain_frac"] = round((paper_adam - paper) / (paper_adam - paper_full), 3)
         row["ours_gain_frac"] = _round(gain_fraction(ours, arm.id), 3)
         for name in names:
@@ -310,90 +308,58 @@ def _mean_curve(results: list[dict[str, Any]], key: str = "val_loss") -> tuple[l
     return steps, values
 
 
-def claims(cfg: Config, results: dict[str, list[dict[str, Any]]], n_buckets: int) -> list:
-    """The verdicts of the module docstring, computed from the final losses."""
-    ffn = cfg.ffn
-    losses = {arm_id: _mean(_final(rs)) for arm_id, rs in results.items()}
-    paper = {row.id: row.paper[ffn] for row in rows_for(ffn)}
-    out = []
-
-    def fmt(arm_ids: Sequence[str], source: dict[str, float]) -> str:
-        return ", ".join(f"{short_label(a)} {source[a]:.4f}" for a in arm_ids)
-
-    def have(*arm_ids: str) -> bool:
-        return all(a in losses and math.isfinite(losses[a]) for a in arm_ids)
-
-    seeds_note = f"{cfg.seeds} seed(s), {ffn} FFN, {cfg.train.steps} steps"
-    ok = losses["full"] < losses["adam"] if have("full", "adam") else None
-    out.append(
-        CLAIMS["A1.full_beats_adam"].result(
-            fmt(["full", "adam"], losses) if ok is not None else "arms not run",
-            ok,
-            {"setting": seeds_note},
-            published=fmt(["full", "adam"], paper),
-        )
-    )
-    recovery, qk = CLAIMS["A1.vo_ffn_recovers_full"], CLAIMS["A1.qk_gain_small"]
-    for claim, arm_id, test in (
-        (recovery, "vo_ffn", lambda frac: frac >= recovery["min_fraction"]),
-        (qk, "qk", lambda frac: frac < qk["max_fraction"]),
-    ):
-        published = gain_fraction(paper, arm_id)
-        ours_frac = gain_fraction(losses, arm_id) if have(arm_id, "full", "adam") else None
-        full_gain_ok = have("full", "adam") and losses["adam"] > losses["full"]
-        passed = None
-        if ours_frac is not None and full_gain_ok:
-            passed = bool(test(ours_frac))
-        elif ours_frac is not None:
-            passed = False
-        out.append(
-            claim.result(
-                (f"g/g(full) = {ours_frac:.3f}" if ours_frac is not None else "arms not run")
-                + ("" if ours_frac is None or full_gain_ok else " (full Muon did not beat Adam)"),
-                passed,
-                {"losses": {a: losses.get(a) for a in (arm_id, "full", "adam")}},
-                published=f"g/g(full) = {published:.3f}",
-            )
-        )
-    for claim_id, better, worse in (
-        ("A1.o_beats_v", "o", "v"),
-        ("A1.w_out_beats_w_in", "w_out", "w_in"),
-    ):
-        measured = have(better, worse)
-        passed = losses[better] < losses[worse] if measured else None
-        out.append(
-            CLAIMS[claim_id].result(
-                fmt([better, worse], losses) if measured else "arms not run",
-                passed if ffn == "plain" else None,
-                {"setting": seeds_note},
-                published=fmt([better, worse], paper),
-                rule_suffix=""
-                if ffn == "plain"
-                else "; stated for the plain FFN only, so not judged for the gated FFN",
-            )
-        )
-    out.append(_tail_claim(results, n_buckets))
-    return out
+def chance_loss(data: LMData) -> float:
+    """Validation loss (nats) of a model that learned only unigram frequencies: the cross-entropy
+    of the validation targets under the training unigram distribution (add-one smoothed, so a
+    token unseen in training still has a finite loss)."""
+    counts = np.asarray(data.corpus.unigram_counts, dtype=np.float64) + 1.0
+    log_p = np.log(counts / counts.sum())
+    targets = np.concatenate([y.reshape(-1).numpy() for _, y in data.val])
+    return float(-log_p[targets].mean())
 
 
-def _tail_claim(results: dict[str, list[dict[str, Any]]], n_buckets: int) -> ClaimResult:
+def claim_inputs(
+    cfg: Config, results: dict[str, list[dict[str, Any]]], n_buckets: int, chance: float | None
+) -> dict[str, Any]:
+    """The results mapping of :mod:`tailmem.claims.a1`: per-seed final losses (overall and per
+    frequency bucket) of every arm, over the seeds at which every arm finished with finite
+    losses (a diverged seed drops out of every arm, so per-seed lists stay aligned)."""
     names = bucket_names(n_buckets)
-    head, tail = names[0], names[-1]
-    gains = {}
-    if "full" in results and "adam" in results:
-        for name in (head, tail):
-            key = f"val_loss_{name}"
-            gains[name] = _mean(_final(results["adam"], key)) - _mean(_final(results["full"], key))
-    measured = len(gains) == 2 and all(math.isfinite(g) for g in gains.values())
-    return CLAIMS["A1.beyond.tail_gain"].result(
-        f"gain {head} {gains[head]:.4f} nats, {tail} {gains[tail]:.4f} nats"
-        if measured
-        else "arms not run",
-        gains[tail] > gains[head] if measured else None,
-        {"gains": gains},
-        head=head,
-        tail=tail,
-    )
+    keys = ["val_loss", *(f"val_loss_{name}" for name in names)]
+
+    def finished(r: Mapping[str, Any]) -> bool:
+        final = r.get("final", {})
+        return r["status"] == "complete" and all(math.isfinite(_num(final.get(k))) for k in keys)
+
+    by_seed = {
+        arm: {r["seed"]: r["final"] for r in rs if finished(r)} for arm, rs in results.items()
+    }
+    seeds = [s for s in cfg.seed_list if all(s in runs for runs in by_seed.values())]
+    return {
+        "ffn": cfg.ffn,
+        "seeds": seeds,
+        "losses": {arm: [runs[s]["val_loss"] for s in seeds] for arm, runs in by_seed.items()},
+        "buckets": names,
+        "bucket_losses": {
+            arm: {n: [runs[s][f"val_loss_{n}"] for s in seeds] for n in names}
+            for arm, runs in by_seed.items()
+        },
+        "chance_loss": chance,
+    }
+
+
+def _num(value: Any) -> float:
+    return float(value) if isinstance(value, (int, float)) else math.nan
+
+
+def claims(
+    cfg: Config,
+    results: dict[str, list[dict[str, Any]]],
+    n_buckets: int,
+    chance: float | None = None,
+) -> list[ClaimResult]:
+    """Every claim the ablation measures, checked by :mod:`tailmem.claims.a1`."""
+    return evaluate(NAME, claim_inputs(cfg, results, n_buckets, chance))
 
 
 # ----------------------------------------------------------------------------------------------
@@ -411,11 +377,15 @@ def _write_outputs(
     rows = summarise(cfg, results, data.n_buckets, factors)
     run.write_csv("table1.csv", rows)
     efficiency = sample_efficiency(results)
+    chance = chance_loss(data)
+    provenance = data.provenance()
     run.write_json(
         "results.json",
         {
             "ffn": cfg.ffn,
             "seeds": cfg.seed_list,
+            "data": provenance,
+            "chance_loss": chance,
             "table": rows,
             "sample_efficiency": efficiency,
             "bucket_shares": dict(
@@ -429,17 +399,46 @@ def _write_outputs(
             "runs": {arm_id: [r["key"] for r in rs] for arm_id, rs in results.items()},
         },
     )
-    write_claims(run, claims(cfg, results, data.n_buckets))
+    write_claims(run, claims(cfg, results, data.n_buckets, chance))
     figures = _figures(cfg, run, results, data.n_buckets)
-    run.write_json("report.json", _layout(cfg, efficiency, figures))
+    run.write_json("report.json", _layout(cfg, efficiency, figures, provenance))
 
 
-def _layout(cfg: Config, efficiency: dict[str, Any], figures: list[dict]) -> dict[str, Any]:
+TABLE1_COLUMNS = {
+    "arm": "arm id (tailmem run ablation arms=[...])",
+    "muon_on": "matrices on Muon; all others (embedding, head, norms included) on Adam",
+    "recipe": "the optimiser routing of the arm",
+    "paper_val_loss": "published final validation loss (160M model, FineWeb, 10k steps)",
+    "ours_val_loss": "our final validation loss, mean over seeds (nats)",
+    "ours_se": "standard error of that mean over seeds",
+    "paper_gain_frac": "published (L(all-Adam) − L(arm)) / (L(all-Adam) − L(full Muon))",
+    "ours_gain_frac": "the same fraction from our seed means",
+    "ours_loss_head": "our loss on target tokens of the most frequent bucket",
+    "ours_loss_body": "our loss on target tokens of the middle bucket",
+    "ours_loss_tail": "our loss on target tokens of the rarest bucket",
+    "lr_factor": "learning-rate factor chosen by tune_lr (1: the preset's rates)",
+    "status": "status of the arm's seed runs",
+}
+"""What each column of ``table1.csv`` holds (the report prints these under the table)."""
+
+
+def provenance_text(provenance: Mapping[str, Any]) -> str:
+    """One sentence naming the data behind our losses."""
+    return (
+        f"Our losses: {provenance['corpus']}, {provenance['train_tokens']:,} training and "
+        f"{provenance['val_tokens']:,} validation tokens, tokenizer: {provenance['tokenizer']}."
+    )
+
+
+def _layout(
+    cfg: Config, efficiency: dict[str, Any], figures: list[dict], provenance: Mapping[str, Any]
+) -> dict[str, Any]:
     summary = (
         f"Muon on subsets of the hidden matrices, Adam on the rest ({cfg.ffn} FFN, "
         f"{cfg.model.size} model, {cfg.train.steps} steps, {cfg.seeds} seed(s), Muon lr "
         f"{cfg.optim.muon.lr:g}, Adam lr {cfg.optim.adam.lr:g}, LR tuning {cfg.tune_lr}). "
-        "The paper's numbers are for a 160M model after 10,000 FineWeb steps."
+        "The paper's numbers are for a 160M model after 10,000 steps on FineWeb (GPT-2 "
+        f"tokenizer). {provenance_text(provenance)}"
     )
     if efficiency.get("full_muon_reaches_at_step"):
         summary += (
@@ -454,8 +453,15 @@ def _layout(cfg: Config, efficiency: dict[str, Any], figures: list[dict]) -> dic
         "title": f"A1 component ablation ({cfg.ffn} FFN)",
         "summary": summary,
         "figures": figures,
+        "data": dict(provenance),
         "tables": [
-            {"file": "table1.csv", "caption": "Final validation loss per arm, ours beside paper"}
+            {
+                "file": "table1.csv",
+                "caption": "Final validation loss per arm, ours beside the paper's (different "
+                "data: the paper's are FineWeb losses of a 160M model). "
+                + provenance_text(provenance),
+                "columns": TABLE1_COLUMNS,
+            }
         ],
     }
 
@@ -470,7 +476,7 @@ def _figures(
         ("independent blocks", ("reference", "block")),
         ("combinations", ("reference", "combined")),
     ]
-    fig, axes = plt.subplots(1, 2, figsize=(12, 4.5), sharey=True)
+    fig, axes = plt.subplots(2, 1, figsize=(8, 8), sharex=True, layout="constrained")
     for ax, (title, groups) in zip(axes, panels, strict=True):
         for arm in cfg.selected():
             if arm.group not in groups:
@@ -480,12 +486,14 @@ def _figures(
             if not pairs:
                 continue
             style = "--" if arm.group == "reference" else "-"
-            ax.plot(*zip(*pairs, strict=True), style, marker=".", label=arm.label)
+            ax.plot(*zip(*pairs, strict=True), style, marker=".", label=short_label(arm.id))
         ax.set_title(f"Muon on {title}, Adam on the rest")
-        ax.set_xlabel("step")
+        ax.set_ylabel("validation loss")
         ax.grid(alpha=0.3)
-        ax.legend(fontsize=7)
-    axes[0].set_ylabel("validation loss")
+    axes[1].set_xlabel("step")
+    for ax in axes:
+        if ax.get_legend_handles_labels()[0]:
+            legend_outside(ax)
     fig.suptitle(f"Validation loss ({cfg.ffn} FFN, mean over {cfg.seeds} seed(s))")
     figures.append(
         run.save_report_figure(fig, "val_curves", "Validation loss per arm (paper Fig. 1 panels)")
@@ -494,7 +502,7 @@ def _figures(
     if "adam" in results:
         names = bucket_names(n_buckets)
         arms = [a for a in cfg.selected() if a.id != "adam"]
-        fig, ax = plt.subplots(figsize=(max(6, 0.6 * len(arms) + 3), 4))
+        fig, ax = plt.subplots(figsize=(8, 4))
         width = 0.8 / n_buckets
         for j, name in enumerate(names):
             key = f"val_loss_{name}"
@@ -506,7 +514,7 @@ def _figures(
         ax.axhline(0, color="black", lw=0.5)
         ax.set_ylabel("L(all-Adam) − L(arm), nats")
         ax.set_title("Gain over all-Adam by target-token frequency bucket")
-        ax.legend()
+        legend_outside(ax, title="target bucket")
         figures.append(
             run.save_report_figure(
                 fig,

@@ -18,21 +18,12 @@ and the validation loss); ``spectra_curves.csv`` (every logged value: optimiser,
 layer, matrix, metric), ``spectra_final.csv`` (final step per layer), ``spectra_summary.csv``
 (layer mean), ``max_logit.csv``, ``results.json`` and ``claims.json``.
 
-Claim rules (per-seed value = metric at the final step averaged over layers; "more isotropic"
-= higher H_norm and eRank, lower Top10E and Q75/25; needs >= 2 seeds). The numbers below are the
-registry's (``tailmem claims --experiment spectra``), where they are set:
-
-- for VO, W_out (main text), W_in / W_gate (appendix) and Q and K: Muon is more isotropic in
-  every one of the four metrics, by more than twice the pooled seed standard deviation
-  (|mean_Muon − mean_Adam| > 2·sqrt((sd_Muon² + sd_Adam²) / 2), in the isotropic direction);
-- Muon varies less across seeds: averaged over evaluation steps after 0 and layers, the seed
-  standard deviation is smaller under Muon in at least 6 of the 8 (matrix, metric) pairs of VO
-  and W_out;
-- max attention logit bounded under Muon. The paper's 5.6-8.4 over 12 layers is for d_head 64,
-  i.e. 0.70-1.05 √d_head; with QK-norm (unit gains at init) a logit cannot exceed √d_head until
-  the norm gains grow. Scale-aware rule: under Muon, the largest logit of every layer, seed and
-  evaluation stays <= 1.5 √d_head. The model must use QK-norm for the comparison to mean the
-  same thing; without it the claim is "not measured".
+Claims: the study collects per-seed numbers (final-step metric averaged over layers, seed
+spreads, peak attention logits) into the mapping :mod:`tailmem.claims.a2` documents; the rules and
+their numbers live there and in :mod:`tailmem.claims.a1` (``A1.table2.logit_bounded``), listed by
+``tailmem claims --experiment spectra``. In short: Muon is more isotropic than Adam in every metric
+beyond 2 standard errors over ≥ 3 seeds; Muon's seed spread is smaller in most (matrix, metric)
+pairs; under Muon the largest attention logit stays below a multiple of √d_head (QK-norm models).
 """
 
 from __future__ import annotations
@@ -46,6 +37,9 @@ import numpy as np
 import torch
 from torch import Tensor, nn
 
+from tailmem.claims.a2 import isotropy_comparison
+from tailmem.claims.core import ClaimResult
+from tailmem.claims.registry import evaluate, write_claims
 from tailmem.errors import ConfigError
 from tailmem.lm.arms import HIDDEN_MATRICES, Arm, muon_recipe
 from tailmem.lm.config import LMConfig
@@ -60,8 +54,7 @@ from tailmem.metrics.role_spectra import (
 )
 from tailmem.models.gpt import GPTConfig
 from tailmem.models.roles import resolve_roles
-from tailmem.plotting import pyplot
-from tailmem.report.claims import CLAIMS, ClaimResult, write_claims
+from tailmem.plotting import integer_ticks, legend_outside, pyplot
 from tailmem.rundir import RunDir
 from tailmem.train import EvalHook, describe_scalars
 from tailmem.train import distributed as D
@@ -69,7 +62,6 @@ from tailmem.train import distributed as D
 NAME = "spectra"
 
 ARMS = (Arm("muon", "Muon", muon_recipe(HIDDEN_MATRICES)), Arm("adam", "Adam", "adam:*"))
-SEPARATION_SDS = CLAIMS["A2.w_out_isotropic"]["sds"]
 
 
 @dataclass
@@ -182,7 +174,7 @@ def run(cfg: Config, run: RunDir) -> None:
     results = {arm.name: plan.seed_results((cfg.ffn, arm.name)) for arm in ARMS}
     model_cfg = cfg.model.build(data.vocab_size, cfg.ffn, cfg.train.seq_len)
     if ctx.is_main:
-        _write_outputs(cfg, run, model_cfg, results)
+        _write_outputs(cfg, run, model_cfg, results, data.data.provenance())
     D.barrier(ctx)
 
 
@@ -200,6 +192,7 @@ class Series:
 
     steps: list[int]
     runs: list[dict[str, list[float]]]
+    seeds: list[int] = field(default_factory=list)
 
     @classmethod
     def of(cls, results: Sequence[dict[str, Any]]) -> Series:
@@ -213,7 +206,7 @@ class Series:
             runs.append(
                 {k: [_num(e.get(k)) for e in r["evals"][: len(steps)]] for k in sorted(keys)}
             )
-        return cls(steps, runs)
+        return cls(steps, runs, [int(r["seed"]) for r in complete])
 
     @property
     def n(self) -> int:
@@ -242,24 +235,6 @@ def _num(value: Any) -> float:
     return float(value) if isinstance(value, (int, float)) else math.nan
 
 
-def separation(muon: np.ndarray, adam: np.ndarray, metric: str) -> dict[str, float | bool]:
-    """Rule of the isotropy claims on per-seed values of one metric (see module docstring)."""
-    sign = 1.0 if HIGHER_IS_ISOTROPIC[metric] else -1.0
-    m_mean, a_mean = float(np.mean(muon)), float(np.mean(adam))
-    m_sd, a_sd = float(np.std(muon, ddof=1)), float(np.std(adam, ddof=1))
-    pooled = math.sqrt((m_sd**2 + a_sd**2) / 2)
-    diff = sign * (m_mean - a_mean)
-    return {
-        "muon_mean": m_mean,
-        "muon_sd": m_sd,
-        "adam_mean": a_mean,
-        "adam_sd": a_sd,
-        "isotropic_diff": diff,
-        "pooled_sd": pooled,
-        "passed": bool(diff > SEPARATION_SDS * pooled and diff > 0),
-    }
-
-
 def mean_seed_spread(series: Series, matrix: str, metric: str) -> float:
     """Seed standard deviation averaged over evaluation steps after 0 and over layers."""
     later = [i for i, s in enumerate(series.steps) if s > 0]
@@ -278,64 +253,6 @@ def mean_seed_spread(series: Series, matrix: str, metric: str) -> float:
 # claims
 
 
-def _iso_claim(
-    claim_id: str, matrices: Sequence[str], muon: Series, adam: Series, **values: str
-) -> ClaimResult:
-    measured = muon.n >= 2 and adam.n >= 2 and all(muon.layers(m) for m in matrices)
-    details: dict[str, Any] = {}
-    passed: bool | None = None
-    ours = "needs >= 2 complete seeds per optimiser"
-    if measured:
-        parts = []
-        passed = True
-        for matrix in matrices:
-            for metric in ISO_METRICS:
-                sep = separation(
-                    muon.layer_mean(matrix, metric)[:, -1],
-                    adam.layer_mean(matrix, metric)[:, -1],
-                    metric,
-                )
-                details[f"{matrix}/{metric}"] = sep
-                passed &= bool(sep["passed"])
-                parts.append(
-                    f"{metric_label(metric)} {sep['muon_mean']:.3g}±{sep['muon_sd']:.2g} vs "
-                    f"{sep['adam_mean']:.3g}±{sep['adam_sd']:.2g}"
-                )
-        ours = (
-            "; ".join(parts)
-            if len(matrices) == 1
-            else f"{sum(d['passed'] for d in details.values())}/{len(details)} metric tests pass"
-        )
-    return CLAIMS[claim_id].result(
-        ours + (f" (Muon vs Adam, final step, {muon.n} seeds)" if measured else ""),
-        passed,
-        details,
-        **values,
-    )
-
-
-def _spread_claim(vo: str, muon: Series, adam: Series) -> ClaimResult:
-    measured = muon.n >= 2 and adam.n >= 2
-    details = {}
-    if measured:
-        for matrix in (vo, "w_out"):
-            for metric in ISO_METRICS:
-                details[f"{matrix}/{metric}"] = {
-                    "muon": mean_seed_spread(muon, matrix, metric),
-                    "adam": mean_seed_spread(adam, matrix, metric),
-                }
-    wins = sum(d["muon"] < d["adam"] for d in details.values())
-    claim = CLAIMS["A2.muon_seed_spread_smaller"]
-    return claim.result(
-        f"Muon spread smaller in {wins}/{len(details)} (matrix, metric) pairs"
-        if measured
-        else "needs >= 2 complete seeds per optimiser",
-        wins >= claim["min_pairs"] if measured else None,
-        details,
-        vo=vo,
-    )
-
-
 def logit_summary(series: Series) -> dict[str, Any]:
     """Per-layer final max logit (mean over seeds) and the largest value seen anywhere."""
     layers = sorted(
@@ -348,45 +265,42 @@ def logit_summary(series: Series) -> dict[str, Any]:
     return {"layers": layers, "final_mean": final, "max_over_training": peak}
 
 
-def _logit_claim(model_cfg: GPTConfig, muon: Series, adam: Series) -> ClaimResult:
-    claim = CLAIMS["A1.table2.logit_bounded"]
-    root = math.sqrt(model_cfg.head_dim)
-    bound = claim["bound_sqrt_dhead"] * root
-    summary = logit_summary(muon) if muon.n else None
-    if summary is None or not summary["layers"] or not model_cfg.qk_norm:
-        reason = "model has no QK-norm" if not model_cfg.qk_norm else "no complete Muon run"
-        return claim.result(f"not measured ({reason})", None)
-    final, peak = summary["final_mean"], max(summary["max_over_training"])
-    adam_summary = logit_summary(adam) if adam.n else {"final_mean": []}
-    ours = (
-        f"final {min(final):.2f}-{max(final):.2f} over {len(final)} layers "
-        f"({min(final) / root:.2f}-{max(final) / root:.2f} √d_head, d_head {model_cfg.head_dim}); "
-        f"max during training {peak:.2f}"
-    )
-    adam_final = adam_summary["final_mean"]
-    if adam_final:
-        ours += f"; Adam final {min(adam_final):.2f}-{max(adam_final):.2f}"
-    return claim.result(
-        ours,
-        peak <= bound,
-        {"muon": summary, "adam": adam_summary, "bound": bound},
-        rule_suffix=f" = {bound:.2f}",
-    )
+def claim_inputs(cfg: Config, model_cfg: GPTConfig, muon: Series, adam: Series) -> dict[str, Any]:
+    """The results mapping of the A2 claims and of A1.table2.logit_bounded (see
+    :mod:`tailmem.claims.a2`): per-seed final layer means, seed spreads, per-seed peak logits."""
+    arms = {name: s for name, s in (("muon", muon), ("adam", adam)) if s.n}
+    matrices = [m for m in MATRIX_LABELS if all(s.layers(m) for s in arms.values())]
+    isotropy = {
+        name: {m: {k: s.layer_mean(m, k)[:, -1].tolist() for k in ISO_METRICS} for m in matrices}
+        for name, s in arms.items()
+    }
+    spread = {
+        name: {m: {k: mean_seed_spread(s, m, k) for k in ISO_METRICS} for m in matrices}
+        for name, s in arms.items()
+        if s.n > 1
+    }
+    peaks = {}
+    for name, s in arms.items():
+        layers = logit_summary(s)["layers"]
+        if layers:
+            stack = np.stack([s.per_seed(f"logit_max/{layer}") for layer in layers], axis=1)
+            peaks[name] = np.nanmax(stack.reshape(s.n, -1), axis=1).tolist()
+    return {
+        "seeds": sorted(set(muon.seeds) & set(adam.seeds)),
+        "isotropy": isotropy if len(arms) == 2 else {},
+        "higher_is_isotropic": dict(HIGHER_IS_ISOTROPIC),
+        "seed_spread": spread,
+        "vo_matrix": cfg.vo_matrix,
+        "ffn_in": ["w_in", "w_gate"] if cfg.ffn == "gated" else ["w_in"],
+        "qk_norm": model_cfg.qk_norm,
+        "head_dim": model_cfg.head_dim,
+        "logit_peak": peaks,
+    }
 
 
 def claims(cfg: Config, model_cfg: GPTConfig, muon: Series, adam: Series) -> list[ClaimResult]:
-    vo = cfg.vo_matrix
-    ffn_in = ["w_in", "w_gate"] if cfg.ffn == "gated" else ["w_in"]
-    ffn_label = " and ".join(m.replace("w_", "W_") for m in ffn_in)
-    return [
-        _iso_claim("A2.vo_head_isotropic", ["vo_head"], muon, adam),
-        _iso_claim("A2.vo_stacked_isotropic", ["vo_stacked"], muon, adam),
-        _iso_claim("A2.w_out_isotropic", ["w_out"], muon, adam),
-        _iso_claim("A2.ffn_in_isotropic", ffn_in, muon, adam, ffn_in=ffn_label),
-        _iso_claim("A2.qk_isotropic", ["q", "k"], muon, adam),
-        _spread_claim(vo, muon, adam),
-        _logit_claim(model_cfg, muon, adam),
-    ]
+    """Every claim the spectra study measures, checked by the claims registry."""
+    return evaluate(NAME, claim_inputs(cfg, model_cfg, muon, adam))
 
 
 # ----------------------------------------------------------------------------------------------
@@ -431,23 +345,25 @@ def _summary_rows(
     for matrix in matrices:
         for metric in ISO_METRICS:
             m, a = muon.layer_mean(matrix, metric)[:, -1], adam.layer_mean(matrix, metric)[:, -1]
-            sep = separation(m, a, metric) if min(muon.n, adam.n) > 1 else None
+            c = isotropy_comparison(m.tolist(), a.tolist(), HIGHER_IS_ISOTROPIC[metric])
             rows.append(
                 {
                     "matrix": matrix,
                     "metric": metric_label(metric, top_k),
-                    "muon": f"{np.mean(m):.4g}",
-                    "adam": f"{np.mean(a):.4g}",
-                    "muon_sd": _r(sep["muon_sd"]) if sep else None,
-                    "adam_sd": _r(sep["adam_sd"]) if sep else None,
-                    "muon_more_isotropic_by_2sd": sep["passed"] if sep else None,
+                    "muon": str(c.a),
+                    "adam": str(c.b),
+                    "muon_more_isotropic": c.verdict,
                 }
             )
     return rows
 
 
 def _write_outputs(
-    cfg: Config, run: RunDir, model_cfg: GPTConfig, results: dict[str, list[dict[str, Any]]]
+    cfg: Config,
+    run: RunDir,
+    model_cfg: GPTConfig,
+    results: dict[str, list[dict[str, Any]]],
+    provenance: dict[str, Any],
 ) -> None:
     muon, adam = Series.of(results["muon"]), Series.of(results["adam"])
     matrices = [m for m in MATRIX_LABELS if muon.layers(m) or adam.layers(m)]
@@ -469,6 +385,7 @@ def _write_outputs(
         "results.json",
         {
             "seeds": cfg.seed_list,
+            "data": provenance,
             "vo_form_plotted": cfg.vo_form,
             "steps": muon.steps or adam.steps,
             "head_dim": model_cfg.head_dim,
@@ -494,8 +411,18 @@ def _write_outputs(
                 "form (per head: W_O,h·W_V,h averaged over heads; stacked: W_O·W_V)."
             ),
             "figures": figures,
+            "data": provenance,
             "tables": [
-                {"file": "spectra_summary.csv", "caption": "Final-step isotropy, layer mean"},
+                {
+                    "file": "spectra_summary.csv",
+                    "caption": "Final-step isotropy, layer mean",
+                    "columns": {
+                        "muon": "Muon: mean ± SE over seeds of the layer-mean metric",
+                        "adam": "Adam: the same",
+                        "muon_more_isotropic": "the claims' per-metric verdict: Muon more "
+                        "isotropic beyond 2 SE over ≥ 3 seeds (inconclusive within)",
+                    },
+                },
                 {"file": "max_logit.csv", "caption": "Max attention logit per layer (Table 2)"},
             ],
         },
@@ -529,6 +456,11 @@ def _r(value: float) -> float:
     return round(float(value), 5)
 
 
+FIG_WIDTH = 8.5
+"""Inches: with the legend outside, a figure stays under ~10 in, so at the report's width
+(~1100 px) its 10 pt tick labels still read at ≥ 9 pt."""
+
+
 def _figures(
     cfg: Config, run: RunDir, model_cfg: GPTConfig, muon: Series, adam: Series
 ) -> list[dict[str, str]]:
@@ -552,7 +484,8 @@ def _figures(
     figures = []
     colors = {"muon": "tab:blue", "adam": "tab:orange"}
     for stem, matrices, caption in groups:
-        fig, axes = plt.subplots(len(matrices), 4, figsize=(14, 2.6 * len(matrices)), squeeze=False)
+        rows = len(matrices)
+        fig, axes = plt.subplots(rows, 4, figsize=(FIG_WIDTH, 2.4 * rows), squeeze=False)
         for r, matrix in enumerate(matrices):
             for c, metric in enumerate(ISO_METRICS):
                 ax = axes[r][c]
@@ -565,19 +498,17 @@ def _figures(
                     ax.fill_between(
                         series.steps, mean - sd, mean + sd, color=colors[name], alpha=0.2
                     )
-                ax.set_title(
-                    f"{MATRIX_LABELS[matrix]}: {metric_label(metric, cfg.top_k)}", fontsize=9
-                )
+                ax.set_title(f"{MATRIX_LABELS[matrix]}: {metric_label(metric, cfg.top_k)}")
                 ax.grid(alpha=0.3)
                 if r == len(matrices) - 1:
                     ax.set_xlabel("step")
-        axes[0][0].legend(fontsize=8)
         fig.tight_layout()
+        legend_outside(axes[0][-1])
         figures.append(
             run.save_report_figure(fig, stem, f"{caption} — mean ± SD over {cfg.seeds} seeds")
         )
 
-    fig, axes = plt.subplots(2, 4, figsize=(14, 5), squeeze=False)
+    fig, axes = plt.subplots(2, 4, figsize=(FIG_WIDTH, 5), squeeze=False)
     for r, matrix in enumerate([cfg.vo_matrix, "w_out"]):
         for c, metric in enumerate(ISO_METRICS):
             ax = axes[r][c]
@@ -597,16 +528,17 @@ def _figures(
                     label=name.capitalize(),
                     capsize=2,
                 )
-            ax.set_title(f"{MATRIX_LABELS[matrix]}: {metric_label(metric, cfg.top_k)}", fontsize=9)
+            ax.set_title(f"{MATRIX_LABELS[matrix]}: {metric_label(metric, cfg.top_k)}")
             ax.set_xlabel("layer")
+            integer_ticks(ax)
             ax.grid(alpha=0.3)
-    axes[0][0].legend(fontsize=8)
     fig.tight_layout()
+    legend_outside(axes[0][-1])
     figures.append(
         run.save_report_figure(fig, "isotropy_by_layer", "Final-step isotropy per layer")
     )
 
-    fig, axes = plt.subplots(1, 3, figsize=(14, 3.8))
+    fig, axes = plt.subplots(3, 1, figsize=(7, 9), sharex=True, layout="constrained")
     for ax, (name, series) in zip(axes[:2], (("muon", muon), ("adam", adam)), strict=True):
         summary = logit_summary(series) if series.n else {"layers": []}
         cmap = plt.get_cmap("viridis")
@@ -620,9 +552,8 @@ def _figures(
             )
         ax.axhline(math.sqrt(model_cfg.head_dim), color="grey", ls="--", lw=0.8, label="√d_head")
         ax.set_title(f"{name.capitalize()}: max attention logit per layer")
-        ax.set_xlabel("step")
         ax.grid(alpha=0.3)
-        ax.legend(fontsize=6)
+        legend_outside(ax)
     ax = axes[2]
     for name, series in (("muon", muon), ("adam", adam)):
         if series.n:
@@ -636,8 +567,7 @@ def _figures(
     ax.set_title("validation loss (mean over seeds)")
     ax.set_xlabel("step")
     ax.grid(alpha=0.3)
-    ax.legend()
-    fig.tight_layout()
+    legend_outside(ax)
     figures.append(
         run.save_report_figure(
             fig, "max_logit", "Max attention logit per layer (paper Table 2) and validation loss"

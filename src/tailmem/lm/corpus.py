@@ -82,6 +82,29 @@ class LMData:
     def hooks(self, model_cfg: GPTConfig, ctx: D.DistContext) -> list[EvalHook]:
         return [val_loss_hook(self, ctx)]
 
+    def provenance(self) -> dict[str, Any]:
+        """What the study trains and evaluates on (corpus, token counts, tokenizer), from the
+        corpus's own record: printed beside any published loss, which was measured on other
+        data (paper A: FineWeb with the GPT-2 tokenizer)."""
+        meta = self.corpus.meta
+        config = meta["config"]
+        corpus = {
+            "stdlib": "the embedded Python standard-library documentation corpus",
+            "hf": f"Hugging Face {config['hf_name']} ({config['hf_config']})",
+        }.get(config["source"], f"local text files ({len(config['paths'])})")
+        if "file_sha256" in meta["recipe"]["tokenizer"]:
+            tokenizer = f"{config['tokenizer']} (given), {meta['vocab_size']} ids"
+        else:
+            tokenizer = f"byte-level BPE trained on the corpus, {meta['vocab_size']} ids"
+        return {
+            "corpus": corpus,
+            "source": config["source"],
+            "train_tokens": int(meta["tokens"]["train"]),
+            "val_tokens": int(meta["tokens"]["val"]),
+            "tokenizer": tokenizer,
+            "fingerprint": meta["fingerprint"],
+        }
+
     def bucket_shares(self) -> list[float]:
         """Share of validation targets in each bucket."""
         counts = np.zeros(self.n_buckets)

@@ -12,7 +12,8 @@ that raises makes the pool cancel what has not started, wait for the calls that 
 and re-raise.
 
 Progress: :meth:`Pool.sink` gives a picklable callable a call can report trained steps to; the
-counts reach ``on_steps(tag, n)`` in this process while the pool waits.
+counts reach ``on_steps(tag, n)`` in this process while the pool waits (through a pipe each
+worker receives when it starts).
 """
 
 from __future__ import annotations
@@ -20,7 +21,6 @@ from __future__ import annotations
 import contextlib
 import multiprocessing
 import os
-import queue
 import signal
 import time
 from collections.abc import Callable, Iterator
@@ -48,14 +48,21 @@ class Finished:
     error: BaseException | None = None
 
 
-class _QueueSink:
-    """Step counts of one call, sent to the parent through a manager queue (picklable)."""
+_worker_channel: Any = None
+"""In a worker process: the pipe end its calls' step counts go to (set by :func:`_init_worker`;
+a pipe can only reach a spawned process when it starts). Each count is one small message,
+written in one atomic write, so the workers need no lock (nor a semaphore) to share it."""
 
-    def __init__(self, channel: Any, tag: Any) -> None:
-        self.channel, self.tag = channel, tag
+
+class _QueueSink:
+    """Step counts of one call in a worker, sent to the parent (picklable)."""
+
+    def __init__(self, tag: Any) -> None:
+        self.tag = tag
 
     def __call__(self, n: int) -> None:
-        self.channel.put((self.tag, n))
+        if _worker_channel is not None:
+            _worker_channel.send((self.tag, n))
 
 
 class _LocalSink:
@@ -81,7 +88,9 @@ def _interrupt_on_signals() -> None:
     signal.signal(signal.SIGTERM, _interrupt_once)
 
 
-def _init_worker(threads: int | None, log: str | None, parent: int) -> None:
+def _init_worker(threads: int | None, log: str | None, channel: Any, parent: int) -> None:
+    global _worker_channel
+    _worker_channel = channel
     if log is not None:  # an idle worker's own noise (a traceback, say) stays out of the display
         handle = open(log, "a", buffering=1, encoding="utf-8")  # noqa: SIM115 (lives with it)
         os.dup2(handle.fileno(), 1)
@@ -149,18 +158,17 @@ class Pool:
         self._inline: list[tuple[Any, Callable[..., Any], tuple[Any, ...]]] = []
         self._running: dict[Future, Any] = {}
         self._executor: ProcessPoolExecutor | None = None
-        self._manager: Any = None
         self._channel: Any = None
+        self._writer: Any = None  # kept open here: workers start when calls are submitted
         if workers > 1:
             context = multiprocessing.get_context("spawn")
             if on_steps is not None:
-                self._manager = context.Manager()
-                self._channel = self._manager.Queue()
+                self._channel, self._writer = context.Pipe(duplex=False)
             self._executor = ProcessPoolExecutor(
                 workers,
                 mp_context=context,
                 initializer=_init_worker,
-                initargs=(threads, None if log is None else str(log), os.getpid()),
+                initargs=(threads, None if log is None else str(log), self._writer, os.getpid()),
             )
 
     def __enter__(self) -> Pool:
@@ -171,13 +179,14 @@ class Pool:
             if kind is KeyboardInterrupt:
                 stop_workers()  # the workers are gone: the shutdown below is quick
             self._executor.shutdown(wait=True, cancel_futures=kind is not None)
-        if self._manager is not None:
-            self._manager.shutdown()
+        if self._channel is not None:
+            self._channel.close()
+            self._writer.close()
 
     def sink(self, tag: Any) -> Callable[[int], None]:
         """A picklable step counter for the call tagged ``tag`` (see ``on_steps``)."""
         if self._channel is not None:
-            return _QueueSink(self._channel, tag)
+            return _QueueSink(tag)
         return _LocalSink(self.on_steps or (lambda tag, n: None), tag)
 
     def submit(self, tag: Any, fn: Callable[..., Any], *args: Any) -> None:
@@ -212,11 +221,8 @@ class Pool:
     def _forward_steps(self) -> None:
         if self._channel is None or self.on_steps is None:
             return
-        while True:
-            try:
-                tag, n = self._channel.get_nowait()
-            except queue.Empty:
-                return
+        while self._channel.poll():
+            tag, n = self._channel.recv()
             self.on_steps(tag, n)
 
     def cancel_pending(self) -> None:

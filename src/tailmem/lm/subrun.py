@@ -33,7 +33,7 @@ from tailmem.lm.config import ModelSection, OptimSection, TrainSection
 from tailmem.models.gpt import GPT, GPTConfig
 from tailmem.models.gpt_io import write_gpt_config
 from tailmem.optim.routing import build_optimizer
-from tailmem.rundir import atomic_write_text, config_digest
+from tailmem.rundir import atomic_write_text, config_digest, strict_json
 from tailmem.train import (
     BatchSource,
     EvalHook,
@@ -125,7 +125,8 @@ class Shared:
 
 
 def _json_text(obj: Any) -> str:
-    return json.dumps(obj, indent=1, default=float) + "\n"
+    """Strict JSON (a diverged run's NaN becomes null with a ``<key>_status``)."""
+    return strict_json(obj, indent=1)
 
 
 def job_spec(job: Job, shared: Shared, materials: Materials, model_cfg: GPTConfig) -> dict:

@@ -9,12 +9,15 @@ shown::
      "tables": [{"file": "rho.csv", "caption": "..."}]}
 
 Without it, every PNG of the run is shown; a table entry may add ``"columns": {"name": "what
-it means"}`` to explain its headers. Verdicts come from ``claims.json`` as written by the
-experiment (computed by each claim's check from its results), never from here. The claims registry
-(:data:`~tailmem.claims.registry.CLAIMS`) adds what the runs do not say: a registry claim of an
-experiment that its run lacks is listed as "not measured" with the reason, the summary counts
-every registry claim (those of experiments not in the folder and those no experiment measures
-too), and the claims no experiment measures close the report in one table.
+it means"}`` to explain its headers, and ``"data": {"corpus": ..., "train_tokens": N,
+"val_tokens": N, "tokenizer": ...}`` names the data a study trained on (printed under the
+summary, so a loss beside a published one says what it was measured on). Verdicts come from
+``claims.json`` as written by the experiment (computed by each claim's check from its results),
+never from here. The claims registry (:data:`~tailmem.claims.registry.CLAIMS`) adds what the
+runs do not say: a registry claim of an experiment that its run lacks is listed as "not
+measured" with the reason, the summary counts every registry claim (those of experiments not in
+the folder and those no experiment measures too), and the claims no experiment measures close
+the report in one table.
 """
 
 from __future__ import annotations
@@ -153,6 +156,25 @@ def _tables(summary: RunSummary) -> list[tuple[str, list[list[str]], dict[str, s
     return tables
 
 
+def data_provenance(summary: RunSummary) -> str:
+    """The corpus, token counts and tokenizer of a run's ``report.json`` ``data``, in one line
+    (``""`` where the run names none)."""
+    data = summary.layout.get("data")
+    if not isinstance(data, dict) or not data.get("corpus"):
+        return ""
+    parts = [str(data["corpus"])]
+    tokens = [
+        f"{data[k]:,} {label} tokens"
+        for k, label in (("train_tokens", "training"), ("val_tokens", "validation"))
+        if isinstance(data.get(k), int)
+    ]
+    if tokens:
+        parts.append(", ".join(tokens))
+    if data.get("tokenizer"):
+        parts.append(f"tokenizer: {data['tokenizer']}")
+    return "; ".join(parts)
+
+
 def _readable_row(row: list[str]) -> list[str]:
     """Long floats (``-0.9438772991412437``) shortened to 4 significant digits for reading; the
     CSV next to the report keeps every digit."""
@@ -284,6 +306,8 @@ def render_markdown(runs: list[RunSummary], root: Path) -> str:
             out += ["*This run is incomplete; rerun reproduce to finish it.*", ""]
         if r.layout.get("summary"):
             out += [r.layout["summary"], ""]
+        if provenance := data_provenance(r):
+            out += [f"**Data**: {provenance}", ""]
         for path, caption in _figures(r):
             out += [f"![{caption}]({path.relative_to(root).as_posix()})", "", f"*{caption}*", ""]
         for caption, table, columns in _tables(r):
@@ -354,6 +378,8 @@ def render_html(runs: list[RunSummary]) -> str:
             body.append('<p class="incomplete">This run is incomplete; rerun reproduce.</p>')
         if r.layout.get("summary"):
             body.append(f"<p>{html.escape(r.layout['summary'])}</p>")
+        if provenance := data_provenance(r):
+            body.append(f'<p class="data"><b>Data</b>: {html.escape(provenance)}</p>')
         for path, caption in _figures(r):
             data = base64.b64encode(path.read_bytes()).decode()
             body.append(

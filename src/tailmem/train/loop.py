@@ -505,7 +505,7 @@ def train(
                         f"| elapsed {_fmt_time(state.elapsed)} ETA {eta}"
                     )
                 if metrics is not None:
-                    metrics.write(json.dumps(json_value(row)) + "\n")
+                    metrics.write(json.dumps(json_value(row), allow_nan=False) + "\n")
                     metrics.flush()
             if is_ckpt:
                 save(run_dir / "ckpt", model, optimizer, data, run, cfg, ctx, device)

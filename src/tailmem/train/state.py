@@ -147,7 +147,7 @@ def truncate_metrics(path: Path, step: int) -> None:
     if not path.exists():
         return
     kept = [row for row in read_metrics(path) if row.get("step", 0) <= step]
-    atomic_write_text(path, "".join(json.dumps(row) + "\n" for row in kept))
+    atomic_write_text(path, "".join(json.dumps(row, allow_nan=False) + "\n" for row in kept))
 
 
 # --- checkpoints ------------------------------------------------------------------------------
@@ -265,11 +265,13 @@ def write_divergence(
         ],
     }
     atomic_write_text(
-        run_dir / "nan_diagnostics.json", json.dumps(json_value(diagnostics), indent=1) + "\n"
+        run_dir / "nan_diagnostics.json",
+        json.dumps(json_value(diagnostics), indent=1, allow_nan=False) + "\n",
     )
     x, y = batch
     torch.save({"step": step, "x": x.cpu(), "y": y.cpu()}, run_dir / "nan_batch.pt")
     atomic_write_text(
         run_dir / "failed.json",
-        json.dumps({"status": "failed", "step": step + 1, "message": message}) + "\n",
+        json.dumps({"status": "failed", "step": step + 1, "message": message}, allow_nan=False)
+        + "\n",
     )

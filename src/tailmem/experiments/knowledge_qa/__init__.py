@@ -50,6 +50,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Literal
 
+from tailmem.claims.registry import write_claims
 from tailmem.data.bios import N_ATTRIBUTES, BiosConfig, build_dataset
 from tailmem.data.stream import QATrainStream
 from tailmem.errors import ConfigError
@@ -60,7 +61,6 @@ from tailmem.lm.arms import check_arm_names
 from tailmem.lm.config import KINDS, LMConfig
 from tailmem.lm.plan import Best, Entry, Plan, keep_checkpoints, run_plan
 from tailmem.lm.subrun import Shared
-from tailmem.report.claims import write_claims
 from tailmem.report.qa_gap_figures import fta_vs_exposures_figure, lag_ratio_figure
 from tailmem.rundir import RunDir
 from tailmem.train import distributed as D
@@ -270,7 +270,7 @@ def write_outputs(
             "columns": LR_SWEEP_COLUMNS,
         },
     ]
-    claims = tables.claims(plan, m, cfg.head_groups)
+    claims = tables.claims(plan, m, cfg.head_groups, chance)
     write_claims(run, claims)
     results = {
         "data": data_summary,

@@ -9,7 +9,7 @@ import numpy as np
 from tailmem.experiments.knowledge_qa.arms import ARMS
 from tailmem.experiments.knowledge_qa.tables import METRICS, history, mean_std, seed_results
 from tailmem.lm.plan import Plan
-from tailmem.plotting import pyplot
+from tailmem.plotting import integer_ticks, legend_outside, pyplot
 
 plt = pyplot()
 
@@ -18,8 +18,10 @@ def fta_by_group_figure(plan: Plan, ffn: str, chance: float) -> Any:
     """Paper Fig. 3 style: one panel per arm, FTA of every frequency group over the steps (mean
     over seeds, band = ± std), rare groups in light colours; dashed line = chance level."""
     arms = list(plan.arms)
-    fig, axes = plt.subplots(1, len(arms), figsize=(3.2 * len(arms), 3.0), sharey=True)
-    axes = np.atleast_1d(axes)
+    cols = min(3, len(arms) + 1)  # one slot more than the arms: it holds the legend
+    rows = -(-(len(arms) + 1) // cols)
+    fig, grid = plt.subplots(rows, cols, figsize=(9, 2.9 * rows), sharey=True, squeeze=False)
+    axes, spare = grid.ravel()[: len(arms)], grid.ravel()[len(arms) :]
     cmap = plt.get_cmap("viridis")
     for ax, arm in zip(axes, arms, strict=True):
         steps, fta = history(seed_results(plan, ffn, arm))
@@ -37,22 +39,23 @@ def fta_by_group_figure(plan: Plan, ffn: str, chance: float) -> Any:
                 lw=0,
             )
         ax.axhline(chance, color="grey", ls="--", lw=1)
-        ax.set_title(ARMS[arm].label, fontsize=9)
+        ax.set_title(ARMS[arm].label)
         ax.set_xlabel("step")
         ax.set_ylim(-0.02, 1.02)
         ax.grid(alpha=0.3)
-    axes[0].set_ylabel("first-token accuracy")
+    for ax in grid[:, 0]:
+        ax.set_ylabel("first-token accuracy")
+    for ax in spare:
+        ax.axis("off")
     handles, labels = axes[0].get_legend_handles_labels()
-    fig.legend(
+    spare[0].legend(
         handles,
         labels,
-        loc="center left",
-        bbox_to_anchor=(1.0, 0.5),
-        fontsize=7,
-        title="frequency group\n(0 = most frequent)",
-        title_fontsize=7,
+        loc="center",
+        ncol=2 if len(labels) > 8 else 1,
+        title="frequency group (0 = most frequent)",
     )
-    fig.suptitle(f"FTA per frequency group, {ffn} FFN (dashed: chance {chance:.3f})", fontsize=10)
+    fig.suptitle(f"FTA per frequency group, {ffn} FFN (dashed: chance {chance:.3f})")
     fig.tight_layout()
     return fig
 
@@ -72,8 +75,11 @@ def final_fta_figure(plan: Plan, ffn: str, chance: float) -> Any:
         if metric == "fta":
             ax.axhline(chance, color="grey", ls="--", lw=1, label="chance")
         ax.set_xlabel("frequency group (samples per person halve with each group)")
-        ax.set_ylabel(f"{name} at the end")
-        _finish(fig, ax, f"Final {name} by group, {ffn} FFN")
+        integer_ticks(ax)
+        ax.set(ylabel=f"{name} at the end", ylim=(-0.02, 1.02), title=f"Final {name}, {ffn} FFN")
+        ax.grid(alpha=0.3)
+    legend_outside(axes[-1], handles=axes[0].get_legend_handles_labels()[0])
+    fig.tight_layout()
     return fig
 
 
@@ -105,7 +111,7 @@ def _finish(fig: Any, ax: Any, title: str) -> Any:
     """The common end of the one-panel figures: accuracy axis 0..1, grid, legend, title."""
     ax.set_ylim(-0.02, 1.02)
     ax.grid(alpha=0.3)
-    ax.legend(fontsize=7)
-    ax.set_title(title, fontsize=10)
+    legend_outside(ax)
+    ax.set_title(title)
     fig.tight_layout()
     return fig

@@ -13,11 +13,11 @@ from typing import Any
 
 import numpy as np
 
+from tailmem.claims.a3 import A3_PUBLISHED_FTA, evaluate_per_ffn
+from tailmem.claims.core import ClaimResult
 from tailmem.experiments.knowledge_qa.arms import ARMS, SWEPT
 from tailmem.lm.config import KINDS
 from tailmem.lm.plan import Plan
-from tailmem.report.claims import CLAIMS, ClaimResult
-from tailmem.report.registry import A3_PUBLISHED_FTA
 
 FAILED_SCORE = -1.0
 METRICS = ("fta", "em")
@@ -195,86 +195,33 @@ def gap_rows(plan: Plan, ffn: str, head_groups: int) -> list[dict[str, Any]]:
 # --------------------------------------------------------------------------- claims
 
 
-def _final(plan: Plan, ffn: str, arm: str, group: int, step: int | None = None) -> float | None:
-    results = seed_results(plan, ffn, arm)
-    if not results:
-        return None
-    return float(fta_at(results, plan.steps if step is None else step)[:, group].mean())
+def claim_inputs(plan: Plan, ffn: str, m: int, head_groups: int, chance: float) -> dict[str, Any]:
+    """The results mapping of :mod:`tailmem.claims.a3` for one FFN type: per arm, the FTA per
+    group of every complete seed run at the last step and at the evaluation nearest half-way."""
+    half = evaluated_step(plan, 0.5)
+    fta, seeds = {}, None
+    for arm in plan.arms:
+        complete = [r for r in seed_results(plan, ffn, arm) if r["status"] == "complete"]
+        if not complete:
+            continue
+        fta[arm] = {
+            "final": fta_at(complete, plan.steps).tolist(),
+            "half": fta_at(complete, half).tolist(),
+        }
+        found = {int(r["seed"]) for r in complete}
+        seeds = found if seeds is None else seeds & found
+    return {
+        "ffn": ffn,
+        "seeds": sorted(seeds or ()),
+        "rarest": m,
+        "head_groups": head_groups,
+        "fta": fta,
+        "chance_fta": chance,
+    }
 
 
-def claims(plan: Plan, m: int, head_groups: int) -> list[ClaimResult]:
-    """Every claim of A3 with its rule, for each FFN type of the plan (ids carry the FFN)."""
-    out = []
-    for ffn in ("plain", "gated"):
-        measured = ffn in plan.ffns
-        out.append(_claim_tail(plan, ffn, m, measured))
-        if ffn == "plain":
-            out.append(_claim_midtail(plan, ffn, m, measured))
-        out.append(_claim_head(plan, ffn, head_groups, measured))
-        out.append(_claim_hybrid(plan, ffn, m, "muon_vo_ffn", measured))
-        out.append(_claim_hybrid(plan, ffn, m, "muon_qk", measured))
-        out.append(_claim_sgd(plan, ffn, m, measured))
-    return out
-
-
-def _versus_adam(
-    plan: Plan, ffn: str, arm: str, group: int, measured: bool, step: int | None = None
-) -> tuple[float | None, float | None]:
-    """Mean FTA of ``group`` for ``arm`` and for Adam (``None`` where not run)."""
-    if not measured:
-        return None, None
-    return _final(plan, ffn, arm, group, step), _final(plan, ffn, "adam", group, step)
-
-
-def _claim_tail(plan: Plan, ffn: str, m: int, measured: bool) -> ClaimResult:
-    claim = CLAIMS[f"A3.{ffn}.tail_muon_vs_adam"]
-    muon, adam = _versus_adam(plan, ffn, "muon", m, measured)
-    ok = None if muon is None or adam is None else muon - adam >= claim["gap"]
-    ours = "—" if ok is None else f"Muon {muon:.3f} vs Adam {adam:.3f} (group {m})"
-    return claim.result(ours, ok, {"muon": muon, "adam": adam, "group": m})
-
-
-def _claim_midtail(plan: Plan, ffn: str, m: int, measured: bool) -> ClaimResult:
-    claim = CLAIMS[f"A3.{ffn}.midtail_halfway"]
-    step = evaluated_step(plan, 0.5) if measured else round(0.5 * plan.steps)
-    group = m - 2
-    muon, adam = _versus_adam(plan, ffn, "muon", group, measured and group >= 0, step)
-    ok = None if muon is None or adam is None else muon - adam >= claim["gap"]
-    ours = "—" if ok is None else f"Muon {muon:.3f} vs Adam {adam:.3f} (group {group})"
-    return claim.result(ours, ok, {"muon": muon, "adam": adam, "group": group, "step": step})
-
-
-def _claim_head(plan: Plan, ffn: str, head_groups: int, measured: bool) -> ClaimResult:
-    claim = CLAIMS[f"A3.{ffn}.head_all_optimisers"]
-    heads = {}
-    if measured:
-        for arm in plan.arms:
-            final = fta_at(seed_results(plan, ffn, arm), plan.steps)
-            heads[arm] = float(final[:, :head_groups].mean())
-    ok = None if not heads else min(heads.values()) >= claim["floor"]
-    ours = ", ".join(f"{ARMS[a].label} {v:.3f}" for a, v in heads.items())
-    return claim.result(ours or "—", ok, heads, last_head=head_groups - 1)
-
-
-def _claim_hybrid(plan: Plan, ffn: str, m: int, arm: str, measured: bool) -> ClaimResult:
-    near_muon = arm == "muon_vo_ffn"
-    claim = CLAIMS[f"A3.{ffn}.{arm}_like_{'muon' if near_muon else 'adam'}"]
-    values = {a: _final(plan, ffn, a, m) if measured else None for a in ("muon", "adam", arm)}
-    ok = position = None
-    if None not in values.values() and abs(values["muon"] - values["adam"]) >= claim["min_spread"]:
-        position = (values[arm] - values["adam"]) / (values["muon"] - values["adam"])
-        ok = position >= claim["t"] if near_muon else position <= claim["t"]
-    ours = "—"
-    if None not in values.values():
-        ours = f"{values[arm]:.3f} (Muon {values['muon']:.3f}, Adam {values['adam']:.3f})"
-        if position is not None:
-            ours += f", t = {position:.2f}"
-    return claim.result(ours, ok, {**values, "t": position})
-
-
-def _claim_sgd(plan: Plan, ffn: str, m: int, measured: bool) -> ClaimResult:
-    claim = CLAIMS[f"A3.{ffn}.sgd_below_adam"]
-    sgd, adam = _versus_adam(plan, ffn, "sgd", m, measured)
-    ok = None if sgd is None or adam is None else sgd <= adam + claim["tol"]
-    ours = "—" if ok is None else f"SGD+M {sgd:.3f} vs Adam {adam:.3f}"
-    return claim.result(ours, ok, {"sgd": sgd, "adam": adam})
+def claims(plan: Plan, m: int, head_groups: int, chance: float) -> list[ClaimResult]:
+    """Every A3 claim, each checked against the runs of its own FFN type (one not run leaves
+    its claims not measured)."""
+    per_ffn = {ffn: claim_inputs(plan, ffn, m, head_groups, chance) for ffn in plan.ffns}
+    return evaluate_per_ffn(per_ffn)
