@@ -63,7 +63,7 @@ def fta_by_group_figure(plan: Plan, ffn: str, chance: float) -> Any:
 def final_fta_figure(plan: Plan, ffn: str, chance: float) -> Any:
     """At the last step, against the frequency group, one line per arm (± std over seeds):
     first-token accuracy (left) and whole-answer exact match (right; at most the FTA)."""
-    fig, axes = plt.subplots(1, 2, figsize=(10.0, 3.4), sharey=True)
+    fig, axes = plt.subplots(1, 2, figsize=(11.0, 3.6), sharey=True)
     for ax, metric, name in zip(
         axes, METRICS, ("first-token accuracy", "exact match"), strict=True
     ):
@@ -74,7 +74,7 @@ def final_fta_figure(plan: Plan, ffn: str, chance: float) -> Any:
             ax.errorbar(groups, mean, yerr=std, marker="o", ms=3, capsize=2, label=ARMS[arm].label)
         if metric == "fta":
             ax.axhline(chance, color="grey", ls="--", lw=1, label="chance")
-        ax.set_xlabel("frequency group (samples per person halve with each group)")
+        ax.set_xlabel("frequency group (samples per person halve with each)")
         integer_ticks(ax)
         ax.set(ylabel=f"{name} at the end", ylim=(-0.02, 1.02), title=f"Final {name}, {ffn} FFN")
         ax.grid(alpha=0.3)
