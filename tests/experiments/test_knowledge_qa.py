@@ -86,7 +86,7 @@ def test_smoke_preset_writes_every_output(smoke, strict_json):
         "tail_table_plain.csv",
     ):
         assert run.file(name).is_file(), name
-    for stem in ("fta_by_group_plain", "fta_final_plain", "lr_sweep_plain"):
+    for stem in ("fta_by_group_plain", "fta_final_plain", "lr_sweep_plain", "lag_ratio_plain"):
         for ext in ("png", "svg"):
             assert run.file(f"{stem}.{ext}").stat().st_size > 1000
     layout = run.read_json("report.json")
@@ -94,6 +94,16 @@ def test_smoke_preset_writes_every_output(smoke, strict_json):
         assert run.file(item["file"]).is_file()
     assert "Rarest group" in layout["summary"]
     assert strict_json(run.path) == []  # every JSON (progress, metrics, results) is strict
+    # The gap measures lead the report; every explained column is a header of its table.
+    assert [f["file"] for f in layout["figures"][:2]] == [
+        "fta_vs_exposures_plain.png",
+        "lag_ratio_plain.png",
+    ]
+    assert layout["summary"].index("Exposure-lag ratio") < layout["summary"].index("Rarest")
+    for item in layout["tables"]:
+        header = next(csv.reader(run.file(item["file"]).open()))
+        assert set(item.get("columns", {})) <= set(header), item["file"]
+    assert layout["tables"][0]["columns"] and "Muon EM" in layout["tables"][2]["columns"]
 
     results = run.read_json("results.json")
     m, steps_total, every = cfg.data.m, cfg.train.steps, cfg.train.eval_every
@@ -101,14 +111,32 @@ def test_smoke_preset_writes_every_output(smoke, strict_json):
     for result in results["runs"]:
         assert result["status"] == "complete"
         steps = [e["step"] for e in result["evals"]]
-        assert steps == list(range(every, steps_total + 1, every))
+        assert steps == list(range(0, steps_total + 1, every))  # step 0: the initialised model
         for e in result["evals"]:
-            assert len(e["fta"]) == m + 1
+            assert len(e["fta"]) == len(e["em"]) == m + 1
             assert all(0.0 <= v <= 1.0 for v in e["fta"]) and 0.0 <= e["fta_all"] <= 1.0
+            assert all(em <= fta for em, fta in zip(e["em"], e["fta"], strict=True))
+            assert e["em_all"] <= e["fta_all"]
         # Each arm's first-seed run keeps its final checkpoint (for `tailmem diagnose`).
         assert [p.name for p in run.file(result["key"]).glob("ckpt/*")] == ["step_000040.pt"]
     assert len(list(run.path.glob("runs/*/*/*/ckpt"))) == len(cfg.arms)  # not the losing LR's
     assert 0 < results["chance_fta"] < 1
+    measures = results["gap_measures"]["plain"]
+    (pair,) = measures["pairs"]
+    assert (pair["lead"], pair["lag"], pair["status"]) == ("muon", "adam", "measured")
+    assert pair["steps"] == list(range(0, steps_total + 1, every))
+    assert sorted(measures["paper"]) == ["arxiv-v2", "iclr"]
+    n_rows = (m + 2) * 3  # groups and pooled, three taus
+    assert len(pair["lag_ratio"]) == n_rows
+    lag_rows = _read_csv(run.file("lag_ratio_plain.csv"))
+    assert [r["source"] for r in lag_rows].count("tailmem") == n_rows
+    summary = _read_csv(run.file("lag_ratio_summary_plain.csv"))
+    assert [r["group"] for r in summary[: m + 2]] == [*map(str, range(m + 1)), "pooled"]
+    (ours, *_) = _read_csv(run.file("peak_gap_plain.csv"))
+    assert float(ours["peak_gap"]) == pytest.approx(pair["peak_gap"]["overall"]["gap"], abs=1e-4)
+    (adam_run,) = [r for r in results["runs"] if r["arm"] == "adam"]
+    final = results["final_by_group"]["plain"]["adam"]
+    assert final["em"] == pytest.approx(adam_run["evals"][-1]["em"], abs=1e-5)
 
     table = _read_csv(run.file("tail_table_plain.csv"))
     assert len(table) == len(cfg.table_fracs) * len(cfg.tail_offsets)
@@ -315,6 +343,8 @@ def _fake_result(job, fta_final, status="complete"):
             "step": s,
             "fta": [v * s / job.steps for v in fta_final],
             "fta_all": float(np.mean(fta_final)) * s / job.steps,
+            "em": [0.5 * v * s / job.steps for v in fta_final],
+            "em_all": 0.5 * float(np.mean(fta_final)) * s / job.steps,
         }
         for s in range(job.steps // 10, job.steps + 1, job.steps // 10)
     ]
@@ -393,9 +423,12 @@ def test_tables_gap_and_claim_rules_on_constructed_results():
     rows = tail_table(plan, "plain", [0.5, 1.0], [2, 0], m=4)
     assert [(r["step"], r["group"]) for r in rows] == [(50, 2), (50, 4), (100, 2), (100, 4)]
     assert rows[-1]["Muon"] == "0.960 ± 0.030" and rows[-1]["paper Muon"] == "0.976"
+    assert rows[-1]["Muon EM"] == "0.480 ± 0.015"  # the fake EM is half the FTA
     assert rows[0]["Adam"] == "0.500 ± 0.000"  # halfway: the fake history scales linearly
     gaps = {g["arm"]: g for g in gap_rows(plan, "plain", head_groups=3)}
     assert gaps["adam"]["gap_mean"] == pytest.approx(1 - 0.26)
+    assert gaps["adam"]["em_rarest_mean"] == pytest.approx(0.13)
+    assert gaps["adam"]["em_all"] == pytest.approx(0.5 * np.mean([0.782, 0.742, 0.762]), abs=1e-4)
     assert gaps["adam"]["gap_std"] == pytest.approx(np.std([0.69, 0.79, 0.74], ddof=1), abs=1e-4)
     found = {c.id: c for c in claims(plan, m=4, head_groups=3, chance=0.01)}
     verdicts = {cid: c.verdict for cid, c in found.items()}

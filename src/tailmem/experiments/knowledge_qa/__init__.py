@@ -18,12 +18,22 @@ Protocol (run by :mod:`tailmem.lm.plan` on the shared worker pool)
     checkpoints. ``train.keep_checkpoints`` (``first_seed`` in the presets) keeps the final
     checkpoint of each arm's first-seed run, for ``tailmem diagnose``.
 
-Outputs (in the run directory)
+Every run is evaluated at step 0 (the initialised model) and every ``train.eval_every`` steps,
+so a crossing of an FTA level early in training is bracketed by two evaluations. Each
+evaluation scores first-token accuracy (FTA, the paper's metric) and whole-answer exact match
+(EM, greedy decoding of the whole answer) per group (:mod:`.fta`).
+
+Outputs (in the run directory), the gap measures first (:mod:`.gaps`)
+    ``fta_vs_exposures_<ffn>`` (Muon vs Adam, FTA against exposures per fact, seed bands) and
+    ``lag_ratio_<ffn>`` (exposure-lag ratio against tau, the paper's beside) figures;
+    ``lag_ratio_summary_<ffn>.csv`` (that pair per group and tau, ours and the paper's),
+    ``lag_ratio_<ffn>.csv`` (every pair), ``peak_gap_<ffn>.csv``;
     ``fta_by_group_<ffn>.png/.svg`` (paper Fig. 3: FTA per group over steps, one panel per arm),
-    ``fta_final_<ffn>``, ``lr_sweep_<ffn>`` figures; ``tail_table_<ffn>.csv`` (paper Tables 3–8:
-    the tail groups at 20/50/100% of training, mean ± std over seeds, published values beside);
-    ``tail_table_long.csv``, ``head_tail_gap.csv``, ``lr_sweep.csv``, ``results.json``,
-    ``claims.json`` and ``report.json``.
+    ``fta_final_<ffn>`` (final FTA and EM by group), ``lr_sweep_<ffn>`` figures;
+    ``tail_table_<ffn>.csv`` (paper Tables 3–8: the tail groups at 20/50/100% of training, mean ±
+    std over seeds, published values and EM beside); ``tail_table_long.csv``,
+    ``head_tail_gap.csv``, ``lr_sweep.csv``, ``results.json`` (with ``gap_measures`` and
+    ``final_by_group``), ``claims.json`` and ``report.json``.
 
 ``note`` (free text, e.g. what the preset's scale was chosen to show) ends the report summary.
 
@@ -42,11 +52,11 @@ from pathlib import Path
 from typing import Any, Literal
 
 from tailmem.claims.registry import write_claims
-from tailmem.data.bios import BiosConfig, build_dataset
+from tailmem.data.bios import N_ATTRIBUTES, BiosConfig, build_dataset
 from tailmem.data.stream import QATrainStream
 from tailmem.data.templates import QA_TEMPLATES
 from tailmem.errors import ConfigError
-from tailmem.experiments.knowledge_qa import plots, tables
+from tailmem.experiments.knowledge_qa import gaps, plots, tables
 from tailmem.experiments.knowledge_qa.arms import ARMS, BASE_ARM, SWEPT, dependencies
 from tailmem.experiments.knowledge_qa.fta import QAData, answer_loss_sum, chance_fta, describe_fta
 from tailmem.lm.arms import check_arm_names
@@ -54,6 +64,7 @@ from tailmem.lm.config import KINDS, LMConfig
 from tailmem.lm.plan import Best, Entry, Plan, keep_checkpoints, run_plan
 from tailmem.lm.preflight import check_lm
 from tailmem.lm.subrun import Shared, diverged_runs
+from tailmem.report.qa_gap_figures import fta_vs_exposures_figure, lag_ratio_figure
 from tailmem.rundir import RunDir
 from tailmem.train import distributed as D
 
@@ -198,22 +209,32 @@ def run(cfg: Config, run: RunDir) -> None:
     """Sweep, train every seed, then write tables, figures, claims and ``report.json``."""
     cache = Path(cfg.cache_dir) if cfg.cache_dir else run.path / "data"
     dataset = build_dataset(cfg.data, cache)
-    QATrainStream(dataset, cfg.train.batch_size, cfg.train.seq_len, cfg.seed, cfg.loss_on)
+    stream = QATrainStream(dataset, cfg.train.batch_size, cfg.train.seq_len, cfg.seed, cfg.loss_on)
+    exposures = gaps.Exposures(
+        tuple(int(s) for s in dataset.selections_per_group()),
+        cfg.data.n_qa // N_ATTRIBUTES,
+        stream.steps_per_epoch,
+    )
     data = QAData(str(dataset.path), dataset.fingerprint, cfg.loss_on, cfg.train.eval_batch_size)
     shared = Shared(
-        str(run.path), cfg.model, cfg.train, cfg.optim, data, loss_fn=answer_loss_sum,
-        describe=describe_fta, show_progress=cfg.workers == 1,
+        str(run.path), cfg.model, cfg.train, cfg.optim, data, initial_eval=True,
+        loss_fn=answer_loss_sum, describe=describe_fta, show_progress=cfg.workers == 1,
     )  # fmt: skip
     sweep_seed = cfg.seed if cfg.sweep.seed is None else cfg.sweep.seed
     plan = Plan(cfg.entries(), _score, cfg.seed_list, cfg.train.steps, sweep_seed, cfg.sweep_steps)
     run_plan(plan, shared, cfg.workers, _summary)
     keep_checkpoints(plan, shared.root, cfg.train.keep_checkpoints)
     if D.is_main_process():
-        write_outputs(cfg, run, plan, chance_fta(dataset), dataset.summary())
+        write_outputs(cfg, run, plan, chance_fta(dataset), dataset.summary(), exposures)
 
 
 def write_outputs(
-    cfg: Config, run: RunDir, plan: Plan, chance: float, data_summary: dict[str, Any]
+    cfg: Config,
+    run: RunDir,
+    plan: Plan,
+    chance: float,
+    data_summary: dict[str, Any],
+    exposures: gaps.Exposures,
 ) -> None:
     """Tables, figures, results, claims and the report layout of a finished plan (its tables
     read the runs that did not diverge; ``results.json`` lists those that did)."""
@@ -222,15 +243,19 @@ def write_outputs(
     m = cfg.data.m
     sweep_rows = tables.sweep_rows(plan)
     run.write_csv("lr_sweep.csv", sweep_rows)
-    long_rows, gaps = [], []
-    figures, layout_tables = [], []
+    long_rows, gaps_rows = [], []
+    measures, figures, layout_tables = {}, [], []
+    for ffn in plan.ffns:  # the gap measures lead the report
+        measures[ffn], shown, listed = write_gap_measures(cfg, run, plan, ffn, exposures)
+        figures += shown
+        layout_tables += listed
     for ffn in plan.ffns:  # an FFN type whose every seed run diverged has no tables
         run.write_csv(
             f"tail_table_{ffn}.csv",
             tables.tail_table(plan, ffn, cfg.table_fracs, cfg.tail_offsets, m),
         )
         long_rows += tables.tail_table_long(plan, ffn, cfg.table_fracs, cfg.tail_offsets, m)
-        gaps += tables.gap_rows(plan, ffn, cfg.head_groups)
+        gaps_rows += tables.gap_rows(plan, ffn, cfg.head_groups)
         figures += [
             run.save_report_figure(
                 plots.fta_by_group_figure(plan, ffn, chance),
@@ -241,7 +266,9 @@ def write_outputs(
             run.save_report_figure(
                 plots.final_fta_figure(plan, ffn, chance),
                 f"fta_final_{ffn}",
-                f"FTA at the last step by frequency group, {ffn} FFN",
+                f"First-token accuracy (left) and whole-answer exact match (right: greedy "
+                f"decoding reproduces every answer token) at the last step by frequency group, "
+                f"{ffn} FFN, mean ± std over seeds",
             ),
             run.save_report_figure(
                 plots.sweep_figure(sweep_rows, ffn),
@@ -256,17 +283,23 @@ def write_outputs(
                 f"{ffn} FFN, mean ± std over {cfg.seeds} seed(s); 'paper' "
                 "columns: the published m = 15 value of the group at the same "
                 "distance from the rarest (— where not published)",
+                "columns": tail_columns(plan),
             }
         )
     run.write_csv("tail_table_long.csv", long_rows)
-    run.write_csv("head_tail_gap.csv", gaps)
+    run.write_csv("head_tail_gap.csv", gaps_rows)
     layout_tables += [
         {
             "file": "head_tail_gap.csv",
             "caption": f"Head (groups 0..{cfg.head_groups - 1}) vs rarest group at the end: the "
             "head–tail gap, mean and std over seeds",
+            "columns": HEAD_TAIL_COLUMNS,
         },
-        {"file": "lr_sweep.csv", "caption": "LR sweep (score: FTA over all questions)"},
+        {
+            "file": "lr_sweep.csv",
+            "caption": "LR sweep (score: FTA over all questions)",
+            "columns": LR_SWEEP_COLUMNS,
+        },
     ]
     claims = tables.claims(plan, m, cfg.head_groups, chance)
     write_claims(run, claims)
@@ -276,8 +309,10 @@ def write_outputs(
         "best_lr": {f"{ffn}/{arm}": lrs for (ffn, arm), lrs in plan.best.items()},
         "runs": [plan.results[job] for jobs in plan.seed_runs.values() for job in jobs],
         "diverged": diverged,
-        "head_tail_gap": gaps,
+        "head_tail_gap": gaps_rows,
         "tail_table": long_rows,
+        "gap_measures": measures,
+        "final_by_group": {ffn: final_by_group(plan, ffn) for ffn in cfg.ffns},
         "config_model": dataclasses.asdict(cfg.model),
     }
     run.write_json("results.json", results)
@@ -285,22 +320,136 @@ def write_outputs(
         "report.json",
         {
             "title": "Knowledge QA: FTA of rare facts by optimiser (paper A, Sec. 4.3)",
-            "summary": report_summary(cfg, gaps, claims, sweep_rows, data_summary, chance),
+            "summary": report_summary(
+                cfg, gaps_rows, claims, sweep_rows, data_summary, chance, measures
+            ),
             "figures": figures,
             "tables": layout_tables,
         },
     )
 
 
+def write_gap_measures(
+    cfg: Config, run: RunDir, plan: Plan, ffn: str, exposures: gaps.Exposures
+) -> tuple[dict[str, Any], list[dict[str, str]], list[dict[str, Any]]]:
+    """The gap measures of one FFN type: written to CSVs and figures; returns them with the
+    report's figure and table entries."""
+    measures, curves = gaps.measure(plan, ffn, exposures)
+    run.write_csv(f"lag_ratio_{ffn}.csv", gaps.lag_ratio_rows(ffn, measures))
+    run.write_csv(f"peak_gap_{ffn}.csv", gaps.peak_gap_rows(ffn, measures, plan.steps))
+    figures, listed = [], []
+    pair = gaps.headline_pair(measures)
+    if pair is not None:
+        lead, lag = (ARMS[arm].label for arm in pair)
+        tail = sorted({cfg.data.m - o for o in cfg.tail_offsets if o <= cfg.data.m})
+        paper = measures["paper"][gaps.REFERENCE]
+        run.write_csv(f"lag_ratio_summary_{ffn}.csv", gaps.lag_ratio_table(measures, *pair))
+        figures += [
+            run.save_report_figure(
+                fta_vs_exposures_figure(
+                    curves[pair], *pair, groups=tail, taus=measures["taus"],
+                    title=f"{lead} (solid) vs {lag} (dashed), {ffn} FFN",
+                ),
+                f"fta_vs_exposures_{ffn}",
+                f"FTA of the tail groups against exposures per fact (times one fact has been "
+                f"trained), {lead} vs {lag}, {ffn} FFN, mean ± SE band over "
+                f"{curves[pair].n_seeds} paired seed(s): how far right {lag}'s curve sits at an "
+                "FTA level (dotted) is the exposure-lag ratio",
+            ),
+            run.save_report_figure(
+                lag_ratio_figure(
+                    measures, *pair, reference=paper,
+                    reference_label=gaps.VERSION_LABELS[gaps.REFERENCE],
+                    title=f"Exposure-lag ratio of {lag} behind {lead}, {ffn} FFN "
+                    "(▲ at least, ▼ at most)",
+                ),
+                f"lag_ratio_{ffn}",
+                f"Exposure-lag ratio, {ffn} FFN: exposures {lag} needs ÷ exposures {lead} needs "
+                "to bring a group to FTA τ (interpolated between evaluations; seed mean ± SE; "
+                "▲/▼: bounds where a crossing is not bracketed), beside the paper's tables "
+                "computed the same way (grey, arXiv v2; the ICLR values are in the table)",
+            ),
+        ]  # fmt: skip
+        listed.append(
+            {
+                "file": f"lag_ratio_summary_{ffn}.csv",
+                "caption": f"Exposure-lag ratio of {lag} behind {lead}, {ffn} FFN, per group "
+                "(pooled: every group's points as one curve against exposures) and FTA level τ; "
+                f"ours (mean ± SE over seeds) and the paper's m = 15 tables. Every pair of "
+                f"arms: lag_ratio_{ffn}.csv",
+                "columns": gaps.LAG_RATIO_COLUMNS,
+            }
+        )
+    listed.append(
+        {
+            "file": f"peak_gap_{ffn}.csv",
+            "caption": f"Peak FTA gap per pair of arms, {ffn} FFN: the largest seed-mean gap "
+            "lead − lag over groups and evaluations, and where it occurs; ours and the paper's",
+            "columns": gaps.PEAK_GAP_COLUMNS,
+        }
+    )
+    return measures, figures, listed
+
+
+def tail_columns(plan: Plan) -> dict[str, str]:
+    """Explanations of the tail table's headers."""
+    columns = {
+        "step": "the evaluated step nearest to the fraction",
+        "fraction": "fraction of training",
+        "group": "frequency group (the rarest is m)",
+    }
+    for arm in plan.arms:
+        label = ARMS[arm].label
+        columns[label] = f"first-token accuracy of {label}, mean ± std over seeds"
+        columns[f"paper {label}"] = "published FTA (m = 15) at the same distance from the rarest"
+        columns[f"{label} EM"] = f"whole-answer exact match of {label} (greedy decoding)"
+    return columns
+
+
+HEAD_TAIL_COLUMNS = {
+    "head_mean": "FTA of the most frequent groups (mean over them), seed mean",
+    "rarest_mean": "FTA of the rarest group, seed mean",
+    "gap_mean": "head minus rarest FTA, seed mean (_std: standard deviation over seeds)",
+    "em_head_mean": "the same three for whole-answer exact match",
+    "fta_all": "FTA over all questions",
+    "em_all": "exact match over all questions",
+}
+
+
+LR_SWEEP_COLUMNS = {
+    "swept": "the optimiser kind whose learning rate the arm sweeps",
+    "lr_muon": "learning rate of each kind (lr_adam, lr_sgd alike; empty: the arm does not use it)",
+    "fta_all": "FTA over all questions at the end (the score; -1: diverged)",
+    "fta_rarest": "FTA of the rarest group at the end",
+    "chosen": "the arm's best learning rate",
+    "grid_edge": "the swept rate is at an end of its grid (a chosen one may not be the optimum)",
+}
+
+
+def final_by_group(plan: Plan, ffn: str) -> dict[str, dict[str, list[float]]]:
+    """Per arm, FTA and EM of every group at the end: seed mean and standard deviation."""
+    out = {}
+    for arm in plan.arms:
+        results = tables.seed_results(plan, ffn, arm)
+        entry = {}
+        for metric in tables.METRICS:
+            mean, std = tables.mean_std(tables.fta_at(results, plan.steps, metric))
+            entry[metric], entry[f"{metric}_std"] = mean.round(5).tolist(), std.round(5).tolist()
+        out[arm] = entry
+    return out
+
+
 def report_summary(
     cfg: Config,
-    gaps: list[dict[str, Any]],
+    head_tail: list[dict[str, Any]],
     claims: list[Any],
     sweep_rows: list[dict[str, Any]],
     data_summary: dict[str, Any],
     chance: float,
+    measures: dict[str, dict[str, Any]],
 ) -> str:
-    """One paragraph: the setting, the final rarest-group FTA per arm and the verdicts."""
+    """One paragraph: the setting, the lag ratio and peak gap of the headline pair beside the
+    paper's, the final rarest-group FTA and EM per arm, and the verdicts."""
     model = cfg.model.build(1, "plain", cfg.train.seq_len)
     train = cfg.train
     parts = [
@@ -310,12 +459,14 @@ def report_summary(
         f"{train.batch_size}×{train.seq_len} tokens, {cfg.seeds} seed(s), chance FTA {chance:.3f}."
     ]
     for ffn in cfg.ffns:
+        parts += gaps.summary_sentences(measures[ffn], ffn)
         finals = ", ".join(
-            f"{ARMS[g['arm']].label} {g['rarest_mean']:.3f}±{g['rarest_std']:.3f}"
-            for g in gaps
+            f"{ARMS[g['arm']].label} {g['rarest_mean']:.3f}±{g['rarest_std']:.3f} "
+            f"(EM {g['em_rarest_mean']:.3f})"
+            for g in head_tail
             if g["ffn"] == ffn
         )
-        parts.append(f"Rarest group (group {cfg.data.m}) at the end, {ffn} FFN: {finals}.")
+        parts.append(f"Rarest group (group {cfg.data.m}) FTA at the end, {ffn} FFN: {finals}.")
     counts: dict[str, int] = {}
     for c in claims:
         counts[c.verdict] = counts.get(c.verdict, 0) + 1

@@ -1,12 +1,25 @@
-"""The data and the metric of knowledge-QA: batches of QA samples, the loss on answer tokens, and
-first-token accuracy (FTA) per frequency group as an eval hook (paper A3).
+"""The data and the metrics of knowledge-QA: batches of QA samples, the loss on answer tokens,
+and first-token accuracy (FTA) and whole-answer exact match (EM) per frequency group as an eval
+hook (paper A3).
 
-The model is asked every evaluation question (one per person and attribute); the question is
-answered correctly when the arg-max of the next-token logits after the prompt is the first token
-of the answer. FTA of a group is the fraction of its questions answered correctly; ``fta_all``
-is the fraction over all questions (groups hold different numbers of people, so it is not the
-mean of the groups). Under ``torchrun`` each rank scores every ``world_size``-th batch and the
-counts are summed.
+The model is asked every evaluation question (one per person and attribute).
+
+- **FTA**: the question counts as answered when the arg-max of the next-token logits after the
+  prompt is the first token of the answer (the paper's metric).
+- **EM**: the question counts as answered when greedy decoding from the prompt reproduces the
+  whole answer, token by token, for the answer's length. The first BPE token of a date or a
+  city is shared by many answers, so FTA measures a coarser memory than EM; ``EM <= FTA``
+  always. Decoding stops at the answer's length and does not ask for EOS afterwards (with
+  ``loss_on="answer"`` EOS is never a training target).
+
+Greedy decoding needs no loop: it reproduces the answer exactly when, at every answer
+position, the arg-max given the prompt and the *true* earlier answer tokens is the true next
+token (by induction, greedy decoding then sees exactly those earlier tokens). So one forward
+pass over ``prompt + answer`` scores both metrics: FTA reads the first answer position, EM all
+of them. FTA (EM) of a group is the fraction of its questions answered; ``fta_all``
+(``em_all``) is the fraction over all questions (groups hold different numbers of people, so it
+is not the mean of the groups). Under ``torchrun`` each rank scores every ``world_size``-th
+batch and the counts are summed.
 
 Knowledge-QA trains on answer tokens only (about 3 of every 21 tokens) and evaluates one
 next-token prediction per question, so the loss and the predictions run the GPT's trunk and
@@ -17,7 +30,7 @@ from __future__ import annotations
 
 import functools
 from collections.abc import Mapping
-from dataclasses import dataclass
+from dataclasses import dataclass, fields
 from typing import Any
 
 import numpy as np
@@ -33,7 +46,7 @@ from tailmem.train import IGNORE_INDEX, EvalHook, shard_rows, token_loss_sum
 from tailmem.train import distributed as D
 
 DIGITS = 5
-"""FTA values are rounded to this many decimals in metrics (they are ratios of small counts)."""
+"""FTA and EM values are rounded to this many decimals in metrics (ratios of small counts)."""
 
 
 def chance_fta(dataset: BiosDataset) -> float:
@@ -69,6 +82,11 @@ def answer_loss_sum(model: nn.Module, x: Tensor, y: Tensor) -> Tensor:
 def logits_at(model: nn.Module, idx: Tensor, positions: Tensor) -> Tensor:
     """Next-token logits ``(B, vocab)`` of row ``b`` at position ``positions[b]``."""
     rows = torch.arange(len(positions), device=positions.device)
+    return logits_of(model, idx, rows, positions)
+
+
+def logits_of(model: nn.Module, idx: Tensor, rows: Tensor, positions: Tensor) -> Tensor:
+    """Next-token logits ``(N, vocab)`` of row ``rows[i]`` at position ``positions[i]``."""
     if type(model) is not GPT:
         out = model(idx)
         logits = out[0] if isinstance(out, tuple) else out
@@ -76,12 +94,47 @@ def logits_at(model: nn.Module, idx: Tensor, positions: Tensor) -> Tensor:
     return model.head(final_hidden(model, idx)[rows, positions])
 
 
-class FTAEvaluator:
-    """``hook(step, model) -> {"fta": [per group], "fta_all": over all questions}`` (rounded to
-    :data:`DIGITS` decimals).
+@dataclass(frozen=True)
+class AnswerBatch:
+    """Eval questions with their answers: ``tokens`` ``(B, W)`` holds prompt and answer (no
+    EOS), right-padded; one entry per answer token of every question, the ``i``-th predicted by
+    the logits of row ``row[i]`` at ``position[i]`` and ``target[i]`` the true token, ``first[i]``
+    whether it is its question's first answer token; ``group`` ``(B,)``."""
 
-    The questions are packed once into right-padded batches of ``batch_size`` (sorted by prompt
-    length so that little padding is computed).
+    tokens: Tensor
+    row: Tensor
+    position: Tensor
+    target: Tensor
+    first: Tensor
+    group: Tensor
+
+
+def answer_batch(dataset: BiosDataset, index: np.ndarray) -> AnswerBatch:
+    """The eval questions ``index`` as one :class:`AnswerBatch`. A question's row holds its
+    prompt and its answer but the last answer token (whose next token, EOS, is not scored)."""
+    index = np.asarray(index, dtype=np.int64)
+    items = dataset.eval_items[index]
+    prompt = dataset.item_loss_start[items].astype(np.int64)
+    total = dataset.items.lengths[items].astype(np.int64) - 1  # prompt + answer, without EOS
+    column = np.arange(int(total.max()))
+    source = dataset.items.offsets[items][:, None] + column[None, :]
+    inside = column[None, :] < total[:, None] - 1
+    tokens = np.full((len(index), len(column) - 1), dataset.eos_id, dtype=np.int64)
+    tokens[inside[:, :-1]] = dataset.items.flat[source[inside]]
+    answer = (column[None, :] >= prompt[:, None]) & (column[None, :] < total[:, None])
+    row, target_at = np.nonzero(answer)
+    target = dataset.items.flat[source[row, target_at]].astype(np.int64)
+    group = dataset.eval_group[index].astype(np.int64)
+    arrays = (tokens, row, target_at - 1, target, target_at == prompt[row], group)
+    return AnswerBatch(*(torch.from_numpy(a) for a in arrays))
+
+
+class FTAEvaluator:
+    """``hook(step, model) -> {"fta": [per group], "fta_all", "em": [per group], "em_all"}``
+    (rounded to :data:`DIGITS` decimals): first-token accuracy and whole-answer exact match.
+
+    The questions are packed once into right-padded batches of ``batch_size`` (sorted by the
+    length of prompt plus answer so that little padding is computed).
     """
 
     def __init__(
@@ -89,45 +142,49 @@ class FTAEvaluator:
     ) -> None:
         self.ctx = ctx or D.DistContext()
         self.n_groups = dataset.n_groups
-        order = np.argsort(dataset.item_loss_start[dataset.eval_items], kind="stable")
-        self.batches: list[tuple[Tensor, Tensor, Tensor, Tensor]] = []
-        for start in range(0, len(order), batch_size):
-            b = dataset.eval_batch(order[start : start + batch_size])
-            self.batches.append(
-                (
-                    torch.from_numpy(b.tokens),
-                    torch.from_numpy(b.lengths - 1),
-                    torch.from_numpy(b.first_token),
-                    torch.from_numpy(b.group),
-                )
-            )
+        lengths = dataset.items.lengths[dataset.eval_items]
+        order = np.argsort(lengths, kind="stable")
+        self.batches = [
+            answer_batch(dataset, order[start : start + batch_size])
+            for start in range(0, len(order), batch_size)
+        ]
         self.counts = torch.from_numpy(
             np.bincount(dataset.eval_group, minlength=self.n_groups).astype(np.float64)
         )
 
     @torch.no_grad()
-    def correct_by_group(self, model: nn.Module) -> Tensor:
-        """Number of correctly answered questions per group (summed over ranks), float64."""
+    def correct_by_group(self, model: nn.Module) -> tuple[Tensor, Tensor]:
+        """Questions per group answered by their first token and by the whole answer (summed
+        over ranks), float64, each of shape ``(n_groups,)``."""
         first = next(model.parameters(), None)  # a model without parameters runs on the CPU
         device = first.device if first is not None else torch.device("cpu")
-        correct = torch.zeros(self.n_groups, dtype=torch.float64, device=device)
-        for tokens, last, first, group in self.batches[self.ctx.rank :: self.ctx.world_size]:
-            pred = logits_at(model, tokens.to(device), last.to(device)).argmax(-1)
-            hit = (pred == first.to(device)).double()
-            correct.index_add_(0, group.to(device), hit)
-        return D.all_reduce_sum(correct, self.ctx).cpu()
+        correct = torch.zeros(2, self.n_groups, dtype=torch.float64, device=device)
+        for batch in self.batches[self.ctx.rank :: self.ctx.world_size]:
+            b = AnswerBatch(*(getattr(batch, f.name).to(device) for f in fields(batch)))
+            hit = logits_of(model, b.tokens, b.row, b.position).argmax(-1) == b.target
+            misses = torch.zeros(len(b.group), device=device).index_add_(0, b.row, (~hit).float())
+            correct[0].index_add_(0, b.group[b.row[b.first]], hit[b.first].double())
+            correct[1].index_add_(0, b.group, (misses == 0).double())
+        fta, em = D.all_reduce_sum(correct, self.ctx).cpu()
+        return fta, em
 
     def __call__(self, step: int, model: nn.Module) -> dict[str, Any]:
-        correct = self.correct_by_group(model)
-        fta = (correct / self.counts.clamp(min=1)).tolist()
-        overall = float(correct.sum() / self.counts.sum())
-        return {"fta": [round(v, DIGITS) for v in fta], "fta_all": round(overall, DIGITS)}
+        out: dict[str, Any] = {}
+        for name, correct in zip(("fta", "em"), self.correct_by_group(model), strict=True):
+            by_group = (correct / self.counts.clamp(min=1)).tolist()
+            out[name] = [round(v, DIGITS) for v in by_group]
+            out[f"{name}_all"] = round(float(correct.sum() / self.counts.sum()), DIGITS)
+        return out
 
 
 def describe_fta(metrics: Mapping[str, Any]) -> str:
-    """A log line's view of an evaluation: FTA by group (frequent first) and over all questions."""
+    """A log line's view of an evaluation: FTA by group (frequent first), FTA and exact match
+    over all questions."""
     groups = " ".join(f"{v:.2f}" for v in metrics["fta"])
-    return f"FTA by group [{groups}], all questions {metrics['fta_all']:.3f}"
+    return (
+        f"FTA by group [{groups}], all questions {metrics['fta_all']:.3f} "
+        f"(exact match {metrics['em_all']:.3f})"
+    )
 
 
 class QABatches:
@@ -158,7 +215,7 @@ class QAMaterials:
 
     @property
     def identity(self) -> dict[str, Any]:
-        return {"bios": self.dataset.fingerprint, "loss_on": self.loss_on}
+        return {"bios": self.dataset.fingerprint, "loss_on": self.loss_on, "eval": "fta+em"}
 
     def batches(self, seed: int, train: TrainSection) -> QABatches:
         return QABatches(

@@ -7,7 +7,7 @@ from typing import Any
 import numpy as np
 
 from tailmem.experiments.knowledge_qa.arms import ARMS
-from tailmem.experiments.knowledge_qa.tables import history, mean_std, seed_results
+from tailmem.experiments.knowledge_qa.tables import METRICS, history, mean_std, seed_results
 from tailmem.lm.plan import Plan
 from tailmem.plotting import integer_ticks, legend_outside, pyplot
 
@@ -61,18 +61,26 @@ def fta_by_group_figure(plan: Plan, ffn: str, chance: float) -> Any:
 
 
 def final_fta_figure(plan: Plan, ffn: str, chance: float) -> Any:
-    """FTA at the last step against the frequency group, one line per arm (± std over seeds)."""
-    fig, ax = plt.subplots(figsize=(5.5, 3.4))
-    for arm in plan.arms:
-        _steps, fta = history(seed_results(plan, ffn, arm))
-        mean, std = mean_std(fta[:, -1])
-        groups = np.arange(len(mean))
-        ax.errorbar(groups, mean, yerr=std, marker="o", ms=3, capsize=2, label=ARMS[arm].label)
-    ax.axhline(chance, color="grey", ls="--", lw=1, label="chance")
-    ax.set_xlabel("frequency group (samples per person halve with each group)")
-    integer_ticks(ax)
-    ax.set_ylabel("first-token accuracy at the end")
-    return _finish(fig, ax, f"Final FTA by group, {ffn} FFN")
+    """At the last step, against the frequency group, one line per arm (± std over seeds):
+    first-token accuracy (left) and whole-answer exact match (right; at most the FTA)."""
+    fig, axes = plt.subplots(1, 2, figsize=(11.0, 3.6), sharey=True)
+    for ax, metric, name in zip(
+        axes, METRICS, ("first-token accuracy", "exact match"), strict=True
+    ):
+        for arm in plan.arms:
+            _steps, values = history(seed_results(plan, ffn, arm), metric)
+            mean, std = mean_std(values[:, -1])
+            groups = np.arange(len(mean))
+            ax.errorbar(groups, mean, yerr=std, marker="o", ms=3, capsize=2, label=ARMS[arm].label)
+        if metric == "fta":
+            ax.axhline(chance, color="grey", ls="--", lw=1, label="chance")
+        ax.set_xlabel("frequency group (samples per person halve with each)")
+        integer_ticks(ax)
+        ax.set(ylabel=f"{name} at the end", ylim=(-0.02, 1.02), title=f"Final {name}, {ffn} FFN")
+        ax.grid(alpha=0.3)
+    legend_outside(axes[-1], handles=axes[0].get_legend_handles_labels()[0])
+    fig.tight_layout()
+    return fig
 
 
 def sweep_figure(rows: list[dict[str, Any]], ffn: str) -> Any:

@@ -1,8 +1,8 @@
 """Tables over seeds, the LR sweep, the head–tail gap and the claims of knowledge-QA (A3).
 
-All functions read the finished :class:`~tailmem.lm.plan.Plan` only. FTA values are means over
-seeds with the sample standard deviation (``ddof = 1``; 0 for a single seed). A fraction of
-training is read at the evaluated step nearest to it.
+All functions read the finished :class:`~tailmem.lm.plan.Plan` only. FTA and exact-match (EM)
+values are means over seeds with the sample standard deviation (``ddof = 1``; 0 for a single
+seed). A fraction of training is read at the evaluated step nearest to it.
 """
 
 from __future__ import annotations
@@ -20,6 +20,8 @@ from tailmem.lm.config import KINDS
 from tailmem.lm.plan import Plan
 
 FAILED_SCORE = -1.0
+METRICS = ("fta", "em")
+"""The per-group metrics of every evaluation: first-token accuracy and whole-answer exact match."""
 
 
 def score(result: Mapping[str, Any]) -> float:
@@ -73,14 +75,17 @@ def sweep_rows(plan: Plan) -> list[dict[str, Any]]:
     return rows
 
 
-def history(results: Sequence[dict[str, Any]]) -> tuple[np.ndarray, np.ndarray]:
-    """Eval steps ``(E,)`` and FTA ``(seeds, E, groups)`` over the steps all seeds evaluated."""
+def history(
+    results: Sequence[dict[str, Any]], metric: str = "fta"
+) -> tuple[np.ndarray, np.ndarray]:
+    """Eval steps ``(E,)`` and ``metric`` (:data:`METRICS`) ``(seeds, E, groups)`` over the steps
+    all seeds evaluated."""
     steps = sorted(set.intersection(*({e["step"] for e in r["evals"]} for r in results)))
-    fta = np.array(
-        [[next(e["fta"] for e in r["evals"] if e["step"] == s) for s in steps] for r in results],
+    values = np.array(
+        [[next(e[metric] for e in r["evals"] if e["step"] == s) for s in steps] for r in results],
         dtype=np.float64,
     )
-    return np.array(steps), fta
+    return np.array(steps), values
 
 
 def mean_std(values: Sequence[float] | np.ndarray, axis: int = 0) -> tuple[Any, Any]:
@@ -91,13 +96,13 @@ def mean_std(values: Sequence[float] | np.ndarray, axis: int = 0) -> tuple[Any, 
     return values.mean(axis=axis), std
 
 
-def fta_at(results: Sequence[dict[str, Any]], step: int) -> np.ndarray:
-    """FTA per seed and group at ``step``: ``(seeds, groups)``."""
-    steps, fta = history(results)
+def fta_at(results: Sequence[dict[str, Any]], step: int, metric: str = "fta") -> np.ndarray:
+    """FTA (or another of :data:`METRICS`) per seed and group at ``step``: ``(seeds, groups)``."""
+    steps, values = history(results, metric)
     index = np.flatnonzero(steps == step)
     if not len(index):
         raise ValueError(f"step {step} was not evaluated; evaluated steps: {steps.tolist()}")
-    return fta[:, index[0]]
+    return values[:, index[0]]
 
 
 def fmt(mean: float, std: float) -> str:
@@ -107,16 +112,17 @@ def fmt(mean: float, std: float) -> str:
 def tail_table(
     plan: Plan, ffn: str, fracs: Sequence[float], offsets: Sequence[int], m: int
 ) -> list[dict[str, Any]]:
-    """Rows like the paper's Tables 3–8: one per (fraction of training, tail group), one column
-    per arm (mean ± std over seeds) and the published value of that arm where there is one."""
+    """Rows like the paper's Tables 3–8: one per (fraction of training, tail group); per arm its
+    FTA (mean ± std over seeds), the published FTA where there is one, and its exact match."""
     rows = []
     for frac, step, group, published in _tail_cells(plan, ffn, fracs, offsets, m):
         row: dict[str, Any] = {"step": step, "fraction": frac, "group": group}
         for arm in plan.arms:
             results = seed_results(plan, ffn, arm)
-            mean, std = mean_std(fta_at(results, step)[:, group])
-            row[ARMS[arm].label] = fmt(mean, std)
-            row[f"paper {ARMS[arm].label}"] = f"{published[arm]:.3f}" if arm in published else "—"
+            label = ARMS[arm].label
+            row[label] = fmt(*mean_std(fta_at(results, step)[:, group]))
+            row[f"paper {label}"] = f"{published[arm]:.3f}" if arm in published else "—"
+            row[f"{label} EM"] = fmt(*mean_std(fta_at(results, step, "em")[:, group]))
         rows.append(row)
     return rows
 
@@ -124,12 +130,15 @@ def tail_table(
 def tail_table_long(
     plan: Plan, ffn: str, fracs: Sequence[float], offsets: Sequence[int], m: int
 ) -> list[dict[str, Any]]:
-    """The numbers of :func:`tail_table`, one row per (fraction, group, arm), for analysis."""
+    """The numbers of :func:`tail_table`, one row per (fraction, group, arm), for analysis:
+    FTA ``mean``/``std``, exact match ``em_mean``/``em_std``."""
     rows = []
     for frac, step, group, published in _tail_cells(plan, ffn, fracs, offsets, m):
         for arm in plan.arms:
-            values = fta_at(seed_results(plan, ffn, arm), step)[:, group]
+            results = seed_results(plan, ffn, arm)
+            values = fta_at(results, step)[:, group]
             mean, std = mean_std(values)
+            em_mean, em_std = mean_std(fta_at(results, step, "em")[:, group])
             rows.append(
                 {
                     "ffn": ffn,
@@ -139,6 +148,8 @@ def tail_table_long(
                     "arm": arm,
                     "mean": float(mean),
                     "std": float(std),
+                    "em_mean": float(em_mean),
+                    "em_std": float(em_std),
                     "n_seeds": len(values),
                     "published_m15": published.get(arm),
                 }
@@ -159,18 +170,24 @@ def _tail_cells(
 
 def gap_rows(plan: Plan, ffn: str, head_groups: int) -> list[dict[str, Any]]:
     """Per arm at the end: head FTA (the ``head_groups`` most frequent groups), rarest-group FTA,
-    and the head–tail gap (head minus rarest), each mean ± std over seeds."""
+    and the head–tail gap (head minus rarest), each mean ± std over seeds; the same three of
+    exact match (``em_`` prefix); FTA and EM over all questions."""
     rows = []
     for arm in plan.arms:
-        final = fta_at(seed_results(plan, ffn, arm), plan.steps)
-        head = final[:, :head_groups].mean(axis=1)
-        rare = final[:, -1]
+        results = seed_results(plan, ffn, arm)
         row = {"ffn": ffn, "arm": arm, "label": ARMS[arm].label}
-        for name, values in (("head", head), ("rarest", rare), ("gap", head - rare)):
-            mean, std = mean_std(values)
-            row[f"{name}_mean"], row[f"{name}_std"] = round(float(mean), 4), round(float(std), 4)
-        finals = [r["evals"][-1]["fta_all"] for r in seed_results(plan, ffn, arm)]
-        row["fta_all"] = round(float(np.mean(finals)), 4)
+        for metric in METRICS:
+            final = fta_at(results, plan.steps, metric)
+            head = final[:, :head_groups].mean(axis=1)
+            rare = final[:, -1]
+            prefix = "" if metric == "fta" else f"{metric}_"
+            for name, values in (("head", head), ("rarest", rare), ("gap", head - rare)):
+                mean, std = mean_std(values)
+                row[f"{prefix}{name}_mean"] = round(float(mean), 4)
+                row[f"{prefix}{name}_std"] = round(float(std), 4)
+        for metric in METRICS:
+            finals = [r["evals"][-1][f"{metric}_all"] for r in results]
+            row[f"{metric}_all"] = round(float(np.mean(finals)), 4)
         rows.append(row)
     return rows
 

@@ -1,0 +1,296 @@
+"""The gap measures of knowledge-QA (:mod:`tailmem.metrics.qa_gaps`) on a finished plan, beside
+the paper's values computed the same way from its tables.
+
+For every FFN type and every pair of arms (Muon first where it is run, then the arms in the
+plan's order): the FTA curves of the seeds both arms finished (paired by seed), the exposures of
+each group at each evaluated step (:class:`Exposures`), and from them the peak gap and the
+exposure-lag ratio at each tau. The paper's values are those of
+:func:`~tailmem.metrics.qa_gaps.paper_curves` for each version of
+:data:`~tailmem.claims.paper_a_qa_tables.VERSIONS`, for the same pairs.
+
+Everything here is JSON-ready (no NaN: a number that does not exist is ``None`` with a status).
+"""
+
+from __future__ import annotations
+
+import itertools
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
+from typing import Any
+
+import numpy as np
+
+from tailmem.claims.paper_a_qa_tables import STEPS as PAPER_STEPS
+from tailmem.claims.paper_a_qa_tables import VERSIONS
+from tailmem.experiments.knowledge_qa.arms import ARMS
+from tailmem.experiments.knowledge_qa.tables import history
+from tailmem.lm.plan import Plan
+from tailmem.metrics.qa_gaps import (
+    POOLED,
+    TAUS,
+    FTACurves,
+    exposures_per_group,
+    gap_measures,
+    paper_curves,
+)
+
+LEAD_FIRST = "muon"
+"""The arm listed first in every pair it is in: ratios read "Adam needs x times Muon's"."""
+
+VERSION_LABELS = {"arxiv-v2": "paper arXiv v2", "iclr": "paper ICLR"}
+REFERENCE = "arxiv-v2"
+"""The paper version drawn beside ours in the lag-ratio figure (the tables list both)."""
+HEADLINE = ("muon", "adam")
+"""The pair the report leads with (paper A's headline: Muon's tail edge over Adam)."""
+
+LAG_RATIO_COLUMNS = {
+    "source": "tailmem (this run) or the paper's published tables (m = 15, groups 11/13/15)",
+    "group": "frequency group; pooled = all groups' (exposures, FTA) points as one curve",
+    f"τ = {TAUS[0]:g}": f"lag ratio at FTA {TAUS[0]:g}: mean ± SE over seeds (k/n seeds: "
+    "measured in k of them); ≥ / ≤ a bound of the seed-mean curves' ratio where a crossing is not "
+    "bracketed by two evaluations, naming the arm that never reaches τ",
+    **{f"τ = {tau:g}": f"the same at FTA {tau:g}" for tau in TAUS[1:]},
+}
+PEAK_GAP_COLUMNS = {
+    "source": "tailmem (this run) or the paper's published tables",
+    "lead": "the arms compared: the gap is FTA of lead − FTA of lag",
+    "peak_gap": "largest seed-mean FTA gap lead − lag over all groups and evaluations",
+    "se": "its standard error over paired seeds (empty for one seed or the paper)",
+    "group": "the group where the peak occurs",
+    "step": "the evaluated step where it occurs",
+    "fraction": "that step as a fraction of training",
+    "rarest_peak_gap": "the largest gap of the rarest group, its SE and step",
+}
+
+
+@dataclass(frozen=True)
+class Exposures:
+    """How often one fact of each group is trained per epoch, and the epoch's length in steps:
+    ``selections[g] * qa_per_selection`` trainings per ``steps_per_epoch`` steps."""
+
+    selections: tuple[int, ...]
+    qa_per_selection: int
+    steps_per_epoch: float
+
+    def at(self, steps: Sequence[float] | np.ndarray) -> np.ndarray:
+        """Exposures of one fact of each group by each step, ``(n_groups, n_steps)``."""
+        return exposures_per_group(
+            self.selections, steps, self.steps_per_epoch, self.qa_per_selection
+        )
+
+
+def pairs(arms: Sequence[str]) -> list[tuple[str, str]]:
+    """Every pair of ``arms`` once, :data:`LEAD_FIRST` leading where present."""
+    ordered = sorted(arms, key=lambda arm: arm != LEAD_FIRST)  # stable: the rest keep their order
+    return list(itertools.combinations(ordered, 2))
+
+
+def pair_curves(
+    plan: Plan, ffn: str, lead: str, lag: str, exposures: Exposures
+) -> FTACurves | None:
+    """FTA of ``lead`` and ``lag`` over the seeds both completed (paired by seed), at the steps
+    all of those runs evaluated; ``None`` when no seed completed in both arms."""
+    runs = {
+        arm: {job.seed: plan.results[job] for job in plan.seed_runs.get((ffn, arm), [])}
+        for arm in (lead, lag)
+    }
+    seeds = [
+        seed
+        for seed, result in runs[lead].items()
+        if result["status"] == "complete" and runs[lag].get(seed, {}).get("status") == "complete"
+    ]
+    if not seeds:
+        return None
+    steps, fta = history([runs[arm][seed] for arm in (lead, lag) for seed in seeds])
+    fta = fta.transpose(0, 2, 1)  # (runs, groups, steps)
+    n = len(seeds)
+    return FTACurves({lead: fta[:n], lag: fta[n:]}, steps, exposures.at(steps))
+
+
+def measure(
+    plan: Plan, ffn: str, exposures: Exposures, taus: Sequence[float] = TAUS
+) -> tuple[dict[str, Any], dict[tuple[str, str], FTACurves]]:
+    """The gap measures of one FFN type, ours and the paper's, and our curves of each pair.
+
+    Returns ``({"taus", "exposures", "pairs": [...], "paper": {version: ...}}, curves)``: each
+    of our pairs is :func:`~tailmem.metrics.qa_gaps.gap_measures`' entry with ``status``
+    "measured", the paired ``seeds`` and the evaluated ``steps``, or ``status`` "not measured"
+    with the reason; ``paper[version]`` is ``gap_measures`` of the published table for the
+    same pairs (the paper runs all five arms).
+    """
+    chosen = pairs(plan.arms)
+    out: list[dict[str, Any]] = []
+    curves: dict[tuple[str, str], FTACurves] = {}
+    for lead, lag in chosen:
+        pair = pair_curves(plan, ffn, lead, lag, exposures)
+        if pair is None:
+            reason = "no seed completed in both arms"
+            out.append({"lead": lead, "lag": lag, "status": "not measured", "reason": reason})
+            continue
+        curves[lead, lag] = pair
+        (entry,) = gap_measures(pair, taus)["pairs"]
+        out.append(
+            {**entry, "status": "measured", "n_seeds": pair.n_seeds, "steps": pair.steps.tolist()}
+        )
+    paper = {}
+    for version in VERSIONS:
+        published = paper_curves(version, ffn)
+        known = [p for p in chosen if all(arm in published.fta for arm in p)]
+        paper[version] = gap_measures(published, taus, known)
+    described = {
+        "selections_per_group": list(exposures.selections),
+        "qa_per_selection": exposures.qa_per_selection,
+        "steps_per_epoch": exposures.steps_per_epoch,
+    }
+    taus = [float(t) for t in taus]
+    return {"taus": taus, "exposures": described, "pairs": out, "paper": paper}, curves
+
+
+def headline_pair(measures: Mapping[str, Any]) -> tuple[str, str] | None:
+    """:data:`HEADLINE` when measured, else the first measured pair (``None``: none)."""
+    measured = [(p["lead"], p["lag"]) for p in measures["pairs"] if p["status"] == "measured"]
+    return HEADLINE if HEADLINE in measured else next(iter(measured), None)
+
+
+def summary_sentences(measures: Mapping[str, Any], ffn: str) -> list[str]:
+    """The report summary's lead: the pooled lag ratio of the headline pair at each tau beside
+    the paper's, and its peak gap with where it occurs."""
+    pair = headline_pair(measures)
+    if pair is None:
+        return [f"Gap measures, {ffn} FFN: not measured (no seed completed in any pair of arms)."]
+    lead, lag = (ARMS[arm].label for arm in pair)
+
+    def pooled(pairs: Sequence[Mapping[str, Any]]) -> str:
+        (entry,) = [p for p in pairs if (p["lead"], p["lag"]) == pair]
+        rows = [r for r in entry["lag_ratio"] if r["group"] == POOLED]
+        return ", ".join(f"τ {r['tau']:g}: {ratio_text(r, lead, lag)}" for r in rows)
+
+    ours = [p for p in measures["pairs"] if p["status"] == "measured"]
+    papers = "; ".join(
+        f"{VERSION_LABELS[v]} {pooled(m['pairs'])}" for v, m in measures["paper"].items()
+    )
+    (entry,) = [p for p in ours if (p["lead"], p["lag"]) == pair]
+    peak = entry["peak_gap"]["overall"]
+    se = "" if peak["se"] is None else f" ± {peak['se']:.3f}"
+    return [
+        f"Exposure-lag ratio, {ffn} FFN (exposures {lag} needs ÷ {lead}'s to reach FTA τ, all "
+        f"groups pooled): {pooled(ours)} ({papers}).",
+        f"Peak FTA gap {lead} − {lag}: {peak['gap']:+.3f}{se} in group {peak['group']} at step "
+        f"{int(peak['step'])}.",
+    ]
+
+
+def _sources(measures: Mapping[str, Any]) -> list[tuple[str, list[Mapping[str, Any]]]]:
+    """(source label, measured pairs) of ours and of each paper version."""
+    ours = [p for p in measures["pairs"] if p["status"] == "measured"]
+    papers = [(VERSION_LABELS[v], m["pairs"]) for v, m in measures["paper"].items()]
+    return [("tailmem", ours), *papers]
+
+
+def ratio_status(row: Mapping[str, Any]) -> str:
+    """One word for a lag-ratio summary: "measured" in every seed, "measured in k of n seeds",
+    or (none measured) the status of the ratio of the seed-mean curves."""
+    k, n = row["n_measured"], row["n_seeds"]
+    if k == n:
+        return "measured"
+    return f"measured in {k} of {n} seeds" if k else row["of_mean"]["status"]
+
+
+def ratio_text(row: Mapping[str, Any], lead: str, lag: str) -> str:
+    """A lag-ratio summary as a table cell: ``2.10 ± 0.30`` (seed mean ± SE), else a bound of
+    the seed-mean curves' ratio (``≥ 1.80``, ``≤ 1.20``) with which arm never reaches tau, or
+    the status alone."""
+    if row["mean"] is not None:
+        se = "" if row["se"] is None else f" ± {row['se']:.2f}"
+        k, n = row["n_measured"], row["n_seeds"]
+        return f"{row['mean']:.2f}{se}" + ("" if k == n else f" ({k}/{n} seeds)")
+    central = row["of_mean"]
+    if central["lower"] is not None:  # the lagging arm crossed late or never
+        bound, late = f"≥ {central['lower']:.2f}", lag
+    elif central["upper"] is not None:
+        bound, late = f"≤ {central['upper']:.2f}", lead
+    else:
+        return central["status"]
+    return f"{bound} ({late} never reaches τ)" if central["status"] == "not reached" else bound
+
+
+def lag_ratio_rows(ffn: str, measures: Mapping[str, Any]) -> list[dict[str, Any]]:
+    """One row per source, pair, group (and pooled) and tau: seed mean ± SE of the lag ratio,
+    how many seeds measured it, its status, and the ratio (or bounds) of the seed-mean curves."""
+    rows = []
+    for source, measured in _sources(measures):
+        for pair in measured:
+            for row in pair["lag_ratio"]:
+                central = row["of_mean"]
+                rows.append(
+                    {
+                        "ffn": ffn,
+                        "source": source,
+                        "lead": pair["lead"],
+                        "lag": pair["lag"],
+                        "group": row["group"],
+                        "tau": row["tau"],
+                        "mean": row["mean"],
+                        "se": row["se"],
+                        "n_measured": row["n_measured"],
+                        "n_seeds": row["n_seeds"],
+                        "status": ratio_status(row),
+                        "of_mean": central["ratio"],
+                        "lower": central["lower"],
+                        "upper": central["upper"],
+                    }
+                )
+    return rows
+
+
+def lag_ratio_table(measures: Mapping[str, Any], lead: str, lag: str) -> list[dict[str, Any]]:
+    """The report's table of one pair: a row per source and group (pooled last), a column per
+    tau (:func:`ratio_text`)."""
+    rows = []
+    labels = (ARMS[lead].label, ARMS[lag].label)
+    for source, measured in _sources(measures):
+        for pair in measured:
+            if (pair["lead"], pair["lag"]) != (lead, lag):
+                continue
+            for group in dict.fromkeys(r["group"] for r in pair["lag_ratio"]):
+                cells = {
+                    f"τ = {r['tau']:g}": ratio_text(r, *labels)
+                    for r in pair["lag_ratio"]
+                    if r["group"] == group
+                }
+                rows.append({"source": source, "group": group, **cells})
+    return rows
+
+
+def peak_gap_rows(ffn: str, measures: Mapping[str, Any], steps: int) -> list[dict[str, Any]]:
+    """One row per source and pair: the largest seed-mean FTA gap ``lead - lag`` over groups
+    and steps, its SE over paired seeds, where it occurs (group, step, fraction of training),
+    and the same for the rarest group."""
+    rows = []
+    for source, measured in _sources(measures):
+        total = steps if source == "tailmem" else PAPER_STEPS[-1]
+        for pair in measured:
+            peak = pair["peak_gap"]
+            overall, rarest = peak["overall"], peak["per_group"][-1]
+            rows.append(
+                {
+                    "ffn": ffn,
+                    "source": source,
+                    "lead": pair["lead"],
+                    "lag": pair["lag"],
+                    "peak_gap": round(overall["gap"], 4),
+                    "se": _round(overall["se"]),
+                    "group": overall["group"],
+                    "step": int(overall["step"]),
+                    "fraction": round(overall["step"] / total, 3),
+                    "rarest_group": rarest["group"],
+                    "rarest_peak_gap": round(rarest["gap"], 4),
+                    "rarest_se": _round(rarest["se"]),
+                    "rarest_step": int(rarest["step"]),
+                }
+            )
+    return rows
+
+
+def _round(value: float | None) -> float | None:
+    return None if value is None else round(value, 4)

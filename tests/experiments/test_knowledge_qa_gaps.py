@@ -1,0 +1,246 @@
+"""knowledge-qa's second metric and its gap measures: whole-answer exact match (EM) against
+greedy decoding by hand on models whose answers are known, and the lag ratios and peak gaps of
+a plan whose histories are built so that the answer is known (Adam = Muon slowed down twice)."""
+
+from __future__ import annotations
+
+import json
+
+import numpy as np
+import pytest
+import torch
+
+from tailmem.data.bios import BiosConfig, build_dataset
+from tailmem.experiments.knowledge_qa import Config
+from tailmem.experiments.knowledge_qa.arms import ARMS
+from tailmem.experiments.knowledge_qa.fta import FTAEvaluator, answer_batch, logits_of
+from tailmem.experiments.knowledge_qa.gaps import (
+    Exposures,
+    lag_ratio_rows,
+    lag_ratio_table,
+    measure,
+    pairs,
+    peak_gap_rows,
+    summary_sentences,
+)
+from tailmem.lm.config import TrainSection
+from tailmem.lm.plan import Plan
+from tailmem.lm.subrun import Job
+from tailmem.models.gpt import GPT, GPTConfig
+from tailmem.train import token_loss_sum
+
+SMALL = dict(m=4, n_first_names=40, n_surnames=60, n_cities=30, n_universities=40)
+SMALL |= dict(n_majors=20, n_employers=30, vocab_size=512)
+
+
+@pytest.fixture(scope="module")
+def dataset(tmp_path_factory):
+    return build_dataset(BiosConfig(**SMALL), tmp_path_factory.mktemp("kqa-em"))
+
+
+class _PrefixOracle(torch.nn.Module):
+    """Knows the first ``known[i]`` answer tokens of question ``i``: after the prompt and the
+    true answer's first ``j`` tokens it predicts token ``j`` of the answer if ``j < known[i]``,
+    else a wrong token; anywhere else token 0."""
+
+    def __init__(self, dataset, known):
+        super().__init__()
+        self.vocab = dataset.vocab_size
+        self.next = {}
+        for i, k in enumerate(known):
+            prompt, answer = dataset.eval_prompt(i).tolist(), dataset.eval_answer(i).tolist()
+            for j, token in enumerate(answer):
+                wrong = (token + 1) % self.vocab
+                self.next[tuple(prompt + answer[:j])] = token if j < k else wrong
+
+    def forward(self, idx):
+        logits = torch.zeros(*idx.shape, self.vocab)
+        for b, row in enumerate(idx.tolist()):
+            for t in range(len(row)):
+                logits[b, t, self.next.get(tuple(row[: t + 1]), 0)] = 1.0
+        return logits, None
+
+
+@torch.no_grad()
+def _greedy_exact_match(model, dataset):
+    """Per question: does greedy decoding (feeding back its own tokens) give the answer?"""
+    out = []
+    for i in range(len(dataset.eval_items)):
+        context, answer = dataset.eval_prompt(i).tolist(), dataset.eval_answer(i).tolist()
+        decoded = []
+        for _ in answer:
+            logits = model(torch.tensor([context + decoded]))[0]
+            decoded.append(int(logits[0, -1].argmax()))
+        out.append(decoded == answer)
+    return np.array(out)
+
+
+def test_first_token_right_second_wrong_gives_fta_one_and_exact_match_zero(dataset):
+    lengths = np.array([len(dataset.eval_answer(i)) for i in range(len(dataset.eval_items))])
+    assert lengths.min() >= 2  # every answer of this data set has a second token to get wrong
+    oracle = _PrefixOracle(dataset, known=np.ones(len(lengths), dtype=int))
+    out = FTAEvaluator(dataset, batch_size=7)(0, oracle)
+    assert out["fta"] == [1.0] * dataset.n_groups and out["fta_all"] == 1.0
+    assert out["em"] == [0.0] * dataset.n_groups and out["em_all"] == 0.0
+
+
+def test_exact_match_equals_greedy_decoding_by_hand_and_never_exceeds_fta(dataset):
+    rng = np.random.default_rng(0)
+    lengths = np.array([len(dataset.eval_answer(i)) for i in range(len(dataset.eval_items))])
+    # Known prefix lengths 0..len: some questions fully known, some only partly, some not at all.
+    known = rng.integers(0, lengths + 1)
+    full = rng.random(len(known)) < 0.4
+    known[full] = lengths[full]
+    oracle = _PrefixOracle(dataset, known)
+    out = FTAEvaluator(dataset, batch_size=7)(0, oracle)
+    by_hand = _greedy_exact_match(oracle, dataset)
+    np.testing.assert_array_equal(by_hand, known >= lengths)
+    assert 0 < by_hand.mean() < (known >= 1).mean() < 1  # the three kinds all occur
+    np.testing.assert_allclose(out["em"], dataset.fta_by_group(by_hand), atol=1e-5)
+    np.testing.assert_allclose(out["fta"], dataset.fta_by_group(known >= 1), atol=1e-5)
+    assert out["em_all"] == pytest.approx(by_hand.mean(), abs=1e-5)
+    assert all(em <= fta for em, fta in zip(out["em"], out["fta"], strict=True))
+
+
+def test_exact_match_of_a_real_gpt_matches_its_greedy_decoding(dataset):
+    """A GPT trained briefly on the answers gets some right, some only by their first token: the
+    one teacher-forced pass must give what token-by-token greedy decoding gives."""
+    torch.manual_seed(0)
+    model = GPT(GPTConfig(vocab_size=dataset.vocab_size, n_layer=1, n_head=2, d_model=32,
+                          d_ff=64, max_seq_len=64))  # fmt: skip
+    batch = answer_batch(dataset, np.arange(len(dataset.eval_items)))
+    x, y = batch.tokens, torch.full_like(batch.tokens, -100)
+    y[batch.row, batch.position] = batch.target  # the loss on every answer token
+    optimizer = torch.optim.Adam(model.parameters(), lr=1e-2)
+    for _ in range(24):
+        loss = token_loss_sum(model, x, y) / len(batch.target)
+        optimizer.zero_grad()
+        loss.backward()
+        optimizer.step()
+    model.eval()
+    by_hand = _greedy_exact_match(lambda idx: (model(idx)[0], None), dataset)
+    out = FTAEvaluator(dataset, batch_size=5)(0, model)
+    assert 0 < by_hand.mean() < out["fta_all"] < 1  # partly learnt: EM strictly below FTA
+    np.testing.assert_allclose(out["em"], dataset.fta_by_group(by_hand), atol=1e-5)
+
+
+def test_logits_of_any_rows_and_positions_match_the_full_forward():
+    torch.manual_seed(1)
+    model = GPT(GPTConfig(vocab_size=50, n_layer=1, n_head=2, d_model=16, d_ff=32, max_seq_len=12))
+    x = torch.randint(0, 50, (3, 12))
+    rows, positions = torch.tensor([0, 0, 2, 1, 2]), torch.tensor([0, 11, 3, 3, 7])
+    expected = model(x)[0][rows, positions]
+    torch.testing.assert_close(logits_of(model, x, rows, positions), expected)
+
+
+# --------------------------------------------------------------------------- gap measures
+
+EXPOSURES = Exposures(selections=(16, 8, 4, 2, 1), qa_per_selection=1, steps_per_epoch=10.0)
+STEPS = 100
+
+
+def _curve(step, group, slow):
+    """FTA of group ``group`` at ``step``: linear to 1 at step 10 (g + 1), ``slow`` times later."""
+    return min(1.0, step / (10.0 * (group + 1) * slow))
+
+
+def _result(job, slow, cap=1.0, status="complete"):
+    evals = [
+        {
+            "step": s,
+            "fta": [min(cap, _curve(s, g, slow)) for g in range(5)],
+            "em": [0.5 * min(cap, _curve(s, g, slow)) for g in range(5)],
+        }
+        for s in range(0, STEPS + 1, 2)
+    ]
+    return {"key": job.key, "status": status, "evals": evals}
+
+
+def _plan(adam_cap=1.0, adam_status=("complete", "complete"), ffn="plain"):
+    cfg = Config(arms=["adam", "muon"], seeds=2, ffn=ffn, train=TrainSection(steps=STEPS))
+    plan = Plan(cfg.entries(), lambda e, p, r: 0, [0, 1], STEPS, 0, STEPS)
+    for arm, slow in (("adam", 2.0), ("muon", 1.0)):
+        lrs = {k: 0.01 for k in ARMS[arm].kinds}
+        jobs = [Job.make(ARMS[arm], ffn, lrs, s, STEPS) for s in (0, 1)]
+        plan.seed_runs[(ffn, arm)] = jobs
+        for job, status in zip(
+            jobs, adam_status if arm == "adam" else ("complete",) * 2, strict=True
+        ):
+            plan.results[job] = _result(job, slow, adam_cap if arm == "adam" else 1.0, status)
+    return plan
+
+
+def test_muon_leads_every_pair_it_is_in():
+    assert pairs(["adam", "sgd", "muon", "muon_qk"]) == [
+        ("muon", "adam"), ("muon", "sgd"), ("muon", "muon_qk"),
+        ("adam", "sgd"), ("adam", "muon_qk"), ("sgd", "muon_qk"),
+    ]  # fmt: skip
+
+
+def test_adam_twice_slower_gives_lag_ratio_two_and_peak_gap_one_half():
+    measures, curves = measure(_plan(), "plain", EXPOSURES)
+    json.dumps(measures, allow_nan=False)
+    (pair,) = measures["pairs"]
+    assert (pair["lead"], pair["lag"], pair["status"]) == ("muon", "adam", "measured")
+    assert pair["n_seeds"] == 2
+    assert pair["steps"][0] == 0  # the step-0 evaluation anchors every crossing
+    # Exposures of group g by step s: S_g * s / 10 (one QA sample per selection).
+    np.testing.assert_allclose(curves["muon", "adam"].exposures[4, -1], 1 * STEPS / 10)
+    for row in pair["lag_ratio"]:
+        if row["group"] != "pooled":
+            assert row["mean"] == pytest.approx(2.0, rel=1e-9) and row["se"] == 0.0
+            assert row["n_measured"] == 2
+    # f(s) - f(s/2) peaks at s = 10 (g + 1), where it is 1/2.
+    per_group = pair["peak_gap"]["per_group"]
+    assert [p["step"] for p in per_group] == [10, 20, 30, 40, 50]
+    assert [p["gap"] for p in per_group] == pytest.approx([0.5] * 5)
+    assert set(measures["paper"]) == {"arxiv-v2", "iclr"}
+    assert [(p["lead"], p["lag"]) for p in measures["paper"]["iclr"]["pairs"]] == [("muon", "adam")]
+
+    rows = lag_ratio_rows("plain", measures)
+    assert {r["source"] for r in rows} == {"tailmem", "paper arXiv v2", "paper ICLR"}
+    ours = [r for r in rows if r["source"] == "tailmem"]
+    assert len(ours) == 6 * 3 and all(r["status"] == "measured" for r in ours)
+    table = lag_ratio_table(measures, "muon", "adam")
+    assert table[0] == {"source": "tailmem", "group": 0, "τ = 0.3": "2.00 ± 0.00",
+                        "τ = 0.5": "2.00 ± 0.00", "τ = 0.8": "2.00 ± 0.00"}  # fmt: skip
+    (peak, *paper) = peak_gap_rows("plain", measures, STEPS)
+    assert (peak["peak_gap"], peak["group"], peak["step"], peak["fraction"]) == (0.5, 0, 10, 0.1)
+    assert peak["rarest_step"] == 50 and peak["se"] == 0.0
+    # The paper's v2 table: Muon .976 vs Adam .264 in group 15 at 10k steps is its peak gap.
+    assert (paper[0]["peak_gap"], paper[0]["group"], paper[0]["step"]) == (0.712, 15, 10000)
+    assert "Exposure-lag ratio" in summary_sentences(measures, "plain")[0]
+
+
+def test_an_arm_that_never_reaches_tau_gives_a_lower_bound_and_a_failed_seed_is_left_out():
+    measures, _ = measure(_plan(adam_cap=0.7, adam_status=("complete", "failed")), "plain",
+                          EXPOSURES)  # fmt: skip
+    (pair,) = measures["pairs"]
+    assert pair["n_seeds"] == 1  # seed 1 of Adam diverged: only seed 0 is paired
+    row = next(r for r in pair["lag_ratio"] if r["group"] == 4 and r["tau"] == 0.8)
+    # Muon crosses 0.8 at step 40; Adam never does: at least its last exposures / Muon's.
+    assert row["mean"] is None and row["of_mean"]["lower"] == pytest.approx(STEPS / 40)
+    table = lag_ratio_table(measures, "muon", "adam")
+    cell = next(r for r in table if r["source"] == "tailmem" and r["group"] == 4)["τ = 0.8"]
+    assert cell == "≥ 2.50 (Adam never reaches τ)"
+    json.dumps(measures, allow_nan=False)
+
+
+def test_no_seed_finished_by_both_arms_is_not_measured():
+    measures, curves = measure(_plan(adam_status=("failed", "failed")), "plain", EXPOSURES)
+    assert measures["pairs"][0]["status"] == "not measured" and not curves
+    assert lag_ratio_table(measures, "muon", "adam")[0]["source"] == "paper arXiv v2"
+    assert "not measured" in summary_sentences(measures, "plain")[0]
+
+
+def test_gated_ffn_is_measured_beside_the_papers_single_gated_cell():
+    measures, _ = measure(_plan(ffn="gated"), "gated", EXPOSURES)
+    assert measures["pairs"][0]["status"] == "measured"
+    # The paper publishes gated FFN only for group 15 at 10k steps: Muon .994 vs Adam .244, one
+    # evaluation, so every crossing is a bound (Adam never reaches 0.3; Muon is past it).
+    paper = measures["paper"]["arxiv-v2"]["pairs"][0]
+    assert paper["peak_gap"]["overall"]["gap"] == pytest.approx(0.994 - 0.244)
+    assert all(r["mean"] is None for r in paper["lag_ratio"])
+    cells = lag_ratio_table(measures, "muon", "adam")
+    assert [c["group"] for c in cells if c["source"] == "paper ICLR"] == [15, "pooled"]
+    json.dumps(measures, allow_nan=False)
