@@ -458,7 +458,7 @@ def report_summary(
         f"{data_summary['n_train_items']} QA samples per epoch), {train.steps} steps of "
         f"{train.batch_size}×{train.seq_len} tokens, {cfg.seeds} seed(s), chance FTA {chance:.3f}."
     ]
-    for ffn in cfg.ffns:
+    for ffn in measures:  # FFN types with a finished run (every run of one may diverge)
         parts += gaps.summary_sentences(measures[ffn], ffn)
         finals = ", ".join(
             f"{ARMS[g['arm']].label} {g['rarest_mean']:.3f}±{g['rarest_std']:.3f} "
