@@ -1,4 +1,8 @@
-"""Open a smoke run's report.html in headless Chromium: every figure loads, the verdicts render.
+"""Open a smoke run's report.html in headless Chromium: every figure loads, the verdicts render,
+nothing is wider than the page (wide tables scroll inside their box instead of clipping).
+
+``TAILMEM_REPORT=results/cpu/report.html`` checks an existing report instead of a fresh smoke one
+(``TAILMEM_SCREENSHOT`` names the full-page screenshot; docs/report_cpu.png is made this way).
 
 Marked ``browser``: it needs Debian's ``chromium`` and the ``playwright`` package (``.ci/run``
 installs both). Run with ``python -m pytest -m browser``.
@@ -29,6 +33,8 @@ CHROMIUM_FLAGS = [
 
 @pytest.fixture(scope="module")
 def smoke_report(tmp_path_factory) -> Path:
+    if "TAILMEM_REPORT" in os.environ:
+        return Path(os.environ["TAILMEM_REPORT"])
     out = tmp_path_factory.mktemp("results")
     assert (
         main(["reproduce", "--preset", "smoke", "--only", SMOKE_EXPERIMENTS, "--out", str(out)])
@@ -52,12 +58,14 @@ def test_report_renders_in_chromium(smoke_report):
         )
         verdict_rows = page.locator("table.claims tbody tr").count()
         summary = page.locator("table.summary").inner_text()
+        page_width = page.evaluate("document.documentElement.scrollWidth")
         page.screenshot(path=str(screenshot), full_page=True)
         browser.close()
     assert images, "the report has no figures"
     broken = [alt for alt, complete, width in images if not complete or width == 0]
     assert not broken, f"figures that did not load: {broken}"
     assert verdict_rows > 0
+    assert page_width <= 1280, f"the page is {page_width} px wide: something is clipped"
     assert "reproduced" in summary
     assert screenshot.stat().st_size > 10_000
     print(f"screenshot: {screenshot}")

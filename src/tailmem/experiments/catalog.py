@@ -46,32 +46,32 @@ CATALOG: dict[str, About] = {
     "assoc-scaling": About(
         "paper B: per-group loss curves, noisy scaling laws, TRA-SignGD",
         {"smoke": "", "cpu": "K = 10^4", "paper": "K = 10^5"},
-        {"smoke": 2.4, "cpu": 43.0, "paper": None},
+        {"smoke": 2.4, "cpu": 28.0, "paper": None},
     ),
     "assoc-capacity": About(
         "beyond the papers: Cabannes et al.'s d < K capacity law",
         {"smoke": "", "cpu": "10^3 facts", "paper": "10^4 facts"},
-        {"smoke": 0.4, "cpu": 12.0, "paper": None},
+        {"smoke": 0.4, "cpu": 9.0, "paper": None},
     ),
     "knowledge-qa": About(
         "paper A Sec. 4.3 (Fig. 3, Tables 3–8): tail-fact QA accuracy",
         {"smoke": "", "cpu": "5 arms × 3 seeds", "paper": "160M GPT"},
-        {"smoke": 2.5, "cpu": 396.0, "paper": None},
+        {"smoke": 2.5, "cpu": 306.0, "paper": None},
     ),
     "ablation": About(
         "paper A Sec. 4.1 (Table 1, Fig. 1): which blocks need Muon",
-        {"smoke": "", "cpu": "13 arms", "paper": "160M GPT"},
-        {"smoke": 0.9, "cpu": 720.0, "paper": None},
+        {"smoke": "", "cpu": "8 arms × 3 seeds", "paper": "160M GPT"},
+        {"smoke": 0.9, "cpu": 526.0, "paper": None},
     ),
     "spectra": About(
         "paper A Sec. 4.2 (Fig. 2, Table 2): weight isotropy, logits",
         {"smoke": "", "cpu": "2 arms × 3 seeds", "paper": "160M GPT"},
-        {"smoke": 4.6, "cpu": 348.0, "paper": None},
+        {"smoke": 4.6, "cpu": 134.0, "paper": None},
     ),
     "icl-regression": About(
         "paper A (ICLR, reviewers): QK control task, in-context regression",
         {"smoke": "", "cpu": "2 arms × 3 seeds", "paper": "10k steps, LR 1e-4"},
-        {"smoke": 38.0, "cpu": 565.0, "paper": None},  # timed at load 5-7, not quiet
+        {"smoke": 38.0, "cpu": 183.0, "paper": None},  # smoke timed at load 5-7
     ),
 }
 """Smoke presets are toy sizes (seconds, for the test suite); the ``paper`` presets carry the
