@@ -8,7 +8,6 @@ import sys
 
 import pytest
 import torch
-import torch.optim._muon as torch_muon
 
 from tailmem.errors import ConfigError
 from tailmem.optim import Muon, SignGD, build_optimizer, muon_update, orthogonalize
@@ -25,24 +24,6 @@ TORCH_KEYS = (
     "ns_steps",
     "adjust_lr_fn",
 )
-
-
-def _ns5_float32(grad, ns_coefficients, ns_steps, eps):
-    """torch.optim.Muon's Newton–Schulz with its bfloat16 cast replaced by float32."""
-    a, b, c = ns_coefficients
-    X = grad.float()
-    if grad.size(0) > grad.size(1):
-        X = X.T
-    X = X / X.norm().clamp(min=eps)
-    for _ in range(ns_steps):
-        A = X @ X.T
-        X = a * X + (b * A + c * A @ A) @ X
-    return X.T if grad.size(0) > grad.size(1) else X
-
-
-@pytest.fixture
-def float32_torch_muon(monkeypatch):
-    monkeypatch.setattr(torch_muon, "_zeropower_via_newtonschulz", _ns5_float32)
 
 
 def params(seed=0):
