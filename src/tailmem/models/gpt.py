@@ -284,19 +284,24 @@ class GPT(nn.Module):
         With ``targets`` (same shape, ``-100`` = ignored position) also the mean cross-entropy
         over the non-ignored positions.
         """
-        t = idx.shape[1]
-        if t > self.cfg.max_seq_len:
-            raise ValueError(f"sequence length {t} exceeds max_seq_len {self.cfg.max_seq_len}")
-        x = self.drop(self.embed(idx))
-        for block in self.blocks:
-            x = block(x, self.rope_cos, self.rope_sin)
-        logits = self.head(self.final_norm(x))
+        logits = self.head(self.hidden(idx))
         loss = None
         if targets is not None:
             loss = F.cross_entropy(
                 logits.flatten(0, 1).float(), targets.flatten(), ignore_index=-100
             )
         return logits, loss
+
+    def hidden(self, inputs: Tensor) -> Tensor:
+        """The final-normed hidden states ``(B, T, d_model)`` the head reads: ``embed`` (token
+        ids here; a subclass may embed other inputs), the blocks, the final norm."""
+        t = inputs.shape[1]
+        if t > self.cfg.max_seq_len:
+            raise ValueError(f"sequence length {t} exceeds max_seq_len {self.cfg.max_seq_len}")
+        x = self.drop(self.embed(inputs))
+        for block in self.blocks:
+            x = block(x, self.rope_cos, self.rope_sin)
+        return self.final_norm(x)
 
     def param_roles(self) -> dict[str, str]:
         """Role of every ``named_parameters()`` entry (see :data:`ROLES`).

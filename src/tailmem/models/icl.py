@@ -45,11 +45,4 @@ class ICLRegressor(GPT):
         study's: no ``targets`` argument)."""
         if tokens.ndim != 3 or tokens.shape[-1] != self.features:
             raise ValueError(f"expected tokens (B, T, {self.features}), got {tuple(tokens.shape)}")
-        if tokens.shape[1] > self.cfg.max_seq_len:
-            raise ValueError(
-                f"sequence length {tokens.shape[1]} exceeds max_seq_len {self.cfg.max_seq_len}"
-            )
-        x = self.drop(self.embed(tokens))
-        for block in self.blocks:
-            x = block(x, self.rope_cos, self.rope_sin)
-        return self.head(self.final_norm(x)).squeeze(-1)
+        return self.head(self.hidden(tokens)).squeeze(-1)

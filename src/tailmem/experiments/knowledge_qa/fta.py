@@ -55,19 +55,6 @@ def chance_fta(dataset: BiosDataset) -> float:
     return float(np.mean(list(dataset.first_token_chance().values())))
 
 
-def final_hidden(model: GPT, idx: Tensor) -> Tensor:
-    """The final-normed hidden states ``(B, T, d_model)`` that :meth:`GPT.forward` feeds the
-    head (the same modules, in the same order)."""
-    if idx.shape[1] > model.cfg.max_seq_len:
-        raise ValueError(
-            f"sequence length {idx.shape[1]} exceeds max_seq_len {model.cfg.max_seq_len}"
-        )
-    x = model.drop(model.embed(idx))
-    for block in model.blocks:
-        x = block(x, model.rope_cos, model.rope_sin)
-    return model.final_norm(x)
-
-
 def answer_loss_sum(model: nn.Module, x: Tensor, y: Tensor) -> Tensor:
     """Summed next-token cross-entropy over the targets ``y != -100`` (the training loop's
     ``loss_fn``), with the head applied at those positions only when ``model`` is a plain GPT
@@ -75,7 +62,7 @@ def answer_loss_sum(model: nn.Module, x: Tensor, y: Tensor) -> Tensor:
     if type(model) is not GPT:
         return token_loss_sum(model, x, y)
     keep = y != IGNORE_INDEX
-    logits = model.head(final_hidden(model, x)[keep])
+    logits = model.head(model.hidden(x)[keep])
     return F.cross_entropy(logits.float(), y[keep], reduction="sum")
 
 
@@ -91,7 +78,7 @@ def logits_of(model: nn.Module, idx: Tensor, rows: Tensor, positions: Tensor) ->
         out = model(idx)
         logits = out[0] if isinstance(out, tuple) else out
         return logits[rows, positions]
-    return model.head(final_hidden(model, idx)[rows, positions])
+    return model.head(model.hidden(idx)[rows, positions])
 
 
 @dataclass(frozen=True)
