@@ -110,7 +110,27 @@ BAD_RUNS = [
 ]
 
 
-@pytest.mark.parametrize(("experiment", "override", "fragment"), BAD_RUNS)
+BAD_LM = [  # the language-model studies (preflight: model on meta, memory, data)
+    ("ablation", "train.grad_accum=3", "train.grad_accum: got 3; expected a divisor"),
+    ("ablation", "train.steps=0", "train.steps: got 0; expected >= 1"),
+    ("ablation", "model.n_head=0", "n_head must be a positive integer, got 0"),
+    ("ablation", "model.n_head=3", "d_model (32) must be divisible by n_head (3)"),
+    ("ablation", "model.rope_base=abc", "unknown config field 'model.rope_base'"),
+    ("ablation", "train.warmup_frac=.nan", "unknown config field 'train.warmup_frac'"),
+    ("ablation", "train.decay_frac=.nan", "train.decay_frac: got nan"),
+    ("ablation", "model.qk_norm=maybe", "model.qk_norm: got 'maybe'; expected true or false"),
+    ("ablation", "model.overrides={qk_norm: maybe}", "unknown config field 'model.overrides'"),
+    ("spectra", "train.device=meta", "train.device: got 'meta'; expected cpu or cuda"),
+    ("ablation", "model.d_model=1000000", "GiB of memory"),
+    ("spectra", "train.batch_size=100000000", "at batch 100000000 × seq_len 32 needs about"),
+    ("knowledge-qa", "data.frequency_exponent=.nan", "frequency_exponent: got nan"),
+    ("knowledge-qa", "train.seq_len=2", "train.seq_len: got 2; expected at least 10"),
+    ("knowledge-qa", "train.grad_accum=3", "train.grad_accum: got 3"),
+    ("knowledge-qa", "model.n_layer=100000000", "GiB of memory"),
+]
+
+
+@pytest.mark.parametrize(("experiment", "override", "fragment"), BAD_RUNS + BAD_LM)
 def test_bad_config_is_one_line_and_writes_nothing(
     experiment, override, fragment, tmp_path, capsys
 ):
