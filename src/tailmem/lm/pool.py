@@ -6,10 +6,13 @@ workers run calls in that many spawned processes, each with ``threads`` torch th
 hand results back as they finish.
 
 Interrupts: the first SIGINT/SIGTERM a worker receives raises KeyboardInterrupt there (so atomic
-writes clean up their temp files), later ones are ignored while it cleans up; the parent then
-stops every worker (killing one that has not exited after :data:`STOP_GRACE_S` seconds). A call
-that raises makes the pool cancel what has not started, wait for the calls that are running,
-and re-raise.
+writes clean up their temp files); an interrupted worker ignores later ones and exits when the
+pool shuts down, so it is never interrupted again while it cleans up or exits (an exit cut short
+leaves multiprocessing's semaphores behind). The parent signals each worker once, shuts the pool
+down and kills a worker that has not exited after :data:`STOP_GRACE_S` seconds. In the parent,
+an interrupt that arrives while a call is being submitted (which starts processes and a thread)
+is held until the submission is complete. A call that raises makes the pool cancel what has not
+started, wait for the calls that are running, and re-raise.
 
 Progress: :meth:`Pool.sink` gives a picklable callable a call can report trained steps to; the
 counts reach ``on_steps(tag, n)`` in this process while the pool waits (through a pipe each
@@ -22,7 +25,7 @@ import contextlib
 import multiprocessing
 import os
 import signal
-import time
+import threading
 from collections.abc import Callable, Iterator
 from concurrent.futures import FIRST_COMPLETED, Future, ProcessPoolExecutor, wait
 from dataclasses import dataclass
@@ -75,9 +78,15 @@ class _LocalSink:
         self.on_steps(self.tag, n)
 
 
+_interrupted = False
+"""In a worker process: a signal interrupted it (it then ignores signals until it exits)."""
+
+
 def _interrupt_once(signum: int, frame: Any) -> None:
     """The first SIGINT or SIGTERM raises KeyboardInterrupt; later ones are ignored, so they
     cannot cut the clean-up short."""
+    global _interrupted
+    _interrupted = True
     signal.signal(signal.SIGINT, signal.SIG_IGN)
     signal.signal(signal.SIGTERM, signal.SIG_IGN)
     raise KeyboardInterrupt
@@ -102,29 +111,57 @@ def _init_worker(threads: int | None, log: str | None, channel: Any, parent: int
 
 
 def _call_in_worker(fn: Callable[..., Any], args: tuple[Any, ...]) -> Any:
-    """``fn(*args)``; afterwards the next signal interrupts again (a worker interrupted during a
-    call can still be stopped while it idles)."""
+    """``fn(*args)``; afterwards signals interrupt again, unless one interrupted this worker
+    (it then waits, deaf to signals, for the pool's shutdown to end it)."""
     try:
         return fn(*args)
     finally:
-        _interrupt_on_signals()
+        if not _interrupted:
+            _interrupt_on_signals()
 
 
-def stop_workers() -> None:
-    """Interrupt this process's worker processes and wait for them to clean up; a worker busy
-    cleaning up ignores signals, so they are repeated until it exits or the grace time is over
-    (then it is killed)."""
+@contextlib.contextmanager
+def _interrupts_held() -> Iterator[None]:
+    """Run the block with SIGINT/SIGTERM recorded rather than acted on, then act on the first
+    one. ``ProcessPoolExecutor.submit`` starts worker processes and a manager thread; an
+    interrupt in the middle leaves an executor that cannot be shut down."""
+    if threading.current_thread() is not threading.main_thread():
+        yield
+        return
+    caught: list[int] = []
+    signals = (signal.SIGINT, signal.SIGTERM)
+    before = {s: signal.signal(s, lambda signum, frame: caught.append(signum)) for s in signals}
+    try:
+        yield
+    finally:
+        for s, handler in before.items():
+            signal.signal(s, handler)
+        if caught:
+            signal.raise_signal(caught[0])
+
+
+def _stop(executor: ProcessPoolExecutor) -> None:
+    """Interrupt ``executor``'s workers, let them exit through the shutdown, kill stragglers.
+
+    Each worker is signalled once (one already interrupted ignores it); the shutdown sends each
+    a sentinel once its interrupted call has returned, and it exits normally, running its
+    clean-up. One still alive after :data:`STOP_GRACE_S` seconds is killed (the shutdown then
+    finds the pool broken and returns).
+    """
     children = multiprocessing.active_children()
-    deadline = time.monotonic() + STOP_GRACE_S
-    while children and time.monotonic() < deadline:
-        for child in children:
-            child.terminate()
-        for child in children:
-            child.join(0.5 / len(children))
-        children = [child for child in children if child.is_alive()]
     for child in children:
-        child.kill()
-        child.join(1.0)
+        child.terminate()
+    killer = threading.Timer(STOP_GRACE_S, _kill, args=(children,))
+    killer.daemon = True
+    killer.start()
+    executor.shutdown(wait=True, cancel_futures=True)
+    killer.cancel()
+
+
+def _kill(children: list[multiprocessing.process.BaseProcess]) -> None:
+    for child in children:
+        if child.is_alive():
+            child.kill()
 
 
 @contextlib.contextmanager
@@ -177,8 +214,9 @@ class Pool:
     def __exit__(self, kind: type | None, error: BaseException | None, tb: Any) -> None:
         if self._executor is not None:
             if kind is KeyboardInterrupt:
-                stop_workers()  # the workers are gone: the shutdown below is quick
-            self._executor.shutdown(wait=True, cancel_futures=kind is not None)
+                _stop(self._executor)
+            else:
+                self._executor.shutdown(wait=True, cancel_futures=kind is not None)
         if self._channel is not None:
             self._channel.close()
             self._writer.close()
@@ -194,7 +232,8 @@ class Pool:
         if self._executor is None:
             self._inline.append((tag, fn, args))
         else:
-            self._running[self._executor.submit(_call_in_worker, fn, args)] = tag
+            with _interrupts_held():
+                self._running[self._executor.submit(_call_in_worker, fn, args)] = tag
 
     def finished(self) -> Iterator[Finished]:
         """Outcomes of the submitted calls as they end, until none is left. A KeyboardInterrupt
