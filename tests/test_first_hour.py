@@ -148,6 +148,23 @@ def test_list_says_what_each_experiment_reproduces_and_what_its_presets_cost(cap
         assert re.search(r"paper [AB]\b|beyond the papers", line)
 
 
+def test_reproduce_runs_the_catalog_default_set_and_only_adds_the_others(monkeypatch, capsys):
+    """A long study beyond the papers (``in_reproduce=False``) is left out of a plain
+    ``tailmem reproduce`` and is said so by ``tailmem list``; ``--only`` still selects it."""
+    from dataclasses import replace
+
+    from tailmem.reproduce import select_experiments
+
+    name = list(EXPERIMENTS)[-1]
+    monkeypatch.setitem(CATALOG, name, replace(CATALOG[name], in_reproduce=False))
+    assert name not in select_experiments(None)
+    assert select_experiments(None) == [n for n in EXPERIMENTS if CATALOG[n].in_reproduce]
+    assert select_experiments([name]) == [name]
+    assert main(["list"]) == 0
+    (line,) = [line for line in capsys.readouterr().out.splitlines() if line.startswith(name)]
+    assert line.endswith("| --only")
+
+
 def test_readme_experiment_list_names_every_experiment():
     text = README.read_text()
     paragraph = text[text.index("\nExperiments (") :].split("\n\n")[0]

@@ -31,15 +31,18 @@ class _Parser(argparse.ArgumentParser):
 def _cmd_list(args: argparse.Namespace) -> int:
     from tailmem.config import available_presets
     from tailmem.experiments import EXPERIMENTS
-    from tailmem.experiments.catalog import about
+    from tailmem.experiments.catalog import about, in_reproduce
 
     for name in EXPERIMENTS:
         entry = about(name)
         text = f"presets: {', '.join(available_presets(name))}"
         if entry is not None:
             text = f"{entry.reproduces:58s} | {entry.presets_text()}"
-        print(f"{name:16s} {text}")
-    print("(times: wall clock on a quiet 2-core machine; smoke presets are toy sizes)")
+        print(f"{name:16s} {text}{'' if in_reproduce(name) else ' | --only'}")
+    print(
+        "(times: wall clock on a quiet 2-core machine; smoke presets are toy sizes; "
+        "'--only': not in a plain `tailmem reproduce`, add it with --only)"
+    )
     return 0
 
 

@@ -25,6 +25,7 @@ from typing import Any
 from tailmem.config import PRESETS, to_dict
 from tailmem.errors import ConfigError, TailmemError
 from tailmem.experiments import EXPERIMENTS
+from tailmem.experiments.catalog import in_reproduce
 from tailmem.lm.pool import Pool
 from tailmem.progress_display import Board, watching
 from tailmem.report.render import write_report
@@ -81,10 +82,10 @@ def default_results(preset: str) -> Path:
 
 
 def select_experiments(only: Sequence[str] | None) -> list[str]:
-    """The experiments to run, in registry order (None: all); unknown names or an empty
-    selection (``--only ,``) are a ConfigError."""
+    """The experiments to run, in registry order (None: every one the catalog puts in
+    ``reproduce``); unknown names or an empty selection (``--only ,``) are a ConfigError."""
     if only is None:
-        return list(EXPERIMENTS)
+        return [name for name in EXPERIMENTS if in_reproduce(name)]
     if not only:
         raise ConfigError(
             f"--only: names no experiment; expected names from: {', '.join(EXPERIMENTS)}"

@@ -20,11 +20,15 @@ from tailmem.progress import format_seconds
 
 @dataclass(frozen=True)
 class About:
-    """One experiment: what it reproduces (paper, section) and each preset's size and time."""
+    """One experiment: what it reproduces (paper, section) and each preset's size and time.
+
+    ``in_reproduce``: ``tailmem reproduce`` runs it unless ``--only`` says otherwise (False for
+    the long studies beyond the papers, which ``--only`` adds to the same report)."""
 
     reproduces: str
     sizes: Mapping[str, str]
     seconds: Mapping[str, float | None]
+    in_reproduce: bool = True
 
     def presets_text(self) -> str:
         """``smoke 2s · cpu K ≤ 3000, 6s · paper K ≤ 30000`` (untimed presets: the size only)."""
@@ -81,6 +85,12 @@ published sizes and were not timed here."""
 def about(name: str) -> About | None:
     """The catalog entry of experiment ``name`` (None for one registered without an entry)."""
     return CATALOG.get(name)
+
+
+def in_reproduce(name: str) -> bool:
+    """Whether ``tailmem reproduce`` runs ``name`` by default (one without an entry: yes)."""
+    entry = CATALOG.get(name)
+    return entry is None or entry.in_reproduce
 
 
 def expected_seconds(name: str, preset: str) -> float | None:
