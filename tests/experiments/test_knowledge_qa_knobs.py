@@ -79,6 +79,17 @@ def test_a_tied_embedding_and_head_is_one_parameter_updated_once(arm, dataset):
 # --------------------------------------------------------------------------- document packing
 
 
+class Wrapper(torch.nn.Module):
+    """A module around the GPT that passes its arguments on (as DDP does)."""
+
+    def __init__(self, gpt: GPT) -> None:
+        super().__init__()
+        self.gpt = gpt
+
+    def forward(self, idx: torch.Tensor, **documents: torch.Tensor) -> tuple:
+        return self.gpt(idx, **documents)
+
+
 def spans(doc_ids: torch.Tensor) -> list[tuple[int, int]]:
     """``(start, end)`` of each run of equal ids in one row."""
     edges = [0, *(torch.nonzero(doc_ids[1:] != doc_ids[:-1])[:, 0] + 1).tolist(), len(doc_ids)]
@@ -110,8 +121,11 @@ def test_document_packing_trains_each_item_as_evaluation_asks_it_alone(dataset):
             alone_loss += answer_loss_sum(
                 model, tokens[row : row + 1, lo:hi], y[row : row + 1, lo:hi]
             )
-    # The training loss of the packed batch is the sum of the items' losses, each on its own.
+    # The training loss of the packed batch is the sum of the items' losses, each on its own,
+    # also through a wrapper (DDP's path: the full forward).
     torch.testing.assert_close(answer_loss_sum(model, x, y), alone_loss, atol=1e-4, rtol=1e-5)
+    wrapped = answer_loss_sum(Wrapper(model), x, y)
+    torch.testing.assert_close(wrapped, alone_loss, atol=1e-4, rtol=1e-5)
     assert (answer_loss_sum(model, cross_x, y) - alone_loss).abs() > 1e-2
 
 
