@@ -127,6 +127,10 @@ BAD_LM = [  # the language-model studies (preflight: model on meta, memory, data
     ("knowledge-qa", "train.seq_len=2", "train.seq_len: got 2; expected at least 10"),
     ("knowledge-qa", "train.grad_accum=3", "train.grad_accum: got 3"),
     ("knowledge-qa", "model.n_layer=100000000", "GiB of memory"),
+    ("knowledge-qa", "packing=diagonal", "packing: got 'diagonal'; expected one of 'cross', "),
+    ("knowledge-qa", "model.tie_weights=maybe", "model.tie_weights: got 'maybe'; expected true"),
+    ("knowledge-qa", "model.pos_encoding=alibi", "model.pos_encoding: got 'alibi'; expected one"),
+    ("knowledge-qa", "data.answer_tokens=word", "data.answer_tokens: got 'word'; expected one of"),
 ]
 
 

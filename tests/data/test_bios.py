@@ -386,6 +386,8 @@ def test_stream_rejects_bad_arguments(ds10):
         QATrainStream(ds10, batch_size=0, seq_len=64, seed=0)
     with pytest.raises(ConfigError, match="loss_on"):
         QATrainStream(ds10, batch_size=2, seq_len=64, seed=0, loss_on="prompt")
+    with pytest.raises(ConfigError, match="packing: got 'diagonal'; expected 'cross' or"):
+        QATrainStream(ds10, batch_size=2, seq_len=64, seed=0, packing="diagonal")
 
 
 # --------------------------------------------------------------------------- cache
@@ -399,9 +401,10 @@ def test_cache_is_reused_and_keyed_by_the_config(tmp_path, monkeypatch):
     assert again.path == first.path and again.fingerprint == first.fingerprint
     assert np.array_equal(again.items.flat, first.items.flat)
     assert sorted(p.name for p in tmp_path.iterdir()) == [first.path.name]
-    changed = [dataclasses.replace(cfg, **{k: v}) for k, v in [("seed", 1), ("n_qa", 12)]]
+    changes = [("seed", 1), ("n_qa", 12), ("answer_tokens", "single")]
+    changed = [dataclasses.replace(cfg, **{k: v}) for k, v in changes]
     prints = {bios.fingerprint(c) for c in [cfg, *changed]}
-    assert len(prints) == 3
+    assert len(prints) == 4
     same = dataclasses.replace(cfg, frequency_exponent=1, tokenizer_path=None)
     assert bios.fingerprint(same) == bios.fingerprint(cfg)
     meta = json.loads((first.path / "meta.json").read_text())
@@ -489,6 +492,7 @@ def test_tokenizer_that_merges_across_pieces_is_rejected(tmp_path):
             "templates_per_attribute: got 6; expected at most 5 with eval_templates='heldout'",
         ),
         ({"train_on": "bios"}, "train_on: got 'bios'; expected 'qa' or 'qa+bios'"),
+        ({"answer_tokens": "word"}, "answer_tokens: got 'word'; expected 'bpe' or 'single'"),
         ({"middle_name_prob": 2}, "middle_name_prob: got 2; expected a number in [0, 1]"),
         (
             {"m": 12, "n_first_names": 10, "n_surnames": 20, "n_universities": 100},

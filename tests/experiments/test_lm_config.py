@@ -12,6 +12,7 @@ from tailmem.experiments import get_experiment
 
 STUDIES = ("ablation", "spectra", "knowledge-qa")
 SHARED = ["train.steps=7", "model.d_model=48", "optim.muon.lr=0.03", "seeds=2", "workers=1"]
+SHARED += ["model.tie_weights=true", "model.pos_encoding=learned"]
 
 
 @pytest.mark.parametrize("study", STUDIES)
@@ -22,7 +23,9 @@ def test_the_shared_keys_mean_the_same_in_every_study(study, capsys):
     assert printed["optim"]["muon"]["lr"] == 0.03
     assert printed["seeds"] == 2 and printed["workers"] == 1
     cfg = load_config(get_experiment(study).Config, study, "smoke", SHARED)
-    assert cfg.model.build(100, "plain", cfg.train.seq_len).d_model == 48
+    model = cfg.model.build(100, "plain", cfg.train.seq_len)
+    assert model.d_model == 48 and model.tie_weights and model.pos_encoding == "learned"
+    assert printed["model"]["tie_weights"] is True and printed["model"]["pos_encoding"] == "learned"
     assert cfg.seed_list == [cfg.seed, cfg.seed + 1]
     hparams = cfg.optim.hparams("muon:q adam:*", cfg.optim.base_lrs())
     assert hparams["muon"]["lr"] == 0.03

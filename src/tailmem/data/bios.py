@@ -33,10 +33,16 @@ Tokens
     tokens, like real names. ``tokenizer_path`` uses a given ``tokenizer.json`` instead.
 
     A QA sample is ``ids(prompt) + ids(" " + value) + [EOS]``: the answer starts at a token
-    boundary by construction. Ids are composed from pieces tokenized once (template literals,
-    names, values); with a byte-level pre-tokenizer the composition equals tokenizing the full
-    text, which the build verifies on a sample of rows (a tokenizer that merges across the
-    pieces is rejected with :class:`~tailmem.errors.DataError`).
+    boundary by construction. ``answer_tokens="single"`` makes every answer one token: each
+    answer text (every city, university, major and employer of the pools, every person's birth
+    date) is added to the tokenizer as a whole token (after the BPE's ids), so first-token
+    accuracy is whole-answer accuracy; ``"bpe"`` (default) splits answers like any text, and
+    the first token of a date or a city is then shared by many answers.
+
+    Ids are composed from pieces tokenized once (template literals, names, values); with a
+    byte-level pre-tokenizer the composition equals tokenizing the full text, which the build
+    verifies on a sample of rows (a tokenizer that merges across the pieces is rejected with
+    :class:`~tailmem.errors.DataError`).
 
 Cache
     :func:`build_dataset` writes token arrays (``.npy``), ``tokenizer.json``, ``pools.json`` and
@@ -65,6 +71,7 @@ import numpy as np
 from tokenizers import Tokenizer
 
 from tailmem.data.bpe import (
+    add_whole_tokens,
     encode_pieces,
     load_tokenizer,
     token_dtype,
@@ -144,6 +151,7 @@ class BiosConfig:
     birth_year_max: int = 2099
     templates_per_attribute: int = 1
     eval_templates: Literal["train", "heldout"] = "train"
+    answer_tokens: Literal["bpe", "single"] = "bpe"
     train_on: Literal["qa", "qa+bios"] = "qa"
     bio_variants: int = 2
     vocab_size: int = 4096
@@ -192,6 +200,10 @@ class BiosConfig:
             raise ConfigError(
                 f"templates_per_attribute: got {self.templates_per_attribute}; expected at most "
                 f"{N_QA_TEMPLATES - 1} with eval_templates='heldout' (a template must be held out)"
+            )
+        if self.answer_tokens not in ("bpe", "single"):
+            raise ConfigError(
+                f"answer_tokens: got {self.answer_tokens!r}; expected 'bpe' or 'single'"
             )
         if self.train_on not in ("qa", "qa+bios"):
             raise ConfigError(f"train_on: got {self.train_on!r}; expected 'qa' or 'qa+bios'")
@@ -536,8 +548,11 @@ def generate(cfg: BiosConfig, tokenizer: Tokenizer | None = None) -> dict[str, o
     if tokenizer is None:
         tokenizer = train_bpe(tokenizer_corpus(pools), cfg.vocab_size, cfg.eos_token)
     eos = token_id(tokenizer, cfg.eos_token)
+    single = cfg.answer_tokens == "single"
+    if single:
+        add_whole_tokens(tokenizer, _value_texts(pools, attr_values))
     dtype = token_dtype(tokenizer.get_vocab_size())
-    values, value_row = _value_tokens(tokenizer, pools, attr_values, dtype)
+    values, value_row = _value_tokens(tokenizer, pools, attr_values, dtype, single)
     pieces = _Pieces(
         literals=encode_pieces(tokenizer, _literals(), dtype),
         names_spaced=_name_tokens(tokenizer, pools, name_parts, dtype, spaced=True),
@@ -620,29 +635,47 @@ def _date_tokens(tokenizer: Tokenizer, pools: Pools, days: np.ndarray, dtype: ty
     return dates
 
 
+_VALUE_POOLS = ("cities", "universities", "majors", "employers")
+"""The pools after the birth dates in the rows of :func:`_value_tokens`."""
+
+
+def _value_texts(pools: Pools, attr_values: np.ndarray) -> list[str]:
+    """The answer text (``" " + value``) of every row of :func:`_value_tokens`."""
+    texts = [qa_answer(pools.date(int(day))) for day in attr_values[:, 0]]
+    return texts + [qa_answer(v) for name in _VALUE_POOLS for v in getattr(pools, name)]
+
+
 def _value_tokens(
-    tokenizer: Tokenizer, pools: Pools, attr_values: np.ndarray, dtype: type
+    tokenizer: Tokenizer, pools: Pools, attr_values: np.ndarray, dtype: type, single: bool
 ) -> tuple[Ragged, np.ndarray]:
     """Token ids of every answer ``" " + value`` and the row of each (person, attribute).
 
     Rows ``0..P-1`` are the people's birth dates; then come the city, university, major and
-    employer pools.
+    employer pools. ``single``: the tokenizer holds every answer as one token
+    (:func:`~tailmem.data.bpe.add_whole_tokens`), so each is encoded whole; otherwise a date is
+    composed from its month, day and year pieces.
     """
     n_people = len(attr_values)
-    tables = [
-        _date_tokens(tokenizer, pools, attr_values[:, 0], dtype),
-        *(
-            encode_pieces(tokenizer, [" " + v for v in pool], dtype)
-            for pool in (pools.cities, pools.universities, pools.majors, pools.employers)
-        ),
-    ]
-    start = np.cumsum([0] + [len(t) for t in tables])
+    if single:
+        texts = _value_texts(pools, attr_values)
+        values = encode_pieces(tokenizer, texts, dtype)
+        sizes = [n_people] + [len(getattr(pools, name)) for name in _VALUE_POOLS]
+    else:
+        tables = [
+            _date_tokens(tokenizer, pools, attr_values[:, 0], dtype),
+            *(
+                encode_pieces(tokenizer, [" " + v for v in getattr(pools, name)], dtype)
+                for name in _VALUE_POOLS
+            ),
+        ]
+        values, sizes = stack_rows(tables), [len(t) for t in tables]
+    start = np.cumsum([0, *sizes])
     pool_of_attr = {"birth_city": 1, "university": 2, "major": 3, "employer": 4, "work_city": 1}
     rows = np.empty_like(attr_values, dtype=np.int64)
     rows[:, 0] = np.arange(n_people)
     for a, name in enumerate(ATTRIBUTES[1:], start=1):
         rows[:, a] = start[pool_of_attr[name]] + attr_values[:, a]
-    return stack_rows(tables), rows
+    return values, rows
 
 
 def item_text(arrays: dict[str, np.ndarray], people: People, item: int) -> str:

@@ -13,7 +13,7 @@ from collections.abc import Iterable, Sequence
 from pathlib import Path
 
 import numpy as np
-from tokenizers import Tokenizer, decoders, models, pre_tokenizers, trainers
+from tokenizers import AddedToken, Tokenizer, decoders, models, pre_tokenizers, trainers
 
 from tailmem.data.ragged import Ragged
 from tailmem.errors import DataError
@@ -65,6 +65,14 @@ def token_id(tokenizer: Tokenizer, token: str) -> int:
     if index is None:
         raise DataError(f"tokenizer has no token {token!r}; expected it as end-of-text token")
     return int(index)
+
+
+def add_whole_tokens(tokenizer: Tokenizer, texts: Iterable[str]) -> None:
+    """Make each distinct text one token of ``tokenizer`` (appended after its ids, in first-seen
+    order). Added tokens are matched in the raw text before pre-tokenization, so a text then
+    encodes to its one id wherever it occurs."""
+    distinct = dict.fromkeys(texts)
+    tokenizer.add_tokens([AddedToken(text, normalized=False) for text in distinct])
 
 
 def encode_pieces(tokenizer: Tokenizer, strings: Sequence[str], dtype: type) -> Ragged:

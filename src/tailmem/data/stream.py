@@ -20,19 +20,29 @@ Packing: items are placed whole, never cut
     Row ``r`` of the endless stream is row ``r mod rows_per_epoch`` of epoch
     ``r // rows_per_epoch``; batch ``step`` is rows ``step * batch_size .. (step + 1) *
     batch_size - 1`` (a batch may straddle epoch boundaries). So ``batch(step)`` is a pure
-    function of ``(dataset, seed, batch_size, seq_len, loss_on, step)``: resuming at any step
-    reproduces the exact batches.
+    function of ``(dataset, seed, batch_size, seq_len, loss_on, packing, step)``: resuming at
+    any step reproduces the exact batches.
+
+Attention across items (``packing``)
+    ``"cross"`` (default): a row is one sequence; an item's tokens attend to the earlier items
+    of its row, at the positions they have in the row. ``"document"``: each item is its own
+    document; :meth:`QATrainStream.packed` gives every input token its position within its item
+    (restarting at 0) and its slot in the row (``doc_ids``), for a model that attends only
+    within a document (:func:`tailmem.models.gpt.document_mask`). Training then sees each QA
+    item exactly as evaluation asks it: alone, from position 0.
 
 Loss mask (``loss_on``)
     ``"answer"`` (default): targets are the answer tokens of QA items, plus every biography
     token except the first (biographies are plain language-model text). EOS and padding are
     never targets. ``"all"``: every target position that is not padding (ordinary
     language-model loss over the packed items, including each item's first token after the
-    previous item's EOS).
+    previous item's EOS; with ``packing="document"`` that target is left out, because its input
+    belongs to the previous item's document).
 """
 
 from __future__ import annotations
 
+from dataclasses import dataclass
 from typing import Literal
 
 import numpy as np
@@ -109,8 +119,22 @@ def pack_rows(lengths: np.ndarray, capacity: int) -> tuple[np.ndarray, int]:
     return row_of, n_rows
 
 
+@dataclass(frozen=True)
+class PackedBatch:
+    """One batch, each array ``(batch_size, seq_len)``: inputs ``x``, next-token targets ``y``,
+    the boolean ``loss_mask``, and per input token its ``positions`` within its item and
+    ``doc_ids`` (its item's slot in the row; every padding token is a slot of its own)."""
+
+    x: np.ndarray
+    y: np.ndarray
+    loss_mask: np.ndarray
+    positions: np.ndarray
+    doc_ids: np.ndarray
+
+
 class QATrainStream:
-    """Batches ``(x, y, loss_mask)`` of shape ``(batch_size, seq_len)`` for any ``step >= 0``."""
+    """Batches ``(x, y, loss_mask)`` of shape ``(batch_size, seq_len)`` for any ``step >= 0``
+    (:meth:`packed` adds the item positions and slots that ``packing="document"`` needs)."""
 
     def __init__(
         self,
@@ -119,6 +143,7 @@ class QATrainStream:
         seq_len: int,
         seed: int,
         loss_on: Literal["answer", "all"] = "answer",
+        packing: Literal["cross", "document"] = "cross",
     ) -> None:
         items = dataset.items
         lengths = items.lengths
@@ -136,7 +161,10 @@ class QATrainStream:
             raise ConfigError(f"seed: got {seed!r}; expected a non-negative integer")
         if loss_on not in ("answer", "all"):
             raise ConfigError(f"loss_on: got {loss_on!r}; expected 'answer' or 'all'")
+        if packing not in ("cross", "document"):
+            raise ConfigError(f"packing: got {packing!r}; expected 'cross' or 'document'")
         self.batch_size = batch_size
+        self.packing = packing
         self.seq_len = seq_len
         self.seed = seed
         self.loss_on = loss_on
@@ -234,15 +262,24 @@ class QATrainStream:
 
     def batch(self, step: int) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
         """Inputs ``x``, targets ``y`` (int64) and the boolean ``loss_mask`` of batch ``step``."""
+        packed = self.packed(step)
+        return packed.x, packed.y, packed.loss_mask
+
+    def packed(self, step: int) -> PackedBatch:
+        """Batch ``step`` with the items' positions and slots (see :class:`PackedBatch`)."""
         if step < 0:
             raise ValueError(f"step must be non-negative, got {step}")
         tokens, item, within = self._rows(step * self.batch_size, self.batch_size)
         x, y = np.ascontiguousarray(tokens[:, :-1]), np.ascontiguousarray(tokens[:, 1:])
+        positions = np.ascontiguousarray(within[:, :-1])
+        doc_ids = np.cumsum(within[:, :-1] == 0, axis=1)
         item, within = item[:, 1:], within[:, 1:]
         real = item >= 0
         if self.loss_on == "all":
-            return x, y, real
-        item = np.where(real, item, 0)
-        before_eos = within < self._lengths[item] - 1
-        start = np.where(self._is_qa[item], self._loss_start[item], 1)
-        return x, y, real & before_eos & (within >= start)
+            mask = real & (within > 0) if self.packing == "document" else real
+        else:
+            item = np.where(real, item, 0)
+            before_eos = within < self._lengths[item] - 1
+            start = np.where(self._is_qa[item], self._loss_start[item], 1)
+            mask = real & before_eos & (within >= start)
+        return PackedBatch(x, y, mask, positions, doc_ids)

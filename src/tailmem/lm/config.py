@@ -28,7 +28,11 @@ class ModelSection:
 
     ``d_ff`` is the plain-FFN width; a gated FFN gets :func:`~tailmem.models.gpt.gated_d_ff` of
     it (same parameter count). ``vocab_size`` comes from the data, the FFN type from the study
-    and ``max_seq_len`` from ``train.seq_len``.
+    and ``max_seq_len`` from ``train.seq_len``. ``tie_weights``: the LM head shares the token
+    embedding's matrix (one parameter, role ``embed``, so it is trained once, by the optimiser
+    of the embedding). ``pos_encoding``: ``rope`` (rotary, the paper's), ``learned`` (an
+    absolute position embedding added to the token embedding, role ``embed``) or ``none``
+    (NoPE).
     """
 
     size: str = "cpu-small"
@@ -39,6 +43,8 @@ class ModelSection:
     qk_norm: bool = True
     init_std: float = 0.02
     dropout: float = 0.0
+    tie_weights: bool = False
+    pos_encoding: Literal["rope", "learned", "none"] = "rope"
 
     def validate(self) -> None:
         if self.size not in SIZES:
@@ -65,6 +71,8 @@ class ModelSection:
             qk_norm=self.qk_norm,
             init_std=self.init_std,
             dropout=self.dropout,
+            tie_weights=self.tie_weights,
+            pos_encoding=self.pos_encoding,
             **fields,
         )
 

@@ -5,10 +5,20 @@ with RMSNorm, rotary position embeddings, optional RMSNorm on queries and keys p
 style), no grouped-query attention, and either a plain FFN ``W_out σ(W_in h)`` (σ = GELU) or a
 gated FFN ``W_out (σ(W_in h) ⊙ W_gate h)`` (σ = SiLU).
 
+Positions (``pos_encoding``): ``rope`` (default, the paper's) rotates queries and keys;
+``learned`` adds an absolute position embedding to the token embedding (GPT-2 style); ``none``
+uses no position signal at all (NoPE: causal attention alone orders the tokens).
+
+Packed documents: :meth:`GPT.forward` and :meth:`GPT.hidden` take optional per-token
+``positions`` (what RoPE or the learned embedding read; default ``0..T-1``) and ``doc_ids``
+(a token attends only to earlier tokens with the same id: a block-diagonal causal mask). Without
+``doc_ids`` attention takes the plain causal path.
+
 Every matrix that an optimiser recipe can address is its own ``nn.Linear`` with a fixed name, so
 roles can be read off the module tree::
 
     embed                         nn.Embedding          role embed
+    pos_embed (learned only)      nn.Embedding          role embed
     blocks[i].attn_norm           RMSNorm               role norm
     blocks[i].attn.{q,k,v,o}      nn.Linear, no bias    roles q k v o
     blocks[i].attn.{q_norm,k_norm} RMSNorm (optional)   role norm
@@ -33,15 +43,20 @@ ROLES = ("q", "k", "v", "o", "w_in", "w_gate", "w_out", "embed", "head", "norm",
 """Every role a parameter can have; optimiser recipes are written in these names."""
 
 _LINEAR_ROLES = {"q", "k", "v", "o", "w_in", "w_gate", "w_out", "head"}
+_EMBED_MODULES = {"embed", "pos_embed"}
+POS_ENCODINGS = ("rope", "learned", "none")
+"""How the GPT sees positions: rotary, a learned absolute embedding, or nothing (NoPE)."""
 
 
 @dataclass
 class GPTConfig:
     """Shape and initialisation of a :class:`GPT`.
 
-    ``init_std`` is the standard deviation of every weight matrix and of the embedding; the two
+    ``init_std`` is the standard deviation of every weight matrix and of the embeddings; the two
     projections that write into the residual stream (``o`` and ``w_out``) use
     ``init_std / sqrt(2 n_layer)`` (GPT-2 convention; the paper does not state its init).
+    ``pos_encoding``: one of :data:`POS_ENCODINGS` (module docstring). ``tie_weights``: the LM
+    head is the token embedding's matrix.
     """
 
     vocab_size: int
@@ -52,6 +67,7 @@ class GPTConfig:
     ffn: str = "plain"
     qk_norm: bool = True
     tie_weights: bool = False
+    pos_encoding: str = "rope"
     max_seq_len: int = 1024
     rope_base: float = 10000.0
     dropout: float = 0.0
@@ -81,11 +97,16 @@ class GPTConfig:
             )
         if self.ffn not in ("plain", "gated"):
             raise ConfigError(f"GPTConfig.ffn must be 'plain' or 'gated', got {self.ffn!r}")
+        if self.pos_encoding not in POS_ENCODINGS:
+            raise ConfigError(
+                f"GPTConfig.pos_encoding must be one of {', '.join(POS_ENCODINGS)}, got "
+                f"{self.pos_encoding!r}"
+            )
         if self.d_model % self.n_head:
             raise ConfigError(
                 f"GPTConfig.d_model ({self.d_model}) must be divisible by n_head ({self.n_head})"
             )
-        if self.head_dim % 2:
+        if self.pos_encoding == "rope" and self.head_dim % 2:
             raise ConfigError(
                 f"GPTConfig head dimension d_model/n_head = {self.head_dim} must be even for RoPE"
             )
@@ -158,19 +179,24 @@ def rope_tables(head_dim: int, max_seq_len: int, base: float) -> tuple[Tensor, T
 
 
 def apply_rope(x: Tensor, cos: Tensor, sin: Tensor) -> Tensor:
-    """Rotate ``x`` of shape ``(..., T, head_dim)`` by the tables' first T rows.
+    """Rotate ``x`` of shape ``(..., T, head_dim)`` by the tables' rows of its positions
+    (``cos`` and ``sin`` broadcast to ``(..., T, head_dim/2)``: the first T rows of
+    :func:`rope_tables`, or the rows of each token's position).
 
     Because each pair is rotated by an angle linear in the position, the dot product of a rotated
     query at position m and a rotated key at position n depends only on n - m.
     """
-    t = x.shape[-2]
-    cos, sin = cos[:t].to(x.dtype), sin[:t].to(x.dtype)
+    cos, sin = cos.to(x.dtype), sin.to(x.dtype)
     x1, x2 = x.chunk(2, dim=-1)
     return torch.cat((x1 * cos - x2 * sin, x1 * sin + x2 * cos), dim=-1)
 
 
 class Attention(nn.Module):
-    """Causal multi-head self-attention with separate Q, K, V, O projections."""
+    """Causal multi-head self-attention with separate Q, K, V, O projections.
+
+    ``rope``: the ``(cos, sin)`` rows of the tokens' positions (None: no rotation); ``mask``: a
+    boolean ``(B, 1, T, T)`` "may attend" mask replacing the plain causal one (None: causal).
+    """
 
     def __init__(self, cfg: GPTConfig) -> None:
         super().__init__()
@@ -192,19 +218,23 @@ class Attention(nn.Module):
         b, t, _ = x.shape
         return x.view(b, t, self.n_head, self.head_dim)
 
-    def forward(self, x: Tensor, cos: Tensor, sin: Tensor) -> Tensor:
+    def forward(
+        self, x: Tensor, rope: tuple[Tensor, Tensor] | None, mask: Tensor | None = None
+    ) -> Tensor:
         b, t, d = x.shape
         q, k = self._heads(self.q(x)), self._heads(self.k(x))
         v = self._heads(self.v(x)).transpose(1, 2)
         if self.q_norm is not None:
             q, k = self.q_norm(q), self.k_norm(k)
-        q = apply_rope(q.transpose(1, 2), cos, sin)
-        k = apply_rope(k.transpose(1, 2), cos, sin)
+        q, k = q.transpose(1, 2), k.transpose(1, 2)
+        if rope is not None:
+            q, k = apply_rope(q, *rope), apply_rope(k, *rope)
         if self.record_logit_max:
             self.logit_max = _causal_logit_max(q, k)
         y = F.scaled_dot_product_attention(
-            q, k, v, dropout_p=self.dropout if self.training else 0.0, is_causal=True
-        )
+            q, k, v, attn_mask=mask, dropout_p=self.dropout if self.training else 0.0,
+            is_causal=mask is None,
+        )  # fmt: skip
         return self.o(y.transpose(1, 2).reshape(b, t, d))
 
 
@@ -214,6 +244,15 @@ def _causal_logit_max(q: Tensor, k: Tensor) -> Tensor:
     t = scores.shape[-1]
     future = torch.ones(t, t, dtype=torch.bool, device=scores.device).triu(1)
     return scores.masked_fill(future, float("-inf")).amax(dim=(0, 2, 3))
+
+
+def document_mask(doc_ids: Tensor) -> Tensor:
+    """Boolean ``(B, 1, T, T)`` attention mask of packed documents: query ``i`` may attend to key
+    ``j`` when ``j <= i`` and both tokens carry the same id in ``doc_ids`` ``(B, T)``."""
+    t = doc_ids.shape[-1]
+    causal = torch.ones(t, t, dtype=torch.bool, device=doc_ids.device).tril()
+    same = doc_ids[:, :, None] == doc_ids[:, None, :]
+    return (same & causal).unsqueeze(1)
 
 
 class FFN(nn.Module):
@@ -243,8 +282,10 @@ class Block(nn.Module):
         self.ffn = FFN(cfg)
         self.drop = nn.Dropout(cfg.dropout)
 
-    def forward(self, x: Tensor, cos: Tensor, sin: Tensor) -> Tensor:
-        x = x + self.drop(self.attn(self.attn_norm(x), cos, sin))
+    def forward(
+        self, x: Tensor, rope: tuple[Tensor, Tensor] | None, mask: Tensor | None = None
+    ) -> Tensor:
+        x = x + self.drop(self.attn(self.attn_norm(x), rope, mask))
         return x + self.drop(self.ffn(self.ffn_norm(x)))
 
 
@@ -256,15 +297,18 @@ class GPT(nn.Module):
         cfg.validate()
         self.cfg = cfg
         self.embed = nn.Embedding(cfg.vocab_size, cfg.d_model)
+        learned = cfg.pos_encoding == "learned"
+        self.pos_embed = nn.Embedding(cfg.max_seq_len, cfg.d_model) if learned else None
         self.drop = nn.Dropout(cfg.dropout)
         self.blocks = nn.ModuleList(Block(cfg) for _ in range(cfg.n_layer))
         self.final_norm = nn.RMSNorm(cfg.d_model, eps=cfg.norm_eps)
         self.head = nn.Linear(cfg.d_model, cfg.vocab_size, bias=False)
         if cfg.tie_weights:
             self.head.weight = self.embed.weight
-        cos, sin = rope_tables(cfg.head_dim, cfg.max_seq_len, cfg.rope_base)
-        self.register_buffer("rope_cos", cos, persistent=False)
-        self.register_buffer("rope_sin", sin, persistent=False)
+        if cfg.pos_encoding == "rope":
+            cos, sin = rope_tables(cfg.head_dim, cfg.max_seq_len, cfg.rope_base)
+            self.register_buffer("rope_cos", cos, persistent=False)
+            self.register_buffer("rope_sin", sin, persistent=False)
         self.reset_parameters()
 
     def reset_parameters(self) -> None:
@@ -278,13 +322,21 @@ class GPT(nn.Module):
             elif isinstance(module, nn.RMSNorm):
                 nn.init.ones_(module.weight)
 
-    def forward(self, idx: Tensor, targets: Tensor | None = None) -> tuple[Tensor, Tensor | None]:
-        """Logits ``(B, T, vocab)`` for token ids ``idx`` ``(B, T)``.
+    def forward(
+        self,
+        idx: Tensor,
+        targets: Tensor | None = None,
+        *,
+        positions: Tensor | None = None,
+        doc_ids: Tensor | None = None,
+    ) -> tuple[Tensor, Tensor | None]:
+        """Logits ``(B, T, vocab)`` for token ids ``idx`` ``(B, T)`` (``positions`` and
+        ``doc_ids``: see :meth:`hidden`).
 
         With ``targets`` (same shape, ``-100`` = ignored position) also the mean cross-entropy
         over the non-ignored positions.
         """
-        logits = self.head(self.hidden(idx))
+        logits = self.head(self.hidden(idx, positions=positions, doc_ids=doc_ids))
         loss = None
         if targets is not None:
             loss = F.cross_entropy(
@@ -292,21 +344,45 @@ class GPT(nn.Module):
             )
         return logits, loss
 
-    def hidden(self, inputs: Tensor) -> Tensor:
+    def hidden(
+        self, inputs: Tensor, *, positions: Tensor | None = None, doc_ids: Tensor | None = None
+    ) -> Tensor:
         """The final-normed hidden states ``(B, T, d_model)`` the head reads: ``embed`` (token
-        ids here; a subclass may embed other inputs), the blocks, the final norm."""
+        ids here; a subclass may embed other inputs) plus the learned position embedding, the
+        blocks, the final norm.
+
+        ``positions`` (``(B, T)`` or ``(T,)``, each below ``max_seq_len``; default ``0..T-1``):
+        the position of every token, as RoPE or the learned embedding read it. ``doc_ids``
+        (``(B, T)``): a token attends only to tokens at or before it with the same id (packed
+        documents, each on its own); default: every earlier token of the row.
+        """
         t = inputs.shape[1]
         if t > self.cfg.max_seq_len:
             raise ValueError(f"sequence length {t} exceeds max_seq_len {self.cfg.max_seq_len}")
-        x = self.drop(self.embed(inputs))
+        if positions is None:
+            positions = torch.arange(t, device=inputs.device)
+        x = self.embed(inputs)
+        if self.pos_embed is not None:
+            x = x + self.pos_embed(positions)
+        x = self.drop(x)
+        rope = self._rope(positions)
+        mask = None if doc_ids is None else document_mask(doc_ids)
         for block in self.blocks:
-            x = block(x, self.rope_cos, self.rope_sin)
+            x = block(x, rope, mask)
         return self.final_norm(x)
+
+    def _rope(self, positions: Tensor) -> tuple[Tensor, Tensor] | None:
+        """The RoPE ``(cos, sin)`` rows of ``positions`` ``(T,)`` or ``(B, T)``, shaped
+        ``(..., 1, T, head_dim/2)`` to broadcast over heads; None without RoPE."""
+        if self.cfg.pos_encoding != "rope":
+            return None
+        return self.rope_cos[positions].unsqueeze(-3), self.rope_sin[positions].unsqueeze(-3)
 
     def param_roles(self) -> dict[str, str]:
         """Role of every ``named_parameters()`` entry (see :data:`ROLES`).
 
-        A tied head shares ``embed.weight``, which ``named_parameters()`` lists once, as embed.
+        A tied head shares ``embed.weight``, which ``named_parameters()`` lists once, as embed;
+        the learned position embedding is an embedding too.
         """
         norm_names = {n for n, m in self.named_modules() if isinstance(m, nn.RMSNorm)}
         roles = {}
@@ -317,7 +393,9 @@ class GPT(nn.Module):
                 roles[name] = "bias"
             elif owner in norm_names:
                 roles[name] = "norm"
-            elif last == "embed" or last in _LINEAR_ROLES:
+            elif last in _EMBED_MODULES:
+                roles[name] = "embed"
+            elif last in _LINEAR_ROLES:
                 roles[name] = last
             else:
                 roles[name] = "other"
@@ -346,14 +424,15 @@ class GPT(nn.Module):
 def count_params(cfg: GPTConfig, *, non_embedding: bool = False) -> int:
     """Number of parameters of ``GPT(cfg)``, counted on the meta device (no memory used).
 
-    ``non_embedding=True`` leaves out the token embedding (an untied head still counts; a tied
-    one is the embedding and is left out with it).
+    ``non_embedding=True`` leaves out the token and position embeddings (an untied head still
+    counts; a tied one is the embedding and is left out with it).
     """
     with torch.device("meta"):
         model = GPT(cfg)
     total = sum(p.numel() for p in model.parameters())
     if non_embedding:
-        total -= model.embed.weight.numel()
+        embeddings = [model.embed, model.pos_embed]
+        total -= sum(e.weight.numel() for e in embeddings if e is not None)
     return total
 
 

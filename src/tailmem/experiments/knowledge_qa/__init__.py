@@ -100,7 +100,10 @@ class Config(LMConfig):
 
     ``arms``: names from :data:`.arms.ARMS`. ``ffn``: ``plain``, ``gated`` or ``both``. Training
     batches pack QA samples into ``train.batch_size`` rows of ``train.seq_len`` tokens
-    (:class:`~tailmem.data.stream.QATrainStream`), with the loss on ``loss_on``. FTA is evaluated
+    (:class:`~tailmem.data.stream.QATrainStream`), with the loss on ``loss_on``. ``packing``:
+    ``cross`` lets an item attend to the earlier items of its row at their row positions;
+    ``document`` makes each item attend only to itself with positions from 0, so training sees
+    a question in the context evaluation asks it in (alone). FTA is evaluated
     every ``train.eval_every`` steps; the evaluations nearest to ``table_fracs`` of training and
     the groups ``m - o`` for ``o`` in ``tail_offsets`` make the tail tables; the
     ``head_groups`` most frequent groups are the "head". A kind whose base arm is not run uses
@@ -113,6 +116,7 @@ class Config(LMConfig):
     ffn: Literal["plain", "gated", "both"] = "plain"
     data: BiosConfig = field(default_factory=lambda: BiosConfig(m=8))
     loss_on: Literal["answer", "all"] = "answer"
+    packing: Literal["cross", "document"] = "cross"
     table_fracs: list[float] = field(default_factory=lambda: [0.2, 0.5, 1.0])
     tail_offsets: list[int] = field(default_factory=lambda: [2, 1, 0])
     head_groups: int = 3
@@ -215,7 +219,9 @@ def run(cfg: Config, run: RunDir) -> None:
         cfg.data.n_qa // N_ATTRIBUTES,
         stream.steps_per_epoch,
     )
-    data = QAData(str(dataset.path), dataset.fingerprint, cfg.loss_on, cfg.train.eval_batch_size)
+    data = QAData(
+        str(dataset.path), dataset.fingerprint, cfg.loss_on, cfg.train.eval_batch_size, cfg.packing
+    )
     shared = Shared(
         str(run.path), cfg.model, cfg.train, cfg.optim, data, initial_eval=True,
         loss_fn=answer_loss_sum, describe=describe_fta, show_progress=cfg.workers == 1,

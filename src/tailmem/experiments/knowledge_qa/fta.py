@@ -24,6 +24,10 @@ batch and the counts are summed.
 Knowledge-QA trains on answer tokens only (about 3 of every 21 tokens) and evaluates one
 next-token prediction per question, so the loss and the predictions run the GPT's trunk and
 apply the LM head only at the positions needed (:func:`answer_loss_sum`, :func:`logits_at`).
+
+With ``packing="document"`` a training batch's inputs are ``(rows, T, 3)``: token, position
+within its item and the item's slot in the row (:func:`split_inputs`), so that the loss runs the
+GPT with each item attending only to itself from position 0 — the context evaluation asks in.
 """
 
 from __future__ import annotations
@@ -55,14 +59,24 @@ def chance_fta(dataset: BiosDataset) -> float:
     return float(np.mean(list(dataset.first_token_chance().values())))
 
 
+def split_inputs(x: Tensor) -> tuple[Tensor, dict[str, Tensor]]:
+    """Token ids and the GPT's packed-document arguments of a batch's inputs: ``(rows, T)``
+    tokens alone, or ``(rows, T, 3)`` tokens, ``positions`` and ``doc_ids``."""
+    if x.ndim == 2:
+        return x, {}
+    return x[..., 0], {"positions": x[..., 1], "doc_ids": x[..., 2]}
+
+
 def answer_loss_sum(model: nn.Module, x: Tensor, y: Tensor) -> Tensor:
     """Summed next-token cross-entropy over the targets ``y != -100`` (the training loop's
-    ``loss_fn``), with the head applied at those positions only when ``model`` is a plain GPT
-    (a DDP wrapper must be called itself, so it takes the full-logit path)."""
+    ``loss_fn``; ``x`` as :func:`split_inputs` reads it), with the head applied at those
+    positions only when ``model`` is a plain GPT (a DDP wrapper must be called itself, so it
+    takes the full-logit path)."""
+    tokens, documents = split_inputs(x)
     if type(model) is not GPT:
-        return token_loss_sum(model, x, y)
+        return token_loss_sum(functools.partial(model, **documents), tokens, y)
     keep = y != IGNORE_INDEX
-    logits = model.head(model.hidden(x)[keep])
+    logits = model.head(model.hidden(tokens, **documents)[keep])
     return F.cross_entropy(logits.float(), y[keep], reduction="sum")
 
 
@@ -176,15 +190,19 @@ def describe_fta(metrics: Mapping[str, Any]) -> str:
 
 class QABatches:
     """The training loop's batch source over a :class:`QATrainStream`: targets outside the loss
-    mask become ``-100``, and each rank keeps its rows of the global batch."""
+    mask become ``-100``, each rank keeps its rows of the global batch, and with
+    ``packing="document"`` the inputs carry positions and slots (:func:`split_inputs`)."""
 
     def __init__(self, stream: QATrainStream) -> None:
         self.stream = stream
 
     def batch(self, step: int, rank: int = 0, world_size: int = 1) -> tuple[Tensor, Tensor]:
-        x, y, mask = self.stream.batch(step)
+        packed = self.stream.packed(step)
+        x = packed.x
+        if self.stream.packing == "document":
+            x = np.stack([x, packed.positions, packed.doc_ids], axis=-1)
         rows = shard_rows(self.stream.batch_size, rank, world_size)
-        y = np.where(mask, y, IGNORE_INDEX)
+        y = np.where(packed.loss_mask, packed.y, IGNORE_INDEX)
         return torch.from_numpy(x[rows]), torch.from_numpy(y[rows])
 
 
@@ -195,6 +213,7 @@ class QAMaterials:
     dataset: BiosDataset
     loss_on: str
     eval_batch_size: int
+    packing: str = "cross"
 
     @property
     def vocab_size(self) -> int:
@@ -202,11 +221,14 @@ class QAMaterials:
 
     @property
     def identity(self) -> dict[str, Any]:
-        return {"bios": self.dataset.fingerprint, "loss_on": self.loss_on, "eval": "fta+em"}
+        return {"bios": self.dataset.fingerprint, "loss_on": self.loss_on, "eval": "fta+em",
+                "packing": self.packing}  # fmt: skip
 
     def batches(self, seed: int, train: TrainSection) -> QABatches:
         return QABatches(
-            QATrainStream(self.dataset, train.batch_size, train.seq_len, seed, self.loss_on)
+            QATrainStream(
+                self.dataset, train.batch_size, train.seq_len, seed, self.loss_on, self.packing
+            )
         )
 
     def hooks(self, model_cfg: GPTConfig, ctx: D.DistContext) -> list[EvalHook]:
@@ -216,16 +238,17 @@ class QAMaterials:
 @dataclass(frozen=True)
 class QAData:
     """Picklable description of the data (a :class:`~tailmem.lm.subrun.DataSpec`): a built data
-    set, what the loss counts, and the evaluation batch size."""
+    set, what the loss counts, the evaluation batch size and how items share a row."""
 
     path: str
     fingerprint: str
     loss_on: str
     eval_batch_size: int
+    packing: str = "cross"
 
     def load(self, ctx: D.DistContext) -> QAMaterials:
         dataset = _dataset(self.path, self.fingerprint)
-        return QAMaterials(dataset, self.loss_on, self.eval_batch_size)
+        return QAMaterials(dataset, self.loss_on, self.eval_batch_size, self.packing)
 
 
 @functools.lru_cache(maxsize=2)
