@@ -130,6 +130,7 @@ BAD_LM = [  # the language-model studies (preflight: model on meta, memory, data
     ("knowledge-qa", "packing=diagonal", "packing: got 'diagonal'; expected one of 'cross', "),
     ("knowledge-qa", "model.tie_weights=maybe", "model.tie_weights: got 'maybe'; expected true"),
     ("knowledge-qa", "model.pos_encoding=alibi", "model.pos_encoding: got 'alibi'; expected one"),
+    ("icl-regression", "model.tie_weights=true", "model.tie_weights: got true; expected false"),
     ("knowledge-qa", "data.answer_tokens=word", "data.answer_tokens: got 'word'; expected one of"),
 ]
 

@@ -109,6 +109,11 @@ class Config(LMConfig):
         check_arm_names(self.arms, list(ARMS))
         self.data.validate()
         self.sweep.validate()
+        if self.model.tie_weights:
+            raise ConfigError(
+                "model.tie_weights: got true; expected false (the regressor's read-in and "
+                "read-out are different maps)"
+            )
         if self.train.seq_len != self.data.seq_len:
             raise ConfigError(
                 f"train.seq_len: got {self.train.seq_len}; expected 2 × data.n_points = "
