@@ -218,12 +218,14 @@ def test_the_headline_is_decided_at_the_base_and_a_level_that_decides_otherwise_
         return {
             "paper_pooled": {tau: paper},
             "base": "base",
+            "base_choices": ["b = x"],
             "points": {"base": {"pooled": {tau: base}}, "b: y": {"pooled": {tau: level}}},
             "levels": [{"factor": "b", "level": "y", "point": "b: y"}],
         }
 
     (kept,) = LAG.evaluate(inputs(high, high))
     assert kept.verdict == "reproduced" and kept.details["threshold"] == threshold
+    assert kept.ours.startswith("base (b = x): ") and "; b = y: " in kept.ours
     (flipped,) = LAG.evaluate(inputs(high, low))
     assert flipped.verdict == "inconclusive" and "b = y says the opposite" in flipped.reason
     (undecided,) = LAG.evaluate(inputs(low, spread))  # an undecided level flips nothing
@@ -250,6 +252,7 @@ def test_smoke_study_end_to_end_writes_the_table_figure_claims_and_report_sectio
     assert (out / "lag_ratio_by_level.png").stat().st_size > 0
     (claim,) = json.loads((out / "claims.json").read_text())
     assert claim["id"] == LAG.id and "loss target = all tokens" in claim["ours"]
+    assert claim["ours"].startswith("base (loss target = answer, learning rates = each its own)")
     report = json.loads((out / "report.json").read_text())
     assert report["tables"][0]["file"] == "sensitivity.csv"
     html = write_report(tmp_path).read_text()

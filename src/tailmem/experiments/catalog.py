@@ -61,7 +61,7 @@ CATALOG: dict[str, About] = {
     "qa-sensitivity": About(
         "paper A Sec. 4.3 (Tables 3–8): the QA lag under unpublished choices",
         {"smoke": "", "cpu": "8 factor levels × 3 seeds", "paper": "160M GPT"},
-        {"smoke": 15.0, "cpu": None, "paper": None},  # smoke timed at load 2-3
+        {"smoke": 9.0, "cpu": None, "paper": None},
     ),
     "ablation": About(
         "paper A Sec. 4.1 (Table 1, Fig. 1): which blocks need Muon",
