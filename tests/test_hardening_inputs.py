@@ -150,7 +150,7 @@ def test_bad_config_is_one_line_and_writes_nothing(
 
 
 @pytest.mark.skipif(torch.cuda.is_available(), reason="needs a machine without CUDA")
-@pytest.mark.parametrize("experiment", ["ablation", "spectra", "knowledge-qa"])
+@pytest.mark.parametrize("experiment", ["ablation", "spectra", "knowledge-qa", "qa-sensitivity"])
 def test_paper_preset_on_a_cpu_machine_is_refused_before_writing(experiment, tmp_path, capsys):
     out = tmp_path / "run"
     assert main(["run", experiment, "--preset", "paper", "--out", str(out)]) == 2
