@@ -64,8 +64,9 @@ CATALOG: dict[str, About] = {
     ),
     "qa-sensitivity": About(
         "paper A Sec. 4.3 (Tables 3–8): the QA lag under unpublished choices",
-        {"smoke": "", "cpu": "7 factor levels × 3 seeds", "paper": "160M GPT"},
+        {"smoke": "", "cpu": "9 factor levels × 3 seeds", "paper": "160M GPT"},
         {"smoke": 9.0, "cpu": None, "paper": None},
+        in_reproduce=False,
     ),
     "ablation": About(
         "paper A Sec. 4.1 (Table 1, Fig. 1): which blocks need Muon",
