@@ -61,7 +61,7 @@ def ctrl_c_enabled() -> None:
     signal.signal(signal.SIGINT, signal.SIG_DFL)
 
 
-def wait_for(condition, proc: subprocess.Popen, timeout: float = 60) -> None:
+def wait_for(condition, proc: subprocess.Popen, timeout: float = 120) -> None:
     deadline = time.monotonic() + timeout
     while not condition():
         assert proc.poll() is None, f"reproduce ended before the test could interrupt it: {proc}"
