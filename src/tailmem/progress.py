@@ -111,6 +111,12 @@ def plan(total: float, unit: str = "steps") -> None:
         _current.plan(total, unit)
 
 
+def extend(amount: float) -> None:
+    """Add ``amount`` units to the declared total (work found necessary while running)."""
+    if _current is not None and _current.total is not None and amount:
+        _current.total += amount
+
+
 def advance(amount: float = 1) -> None:
     """Report ``amount`` units of work done now."""
     if _current is not None:

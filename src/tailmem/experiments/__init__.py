@@ -17,6 +17,7 @@ EXPERIMENTS: dict[str, str] = {
     "assoc-scaling": "tailmem.experiments.assoc_scaling",
     "assoc-capacity": "tailmem.experiments.assoc_capacity",
     "knowledge-qa": "tailmem.experiments.knowledge_qa",
+    "qa-sensitivity": "tailmem.experiments.qa_sensitivity",
     "ablation": "tailmem.experiments.ablation",
     "spectra": "tailmem.experiments.spectra",
     "icl-regression": "tailmem.experiments.icl_regression",

@@ -58,6 +58,11 @@ CATALOG: dict[str, About] = {
         {"smoke": "", "cpu": "5 arms × 3 seeds", "paper": "160M GPT"},
         {"smoke": 2.5, "cpu": 306.0, "paper": None},
     ),
+    "qa-sensitivity": About(
+        "paper A Sec. 4.3 (Tables 3–8): the QA lag under unpublished choices",
+        {"smoke": "", "cpu": "8 factor levels × 3 seeds", "paper": "160M GPT"},
+        {"smoke": None, "cpu": None, "paper": None},
+    ),
     "ablation": About(
         "paper A Sec. 4.1 (Table 1, Fig. 1): which blocks need Muon",
         {"smoke": "", "cpu": "8 arms × 3 seeds", "paper": "160M GPT"},

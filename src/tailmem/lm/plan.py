@@ -2,7 +2,11 @@
 
 For every (FFN type, arm) entry a study declares the candidate points of its learning-rate
 sweep (one point: nothing to tune). Each candidate is a full run at the sweep seed and length;
-the best by the study's score wins, and every seed then runs at the winner. An entry may borrow
+the best by the study's score wins, and every seed then runs at the winner. A winner at an end of
+its grid (of two or more points) may not be the optimum: the plan then runs one more point
+beyond that end, a grid step away (the ratio of the two end points), and chooses again, until
+the winner is interior or ``max_extend`` points were added (``extended`` counts them; 0, the
+default, keeps the grid as declared). An entry may borrow
 the winning learning rates of other arms (``needs``): its sweep starts once those are chosen.
 A seed run identical to a sweep run (same learning rates, seed and length) is trained once.
 Every run is deterministic, so the results do not depend on the number of workers or on the
@@ -10,7 +14,9 @@ order in which runs finish.
 
 :func:`run_plan` declares the steps of every run up front (``progress.json`` then moves
 smoothly over the whole study), trains the plan on a :class:`~tailmem.lm.pool.Pool`, and prints
-one labelled line per finished run with that run's own wall time.
+one labelled line per finished run with that run's own wall time. :func:`run_plans` trains
+several plans (each with its own :class:`~tailmem.lm.subrun.Shared`: data, model, root) on one
+pool, so the workers stay busy across them.
 """
 
 from __future__ import annotations
@@ -65,6 +71,8 @@ class Plan:
     best: dict[tuple[str, str], dict[str, float]] = field(default_factory=dict)
     chosen: dict[tuple[str, str], float] = field(default_factory=dict)
     seed_runs: dict[tuple[str, str], list[Job]] = field(default_factory=dict)
+    max_extend: int = 0
+    extended: dict[tuple[str, str], int] = field(default_factory=dict)
 
     @property
     def ffns(self) -> list[str]:
@@ -84,13 +92,17 @@ class Plan:
         """Training steps of every run the plan will train (sweep + seeds, overlap once)."""
         total = 0
         for entry in self.entries:
-            total += len(entry.points) * self.sweep_steps + len(self.seeds) * self.steps
+            total += self._points(entry) * self.sweep_steps + len(self.seeds) * self.steps
             total -= self.steps if self._overlap else 0
         return total
 
     def total_runs(self) -> int:
-        per_entry = [len(e.points) + len(self.seeds) - self._overlap for e in self.entries]
+        per_entry = [self._points(e) + len(self.seeds) - self._overlap for e in self.entries]
         return sum(per_entry)
+
+    def _points(self, entry: Entry) -> int:
+        """Sweep points of ``entry`` so far (its grid plus the points added beyond its ends)."""
+        return len(self.sweeps.get(entry.id, entry.points))
 
     def start(self) -> list[Job]:
         """The runs that can start at once."""
@@ -123,10 +135,28 @@ class Plan:
         ]
         winner = max(range(len(sweep)), key=scores.__getitem__)
         point, job = sweep[winner]
+        beyond = self._extend(entry, point)
+        if beyond is not None:
+            return [beyond] if beyond not in self.results else self._choose(entry)
         self.best[entry.id], self.chosen[entry.id] = job.lr, point
         seeds = [Job.make(entry.arm, entry.ffn, job.lr, s, self.steps) for s in self.seeds]
         self.seed_runs[entry.id] = seeds
         return [s for s in seeds if s not in self.results and s not in dict(sweep).values()]
+
+    def _extend(self, entry: Entry, winner: float) -> Job | None:
+        """The sweep run one grid step beyond the end ``winner`` sits at (added to the sweep),
+        or None: the winner is interior, the grid has one point, or ``max_extend`` is used."""
+        points = sorted(p for p, _ in self.sweeps[entry.id])
+        used = self.extended.get(entry.id, 0)
+        if len(points) < 2 or used >= self.max_extend or winner not in (points[0], points[-1]):
+            return None
+        low = winner == points[0]
+        point = points[0] ** 2 / points[1] if low else points[-1] ** 2 / points[-2]
+        lrs = entry.lrs(point, self.best)
+        job = Job.make(entry.arm, entry.ffn, lrs, self.sweep_seed, self.sweep_steps)
+        self.sweeps[entry.id].append((point, job))
+        self.extended[entry.id] = used + 1
+        return job
 
     def done(self, job: Job, result: dict[str, Any]) -> list[Job]:
         """Record a finished run; returns the runs that it unlocks."""
@@ -168,44 +198,66 @@ def run_plan(
     torchrun: in this process); rank 0 prints ``[n/N] <run>: <status>, <summary(result)>
     (<that run's own seconds, or "reused">)``, or ``diverged at step N`` for a diverged run; a
     diverged run is a result like any other (the plan carries on)."""
+    run_plans({"": (plan, shared)}, workers, summary, train)
+    return plan
+
+
+def run_plans(
+    plans: Mapping[str, tuple[Plan, Shared]],
+    workers: int,
+    summary: Callable[[Mapping[str, Any]], str],
+    train: Callable[..., dict[str, Any]] = run_job,
+) -> None:
+    """:func:`run_plan` for several plans, by name, on one pool: a run of any plan starts as
+    soon as a worker is free, and each printed line starts with its plan's name (``name: ``;
+    none for the name ""). Every plan's ``shared.train.threads`` should agree (the pool's
+    workers use the first plan's)."""
     if D.launched_world_size() > 1:
         workers = 1
     main = D.is_main_process()
-    progress.plan(plan.total_steps(), "steps")
-    trained: dict[Job, int] = {}
+    declared = sum(plan.total_steps() for plan, _ in plans.values())
+    progress.plan(declared, "steps")
+    trained: dict[tuple[str, Job], int] = {}
 
-    def on_steps(job: Job, n: int) -> None:
-        trained[job] = trained.get(job, 0) + n
+    def on_steps(tag: tuple[str, Job], n: int) -> None:
+        trained[tag] = trained.get(tag, 0) + n
         progress.advance(n)
 
     count = 0
-    with Pool(workers, shared.train.threads, on_steps=on_steps) as pool:
+    threads = next(iter(plans.values()))[1].train.threads
+    with Pool(workers, threads, on_steps=on_steps) as pool:
 
-        def submit(jobs: Sequence[Job]) -> None:
+        def submit(name: str, jobs: Sequence[Job]) -> None:
             for job in jobs:
-                pool.submit(job, train, job, shared, pool.sink(job))
+                tag = (name, job)
+                pool.submit(tag, train, job, plans[name][1], pool.sink(tag))
 
-        submit(plan.start())
+        for name, (plan, _) in plans.items():
+            submit(name, plan.start())
         for outcome in pool.finished():
             if outcome.error is not None:
                 pool.cancel_pending()
                 raise outcome.error
-            job, result = outcome.tag, dict(outcome.result)
-            progress.skip(job.steps - trained.get(job, 0))  # reused, resumed or diverged
+            (name, job), result = outcome.tag, dict(outcome.result)
+            progress.skip(job.steps - trained.get(outcome.tag, 0))  # reused, resumed or diverged
             count += 1
             took = "reused" if result.pop(REUSED, False) else f"{result['wall_seconds']:.0f}s"
             outcome_text = f"{result['status']}, {summary(result)}"
             if result.get("status") == DIVERGED:
                 outcome_text = f"diverged at step {result['diverged']['step']}"
+            plan = plans[name][0]
+            submit(name, plan.done(job, result))
+            total = sum(p.total_runs() for p, _ in plans.values())
             if main:
                 print(
-                    f"[{count}/{plan.total_runs()}] {job.label} steps={job.steps}: "
-                    f"{outcome_text} ({took})",
+                    f"[{count}/{total}] {name + ': ' if name else ''}{job.label} "
+                    f"steps={job.steps}: {outcome_text} ({took})",
                     file=sys.stderr,
                     flush=True,
                 )
-            submit(plan.done(job, result))
-    return plan
+            grown = sum(p.total_steps() for p, _ in plans.values())
+            progress.extend(grown - declared)  # sweep points added beyond a grid's end
+            declared = grown
 
 
 def keep_checkpoints(plan: Plan, root: str, policy: str) -> None:

@@ -75,15 +75,20 @@ FFNS = ("plain", "gated")
 @dataclass
 class SweepSection:
     """Learning-rate grids per optimiser kind; sweep runs' length and seed (None: ``train.steps``
-    and the first seed, in which case the winning sweep run is also that seed's run)."""
+    and the first seed, in which case the winning sweep run is also that seed's run);
+    ``max_extend``: how many points a grid may grow beyond an end its winner sits at
+    (:class:`~tailmem.lm.plan.Plan`), so the chosen rate is interior where that suffices."""
 
     muon: list[float] = field(default_factory=lambda: [0.01, 0.02, 0.05])
     adam: list[float] = field(default_factory=lambda: [1e-3, 3e-3, 1e-2])
     sgd: list[float] = field(default_factory=lambda: [0.1, 0.3, 1.0])
     steps: int | None = None
     seed: int | None = None
+    max_extend: int = 2
 
     def validate(self) -> None:
+        if self.max_extend < 0:
+            raise ConfigError(f"sweep.max_extend: got {self.max_extend}; expected >= 0")
         for kind in KINDS:
             grid = getattr(self, kind)
             if not grid or any(not lr > 0 for lr in grid) or len(set(grid)) != len(grid):
@@ -195,19 +200,34 @@ def preflight(cfg: Config) -> None:
         )
 
 
-def _score(entry: Entry, point: float, result: Mapping[str, Any]) -> float:
+def score(entry: Entry, point: float, result: Mapping[str, Any]) -> float:
+    """The sweep's score of a run (:func:`.tables.score`: FTA over all questions)."""
     return tables.score(result)
 
 
-def _summary(result: Mapping[str, Any]) -> str:
+def summary(result: Mapping[str, Any]) -> str:
+    """A finished run's printed summary: FTA over all questions and of the rarest group."""
     if not result["evals"]:
         return "no evaluation"
     return f"FTA all questions {tables.score(result):.3f}, rarest group {tables.rarest(result):.3f}"
 
 
-def run(cfg: Config, run: RunDir) -> None:
-    """Sweep, train every seed, then write tables, figures, claims and ``report.json``."""
-    cache = Path(cfg.cache_dir) if cfg.cache_dir else run.path / "data"
+@dataclass(frozen=True)
+class Prepared:
+    """A study ready to train: what its jobs share, its plan, the exposures per group and step
+    (:class:`.gaps.Exposures`), chance FTA and the data set's summary."""
+
+    shared: Shared
+    plan: Plan
+    exposures: gaps.Exposures
+    chance: float
+    data_summary: dict[str, Any]
+
+
+def prepare(cfg: Config, root: Path) -> Prepared:
+    """Build (or load) the data set of ``cfg`` and declare its plan, its runs under ``root``
+    (the data under ``cfg.cache_dir``, default ``root/data``)."""
+    cache = Path(cfg.cache_dir) if cfg.cache_dir else root / "data"
     dataset = build_dataset(cfg.data, cache)
     stream = QATrainStream(dataset, cfg.train.batch_size, cfg.train.seq_len, cfg.seed, cfg.loss_on)
     exposures = gaps.Exposures(
@@ -217,15 +237,24 @@ def run(cfg: Config, run: RunDir) -> None:
     )
     data = QAData(str(dataset.path), dataset.fingerprint, cfg.loss_on, cfg.train.eval_batch_size)
     shared = Shared(
-        str(run.path), cfg.model, cfg.train, cfg.optim, data, initial_eval=True,
+        str(root), cfg.model, cfg.train, cfg.optim, data, initial_eval=True,
         loss_fn=answer_loss_sum, describe=describe_fta, show_progress=cfg.workers == 1,
     )  # fmt: skip
     sweep_seed = cfg.seed if cfg.sweep.seed is None else cfg.sweep.seed
-    plan = Plan(cfg.entries(), _score, cfg.seed_list, cfg.train.steps, sweep_seed, cfg.sweep_steps)
-    run_plan(plan, shared, cfg.workers, _summary)
-    keep_checkpoints(plan, shared.root, cfg.train.keep_checkpoints)
+    plan = Plan(
+        cfg.entries(), score, cfg.seed_list, cfg.train.steps, sweep_seed, cfg.sweep_steps,
+        max_extend=cfg.sweep.max_extend,
+    )  # fmt: skip
+    return Prepared(shared, plan, exposures, chance_fta(dataset), dataset.summary())
+
+
+def run(cfg: Config, run: RunDir) -> None:
+    """Sweep, train every seed, then write tables, figures, claims and ``report.json``."""
+    study = prepare(cfg, run.path)
+    run_plan(study.plan, study.shared, cfg.workers, summary)
+    keep_checkpoints(study.plan, study.shared.root, cfg.train.keep_checkpoints)
     if D.is_main_process():
-        write_outputs(cfg, run, plan, chance_fta(dataset), dataset.summary(), exposures)
+        write_outputs(cfg, run, study.plan, study.chance, study.data_summary, study.exposures)
 
 
 def write_outputs(
@@ -423,6 +452,8 @@ LR_SWEEP_COLUMNS = {
     "fta_rarest": "FTA of the rarest group at the end",
     "chosen": "the arm's best learning rate",
     "grid_edge": "the swept rate is at an end of its grid (a chosen one may not be the optimum)",
+    "extended": "a rate added beyond an end of the declared grid, because the winner sat there "
+    "(up to sweep.max_extend of them)",
 }
 
 

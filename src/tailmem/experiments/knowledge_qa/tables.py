@@ -51,13 +51,15 @@ def evaluated_step(plan: Plan, frac: float) -> int:
 
 
 def sweep_rows(plan: Plan) -> list[dict[str, Any]]:
-    """One row per sweep run: FFN, arm, learning rates, score, status, whether it was chosen
-    and whether its swept LR is at an end of the grid (a chosen LR there may not be the
-    optimum)."""
+    """One row per sweep run: FFN, arm, learning rates, score, status, whether it was chosen,
+    whether its swept LR is at an end of the grid, points added beyond the declared grid
+    included (a chosen LR there may not be the optimum), and whether it is such an added
+    point."""
     rows = []
     for (ffn, arm), sweep in plan.sweeps.items():
         points = [p for p, _ in sweep]
-        for point, job in sweep:
+        declared = len(sweep) - plan.extended.get((ffn, arm), 0)  # added points come last
+        for i, (point, job) in enumerate(sweep):
             result = plan.results[job]
             rows.append(
                 {
@@ -70,6 +72,7 @@ def sweep_rows(plan: Plan) -> list[dict[str, Any]]:
                     "status": result["status"],
                     "chosen": job.lr == plan.best.get((ffn, arm)),
                     "grid_edge": point in (min(points), max(points)),
+                    "extended": i >= declared,
                 }
             )
     return rows

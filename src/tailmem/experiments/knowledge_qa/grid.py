@@ -1,0 +1,157 @@
+"""Knowledge-QA at many points, on one pool: the engine of ``qa-sensitivity`` and of the map.
+
+A *point* is a label plus dotted-key overrides of the knowledge-QA :class:`~.Config`, applied
+over a knowledge-QA preset and over overrides common to every point::
+
+    points = [Point("base"), Point("β1 0.9", {"optim.adam.betas": [0.9, 0.95]})]
+    configs = configure(points, preset="cpu", common={"arms": ["muon", "adam"]})
+    results = run_points(configs, root, workers=2)      # {label: PointResult}
+    results["β1 0.9"].measures["plain"]                 # .gaps.measure of that point
+
+:func:`configure` builds and validates every point's config before anything is written (a bad
+key or value is one :class:`~tailmem.errors.ConfigError` naming the point). :func:`run_points`
+prepares each point as knowledge-QA does (:func:`~tailmem.experiments.knowledge_qa.prepare`:
+its data set, its plan with each arm at its own LR, the grid widened until the choice is
+interior) under ``root/points/<slug of the label>`` (data sets cached once in ``root/data``),
+trains every point's runs on one pool (:func:`~tailmem.lm.plan.run_plans`) and returns each
+point's finished plan and gap measures (:func:`.gaps.measure`, per FFN type).
+
+``Point.shared_lr``: one learning rate for both arms instead of each its own — the Adam arm
+sweeps its grid (widened as usual) and the Muon arm trains every parameter (its Muon and its
+Adam kinds) at the rate Adam chose, the way one hands an AdamW rate to Muon under an update
+scale meant for it (``optim.muon.scale: match_rms_adamw``).
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import json
+import re
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from tailmem.config import load_config
+from tailmem.errors import ConfigError
+from tailmem.experiments import knowledge_qa as kqa
+from tailmem.experiments.knowledge_qa import gaps
+from tailmem.lm.plan import Best, Entry, Plan, keep_checkpoints, run_plans
+from tailmem.lm.subrun import run_job
+
+EXPERIMENT = "knowledge-qa"
+SHARED_LR_POINT = 0.0
+"""The sweep point recorded for a Muon arm that runs at Adam's chosen rate (it sweeps none)."""
+
+
+@dataclass(frozen=True)
+class Point:
+    """One configuration: ``label`` (unique; names its folder), dotted-key ``overrides`` of the
+    knowledge-QA config (a key may be set to any value its field accepts, several keys at
+    once), and whether both arms share one learning rate (see the module docstring)."""
+
+    label: str
+    overrides: Mapping[str, Any] = field(default_factory=dict)
+    shared_lr: bool = False
+
+
+@dataclass
+class PointResult:
+    """A finished point: its config, plan (diverged seed runs left out, :meth:`Plan.completed`),
+    exposures, chance FTA, data summary and gap measures by FFN type."""
+
+    point: Point
+    config: kqa.Config
+    plan: Plan
+    exposures: gaps.Exposures
+    chance: float
+    data_summary: dict[str, Any]
+    measures: dict[str, dict[str, Any]]
+
+
+def slug(label: str) -> str:
+    """The folder name of a point: ``label`` with every run of other characters than letters,
+    digits, ``.``, ``_`` and ``-`` made one ``_``."""
+    return re.sub(r"[^A-Za-z0-9._-]+", "_", label).strip("_") or "_"
+
+
+def _override(key: str, value: Any) -> str:
+    """``key=value`` with the value as JSON (valid YAML for the config loader)."""
+    return f"{key}={json.dumps(value)}"
+
+
+def configure(
+    points: Sequence[Point], preset: str, common: Mapping[str, Any] | None = None
+) -> dict[str, tuple[Point, kqa.Config]]:
+    """Every point's knowledge-QA config (``preset``, then ``common``, then the point's own
+    overrides), validated, by label; refuses repeated labels or folders and a ``shared_lr``
+    point without both Muon and Adam arms."""
+    out: dict[str, tuple[Point, kqa.Config]] = {}
+    folders: dict[str, str] = {}
+    for point in points:
+        where = f"point {point.label!r}"
+        if point.label in out or slug(point.label) in folders:
+            raise ConfigError(f"{where}: expected a label (and folder name) used by no other point")
+        folders[slug(point.label)] = point.label
+        overrides = [_override(k, v) for k, v in {**(common or {}), **point.overrides}.items()]
+        try:
+            cfg = load_config(kqa.Config, EXPERIMENT, preset, overrides)
+            if point.shared_lr and not {"muon", "adam"} <= set(cfg.arms):
+                raise ConfigError(f"arms: got {cfg.arms}; shared_lr needs muon and adam")
+        except ConfigError as exc:
+            raise ConfigError(f"{where}: {exc}") from None
+        out[point.label] = (point, cfg)
+    return out
+
+
+def preflight(configs: Mapping[str, tuple[Point, kqa.Config]]) -> None:
+    """Knowledge-QA's checks (rows hold an item, this machine can train the model) per point."""
+    for label, (_, cfg) in configs.items():
+        try:
+            kqa.preflight(cfg)
+        except ConfigError as exc:
+            raise ConfigError(f"point {label!r}: {exc}") from None
+
+
+def shared_lr_entries(entries: Sequence[Entry]) -> list[Entry]:
+    """``entries`` with the Muon arm running, for every kind it uses, at the rate the Adam arm
+    of its FFN type chose (no sweep of its own)."""
+
+    def shared(entry: Entry) -> Entry:
+        def lrs(point: float, best: Best) -> dict[str, float]:
+            rate = best[entry.ffn, "adam"]["adam"]
+            return {kind: rate for kind in entry.arm.kinds}
+
+        return Entry(entry.ffn, entry.arm, (SHARED_LR_POINT,), lrs, ("adam",))
+
+    return [shared(e) if e.arm.name == "muon" else e for e in entries]
+
+
+def run_points(
+    configs: Mapping[str, tuple[Point, kqa.Config]],
+    root: Path,
+    workers: int,
+    train: Callable[..., dict[str, Any]] = run_job,
+) -> dict[str, PointResult]:
+    """Train every point of ``configs`` (from :func:`configure`) on one pool of ``workers``;
+    their runs under ``root/points/<slug>``. Returns each point's :class:`PointResult`."""
+    prepared: dict[str, kqa.Prepared] = {}
+    for label, (point, cfg) in configs.items():
+        if cfg.cache_dir is None:
+            cfg = dataclasses.replace(cfg, cache_dir=str(root / "data"))
+        study = kqa.prepare(cfg, root / "points" / slug(label))
+        if point.shared_lr:
+            study.plan.entries = shared_lr_entries(study.plan.entries)
+        prepared[label] = study
+    run_plans({label: (s.plan, s.shared) for label, s in prepared.items()}, workers, kqa.summary,
+              train)  # fmt: skip
+    out = {}
+    for label, study in prepared.items():
+        point, cfg = configs[label]
+        keep_checkpoints(study.plan, study.shared.root, cfg.train.keep_checkpoints)
+        plan = study.plan.completed()
+        measures = {ffn: gaps.measure(plan, ffn, study.exposures)[0] for ffn in plan.ffns}
+        out[label] = PointResult(
+            point, cfg, plan, study.exposures, study.chance, study.data_summary, measures
+        )
+    return out
