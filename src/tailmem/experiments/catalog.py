@@ -63,6 +63,11 @@ CATALOG: dict[str, About] = {
         {"smoke": "", "cpu": "8 factor levels × 3 seeds", "paper": "160M GPT"},
         {"smoke": None, "cpu": None, "paper": None},
     ),
+    "qa-map": About(
+        "beyond the papers: where Muon's QA tail edge appears (width, exposures, m, exponent)",
+        {"smoke": "", "cpu": "3 widths × 2 exposures", "paper": "up to 160M"},
+        {"smoke": None, "cpu": None, "paper": None},
+    ),
     "ablation": About(
         "paper A Sec. 4.1 (Table 1, Fig. 1): which blocks need Muon",
         {"smoke": "", "cpu": "8 arms × 3 seeds", "paper": "160M GPT"},

@@ -57,7 +57,7 @@ def heat_map_figure(
     """A grid of ``cells[(x_value, y_value)]`` over the axes ``x = (label, values)`` and ``y``;
     colours diverge about ``center`` (1 for a ratio, 0 for a gap), on a log scale if ``log``."""
     from matplotlib.colors import LogNorm, Normalize
-    from matplotlib.ticker import NullFormatter, ScalarFormatter
+    from matplotlib.ticker import NullFormatter
 
     plt = pyplot()
     (x_label, xs), (y_label, ys) = x, y
@@ -85,15 +85,20 @@ def heat_map_figure(
             dark = np.isfinite(values[i, j]) and abs(norm(values[i, j]) - 0.5) > 0.3
             ax.text(j, i, text, ha="center", va="center", fontsize=9,
                     color="white" if dark else "black")  # fmt: skip
-    ax.set_xticks(range(len(xs)), [str(v) for v in xs])
-    ax.set_yticks(range(len(ys)), [str(v) for v in ys])
+    ax.set_xticks(range(len(xs)), [_tick(v) for v in xs])
+    ax.set_yticks(range(len(ys)), [_tick(v) for v in ys])
     ax.set(xlabel=x_label, ylabel=y_label, title=title)
     bar = fig.colorbar(image, ax=ax, label=colorbar)
-    if log:
-        bar.ax.yaxis.set_major_formatter(ScalarFormatter())
+    if log:  # five labelled ticks, evenly spaced on the log scale
+        ticks = np.geomspace(low, high, 5)
         bar.ax.yaxis.set_minor_formatter(NullFormatter())
+        bar.set_ticks(ticks, labels=[f"{t:.3g}" for t in ticks])
     fig.tight_layout()
     return fig
+
+
+def _tick(value: Any) -> str:
+    return f"{value:g}" if isinstance(value, float) else str(value)
 
 
 def _scale(value: float, log: bool) -> float:
