@@ -110,6 +110,9 @@ BAD_RUNS = [
 ]
 
 
+_LEVEL = "{{name: b, base: x, levels: [{{label: y, overrides: {}}}]}}"
+"""A one-level factor of qa-sensitivity with the given overrides."""
+
 BAD_LM = [  # the language-model studies (preflight: model on meta, memory, data)
     ("ablation", "train.grad_accum=3", "train.grad_accum: got 3; expected a divisor"),
     ("ablation", "train.steps=0", "train.steps: got 0; expected >= 1"),
@@ -127,7 +130,13 @@ BAD_LM = [  # the language-model studies (preflight: model on meta, memory, data
     ("knowledge-qa", "train.seq_len=2", "train.seq_len: got 2; expected at least 10"),
     ("knowledge-qa", "train.grad_accum=3", "train.grad_accum: got 3"),
     ("knowledge-qa", "model.n_layer=100000000", "GiB of memory"),
-]
+    ("qa-sensitivity", f"factors=[{_LEVEL.format('{optim.adam.betaz: 0.9}')}]",
+     "point 'b: y': unknown config field 'optim.adam.betaz'"),
+    ("qa-sensitivity", f"factors=[{_LEVEL.format('{loss_on: none}')}]",
+     "point 'b: y': loss_on: got 'none'"),
+    ("qa-sensitivity", "common={train.seq_len: 2}", "point 'base': train.seq_len: got 2"),
+    ("qa-sensitivity", "preset=huge", "unknown preset 'huge' for knowledge-qa"),
+]  # fmt: skip
 
 
 @pytest.mark.parametrize(("experiment", "override", "fragment"), BAD_RUNS + BAD_LM)
@@ -141,7 +150,7 @@ def test_bad_config_is_one_line_and_writes_nothing(
 
 
 @pytest.mark.skipif(torch.cuda.is_available(), reason="needs a machine without CUDA")
-@pytest.mark.parametrize("experiment", ["ablation", "spectra", "knowledge-qa"])
+@pytest.mark.parametrize("experiment", ["ablation", "spectra", "knowledge-qa", "qa-sensitivity"])
 def test_paper_preset_on_a_cpu_machine_is_refused_before_writing(experiment, tmp_path, capsys):
     out = tmp_path / "run"
     assert main(["run", experiment, "--preset", "paper", "--out", str(out)]) == 2

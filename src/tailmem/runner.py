@@ -15,9 +15,8 @@ protect: a different config simply replaces it.
 
 from __future__ import annotations
 
-import dataclasses
 import time
-from collections.abc import Iterator, Sequence
+from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
@@ -25,6 +24,7 @@ from tailmem import progress
 from tailmem.config import load_config, to_dict
 from tailmem.errors import ConfigError
 from tailmem.experiments import get_experiment
+from tailmem.resources import check_devices
 from tailmem.rundir import COMPLETE_MARKER, LOCK_FILE, RunDir, config_digest
 from tailmem.train import seed_everything
 from tailmem.train.distributed import is_main_process
@@ -35,44 +35,6 @@ BOOKKEEPING = frozenset({"config.yaml", LOCK_FILE, COMPLETE_MARKER, progress.PRO
 
 def default_out(experiment: str, preset: str) -> Path:
     return Path("runs") / f"{experiment}-{preset}"
-
-
-def _device_fields(cfg: Any, prefix: str = "") -> Iterator[tuple[str, Any]]:
-    """``(dotted name, value)`` of every field named ``device`` in a config, nested included."""
-    for spec in dataclasses.fields(cfg):
-        value = getattr(cfg, spec.name)
-        if spec.name == "device":
-            yield f"{prefix}{spec.name}", value
-        elif dataclasses.is_dataclass(value) and not isinstance(value, type):
-            yield from _device_fields(value, f"{prefix}{spec.name}.")
-
-
-def check_devices(cfg: Any) -> None:
-    """Refuse any ``device`` field this machine cannot run: not a torch device string, a kind
-    other than cpu/cuda (``meta`` computes nothing), or CUDA where there is none (the usual cause:
-    ``--preset paper``, which trains on GPUs, on a CPU machine)."""
-    import torch
-
-    for name, value in _device_fields(cfg):
-        if value is None:
-            continue
-        try:
-            device = torch.device(value)
-        except (RuntimeError, TypeError):
-            raise ConfigError(
-                f"{name}: got {value!r}; expected a torch device such as cpu or cuda"
-            ) from None
-        if device.type not in ("cpu", "cuda"):
-            raise ConfigError(f"{name}: got {value!r}; expected cpu or cuda")
-        if device.type == "cuda":
-            count = torch.cuda.device_count() if torch.cuda.is_available() else 0
-            if count == 0:
-                raise ConfigError(
-                    f"{name}: got {value!r} but this machine has no CUDA device; use a "
-                    "cpu/smoke preset here or pass device=cpu"
-                )
-            if device.index is not None and device.index >= count:
-                raise ConfigError(f"{name}: got {value!r}; this machine has {count} CUDA devices")
 
 
 def prepare(experiment: str, preset: str, overrides: Sequence[str] = ()) -> tuple[Any, Any]:

@@ -10,7 +10,7 @@ The check reads a plain results mapping:
 
 - ``paper_pooled``: ``{str(tau): ratio}``, the pooled exposure-lag ratio of Adam behind Muon
   that the paper's tables give when computed like ours (:mod:`tailmem.metrics.qa_gaps`);
-- ``base``: the label of the base point;
+- ``base``: the label of the base point; ``base_choices``: its level of every factor, in words;
 - ``points``: label → ``{"pooled": {str(tau): [per-seed ratio or None]}}``;
 - ``levels``: ``[{"factor", "level", "point"}]``, every non-base level of every factor.
 """
@@ -72,7 +72,8 @@ def check_headline(claim: Claim, results: Mapping[str, Any]) -> Outcome:
         levels.append(f"{level['factor']} = {level['level']}: {their_text} ({their})")
         if verdict in DECIDED and their in DECIDED and their != verdict:
             flips.append(f"{level['factor']} = {level['level']}")
-    ours = f"base ({base}): {text}; " + "; ".join(levels) if levels else f"base ({base}): {text}"
+    choices = ", ".join(results.get("base_choices", [])) or base
+    ours = "; ".join([f"base ({choices}): {text}", *levels])
     details = {"threshold": threshold, "paper": paper, "base_verdict": verdict, "flips": flips}
     published = f"{paper:.2f} (arXiv v2 tables, pooled, τ = {tau:g}); threshold {threshold:.2f}"
     if verdict not in DECIDED:

@@ -283,41 +283,47 @@ def claim_inputs(
         for f in cfg.factors
         for lv in f.levels
     ]
-    return {"paper_pooled": dict(paper), "base": BASE, "points": points, "levels": levels}
+    choices = [f"{f.name} = {f.base}" for f in cfg.factors]
+    return {
+        "paper_pooled": dict(paper),
+        "base": BASE,
+        "base_choices": choices,
+        "points": points,
+        "levels": levels,
+    }
 
 
 # --------------------------------------------------------------------------- outputs
 
 
 def sensitivity_figure(rows: Sequence[Mapping[str, Any]], paper: Mapping[str, float]) -> Any:
-    """Pooled lag ratio (mean ± SE) per factor level and τ; base levels marked by a grey band,
-    the paper's pooled ratio per τ as a dashed line of the same colour."""
+    """Pooled lag ratio (mean ± SE) per factor level (one row each) and τ; base levels on a
+    grey band, the paper's pooled ratio per τ as a vertical line of the same colour."""
     plt = pyplot()
-    fig, ax = plt.subplots(figsize=(max(6.0, 0.55 * len(rows) + 2), 4.2))
-    x = np.arange(len(rows))
+    fig, ax = plt.subplots(figsize=(10.0, 0.32 * len(rows) + 1.6))
+    y = np.arange(len(rows))[::-1]
     colours = plt.get_cmap("viridis")(np.linspace(0.1, 0.8, len(TAUS)))
-    for i, row in enumerate(rows):
+    styles = ("--", ":", "-.")
+    for position, row in zip(y, rows, strict=True):
         if row["base"]:
-            ax.axvspan(i - 0.45, i + 0.45, color="0.9", lw=0, zorder=0)
+            ax.axhspan(position - 0.45, position + 0.45, color="0.9", lw=0, zorder=0)
     for k, (tau, colour) in enumerate(zip(TAUS, colours, strict=True)):
         means = np.array([r[f"lag_{tau:g}"] for r in rows], dtype=float)  # None: NaN, not drawn
         ses = np.nan_to_num(np.array([r[f"lag_{tau:g}_se"] for r in rows], dtype=float))
-        offset = (k - (len(TAUS) - 1) / 2) * 0.2
-        ax.errorbar(x + offset, means, yerr=ses, fmt="o", color=colour, capsize=3,
+        offset = ((len(TAUS) - 1) / 2 - k) * 0.22
+        ax.errorbar(means, y + offset, xerr=ses, fmt="o", color=colour, capsize=3, ms=4,
                     label=f"τ = {tau:g}")  # fmt: skip
         if f"{tau:g}" in paper:
-            ax.axhline(paper[f"{tau:g}"], color=colour, ls="--", lw=1,
+            ax.axvline(paper[f"{tau:g}"], color=colour, ls=styles[k % len(styles)], lw=1.2,
                        label=f"paper, τ = {tau:g}")  # fmt: skip
-    ax.axhline(1.0, color="grey", lw=0.8)
-    ax.set_xticks(x)
-    ax.set_xticklabels(
-        [f"{r['factor']}: {r['level']}" + (" (base)" if r["base"] else "") for r in rows],
-        rotation=60,
-        ha="right",
-        fontsize=8,
+    ax.axvline(1.0, color="grey", lw=0.8)
+    ax.set_yticks(y)
+    ax.set_yticklabels(
+        [f"{r['factor']}: {r['level']}" + (" (base)" if r["base"] else "") for r in rows]
     )
-    ax.set_ylabel("exposure-lag ratio, Adam ÷ Muon (pooled)")
-    ax.grid(alpha=0.3, axis="y")
+    ax.set_ylim(-0.6, len(rows) - 0.4)
+    ax.set_xlabel("exposure-lag ratio, Adam ÷ Muon (all groups pooled)")
+    ax.grid(alpha=0.3, axis="x")
     legend_outside(ax)
     fig.tight_layout()
     return fig

@@ -6,7 +6,8 @@
 - :mod:`.arms`: :class:`~.arms.Arm`, a named role recipe;
 - :mod:`.subrun`: :func:`~.subrun.run_job` trains one arm at one seed into its own sub-run
   directory, with one reuse/resume rule;
-- :mod:`.plan`: which jobs a study trains (LR sweep per arm, then seeds) and in which order;
+- :mod:`.plan`: which jobs a study trains (LR sweep per arm, widened until the choice is
+  interior where asked, then seeds) and in which order; several studies' plans on one pool;
 - :mod:`.pool`: the worker pool that runs them (and the experiments of ``tailmem reproduce``);
 - :mod:`.corpus`: text-corpus data and the validation-loss metric (``ablation``, ``spectra``).
 

@@ -9,8 +9,9 @@ Muon, Adam, SGD+momentum and the two hybrids — for a plain and/or gated FFN.
 Protocol (run by :mod:`tailmem.lm.plan` on the shared worker pool)
     1. LR sweep per arm: one run per learning rate of the arm's grid (``sweep.<kind>``), scored
        by the FTA over *all* questions at its end (not the tail: tuning on the tail would choose
-       for the claim being tested). Hybrids borrow the tuned LRs of the base arms for their
-       other optimiser (:mod:`.arms`).
+       for the claim being tested). A winner at an end of its grid widens the grid by one point
+       beyond that end, up to ``sweep.max_extend`` times (:class:`~tailmem.lm.plan.Plan`).
+       Hybrids borrow the tuned LRs of the base arms for their other optimiser (:mod:`.arms`).
     2. ``seeds`` runs per arm at its best learning rate; seeds change the initialisation and the
        data order, not the people.
     Every run has its own resumable sub-run directory (:mod:`tailmem.lm.subrun`): re-running

@@ -38,6 +38,7 @@ from tailmem.experiments import knowledge_qa as kqa
 from tailmem.experiments.knowledge_qa import gaps
 from tailmem.lm.plan import Best, Entry, Plan, keep_checkpoints, run_plans
 from tailmem.lm.subrun import run_job
+from tailmem.resources import check_devices
 
 EXPERIMENT = "knowledge-qa"
 SHARED_LR_POINT = 0.0
@@ -105,9 +106,11 @@ def configure(
 
 
 def preflight(configs: Mapping[str, tuple[Point, kqa.Config]]) -> None:
-    """Knowledge-QA's checks (rows hold an item, this machine can train the model) per point."""
+    """The runner's device check and knowledge-QA's checks (rows hold an item, this machine can
+    train the model) per point."""
     for label, (_, cfg) in configs.items():
         try:
+            check_devices(cfg)
             kqa.preflight(cfg)
         except ConfigError as exc:
             raise ConfigError(f"point {label!r}: {exc}") from None

@@ -1,0 +1,262 @@
+"""qa-sensitivity and its engine: LR grids widened until the choice is interior, per-point
+overrides, every point's runs on one pool, the headline claim's flip rule, and the smoke study
+end to end."""
+
+from __future__ import annotations
+
+import csv
+import json
+import math
+import os
+import time
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+from tailmem import progress
+from tailmem.claims.a3_sensitivity import CLAIMS, judge
+from tailmem.claims.core import SE_FACTOR
+from tailmem.cli import main
+from tailmem.errors import ConfigError
+from tailmem.experiments.knowledge_qa import Config, grid, tables
+from tailmem.experiments.knowledge_qa.arms import ARMS, SWEPT
+from tailmem.lm.config import ModelSection, OptimSection, TrainSection
+from tailmem.lm.plan import Entry, Plan, run_plan
+from tailmem.lm.subrun import Shared
+from tailmem.report.render import write_report
+
+LAG = CLAIMS[0]
+
+
+# --------------------------------------------------------------------------- interior LRs
+
+
+def _result(job, fta_all):
+    """A finished run scored ``fta_all`` (one evaluation, five groups)."""
+    evals = [{"step": job.steps, "fta": [fta_all] * 5, "fta_all": fta_all, "em": [0.0] * 5,
+              "em_all": 0.0}]  # fmt: skip
+    return {"key": job.key, "seed": job.seed, "status": "complete", "evals": evals,
+            "wall_seconds": 0.0}  # fmt: skip
+
+
+def _peaked_at(peaks):
+    """A fake train whose score falls with the distance of the swept rate from ``peaks[kind]``
+    (in octaves), recording every job it trains."""
+    trained = []
+
+    def train(job, shared, on_steps):
+        trained.append(job)
+        on_steps(job.steps)
+        kind = SWEPT[job.arm.name]
+        return _result(job, 1.0 / (1.0 + math.log2(job.lr[kind] / peaks[kind]) ** 2))
+
+    return train, trained
+
+
+def _adam_plan(grid_points, max_extend):
+    entry = Entry("plain", ARMS["adam"], tuple(grid_points), lambda p, best: {"adam": p})
+    return Plan([entry], lambda e, p, r: r["evals"][-1]["fta_all"], [0, 1], 10, 0, 10,
+                max_extend=max_extend)  # fmt: skip
+
+
+@pytest.mark.parametrize(
+    ("peak", "max_extend", "added", "chosen", "edge"),
+    [
+        (16.0, 3, [8.0, 16.0, 32.0], 16.0, False),  # found beyond the top end: interior
+        (16.0, 2, [8.0, 16.0], 16.0, True),  # out of extensions: still at the (new) edge
+        (0.25, 2, [0.5, 0.25], 0.25, True),  # below the grid, extended downwards
+        (2.0, 2, [], 2.0, False),  # already interior: the declared grid, nothing added
+    ],
+)
+def test_a_grid_grows_beyond_the_end_its_winner_sits_at(
+    tmp_path, peak, max_extend, added, chosen, edge
+):
+    plan = _adam_plan([1.0, 2.0, 4.0], max_extend)
+    train, trained = _peaked_at({"adam": peak})
+    shared = Shared(str(tmp_path), ModelSection(), TrainSection(), OptimSection(), data=None)
+    with progress.tracking(tmp_path) as tracker:
+        run_plan(plan, shared, 1, lambda r: "", train=train)
+        assert tracker.total == sum(job.steps for job in trained)  # the total grew with them
+    points = [p for p, _ in plan.sweeps["plain", "adam"]]
+    assert points == [1.0, 2.0, 4.0, *added]
+    assert plan.chosen["plain", "adam"] == chosen and plan.extended.get(
+        ("plain", "adam"), 0
+    ) == len(added)
+    # Seed 0 is the winning sweep run; seed 1 runs at the winner: one more run than the sweep.
+    assert len(trained) == len(points) + 1 == plan.total_runs()
+    assert trained[-1].lr == {"adam": chosen} and trained[-1].seed == 1
+    rows = tables.sweep_rows(plan)
+    (row,) = [r for r in rows if r["chosen"]]
+    assert row["grid_edge"] is edge
+    assert [r["extended"] for r in rows] == [False] * 3 + [True] * len(added)
+
+
+def test_knowledge_qa_plans_with_interior_choices_train_the_same_runs_with_widening(tmp_path):
+    cfg = Config(arms=["muon", "adam"], seeds=2, train=TrainSection(steps=10))
+    runs = {}
+    for max_extend in (0, 2):
+        plan = Plan(cfg.entries(), lambda e, p, r: r["evals"][-1]["fta_all"], [0, 1], 10, 0, 10,
+                    max_extend=max_extend)  # fmt: skip
+        train, trained = _peaked_at({"muon": 0.02, "adam": 3e-3})  # the default grids' middles
+        shared = Shared(str(tmp_path), ModelSection(), TrainSection(), OptimSection(), data=None)
+        run_plan(plan, shared, 1, lambda r: "", train=train)
+        runs[max_extend] = (trained, plan.best)
+    assert runs[0] == runs[2]
+    assert runs[0][1][("plain", "muon")] == {"muon": 0.02, "adam": 3e-3}
+
+
+# --------------------------------------------------------------------------- the engine
+
+
+def test_points_apply_their_overrides_over_the_preset_and_refuse_bad_ones():
+    points = [
+        grid.Point("base"),
+        grid.Point(
+            "b", {"optim.adam.betas": [0.9, 0.95], "train.batch_size": 16, "train.steps": 20}
+        ),
+    ]
+    configs = grid.configure(points, "smoke", {"seeds": 3})  # fmt: skip
+    base, other = configs["base"][1], configs["b"][1]
+    assert base.optim.adam.betas == (0.8, 0.95) and other.optim.adam.betas == (0.9, 0.95)
+    assert (base.train.batch_size, base.train.steps) == (4, 40)
+    assert (other.train.batch_size, other.train.steps) == (16, 20)
+    assert base.seeds == other.seeds == 3 and other.model == base.model
+    with pytest.raises(ConfigError, match=r"^point 'x': unknown config field 'optim.adam.betaz'"):
+        grid.configure([grid.Point("x", {"optim.adam.betaz": 0.9})], "smoke")
+    with pytest.raises(ConfigError, match=r"^point 'x': optim.muon.scale: got 'big'"):
+        grid.configure([grid.Point("x", {"optim.muon.scale": "big"})], "smoke")
+    with pytest.raises(ConfigError, match="used by no other point"):
+        grid.configure([grid.Point("a b"), grid.Point("a/b")], "smoke")
+    with pytest.raises(ConfigError, match="shared_lr needs muon and adam"):
+        grid.configure([grid.Point("x", {"arms": ["adam"]}, shared_lr=True)], "smoke")
+
+
+K_MUON, K_ADAM = 4.0, 1.5
+"""FTA of the fake runs below rises linearly in the step at these rates (per run length)."""
+
+
+def fake_qa_train(job, shared, on_steps):
+    """A knowledge-QA run whose FTA of every group is ``min(1, k * step / steps)``, ``k`` by
+    arm (so Adam needs K_MUON / K_ADAM times Muon's exposures in every group); it sleeps a
+    little and records when it ran, in which process, and for which point."""
+    started = time.time()
+    time.sleep(0.3)
+    k = K_MUON if job.arm.name == "muon" else K_ADAM
+    lr = job.lr[SWEPT[job.arm.name]]
+    score = 1.0 if lr in (0.02, 3e-3) else 0.5  # the sweep prefers the grids' middles
+    evals = []
+    for step in range(0, job.steps + 1, job.steps // 10):
+        fta = min(1.0, k * step / job.steps)
+        evals.append({"step": step, "fta": [fta] * 5, "fta_all": score, "em": [fta / 2] * 5,
+                      "em_all": fta / 2})  # fmt: skip
+    on_steps(job.steps)
+    record = {"point": Path(shared.root).name, "pid": os.getpid(), "start": started,
+              "end": time.time()}  # fmt: skip
+    path = Path(shared.root) / job.key / "record.json"
+    path.parent.mkdir(parents=True, exist_ok=True)
+    path.write_text(json.dumps(record))
+    return {"key": job.key, "seed": job.seed, "status": "complete", "evals": evals,
+            "wall_seconds": 0.3}  # fmt: skip
+
+
+def test_every_point_trains_on_one_pool_and_measures_its_own_gap(tmp_path):
+    common = {"seeds": 3, "arms": ["muon", "adam"], "train.steps": 20, "train.eval_every": 2,
+              "sweep.muon": [0.01, 0.02, 0.05], "sweep.adam": [1e-3, 3e-3, 1e-2]}  # fmt: skip
+    points = [grid.Point("base"), grid.Point("all tokens", {"loss_on": "all"})]
+    results = grid.run_points(grid.configure(points, "smoke", common), tmp_path, 2, fake_qa_train)
+    records = [json.loads(p.read_text()) for p in tmp_path.glob("points/*/runs/**/record.json")]
+    assert {r["point"] for r in records} == {"base", "all_tokens"}
+    assert len(records) == 2 * (3 + 3 + 2 + 2)  # per point: two 3-point sweeps, 2 more seeds each
+    # One pool of two workers: runs of the two points were in flight at the same time.
+    overlap = [
+        (a, b)
+        for a in records
+        for b in records
+        if a["point"] != b["point"] and a["start"] < b["end"] and b["start"] < a["end"]
+    ]
+    assert overlap and len({r["pid"] for r in records}) == 2
+    for point in results.values():
+        assert point.plan.best["plain", "muon"] == {"muon": 0.02, "adam": 3e-3}
+        (pair,) = [p for p in point.measures["plain"]["pairs"] if p["lead"] == "muon"]
+        per_group = [r for r in pair["lag_ratio"] if r["group"] != "pooled"]
+        for row in per_group:  # every crossing bracketed: the exact ratio in every seed
+            assert row["n_measured"] == 3 and row["mean"] == pytest.approx(K_MUON / K_ADAM)
+    assert results["all tokens"].config.loss_on == "all"
+
+
+def test_a_shared_lr_point_runs_muon_at_the_rate_adam_chose(tmp_path):
+    common = {"seeds": 3, "arms": ["muon", "adam"], "train.steps": 20, "train.eval_every": 2,
+              "sweep.adam": [1e-3, 3e-3, 1e-2]}  # fmt: skip
+    point = grid.Point("shared", {"optim.muon.scale": "match_rms_adamw"}, shared_lr=True)
+    configs = grid.configure([point], "smoke", common)
+    (result,) = grid.run_points(configs, tmp_path, 1, fake_qa_train).values()
+    assert result.plan.best["plain", "adam"] == {"adam": 3e-3}
+    assert result.plan.best["plain", "muon"] == {"muon": 3e-3, "adam": 3e-3}
+    assert [job.lr for job in result.plan.seed_runs["plain", "muon"]] == [
+        {"muon": 3e-3, "adam": 3e-3}
+    ] * 3
+
+
+# --------------------------------------------------------------------------- the claim
+
+
+def test_the_headline_is_decided_at_the_base_and_a_level_that_decides_otherwise_flips_it():
+    paper = 4.0
+    threshold = LAG["fraction"] * paper
+    high = [threshold * 2.0, threshold * 2.1, threshold * 1.9]
+    low = [threshold * 0.5, threshold * 0.55, threshold * 0.45]
+    assert judge(high, threshold)[0] == "reproduced"
+    assert judge(low, threshold)[0] == "not reproduced"
+    assert judge([threshold * 0.5, threshold * 1.5, None], threshold)[0] == "inconclusive"
+    spread = [threshold * 0.9, threshold * 1.3, threshold * 1.1]  # mean ± 2 SE straddles it
+    verdict, _, reason = judge(spread, threshold)
+    assert verdict == "inconclusive" and f"± {SE_FACTOR:g} SE" in reason
+
+    def inputs(base, level):
+        tau = f"{LAG['tau']:g}"
+        return {
+            "paper_pooled": {tau: paper},
+            "base": "base",
+            "base_choices": ["b = x"],
+            "points": {"base": {"pooled": {tau: base}}, "b: y": {"pooled": {tau: level}}},
+            "levels": [{"factor": "b", "level": "y", "point": "b: y"}],
+        }
+
+    (kept,) = LAG.evaluate(inputs(high, high))
+    assert kept.verdict == "reproduced" and kept.details["threshold"] == threshold
+    assert kept.ours.startswith("base (b = x): ") and "; b = y: " in kept.ours
+    (flipped,) = LAG.evaluate(inputs(high, low))
+    assert flipped.verdict == "inconclusive" and "b = y says the opposite" in flipped.reason
+    (undecided,) = LAG.evaluate(inputs(low, spread))  # an undecided level flips nothing
+    assert undecided.verdict == "not reproduced"
+
+
+# --------------------------------------------------------------------------- the study
+
+
+def test_smoke_study_end_to_end_writes_the_table_figure_claims_and_report_section(tmp_path):
+    out = tmp_path / "sens"
+    assert main(["run", "qa-sensitivity", "--preset", "smoke", "--out", str(out)]) == 0
+    rows = list(csv.DictReader((out / "sensitivity.csv").open()))
+    assert [(r["factor"], r["base"]) for r in rows] == [
+        ("loss target", "True"), ("loss target", "False"),
+        ("learning rates", "True"), ("learning rates", "False"),
+    ]  # fmt: skip
+    for row in rows:
+        assert row["n_seeds"] == "3"
+        for column in ("peak_gap", "rarest_fta_gap", "second_fta_gap", "rarest_em_gap"):
+            assert np.isfinite(float(row[column])), (column, row)
+    assert rows[0]["lag_0.3"] == rows[2]["lag_0.3"]  # the base runs serve every factor
+    assert rows[3]["muon_lr_grid"] == "shared" and rows[3]["muon_lr"] == rows[3]["adam_lr"]
+    assert (out / "lag_ratio_by_level.png").stat().st_size > 0
+    (claim,) = json.loads((out / "claims.json").read_text())
+    assert claim["id"] == LAG.id and "loss target = all tokens" in claim["ours"]
+    assert claim["ours"].startswith("base (loss target = answer, learning rates = each its own)")
+    report = json.loads((out / "report.json").read_text())
+    assert report["tables"][0]["file"] == "sensitivity.csv"
+    html = write_report(tmp_path).read_text()
+    assert "Knowledge QA sensitivity" in html
+    assert '<img alt="Exposure-lag ratio of Adam behind Muon' in html
+    assert "One factor changed at a time from the base" in html
+    assert "(sens/lag_ratio_by_level.png)" in (tmp_path / "report.md").read_text()
