@@ -130,7 +130,7 @@ def trend_figure(
     is the trend's confidence interval; the extrapolated point carries its confidence (thick)
     and prediction (thin) intervals; ``published`` values (label -> ratio) are drawn at ``at``.
     """
-    from matplotlib.ticker import NullFormatter, ScalarFormatter
+    from matplotlib.ticker import LogLocator, NullFormatter, ScalarFormatter
 
     plt = pyplot()
     ratio = np.asarray(ratio, dtype=np.float64)
@@ -165,6 +165,7 @@ def trend_figure(
     ticks = sorted({*xs.tolist(), float(at[along])})
     ax.set_xticks(ticks, [f"{v:g}" for v in ticks])
     ax.set_xticks([], minor=True)
+    ax.yaxis.set_major_locator(LogLocator(subs=(1.0, 2.0, 5.0)))
     ax.yaxis.set_major_formatter(ScalarFormatter())
     ax.yaxis.set_minor_formatter(NullFormatter())
     ax.grid(True, which="both", alpha=0.3)
