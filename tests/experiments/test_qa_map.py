@@ -75,11 +75,11 @@ def test_a_lag_ratio_is_a_value_only_when_every_seed_measured_it():
 
 
 def _rows(noise_rng):
-    """A 3 x 3 grid (width x exposures) whose lag ratio follows 0.5 · width^0.3, with SE 5%."""
+    """A 3 x 3 grid (width x exposures) whose lag ratio follows 0.6 · width^0.3, with SE 5%."""
     rows = []
     for width in (64, 128, 256):
         for exposures in (3.0, 6.0, 12.0):
-            ratio = 0.5 * width**0.3 * math.exp(0.03 * noise_rng.standard_normal())
+            ratio = 0.6 * width**0.3 * math.exp(0.03 * noise_rng.standard_normal())
             gap = 0.02 if width == 64 else 0.1 * width / 64
             point = points.GridPoint(width, 2, exposures, 7, 1.0)
             params = 24 * width**2
@@ -101,12 +101,16 @@ def _rows(noise_rng):
     return rows
 
 
+def _seeds(rows):
+    return {r["point"]: {f"{t:g}": [r[f"lag_{t:g}"]] * 3 for t in (0.3, 0.5, 0.8)} for r in rows}
+
+
 def test_outputs_fit_the_trend_extrapolate_and_say_where_the_gap_is(tmp_path):
     cfg = qa_map.Config(axes=qa_map.AxesSection(width=[64, 128, 256], exposures=[3.0, 6.0, 12.0]))
     cfg.trend.tau = 0.3
     rows = _rows(np.random.default_rng(0))
     run = RunDir(tmp_path)
-    outputs.write_outputs(cfg, run, rows)
+    outputs.write_outputs(cfg, run, rows, _seeds(rows))
     with open(tmp_path / "map.csv") as fh:
         assert len(list(csv.DictReader(fh))) == 9
     results = json.loads((tmp_path / "results.json").read_text())
@@ -119,7 +123,7 @@ def test_outputs_fit_the_trend_extrapolate_and_say_where_the_gap_is(tmp_path):
     assert abs(slope - 0.3) < 3 * se and se < 0.05
     e = trend["extrapolation"]
     assert e["at"] == {"width": 768.0}
-    assert e["confidence"][0] < 0.5 * 768**0.3 < e["confidence"][1]
+    assert e["confidence"][0] < 0.6 * 768**0.3 < e["confidence"][1]
     assert e["prediction"][0] < e["confidence"][0] and e["confidence"][1] < e["prediction"][1]
     report = json.loads((tmp_path / "report.json").read_text())
     files = [f["file"] for f in report["figures"]]
@@ -140,6 +144,9 @@ def test_outputs_fit_the_trend_extrapolate_and_say_where_the_gap_is(tmp_path):
     adam = 20 + 12 * (0.3 - 0.298) / (0.312 - 0.298)
     assert f"paper arXiv v2 {adam / muon:.2f}" in text
     assert "d256 L2 x3 m7 rho1 (adam)" in text  # chosen LR at a grid edge
+    (claim,) = json.loads((tmp_path / "claims.json").read_text())
+    assert claim["id"] == "A3.map.uniform" and claim["verdict"] == "not measured"
+    assert f"Claim A3.map.uniform: not measured ({claim['ours']}; {claim['reason']})." in text
 
 
 def test_too_few_measured_points_leave_the_trend_unfitted_with_the_reason(tmp_path):
@@ -148,7 +155,7 @@ def test_too_few_measured_points_leave_the_trend_unfitted_with_the_reason(tmp_pa
     for i, row in enumerate(rows):
         if i not in (0, 3):  # measured: width 64 and 128, 3 exposures
             row["lag_0.5_kind"] = "lower"
-    outputs.write_outputs(cfg, RunDir(tmp_path), rows)
+    outputs.write_outputs(cfg, RunDir(tmp_path), rows, _seeds(rows))
     trend = json.loads((tmp_path / "results.json").read_text())["trend"]
     assert trend["status"] == "not fitted" and trend["n_points"] == 2
     assert "needs at least 3 points" in trend["reason"]
@@ -159,7 +166,7 @@ def test_too_few_measured_points_leave_the_trend_unfitted_with_the_reason(tmp_pa
     for row in rows[3:4]:
         row["lag_0.5_kind"] = "lower"
     rows[1]["lag_0.5_kind"] = "measured"
-    outputs.write_outputs(cfg, RunDir(tmp_path), rows)
+    outputs.write_outputs(cfg, RunDir(tmp_path), rows, _seeds(rows))
     trend = json.loads((tmp_path / "results.json").read_text())["trend"]
     assert trend["reason"] == "no feature varies over the 2 measured point(s)"
 
@@ -209,6 +216,9 @@ def test_smoke_map_runs_every_point_and_writes_the_map(tmp_path, capsys):
     report = json.loads((out / "report.json").read_text())
     assert report["summary"].startswith("2 points (width d_model [16, 64]")
     assert (out / "lag_ratio_width_exposures.png").is_file()
+    assert [len(v["0.5"]) for v in results["seed_ratios"].values()] == [3, 3]
+    (claim,) = json.loads((out / "claims.json").read_text())
+    assert claim["verdict"] == "not measured"  # the smoke grid has one frequency exponent
     assert sorted(p.name for p in (out / "points").iterdir()) == [
         "d16_L2_x2_m4_rho1", "d64_L2_x2_m4_rho1"
     ]  # fmt: skip

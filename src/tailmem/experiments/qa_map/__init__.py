@@ -34,7 +34,9 @@ embedding and head are trained by Adam in both arms and their size follows the v
 
 Outputs: ``map.csv`` (a row per point), heat maps of the lag ratio and the peak rarest-group gap
 over each pair of ``heat_maps`` (the other axes at the first value of their lists), the trend
-figure, ``results.json`` (rows, fit, extrapolation, the paper's values) and ``report.json``.
+figure, ``results.json`` (rows, per-seed lag ratios, fit, extrapolation, the paper's values),
+``claims.json`` (``A3.map.uniform``: the camera-ready's "the advantage shrinks as data become
+uniform", judged where the grid varies the exponent) and ``report.json``.
 """
 
 from __future__ import annotations
@@ -50,7 +52,7 @@ from tailmem.data.bios import N_ATTRIBUTES, build_dataset
 from tailmem.data.stream import QATrainStream
 from tailmem.errors import ConfigError
 from tailmem.experiments.knowledge_qa import grid
-from tailmem.experiments.qa_map.outputs import point_row, write_outputs
+from tailmem.experiments.qa_map.outputs import point_row, seed_ratios, write_outputs
 from tailmem.experiments.qa_map.points import (
     AXES,
     FEATURES,
@@ -239,4 +241,5 @@ def run(cfg: Config, run: RunDir) -> None:
     results = grid.run_points(configure(cfg, planned), run.path, cfg.workers)
     if D.is_main_process():
         rows = [point_row(p, results[p.point.label]) for p in planned]
-        write_outputs(cfg, run, rows)
+        seeds = {label: seed_ratios(result) for label, result in results.items()}
+        write_outputs(cfg, run, rows, seeds)

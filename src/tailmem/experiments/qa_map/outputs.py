@@ -7,7 +7,9 @@ from __future__ import annotations
 from collections.abc import Mapping, Sequence
 from typing import TYPE_CHECKING, Any
 
-from tailmem.claims.core import grid_edge
+from tailmem.claims.a3_map import CLAIMS as MAP_CLAIMS
+from tailmem.claims.core import ClaimResult, grid_edge
+from tailmem.claims.registry import write_claims
 from tailmem.experiments.knowledge_qa import gaps
 from tailmem.experiments.qa_map.points import AXES, AXIS_LABELS, LAG, LEAD, paper_point
 from tailmem.lm.plan import Plan
@@ -65,6 +67,15 @@ def point_row(planned: Planned, result: Any) -> dict[str, Any]:
         row[f"lr_{arm}"] = None if lrs is None else lrs[arm]
         row[f"{arm}_interior"] = interior(result.plan, ffn, arm)
     return row
+
+
+def seed_ratios(result: Any) -> dict[str, list[float | None]]:
+    """A point's pooled lag ratio of Adam behind Muon per seed, by tau (``None``: that seed's
+    crossings are not both bracketed; empty: the pair was not measured)."""
+    pair = _pair(result.measures.get(result.plan.ffns[0], {}))
+    if pair is None:
+        return {f"{tau:g}": [] for tau in TAUS}
+    return {f"{tau:g}": [s["ratio"] for s in _pooled(pair, tau)["seeds"]] for tau in TAUS}
 
 
 def _pooled(pair: Mapping[str, Any], tau: float) -> Mapping[str, Any]:
@@ -140,8 +151,15 @@ def fit(cfg: Config, rows: Sequence[Mapping[str, Any]]) -> dict[str, Any]:
             "extrapolation": prediction.to_json(), "_trend": trend, "_used": used}  # fmt: skip
 
 
-def write_outputs(cfg: Config, run: RunDir, rows: list[dict[str, Any]]) -> None:
-    """``map.csv``, heat maps, trend figure, ``results.json`` and ``report.json``."""
+def write_outputs(
+    cfg: Config,
+    run: RunDir,
+    rows: list[dict[str, Any]],
+    seeds: Mapping[str, Mapping[str, list[float | None]]],
+) -> None:
+    """``map.csv``, heat maps, trend figure, ``results.json``, ``claims.json`` and
+    ``report.json`` from the rows (:func:`point_row`) and each point's per-seed lag ratios
+    (:func:`seed_ratios`, by label)."""
     run.write_csv("map.csv", rows)
     figures = []
     reference = {a: getattr(cfg.axes, a)[0] for a in AXES}
@@ -195,11 +213,14 @@ def write_outputs(cfg: Config, run: RunDir, rows: list[dict[str, Any]]) -> None:
                            "the fitted slopes" if len(trend["features"]) > 1 else "")
             + "; open markers: the paper's tables computed the same way.",
         ))  # fmt: skip
-    results = {"rows": rows, "trend": trend, "paper": published, "reference": reference}
+    results = {"rows": rows, "trend": trend, "paper": published, "reference": reference,
+               "seed_ratios": dict(seeds)}  # fmt: skip
     run.write_json("results.json", results)
+    claims = [r for c in MAP_CLAIMS for r in c.evaluate(results)]
+    write_claims(run, claims)
     run.write_json("report.json", {
         "title": "The map: where Muon's tail edge over Adam appears (knowledge QA)",
-        "summary": summary(cfg, rows, trend, published),
+        "summary": summary(cfg, rows, trend, published, claims),
         "figures": figures,
         "tables": [{"file": "map.csv", "caption": "Every point of the grid", "columns": COLUMNS}],
     })  # fmt: skip
@@ -247,9 +268,10 @@ def vanishes(row: Mapping[str, Any], key: str) -> bool:
 
 
 def summary(cfg: Config, rows: Sequence[Mapping[str, Any]], trend: Mapping[str, Any],
-            published: Mapping[str, Mapping[str, Any]]) -> str:  # fmt: skip
+            published: Mapping[str, Mapping[str, Any]],
+            claims: Sequence[ClaimResult] = ()) -> str:  # fmt: skip
     """The report's paragraph: the grid, where the gap is largest and where it vanishes, the
-    extrapolation beside the paper's values, and the LRs at a grid edge."""
+    extrapolation beside the paper's values, the LRs at a grid edge and the claims' verdicts."""
     key = f"lag_{cfg.tau:g}"
     axes = ", ".join(f"{AXIS_LABELS[a]} {getattr(cfg.axes, a)}" for a in AXES)
     parts = [f"{len(rows)} points ({axes}), Muon vs Adam, each at its own tuned LR."]
@@ -294,6 +316,9 @@ def summary(cfg: Config, rows: Sequence[Mapping[str, Any]], trend: Mapping[str, 
              if (arms := [a for a in (LEAD, LAG) if r[f"{a}_interior"] is False])]  # fmt: skip
     if edges:
         parts.append("Chosen LR at the end of its widened grid: " + "; ".join(edges) + ".")
+    for claim in claims:
+        reason = f"; {claim.reason}" if claim.reason else ""
+        parts.append(f"Claim {claim.id}: {claim.verdict} ({claim.ours}{reason}).")
     if cfg.note:
         parts.append(cfg.note.strip())
     return " ".join(parts)
