@@ -306,7 +306,8 @@ def summary(cfg: Config, rows: Sequence[Mapping[str, Any]], trend: Mapping[str, 
             f"{' and '.join(trend['features'])}, {trend['n_points']} points"
             + (f"; {', '.join(trend['dropped'])} dropped: collinear over this grid"
                if trend["dropped"] else "")
-            + f") extrapolated to the paper's 160M model at m = 15: {e['ratio']:.2f} "
+            + f"; the axes it omits taken as in the grid) extrapolated to the paper's 160M "
+            f"model at m = 15: {e['ratio']:.2f} "
             f"({e['level']:.0%} confidence {lo:.2f}–{hi:.2f}, prediction {plo:.2f}–{phi:.2f}); "
             f"the paper's tables give {paper}."
         )  # fmt: skip
