@@ -47,7 +47,7 @@ def judge(ratios: Sequence[float | None], threshold: float) -> tuple[str, str, s
     stats = mean_se(measured)
     se = stats.se or 0.0
     low, high = stats.mean - SE_FACTOR * se, stats.mean + SE_FACTOR * se
-    text = f"{stats.mean:.2f} ± {se:.2f}"
+    text = f"{stats.mean:.3g} ± {se:.2g}"
     if low >= threshold or high < threshold:
         return ("reproduced" if low >= threshold else "not reproduced"), text, ""
     reason = f"mean ± {SE_FACTOR:g} SE = [{low:.2f}, {high:.2f}] straddles {threshold:.2f}"

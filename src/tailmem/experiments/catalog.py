@@ -60,7 +60,7 @@ CATALOG: dict[str, About] = {
     ),
     "qa-sensitivity": About(
         "paper A Sec. 4.3 (Tables 3–8): the QA lag under unpublished choices",
-        {"smoke": "", "cpu": "8 factor levels × 3 seeds", "paper": "160M GPT"},
+        {"smoke": "", "cpu": "7 factor levels × 3 seeds", "paper": "160M GPT"},
         {"smoke": 9.0, "cpu": None, "paper": None},
     ),
     "qa-map": About(
