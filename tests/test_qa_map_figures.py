@@ -5,6 +5,7 @@ import numpy as np
 import pytest
 
 from tailmem.metrics.lag_trend import fit_trend
+from tailmem.plotting import pyplot
 from tailmem.report.qa_map_figures import Cell, heat_map_figure, trend_figure
 from tailmem.rundir import RunDir
 
@@ -40,7 +41,14 @@ def test_heat_map_annotates_mean_and_se_hatches_bounds_and_greys_missing_cells(t
     assert png.read_bytes()[:4] == b"\x89PNG" and svg.exists()
 
 
-def test_heat_map_of_gaps_is_linear_about_zero():
+@pytest.fixture
+def closing():
+    """Figures a test draws but does not save are closed after it (pyplot keeps them open)."""
+    yield
+    pyplot().close("all")
+
+
+def test_heat_map_of_gaps_is_linear_about_zero(closing):
     cells = {("a", 1): Cell(0.3, 0.05), ("b", 1): Cell(-0.1, 0.02)}
     fig = heat_map_figure(cells, ("x", ["a", "b"]), ("y", [1]), title="gap", colorbar="gap",
                           center=0.0, digits=3)  # fmt: skip
@@ -49,7 +57,7 @@ def test_heat_map_of_gaps_is_linear_about_zero():
     assert _texts(fig.axes[0])[1, 0] == "-0.100\n± 0.020"
 
 
-def test_trend_figure_draws_the_fit_through_points_moved_to_the_target():
+def test_trend_figure_draws_the_fit_through_points_moved_to_the_target(closing):
     rng = np.random.default_rng(0)
     width = np.array([64.0, 128, 256, 64, 128, 256])
     fpp = np.array([1e-3, 3e-4, 1e-4, 4e-3, 1e-3, 3e-4])
