@@ -113,6 +113,11 @@ def test_outputs_fit_the_trend_extrapolate_and_say_where_the_gap_is(tmp_path):
     outputs.write_outputs(cfg, run, rows, _seeds(rows))
     with open(tmp_path / "map.csv") as fh:
         assert len(list(csv.DictReader(fh))) == 9
+    with open(tmp_path / "map_summary.csv") as fh:
+        table = {r["point"]: r for r in csv.DictReader(fh)}
+    cell = table["d256 L2 x3 m7 rho1"]
+    assert cell["lag τ 0.8"].startswith("≥ ") and cell["LR adam"] == "0.002*"
+    assert cell["peak rarest gap"] == "+0.400 ± 0.020" and cell["LR muon"] == "0.06"
     results = json.loads((tmp_path / "results.json").read_text())
     trend = results["trend"]
     # width and facts/param are collinear at one m and depth: the trend is in width alone

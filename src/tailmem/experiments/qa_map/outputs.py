@@ -1,6 +1,17 @@
 """The map's outputs from its finished points: a ``map.csv`` row per point, heat maps, the
-fitted trend and its extrapolation, ``results.json`` and ``report.json`` (see
-:mod:`tailmem.experiments.qa_map`)."""
+fitted trend and its extrapolation, ``results.json``, ``claims.json`` and ``report.json`` (see
+:mod:`tailmem.experiments.qa_map`).
+
+``map.csv`` columns: ``point`` (its label) and the axes; ``n_head``; ``hidden_params`` (the
+blocks' parameters), ``facts`` (``6 · 2**m``) and ``facts_per_param``; ``steps`` and
+``steps_per_epoch``; ``seeds``; per tau ``lag_<tau>`` (pooled lag ratio Adam ÷ Muon: the seed
+mean when every seed measured it, else a bound of the seed-mean curves), ``lag_<tau>_se``,
+``lag_<tau>_kind`` (measured / lower / upper / empty) and ``lag_<tau>_status`` (in words);
+``peak_rarest_gap`` (largest seed-mean FTA gap Muon − Adam of the rarest group) with ``_se`` and
+``peak_rarest_step``; ``peak_gap`` over all groups with ``_se`` and ``peak_gap_group``;
+``lr_muon``, ``lr_adam`` and ``muon_interior``, ``adam_interior`` (chosen LR inside its widened
+grid). The report shows :func:`summary_rows` of it (``map_summary.csv``).
+"""
 
 from __future__ import annotations
 
@@ -161,6 +172,7 @@ def write_outputs(
     ``report.json`` from the rows (:func:`point_row`) and each point's per-seed lag ratios
     (:func:`seed_ratios`, by label)."""
     run.write_csv("map.csv", rows)
+    run.write_csv("map_summary.csv", summary_rows(rows))
     figures = []
     reference = {a: getattr(cfg.axes, a)[0] for a in AXES}
     key = f"lag_{cfg.tau:g}"
@@ -222,30 +234,48 @@ def write_outputs(
         "title": "The map: where Muon's tail edge over Adam appears (knowledge QA)",
         "summary": summary(cfg, rows, trend, published, claims),
         "figures": figures,
-        "tables": [{"file": "map.csv", "caption": "Every point of the grid", "columns": COLUMNS}],
+        "tables": [{"file": "map_summary.csv", "caption": "Every point of the grid (all numbers: "
+                    "map.csv)", "columns": SUMMARY_COLUMNS}],
     })  # fmt: skip
 
 
-COLUMNS = {
-    "point": "the point's label: d<width> L<layers> x<exposures> m<m> rho<exponent>",
-    "width": "d_model (heads of 64 where the width allows)",
-    "depth": "layers",
-    "exposures": "times each rarest-group fact is trained",
-    "m": "frequency groups (2^m people)",
-    "frequency_exponent": "1: the paper's power law; 0: uniform",
-    "hidden_params": "parameters of the blocks (no embedding, no head)",
-    "facts_per_param": "6 · 2^m facts ÷ hidden_params",
-    "lag_0.5": "pooled exposure-lag ratio Adam ÷ Muon at FTA 0.5 (also 0.3, 0.8): seed mean "
-    "(_se: its SE), or a bound of the seed-mean curves (_kind lower/upper)",
-    "peak_rarest_gap": "largest seed-mean FTA gap Muon − Adam of the rarest group (± _se)",
-    "lr_muon": "each arm's chosen LR (_interior: inside its widened sweep)",
+def summary_rows(rows: Sequence[Mapping[str, Any]]) -> list[dict[str, Any]]:
+    """The report's table: a point per row, its lag ratios and peak rarest gap as text (mean
+    ± SE, or a bound), facts per parameter and the chosen LRs (* at a grid edge)."""
+
+    def lr(row: Mapping[str, Any], arm: str) -> str:
+        rate, edge = row[f"lr_{arm}"], row[f"{arm}_interior"] is False
+        return "" if rate is None else f"{rate:g}" + ("*" if edge else "")
+
+    out = []
+    for row in rows:
+        gap, se = row.get("peak_rarest_gap"), row.get("peak_rarest_gap_se")
+        gap_text = "" if gap is None else f"{gap:+.3f}" + ("" if se is None else f" ± {se:.3f}")
+        out.append({
+            "point": row["point"],
+            "facts/param": f"{row['facts_per_param']:.2e}",
+            **{f"lag τ {t:g}": _ratio_text(row, f"lag_{t:g}") for t in TAUS},
+            "peak rarest gap": gap_text,
+            "LR muon": lr(row, LEAD),
+            "LR adam": lr(row, LAG),
+        })  # fmt: skip
+    return out
+
+
+SUMMARY_COLUMNS = {
+    "point": "d<width> L<layers> x<exposures per rarest fact> m<groups> rho<frequency exponent>",
+    "facts/param": "6 · 2^m facts ÷ the blocks' parameters (no embedding, no head)",
+    "lag τ 0.3": "pooled exposure-lag ratio Adam ÷ Muon at FTA 0.3 (0.5, 0.8 alike): seed mean ± "
+    "SE, or ≥ / ≤ a bound of the seed-mean curves where a crossing is not bracketed in every seed",
+    "peak rarest gap": "largest seed-mean FTA gap Muon − Adam of the rarest group ± SE",
+    "LR muon": "each arm's chosen LR; * at an end of its widened grid",
 }
 
 
 def _ratio_text(row: Mapping[str, Any], key: str) -> str:
     kind = row[f"{key}_kind"]
-    if kind is None:
-        return "not measured"
+    if kind is None:  # neither a value nor a bound: why, in words
+        return row[f"{key}_status"]
     if kind != "measured":
         return f"{'≥' if kind == 'lower' else '≤'} {row[key]:.2f}"
     se = row[f"{key}_se"]
