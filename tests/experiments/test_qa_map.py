@@ -12,6 +12,7 @@ from tailmem.config import load_config
 from tailmem.errors import ConfigError
 from tailmem.experiments import qa_map
 from tailmem.experiments.qa_map import outputs, points
+from tailmem.metrics.lag_trend import independent_features
 from tailmem.models.gpt import gpt_config
 from tailmem.rundir import RunDir
 
@@ -44,6 +45,26 @@ def test_facts_and_block_parameters_of_the_papers_point():
     assert points.hidden_params(model) == by_hand == 84_955_392
     point = points.paper_point()
     assert point == {"width": 768.0, "depth": 12.0, "facts_per_param": 196608 / by_hand}
+
+
+def _trend_features(preset):
+    """Width and facts per block parameter of every point of a preset's grid."""
+    cfg = load_config(qa_map.Config, "qa-map", preset)
+    features = {"width": [], "facts_per_param": []}
+    for point in points.grid_points(cfg.axes):
+        shape = points.model_overrides(point, cfg.head_dim, cfg.ffn_mult)
+        fields = {key.split(".")[1]: value for key, value in shape.items()}
+        model = gpt_config("gpt-160m", vocab_size=1, **fields)
+        features["width"].append(point.width)
+        features["facts_per_param"].append(points.facts(point.m) / points.hidden_params(model))
+    return features
+
+
+def test_the_paper_preset_resolves_both_slopes_of_the_trend_and_the_cpu_one_only_width():
+    """At one m and depth, facts per parameter fall as width squared (one slope only); the
+    paper preset's width x m plane lets the fit tell the two apart."""
+    assert independent_features(_trend_features("paper")) == ["width", "facts_per_param"]
+    assert independent_features(_trend_features("cpu")) == ["width"]
 
 
 def test_steps_give_each_rarest_fact_its_exposures():

@@ -198,7 +198,8 @@ class Planned:
 
 def plan_points(cfg: Config, root: Path) -> list[Planned]:
     """Every point's knowledge-QA overrides, its steps computed from its data set's epoch
-    (the data sets are built, once each, in ``root/data``, where the engine finds them)."""
+    (the data sets are built, once each, in ``common.cache_dir`` or else ``root/data``, where
+    the engine finds them)."""
     common = common_overrides(cfg)
     out = []
     epochs: dict[str, float] = {}
@@ -208,7 +209,7 @@ def plan_points(cfg: Config, root: Path) -> list[Planned]:
         key = repr((dataclasses.asdict(first.data), first.train.batch_size, first.train.seq_len,
                     first.loss_on))  # fmt: skip
         if key not in epochs:
-            dataset = build_dataset(first.data, root / "data")
+            dataset = build_dataset(first.data, Path(first.cache_dir or root / "data"))
             stream = QATrainStream(dataset, first.train.batch_size, first.train.seq_len,
                                    first.seed, first.loss_on)  # fmt: skip
             epochs[key] = stream.steps_per_epoch
