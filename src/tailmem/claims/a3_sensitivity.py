@@ -61,8 +61,10 @@ def check_headline(claim: Claim, results: Mapping[str, Any]) -> Outcome:
     key = f"{tau:g}"
     points = results.get("points", {})
     base = results.get("base")
-    if base not in points or key not in results.get("paper_pooled", {}):
-        return unmeasured(f"the base point or tau {tau:g} was not measured")
+    if base not in points:
+        return unmeasured("the base point was not run")
+    if key not in results.get("paper_pooled", {}):
+        return unmeasured(f"the paper's tables give no pooled lag ratio at τ = {tau:g} here")
     paper = results["paper_pooled"][key]
     threshold = fraction * paper
     verdict, text, reason = judge(points[base]["pooled"][key], threshold)
