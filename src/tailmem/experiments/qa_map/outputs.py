@@ -304,7 +304,8 @@ def summary(cfg: Config, rows: Sequence[Mapping[str, Any]], trend: Mapping[str, 
     extrapolation beside the paper's values, the LRs at a grid edge and the claims' verdicts."""
     key = f"lag_{cfg.tau:g}"
     axes = ", ".join(f"{AXIS_LABELS[a]} {getattr(cfg.axes, a)}" for a in AXES)
-    parts = [f"{len(rows)} points ({axes}), Muon vs Adam, each at its own tuned LR."]
+    points = f"{len(rows)} point{'s' if len(rows) != 1 else ''}"
+    parts = [f"{points} ({axes}), Muon vs Adam, each at its own tuned LR."]
     measured = [r for r in rows if r[f"{key}_kind"] == "measured"]
     if measured:
         top = max(measured, key=lambda r: r[key])
@@ -348,8 +349,10 @@ def summary(cfg: Config, rows: Sequence[Mapping[str, Any]], trend: Mapping[str, 
     if edges:
         parts.append("Chosen LR at the end of its widened grid: " + "; ".join(edges) + ".")
     for claim in claims:
-        reason = f"; {claim.reason}" if claim.reason else ""
-        parts.append(f"Claim {claim.id}: {claim.verdict} ({claim.ours}{reason}).")
+        said = [t for t in (claim.ours, claim.reason) if t and t != claim.verdict]
+        parts.append(
+            f"Claim {claim.id}: {claim.verdict}" + (f" ({'; '.join(said)})." if said else ".")
+        )
     if cfg.note:
         parts.append(cfg.note.strip())
     return " ".join(parts)
