@@ -14,7 +14,7 @@ import re
 from collections.abc import Mapping, Sequence
 from typing import Any
 
-from tailmem.claims import a1, a2, a3, a3_qk, a3_sensitivity, a4, b, related
+from tailmem.claims import a1, a2, a3, a3_map, a3_qk, a3_sensitivity, a4, b, related
 from tailmem.claims.core import Claim, ClaimResult
 from tailmem.errors import DataError
 
@@ -34,6 +34,7 @@ _CLAIM_LIST: list[Claim] = [
     *a3.CLAIMS,
     *a3_qk.CLAIMS,
     *a3_sensitivity.CLAIMS,
+    *a3_map.CLAIMS,
     *a4.CLAIMS,
     *b.CLAIMS,
     *related.CLAIMS,

@@ -18,6 +18,7 @@ EXPERIMENTS: dict[str, str] = {
     "assoc-capacity": "tailmem.experiments.assoc_capacity",
     "knowledge-qa": "tailmem.experiments.knowledge_qa",
     "qa-sensitivity": "tailmem.experiments.qa_sensitivity",
+    "qa-map": "tailmem.experiments.qa_map",
     "ablation": "tailmem.experiments.ablation",
     "spectra": "tailmem.experiments.spectra",
     "icl-regression": "tailmem.experiments.icl_regression",

@@ -68,6 +68,11 @@ CATALOG: dict[str, About] = {
         {"smoke": 9.0, "cpu": None, "paper": None},
         in_reproduce=False,
     ),
+    "qa-map": About(
+        "beyond the papers: where Muon's QA tail edge appears (width, exposures, m, exponent)",
+        {"smoke": "", "cpu": "3 widths × 2 exposures", "paper": "up to 160M"},
+        {"smoke": 21.0, "cpu": None, "paper": None},  # smoke timed at load 3
+    ),
     "ablation": About(
         "paper A Sec. 4.1 (Table 1, Fig. 1): which blocks need Muon",
         {"smoke": "", "cpu": "8 arms × 3 seeds", "paper": "160M GPT"},

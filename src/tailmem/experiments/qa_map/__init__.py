@@ -1,0 +1,246 @@
+"""The map of Muon's tail edge over Adam on the heavy-tailed knowledge QA (issue 12, item 3).
+
+Neither paper says where the effect appears. This study measures Muon vs Adam on paper A's
+knowledge QA (:mod:`tailmem.experiments.knowledge_qa`) over a grid of
+
+- ``width``: ``d_model``, with heads of ``head_dim`` (64, the 160M model's) where the width
+  allows (one head of the whole width below it) and ``d_ff = ffn_mult · width``;
+- ``depth``: layers;
+- ``exposures``: how many times each fact of the rarest group is trained (= epochs × QA samples
+  per attribute and selection); the steps follow from the data set's epoch length;
+- ``m``: the number of frequency groups (``2**m`` people);
+- ``frequency_exponent``: ``data.frequency_exponent``, 1 = the paper's power law, 0 = uniform
+  (the reviewers' question: does the gap shrink as the data become uniform?).
+
+Every point of the cartesian product is a knowledge-QA run of the Muon and Adam arms, each at
+its own learning rate (swept on FTA over all people, the grid widened until the choice is
+interior), ``seeds`` seeds each, on the knowledge-QA preset ``base`` with ``common`` overrides.
+All points train on one worker pool (:mod:`tailmem.experiments.knowledge_qa.grid`).
+
+Measures per point (:mod:`tailmem.metrics.qa_gaps`): the exposure-lag ratio of Adam behind
+Muon, all groups pooled, at FTA 0.3 / 0.5 / 0.8 (seed mean ± SE, or a bound when a crossing is
+not bracketed), and the peak FTA gap Muon − Adam of the rarest group (± SE over paired seeds).
+
+Trend (:mod:`tailmem.metrics.lag_trend`): the lag ratio at ``trend.tau`` of the points at the
+paper's frequency exponent is fitted as a power law of ``trend.features`` (width, facts per
+parameter, depth; collinear ones are dropped in order) and extrapolated to the paper's point —
+the 160M model (12 × 768) at m = 15 — with its confidence and prediction intervals.
+
+*Facts* are ``6 · 2**m`` (people × attributes); *parameters* are those of the transformer blocks
+(:func:`hidden_params`: no token embedding, no output head). The blocks hold the associative
+memories (attention V/O and the FFN) that Muon trains and paper A's mechanism is about; the
+embedding and head are trained by Adam in both arms and their size follows the vocabulary (ours
+~1–2k BPE tokens, the paper's 50,304), which would make the ratio incomparable across the two.
+
+Outputs: ``map.csv`` (a row per point), heat maps of the lag ratio and the peak rarest-group gap
+over each pair of ``heat_maps`` (the other axes at the first value of their lists), the trend
+figure, ``results.json`` (rows, per-seed lag ratios, fit, extrapolation, the paper's values),
+``claims.json`` (``A3.map.uniform``: the camera-ready's "the advantage shrinks as data become
+uniform", judged where the grid varies the exponent) and ``report.json``.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any, Literal
+
+from tailmem.config import PRESETS, check_range
+from tailmem.data.bios import N_ATTRIBUTES, build_dataset
+from tailmem.data.stream import QATrainStream
+from tailmem.errors import ConfigError
+from tailmem.experiments.knowledge_qa import grid
+from tailmem.experiments.qa_map.outputs import point_row, seed_ratios, write_outputs
+from tailmem.experiments.qa_map.points import (
+    AXES,
+    FEATURES,
+    LAG,
+    LEAD,
+    GridPoint,
+    facts,
+    grid_points,
+    hidden_params,
+    model_overrides,
+    schedule_overrides,
+    steps_for,
+)
+from tailmem.metrics.qa_gaps import TAUS
+from tailmem.rundir import RunDir
+from tailmem.train import distributed as D
+
+NAME = "qa-map"
+
+
+@dataclass
+class AxesSection:
+    """The grid: every combination of these values is a point (see the module docstring)."""
+
+    width: list[int] = field(default_factory=lambda: [128])
+    depth: list[int] = field(default_factory=lambda: [2])
+    exposures: list[float] = field(default_factory=lambda: [6.0])
+    m: list[int] = field(default_factory=lambda: [7])
+    frequency_exponent: list[float] = field(default_factory=lambda: [1.0])
+
+    def validate(self) -> None:
+        for name in AXES:
+            if not getattr(self, name):
+                raise ConfigError(f"axes.{name}: got an empty list; expected at least one value")
+        for name, low in (("width", 2), ("depth", 1), ("m", 1)):
+            for value in getattr(self, name):
+                check_range(f"axes.{name}", value, ge=low)
+        for value in self.exposures:
+            check_range("axes.exposures", value, gt=0.0)
+        for value in self.frequency_exponent:
+            check_range("axes.frequency_exponent", value, ge=0.0, le=4.0)
+
+
+@dataclass
+class TrendSection:
+    """The fitted trend: the lag ratio at ``tau`` (pooled) of the points whose frequency
+    exponent is ``exponent``, a power law of ``features`` (in order of preference), intervals
+    at coverage ``level``."""
+
+    tau: float = 0.5
+    features: list[str] = field(default_factory=lambda: ["width", "facts_per_param"])
+    exponent: float = 1.0
+    level: float = 0.95
+
+    def validate(self) -> None:
+        if self.tau not in TAUS:
+            raise ConfigError(f"trend.tau: got {self.tau}; expected one of {list(TAUS)}")
+        unknown = [f for f in self.features if f not in FEATURES]
+        if unknown or not self.features:
+            raise ConfigError(f"trend.features: got {self.features}; expected some of "
+                              f"{list(FEATURES)}")  # fmt: skip
+        check_range("trend.level", self.level, gt=0.0, lt=1.0)
+
+
+@dataclass
+class Config:
+    """The map (see the module docstring). ``base``: the knowledge-QA preset every point starts
+    from; ``common``: dotted-key overrides of the knowledge-QA config for every point (e.g.
+    ``seeds``, ``sweep.adam``); ``evals``: evaluations per run (every ``steps / evals``
+    steps, and at step 0); ``warmup_frac``: warm-up as a fraction of the steps; ``heat_maps``:
+    pairs of axes (x, y); ``workers``: runs trained at once."""
+
+    seed: int = 0
+    base: Literal["smoke", "cpu", "paper"] = "cpu"
+    common: dict[str, Any] = field(default_factory=dict)
+    axes: AxesSection = field(default_factory=AxesSection)
+    head_dim: int = 64
+    ffn_mult: int = 4
+    evals: int = 10
+    warmup_frac: float = 0.02
+    heat_maps: list[list[str]] = field(default_factory=lambda: [["width", "exposures"]])
+    tau: float = 0.5
+    trend: TrendSection = field(default_factory=TrendSection)
+    workers: int = 2
+    note: str = ""
+
+    def validate(self) -> None:
+        self.axes.validate()
+        self.trend.validate()
+        if self.base not in PRESETS:
+            raise ConfigError(f"base: got {self.base!r}; expected one of {list(PRESETS)}")
+        check_range("head_dim", self.head_dim, ge=2)
+        check_range("ffn_mult", self.ffn_mult, ge=1)
+        check_range("evals", self.evals, ge=2)
+        check_range("warmup_frac", self.warmup_frac, ge=0.0, le=0.5)
+        check_range("workers", self.workers, ge=1)
+        if self.tau not in TAUS:
+            raise ConfigError(f"tau: got {self.tau}; expected one of {list(TAUS)}")
+        for pair in self.heat_maps:
+            if len(pair) != 2 or pair[0] == pair[1] or not set(pair) <= set(AXES):
+                raise ConfigError(
+                    f"heat_maps: got {pair}; expected two different axes of {list(AXES)}"
+                )
+        blocked = [k for k in self.common if k in ("seed", "workers", "arms", *OWNED)]
+        if blocked:
+            raise ConfigError(f"common: {blocked} are set by the map (axes, seed, workers, "
+                              "arms); remove them")  # fmt: skip
+
+
+OWNED = ("model.d_model", "model.n_head", "model.n_layer", "model.d_ff", "data.m",
+         "data.frequency_exponent", "train.steps", "train.eval_every", "train.log_every",
+         "train.warmup_steps")  # fmt: skip
+"""Knowledge-QA keys every point sets from its axes."""
+
+
+def common_overrides(cfg: Config) -> dict[str, Any]:
+    """What every point gets: the plain FFN (unless ``common`` says otherwise), ``common``, the
+    map's seed and workers, and the two arms."""
+    return {"ffn": "plain", **cfg.common, "seed": cfg.seed, "workers": cfg.workers,
+            "arms": [LEAD, LAG]}  # fmt: skip
+
+
+def fixed_overrides(cfg: Config, point: GridPoint) -> dict[str, Any]:
+    """A point's knowledge-QA overrides other than its schedule: model shape and data set."""
+    return {
+        **model_overrides(point, cfg.head_dim, cfg.ffn_mult),
+        "data.m": point.m,
+        "data.frequency_exponent": point.frequency_exponent,
+    }
+
+
+@dataclass(frozen=True)
+class Planned:
+    """A point ready to run: its axes, engine point, model size and schedule."""
+
+    point: GridPoint
+    engine: grid.Point
+    hidden_params: int
+    facts: int
+    steps: int
+    steps_per_epoch: float
+
+
+def plan_points(cfg: Config, root: Path) -> list[Planned]:
+    """Every point's knowledge-QA overrides, its steps computed from its data set's epoch
+    (the data sets are built, once each, in ``common.cache_dir`` or else ``root/data``, where
+    the engine finds them)."""
+    common = common_overrides(cfg)
+    out = []
+    epochs: dict[str, float] = {}
+    for point in grid_points(cfg.axes):
+        fixed = fixed_overrides(cfg, point)
+        ((_, first),) = grid.configure([grid.Point(point.label, fixed)], cfg.base, common).values()
+        key = repr((dataclasses.asdict(first.data), first.train.batch_size, first.train.seq_len,
+                    first.loss_on))  # fmt: skip
+        if key not in epochs:
+            dataset = build_dataset(first.data, Path(first.cache_dir or root / "data"))
+            stream = QATrainStream(dataset, first.train.batch_size, first.train.seq_len,
+                                   first.seed, first.loss_on)  # fmt: skip
+            epochs[key] = stream.steps_per_epoch
+        steps = steps_for(point.exposures, epochs[key], first.data.n_qa // N_ATTRIBUTES)
+        overrides = {**fixed, **schedule_overrides(steps, cfg.evals, cfg.warmup_frac)}
+        model = first.model.build(1, first.ffns[0], first.train.seq_len)
+        out.append(Planned(point, grid.Point(point.label, overrides), hidden_params(model),
+                           facts(point.m), steps, epochs[key]))  # fmt: skip
+    return out
+
+
+def configure(cfg: Config, planned: Sequence[Planned]) -> dict[str, Any]:
+    """The engine's configs of every planned point (validated, nothing written)."""
+    return grid.configure([p.engine for p in planned], cfg.base, common_overrides(cfg))
+
+
+def preflight(cfg: Config) -> None:
+    """Refuse a grid the engine would refuse (bad width, model too big for this machine) before
+    anything is written: every point is configured with the base preset's steps."""
+    points = [grid.Point(p.label, fixed_overrides(cfg, p)) for p in grid_points(cfg.axes)]
+    configs = grid.configure(points, cfg.base, common_overrides(cfg))
+    if any(c.ffn == "both" for _, c in configs.values()):
+        raise ConfigError("common.ffn: got 'both'; expected plain or gated (the map measures one)")
+    grid.preflight(configs)
+
+
+def run(cfg: Config, run: RunDir) -> None:
+    """Plan every point, train them all on one pool, then write the map, figures and report."""
+    planned = plan_points(cfg, run.path)
+    results = grid.run_points(configure(cfg, planned), run.path, cfg.workers)
+    if D.is_main_process():
+        rows = [point_row(p, results[p.point.label]) for p in planned]
+        seeds = {label: seed_ratios(result) for label, result in results.items()}
+        write_outputs(cfg, run, rows, seeds)

@@ -1,0 +1,116 @@
+"""The map's grid: points, their model shape and schedule, facts and block parameters, and the
+paper's point (see :mod:`tailmem.experiments.qa_map`)."""
+
+from __future__ import annotations
+
+import dataclasses
+import itertools
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, Any
+
+from tailmem.data.bios import N_ATTRIBUTES, group_sizes
+from tailmem.errors import ConfigError
+from tailmem.models.gpt import GPTConfig, count_params, gpt_config
+
+if TYPE_CHECKING:
+    from tailmem.experiments.qa_map import AxesSection
+
+AXES = ("width", "depth", "exposures", "m", "frequency_exponent")
+
+AXIS_LABELS = {
+    "width": "width d_model",
+    "depth": "layers",
+    "exposures": "exposures per rarest fact",
+    "m": "groups m",
+    "frequency_exponent": "frequency exponent",
+}
+
+FEATURES = ("width", "depth", "facts_per_param")
+"""What the trend may be fitted on: each is known at the paper's point."""
+
+LEAD, LAG = "muon", "adam"
+
+PAPER_VOCAB = 50304
+
+PAPER_M = 15
+
+
+def paper_point() -> dict[str, float]:
+    """The paper's 160M model (12 × 768, GPT-2 small shape) at m = 15: width, depth and facts
+    per block parameter (``6 · 2**15 = 196,608`` facts over 84.9M block parameters)."""
+    model = gpt_config("gpt-160m", vocab_size=PAPER_VOCAB)
+    return {
+        "width": float(model.d_model),
+        "depth": float(model.n_layer),
+        "facts_per_param": facts(PAPER_M) / hidden_params(model),
+    }
+
+
+def facts(m: int) -> int:
+    """Facts of the data set at ``m``: every person's six attributes (``2**m`` people)."""
+    return N_ATTRIBUTES * int(group_sizes(m).sum())
+
+
+def hidden_params(model: GPTConfig) -> int:
+    """Parameters of the transformer blocks and the final norm: all but the token embedding
+    and the output head (see the module docstring for why)."""
+    head = 0 if model.tie_weights else model.vocab_size * model.d_model
+    return count_params(model, non_embedding=True) - head
+
+
+@dataclass(frozen=True)
+class GridPoint:
+    """One combination of the axes' values."""
+
+    width: int
+    depth: int
+    exposures: float
+    m: int
+    frequency_exponent: float
+
+    @property
+    def label(self) -> str:
+        return (f"d{self.width} L{self.depth} x{self.exposures:g} m{self.m} "
+                f"rho{self.frequency_exponent:g}")  # fmt: skip
+
+    def axes(self) -> dict[str, Any]:
+        return dataclasses.asdict(self)
+
+
+def grid_points(axes: AxesSection) -> list[GridPoint]:
+    """The cartesian product of the axes, in the order of :data:`AXES` (the last fastest)."""
+    values = [getattr(axes, name) for name in AXES]
+    return [GridPoint(*combo) for combo in itertools.product(*values)]
+
+
+def model_overrides(point: GridPoint, head_dim: int, ffn_mult: int) -> dict[str, int]:
+    """Width and depth as knowledge-QA overrides: heads of ``head_dim`` where the width is a
+    multiple of it, one head of the whole width below it."""
+    width = point.width
+    if width >= head_dim and width % head_dim:
+        raise ConfigError(
+            f"axes.width: got {width}; expected a multiple of head_dim {head_dim} (or less than it)"
+        )
+    return {
+        "model.d_model": width,
+        "model.n_head": max(1, width // head_dim),
+        "model.n_layer": point.depth,
+        "model.d_ff": ffn_mult * width,
+    }
+
+
+def schedule_overrides(steps: int, evals: int, warmup_frac: float) -> dict[str, int]:
+    """Steps, evaluation and log cadence (``evals`` evaluations) and warm-up of a run."""
+    every = max(1, steps // evals)
+    return {
+        "train.steps": steps,
+        "train.eval_every": every,
+        "train.log_every": every,
+        "train.warmup_steps": max(1, round(warmup_frac * steps)),
+    }
+
+
+def steps_for(exposures: float, steps_per_epoch: float, qa_per_selection: int) -> int:
+    """Steps that train each rarest-group fact ``exposures`` times: the rarest group has one
+    selection, so an epoch trains each of its facts ``qa_per_selection`` times."""
+    return max(1, round(exposures * steps_per_epoch / qa_per_selection))
