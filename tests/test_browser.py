@@ -19,7 +19,7 @@ from tailmem.cli import main
 pytestmark = pytest.mark.browser
 
 CHROMIUM = shutil.which("chromium") or shutil.which("chromium-browser")
-SMOKE_EXPERIMENTS = "assoc-two-group,assoc-scaling"
+SMOKE_EXPERIMENTS = "assoc-two-group,assoc-scaling,qa-sensitivity"
 CHROMIUM_FLAGS = [
     "--no-sandbox",
     "--disable-gpu",
@@ -58,6 +58,7 @@ def test_report_renders_in_chromium(smoke_report):
         )
         verdict_rows = page.locator("table.claims tbody tr").count()
         summary = page.locator("table.summary").inner_text()
+        headings = page.locator("h2").all_inner_texts()
         page_width = page.evaluate("document.documentElement.scrollWidth")
         page.screenshot(path=str(screenshot), full_page=True)
         browser.close()
@@ -67,5 +68,7 @@ def test_report_renders_in_chromium(smoke_report):
     assert verdict_rows > 0
     assert page_width <= 1280, f"the page is {page_width} px wide: something is clipped"
     assert "reproduced" in summary
+    if "TAILMEM_REPORT" not in os.environ:  # the smoke report has the sensitivity section
+        assert any("sensitivity" in h.lower() for h in headings), headings
     assert screenshot.stat().st_size > 10_000
     print(f"screenshot: {screenshot}")
