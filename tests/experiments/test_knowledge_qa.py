@@ -93,6 +93,11 @@ def test_smoke_preset_writes_every_output(smoke, strict_json):
     for item in layout["figures"] + layout["tables"]:
         assert run.file(item["file"]).is_file()
     assert "Rarest group" in layout["summary"]
+    # The unpublished choices the run made, as qa-sensitivity names them.
+    assert (
+        "loss on answer tokens, answers as BPE tokens, packed items attending to earlier"
+        in (layout["summary"])
+    )
     assert strict_json(run.path) == []  # every JSON (progress, metrics, results) is strict
     # The gap measures lead the report; every explained column is a header of its table.
     assert [f["file"] for f in layout["figures"][:2]] == [

@@ -60,12 +60,12 @@ CATALOG: dict[str, About] = {
     "knowledge-qa": About(
         "paper A Sec. 4.3 (Fig. 3, Tables 3–8): tail-fact QA accuracy",
         {"smoke": "", "cpu": "5 arms × 3 seeds", "paper": "160M GPT"},
-        {"smoke": 2.5, "cpu": 306.0, "paper": None},
+        {"smoke": 2.5, "cpu": 366.0, "paper": None},
     ),
     "qa-sensitivity": About(
         "paper A Sec. 4.3 (Tables 3–8): the QA lag under unpublished choices",
         {"smoke": "", "cpu": "9 factor levels × 3 seeds", "paper": "160M GPT"},
-        {"smoke": 9.0, "cpu": None, "paper": None},
+        {"smoke": 9.0, "cpu": 1462.0, "paper": None},
         in_reproduce=False,
     ),
     "qa-map": About(

@@ -477,6 +477,22 @@ def final_by_group(plan: Plan, ffn: str) -> dict[str, dict[str, list[float]]]:
     return out
 
 
+def choices_sentence(cfg: Config) -> str:
+    """The unpublished QA choices this run made, in words (``qa-sensitivity`` varies them)."""
+    answers = {"bpe": "BPE tokens", "single": "one token per answer value"}
+    packing = {"cross": "packed items attending to earlier items", "document": "each item "
+               "attending only to itself from position 0"}  # fmt: skip
+    muon, adam = cfg.optim.muon, cfg.optim.adam
+    return (
+        f"Unpublished choices: loss on {cfg.loss_on} tokens, answers as "
+        f"{answers[cfg.data.answer_tokens]}, {packing[cfg.packing]}, "
+        f"{cfg.data.templates_per_attribute} template(s) per attribute, Adam β "
+        f"{tuple(adam.betas)}, Muon Nesterov {'on' if muon.nesterov else 'off'} with the "
+        f"{muon.scale} update scale, QK-norm {'on' if cfg.model.qk_norm else 'off'} "
+        "(`tailmem run qa-sensitivity` measures the lag ratio as each changes)."
+    )
+
+
 def report_summary(
     cfg: Config,
     head_tail: list[dict[str, Any]],
@@ -494,7 +510,8 @@ def report_summary(
         f"{model.n_layer} layers × d={model.d_model} (d_ff {model.d_ff}), "
         f"m = {cfg.data.m} ({data_summary['n_people']} people, "
         f"{data_summary['n_train_items']} QA samples per epoch), {train.steps} steps of "
-        f"{train.batch_size}×{train.seq_len} tokens, {cfg.seeds} seed(s), chance FTA {chance:.3f}."
+        f"{train.batch_size}×{train.seq_len} tokens, {cfg.seeds} seed(s), chance FTA {chance:.3f}.",
+        choices_sentence(cfg),
     ]
     for ffn in measures:  # FFN types with a finished run (every run of one may diverge)
         parts += gaps.summary_sentences(measures[ffn], ffn)
