@@ -161,7 +161,10 @@ def test_outputs_fit_the_trend_extrapolate_and_say_where_the_gap_is(tmp_path):
     assert "Largest lag ratio at FTA 0.5" in text
     assert "vanishes (lag ratio within 2 SE of 1 and peak rarest gap within 2 SE of 0) at: " \
            "width 64, 2 layers, 3 exposures" in text  # fmt: skip
-    assert f"extrapolated to the paper's 160M model at m = 15: {e['ratio']:.2f}" in text
+    assert (
+        "extrapolated to the paper's width 768 (160M model; depth and m as in the grid, not the "
+        f"paper's): {e['ratio']:.2f}" in text
+    )
     # the published tables (arXiv v2) pooled: every (group, step) cell at exposures
     # 2**(15 - g) * step; FTA 0.3 is first reached by Muon between group 15 at 2k and 5k steps
     # (.140 -> .320) and by Adam between group 13 at 5k (20k exposures, .298) and group 11 at

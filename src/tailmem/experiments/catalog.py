@@ -71,7 +71,7 @@ CATALOG: dict[str, About] = {
     "qa-map": About(
         "beyond the papers: where Muon's QA tail edge appears (width, exposures, m, exponent)",
         {"smoke": "", "cpu": "3 widths × 2 exposures", "paper": "up to 160M"},
-        {"smoke": 21.0, "cpu": None, "paper": None},  # smoke timed at load 3
+        {"smoke": 21.0, "cpu": 979.0, "paper": None},  # smoke timed at load 3
         in_reproduce=False,
     ),
     "ablation": About(

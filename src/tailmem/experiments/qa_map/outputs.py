@@ -138,6 +138,20 @@ def paper_ratios(tau: float) -> dict[str, dict[str, Any]]:
     return out
 
 
+def paper_point_text(trend: Mapping[str, Any], short: bool = False) -> str:
+    """Where the trend is extrapolated: the paper's 160M / m = 15 values of the fitted features,
+    saying so when a feature was dropped (then the other axes stay as in the grid, which is not
+    the paper's point in them); ``short`` for a legend."""
+    values = ", ".join(
+        f"{f.replace('_', ' ')} {trend['paper_point'][f]:.3g}" for f in trend["features"]
+    )
+    if trend["dropped"]:
+        if short:
+            return f"paper's {values}, rest as grid"
+        return f"the paper's {values} (160M model; depth and m as in the grid, not the paper's)"
+    return "paper's 160M, m = 15" if short else f"the paper's 160M model at m = 15 ({values})"
+
+
 def fit(cfg: Config, rows: Sequence[Mapping[str, Any]]) -> dict[str, Any]:
     """The trend of :class:`TrendSection` through the measured points and its extrapolation to
     the paper's point; ``status`` "fitted" or "not fitted" with the reason."""
@@ -214,13 +228,14 @@ def write_outputs(
                          [r[f"lag_{cfg.trend.tau:g}"] for r in used],
                          [r[f"lag_{cfg.trend.tau:g}_se"] for r in used], along=along,
                          at={f: trend["paper_point"][f] for f in trend["features"]},
-                         at_label="paper's 160M, m = 15", published=shown,
+                         at_label=paper_point_text(trend, short=True),
+                         published=shown,
                          title=f"Lag ratio at FTA {cfg.trend.tau:g} vs {along}"),
             "lag_ratio_trend",
             f"Exposure-lag ratio at FTA {cfg.trend.tau:g} (frequency exponent "
             f"{cfg.trend.exponent:g}) against {along}, with the fitted power law in "
             f"{' and '.join(trend['features'])} and its {cfg.trend.level:.0%} band, extrapolated "
-            "to the paper's 160M model at m = 15 (thick: confidence, thin: prediction "
+            f"to {paper_point_text(trend)} (thick: confidence, thin: prediction "
             "interval)" + (f"; points moved to the paper's {', '.join(trend['features'][1:])} by "
                            "the fitted slopes" if len(trend["features"]) > 1 else "")
             + "; open markers: the paper's tables computed the same way.",
@@ -337,8 +352,7 @@ def summary(cfg: Config, rows: Sequence[Mapping[str, Any]], trend: Mapping[str, 
             f"{' and '.join(trend['features'])}, {trend['n_points']} points"
             + (f"; {', '.join(trend['dropped'])} dropped: collinear over this grid"
                if trend["dropped"] else "")
-            + f"; the axes it omits taken as in the grid) extrapolated to the paper's 160M "
-            f"model at m = 15: {e['ratio']:.2f} "
+            + f") extrapolated to {paper_point_text(trend)}: {e['ratio']:.2f} "
             f"({e['level']:.0%} confidence {lo:.2f}–{hi:.2f}, prediction {plo:.2f}–{phi:.2f}); "
             f"the paper's tables give {paper}."
         )  # fmt: skip
