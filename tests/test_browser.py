@@ -19,7 +19,7 @@ from tailmem.cli import main
 pytestmark = pytest.mark.browser
 
 CHROMIUM = shutil.which("chromium") or shutil.which("chromium-browser")
-SMOKE_EXPERIMENTS = "assoc-two-group,assoc-scaling,qa-sensitivity"
+SMOKE_EXPERIMENTS = "assoc-two-group,assoc-scaling,qa-sensitivity,qa-map"
 CHROMIUM_FLAGS = [
     "--no-sandbox",
     "--disable-gpu",
@@ -68,7 +68,8 @@ def test_report_renders_in_chromium(smoke_report):
     assert verdict_rows > 0
     assert page_width <= 1280, f"the page is {page_width} px wide: something is clipped"
     assert "reproduced" in summary
-    if "TAILMEM_REPORT" not in os.environ:  # the smoke report has the sensitivity section
+    if "TAILMEM_REPORT" not in os.environ:  # the smoke report has both QA studies' sections
         assert any("sensitivity" in h.lower() for h in headings), headings
+        assert any("map" in h.lower() for h in headings), headings
     assert screenshot.stat().st_size > 10_000
     print(f"screenshot: {screenshot}")
