@@ -40,7 +40,7 @@ from tailmem.claims.registry import write_claims
 from tailmem.errors import ConfigError
 from tailmem.experiments.knowledge_qa import gaps, grid, tables
 from tailmem.experiments.knowledge_qa.arms import SWEPT
-from tailmem.metrics.qa_gaps import POOLED, TAUS, gap_measures, mean_se, paper_curves
+from tailmem.metrics.qa_gaps import POOLED, TAUS, mean_se
 from tailmem.plotting import legend_outside, pyplot
 from tailmem.rundir import RunDir
 from tailmem.train import distributed as D
@@ -252,13 +252,8 @@ def lag_ratio_long(results: Mapping[str, grid.PointResult]) -> list[dict[str, An
 def paper_pooled(ffn: str) -> dict[str, float]:
     """The paper's pooled Muon–Adam lag ratio per τ (its reference version's tables, computed
     as ours is), ``{str(tau): ratio}``."""
-    published = gap_measures(paper_curves(gaps.REFERENCE, ffn), TAUS, [PAIR])
-    (pair,) = published["pairs"]
-    return {
-        f"{r['tau']:g}": r["mean"]
-        for r in pair["lag_ratio"]
-        if r["group"] == POOLED and r["mean"] is not None
-    }
+    pooled = gaps.paper_pooled(gaps.REFERENCE, ffn, TAUS, *PAIR)
+    return {f"{tau:g}": r["mean"] for tau, r in pooled.items() if r["mean"] is not None}
 
 
 def claim_inputs(

@@ -107,6 +107,15 @@ def pair_curves(
     return FTACurves({lead: fta[:n], lag: fta[n:]}, steps, exposures.at(steps))
 
 
+def paper_pooled(
+    version: str, ffn: str, taus: Sequence[float], lead: str = "muon", lag: str = "adam"
+) -> dict[float, dict[str, Any]]:
+    """The pooled lag-ratio entry (:func:`~tailmem.metrics.qa_gaps.gap_measures`) of ``lag``
+    behind ``lead`` in the paper's ``version`` tables, per τ, computed as ours are."""
+    (pair,) = gap_measures(paper_curves(version, ffn), taus, [(lead, lag)])["pairs"]
+    return {r["tau"]: r for r in pair["lag_ratio"] if r["group"] == POOLED}
+
+
 def measure(
     plan: Plan, ffn: str, exposures: Exposures, taus: Sequence[float] = TAUS
 ) -> tuple[dict[str, Any], dict[tuple[str, str], FTACurves]]:

@@ -25,7 +25,7 @@ from tailmem.experiments.knowledge_qa import gaps
 from tailmem.experiments.qa_map.points import AXES, AXIS_LABELS, LAG, LEAD, paper_point
 from tailmem.lm.plan import Plan
 from tailmem.metrics.lag_trend import TrendError, fit_trend, independent_features
-from tailmem.metrics.qa_gaps import POOLED, TAUS, gap_measures, paper_curves
+from tailmem.metrics.qa_gaps import POOLED, TAUS
 from tailmem.report.qa_map_figures import Cell, heat_map_figure, trend_figure
 from tailmem.rundir import RunDir
 
@@ -131,11 +131,10 @@ def cells(rows: Sequence[Mapping[str, Any]], x: str, y: str, value: str,
 def paper_ratios(tau: float) -> dict[str, dict[str, Any]]:
     """The paper's pooled lag ratio of Adam behind Muon at ``tau``, per table version, computed
     as ours are (:func:`~tailmem.metrics.qa_gaps.paper_curves`): the ratio or its bounds."""
-    out = {}
-    for version in gaps.VERSION_LABELS:
-        measures = gap_measures(paper_curves(version), (tau,), [(LEAD, LAG)])
-        out[version] = _pooled(measures["pairs"][0], tau)["of_mean"]
-    return out
+    return {
+        version: gaps.paper_pooled(version, "plain", (tau,), LEAD, LAG)[tau]["of_mean"]
+        for version in gaps.VERSION_LABELS
+    }
 
 
 def paper_point_text(trend: Mapping[str, Any], short: bool = False) -> str:
