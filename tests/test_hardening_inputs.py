@@ -140,6 +140,8 @@ BAD_LM = [  # the language-model studies (preflight: model on meta, memory, data
     ("qa-sensitivity", f"factors=[{_LEVEL.format('{loss_on: none}')}]",
      "point 'b: y': loss_on: got 'none'"),
     ("qa-sensitivity", "common={train.seq_len: 2}", "point 'base': train.seq_len: got 2"),
+    ("qa-sensitivity", f"factors=[{_LEVEL.format('{train.threads: 2}')}]",
+     "train.threads: got [1, 2] across points; expected one value"),
     ("qa-sensitivity", "preset=huge", "unknown preset 'huge' for knowledge-qa"),
 ]  # fmt: skip
 

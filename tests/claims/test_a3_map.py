@@ -33,6 +33,7 @@ def _verdict(results):
         ([2.6, 2.7, 2.65], "not reproduced"),  # grows on uniform data
         ([1.5, 2.5, 2.0], "inconclusive"),  # within 2 SE
         ([1.1, None, None], "inconclusive"),  # one measured seed
+        ([1.1, 1.2, 1.15, None], "inconclusive"),  # a censored seed is not dropped
     ],
 )
 def test_power_law_vs_the_most_uniform_exponent_decides_beyond_two_se(uniform, verdict):
@@ -51,3 +52,11 @@ def test_a_grid_without_an_exponent_below_one_does_not_measure_it():
     assert result.verdict == "not measured"
     assert "no frequency exponent below 1" in result.reason
     assert _verdict(_results({0.0: [1.0, 1.0, 1.1]})).verdict == "not measured"
+
+
+def test_a_censored_seed_at_the_power_law_makes_it_inconclusive_whatever_the_others_say():
+    """Adam never reaching the level in one seed is the largest lag, not a missing value:
+    dropping it could turn a shrinking gap into a growing one."""
+    result = _verdict(_results({1.0: [1.9, 2.0, 2.1, None], 0.0: [1.1, 1.2, 1.15, 1.1]}))
+    assert result.verdict == "inconclusive"
+    assert "every seed" in result.reason

@@ -188,6 +188,9 @@ def test_too_few_measured_points_leave_the_trend_unfitted_with_the_reason(tmp_pa
     trend = json.loads((tmp_path / "results.json").read_text())["trend"]
     assert trend["status"] == "not fitted" and trend["n_points"] == 2
     assert "needs at least 3 points" in trend["reason"]
+    # the censored points are named, not silently dropped
+    assert len(trend["excluded"]) == len(rows) - 2
+    assert all("a bound, not a ratio" in e["why"] for e in trend["excluded"])
     report = json.loads((tmp_path / "report.json").read_text())
     assert "No trend fitted: a trend in 1 feature(s)" in report["summary"]
     assert not (tmp_path / "lag_ratio_trend.png").exists()
@@ -197,7 +200,7 @@ def test_too_few_measured_points_leave_the_trend_unfitted_with_the_reason(tmp_pa
     rows[1]["lag_0.5_kind"] = "measured"
     outputs.write_outputs(cfg, RunDir(tmp_path), rows, _seeds(rows))
     trend = json.loads((tmp_path / "results.json").read_text())["trend"]
-    assert trend["reason"] == "no feature varies over the 2 measured point(s)"
+    assert trend["reason"].startswith("no feature varies over the 2 point(s) with a measured")
 
 
 @pytest.mark.parametrize(

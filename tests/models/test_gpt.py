@@ -274,3 +274,19 @@ def test_bad_config_raises_config_error(overrides, field):
 def test_unknown_size_names_the_choices():
     with pytest.raises(ConfigError, match="gpt-160m"):
         gpt_config("huge", vocab_size=VOCAB)
+
+
+def test_attention_logit_max_counts_only_the_pairs_a_document_mask_allows():
+    from tailmem.models.gpt import _causal_logit_max, document_mask
+
+    gen = torch.Generator().manual_seed(0)
+    q, k = torch.randn(2, 3, 6, 4, generator=gen), torch.randn(2, 3, 6, 4, generator=gen)
+    doc_ids = torch.tensor([[0, 0, 0, 1, 1, 1], [0, 1, 1, 1, 2, 2]])
+    want = torch.full((3,), float("-inf"))
+    for b in range(2):
+        for i in range(6):
+            for j in range(i + 1):
+                if doc_ids[b, i] == doc_ids[b, j]:
+                    want = torch.maximum(want, (q[b, :, i] * k[b, :, j]).sum(-1) / 2.0)
+    torch.testing.assert_close(_causal_logit_max(q, k, document_mask(doc_ids)), want)
+    assert (_causal_logit_max(q, k) >= want).all()  # causal alone admits more pairs

@@ -46,16 +46,21 @@ def check_uniform(claim: Claim, results: Mapping[str, Any]) -> Outcome:
         )
     key = f"{claim['tau']:g}"
 
-    def ratios(exponent: float) -> list[float]:
-        seeds = results["seed_ratios"][by_exponent[exponent]][key]
-        return [r for r in seeds if r is not None]
+    def ratios(exponent: float) -> list[float | None]:
+        return list(results["seed_ratios"][by_exponent[exponent]][key])
 
     power, uniform = ratios(1.0), ratios(flattest)
     details = {"exponent": flattest, "power_law": power, "uniform": uniform}
-    if not power or not uniform:
-        reason = "the lag ratio was not measured in any seed at one of the two exponents"
-        return inconclusive(f"measured in {len(power)} / {len(uniform)} seeds", reason,
-                            details=details)  # fmt: skip
+    if None in power or None in uniform or not power or not uniform:
+        # A seed without a ratio is censored (one arm never reached the level, often the
+        # most-lagging seed): dropping it would bias the comparison, so every seed must count.
+        measured = [sum(r is not None for r in rs) for rs in (power, uniform)]
+        reason = "the lag ratio was not measured in every seed at both exponents"
+        return inconclusive(
+            f"measured in {measured[0]}/{len(power)} and {measured[1]}/{len(uniform)} seeds",
+            reason,
+            details=details,
+        )
     comparison = compare_seeds(power, uniform)
     ours = f"exponent 1 vs {flattest:g}: {comparison}"
     if comparison.verdict == "inconclusive":

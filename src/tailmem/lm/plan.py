@@ -4,10 +4,10 @@ For every (FFN type, arm) entry a study declares the candidate points of its lea
 sweep (one point: nothing to tune). Each candidate is a full run at the sweep seed and length;
 the best by the study's score wins, and every seed then runs at the winner. A winner at an end of
 its grid (of two or more points) may not be the optimum: the plan then runs one more point
-beyond that end, a grid step away (the ratio of the two end points), and chooses again, until
-the winner is interior or ``max_extend`` points were added (``extended`` counts them; 0, the
-default, keeps the grid as declared). An entry may borrow
-the winning learning rates of other arms (``needs``): its sweep starts once those are chosen.
+beyond that end, a grid step away (the ratio of the end point to its neighbour), and chooses
+again, until the winner is interior or ``max_extend`` points were added (``extended`` counts
+them; 0, the default, keeps the grid as declared). An entry may borrow the winning learning
+rates of other arms (``needs``): its sweep starts once those are chosen.
 A seed run identical to a sweep run (same learning rates, seed and length) is trained once.
 Every run is deterministic, so the results do not depend on the number of workers or on the
 order in which runs finish.
@@ -57,8 +57,9 @@ class Entry:
 @dataclass
 class Plan:
     """Sweep and seed runs of a study's entries (see the module docstring). ``score(entry,
-    point, result)`` ranks sweep runs (higher wins; ties go to the earlier point); a diverged
-    sweep run ranks below every other, whatever its score."""
+    point, result)`` ranks sweep runs (higher wins; ties go to the point listed first: the
+    declared grid in its order, then the widened points in the order they were added); a
+    diverged sweep run ranks below every other, whatever its score."""
 
     entries: Sequence[Entry]
     score: Callable[[Entry, float, Mapping[str, Any]], Any]

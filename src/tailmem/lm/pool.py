@@ -134,8 +134,8 @@ def _interrupts_held() -> Iterator[None]:
     try:
         yield
     finally:
-        for s, handler in before.items():
-            signal.signal(s, handler)
+        for s, handler in before.items():  # None: a handler installed outside Python
+            signal.signal(s, signal.SIG_DFL if handler is None else handler)
         if caught:
             signal.raise_signal(caught[0])
 

@@ -230,7 +230,7 @@ class Attention(nn.Module):
         if rope is not None:
             q, k = apply_rope(q, *rope), apply_rope(k, *rope)
         if self.record_logit_max:
-            self.logit_max = _causal_logit_max(q, k)
+            self.logit_max = _causal_logit_max(q, k, mask)
         y = F.scaled_dot_product_attention(
             q, k, v, attn_mask=mask, dropout_p=self.dropout if self.training else 0.0,
             is_causal=mask is None,
@@ -238,12 +238,14 @@ class Attention(nn.Module):
         return self.o(y.transpose(1, 2).reshape(b, t, d))
 
 
-def _causal_logit_max(q: Tensor, k: Tensor) -> Tensor:
-    """Max over batch and causal positions of q·kᵀ/√d_head, per head: shape ``(n_head,)``."""
+def _causal_logit_max(q: Tensor, k: Tensor, mask: Tensor | None = None) -> Tensor:
+    """Max over batch and attended positions of q·kᵀ/√d_head, per head: shape ``(n_head,)``.
+    Attended: causal, or where the boolean attention ``mask`` allows (packed documents)."""
     scores = (q.float() @ k.float().transpose(-2, -1)) / math.sqrt(q.shape[-1])
-    t = scores.shape[-1]
-    future = torch.ones(t, t, dtype=torch.bool, device=scores.device).triu(1)
-    return scores.masked_fill(future, float("-inf")).amax(dim=(0, 2, 3))
+    if mask is None:
+        t = scores.shape[-1]
+        mask = torch.ones(t, t, dtype=torch.bool, device=scores.device).tril()
+    return scores.masked_fill(~mask, float("-inf")).amax(dim=(0, 2, 3))
 
 
 def document_mask(doc_ids: Tensor) -> Tensor:

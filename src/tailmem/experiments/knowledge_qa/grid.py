@@ -102,6 +102,12 @@ def configure(
         except ConfigError as exc:
             raise ConfigError(f"{where}: {exc}") from None
         out[point.label] = (point, cfg)
+    threads = {cfg.train.threads for _, cfg in out.values()}
+    if len(threads) > 1:  # one pool: its workers run with one thread count
+        raise ConfigError(
+            f"train.threads: got {sorted(threads, key=str)} across points; expected one value "
+            "for every point (all points train on one pool)"
+        )
     return out
 
 

@@ -151,20 +151,41 @@ def paper_point_text(trend: Mapping[str, Any], short: bool = False) -> str:
     return "paper's 160M, m = 15" if short else f"the paper's 160M model at m = 15 ({values})"
 
 
+def _excluded_because(row: Mapping[str, Any], key: str) -> str:
+    """Why a point stays out of the weighted fit ("" when it is in): a ratio that is only a
+    bound (some seed never crossed: censored, often the largest lag), or no positive seed SE
+    (one seed, or every seed crossing between the same two evaluations)."""
+    if row[f"{key}_kind"] != "measured":
+        return f"{row[f'{key}_status']} (a bound, not a ratio)"
+    if not (row[f"{key}_se"] or 0) > 0:
+        return "no positive seed SE"
+    return ""
+
+
 def fit(cfg: Config, rows: Sequence[Mapping[str, Any]]) -> dict[str, Any]:
     """The trend of :class:`TrendSection` through the measured points and its extrapolation to
     the paper's point; ``status`` "fitted" or "not fitted" with the reason."""
     key = f"lag_{cfg.trend.tau:g}"
-    used = [r for r in rows if r["frequency_exponent"] == cfg.trend.exponent
-            and r[f"{key}_kind"] == "measured" and (r[f"{key}_se"] or 0) > 0]  # fmt: skip
+    at_exponent = [r for r in rows if r["frequency_exponent"] == cfg.trend.exponent]
+    used, excluded = [], []
+    for r in at_exponent:
+        why = _excluded_because(r, key)
+        if why:
+            excluded.append({"point": r["point"], "why": why})
+        else:
+            used.append(r)
     columns = {f: [float(r[f]) for r in used] for f in cfg.trend.features}
     kept = independent_features(columns) if len(used) > 1 else []
     base = {"tau": cfg.trend.tau, "exponent": cfg.trend.exponent, "n_points": len(used),
+            "excluded": excluded,
             "features": kept, "dropped": [f for f in cfg.trend.features if f not in kept],
             "paper_point": paper_point()}  # fmt: skip
     try:
         if not kept:
-            raise TrendError(f"no feature varies over the {len(used)} measured point(s)")
+            raise TrendError(
+                f"no feature varies over the {len(used)} point(s) with a measured ratio and a "
+                "seed SE (a seed SE needs ≥ 2 seeds)"
+            )
         trend = fit_trend({f: columns[f] for f in kept}, [r[key] for r in used],
                           [r[f"{key}_se"] for r in used])  # fmt: skip
     except TrendError as exc:
@@ -349,6 +370,11 @@ def summary(cfg: Config, rows: Sequence[Mapping[str, Any]], trend: Mapping[str, 
         parts.append(
             f"Trend (lag ratio at FTA {trend['tau']:g} ∝ power law in "
             f"{' and '.join(trend['features'])}, {trend['n_points']} points"
+            + (
+                "; left out: " + "; ".join(f"{e['point']} ({e['why']})" for e in trend["excluded"])
+                if trend["excluded"]
+                else ""
+            )
             + (f"; {', '.join(trend['dropped'])} dropped: collinear over this grid"
                if trend["dropped"] else "")
             + f") extrapolated to {paper_point_text(trend)}: {e['ratio']:.2f} "
