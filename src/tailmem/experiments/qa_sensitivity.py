@@ -35,7 +35,6 @@ from typing import Any
 import numpy as np
 
 from tailmem.claims.a3_sensitivity import CLAIMS as SENSITIVITY_CLAIMS
-from tailmem.claims.core import grid_edge
 from tailmem.claims.registry import write_claims
 from tailmem.errors import ConfigError
 from tailmem.experiments.knowledge_qa import gaps, grid, tables
@@ -146,11 +145,9 @@ def lr_status(point: grid.PointResult, ffn: str, arm: str) -> tuple[float | None
         return None, "not run"
     if arm == "muon" and point.point.shared_lr:
         return best["muon"], "shared"
-    sweep = [p for p, _ in point.plan.sweeps[ffn, arm]]
-    chosen = point.plan.chosen[ffn, arm]
-    if len(sweep) < 2:
+    if len(point.plan.sweeps[ffn, arm]) < 2:
         return best[SWEPT[arm]], "not swept"
-    edge = grid_edge(chosen, sweep)
+    edge = grid.chosen_edge(point.plan, ffn, arm)
     return best[SWEPT[arm]], "interior" if edge is None else f"{edge} edge"
 
 
@@ -176,11 +173,7 @@ def final_gaps(point: grid.PointResult, ffn: str) -> dict[str, dict[str, float |
 
 def pair_measures(point: grid.PointResult, ffn: str) -> dict[str, Any] | None:
     """The Muon–Adam entry of a point's gap measures (None: not measured)."""
-    entry = next(
-        (p for p in point.measures.get(ffn, {}).get("pairs", []) if (p["lead"], p["lag"]) == PAIR),
-        None,
-    )
-    return entry if entry is not None and entry["status"] == "measured" else None
+    return gaps.measured_pair(point.measures.get(ffn, {}), *PAIR)
 
 
 def point_row(point: grid.PointResult) -> dict[str, Any]:

@@ -107,6 +107,16 @@ def pair_curves(
     return FTACurves({lead: fta[:n], lag: fta[n:]}, steps, exposures.at(steps))
 
 
+def measured_pair(
+    measures: Mapping[str, Any], lead: str = "muon", lag: str = "adam"
+) -> dict[str, Any] | None:
+    """The ``lead``/``lag`` entry of :func:`measure`'s ``pairs`` if it was measured, else None."""
+    for pair in measures.get("pairs", []):
+        if (pair["lead"], pair["lag"]) == (lead, lag) and pair["status"] == "measured":
+            return pair
+    return None
+
+
 def paper_pooled(
     version: str, ffn: str, taus: Sequence[float], lead: str = "muon", lag: str = "adam"
 ) -> dict[float, dict[str, Any]]:

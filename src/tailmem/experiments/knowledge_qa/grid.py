@@ -32,6 +32,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from tailmem.claims.core import grid_edge
 from tailmem.config import load_config
 from tailmem.errors import ConfigError
 from tailmem.experiments import knowledge_qa as kqa
@@ -164,3 +165,12 @@ def run_points(
             point, cfg, plan, study.exposures, study.chance, study.data_summary, measures
         )
     return out
+
+
+def chosen_edge(plan: Plan, ffn: str, arm: str) -> str | None:
+    """``"lowest"``/``"highest"`` when the arm's chosen learning rate sits at an end of its
+    (widened) sweep, None when it is interior or the arm chose none (check ``plan.chosen``)."""
+    entry = (ffn, arm)
+    if entry not in plan.chosen:
+        return None
+    return grid_edge(plan.chosen[entry], [point for point, _ in plan.sweeps[entry]])

@@ -19,9 +19,10 @@ from collections.abc import Mapping, Sequence
 from typing import TYPE_CHECKING, Any
 
 from tailmem.claims.a3_map import CLAIMS as MAP_CLAIMS
-from tailmem.claims.core import ClaimResult, grid_edge
+from tailmem.claims.core import ClaimResult
 from tailmem.claims.registry import write_claims
 from tailmem.experiments.knowledge_qa import gaps
+from tailmem.experiments.knowledge_qa.grid import chosen_edge
 from tailmem.experiments.qa_map.points import AXES, AXIS_LABELS, LAG, LEAD, paper_point
 from tailmem.lm.plan import Plan
 from tailmem.metrics.lag_trend import TrendError, fit_trend, independent_features
@@ -33,19 +34,11 @@ if TYPE_CHECKING:
     from tailmem.experiments.qa_map import Config, Planned
 
 
-def _pair(measures: Mapping[str, Any]) -> Mapping[str, Any] | None:
-    for pair in measures.get("pairs", []):
-        if (pair["lead"], pair["lag"]) == (LEAD, LAG) and pair["status"] == "measured":
-            return pair
-    return None
-
-
 def interior(plan: Plan, ffn: str, arm: str) -> bool | None:
     """Whether the arm's chosen learning rate is inside its (widened) sweep (None: no choice)."""
-    entry = (ffn, arm)
-    if entry not in plan.chosen:
+    if (ffn, arm) not in plan.chosen:
         return None
-    return grid_edge(plan.chosen[entry], [point for point, _ in plan.sweeps[entry]]) is None
+    return chosen_edge(plan, ffn, arm) is None
 
 
 def point_row(planned: Planned, result: Any) -> dict[str, Any]:
@@ -62,7 +55,7 @@ def point_row(planned: Planned, result: Any) -> dict[str, Any]:
         "steps_per_epoch": round(planned.steps_per_epoch, 3),
         "seeds": result.config.seeds,
     }
-    pair = _pair(result.measures.get(ffn, {}))
+    pair = gaps.measured_pair(result.measures.get(ffn, {}), LEAD, LAG)
     for tau in TAUS:
         key = f"lag_{tau:g}"
         entry = None if pair is None else _pooled(pair, tau)
@@ -83,7 +76,7 @@ def point_row(planned: Planned, result: Any) -> dict[str, Any]:
 def seed_ratios(result: Any) -> dict[str, list[float | None]]:
     """A point's pooled lag ratio of Adam behind Muon per seed, by tau (``None``: that seed's
     crossings are not both bracketed; empty: the pair was not measured)."""
-    pair = _pair(result.measures.get(result.plan.ffns[0], {}))
+    pair = gaps.measured_pair(result.measures.get(result.plan.ffns[0], {}), LEAD, LAG)
     if pair is None:
         return {f"{tau:g}": [] for tau in TAUS}
     return {f"{tau:g}": [s["ratio"] for s in _pooled(pair, tau)["seeds"]] for tau in TAUS}
