@@ -21,6 +21,7 @@ in each run folder, in both modes alike. Acceptance (issue 10): pooled ≥ 1.7 c
 from __future__ import annotations
 
 import argparse
+import json
 import os
 import resource
 import subprocess
@@ -40,11 +41,13 @@ STUDIES = ("ablation", "spectra", "knowledge-qa")
 
 @dataclass
 class Measured:
-    """One ``tailmem run`` process tree: wall and CPU seconds, summed peak RSS (MiB)."""
+    """One ``tailmem run`` process tree: wall and CPU seconds, summed peak RSS (MiB), and the
+    summed own seconds of its training runs."""
 
     wall: float
     cpu: float
     rss_mib: float
+    in_runs: float = 0.0
 
     @property
     def cores(self) -> float:
@@ -54,7 +57,10 @@ class Measured:
     def total(parts: list[Measured]) -> Measured:
         """Studies run one after another: walls and CPU add up, the peak is the largest."""
         return Measured(
-            sum(m.wall for m in parts), sum(m.cpu for m in parts), max(m.rss_mib for m in parts)
+            sum(m.wall for m in parts),
+            sum(m.cpu for m in parts),
+            max(m.rss_mib for m in parts),
+            sum(m.in_runs for m in parts),
         )
 
 
@@ -93,7 +99,8 @@ def _peak_rss_kib(pid: int) -> int:
 
 
 def run_study(study: str, preset: str, out: Path, overrides: list[str]) -> Measured:
-    """``tailmem run study`` into ``out``; wall, CPU of the whole tree, summed peak RSS."""
+    """``tailmem run study`` into ``out``; wall, CPU of the whole tree, summed peak RSS and the
+    training runs' own seconds (see :func:`seconds_in_runs`)."""
     cmd = [sys.executable, "-m", "tailmem", "run", study, "--preset", preset, "--out", str(out)]
     cpu_before = _children_cpu()
     start = time.perf_counter()
@@ -107,7 +114,18 @@ def run_study(study: str, preset: str, out: Path, overrides: list[str]) -> Measu
     wall = time.perf_counter() - start
     if proc.returncode != 0:
         raise SystemExit(f"{study} failed (exit {proc.returncode}); see {out.with_suffix('.log')}")
-    return Measured(wall, _children_cpu() - cpu_before, sum(peaks.values()) / 1024)
+    cpu = _children_cpu() - cpu_before
+    return Measured(wall, cpu, sum(peaks.values()) / 1024, seconds_in_runs(out))
+
+
+def seconds_in_runs(out: Path) -> float:
+    """Sum of every training run's own wall seconds (``wall_seconds`` of each sub-run's
+    ``result.json``: from its first step's set-up to its last evaluation). Pooled runs share
+    the machine, so pooled / one-at-a-time of this sum is how much the runs slow each other
+    down; the rest of a study's wall time is start-up, scheduling and the output phase."""
+    return sum(
+        json.loads(path.read_text()).get("wall_seconds") or 0.0 for path in out.rglob("result.json")
+    )
 
 
 def prebuild_corpora(studies: list[str], preset: str, cache: Path) -> None:
@@ -122,7 +140,7 @@ def prebuild_corpora(studies: list[str], preset: str, cache: Path) -> None:
 def line(name: str, m: Measured) -> str:
     return (
         f"  {name:14s} wall {m.wall:8.1f} s  CPU {m.cpu:8.1f} s  cores busy {m.cores:4.2f}  "
-        f"peak RSS (sum over its processes) {m.rss_mib:6.0f} MiB"
+        f"peak RSS (sum over its processes) {m.rss_mib:6.0f} MiB  inside runs {m.in_runs:7.1f} s"
     )
 
 
@@ -167,9 +185,14 @@ def main() -> None:
     both = Measured.total([pooled[s] for s in baseline])
     ratio = both.wall / Measured.total(list(serial.values())).wall
     whole = Measured.total(list(pooled.values()))
+    alone = Measured.total(list(serial.values()))
     print(
         f"pooled cores busy {whole.cores:.2f} (acceptance >= 1.7); pooled / one-at-a-time wall "
-        f"over {', '.join(baseline)} = {ratio:.3f} (acceptance <= 0.55)"
+        f"over {', '.join(baseline)} = {ratio:.3f} (acceptance <= 0.55)\n"
+        f"runs' own seconds, pooled / one at a time = {both.in_runs / alone.in_runs:.3f} "
+        f"(1: the runs do not slow each other down); outside the runs: pooled "
+        f"{both.wall - both.in_runs / 2:.1f} s of wall (the runs' seconds halved: 2 workers), "
+        f"one at a time {alone.wall - alone.in_runs:.1f} s"
     )
 
 

@@ -59,8 +59,8 @@ CATALOG: dict[str, About] = {
     ),
     "knowledge-qa": About(
         "paper A Sec. 4.3 (Fig. 3, Tables 3–8): tail-fact QA accuracy",
-        {"smoke": "", "cpu": "5 arms × 3 seeds", "paper": "160M GPT"},
-        {"smoke": 2.5, "cpu": 366.0, "paper": None},
+        {"smoke": "", "cpu": "5 arms × 2 FFN types × 3 seeds, d 256", "paper": "160M GPT"},
+        {"smoke": 2.5, "cpu": 2035.0, "paper": None},
     ),
     "qa-sensitivity": About(
         "paper A Sec. 4.3 (Tables 3–8): the QA lag under unpublished choices",
