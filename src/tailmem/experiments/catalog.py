@@ -77,17 +77,17 @@ CATALOG: dict[str, About] = {
     "ablation": About(
         "paper A Sec. 4.1 (Table 1, Fig. 1): which blocks need Muon",
         {"smoke": "", "cpu": "8 arms × 3 seeds", "paper": "160M GPT"},
-        {"smoke": 0.9, "cpu": 526.0, "paper": None},
+        {"smoke": 0.9, "cpu": 544.0, "paper": None},
     ),
     "spectra": About(
         "paper A Sec. 4.2 (Fig. 2, Table 2): weight isotropy, logits",
         {"smoke": "", "cpu": "2 arms × 3 seeds", "paper": "160M GPT"},
-        {"smoke": 4.6, "cpu": 134.0, "paper": None},
+        {"smoke": 4.6, "cpu": 139.0, "paper": None},
     ),
     "icl-regression": About(
         "paper A (ICLR, reviewers): QK control task, in-context regression",
         {"smoke": "", "cpu": "2 arms × 3 seeds", "paper": "10k steps, LR 1e-4"},
-        {"smoke": 38.0, "cpu": 183.0, "paper": None},  # smoke timed at load 5-7
+        {"smoke": 38.0, "cpu": 186.0, "paper": None},  # smoke timed at load 5-7
     ),
 }
 """Smoke presets are toy sizes (seconds, for the test suite); the ``paper`` presets carry the
