@@ -261,8 +261,10 @@ def test_presets_validate_and_paper_model_builds_on_meta():
     module = get_experiment("knowledge-qa")
     assert module.NAME == "knowledge-qa"
     cpu = load_config(Config, "knowledge-qa", "cpu")
-    assert sorted(cpu.arms) == sorted(ARMS) and cpu.seeds >= 3 and cpu.ffn in ("plain", "gated")
+    assert sorted(cpu.arms) == sorted(ARMS) and cpu.seeds >= 3 and cpu.ffn == "both"
     assert cpu.workers == 2 and cpu.train.threads == 1
+    small = cpu.model.build(1578, "plain", cpu.train.seq_len)  # the map's choice: heads of 64
+    assert (small.d_model, small.n_layer, small.head_dim) == (256, 2, 64)
     paper = load_config(Config, "knowledge-qa", "paper")
     assert paper.data.m == 15 and paper.train.steps == 10_000 and paper.ffn == "both"
     assert sorted(paper.arms) == sorted(ARMS)
