@@ -183,9 +183,9 @@ def main() -> None:
         print(f"one job at a time (workers=1): {', '.join(baseline)}", flush=True)
         serial = measure(baseline, args.preset, root / "serial", cache, ["workers=1"])
     both = Measured.total([pooled[s] for s in baseline])
-    ratio = both.wall / Measured.total(list(serial.values())).wall
-    whole = Measured.total(list(pooled.values()))
     alone = Measured.total(list(serial.values()))
+    ratio = both.wall / alone.wall
+    whole = Measured.total(list(pooled.values()))
     print(
         f"pooled cores busy {whole.cores:.2f} (acceptance >= 1.7); pooled / one-at-a-time wall "
         f"over {', '.join(baseline)} = {ratio:.3f} (acceptance <= 0.55)\n"
