@@ -31,7 +31,8 @@ from tailmem.experiments import ablation, spectra
 from tailmem.lm.arms import HIDDEN_MATRICES, muon_recipe
 from tailmem.lm.corpus import CorpusData
 from tailmem.models.gpt import GPT
-from tailmem.optim.routing import build_optimizer
+from tailmem.lm.spec import BatchShape
+from tailmem.optim.routing import parse_recipe, route
 from tailmem.train import read_metrics, seed_everything, train
 from tailmem.train.distributed import DistContext
 
@@ -42,12 +43,15 @@ def step_seconds(model_cfg, recipe, cfg, data, steps: int) -> float:
     """Fastest per-update time over logging windows of 5 updates of the real loop."""
     seed_everything(0)
     model = GPT(model_cfg)
-    optimizer = build_optimizer(model, recipe, **cfg.optim.hparams(recipe, cfg.optim.base_lrs()))
+    rates = cfg.fixed_rates("a benchmark of one step")
+    kinds = parse_recipe(recipe)
+    optimizer = route(model, recipe, {k: cfg.optim[k].at(rates[k]) for k in kinds})
     tcfg = cfg.train.loop_config(cfg.train.steps, seed=0, progress=False)
     tcfg.steps, tcfg.eval_every, tcfg.ckpt_every, tcfg.log_every = steps, 0, 0, 5
     tcfg.save_final, tcfg.warmup_steps = False, 0
     with tempfile.TemporaryDirectory() as tmp:
-        train(model, optimizer, data.batches(0, cfg.train), tcfg, Path(tmp))
+        batch = BatchShape(cfg.train.batch_size, cfg.train.seq_len, cfg.train.eval_batch_size)
+        train(model, optimizer, data.batches(0, batch), tcfg, Path(tmp))
         rows = read_metrics(Path(tmp) / "metrics.jsonl")
     tokens_per_step = cfg.train.batch_size * cfg.train.seq_len
     return min(tokens_per_step / r["tokens_per_s"] for r in rows[1:] if r.get("tokens_per_s"))

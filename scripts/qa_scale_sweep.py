@@ -35,15 +35,15 @@ BASE: dict[str, Any] = {
     "train.batch_size": 16,
     "train.seq_len": 128,
     "epochs": 6,
-    "sweep.muon": "[0.02,0.05,0.1]",
-    "sweep.adam": "[1.0e-3,3.0e-3,5.0e-3]",
+    "optim.muon.lr": "[0.02,0.05,0.1]",
+    "optim.adam.lr": "[1.0e-3,3.0e-3,5.0e-3]",
 }
 """The base point: m = 8 (256 people, 7,680 QA samples per epoch), 2 layers × d=128,
 16 × 128-token batches, 6 epochs (each rarest-group fact seen 6 times); LR grids around the
 optima of a first base sweep (Muon {0.01, 0.02, 0.05}: 0.05 best; Adam {1e-3, 3e-3, 1e-2}:
 3e-3 best, 1e-2 far worse)."""
 
-GRIDS = {"sweep.muon": "[0.05,0.1,0.2]", "sweep.adam": "[2.0e-3,3.0e-3,5.0e-3]"}
+GRIDS = {"optim.muon.lr": "[0.05,0.1,0.2]", "optim.adam.lr": "[2.0e-3,3.0e-3,5.0e-3]"}
 """Grids of every point but ``base`` and ``ep9``, around the base point's optima."""
 
 POINTS: dict[str, dict[str, Any]] = {
@@ -97,7 +97,7 @@ def run_point(name: str, out: Path) -> dict[str, Any]:
     cfg = load_config(Config, "knowledge-qa", "cpu", overrides)
     m = cfg.data.m
     model = cfg.model.build(1, "plain", cfg.train.seq_len)
-    varied = {k: v for k, v in POINTS[name].items() if not k.startswith("sweep.")}
+    varied = {k: v for k, v in POINTS[name].items() if not k.endswith(".lr")}
     row: dict[str, Any] = {
         "point": name,
         "varied": ", ".join(f"{k}={v}" for k, v in varied.items()) or "—",

@@ -5,8 +5,11 @@ Every experiment declares a ``Config`` dataclass. A preset is the YAML file
 their dataclass defaults). Overrides use dotted keys for nested dataclasses (``model.n_layer=4``)
 and YAML syntax for values (``ks=[99,300]``, ``lr=1e-3``, ``name=null``).
 
-Every problem — unknown preset, unknown field, wrong type, failed ``validate()`` — raises
-:class:`~tailmem.errors.ConfigError` with one line naming the field and what was expected.
+Every problem — unknown preset, unknown field, wrong type, failed ``validate()``, an override
+the config's ``check_overrides(keys)`` finds would reach nothing — raises
+:class:`~tailmem.errors.ConfigError` with one line naming the field and what was expected. A
+field whose type has a ``from_config(value, name)`` classmethod parses its own section (and
+gives its plain form with ``to_config()``).
 
 The type check is strict, for every field of every experiment alike: a ``float`` must be finite
 (NaN and ±inf are refused unless the field is declared with ``metadata={NONFINITE: True}``); a
@@ -63,10 +66,16 @@ def load_config(cls: type[T], experiment: str, preset: str, overrides: Sequence[
         choices = ", ".join(available_presets(experiment)) or "none"
         raise ConfigError(f"unknown preset {preset!r} for {experiment}; expected one of: {choices}")
     values = _read_yaml(path)
+    keys = []
     for item in overrides:
         key, value = parse_override(item)
         _set_dotted(values, key, value)
-    return from_dict(cls, values)
+        keys.append(key)
+    cfg = from_dict(cls, values)
+    check_overrides = getattr(cfg, "check_overrides", None)
+    if callable(check_overrides):  # a key that would reach no run is refused, not ignored
+        check_overrides(keys)
+    return cfg
 
 
 class _Loader(yaml.SafeLoader):
@@ -135,7 +144,8 @@ def from_dict(cls: type[T], values: Mapping[str, Any], prefix: str = "") -> T:
 
 def to_dict(cfg: Any) -> dict[str, Any]:
     """A plain, YAML-serialisable dict of a config dataclass (tuples become lists)."""
-    return _plain(dataclasses.asdict(cfg))
+    plain: dict[str, Any] = _plain(cfg)
+    return plain
 
 
 def dump_yaml(data: Any) -> str:
@@ -144,8 +154,13 @@ def dump_yaml(data: Any) -> str:
 
 
 def _plain(value: Any) -> Any:
+    """Plain data of a config value; a type with its own config form (``to_config()``, as
+    :class:`~tailmem.lm.config.OptimSection`) gives that."""
+    to_config = getattr(value, "to_config", None)
+    if callable(to_config) and not isinstance(value, type):
+        return _plain(to_config())
     if dataclasses.is_dataclass(value) and not isinstance(value, type):
-        value = dataclasses.asdict(value)
+        return {f.name: _plain(getattr(value, f.name)) for f in dataclasses.fields(value)}
     if isinstance(value, Mapping):
         return {str(k): _plain(v) for k, v in value.items()}
     if isinstance(value, (list, tuple)):
@@ -273,6 +288,9 @@ def _coerce(value: Any, tp: Any, name: str, rules: _Rules) -> Any:
             _coerce(k, key_tp, f"{name} key", rules): _coerce(v, value_tp, f"{name}.{k}", rules)
             for k, v in value.items()
         }
+    parse = getattr(tp, "from_config", None)
+    if isinstance(tp, type) and callable(parse):  # a type that parses its own section
+        return parse(value, name)
     if dataclasses.is_dataclass(tp):
         return from_dict(tp, value, prefix=f"{name}.")
     if tp is bool:

@@ -17,6 +17,14 @@ Every optimiser maps the gradient ``∇L(W_t)`` (and its state) to a direction `
 ``momentum > 0`` replaces ``∇L`` by the heavy-ball buffer ``m ← μ m + ∇L`` before the map (so
 SignGD becomes Signum and Muon gets its usual momentum). Everything works on both memory
 backends (dense tensors or :class:`~tailmem.assoc.structure.OrbitMatrix`).
+
+Any other optimiser — a kind of the optimiser registry (:mod:`tailmem.optim.registry`: NorMuon,
+AdamW, a library's Lion or SOAP, a user's) — enters through its ``setting``
+(:class:`~tailmem.optim.registry.OptimizerSetting`, momentum and all of its hyper-parameters
+its own): the lab steps it at learning rate 1 on a copy of ``W`` and takes the displacement as
+``U``, so the schedule's ``η_t`` scales it like the others. That fits optimisers whose step is
+linear in the learning rate (weight decay 0), on the dense backend with one ``W`` (no batch
+of step sizes).
 """
 
 from __future__ import annotations
@@ -28,6 +36,7 @@ from typing import Any
 import torch
 
 from tailmem.errors import ConfigError
+from tailmem.optim.registry import OptimizerSetting
 
 OPTIMIZERS = ("gd", "signgd", "muon", "muon_ns5", "tra_signgd", "adam")
 BASIS_INVARIANT = frozenset({"gd", "muon", "muon_ns5", "tra_signgd"})
@@ -36,7 +45,8 @@ BASIS_INVARIANT = frozenset({"gd", "muon", "muon_ns5", "tra_signgd"})
 
 @dataclass(frozen=True)
 class OptimizerSpec:
-    """An optimiser and its hyper-parameters (the step size lives in the schedule)."""
+    """An optimiser and its hyper-parameters (the step size lives in the schedule); with a
+    ``setting``, a registry optimiser called ``name`` (see the module docstring)."""
 
     name: str
     momentum: float = 0.0
@@ -44,8 +54,16 @@ class OptimizerSpec:
     beta2: float = 0.999
     adam_eps: float = 1e-8
     ns_steps: int = 5
+    setting: OptimizerSetting | None = None
 
     def __post_init__(self) -> None:
+        if self.setting is not None:
+            if getattr(self.setting.hparams, "weight_decay", 0.0):
+                raise ConfigError(
+                    f"{self.name}: weight_decay {self.setting.hparams.weight_decay}; expected 0 "
+                    "(the lab scales each step by the schedule's step size)"
+                )
+            return
         if self.name not in OPTIMIZERS:
             raise ConfigError(
                 f"unknown optimizer {self.name!r}; expected one of: {', '.join(OPTIMIZERS)}"
@@ -59,7 +77,7 @@ class OptimizerSpec:
 
     @property
     def basis_invariant(self) -> bool:
-        return self.name in BASIS_INVARIANT
+        return self.setting is None and self.name in BASIS_INVARIANT
 
 
 def as_spec(optimizer: str | OptimizerSpec) -> OptimizerSpec:
@@ -78,6 +96,8 @@ class OptimizerState:
 def update_direction(spec: OptimizerSpec, grad: Any, state: OptimizerState, memory: Any) -> Any:
     """The direction ``U_t`` for gradient ``grad``; updates ``state`` in place."""
     state.step += 1
+    if spec.setting is not None:
+        return _registry_direction(spec.setting, grad, state)
     g = grad
     if spec.name != "adam" and spec.momentum > 0.0:
         buf = state.buffers.get("momentum")
@@ -109,3 +129,27 @@ def _adam(spec: OptimizerSpec, grad: Any, state: OptimizerState, memory: Any) ->
     eps = spec.adam_eps
     denom = memory.map(v, lambda x: torch.sqrt(x) / c2 + eps)
     return (m * (1.0 / c1)) / denom
+
+
+def _registry_direction(setting: OptimizerSetting, grad: Any, state: OptimizerState) -> Any:
+    """``W − W'`` where ``W'`` is one step of ``setting``'s optimiser at learning rate 1 from
+    ``W`` (its state kept in ``state``); ``W`` only carries the optimiser's state here, so it
+    is reset to zero before each step (the direction does not depend on ``W`` without weight
+    decay)."""
+    if not isinstance(grad, torch.Tensor) or grad.ndim != 2:
+        raise ConfigError(
+            f"{setting.kind.name} needs the dense backend with one W (backend=dense, one step size)"
+        )
+    if "param" not in state.buffers:
+        param = torch.nn.Parameter(torch.zeros_like(grad))
+        groups = [{"params": [param], "fan_out_dim": 0}] if setting.kind.layout_keys else [param]
+        state.buffers["param"] = param
+        state.buffers["optimizer"] = OptimizerSetting(setting.kind, 1.0, setting.hparams).build(
+            groups  # type: ignore[arg-type]
+        )
+    param, optimizer = state.buffers["param"], state.buffers["optimizer"]
+    with torch.no_grad():
+        param.zero_()
+    param.grad = grad.detach().clone()
+    optimizer.step()
+    return -param.detach().clone()

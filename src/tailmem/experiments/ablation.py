@@ -39,12 +39,13 @@ import numpy as np
 from tailmem.claims.core import ClaimResult, mean_se
 from tailmem.claims.registry import evaluate, write_claims
 from tailmem.errors import ConfigError
-from tailmem.lm.arms import HIDDEN_MATRICES, Arm, check_arm_names, muon_recipe
+from tailmem.lm.arms import HIDDEN_MATRICES, Arm, muon_recipe, select_arms
 from tailmem.lm.config import LMConfig
 from tailmem.lm.corpus import CorpusData, CorpusSection, LMData
 from tailmem.lm.plan import Entry, Plan, keep_checkpoints, run_plan
 from tailmem.lm.preflight import check_lm
-from tailmem.lm.subrun import Shared, diverged_runs
+from tailmem.lm.spec import RunResult, diverged_runs
+from tailmem.lm.subrun import RunContext, template
 from tailmem.metrics.curves import first_crossing
 from tailmem.metrics.token_buckets import bucket_names
 from tailmem.plotting import legend_outside, pyplot
@@ -59,21 +60,31 @@ class Row:
     """One row of the paper's Table 1: Muon on ``muon`` (roles), Adam on the rest.
 
     ``paper`` maps the FFN type to the published validation loss at step 10,000; a row exists
-    for the FFN types it has a number for. ``group`` places it in a panel of Fig. 1.
+    for the FFN types it has a number for. ``group`` places it in a panel of Fig. 1. A row
+    beyond the paper (an ``arms`` entry given as a recipe) has its own ``recipe`` and no
+    published number.
     """
 
     id: str
     label: str
     muon: tuple[str, ...]
     paper: dict[str, float]
-    group: Literal["reference", "block", "combined"]
+    group: Literal["reference", "block", "combined", "beyond"]
+    recipe: str | None = None
 
     def roles(self, ffn: str) -> tuple[str, ...]:
         """The Muon roles that exist in a model with this FFN (no ``w_gate`` in a plain one)."""
         return tuple(r for r in self.muon if ffn == "gated" or r != "w_gate")
 
     def arm(self, ffn: str) -> Arm:
-        return Arm(self.id, self.label, muon_recipe(self.roles(ffn)))
+        recipe = self.recipe if self.recipe is not None else muon_recipe(self.roles(ffn))
+        return Arm(self.id, self.label, recipe)
+
+    @staticmethod
+    def beyond(recipe: str) -> Row:
+        """The row of an arm given as a recipe (beyond Table 1)."""
+        arm = Arm.of_recipe(recipe)
+        return Row(arm.name, arm.label, (), {}, "beyond", arm.recipe)
 
 
 _FFN = ("w_in", "w_gate", "w_out")
@@ -103,9 +114,9 @@ ROWS: tuple[Row, ...] = (
 ROWS_BY_ID = {row.id: row for row in ROWS}
 
 
-def short_label(arm_id: str) -> str:
+def short_label(row: Row) -> str:
     """``full Muon``, ``all-Adam`` or the row's label (``VO + FFN``)."""
-    return {"full": "full Muon", "adam": "all-Adam"}.get(arm_id, ROWS_BY_ID[arm_id].label)
+    return {"full": "full Muon", "adam": "all-Adam"}.get(row.id, row.label)
 
 
 def rows_for(ffn: str) -> list[Row]:
@@ -115,7 +126,10 @@ def rows_for(ffn: str) -> list[Row]:
 
 @dataclass
 class Config(LMConfig):
-    """Ablation config; see the module docstring. ``arms: null`` runs every row of the FFN type."""
+    """Ablation config; see the module docstring. ``arms: null`` runs every row of the FFN type;
+    an ``arms`` entry is a row id or a recipe (an arm beyond Table 1, e.g. a user's optimiser
+    on the hidden matrices). Each kind's ``optim.<kind>.lr`` is one number (the paper's
+    protocol: one Muon rate for every arm); ``tune_lr`` tunes them by factors."""
 
     ffn: Literal["plain", "gated"] = "plain"
     arms: list[str] | None = None
@@ -123,10 +137,12 @@ class Config(LMConfig):
     tune_factors: list[float] = field(default_factory=lambda: [0.5, 2.0])
     data: CorpusSection = field(default_factory=CorpusSection)
 
+    def run_arms(self) -> list[Arm]:
+        return [row.arm(self.ffn) for row in self.selected()]
+
     def validate(self) -> None:
         super().validate()
-        if self.arms is not None:
-            check_arm_names(self.arms, [row.id for row in rows_for(self.ffn)])
+        self.fixed_rates("the ablation holds one rate per kind across arms; tune_lr tunes it")
         if self.tune_lr != "off" and (
             not self.tune_factors or any(not f > 0 for f in self.tune_factors)
         ):
@@ -135,8 +151,25 @@ class Config(LMConfig):
             )
 
     def selected(self) -> list[Row]:
-        chosen = set(self.arms) if self.arms is not None else None
-        return [r for r in rows_for(self.ffn) if chosen is None or r.id in chosen]
+        """The rows run: Table 1's of this FFN type (those ``arms`` names), then the arms
+        ``arms`` gives as recipes."""
+        rows = {row.id: row for row in rows_for(self.ffn)}
+        if self.arms is None:
+            return list(rows.values())
+        arms = select_arms(self.arms, {i: row.arm(self.ffn) for i, row in rows.items()})
+        chosen = {arm.name for arm in arms}
+        beyond = [Row.beyond(arm.recipe) for arm in arms if arm.name not in rows]
+        return [row for row in rows.values() if row.id in chosen] + beyond
+
+    def check_overrides(self, keys: Sequence[str]) -> None:
+        """Besides :meth:`LMConfig.check_overrides`: ``tune_factors`` reaches nothing while
+        ``tune_lr`` is off."""
+        super().check_overrides(keys)
+        if self.tune_lr == "off" and "tune_factors" in keys:
+            raise ConfigError(
+                "tune_factors: tune_lr is off, so no rate is tuned; expected tune_lr=adam, "
+                "muon or both with it"
+            )
 
     def tuned_kinds(self, row: Row) -> tuple[str, ...]:
         """The kinds whose learning rate the sweep scales for ``row`` (adam before muon)."""
@@ -154,14 +187,14 @@ def _factor_name(factor: float) -> str:
     return f"lr_x{factor:g}"
 
 
-def _final_loss(result: Mapping[str, Any]) -> float:
-    value = result.get("final", {}).get("val_loss")
+def _final_loss(result: RunResult) -> float:
+    value = result.metric("val_loss")
     return float(value) if isinstance(value, (int, float)) and math.isfinite(value) else math.inf
 
 
 def entries(cfg: Config) -> list[Entry]:
     """One plan entry per selected row: the base learning rates scaled by each factor."""
-    base = cfg.optim.base_lrs()
+    base = cfg.fixed_rates("ablation")
 
     def entry(row: Row) -> Entry:
         tuned = cfg.tuned_kinds(row)
@@ -174,7 +207,7 @@ def entries(cfg: Config) -> list[Entry]:
     return [entry(row) for row in cfg.selected()]
 
 
-def _score(entry: Entry, point: float, result: Mapping[str, Any]) -> tuple[float, float]:
+def _score(entry: Entry, point: float, result: RunResult) -> tuple[float, float]:
     """Lowest final validation loss wins; a tie goes to the factor nearest 1."""
     return (-_final_loss(result), -abs(math.log(point)))
 
@@ -190,14 +223,14 @@ def run(cfg: Config, run: RunDir) -> None:
     ctx, _ = D.init_distributed(cfg.train.device)
     spec = CorpusData(cfg.data, cfg.train.seq_len, cfg.train.eval_batch_size)
     data = spec.load(ctx)
-    shared = Shared(
-        str(run.path), cfg.model, cfg.train, cfg.optim, spec, initial_eval=True,
-        show_progress=cfg.workers == 1,
-    )  # fmt: skip
+    context = RunContext(
+        str(run.path), spec, show_progress=cfg.workers == 1, threads=cfg.train.threads
+    )
+    runs = template(data, cfg.model, cfg.train, cfg.optim, [cfg.ffn], initial_eval=True)
     seeds = cfg.seed_list
-    plan = Plan(entries(cfg), _score, seeds, cfg.train.steps, seeds[0], cfg.train.steps)
-    run_plan(plan, shared, cfg.workers, lambda r: f"val_loss {_final_loss(r):.4f}")
-    keep_checkpoints(plan, shared.root, cfg.train.keep_checkpoints)
+    plan = Plan(entries(cfg), _score, seeds, cfg.train.steps, seeds[0], cfg.train.steps, runs)
+    run_plan(plan, context, cfg.workers, _summary)
+    keep_checkpoints(plan, context.root, cfg.train.keep_checkpoints)
     results = {row.id: plan.seed_results((cfg.ffn, row.id)) for row in cfg.selected()}
     factors = {
         row.id: {k: plan.chosen[(cfg.ffn, row.id)] for k in cfg.tuned_kinds(row)}
@@ -210,6 +243,10 @@ def run(cfg: Config, run: RunDir) -> None:
     if ctx.is_main:
         _write_outputs(cfg, run, data, results, factors, tuning)
     D.barrier(ctx)
+
+
+def _summary(result: RunResult) -> str:
+    return f"val_loss {_final_loss(result):.4f}"
 
 
 # ----------------------------------------------------------------------------------------------
@@ -228,17 +265,17 @@ def _se(values: Sequence[float]) -> float | None:
     return mean_se(values).se
 
 
-def _final(results: list[dict[str, Any]], key: str = "val_loss") -> list[float]:
+def _final(results: Sequence[RunResult], key: str = "val_loss") -> list[float]:
     out = []
     for r in results:
-        value = r.get("final", {}).get(key)
+        value = r.metric(key)
         out.append(float(value) if isinstance(value, (int, float)) else math.nan)
     return out
 
 
 def summarise(
     cfg: Config,
-    results: dict[str, list[dict[str, Any]]],
+    results: dict[str, list[RunResult]],
     n_buckets: int,
     factors: Mapping[str, Mapping[str, float]] | None = None,
 ) -> list[dict[str, Any]]:
@@ -251,7 +288,7 @@ def summarise(
     for arm in cfg.selected():
         rs = results[arm.id]
         losses = _final(rs)
-        paper = arm.paper[cfg.ffn]
+        paper = arm.paper.get(cfg.ffn)
         row: dict[str, Any] = {
             "arm": arm.id,
             "muon_on": arm.label,
@@ -261,13 +298,15 @@ def summarise(
         }
         if cfg.seeds > 1:
             row["ours_se"] = _round(_se(losses), 4)
-        row["paper_gain_frac"] = round((paper_adam - paper) / (paper_adam - paper_full), 3)
+        row["paper_gain_frac"] = (
+            None if paper is None else round((paper_adam - paper) / (paper_adam - paper_full), 3)
+        )
         row["ours_gain_frac"] = _round(gain_fraction(ours, arm.id), 3)
         for name in names:
             row[f"ours_loss_{name}"] = _round(_mean(_final(rs, f"val_loss_{name}")), 4)
         factor = (factors or {}).get(arm.id, {})
         row["lr_factor"] = ",".join(f"{k}x{v:g}" for k, v in factor.items()) or "1"
-        row["status"] = ",".join(sorted({r["status"] for r in rs}))
+        row["status"] = ",".join(sorted({r.status for r in rs}))
         rows.append(row)
     return rows
 
@@ -286,7 +325,7 @@ def gain_fraction(losses: dict[str, float], arm_id: str) -> float | None:
     return (losses["adam"] - losses[arm_id]) / full_gain
 
 
-def sample_efficiency(results: dict[str, list[dict[str, Any]]]) -> dict[str, Any]:
+def sample_efficiency(results: dict[str, list[RunResult]]) -> dict[str, Any]:
     """Step at which full Muon's (seed-mean) curve reaches all-Adam's final validation loss."""
     if "full" not in results or "adam" not in results:
         return {"measured": False}
@@ -303,13 +342,12 @@ def sample_efficiency(results: dict[str, list[dict[str, Any]]]) -> dict[str, Any
     }
 
 
-def _mean_curve(results: list[dict[str, Any]], key: str = "val_loss") -> tuple[list, list]:
-    steps = [e["step"] for e in results[0]["evals"]]
+def _mean_curve(results: Sequence[RunResult], key: str = "val_loss") -> tuple[list, list]:
+    steps = [e["step"] for e in results[0].evals]
     values = []
     for i in range(len(steps)):
         column = [
-            float(r["evals"][i].get(key, math.nan)) if i < len(r["evals"]) else math.nan
-            for r in results
+            float(r.evals[i].get(key, math.nan)) if i < len(r.evals) else math.nan for r in results
         ]
         values.append(_mean(column))
     return steps, values
@@ -326,7 +364,7 @@ def chance_loss(data: LMData) -> float:
 
 
 def claim_inputs(
-    cfg: Config, results: dict[str, list[dict[str, Any]]], n_buckets: int, chance: float | None
+    cfg: Config, results: dict[str, list[RunResult]], n_buckets: int, chance: float | None
 ) -> dict[str, Any]:
     """The results mapping of :mod:`tailmem.claims.a1`: per-seed final losses (overall and per
     frequency bucket) of every arm, over the seeds at which every arm finished with finite
@@ -334,13 +372,10 @@ def claim_inputs(
     names = bucket_names(n_buckets)
     keys = ["val_loss", *(f"val_loss_{name}" for name in names)]
 
-    def finished(r: Mapping[str, Any]) -> bool:
-        final = r.get("final", {})
-        return r["status"] == "complete" and all(math.isfinite(_num(final.get(k))) for k in keys)
+    def finished(r: RunResult) -> bool:
+        return r.ok and all(math.isfinite(_num(r.metric(k))) for k in keys)
 
-    by_seed = {
-        arm: {r["seed"]: r["final"] for r in rs if finished(r)} for arm, rs in results.items()
-    }
+    by_seed = {arm: {r.seed: r.final for r in rs if finished(r)} for arm, rs in results.items()}
     seeds = [s for s in cfg.seed_list if all(s in runs for runs in by_seed.values())]
     return {
         "ffn": cfg.ffn,
@@ -352,7 +387,7 @@ def claim_inputs(
             for arm, runs in by_seed.items()
         },
         "chance_loss": chance,
-        "diverged": diverged_runs(r for rs in results.values() for r in rs),
+        "diverged": diverged_runs([r for rs in results.values() for r in rs]),
     }
 
 
@@ -362,7 +397,7 @@ def _num(value: Any) -> float:
 
 def claims(
     cfg: Config,
-    results: dict[str, list[dict[str, Any]]],
+    results: dict[str, list[RunResult]],
     n_buckets: int,
     chance: float | None = None,
 ) -> list[ClaimResult]:
@@ -378,7 +413,7 @@ def _write_outputs(
     cfg: Config,
     run: RunDir,
     data: LMData,
-    results: dict[str, list[dict[str, Any]]],
+    results: dict[str, list[RunResult]],
     factors: Mapping[str, Mapping[str, float]],
     tuning: dict[str, dict[str, float]],
 ) -> None:
@@ -404,8 +439,8 @@ def _write_outputs(
                 arm_id: dict(zip(("steps", "val_loss"), _mean_curve(rs), strict=True))
                 for arm_id, rs in results.items()
             },
-            "runs": {arm_id: [r["key"] for r in rs] for arm_id, rs in results.items()},
-            "diverged": diverged_runs(r for rs in results.values() for r in rs),
+            "runs": {arm_id: [r.key for r in rs] for arm_id, rs in results.items()},
+            "diverged": diverged_runs([r for rs in results.values() for r in rs]),
         },
     )
     write_claims(run, claims(cfg, results, data.n_buckets, chance))
@@ -442,10 +477,13 @@ def provenance_text(provenance: Mapping[str, Any]) -> str:
 def _layout(
     cfg: Config, efficiency: dict[str, Any], figures: list[dict], provenance: Mapping[str, Any]
 ) -> dict[str, Any]:
+    rates = ", ".join(
+        f"{section.kind.label} lr {section.grid[0]:g}" for section in cfg.optim.values()
+    )
     summary = (
         f"Muon on subsets of the hidden matrices, Adam on the rest ({cfg.ffn} FFN, "
-        f"{cfg.model.size} model, {cfg.train.steps} steps, {cfg.seeds} seed(s), Muon lr "
-        f"{cfg.optim.muon.lr:g}, Adam lr {cfg.optim.adam.lr:g}, LR tuning {cfg.tune_lr}). "
+        f"{cfg.model.size} model, {cfg.train.steps} steps, {cfg.seeds} seed(s), {rates}, "
+        f"LR tuning {cfg.tune_lr}). "
         "The paper's numbers are for a 160M model after 10,000 steps on FineWeb (GPT-2 "
         f"tokenizer). {provenance_text(provenance)}"
     )
@@ -476,14 +514,14 @@ def _layout(
 
 
 def _figures(
-    cfg: Config, run: RunDir, results: dict[str, list[dict[str, Any]]], n_buckets: int
+    cfg: Config, run: RunDir, results: dict[str, list[RunResult]], n_buckets: int
 ) -> list[dict[str, str]]:
     plt = pyplot()
 
     figures = []
     panels = [
         ("independent blocks", ("reference", "block")),
-        ("combinations", ("reference", "combined")),
+        ("combinations", ("reference", "combined", "beyond")),
     ]
     fig, axes = plt.subplots(2, 1, figsize=(8, 8), sharex=True, layout="constrained")
     for ax, (title, groups) in zip(axes, panels, strict=True):
@@ -495,7 +533,7 @@ def _figures(
             if not pairs:
                 continue
             style = "--" if arm.group == "reference" else "-"
-            ax.plot(*zip(*pairs, strict=True), style, marker=".", label=short_label(arm.id))
+            ax.plot(*zip(*pairs, strict=True), style, marker=".", label=short_label(arm))
         ax.set_title(f"Muon on {title}, Adam on the rest")
         ax.set_ylabel("validation loss")
         ax.grid(alpha=0.3)
@@ -519,7 +557,7 @@ def _figures(
             gains = [base - _mean(_final(results[a.id], key)) for a in arms]
             ax.bar([i + j * width for i in range(len(arms))], gains, width, label=name)
         ax.set_xticks([i + width * (n_buckets - 1) / 2 for i in range(len(arms))])
-        ax.set_xticklabels([short_label(a.id) for a in arms], rotation=45, ha="right")
+        ax.set_xticklabels([short_label(a) for a in arms], rotation=45, ha="right")
         ax.axhline(0, color="black", lw=0.5)
         ax.set_ylabel("L(all-Adam) − L(arm), nats")
         ax.set_title("Gain over all-Adam by target-token frequency bucket")

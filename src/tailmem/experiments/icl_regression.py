@@ -13,7 +13,8 @@ Arms (role recipes, as knowledge-QA's): ``muon`` — Muon on Q, K, V, O, W_in, W
 read-in, read-out and norms; ``adam`` — Adam on everything.
 
 Protocol (:mod:`tailmem.lm.plan`)
-    1. LR sweep per arm over ``sweep.<kind>``: one run per rate at the first seed, scored by
+    1. LR sweep per arm over ``optim.<kind>.lr`` (a list; :mod:`tailmem.lm.rates`): one run per
+       rate at the first seed, scored by
        the test MSE on the training mixture (groups weighted by frequency: what a practitioner
        would tune on; tuning on the tail would choose for the claim). The Muon arm's Adam part
        (read-in/out, norms) borrows the Adam arm's chosen rate. A rate chosen at an end of its
@@ -53,10 +54,12 @@ from tailmem.claims.core import grid_edge
 from tailmem.claims.registry import evaluate, write_claims
 from tailmem.data.icl_tasks import ICLBatches, ICLTaskConfig, ICLTasks
 from tailmem.errors import ConfigError
-from tailmem.lm.arms import HIDDEN_MATRICES, Arm, check_arm_names, muon_recipe
-from tailmem.lm.config import LMConfig, TrainSection
-from tailmem.lm.plan import Best, Entry, Plan, keep_checkpoints, run_plan
-from tailmem.lm.subrun import Shared
+from tailmem.lm.arms import Arm, matrix_recipe, select_arms
+from tailmem.lm.config import LMConfig
+from tailmem.lm.plan import Entry, Plan, keep_checkpoints, run_plan
+from tailmem.lm.rates import rate_entries
+from tailmem.lm.spec import BatchShape, RunResult
+from tailmem.lm.subrun import RunContext, template
 from tailmem.metrics.qa_gaps import TAUS, FTACurves, band, gap_measures
 from tailmem.models.gpt import GPTConfig
 from tailmem.models.icl import ICLRegressor
@@ -69,8 +72,8 @@ from tailmem.train import distributed as D
 NAME = "icl-regression"
 FFN = "plain"
 ARMS: dict[str, Arm] = {
-    "muon": Arm("muon", "Muon", muon_recipe(HIDDEN_MATRICES)),
-    "adam": Arm("adam", "Adam", "adam:*"),
+    "muon": Arm.of_recipe(matrix_recipe("muon")),
+    "adam": Arm.of_recipe("adam:*"),
 }
 """The arms: Muon on every hidden matrix (Adam on read-in, read-out, norms), and all-Adam."""
 DIGITS = 5
@@ -80,35 +83,24 @@ FAILED_SCORE = -1e9
 
 
 @dataclass
-class SweepSection:
-    """Learning-rate grid per arm's kind (one point: no sweep)."""
-
-    muon: list[float] = field(default_factory=lambda: [3e-3, 1e-2, 3e-2])
-    adam: list[float] = field(default_factory=lambda: [3e-4, 1e-3, 3e-3])
-
-    def validate(self) -> None:
-        for kind in ("muon", "adam"):
-            grid = getattr(self, kind)
-            if not grid or any(not lr > 0 for lr in grid):
-                raise ConfigError(f"sweep.{kind}: got {grid!r}; expected positive learning rates")
-
-
-@dataclass
 class Config(LMConfig):
     """The icl-regression experiment (see the module docstring). ``train.seq_len`` must be the
-    sequence length ``2 × data.n_points``; ``arms``: some of ``muon``, ``adam``."""
+    sequence length ``2 × data.n_points``; ``arms``: ``muon``, ``adam`` or recipes
+    (:func:`~tailmem.lm.arms.select_arms`); each kind's ``optim.<kind>.lr`` a rate or a grid to
+    sweep (:mod:`tailmem.lm.rates`)."""
 
     seeds: int = 3
     arms: list[str] = field(default_factory=lambda: list(ARMS))
     data: ICLTaskConfig = field(default_factory=ICLTaskConfig)
-    sweep: SweepSection = field(default_factory=SweepSection)
     note: str = ""
+
+    def run_arms(self) -> list[Arm]:
+        return select_arms(self.arms, ARMS)
 
     def validate(self) -> None:
         super().validate()
-        check_arm_names(self.arms, list(ARMS))
+        self.entries()  # every borrowed rate has an arm to borrow from
         self.data.validate()
-        self.sweep.validate()
         if self.model.tie_weights:
             raise ConfigError(
                 "model.tie_weights: got true; expected false (the regressor's read-in and "
@@ -122,20 +114,7 @@ class Config(LMConfig):
 
     def entries(self) -> list[Entry]:
         """One plan entry per arm: its grid; Muon borrows Adam's chosen rate for its Adam part."""
-        base = self.optim.base_lrs()
-
-        def entry(name: str) -> Entry:
-            kind = "muon" if name == "muon" else "adam"
-
-            def lrs(point: float, best: Best) -> dict[str, float]:
-                if kind == "adam":
-                    return {"adam": point}
-                return {"adam": best.get((FFN, "adam"), base)["adam"], "muon": point}
-
-            needs = ("adam",) if name == "muon" and "adam" in self.arms else ()
-            return Entry(FFN, ARMS[name], tuple(getattr(self.sweep, kind)), lrs, needs)
-
-        return [entry(name) for name in self.arms]
+        return rate_entries([FFN], self.run_arms(), self.optim)
 
 
 def bayes_floor(k: int, n_points: int) -> float:
@@ -209,8 +188,8 @@ class ICLMaterials:
     def identity(self) -> dict[str, Any]:
         return {"icl": asdict(self.tasks.cfg), "model": "ICLRegressor"}
 
-    def batches(self, seed: int, train: TrainSection) -> ICLBatches:
-        return ICLBatches(self.tasks, train.batch_size, seed)
+    def batches(self, seed: int, batch: BatchShape) -> ICLBatches:
+        return ICLBatches(self.tasks, batch.batch_size, seed)
 
     def hooks(self, model_cfg: GPTConfig, ctx: D.DistContext) -> list[EvalHook]:
         return [NMSEEvaluator(self.tasks, self.eval_batch_size, ctx)]
@@ -230,35 +209,35 @@ class ICLData:
 # --------------------------------------------------------------------------- the study
 
 
-def _final_mix(result: Mapping[str, Any]) -> float | None:
-    value = result.get("final", {}).get("nmse_mix")
+def _final_mix(result: RunResult) -> float | None:
+    value = result.metric("nmse_mix")
     return float(value) if isinstance(value, int | float) and math.isfinite(value) else None
 
 
-def _score(entry: Entry, point: float, result: Mapping[str, Any]) -> float:
+def _score(entry: Entry, point: float, result: RunResult) -> float:
     mix = _final_mix(result)
     return FAILED_SCORE if mix is None else -mix
 
 
-def _summary(result: Mapping[str, Any]) -> str:
-    if not result.get("final"):
+def _summary(result: RunResult) -> str:
+    if not result.final:
         return "no final evaluation"
-    return describe_nmse(result["final"])
+    return describe_nmse(result.final)
 
 
 def run(cfg: Config, run: RunDir) -> None:
     """Sweep, train every seed, then write tables, figures, claims and ``report.json``."""
     spec = ICLData(cfg.data, cfg.train.eval_batch_size)
     model_fn = functools.partial(ICLRegressor, features=cfg.data.features)
-    shared = Shared(
-        str(run.path), cfg.model, cfg.train, cfg.optim, spec, initial_eval=True,
-        loss_fn=mse_loss_sum, describe=describe_nmse, show_progress=cfg.workers == 1,
-        model_fn=model_fn,
+    context = RunContext(
+        str(run.path), spec, loss_fn=mse_loss_sum, describe=describe_nmse,
+        show_progress=cfg.workers == 1, threads=cfg.train.threads, model_fn=model_fn,
     )  # fmt: skip
+    runs = template(spec.load(D.DistContext()), cfg.model, cfg.train, cfg.optim, [FFN], True)
     seeds = cfg.seed_list
-    plan = Plan(cfg.entries(), _score, seeds, cfg.train.steps, seeds[0], cfg.train.steps)
-    run_plan(plan, shared, cfg.workers, _summary)
-    keep_checkpoints(plan, shared.root, cfg.train.keep_checkpoints)
+    plan = Plan(cfg.entries(), _score, seeds, cfg.train.steps, seeds[0], cfg.train.steps, runs)
+    run_plan(plan, context, cfg.workers, _summary)
+    keep_checkpoints(plan, context.root, cfg.train.keep_checkpoints)
     if D.is_main_process():
         write_outputs(cfg, run, plan)
 
@@ -269,13 +248,13 @@ def curves(cfg: Config, plan: Plan) -> tuple[FTACurves | None, dict[str, np.ndar
     seeds they hold: those whose run completed in every arm (seeds stay paired across arms; a
     seed that diverged in one arm is left out of all). ``None`` and no arrays when no seed is
     left."""
-    runs = {name: plan.seed_results((FFN, name)) for name in cfg.arms}
-    kept = [i for i in range(cfg.seeds) if all(r[i]["status"] == "complete" for r in runs.values())]
+    runs = {name: plan.seed_results((FFN, name)) for name in plan.arms}
+    kept = [i for i in range(cfg.seeds) if all(r[i].ok for r in runs.values())]
     if not kept:
         return None, {}, []
-    steps = [e["step"] for e in runs[cfg.arms[0]][kept[0]]["evals"]]
+    steps = [e["step"] for e in runs[plan.arms[0]][kept[0]].evals]
     nmse = {
-        name: np.array([[e["nmse"] for e in rs[i]["evals"]] for i in kept]).transpose(0, 2, 1)
+        name: np.array([[e["nmse"] for e in rs[i].evals] for i in kept]).transpose(0, 2, 1)
         for name, rs in runs.items()
     }
     probs = ICLTasks(cfg.data).probs.numpy()
@@ -289,14 +268,14 @@ def sweep_rows(cfg: Config, plan: Plan) -> list[dict[str, Any]]:
     """One row per sweep run: arm, learning rate, final mixture nMSE, chosen, grid edge."""
     rows = []
     for (_, name), sweep in plan.sweeps.items():
-        kind = "muon" if name == "muon" else "adam"
+        kind = plan.arm(name).tuned
         grid = [p for p, _ in sweep]
         for point, job in sweep:
             chosen = plan.chosen.get((FFN, name)) == point
             rows.append({
-                "arm": name, "kind": kind, "lr": point, "lrs": job.lr,
+                "arm": name, "kind": kind, "lr": point, "lrs": job.lrs,
                 "nmse_mix": _final_mix(plan.results[job]),
-                "status": plan.results[job]["status"], "chosen": chosen,
+                "status": plan.results[job].status, "chosen": chosen,
                 "grid_edge": (grid_edge(point, grid) or "") if chosen else "",
             })  # fmt: skip
     return rows
@@ -327,7 +306,7 @@ def _peak_rows(measures: Mapping[str, Any]) -> list[dict[str, Any]]:
 def write_outputs(cfg: Config, run: RunDir, plan: Plan) -> None:
     """Tables, figures, results, claims and the report layout of a finished plan."""
     score_curves, nmse, seeds = curves(cfg, plan)
-    pairs = [("muon", "adam")] if {"muon", "adam"} <= set(cfg.arms) and seeds else []
+    pairs = [("muon", "adam")] if {"muon", "adam"} <= set(plan.arms) and seeds else []
     measures = gap_measures(score_curves, TAUS, pairs) if score_curves else {"pairs": []}
     rows = sweep_rows(cfg, plan)
     run.write_csv("lr_sweep.csv", [{**r, "lrs": str(r["lrs"])} for r in rows])
@@ -337,7 +316,8 @@ def write_outputs(cfg: Config, run: RunDir, plan: Plan) -> None:
     results = {
         "seeds": seeds,
         "seeds_left_out": [s for s in cfg.seed_list if s not in seeds],
-        "arms": list(cfg.arms),
+        "arms": plan.arms,
+        "labels": {name: plan.arm(name).label for name in plan.arms},
         "rarest": cfg.data.n_groups - 1,
         "group_probs": ICLTasks(cfg.data).probs.tolist(),
         "bayes_floor_nmse": floor,
@@ -347,7 +327,7 @@ def write_outputs(cfg: Config, run: RunDir, plan: Plan) -> None:
         "exposures": score_curves.exposures.tolist() if score_curves else [],
         "nmse": {arm: values.tolist() for arm, values in nmse.items()},
         "gap_measures": measures,
-        "runs": [r["key"] for name in cfg.arms for r in plan.seed_results((FFN, name))],
+        "runs": [r.key for name in plan.arms for r in plan.seed_results((FFN, name))],
     }
     run.write_json("results.json", results)
     claims = evaluate(NAME, results)
@@ -356,7 +336,7 @@ def write_outputs(cfg: Config, run: RunDir, plan: Plan) -> None:
     if score_curves:
         figures.append(
             run.save_report_figure(
-                nmse_figure(score_curves.steps, nmse, floor),
+                nmse_figure(score_curves.steps, nmse, floor, results["labels"]),
                 "nmse_by_group",
                 f"Test MSE normalised by the group's target energy (1 = nothing learned) per "
                 f"task group over training, Muon (solid) vs Adam (dashed), mean ± SE over "
@@ -389,8 +369,11 @@ def write_outputs(cfg: Config, run: RunDir, plan: Plan) -> None:
     )
 
 
-def nmse_figure(steps: np.ndarray, nmse: Mapping[str, np.ndarray], floor: float) -> Any:
-    """One panel per group: nMSE against step, seed mean ± SE, one line per arm."""
+def nmse_figure(
+    steps: np.ndarray, nmse: Mapping[str, np.ndarray], floor: float, labels: Mapping[str, str]
+) -> Any:
+    """One panel per group: nMSE against step, seed mean ± SE, one line per arm (named by
+    ``labels``; Muon solid, Adam dashed, any other arm dash-dotted)."""
     plt = pyplot()
     n_groups = next(iter(nmse.values())).shape[1]
     fig, axes = plt.subplots(1, n_groups, figsize=(4.2 * n_groups, 3.8), sharey=True)
@@ -398,10 +381,10 @@ def nmse_figure(steps: np.ndarray, nmse: Mapping[str, np.ndarray], floor: float)
     styles = {"muon": ("-", "tab:blue"), "adam": ("--", "tab:orange")}
     for g, ax in enumerate(axes):
         for arm, values in nmse.items():
-            style, colour = styles[arm]
+            style, colour = styles.get(arm, ("-.", None))
             mean, se = band(values[:, g, :])
-            ax.plot(steps, mean, style, color=colour, label=ARMS[arm].label)
-            ax.fill_between(steps, mean - se, mean + se, color=colour, alpha=0.25)
+            (line,) = ax.plot(steps, mean, style, color=colour, label=labels[arm])
+            ax.fill_between(steps, mean - se, mean + se, color=line.get_color(), alpha=0.25)
         ax.axhline(floor, color="grey", linestyle=":", linewidth=0.8)
         ax.set(title=f"group {g}" + (" (head)" if g == 0 else " (tail)" * (g == n_groups - 1)))
         ax.set(xlabel="step", ylim=(0.0, 1.15))
@@ -432,7 +415,7 @@ def report_summary(cfg: Config, results: Mapping[str, Any], claims: Sequence[Any
         rates = ", ".join(f"{k} {v:g}" for k, v in lrs.items())
         if arm in results["nmse"]:
             final = _final_by_group(np.asarray(results["nmse"][arm]))
-            parts.append(f"{ARMS[arm].label} ({rates}): final nMSE (mean ± SE) {final}.")
+            parts.append(f"{results['labels'][arm]} ({rates}): final nMSE (mean ± SE) {final}.")
     if results["seeds_left_out"]:
         left = ", ".join(map(str, results["seeds_left_out"]))
         parts.append(f"Seeds left out (a run diverged): {left}.")

@@ -38,7 +38,6 @@ from tailmem.claims.a3_sensitivity import CLAIMS as SENSITIVITY_CLAIMS
 from tailmem.claims.registry import write_claims
 from tailmem.errors import ConfigError
 from tailmem.experiments.knowledge_qa import gaps, grid, tables
-from tailmem.experiments.knowledge_qa.arms import SWEPT
 from tailmem.metrics.qa_gaps import POOLED, TAUS, mean_se
 from tailmem.plotting import legend_outside, pyplot
 from tailmem.rundir import RunDir
@@ -145,16 +144,17 @@ def lr_status(point: grid.PointResult, ffn: str, arm: str) -> tuple[float | None
         return None, "not run"
     if arm == "muon" and point.point.shared_lr:
         return best["muon"], "shared"
+    tuned = point.plan.arm(arm).tuned
     if len(point.plan.sweeps[ffn, arm]) < 2:
-        return best[SWEPT[arm]], "not swept"
+        return best[tuned], "not swept"
     edge = grid.chosen_edge(point.plan, ffn, arm)
-    return best[SWEPT[arm]], "interior" if edge is None else f"{edge} edge"
+    return best[tuned], "interior" if edge is None else f"{edge} edge"
 
 
 def final_gaps(point: grid.PointResult, ffn: str) -> dict[str, dict[str, float | None]]:
     """Muon − Adam at the end, paired by seed (seeds complete in both arms): per metric (FTA,
     EM) the rarest and second-rarest group's gap, mean and SE."""
-    runs = {arm: {r["seed"]: r for r in point.plan.seed_results((ffn, arm))} for arm in PAIR}
+    runs = {arm: {r.seed: r for r in point.plan.seed_results((ffn, arm))} for arm in PAIR}
     seeds = sorted(set(runs["muon"]) & set(runs["adam"]))
     out: dict[str, dict[str, float | None]] = {}
     for metric in tables.METRICS:

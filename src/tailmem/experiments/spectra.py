@@ -41,12 +41,14 @@ from tailmem.claims.a2 import isotropy_comparison
 from tailmem.claims.core import ClaimResult
 from tailmem.claims.registry import evaluate, write_claims
 from tailmem.errors import ConfigError
-from tailmem.lm.arms import HIDDEN_MATRICES, Arm, muon_recipe
+from tailmem.lm.arms import Arm, matrix_recipe
 from tailmem.lm.config import LMConfig
 from tailmem.lm.corpus import CorpusData, CorpusSection, LMData
 from tailmem.lm.plan import Entry, Plan, keep_checkpoints, run_plan
 from tailmem.lm.preflight import check_lm
-from tailmem.lm.subrun import Shared, diverged_runs
+from tailmem.lm.rates import rate_entries
+from tailmem.lm.spec import BatchShape, RunResult, diverged_runs
+from tailmem.lm.subrun import RunContext, template
 from tailmem.metrics.role_spectra import (
     HIGHER_IS_ISOTROPIC,
     ISO_METRICS,
@@ -62,7 +64,7 @@ from tailmem.train import distributed as D
 
 NAME = "spectra"
 
-ARMS = (Arm("muon", "Muon", muon_recipe(HIDDEN_MATRICES)), Arm("adam", "Adam", "adam:*"))
+ARMS = (Arm.of_recipe(matrix_recipe("muon")), Arm.of_recipe("adam:*"))
 
 
 @dataclass
@@ -76,8 +78,12 @@ class Config(LMConfig):
     logit_rows: int = 8
     data: CorpusSection = field(default_factory=CorpusSection)
 
+    def run_arms(self) -> list[Arm]:
+        return list(ARMS)
+
     def validate(self) -> None:
         super().validate()
+        self.fixed_rates("spectra trains Muon and Adam at one given rate each, as paper A2")
         if self.top_k < 1:
             raise ConfigError(f"top_k: got {self.top_k}; expected >= 1")
         if not 1 <= self.logit_rows <= self.train.eval_batch_size:
@@ -130,8 +136,8 @@ class SpectraMaterials:
     def identity(self) -> dict[str, Any]:
         return {**self.data.identity, "top_k": self.top_k, "logit_rows": self.logit_rows}
 
-    def batches(self, seed: int, train: Any) -> Any:
-        return self.data.batches(seed, train)
+    def batches(self, seed: int, batch: BatchShape) -> Any:
+        return self.data.batches(seed, batch)
 
     def hooks(self, model_cfg: GPTConfig, ctx: D.DistContext) -> list[EvalHook]:
         logit_x = self.data.val[0][0][: self.logit_rows]
@@ -150,10 +156,6 @@ class SpectraData:
         return SpectraMaterials(self.corpus.load(ctx), self.top_k, self.logit_rows)
 
 
-def _fixed_lrs(lrs: dict[str, float]) -> Any:
-    return lambda point, best: lrs
-
-
 def preflight(cfg: Config) -> None:
     """Refuse a model or batch this machine cannot train, before anything is written
     (:func:`tailmem.lm.preflight.check_lm`)."""
@@ -166,18 +168,15 @@ def run(cfg: Config, run: RunDir) -> None:
     corpus = CorpusData(cfg.data, cfg.train.seq_len, cfg.train.eval_batch_size)
     spec = SpectraData(corpus, cfg.top_k, cfg.logit_rows)
     data = spec.load(ctx)
-    shared = Shared(
-        str(run.path), cfg.model, cfg.train, cfg.optim, spec, initial_eval=True,
-        show_progress=cfg.workers == 1,
-    )  # fmt: skip
-    base = cfg.optim.base_lrs()
-    entries = [
-        Entry(cfg.ffn, arm, (1.0,), _fixed_lrs({k: base[k] for k in arm.kinds})) for arm in ARMS
-    ]
+    context = RunContext(
+        str(run.path), spec, show_progress=cfg.workers == 1, threads=cfg.train.threads
+    )
+    runs = template(data, cfg.model, cfg.train, cfg.optim, [cfg.ffn], initial_eval=True)
+    entries = rate_entries([cfg.ffn], ARMS, cfg.optim)
     seeds = cfg.seed_list
-    plan = Plan(entries, lambda e, p, r: 0, seeds, cfg.train.steps, seeds[0], cfg.train.steps)
-    run_plan(plan, shared, cfg.workers, _summary)
-    keep_checkpoints(plan, shared.root, cfg.train.keep_checkpoints)
+    plan = Plan(entries, _no_score, seeds, cfg.train.steps, seeds[0], cfg.train.steps, runs)
+    run_plan(plan, context, cfg.workers, _summary)
+    keep_checkpoints(plan, context.root, cfg.train.keep_checkpoints)
     results = {arm.name: plan.seed_results((cfg.ffn, arm.name)) for arm in ARMS}
     model_cfg = cfg.model.build(data.vocab_size, cfg.ffn, cfg.train.seq_len)
     if ctx.is_main:
@@ -185,8 +184,13 @@ def run(cfg: Config, run: RunDir) -> None:
     D.barrier(ctx)
 
 
-def _summary(result: dict[str, Any]) -> str:
-    return describe_scalars({"val_loss": result.get("final", {}).get("val_loss", math.nan)})
+def _no_score(entry: Entry, point: float, result: RunResult) -> int:
+    """Spectra sweeps nothing (every entry has one point)."""
+    return 0
+
+
+def _summary(result: RunResult) -> str:
+    return describe_scalars({"val_loss": result.final.get("val_loss", math.nan)})
 
 
 # ----------------------------------------------------------------------------------------------
@@ -202,18 +206,16 @@ class Series:
     seeds: list[int] = field(default_factory=list)
 
     @classmethod
-    def of(cls, results: Sequence[dict[str, Any]]) -> Series:
-        complete = [r for r in results if r["status"] == "complete"]
+    def of(cls, results: Sequence[RunResult]) -> Series:
+        complete = [r for r in results if r.ok]
         if not complete:
             return cls([], [])
-        steps = [e["step"] for e in complete[0]["evals"]]
+        steps = [e["step"] for e in complete[0].evals]
         runs = []
         for r in complete:
-            keys = {k for e in r["evals"] for k in e if k != "step"}
-            runs.append(
-                {k: [_num(e.get(k)) for e in r["evals"][: len(steps)]] for k in sorted(keys)}
-            )
-        return cls(steps, runs, [int(r["seed"]) for r in complete])
+            keys = {k for e in r.evals for k in e if k != "step"}
+            runs.append({k: [_num(e.get(k)) for e in r.evals[: len(steps)]] for k in sorted(keys)})
+        return cls(steps, runs, [r.seed for r in complete])
 
     @property
     def n(self) -> int:
@@ -372,7 +374,7 @@ def _write_outputs(
     cfg: Config,
     run: RunDir,
     model_cfg: GPTConfig,
-    results: dict[str, list[dict[str, Any]]],
+    results: dict[str, list[RunResult]],
     provenance: dict[str, Any],
 ) -> None:
     muon, adam = Series.of(results["muon"]), Series.of(results["adam"])
@@ -399,14 +401,13 @@ def _write_outputs(
             "vo_form_plotted": cfg.vo_form,
             "steps": muon.steps or adam.steps,
             "head_dim": model_cfg.head_dim,
-            "status": {name: [r["status"] for r in rs] for name, rs in results.items()},
+            "status": {name: [r.status for r in rs] for name, rs in results.items()},
             "final_val_loss": {
-                name: [r.get("final", {}).get("val_loss") for r in rs]
-                for name, rs in results.items()
+                name: [r.final.get("val_loss") for r in rs] for name, rs in results.items()
             },
             "max_logit": logits,
-            "runs": {name: [r["key"] for r in rs] for name, rs in results.items()},
-            "diverged": diverged_runs(r for rs in results.values() for r in rs),
+            "runs": {name: [r.key for r in rs] for name, rs in results.items()},
+            "diverged": diverged_runs([r for rs in results.values() for r in rs]),
         },
     )
     write_claims(run, claims(cfg, model_cfg, muon, adam))
@@ -440,19 +441,19 @@ def _write_outputs(
     )
 
 
-def _long_rows(results: dict[str, list[dict[str, Any]]]) -> list[dict[str, Any]]:
+def _long_rows(results: dict[str, list[RunResult]]) -> list[dict[str, Any]]:
     """Every logged isotropy value: optimizer, seed, step, layer, matrix, metric, value."""
     rows = []
     for name, runs in results.items():
         for r in runs:
-            for e in r["evals"]:
+            for e in r.evals:
                 for key, value in e.items():
                     if key.startswith("iso/"):
                         _, matrix, layer, metric = key.split("/")
                         rows.append(
                             {
                                 "optimizer": name,
-                                "seed": r["seed"],
+                                "seed": r.seed,
                                 "step": e["step"],
                                 "layer": int(layer),
                                 "matrix": matrix,

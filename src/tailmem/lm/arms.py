@@ -2,16 +2,19 @@
 
 A recipe routes parameter roles to optimiser kinds (:mod:`tailmem.optim.routing`), e.g.
 ``muon:v,o,w_in,w_out adam:*`` trains V, O and the FFN matrices with Muon and everything else
-(embedding, head, norms, Q, K) with Adam.
+(embedding, head, norms, Q, K) with Adam. A study's ``arms`` list names its own arms or gives a
+recipe (:func:`select_arms`), so any optimiser — a user's too — can be an arm.
 """
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+import re
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
+from functools import cached_property
 
 from tailmem.errors import ConfigError
-from tailmem.lm.config import KINDS
+from tailmem.optim.registry import REGISTRY, kind_order
 from tailmem.optim.routing import parse_recipe
 
 HIDDEN_MATRICES = ("q", "k", "v", "o", "w_in", "w_gate", "w_out")
@@ -27,11 +30,44 @@ class Arm:
     label: str
     recipe: str
 
+    @cached_property
+    def routes(self) -> dict[str, list[str]]:
+        """Kind -> roles of the recipe (kind names are checked by the study's config)."""
+        return parse_recipe(self.recipe, kinds=None)
+
     @property
     def kinds(self) -> tuple[str, ...]:
-        """Optimiser kinds of the recipe, in :data:`~tailmem.lm.config.KINDS` order."""
-        used = parse_recipe(self.recipe)
-        return tuple(k for k in KINDS if k in used)
+        """Optimiser kinds of the recipe, in registry order (user kinds last)."""
+        return tuple(kind_order(self.routes))
+
+    @property
+    def tuned(self) -> str:
+        """The kind that trains most of the arm's hidden matrices (the first in the recipe on a
+        tie): the kind whose learning rate the arm tunes (:mod:`tailmem.lm.rates`)."""
+        hidden = {
+            kind: len(set(roles) & set(HIDDEN_MATRICES)) for kind, roles in self.routes.items()
+        }
+        return max(self.routes, key=lambda kind: hidden[kind])
+
+    def trains_every_hidden(self, kind: str) -> bool:
+        """Whether ``kind`` trains all of the arm's hidden matrices."""
+        return set(HIDDEN_MATRICES) <= set(self.routes.get(kind, ()))
+
+    @staticmethod
+    def of_recipe(recipe: str) -> Arm:
+        """The arm a study's ``arms`` list gives as a recipe. One kind on everything
+        (``adam:*``), or a kind on every hidden matrix and Adam on the rest
+        (:func:`matrix_recipe`), is named after the kind and labelled with the registry's label;
+        any other recipe is named by a folder-safe form of it (``sgd-v_o+adam-all``) and
+        labelled with it."""
+        clauses = " ".join(recipe.split())
+        arm = Arm(clauses, clauses, clauses)
+        kind = arm.tuned
+        if clauses in (matrix_recipe(kind), f"{kind}:*"):
+            label = REGISTRY[kind].label if kind in REGISTRY else kind
+            return Arm(kind, label, clauses)
+        name = clauses.replace("*", "all").replace(":", "-").replace(" ", "+")
+        return Arm(re.sub(r"[^A-Za-z0-9_.+-]+", "_", name), clauses, clauses)
 
 
 def muon_recipe(roles: Sequence[str]) -> str:
@@ -39,12 +75,28 @@ def muon_recipe(roles: Sequence[str]) -> str:
     return f"muon:{','.join(roles)} adam:*" if roles else "adam:*"
 
 
-def check_arm_names(names: Sequence[str], known: Sequence[str]) -> None:
-    """Raise :class:`ConfigError` for an empty, repeated or unknown arm name."""
-    if not names:
-        raise ConfigError(f"arms: got an empty list; expected some of {', '.join(known)}")
-    for name in names:
-        if name not in known:
-            raise ConfigError(f"arms: unknown arm {name!r}; expected some of {', '.join(known)}")
-    if len(set(names)) != len(names):
-        raise ConfigError(f"arms: got {list(names)}; expected each arm at most once")
+def matrix_recipe(kind: str) -> str:
+    """``<kind>`` on every hidden matrix, Adam on the rest (embedding, head, norms): how a
+    study compares matrix optimisers with only that optimiser changing."""
+    return f"{kind}:{','.join(HIDDEN_MATRICES)} adam:*"
+
+
+def select_arms(entries: Sequence[str], known: Mapping[str, Arm]) -> list[Arm]:
+    """The arms a study's ``arms`` list names: a name of ``known``, or a recipe (it has a
+    ``:``). Refuses an empty list, an unknown name and a repeated arm (one line each)."""
+    expected = f"expected names from {', '.join(known)} or recipes such as 'adamw:q,k,v adam:*'"
+    if not entries:
+        raise ConfigError(f"arms: got an empty list; {expected}")
+    arms = []
+    for entry in entries:
+        if ":" in entry:
+            arms.append(Arm.of_recipe(entry))
+        elif entry in known:
+            arms.append(known[entry])
+        else:
+            raise ConfigError(f"arms: unknown arm {entry!r}; {expected}")
+    names = [arm.name for arm in arms]
+    for i, name in enumerate(names):
+        if name in names[:i]:
+            raise ConfigError(f"arms: {name!r} is listed twice; expected each arm at most once")
+    return arms

@@ -1,25 +1,31 @@
 """The config tree every language-model study shares.
 
 ``model`` (which GPT), ``train`` (how every run trains: steps, batch, schedule, cadence, device,
-threads), ``optim`` (the hyper-parameters of each optimiser kind), ``seeds`` (how many, from
-``seed``) and ``workers`` (runs trained at once) have the same keys in ``ablation``, ``spectra``
-and ``knowledge-qa``; a study adds its own ``data`` section and study fields.
+threads), ``optim`` (each optimiser kind's learning rate — one number or a grid to sweep — and
+hyper-parameters, :class:`OptimSection`), ``seeds`` (how many, from ``seed``) and ``workers``
+(runs trained at once) have the same keys in every LM study; a study adds its own ``data``
+section, its arms (:meth:`LMConfig.run_arms`) and study fields.
 """
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any, Literal
 
+from tailmem.config import check_range
 from tailmem.errors import ConfigError
+from tailmem.lm.arms import Arm
 from tailmem.models.gpt import SIZES, GPTConfig, gated_d_ff, gpt_config
-from tailmem.optim.orthogonalize import METHODS
-from tailmem.optim.routing import parse_recipe
+from tailmem.optim.registry import (
+    HParams,
+    OptimizerKind,
+    OptimizerSetting,
+    get_kind,
+    kind_order,
+    user_kind,
+)
 from tailmem.train import TrainConfig
-
-KINDS = ("muon", "adam", "sgd")
-"""The optimiser kinds a recipe may use, in the order learning rates are written."""
 
 
 @dataclass
@@ -137,94 +143,130 @@ class TrainSection:
         )
 
 
-@dataclass
-class MuonSection:
-    """Muon (momentum 0.95, no Nesterov: paper A1). ``scale`` is the shape factor
-    (``original``: sqrt(max(1, rows/cols)))."""
-
-    lr: float = 0.02
-    momentum: float = 0.95
-    nesterov: bool = False
-    method: str = "ns5"
-    scale: Literal["original", "match_rms_adamw", "none"] = "original"
+Rate = float | tuple[float, ...]
+"""A kind's learning rate: one number, or a grid of candidates the study sweeps."""
 
 
-@dataclass
-class AdamSection:
-    """Adam (betas (0.8, 0.95): paper A1)."""
+@dataclass(frozen=True)
+class KindSection:
+    """``optim.<kind>``: an optimiser kind of :data:`~tailmem.optim.registry.REGISTRY` (or a
+    user's, ``factory: package.module:Class``), its learning rate — one number, or a grid the
+    study sweeps (a list) — and its other hyper-parameters, typed by the kind."""
 
-    lr: float = 3e-3
-    betas: tuple[float, float] = (0.8, 0.95)
-    eps: float = 1e-8
+    kind: OptimizerKind
+    lr: Rate
+    hparams: HParams
+
+    @property
+    def swept(self) -> bool:
+        return isinstance(self.lr, tuple)
+
+    @property
+    def grid(self) -> tuple[float, ...]:
+        """The candidate rates (one, when the rate is a number)."""
+        return self.lr if isinstance(self.lr, tuple) else (self.lr,)
+
+    def at(self, lr: float) -> OptimizerSetting:
+        """This kind at learning rate ``lr``."""
+        return OptimizerSetting(self.kind, lr, self.hparams)
+
+    def to_config(self) -> dict[str, Any]:
+        lr = list(self.lr) if isinstance(self.lr, tuple) else self.lr
+        factory = {} if self.kind.path is None else {"factory": self.kind.path}
+        return {**factory, "lr": lr, **self.hparams.record()}
 
 
-@dataclass
-class SGDSection:
-    """SGD with momentum (0.9: not published by the paper)."""
+def _rate(value: Any, name: str) -> Rate:
+    """A learning rate or a grid of distinct ones, each finite and > 0."""
+    values = value if isinstance(value, list) else [value]
+    if not values:
+        raise ConfigError(f"{name}: got []; expected a learning rate or a list of them")
+    for item in values:
+        if isinstance(item, bool) or not isinstance(item, (int, float)):
+            raise ConfigError(f"{name}: got {value!r}; expected a number or a list of numbers")
+        check_range(name, float(item), gt=0)
+    if len(set(values)) != len(values):
+        raise ConfigError(f"{name}: got {value!r}; expected each learning rate at most once")
+    return tuple(float(v) for v in values) if isinstance(value, list) else float(value)
 
-    lr: float = 0.1
-    momentum: float = 0.9
-    nesterov: bool = False
 
+class OptimSection(Mapping[str, KindSection]):
+    """``optim``: one :class:`KindSection` per optimiser kind, by name::
 
-@dataclass
-class OptimSection:
-    """Hyper-parameters of every optimiser kind; ``weight_decay`` for all of them (0: paper A1).
+        optim:
+          muon: {lr: [0.01, 0.02, 0.05], momentum: 0.95}    # a grid: swept
+          adam: {lr: 3.0e-3, betas: [0.8, 0.95]}           # one number: fixed
+          mine: {factory: mypkg.opt:Lion, lr: 1.0e-4, weight_decay: 0.1}
 
-    A study's arms route roles to kinds (:class:`~tailmem.lm.arms.Arm`); each kind's ``lr`` is
-    its learning rate unless the study sweeps it.
+    A registered kind's fields not given keep the registry's defaults; a user's kind needs
+    ``factory`` and ``lr``, and its other keys must be arguments its factory accepts. Every
+    kind an arm uses gets a section (:meth:`with_kinds`), so the resolved config shows what
+    each run trains with.
     """
 
-    muon: MuonSection = field(default_factory=MuonSection)
-    adam: AdamSection = field(default_factory=AdamSection)
-    sgd: SGDSection = field(default_factory=SGDSection)
-    weight_decay: float = 0.0
+    def __init__(self, sections: Mapping[str, KindSection] | None = None) -> None:
+        self._sections = dict(sections or {})
 
-    def validate(self) -> None:
-        for kind in KINDS:
-            lr = getattr(self, kind).lr
-            if not lr > 0:
-                raise ConfigError(f"optim.{kind}.lr: got {lr}; expected > 0")
-        for name, value in (
-            ("muon.momentum", self.muon.momentum),
-            ("sgd.momentum", self.sgd.momentum),
-            ("adam.betas", min(self.adam.betas)),
-            ("adam.betas", max(self.adam.betas)),
-        ):
-            if not 0 <= value < 1:
-                raise ConfigError(f"optim.{name}: got {value}; expected values in [0, 1)")
-        if not self.adam.eps > 0:
-            raise ConfigError(f"optim.adam.eps: got {self.adam.eps}; expected > 0")
-        if self.muon.method not in METHODS:
-            raise ConfigError(
-                f"optim.muon.method: got {self.muon.method!r}; expected one of {', '.join(METHODS)}"
-            )
-        if self.weight_decay < 0:
-            raise ConfigError(f"optim.weight_decay: got {self.weight_decay}; expected >= 0")
+    def __getitem__(self, name: str) -> KindSection:
+        return self._sections[name]
 
-    def base_lrs(self) -> dict[str, float]:
-        """The configured learning rate of every kind."""
-        return {kind: getattr(self, kind).lr for kind in KINDS}
+    def __iter__(self) -> Iterator[str]:
+        return iter(self._sections)
 
-    def hparams(self, recipe: str, lrs: Mapping[str, float]) -> dict[str, dict[str, Any]]:
-        """``build_optimizer`` keyword arguments for the kinds ``recipe`` uses, with learning
-        rate ``lrs[kind]``."""
-        kinds = parse_recipe(recipe)
-        out: dict[str, dict[str, Any]] = {}
-        wd = self.weight_decay
-        if "muon" in kinds:
-            m = self.muon
-            out["muon"] = {"lr": lrs["muon"], "momentum": m.momentum, "nesterov": m.nesterov,
-                           "method": m.method, "scale": m.scale, "weight_decay": wd}  # fmt: skip
-        if "adam" in kinds:
-            a = self.adam
-            out["adam"] = {"lr": lrs["adam"], "betas": tuple(a.betas), "eps": a.eps,
-                           "weight_decay": wd}  # fmt: skip
-        if "sgd" in kinds:
-            s = self.sgd
-            out["sgd"] = {"lr": lrs["sgd"], "momentum": s.momentum, "nesterov": s.nesterov,
-                          "weight_decay": wd}  # fmt: skip
-        return out
+    def __len__(self) -> int:
+        return len(self._sections)
+
+    def __eq__(self, other: object) -> bool:
+        return isinstance(other, OptimSection) and other.to_config() == self.to_config()
+
+    def __repr__(self) -> str:
+        return f"OptimSection({self.to_config()!r})"
+
+    @classmethod
+    def defaults(cls, *names: str) -> OptimSection:
+        """The registry's defaults of the kinds ``names``."""
+        return cls().with_kinds(names)
+
+    @classmethod
+    def from_config(cls, value: Any, name: str) -> OptimSection:
+        """Parse ``optim`` (see the class docstring); one ConfigError line per problem."""
+        if not isinstance(value, Mapping):
+            raise ConfigError(f"{name}: got {value!r}; expected a mapping of optimiser kinds")
+        sections = {}
+        for kind_name, raw in value.items():
+            where = f"{name}.{kind_name}"
+            if not isinstance(raw, Mapping):
+                raise ConfigError(f"{where}: got {raw!r}; expected a mapping of hyperparameters")
+            given = dict(raw)
+            path = given.pop("factory", None)
+            if path is not None:
+                if "lr" not in given:
+                    raise ConfigError(f"{where}.lr: expected a learning rate for your optimiser")
+                if not isinstance(path, str):
+                    raise ConfigError(f"{where}.factory: got {path!r}; expected an import path")
+                kind = user_kind(str(kind_name), path, lr=1.0)
+            else:
+                kind = get_kind(str(kind_name))
+            lr = _rate(given.pop("lr"), f"{where}.lr") if "lr" in given else kind.lr
+            hparams = kind.parse(given, f"{where}.")
+            sections[str(kind_name)] = KindSection(kind, lr, hparams)
+        return cls(sections)
+
+    def to_config(self) -> dict[str, Any]:
+        return {name: section.to_config() for name, section in self._sections.items()}
+
+    def kinds(self) -> dict[str, OptimizerKind]:
+        """The user kinds this section defines (recipes may name them besides the registry)."""
+        return {n: s.kind for n, s in self._sections.items() if s.kind.path is not None}
+
+    def with_kinds(self, names: Iterable[str]) -> OptimSection:
+        """This section plus the registry's defaults for every kind of ``names`` it lacks."""
+        sections = dict(self._sections)
+        for name in names:
+            if name not in sections:
+                kind = get_kind(name, self.kinds())
+                sections[name] = KindSection(kind, kind.lr, kind.hparams())
+        return OptimSection(sections)
 
 
 @dataclass
@@ -242,10 +284,49 @@ class LMConfig:
     optim: OptimSection = field(default_factory=OptimSection)
 
     def validate(self) -> None:
+        """Check the shared fields; every optimiser kind the arms use must be registered or
+        defined in ``optim`` (``factory``), and gets a section (the registry's defaults)."""
         if self.seeds < 1:
             raise ConfigError(f"seeds: got {self.seeds}; expected >= 1")
         if self.workers < 1:
             raise ConfigError(f"workers: got {self.workers}; expected >= 1")
+        used = []
+        for arm in self.run_arms():
+            for kind in arm.kinds:
+                try:
+                    get_kind(kind, self.optim.kinds())
+                except ConfigError as exc:
+                    raise ConfigError(f"arms: arm {arm.name!r}: {exc}") from None
+                used.append(kind)
+        self.optim = self.optim.with_kinds(kind_order(used))
+
+    def run_arms(self) -> list[Arm]:
+        """The arms this config trains (every study defines its own)."""
+        return []
+
+    def fixed_rates(self, why: str) -> dict[str, float]:
+        """Every kind's learning rate, for a study that sweeps none (``why`` says so in the
+        refusal of a grid)."""
+        for name, section in self.optim.items():
+            if section.swept:
+                raise ConfigError(
+                    f"optim.{name}.lr: got a list {list(section.grid)}; expected one number ({why})"
+                )
+        return {name: section.grid[0] for name, section in self.optim.items()}
+
+    def check_overrides(self, keys: Sequence[str]) -> None:
+        """Refuse a key the user set that would reach no run: an ``optim.<kind>`` that no arm
+        uses (called by :func:`tailmem.config.load_config` with the override keys)."""
+        used = {kind for arm in self.run_arms() for kind in arm.kinds}
+        for key in keys:
+            parts = key.split(".")
+            if parts[0] == "optim" and len(parts) > 1 and parts[1] not in used:
+                raise ConfigError(
+                    f"{key}: no arm of this run uses {parts[1]} (they use "
+                    f"{', '.join(kind_order(used))}); expected an optimiser an arm uses, or an "
+                    f"arm that uses it, e.g. arms=[..., '{parts[1]}:q,k,v,o,w_in,w_gate,w_out "
+                    "adam:*']"
+                )
 
     @property
     def seed_list(self) -> list[int]:

@@ -25,7 +25,7 @@ from torch import Tensor, nn
 from tailmem.data.corpus import Corpus, CorpusConfig, build_corpus, frequency_buckets
 from tailmem.data.token_stream import TokenStream, eval_batches
 from tailmem.errors import ConfigError
-from tailmem.lm.config import TrainSection
+from tailmem.lm.spec import BatchShape
 from tailmem.metrics.token_buckets import bucket_loss_sums, bucket_means, bucket_names
 from tailmem.models.gpt import GPTConfig
 from tailmem.train import EvalHook
@@ -75,9 +75,9 @@ class LMData:
     def vocab_size(self) -> int:
         return self.corpus.vocab_size
 
-    def batches(self, seed: int, train: TrainSection) -> TokenStream:
+    def batches(self, seed: int, batch: BatchShape) -> TokenStream:
         """Training batches of the global batch size, ordered by ``seed``."""
-        return TokenStream(self.corpus.train, train.batch_size, train.seq_len, seed)
+        return TokenStream(self.corpus.train, batch.batch_size, batch.seq_len, seed)
 
     def hooks(self, model_cfg: GPTConfig, ctx: D.DistContext) -> list[EvalHook]:
         return [val_loss_hook(self, ctx)]

@@ -15,7 +15,7 @@ order in which runs finish.
 :func:`run_plan` declares the steps of every run up front (``progress.json`` then moves
 smoothly over the whole study), trains the plan on a :class:`~tailmem.lm.pool.Pool`, and prints
 one labelled line per finished run with that run's own wall time. :func:`run_plans` trains
-several plans (each with its own :class:`~tailmem.lm.subrun.Shared`: data, model, root) on one
+several plans (each with its own :class:`~tailmem.lm.subrun.RunContext`: data, root) on one
 pool, so the workers stay busy across them.
 """
 
@@ -25,17 +25,31 @@ import dataclasses
 import sys
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, Protocol
 
 from tailmem import progress
 from tailmem.lm.arms import Arm
 from tailmem.lm.pool import Pool
-from tailmem.lm.subrun import REUSED, Job, Shared, drop_checkpoints, run_job
+from tailmem.lm.spec import RunResult, RunSpec
+from tailmem.lm.subrun import RunContext, drop_checkpoints, run_job
+from tailmem.optim.registry import kind_order
 from tailmem.train import distributed as D
-from tailmem.train.state import DIVERGED
 
 Best = Mapping[tuple[str, str], Mapping[str, float]]
 """The chosen learning rates so far, by (FFN type, arm name)."""
+
+
+class Template(Protocol):
+    """Builds the :class:`~tailmem.lm.spec.RunSpec` of a run (:class:`~tailmem.lm.subrun.
+    RunTemplate`): everything but arm, FFN type, rates, seed and length is the study's."""
+
+    def spec(
+        self, arm: Arm, ffn: str, lrs: Mapping[str, float], seed: int, steps: int
+    ) -> RunSpec: ...
+
+
+Train = Callable[[RunSpec, RunContext, Callable[[int], None]], RunResult]
+"""Trains one run (:func:`~tailmem.lm.subrun.run_job`)."""
 
 
 @dataclass(frozen=True)
@@ -62,16 +76,17 @@ class Plan:
     diverged sweep run ranks below every other, whatever its score."""
 
     entries: Sequence[Entry]
-    score: Callable[[Entry, float, Mapping[str, Any]], Any]
+    score: Callable[[Entry, float, RunResult], Any]
     seeds: Sequence[int]
     steps: int
     sweep_seed: int
     sweep_steps: int
-    results: dict[Job, dict[str, Any]] = field(default_factory=dict)
-    sweeps: dict[tuple[str, str], list[tuple[float, Job]]] = field(default_factory=dict)
+    template: Template
+    results: dict[RunSpec, RunResult] = field(default_factory=dict)
+    sweeps: dict[tuple[str, str], list[tuple[float, RunSpec]]] = field(default_factory=dict)
     best: dict[tuple[str, str], dict[str, float]] = field(default_factory=dict)
     chosen: dict[tuple[str, str], float] = field(default_factory=dict)
-    seed_runs: dict[tuple[str, str], list[Job]] = field(default_factory=dict)
+    seed_runs: dict[tuple[str, str], list[RunSpec]] = field(default_factory=dict)
     max_extend: int = 0
     extended: dict[tuple[str, str], int] = field(default_factory=dict)
 
@@ -84,6 +99,15 @@ class Plan:
     def arms(self) -> list[str]:
         """The arm names of the entries, in order."""
         return list(dict.fromkeys(e.arm.name for e in self.entries))
+
+    def arm(self, name: str) -> Arm:
+        """The arm called ``name`` (its label, recipe and kinds)."""
+        return next(e.arm for e in self.entries if e.arm.name == name)
+
+    @property
+    def kinds(self) -> list[str]:
+        """Every optimiser kind the arms use, in registry order."""
+        return kind_order(kind for e in self.entries for kind in e.arm.kinds)
 
     @property
     def _overlap(self) -> bool:
@@ -105,31 +129,33 @@ class Plan:
         """Sweep points of ``entry`` so far (its grid plus the points added beyond its ends)."""
         return len(self.sweeps.get(entry.id, entry.points))
 
-    def start(self) -> list[Job]:
+    def _spec(self, entry: Entry, lrs: Mapping[str, float], seed: int, steps: int) -> RunSpec:
+        return self.template.spec(entry.arm, entry.ffn, lrs, seed, steps)
+
+    def start(self) -> list[RunSpec]:
         """The runs that can start at once."""
         return self._start_sweeps()
 
-    def _start_sweeps(self) -> list[Job]:
+    def _start_sweeps(self) -> list[RunSpec]:
         jobs = []
         for entry in self.entries:
             needs = [(entry.ffn, name) for name in entry.needs]
             if entry.id in self.sweeps or not all(n in self.best for n in needs):
                 continue
             sweep = [
-                (p, Job.make(entry.arm, entry.ffn, entry.lrs(p, self.best), self.sweep_seed,
-                             self.sweep_steps))
+                (p, self._spec(entry, entry.lrs(p, self.best), self.sweep_seed, self.sweep_steps))
                 for p in entry.points
-            ]  # fmt: skip
+            ]
             self.sweeps[entry.id] = sweep
             jobs += [job for _, job in sweep]
             if len(sweep) == 1:  # nothing to choose: the seeds need not wait
                 jobs += self._choose(entry)
         return list(dict.fromkeys(jobs))
 
-    def _choose(self, entry: Entry) -> list[Job]:
+    def _choose(self, entry: Entry) -> list[RunSpec]:
         sweep = self.sweeps[entry.id]
         scores = [
-            (self.results[job].get("status") != DIVERGED, self.score(entry, p, self.results[job]))
+            (not self.results[job].is_diverged, self.score(entry, p, self.results[job]))
             if job in self.results
             else (True, 0)
             for p, job in sweep
@@ -139,12 +165,12 @@ class Plan:
         beyond = self._extend(entry, point)
         if beyond is not None:
             return [beyond] if beyond not in self.results else self._choose(entry)
-        self.best[entry.id], self.chosen[entry.id] = job.lr, point
-        seeds = [Job.make(entry.arm, entry.ffn, job.lr, s, self.steps) for s in self.seeds]
+        self.best[entry.id], self.chosen[entry.id] = job.lrs, point
+        seeds = [self._spec(entry, job.lrs, s, self.steps) for s in self.seeds]
         self.seed_runs[entry.id] = seeds
         return [s for s in seeds if s not in self.results and s not in dict(sweep).values()]
 
-    def _extend(self, entry: Entry, winner: float) -> Job | None:
+    def _extend(self, entry: Entry, winner: float) -> RunSpec | None:
         """The sweep run one grid step beyond the end ``winner`` sits at (added to the sweep),
         or None: the winner is interior, the grid has one point, or ``max_extend`` is used."""
         points = sorted(p for p, _ in self.sweeps[entry.id])
@@ -153,16 +179,15 @@ class Plan:
             return None
         low = winner == points[0]
         point = points[0] ** 2 / points[1] if low else points[-1] ** 2 / points[-2]
-        lrs = entry.lrs(point, self.best)
-        job = Job.make(entry.arm, entry.ffn, lrs, self.sweep_seed, self.sweep_steps)
+        job = self._spec(entry, entry.lrs(point, self.best), self.sweep_seed, self.sweep_steps)
         self.sweeps[entry.id].append((point, job))
         self.extended[entry.id] = used + 1
         return job
 
-    def done(self, job: Job, result: dict[str, Any]) -> list[Job]:
+    def done(self, job: RunSpec, result: RunResult) -> list[RunSpec]:
         """Record a finished run; returns the runs that it unlocks."""
         self.results[job] = result
-        unlocked: list[Job] = []
+        unlocked: list[RunSpec] = []
         for entry in self.entries:
             sweep = self.sweeps.get(entry.id, [])
             if entry.id in self.best or not all(j in self.results for _, j in sweep) or not sweep:
@@ -170,7 +195,7 @@ class Plan:
             unlocked += self._choose(entry)
         return unlocked + self._start_sweeps()
 
-    def seed_results(self, entry_id: tuple[str, str]) -> list[dict[str, Any]]:
+    def seed_results(self, entry_id: tuple[str, str]) -> list[RunResult]:
         """The finished seed runs of an entry, in seed order (empty if it was not run)."""
         return [self.results[job] for job in self.seed_runs.get(entry_id, [])]
 
@@ -180,7 +205,7 @@ class Plan:
         the sweep table shows diverged points and :func:`~tailmem.lm.subrun.diverged_runs`
         lists every diverged run."""
         seed_runs = {
-            entry_id: [job for job in jobs if self.results[job].get("status") != DIVERGED]
+            entry_id: [job for job in jobs if not self.results[job].is_diverged]
             for entry_id, jobs in self.seed_runs.items()
         }
         entries = [e for e in self.entries if seed_runs.get(e.id)]
@@ -189,46 +214,46 @@ class Plan:
 
 def run_plan(
     plan: Plan,
-    shared: Shared,
+    context: RunContext,
     workers: int,
-    summary: Callable[[Mapping[str, Any]], str],
-    train: Callable[..., dict[str, Any]] = run_job,
+    summary: Callable[[RunResult], str],
+    train: Train = run_job,
 ) -> Plan:
-    """Train every run of ``plan`` with ``train(job, shared, on_steps)`` (default
+    """Train every run of ``plan`` with ``train(spec, context, on_steps)`` (default
     :func:`~tailmem.lm.subrun.run_job`) on a pool of ``workers`` processes (1, or under
     torchrun: in this process); rank 0 prints ``[n/N] <run>: <status>, <summary(result)>
     (<that run's own seconds, or "reused">)``, or ``diverged at step N`` for a diverged run; a
     diverged run is a result like any other (the plan carries on)."""
-    run_plans({"": (plan, shared)}, workers, summary, train)
+    run_plans({"": (plan, context)}, workers, summary, train)
     return plan
 
 
 def run_plans(
-    plans: Mapping[str, tuple[Plan, Shared]],
+    plans: Mapping[str, tuple[Plan, RunContext]],
     workers: int,
-    summary: Callable[[Mapping[str, Any]], str],
-    train: Callable[..., dict[str, Any]] = run_job,
+    summary: Callable[[RunResult], str],
+    train: Train = run_job,
 ) -> None:
     """:func:`run_plan` for several plans, by name, on one pool: a run of any plan starts as
     soon as a worker is free, and each printed line starts with its plan's name (``name: ``;
-    none for the name ""). Every plan's ``shared.train.threads`` should agree (the pool's
-    workers use the first plan's)."""
+    none for the name ""). Every plan's ``context.threads`` should agree (the pool's workers
+    use the first plan's)."""
     if D.launched_world_size() > 1:
         workers = 1
     main = D.is_main_process()
     declared = sum(plan.total_steps() for plan, _ in plans.values())
     progress.plan(declared, "steps")
-    trained: dict[tuple[str, Job], int] = {}
+    trained: dict[tuple[str, RunSpec], int] = {}
 
-    def on_steps(tag: tuple[str, Job], n: int) -> None:
+    def on_steps(tag: tuple[str, RunSpec], n: int) -> None:
         trained[tag] = trained.get(tag, 0) + n
         progress.advance(n)
 
     count = 0
-    threads = next(iter(plans.values()))[1].train.threads
+    threads = next(iter(plans.values()))[1].threads
     with Pool(workers, threads, on_steps=on_steps) as pool:
 
-        def submit(name: str, jobs: Sequence[Job]) -> None:
+        def submit(name: str, jobs: Sequence[RunSpec]) -> None:
             for job in jobs:
                 tag = (name, job)
                 pool.submit(tag, train, job, plans[name][1], pool.sink(tag))
@@ -239,13 +264,13 @@ def run_plans(
             if outcome.error is not None:
                 pool.cancel_pending()
                 raise outcome.error
-            (name, job), result = outcome.tag, dict(outcome.result)
+            (name, job), result = outcome.tag, outcome.result
             progress.skip(job.steps - trained.get(outcome.tag, 0))  # reused, resumed or diverged
             count += 1
-            took = "reused" if result.pop(REUSED, False) else f"{result['wall_seconds']:.0f}s"
-            outcome_text = f"{result['status']}, {summary(result)}"
-            if result.get("status") == DIVERGED:
-                outcome_text = f"diverged at step {result['diverged']['step']}"
+            took = "reused" if result.reused else f"{result.wall_seconds:.0f}s"
+            outcome_text = f"{result.status}, {summary(result)}"
+            if result.diverged is not None:
+                outcome_text = f"diverged at step {result.diverged.step}"
             plan = plans[name][0]
             submit(name, plan.done(job, result))
             total = sum(p.total_runs() for p, _ in plans.values())
@@ -268,5 +293,5 @@ def keep_checkpoints(plan: Plan, root: str, policy: str) -> None:
         return
     kept = set()
     if policy == "first_seed":
-        kept = {plan.results[jobs[0]]["key"] for jobs in plan.seed_runs.values() if jobs}
-    drop_checkpoints(root, [r for r in plan.results.values() if r["key"] not in kept])
+        kept = {jobs[0].key for jobs in plan.seed_runs.values() if jobs}
+    drop_checkpoints(root, [spec.key for spec in plan.results if spec.key not in kept])

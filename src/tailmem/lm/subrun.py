@@ -1,9 +1,11 @@
-"""One arm at one seed: a training run in its own sub-run directory, with one reuse rule.
+"""One run — a :class:`~tailmem.lm.spec.RunSpec` — trained in its own sub-run directory, with
+one reuse rule.
 
-A job's sub-run directory (``<study run dir>/<job.key>``) is a :func:`tailmem.train.train` run
-directory (``metrics.jsonl``, ``ckpt/``) plus
+The parent builds every run's spec (:class:`RunTemplate`); :func:`run_job` trains it from the
+spec and a :class:`RunContext` alone. A run's sub-run directory (``<study run dir>/<spec.key>``)
+is a :func:`tailmem.train.train` run directory (``metrics.jsonl``, ``ckpt/``) plus
 
-- ``spec.json``: everything that determines the job's numbers and its digest;
+- ``spec.json``: the spec's record (:meth:`~tailmem.lm.spec.RunSpec.record`) and digest;
 - ``gpt_config.json``: the model config (read by ``tailmem diagnose``);
 - ``initial.json``: the eval hooks on the freshly initialised model (studies that want step 0);
 - ``result.json``: written last — status ("complete" or "diverged"), evaluation history, final
@@ -11,21 +13,20 @@ directory (``metrics.jsonl``, ``ckpt/``) plus
   the diagnostics file). Strict JSON: a non-finite number is written as null beside a
   ``<key>_status`` naming it (:func:`tailmem.rundir.strict_json`).
 
-The rule: a sub-run whose ``spec.json`` digest differs from the job's is deleted and trained
+The rule: a sub-run whose ``spec.json`` digest differs from the spec's is deleted and trained
 again; one with ``result.json`` is reused as is (a diverged run too: divergence is a result,
 and training it again would diverge at the same update); anything else trains, resuming from
 its newest checkpoint (the loop replays the identical batches). Under ``torchrun`` every rank calls
-:func:`run_job` with the same job; only rank 0 writes.
+:func:`run_job` with the same spec; only rank 0 writes.
 """
 
 from __future__ import annotations
 
 import dataclasses
-import hashlib
 import json
 import shutil
 import time
-from collections.abc import Callable, Iterable, Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Protocol
@@ -34,11 +35,12 @@ import torch
 from torch import nn
 
 from tailmem.lm.arms import Arm
-from tailmem.lm.config import ModelSection, OptimSection, TrainSection
+from tailmem.lm.config import OptimSection, TrainSection
+from tailmem.lm.spec import BatchShape, Divergence, RunResult, RunSpec
 from tailmem.models.gpt import GPT, GPTConfig
 from tailmem.models.gpt_io import write_gpt_config
-from tailmem.optim.routing import build_optimizer
-from tailmem.rundir import atomic_write_text, config_digest, strict_json
+from tailmem.optim.routing import route
+from tailmem.rundir import atomic_write_text, strict_json
 from tailmem.train import (
     BatchSource,
     EvalHook,
@@ -53,58 +55,22 @@ from tailmem.train import (
 from tailmem.train import distributed as D
 from tailmem.train.state import COMPLETE, DIVERGED
 
-REUSED = "reused"
-"""Key :func:`run_job` adds (True) to a result it found complete on disk (not stored)."""
-
 StepSink = Callable[[int], None]
 """Told the number of updates trained, as they happen (progress across processes)."""
-
-
-@dataclass(frozen=True)
-class Job:
-    """One training run: arm, FFN type, learning rate per optimiser kind, seed and length."""
-
-    arm: Arm
-    ffn: str
-    lrs: tuple[tuple[str, float], ...]
-    seed: int
-    steps: int
-
-    @property
-    def lr(self) -> dict[str, float]:
-        return dict(self.lrs)
-
-    @property
-    def key(self) -> str:
-        """The sub-run folder, relative to the study's run directory: readable learning rates
-        (4 significant digits) plus, when a rate needs more digits than that, a short hash of
-        their exact values, so two rates never share a folder."""
-        lrs = "-".join(f"{kind}{lr:.4g}" for kind, lr in self.lrs)
-        if any(float(f"{lr:.4g}") != lr for _, lr in self.lrs):
-            exact = ",".join(f"{kind}={lr!r}" for kind, lr in self.lrs)
-            lrs += "-" + hashlib.sha256(exact.encode()).hexdigest()[:8]
-        return f"runs/{self.ffn}/{self.arm.name}/{lrs}-seed{self.seed}-steps{self.steps}"
-
-    @property
-    def label(self) -> str:
-        """How printed lines name the run: arm, learning rates and seed."""
-        lrs = " ".join(f"{kind}={lr:.3g}" for kind, lr in self.lrs)
-        return f"{self.ffn}/{self.arm.name} {lrs} seed={self.seed}"
-
-    @staticmethod
-    def make(arm: Arm, ffn: str, lrs: Mapping[str, float], seed: int, steps: int) -> Job:
-        """A job with the learning rates of the kinds ``arm`` uses, in a fixed order."""
-        return Job(arm, ffn, tuple((k, float(lrs[k])) for k in arm.kinds), seed, steps)
 
 
 class Materials(Protocol):
     """A study's data, loaded in one process: batches, metrics and loss of its runs."""
 
-    vocab_size: int
-    identity: dict[str, Any]
-    """What determines the numbers (enters every sub-run's digest)."""
+    @property
+    def vocab_size(self) -> int: ...
 
-    def batches(self, seed: int, train: TrainSection) -> BatchSource: ...
+    @property
+    def identity(self) -> dict[str, Any]:
+        """What determines the numbers (enters every sub-run's digest)."""
+        ...
+
+    def batches(self, seed: int, batch: BatchShape) -> BatchSource: ...
     def hooks(self, model_cfg: GPTConfig, ctx: D.DistContext) -> list[EvalHook]: ...
 
 
@@ -115,29 +81,69 @@ class DataSpec(Protocol):
 
 
 @dataclass(frozen=True)
-class Shared:
-    """What every job of one study shares; picklable (pool workers receive it).
-
-    ``initial_eval``: evaluate the freshly initialised model too (step 0 of the history).
-    ``loss_fn`` and ``describe`` must be module-level functions (picklable). ``model_fn`` builds
-    the trained module from the model config (default the GPT itself; a study whose data are not
-    tokens wraps the GPT's blocks, e.g. :class:`tailmem.models.icl.ICLRegressor`); picklable
-    too, and what it adds to the model must enter the data's ``identity``.
-    """
+class RunContext:
+    """How a worker runs the specs of one study (picklable; pool workers receive it): where
+    their sub-runs go (``root``), the data to load, the loss, how a log line describes an
+    evaluation, whether a run shows its own progress bar, the threads of each worker and what
+    module the model config builds (``model_fn``: the GPT itself, or a study's wrapper such as
+    :class:`tailmem.models.icl.ICLRegressor`; what it adds must enter the data's identity).
+    ``loss_fn``, ``describe`` and ``model_fn`` must be module-level (picklable)."""
 
     root: str
-    model: ModelSection
-    train: TrainSection
-    optim: OptimSection
     data: DataSpec
-    initial_eval: bool = False
     loss_fn: LossFn = token_loss_sum
     describe: Callable[[Mapping[str, Any]], str] = describe_scalars
     show_progress: bool = True
+    threads: int | None = 1
     model_fn: Callable[[GPTConfig], nn.Module] = GPT
 
-    def path(self, job: Job) -> Path:
-        return Path(self.root) / job.key
+    def path(self, spec: RunSpec) -> Path:
+        return Path(self.root) / spec.key
+
+
+@dataclass(frozen=True)
+class RunTemplate:
+    """What every run of one study shares, resolved in the parent: the model config of each
+    FFN type, the ``train`` and ``optim`` sections, the data's identity and whether runs are
+    evaluated at step 0. :meth:`spec` makes the :class:`~tailmem.lm.spec.RunSpec` of a run."""
+
+    models: Mapping[str, GPTConfig]
+    train: TrainSection
+    optim: OptimSection
+    data: Mapping[str, Any]
+    initial_eval: bool = False
+
+    def spec(self, arm: Arm, ffn: str, lrs: Mapping[str, float], seed: int, steps: int) -> RunSpec:
+        """The run of ``arm`` on the ``ffn`` model at learning rates ``lrs`` (one per kind of
+        the arm), ``seed`` and ``steps``."""
+        train = self.train
+        return RunSpec(
+            arm=arm,
+            ffn=ffn,
+            seed=seed,
+            steps=steps,
+            model=self.models[ffn],
+            loop=train.loop_config(steps, seed),
+            batch=BatchShape(train.batch_size, train.seq_len, train.eval_batch_size),
+            data=dict(self.data),
+            optimizers=tuple(self.optim[kind].at(float(lrs[kind])) for kind in arm.kinds),
+            initial_eval=self.initial_eval,
+        )
+
+
+def template(
+    materials: Materials,
+    model: Any,
+    train: TrainSection,
+    optim: OptimSection,
+    ffns: Sequence[str],
+    initial_eval: bool = False,
+) -> RunTemplate:
+    """The :class:`RunTemplate` of a study whose data are ``materials`` (loaded in the parent)
+    and whose ``model`` section (:class:`~tailmem.lm.config.ModelSection`) builds each FFN
+    type's GPT."""
+    models = {ffn: model.build(materials.vocab_size, ffn, train.seq_len) for ffn in ffns}
+    return RunTemplate(models, train, optim, materials.identity, initial_eval)
 
 
 def _json_text(obj: Any) -> str:
@@ -145,126 +151,78 @@ def _json_text(obj: Any) -> str:
     return strict_json(obj, indent=1)
 
 
-def job_spec(job: Job, shared: Shared, materials: Materials, model_cfg: GPTConfig) -> dict:
-    """Everything that determines the numbers of ``job`` (written to ``spec.json``)."""
-    tcfg = shared.train.loop_config(job.steps, job.seed)
-    return {
-        "arm": dataclasses.asdict(job.arm),
-        "ffn": job.ffn,
-        "lrs": job.lr,
-        "seed": job.seed,
-        "steps": job.steps,
-        "hparams": shared.optim.hparams(job.arm.recipe, job.lr),
-        "model": dataclasses.asdict(model_cfg),
-        "train": {k: v for k, v in dataclasses.asdict(tcfg).items() if k != "progress"},
-        "batch": [shared.train.batch_size, shared.train.seq_len, shared.train.eval_batch_size],
-        "data": materials.identity,
-        "initial_eval": shared.initial_eval,
-    }
+def run_job(spec: RunSpec, context: RunContext, on_steps: StepSink | None = None) -> RunResult:
+    """Train ``spec`` in its sub-run directory (or reuse / resume it); returns its result.
 
-
-def run_job(job: Job, shared: Shared, on_steps: StepSink | None = None) -> dict[str, Any]:
-    """Train ``job`` in its sub-run directory (or reuse / resume it); returns its result.
-
-    The result holds ``status`` ("complete", or "diverged"), ``evals`` (one dict per
-    evaluation with ``step`` and every hook's numbers), ``final`` (the last evaluation of a
-    complete run, else empty), ``final_loss``, ``tokens``, ``wall_seconds`` (the run's
-    training time when it was trained), ``diverged`` (see :func:`divergence`; None for a
-    complete run) — and ``reused: True`` when it was found complete on disk. Every rank returns
-    the same result.
+    The run reads nothing but ``spec`` and ``context``: its data are checked against the
+    identity the spec records. Every rank returns the same result; ``reused`` is set when it
+    was found complete (or diverged) on disk.
     """
-    ctx, device = D.init_distributed(shared.train.device)
-    materials = shared.data.load(ctx)
-    model_cfg = shared.model.build(materials.vocab_size, job.ffn, shared.train.seq_len)
-    spec = job_spec(job, shared, materials, model_cfg)
-    digest = config_digest("lm-subrun", spec)
-    sub = shared.path(job)
-    reused = _reusable(sub, digest) if ctx.is_main else None
+    ctx, device = D.init_distributed(spec.loop.device)
+    materials = context.data.load(ctx)
+    if materials.identity != dict(spec.data):
+        raise RuntimeError(f"run {spec.label}: the data loaded are not the data its spec names")
+    sub = context.path(spec)
+    reused = _reusable(sub, spec.digest) if ctx.is_main else None
     reused = D.broadcast_object(reused, ctx)
     if reused is not None:
-        return {**reused, REUSED: True}
+        return RunResult.from_json(reused, reused=True)
     D.barrier(ctx)
     started = time.perf_counter()
-    seed_everything(job.seed)
-    model = shared.model_fn(model_cfg)
+    seed_everything(spec.seed)
+    model = context.model_fn(spec.model)
     if ctx.is_main:
         sub.mkdir(parents=True, exist_ok=True)
-        atomic_write_text(sub / "spec.json", _json_text({"digest": digest, **spec}))
-        write_gpt_config(sub, model_cfg)
+        atomic_write_text(sub / "spec.json", _json_text({"digest": spec.digest, **spec.record()}))
+        write_gpt_config(sub, spec.model)
     D.barrier(ctx)
-    hooks = materials.hooks(model_cfg, ctx)
-    initial = _initial_eval(sub, model, hooks, device, ctx) if shared.initial_eval else None
-    hparams = shared.optim.hparams(job.arm.recipe, job.lr)
-    optimizer = build_optimizer(model, job.arm.recipe, **hparams)
+    hooks = materials.hooks(spec.model, ctx)
+    initial = _initial_eval(sub, model, hooks, device, ctx) if spec.initial_eval else None
+    settings = {setting.kind.name: setting for setting in spec.optimizers}
+    optimizer = route(model, spec.arm.recipe, settings)
     outcome = train(
         model,
         optimizer,
-        materials.batches(job.seed, shared.train),
-        shared.train.loop_config(job.steps, job.seed, progress=shared.show_progress),
+        materials.batches(spec.seed, spec.batch),
+        dataclasses.replace(spec.loop, progress=context.show_progress),
         sub,
         eval_hooks=hooks,
-        loss_fn=shared.loss_fn,
+        loss_fn=context.loss_fn,
         on_step=on_steps,
-        label=job.label,
-        describe=shared.describe,
+        label=spec.label,
+        describe=context.describe,
     )
     rows = read_metrics(sub / "metrics.jsonl")
     evals = [{"step": 0, **initial}] if initial is not None else []
     evals += [{"step": r["step"], **r["eval"]} for r in rows if "eval" in r]
-    result = {
-        "digest": digest,
-        "key": job.key,
-        "arm": job.arm.name,
-        "recipe": job.arm.recipe,
-        "ffn": job.ffn,
-        "lrs": job.lr,
-        "seed": job.seed,
-        "steps": job.steps,
-        "status": outcome.status,
-        "message": outcome.message,
-        "steps_done": outcome.step,
-        "final_loss": outcome.loss,
-        "tokens": rows[-1]["tokens"] if rows else 0,
-        "evals": evals,
-        "final": evals[-1] if outcome.ok and evals else {},
-        "diverged": None if outcome.ok else divergence(outcome),
-        "wall_seconds": round(time.perf_counter() - started, 3),
-    }
+    result = RunResult(
+        digest=spec.digest,
+        key=spec.key,
+        arm=spec.arm.name,
+        recipe=spec.arm.recipe,
+        ffn=spec.ffn,
+        lrs=spec.lrs,
+        seed=spec.seed,
+        steps=spec.steps,
+        status=outcome.status,
+        message=outcome.message,
+        steps_done=outcome.step,
+        final_loss=outcome.loss,
+        tokens=rows[-1]["tokens"] if rows else 0,
+        evals=evals,
+        final=evals[-1] if outcome.ok and evals else {},
+        diverged=None if outcome.ok else divergence(outcome),
+        wall_seconds=round(time.perf_counter() - started, 3),
+    )
+    text = _json_text(result.to_json())
     if ctx.is_main:
-        atomic_write_text(sub / "result.json", _json_text(result))
-    return D.broadcast_object(json.loads(_json_text(result)) if ctx.is_main else None, ctx)
+        atomic_write_text(sub / "result.json", text)
+    return RunResult.from_json(D.broadcast_object(json.loads(text) if ctx.is_main else None, ctx))
 
 
-def divergence(outcome: TrainResult) -> dict[str, Any]:
-    """What a diverged run's result records: the update (1-based) whose loss or gradient norm
-    was non-finite, that loss, the message and the diagnostics file of the sub-run."""
-    return {
-        "step": outcome.step + 1,
-        "loss": outcome.loss,
-        "message": outcome.message,
-        "diagnostics": "nan_diagnostics.json",
-    }
-
-
-def diverged_runs(results: Iterable[Mapping[str, Any]]) -> list[dict[str, Any]]:
-    """The diverged runs among ``results`` (sub-run results), one entry each: ``arm``, ``ffn``,
-    ``seed``, ``lrs``, ``key``, ``step`` (the update that diverged) and ``reason`` — the phrase a
-    claim that needs this arm reports as its "not measured" reason, e.g.
-    ``"arm full diverged at step 7"``. Studies list these in ``results.json``; claim code calls
-    it with the runs an arm's claim depends on."""
-    out = []
-    for result in results:
-        if result.get("status") != DIVERGED:
-            continue
-        step = (result.get("diverged") or {}).get("step", result.get("steps_done"))
-        out.append(
-            {
-                **{k: result.get(k) for k in ("arm", "ffn", "seed", "lrs", "key")},
-                "step": step,
-                "reason": f"arm {result.get('arm')} diverged at step {step}",
-            }
-        )
-    return out
+def divergence(outcome: TrainResult) -> Divergence:
+    """Where a diverged run stopped (:class:`~tailmem.lm.spec.Divergence`)."""
+    return Divergence(outcome.step + 1, outcome.loss, outcome.message)
 
 
 def _reusable(sub: Path, digest: str) -> dict[str, Any] | None:
@@ -285,6 +243,10 @@ def _reusable(sub: Path, digest: str) -> dict[str, Any] | None:
         return None
     if not isinstance(result, dict) or result.get("status") not in (COMPLETE, DIVERGED):
         return None  # not a result, or an older one (status "failed"): resume and redo it
+    try:
+        RunResult.from_json(result)
+    except (KeyError, TypeError):
+        return None  # not a whole result: train it again
     return result
 
 
@@ -308,7 +270,7 @@ def _initial_eval(
     return merged
 
 
-def drop_checkpoints(root: str | Path, results: Sequence[Mapping[str, Any]]) -> None:
-    """Delete the ``ckpt/`` folder of every sub-run in ``results`` (each has ``key``)."""
-    for result in results:
-        shutil.rmtree(Path(root) / result["key"] / "ckpt", ignore_errors=True)
+def drop_checkpoints(root: str | Path, keys: Sequence[str]) -> None:
+    """Delete the ``ckpt/`` folder of every sub-run in ``keys`` (folders under ``root``)."""
+    for key in keys:
+        shutil.rmtree(Path(root) / key / "ckpt", ignore_errors=True)

@@ -7,7 +7,8 @@ names, so it works for any model whose roles resolve::
     "muon:v,o,w_in,w_gate,w_out adam:*"     "adam:*"     "muon:q,k,v,o,w_in,w_out adamw:*"
 
 Grammar: clauses ``kind:role,role,...`` separated by whitespace (roles may be separated by commas
-and/or spaces). Kinds: :data:`KINDS`. ``*`` stands for every role not named in another clause.
+and/or spaces). Kinds: the optimiser registry (:data:`tailmem.optim.registry.REGISTRY`), plus any
+user kinds the caller passes. ``*`` stands for every role not named in another clause.
 Each kind appears once and each role at most once; a role named in the recipe but absent from the
 model is fine (so one recipe serves plain and gated FFNs), but every kind must end up with at least
 one trainable parameter. Frozen parameters (``requires_grad=False``) are left out.
@@ -20,17 +21,17 @@ Within each kind there is one param group per role (tagged ``"kind"`` and ``"rol
 
 Strictness (all raise :class:`~tailmem.errors.ConfigError` with one line): unknown kind or role,
 a kind or role named twice, ``*`` twice, a trainable parameter whose role the recipe does not
-route, a fused tensor (GPT-2 ``c_attn``) whose parts go to different kinds, Muon given a parameter
-with fewer than two dimensions, a kind that gets no parameters, hyperparameters for a kind that is
-unknown or not in the recipe, hyperparameter names the kind's constructor does not accept, a
-required constructor argument left out (``lr`` of SignGD), and values the optimiser rejects.
+route, a fused tensor (GPT-2 ``c_attn``) whose parts go to different kinds, a matrices-only kind
+(Muon) given a parameter with fewer than two dimensions, a kind that gets no parameters,
+hyperparameters for a kind that is unknown or not in the recipe, hyperparameter names the kind's
+typed spec (:class:`~tailmem.optim.registry.HParams`) does not have, and values it or the
+optimiser rejects.
 """
 
 from __future__ import annotations
 
-import inspect
 import re
-from collections.abc import Callable, Iterator, Mapping
+from collections.abc import Callable, Collection, Iterator, Mapping
 from typing import Any
 
 import torch
@@ -46,28 +47,21 @@ from tailmem.models.roles import (
     resolve_roles,
     vocab_size,
 )
+from tailmem.optim.registry import REGISTRY, OptimizerKind, OptimizerSetting, get_kind
 
-KINDS: tuple[str, ...] = ("muon", "adam", "adamw", "sgd", "signgd")
-MUON_GROUP_KEYS: tuple[str, ...] = ("row_splits", "fan_out_dim", "num_heads")
-MUON_RECIPE_DEFAULTS: dict[str, Any] = {
-    "lr": 0.02,
-    "momentum": 0.95,
-    "nesterov": False,
-    "weight_decay": 0.0,
-    "dtype": None,
-}
-"""What a recipe's Muon gets unless ``muon={...}`` says otherwise (paper A1: no Nesterov, no weight
-decay, the gradient's dtype). ``tailmem.optim.Muon``'s own defaults are ``torch.optim.Muon``'s."""
 _EXAMPLE = "e.g. 'muon:v,o,w_in,w_gate,w_out adam:*'"
 _TABLE_ROWS = 20
 
 
-def parse_recipe(recipe: str) -> dict[str, list[str]]:
+def parse_recipe(
+    recipe: str, kinds: Collection[str] | None = tuple(REGISTRY)
+) -> dict[str, list[str]]:
     """Parse and validate a recipe into ``kind -> roles`` (in recipe order), ``*`` expanded.
 
     ``*`` becomes every role of :data:`~tailmem.models.roles.ROLES` not named by another clause,
-    in that order, after the clause's own named roles. Needs no model, so the CLI can validate a
-    config before building anything.
+    in that order, after the clause's own named roles. ``kinds``: the kind names allowed
+    (default: the registry's; None: any name, checked by the caller). Needs no model, so the CLI
+    can validate a config before building anything.
     """
     if not isinstance(recipe, str) or not recipe.strip():
         raise ConfigError(f"optimiser recipe is empty; expected kind:role,... clauses, {_EXAMPLE}")
@@ -82,9 +76,9 @@ def parse_recipe(recipe: str) -> dict[str, list[str]]:
                 f"recipe clause {clause!r} in {recipe!r} should look like kind:role,role "
                 f"({_EXAMPLE})"
             )
-        if kind not in KINDS:
+        if kinds is not None and kind not in kinds:
             raise ConfigError(
-                f"unknown optimiser kind {kind!r} in recipe {recipe!r}; valid: {', '.join(KINDS)}"
+                f"unknown optimiser kind {kind!r} in recipe {recipe!r}; valid: {', '.join(kinds)}"
             )
         if kind in named:
             raise ConfigError(
@@ -127,25 +121,28 @@ def plan_param_groups(
     *,
     roles: RoleSpec | None = None,
     force_muon_vocab: bool = False,
+    kinds: Mapping[str, OptimizerKind] | None = None,
 ) -> dict[str, list[dict[str, Any]]]:
     """Route every trainable parameter of ``model`` to a kind and a param group, as plain data.
 
     Returns ``kind -> groups`` (kinds in recipe order). Each group is a dict with ``params``,
     ``param_names``, ``kind`` and ``role`` (a fused tensor's role is e.g. ``"q+k+v"``); groups
     follow the order of :data:`~tailmem.models.roles.ROLES`, parameters the order of
-    ``named_parameters()``. Muon groups also carry the layout hints of their parameters,
-    ``fan_out_dim`` always and ``row_splits`` when the tensor is split; parameters of one role
-    with different hints get separate groups with the same role tag.
+    ``named_parameters()``. Groups of a kind with layout keys (Muon) also carry the layout
+    hints of their parameters, ``fan_out_dim`` always and ``row_splits`` when the tensor is
+    split; parameters of one role with different hints get separate groups with the same role
+    tag. ``kinds``: user kinds besides the registry's.
 
     ``roles`` (``{name pattern: role}`` or ``(name, param) -> role | None``) is consulted before
     the built-in roles (:func:`~tailmem.models.roles.resolve_roles`).
 
     Vocabulary guard: a parameter whose shape contains the token vocabulary size (rows of the
     model's largest ``nn.Embedding``) and whose role is not one of the matrix roles (an
-    embedding, an LM head, an unrecognised ``other``) is never given to Muon: that raises
-    :class:`~tailmem.errors.ConfigError` unless ``force_muon_vocab=True``.
+    embedding, an LM head, an unrecognised ``other``) is never given to a matrices-only kind
+    (Muon): that raises :class:`~tailmem.errors.ConfigError` unless ``force_muon_vocab=True``.
     """
-    routes = parse_recipe(recipe)
+    known = {**REGISTRY, **(kinds or {})}
+    routes = parse_recipe(recipe, tuple(known))
     kind_of_role = {role: kind for kind, rs in routes.items() for role in rs}
     try:
         resolved = resolve_roles(model, roles)
@@ -154,28 +151,29 @@ def plan_param_groups(
     vocab = None if force_muon_vocab else vocab_size(model)
     buckets: dict[tuple[Any, ...], list[tuple[str, nn.Parameter]]] = {}
     unassigned: list[tuple[str, str]] = []
-    non_matrix: list[tuple[str, str, tuple[int, ...]]] = []
-    vocab_shaped: list[tuple[str, str, tuple[int, ...]]] = []
+    non_matrix: list[tuple[str, str, str, tuple[int, ...]]] = []
+    vocab_shaped: list[tuple[str, str, str, tuple[int, ...]]] = []
     for name, p in model.named_parameters():
         if not p.requires_grad:
             continue
         pr = resolved[name]
-        kinds = [kind_of_role.get(role) for role in pr.roles]
-        if None in kinds:
+        kinds_of_param = [kind_of_role.get(role) for role in pr.roles]
+        if None in kinds_of_param:
             unassigned.append((name, pr.role))
             continue
-        if len(set(kinds)) > 1:
-            sent = ", ".join(f"{r} -> {k}" for r, k in zip(pr.roles, kinds, strict=True))
+        if len(set(kinds_of_param)) > 1:
+            sent = ", ".join(f"{r} -> {k}" for r, k in zip(pr.roles, kinds_of_param, strict=True))
             raise ConfigError(
                 f"parameter {name!r} holds {', '.join(pr.roles)} fused in one tensor, so they "
                 f"need one optimiser kind, but recipe {recipe!r} sends {sent}"
             )
-        kind = kinds[0]
-        if kind == "muon" and p.ndim < 2:
-            non_matrix.append((name, pr.role, tuple(p.shape)))
-        elif kind == "muon" and vocab in p.shape and not set(pr.roles) & set(MATRIX_ROLES):
-            vocab_shaped.append((name, pr.role, tuple(p.shape)))
-        hints = (pr.fan_out_dim, pr.row_splits) if kind == "muon" else ()
+        kind = kinds_of_param[0]
+        matrices_only = known[kind].matrices_only
+        if matrices_only and p.ndim < 2:
+            non_matrix.append((kind, name, pr.role, tuple(p.shape)))
+        elif matrices_only and vocab in p.shape and not set(pr.roles) & set(MATRIX_ROLES):
+            vocab_shaped.append((kind, name, pr.role, tuple(p.shape)))
+        hints = (pr.fan_out_dim, pr.row_splits) if known[kind].layout_keys else ()
         buckets.setdefault((kind, pr.role, *hints), []).append((name, p))
     if unassigned:
         missing_roles = sorted({role for _, role in unassigned}, key=_role_order)
@@ -192,20 +190,23 @@ def plan_param_groups(
             + (f"\n(+{more} more)" if more > 0 else "")
         )
     if non_matrix:
-        bad_roles = sorted({role for _, role, _ in non_matrix}, key=_role_order)
-        shown = _short_list([f"{n} {tuple(s)}" for n, _, s in non_matrix])
+        kind = non_matrix[0][0]
+        bad_roles = sorted({role for k, _, role, _ in non_matrix if k == kind}, key=_role_order)
+        shown = _short_list([f"{n} {tuple(s)}" for k, n, _, s in non_matrix if k == kind])
+        others = [k for k, spec in known.items() if not spec.matrices_only and k in REGISTRY]
         raise ConfigError(
-            f"muon only trains matrices, but recipe {recipe!r} gives it role(s) "
+            f"{kind} only trains matrices, but recipe {recipe!r} gives it role(s) "
             f"{', '.join(bad_roles)} holding parameters with fewer than 2 dimensions: {shown}; "
-            f"route those roles to adam, adamw, sgd or signgd"
+            f"route those roles to {', '.join(others)}"
         )
     if vocab_shaped:
-        shown = _short_list([f"{n} {s} ({role})" for n, role, s in vocab_shaped])
+        kind = vocab_shaped[0][0]
+        shown = _short_list([f"{n} {s} ({role})" for k, n, role, s in vocab_shaped if k == kind])
         raise ConfigError(
-            f"recipe {recipe!r} gives muon parameter(s) shaped like the {vocab}-token vocabulary "
-            f"(embedding / LM head): {shown}; Muon is for hidden matrices: route them to adam "
-            f"(name their role in an adam clause, or give them roles={{pattern: 'head'}}), or "
-            f"pass force_muon_vocab=True to build_optimizer"
+            f"recipe {recipe!r} gives {kind} parameter(s) shaped like the {vocab}-token "
+            f"vocabulary (embedding / LM head): {shown}; {kind} is for hidden matrices: route them "
+            f"to adam (name their role in an adam clause, or give them roles={{pattern: 'head'}}), "
+            f"or pass force_muon_vocab=True to build_optimizer"
         )
     empty = [kind for kind in routes if not any(key[0] == kind for key in buckets)]
     if empty:
@@ -226,7 +227,7 @@ def plan_param_groups(
             "kind": kind,
             "role": role,
         }
-        if kind == "muon":
+        if known[kind].layout_keys:
             fan_out_dim, row_splits = key[2], key[3]
             group["fan_out_dim"] = fan_out_dim
             if row_splits is not None:
@@ -256,39 +257,69 @@ def build_optimizer(
         force_muon_vocab: let Muon train vocabulary-shaped parameters (see
             :func:`plan_param_groups`).
         role_overrides: optional ``role -> {option: value}`` set on that role's param group after
-            the kind's defaults, e.g. ``{"head": {"lr": 1e-3}, "q": {"num_heads": 12}}``. Options
-            must be constructor arguments of the role's kind (for Muon also ``row_splits``,
-            ``fan_out_dim``, ``num_heads``); the role must be routed by the recipe. A fused tensor
-            takes the overrides of all its parts, which must not contradict each other.
-        **hparams: per kind, the keyword arguments of its constructor, e.g.
-            ``muon={"lr": 0.02, "momentum": 0.95}, adam={"lr": 3e-4, "betas": (0.8, 0.95)}``.
-            Whatever is not given keeps a default: Muon :data:`MUON_RECIPE_DEFAULTS` (lr 0.02,
-            momentum 0.95, no Nesterov, no weight decay, orthogonalised in the gradient's dtype,
-            shared over the default process group when one with several ranks exists when the
-            optimiser is built, as under ``torchrun`` + DDP),
-            ``torch.optim.Adam``/``AdamW``/``SGD`` (lr 1e-3; Adam betas (0.9, 0.999); AdamW
-            weight_decay 0.01; SGD no momentum) and
-            ``tailmem.optim.SignGD`` (no default lr: ``signgd={"lr": ...}`` is required).
-
-    Muon and SignGD are imported only when the recipe uses them.
+            the kind's settings, e.g. ``{"head": {"lr": 1e-3}, "q": {"num_heads": 12}}``.
+            Options are the kind's hyper-parameters (for Muon also ``row_splits``,
+            ``fan_out_dim``, ``num_heads``); the role must be routed by the recipe. A fused
+            tensor takes the overrides of all its parts, which must not contradict each other.
+        **hparams: per kind, ``lr`` and the fields of its typed spec
+            (:class:`~tailmem.optim.registry.HParams`), e.g. ``muon={"lr": 0.02, "momentum":
+            0.95}, adam={"lr": 3e-4, "betas": (0.8, 0.95)}``. Whatever is not given keeps the
+            registry's default (``tailmem.optim.registry.REGISTRY``: the papers' settings —
+            Muon lr 0.02, momentum 0.95, no Nesterov, no weight decay, orthogonalised in the
+            gradient's dtype and shared over the default process group when one with several
+            ranks exists, as under ``torchrun`` + DDP; Adam lr 3e-3, betas (0.8, 0.95); ...).
     """
+    settings: dict[str, OptimizerSetting] = {}
     routes = parse_recipe(recipe)
-    for kind, options in hparams.items():
-        if kind not in KINDS:
+    for name, options in hparams.items():
+        kind = get_kind(name)
+        if name not in routes:
             raise ConfigError(
-                f"hyperparameters given for unknown optimiser kind {kind!r}; valid: "
-                f"{', '.join(KINDS)}"
-            )
-        if kind not in routes:
-            raise ConfigError(
-                f"hyperparameters given for {kind}, but recipe {recipe!r} does not use it "
+                f"hyperparameters given for {name}, but recipe {recipe!r} does not use it "
                 f"(it uses {', '.join(routes)})"
             )
         if not isinstance(options, Mapping):
             raise ConfigError(
-                f"hyperparameters for {kind} must be a mapping of name -> value, "
+                f"hyperparameters for {name} must be a mapping of name -> value, "
                 f"got {type(options).__name__}"
             )
+        given = dict(options)
+        lr = given.pop("lr", kind.lr)
+        try:
+            settings[name] = kind.setting(lr, kind.parse(given, f"{name}."))
+        except ConfigError as err:
+            raise ConfigError(f"hyperparameters for {name}: {err}") from None
+    return route(
+        model,
+        recipe,
+        settings,
+        roles=roles,
+        role_overrides=role_overrides,
+        force_muon_vocab=force_muon_vocab,
+    )
+
+
+def route(
+    model: nn.Module,
+    recipe: str,
+    settings: Mapping[str, OptimizerSetting],
+    *,
+    roles: RoleSpec | None = None,
+    role_overrides: Mapping[str, Mapping[str, Any]] | None = None,
+    force_muon_vocab: bool = False,
+) -> RoutedOptimizer:
+    """:func:`build_optimizer` from typed settings: each kind of ``recipe`` built as its
+    :class:`~tailmem.optim.registry.OptimizerSetting` in ``settings`` says (a kind without
+    one: the registry's defaults). ``settings`` may hold user kinds (a run's spec does)."""
+    user = {s.kind.name: s.kind for s in settings.values() if s.kind.name not in REGISTRY}
+    known = {**REGISTRY, **user}
+    routes = parse_recipe(recipe, tuple(known))
+    unused = [name for name in settings if name not in routes]
+    if unused:
+        raise ConfigError(
+            f"settings given for {unused[0]}, but recipe {recipe!r} does not use it "
+            f"(it uses {', '.join(routes)})"
+        )
     overrides = dict(role_overrides or {})
     kind_of_role = {role: kind for kind, rs in routes.items() for role in rs}
     for role, options in overrides.items():
@@ -305,32 +336,25 @@ def build_optimizer(
                 f"role_overrides[{role!r}] must be a mapping of option -> value, "
                 f"got {type(options).__name__}"
             )
-    plan = plan_param_groups(model, recipe, roles=roles, force_muon_vocab=force_muon_vocab)
+    plan = plan_param_groups(
+        model, recipe, roles=roles, force_muon_vocab=force_muon_vocab, kinds=user
+    )
     children: dict[str, torch.optim.Optimizer] = {}
-    for kind, groups in plan.items():
-        cls = _optimizer_class(kind)
-        accepted, required = _constructor_options(cls)
-        options = dict(hparams.get(kind) or {})
-        _check_names(accepted, options, f"hyperparameters for {kind}")
-        if kind == "muon":
-            options = {**_muon_defaults(), **options}
-        missing = [name for name in required if name not in options]
-        if missing:
-            raise ConfigError(
-                f"{kind} needs hyperparameter(s) {', '.join(missing)}, e.g. "
-                f"{kind}={{'{missing[0]}': ...}}"
-            )
-        group_keys = accepted
-        if accepted is not None and kind == "muon":
-            group_keys = accepted | set(MUON_GROUP_KEYS)
-        for role in routes[kind]:
-            _check_names(group_keys, overrides.get(role, {}), f"role_overrides[{role!r}]")
+    for name, groups in plan.items():
+        setting = settings.get(name) or known[name].setting()
+        accepted = setting.kind.options()
+        for role in routes[name]:
+            unknown = [
+                k for k in overrides.get(role, {}) if accepted is not None and k not in accepted
+            ]
+            if unknown:
+                raise ConfigError(
+                    f"role_overrides[{role!r}]: unknown name(s) {', '.join(map(repr, unknown))} "
+                    f"for {name}; accepted: {', '.join(sorted(accepted or ()))}"
+                )
         for group in groups:
             group.update(_merged_overrides(group, overrides))
-        try:
-            children[kind] = cls(groups, **options)
-        except ValueError as err:
-            raise ConfigError(f"{kind} rejected its hyperparameters {options}: {err}") from None
+        children[name] = setting.build(groups)
     return RoutedOptimizer(children, recipe=recipe)
 
 
@@ -539,51 +563,6 @@ class _RoutedState(Mapping):
 
     def __len__(self) -> int:
         return sum(len(opt.state) for opt in self._routed.optimizers.values())
-
-
-def _muon_defaults() -> dict[str, Any]:
-    """:data:`MUON_RECIPE_DEFAULTS`, plus ``distributed="ddp"`` under a multi-rank process group."""
-    defaults = dict(MUON_RECIPE_DEFAULTS)
-    dist = torch.distributed
-    if dist.is_available() and dist.is_initialized() and dist.get_world_size() > 1:
-        defaults["distributed"] = "ddp"
-    return defaults
-
-
-def _optimizer_class(kind: str) -> type[torch.optim.Optimizer]:
-    if kind == "muon":
-        from tailmem.optim.muon import Muon
-
-        return Muon
-    if kind == "signgd":
-        from tailmem.optim.sign import SignGD
-
-        return SignGD
-    return {"adam": torch.optim.Adam, "adamw": torch.optim.AdamW, "sgd": torch.optim.SGD}[kind]
-
-
-def _constructor_options(cls: type) -> tuple[set[str] | None, list[str]]:
-    """Keyword names ``cls(params, ...)`` accepts (None: any) and those without a default."""
-    accepted: set[str] = set()
-    required: list[str] = []
-    for name, param in list(inspect.signature(cls.__init__).parameters.items())[2:]:
-        if param.kind is inspect.Parameter.VAR_KEYWORD:
-            return None, required
-        if param.kind is inspect.Parameter.VAR_POSITIONAL:
-            continue
-        accepted.add(name)
-        if param.default is inspect.Parameter.empty:
-            required.append(name)
-    return accepted, required
-
-
-def _check_names(accepted: set[str] | None, options: Mapping[str, Any], where: str) -> None:
-    unknown = [name for name in options if accepted is not None and name not in accepted]
-    if unknown:
-        raise ConfigError(
-            f"{where}: unknown name(s) {', '.join(map(repr, unknown))}; accepted: "
-            f"{', '.join(sorted(accepted or ()))}"
-        )
 
 
 def _merged_overrides(

@@ -7,11 +7,13 @@ frequency group (:mod:`.fta`) is measured during training for the five arms of :
 Muon, Adam, SGD+momentum and the two hybrids — for a plain and/or gated FFN.
 
 Protocol (run by :mod:`tailmem.lm.plan` on the shared worker pool)
-    1. LR sweep per arm: one run per learning rate of the arm's grid (``sweep.<kind>``), scored
-       by the FTA over *all* questions at its end (not the tail: tuning on the tail would choose
-       for the claim being tested). A winner at an end of its grid widens the grid by one point
-       beyond that end, up to ``sweep.max_extend`` times (:class:`~tailmem.lm.plan.Plan`).
-       Hybrids borrow the tuned LRs of the base arms for their other optimiser (:mod:`.arms`).
+    1. LR sweep per arm: one run per learning rate of the grid of the kind the arm tunes
+       (``optim.<kind>.lr`` given as a list; one number: nothing to sweep), scored by the FTA
+       over *all* questions at its end (not the tail: tuning on the tail would choose for the
+       claim being tested). A winner at an end of its grid widens the grid by one point beyond
+       that end, up to ``sweep.max_extend`` times (:class:`~tailmem.lm.plan.Plan`). Hybrids
+       borrow the tuned LRs of the base arms for their other optimiser
+       (:mod:`tailmem.lm.rates`).
     2. ``seeds`` runs per arm at its best learning rate; seeds change the initialisation and the
        data order, not the people.
     Every run has its own resumable sub-run directory (:mod:`tailmem.lm.subrun`): re-running
@@ -47,7 +49,7 @@ from __future__ import annotations
 
 import dataclasses
 import re
-from collections.abc import Mapping
+from collections.abc import Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Literal
@@ -58,13 +60,16 @@ from tailmem.data.stream import QATrainStream
 from tailmem.data.templates import QA_TEMPLATES
 from tailmem.errors import ConfigError
 from tailmem.experiments.knowledge_qa import gaps, plots, tables
-from tailmem.experiments.knowledge_qa.arms import ARMS, BASE_ARM, SWEPT, dependencies
+from tailmem.experiments.knowledge_qa.arms import ARMS
 from tailmem.experiments.knowledge_qa.fta import QAData, answer_loss_sum, chance_fta, describe_fta
-from tailmem.lm.arms import check_arm_names
-from tailmem.lm.config import KINDS, LMConfig
-from tailmem.lm.plan import Best, Entry, Plan, keep_checkpoints, run_plan
+from tailmem.lm.arms import Arm, select_arms
+from tailmem.lm.config import LMConfig
+from tailmem.lm.plan import Entry, Plan, keep_checkpoints, run_plan
 from tailmem.lm.preflight import check_lm
-from tailmem.lm.subrun import Shared, diverged_runs
+from tailmem.lm.rates import rate_entries
+from tailmem.lm.spec import RunResult, diverged_runs
+from tailmem.lm.subrun import RunContext, template
+from tailmem.optim.registry import AdamHParams, MuonHParams
 from tailmem.report.qa_gap_figures import fta_vs_exposures_figure, lag_ratio_figure
 from tailmem.rundir import RunDir
 from tailmem.train import distributed as D
@@ -75,14 +80,12 @@ FFNS = ("plain", "gated")
 
 @dataclass
 class SweepSection:
-    """Learning-rate grids per optimiser kind; sweep runs' length and seed (None: ``train.steps``
-    and the first seed, in which case the winning sweep run is also that seed's run);
-    ``max_extend``: how many points a grid may grow beyond an end its winner sits at
-    (:class:`~tailmem.lm.plan.Plan`), so the chosen rate is interior where that suffices."""
+    """How the learning rates given as grids (``optim.<kind>.lr: [...]``) are swept: the
+    length and seed of the sweep runs (None: ``train.steps`` and the first seed, in which case
+    the winning sweep run is also that seed's run) and ``max_extend``, how many points a grid
+    may grow beyond an end its winner sits at (:class:`~tailmem.lm.plan.Plan`), so the chosen
+    rate is interior where that suffices."""
 
-    muon: list[float] = field(default_factory=lambda: [0.01, 0.02, 0.05])
-    adam: list[float] = field(default_factory=lambda: [1e-3, 3e-3, 1e-2])
-    sgd: list[float] = field(default_factory=lambda: [0.1, 0.3, 1.0])
     steps: int | None = None
     seed: int | None = None
     max_extend: int = 2
@@ -90,12 +93,6 @@ class SweepSection:
     def validate(self) -> None:
         if self.max_extend < 0:
             raise ConfigError(f"sweep.max_extend: got {self.max_extend}; expected >= 0")
-        for kind in KINDS:
-            grid = getattr(self, kind)
-            if not grid or any(not lr > 0 for lr in grid) or len(set(grid)) != len(grid):
-                raise ConfigError(
-                    f"sweep.{kind}: got {grid!r}; expected distinct positive learning rates"
-                )
         if self.steps is not None and self.steps < 1:
             raise ConfigError(f"sweep.steps: got {self.steps!r}; expected a positive integer")
 
@@ -104,7 +101,8 @@ class SweepSection:
 class Config(LMConfig):
     """The knowledge-QA experiment (see the module docstring).
 
-    ``arms``: names from :data:`.arms.ARMS`. ``ffn``: ``plain``, ``gated`` or ``both``. Training
+    ``arms``: names from :data:`.arms.ARMS`, or recipes (:func:`~tailmem.lm.arms.select_arms`).
+    ``ffn``: ``plain``, ``gated`` or ``both``. Training
     batches pack QA samples into ``train.batch_size`` rows of ``train.seq_len`` tokens
     (:class:`~tailmem.data.stream.QATrainStream`), with the loss on ``loss_on``. ``packing``:
     ``cross`` lets an item attend to the earlier items of its row at their row positions;
@@ -112,9 +110,8 @@ class Config(LMConfig):
     a question in the context evaluation asks it in (alone). FTA is evaluated
     every ``train.eval_every`` steps; the evaluations nearest to ``table_fracs`` of training and
     the groups ``m - o`` for ``o`` in ``tail_offsets`` make the tail tables; the
-    ``head_groups`` most frequent groups are the "head". A kind whose base arm is not run uses
-    ``optim.<kind>.lr``. ``cache_dir``: where the data set is built (default: the run
-    directory's ``data/``).
+    ``head_groups`` most frequent groups are the "head". ``cache_dir``: where the data set is
+    built (default: the run directory's ``data/``).
     """
 
     seeds: int = 3
@@ -138,10 +135,13 @@ class Config(LMConfig):
     def sweep_steps(self) -> int:
         return self.train.steps if self.sweep.steps is None else self.sweep.steps
 
+    def run_arms(self) -> list[Arm]:
+        return select_arms(self.arms, ARMS)
+
     def validate(self) -> None:
         """One-line :class:`ConfigError` for the first invalid field."""
         super().validate()
-        check_arm_names(self.arms, list(ARMS))
+        self.entries()  # every borrowed rate has an arm to borrow from
         if not 1 <= self.head_groups <= self.data.m:
             raise ConfigError(
                 f"head_groups: got {self.head_groups}; expected 1..m = 1..{self.data.m}"
@@ -163,21 +163,20 @@ class Config(LMConfig):
             raise ConfigError(f"sweep.steps: {exc}") from None
 
     def entries(self) -> list[Entry]:
-        """One plan entry per FFN type and arm: its grid, and the LRs it borrows."""
-        base = self.optim.base_lrs()
-        grids = {kind: tuple(getattr(self.sweep, kind)) for kind in KINDS}
+        """One plan entry per FFN type and arm (:func:`~tailmem.lm.rates.rate_entries`)."""
+        return rate_entries(self.ffns, self.run_arms(), self.optim)
 
-        def entry(ffn: str, name: str) -> Entry:
-            def lrs(point: float, best: Best) -> dict[str, float]:
-                borrowed = {
-                    kind: best.get((ffn, BASE_ARM[kind]), base)[kind] for kind in ARMS[name].kinds
-                }
-                return {**borrowed, SWEPT[name]: point}
-
-            needs = tuple(dependencies(name, self.arms))
-            return Entry(ffn, ARMS[name], grids[SWEPT[name]], lrs, needs)
-
-        return [entry(ffn, name) for ffn in self.ffns for name in self.arms]
+    def check_overrides(self, keys: Sequence[str]) -> None:
+        """Besides :meth:`LMConfig.check_overrides`: ``sweep.*`` reaches nothing when no rate
+        the arms use is a grid."""
+        super().check_overrides(keys)
+        swept = any(self.optim[k].swept for arm in self.run_arms() for k in arm.kinds)
+        for key in keys:
+            if key.startswith("sweep.") and not swept:
+                raise ConfigError(
+                    f"{key}: no learning rate of this run is swept (every optim.<kind>.lr the "
+                    "arms use is one number); expected a list of rates to sweep"
+                )
 
 
 def preflight(cfg: Config) -> None:
@@ -205,24 +204,24 @@ def preflight(cfg: Config) -> None:
         )
 
 
-def score(entry: Entry, point: float, result: Mapping[str, Any]) -> float:
+def score(entry: Entry, point: float, result: RunResult) -> float:
     """The sweep's score of a run (:func:`.tables.score`: FTA over all questions)."""
     return tables.score(result)
 
 
-def summary(result: Mapping[str, Any]) -> str:
+def summary(result: RunResult) -> str:
     """A finished run's printed summary: FTA over all questions and of the rarest group."""
-    if not result["evals"]:
+    if not result.evals:
         return "no evaluation"
     return f"FTA all questions {tables.score(result):.3f}, rarest group {tables.rarest(result):.3f}"
 
 
 @dataclass(frozen=True)
 class Prepared:
-    """A study ready to train: what its jobs share, its plan, the exposures per group and step
+    """A study ready to train: how its runs train, its plan, the exposures per group and step
     (:class:`.gaps.Exposures`), chance FTA and the data set's summary."""
 
-    shared: Shared
+    context: RunContext
     plan: Plan
     exposures: gaps.Exposures
     chance: float
@@ -243,23 +242,24 @@ def prepare(cfg: Config, root: Path) -> Prepared:
     data = QAData(
         str(dataset.path), dataset.fingerprint, cfg.loss_on, cfg.train.eval_batch_size, cfg.packing
     )
-    shared = Shared(
-        str(root), cfg.model, cfg.train, cfg.optim, data, initial_eval=True,
-        loss_fn=answer_loss_sum, describe=describe_fta, show_progress=cfg.workers == 1,
+    context = RunContext(
+        str(root), data, loss_fn=answer_loss_sum, describe=describe_fta,
+        show_progress=cfg.workers == 1, threads=cfg.train.threads,
     )  # fmt: skip
+    runs = template(data.load(D.DistContext()), cfg.model, cfg.train, cfg.optim, cfg.ffns, True)
     sweep_seed = cfg.seed if cfg.sweep.seed is None else cfg.sweep.seed
     plan = Plan(
-        cfg.entries(), score, cfg.seed_list, cfg.train.steps, sweep_seed, cfg.sweep_steps,
+        cfg.entries(), score, cfg.seed_list, cfg.train.steps, sweep_seed, cfg.sweep_steps, runs,
         max_extend=cfg.sweep.max_extend,
     )  # fmt: skip
-    return Prepared(shared, plan, exposures, chance_fta(dataset), dataset.summary())
+    return Prepared(context, plan, exposures, chance_fta(dataset), dataset.summary())
 
 
 def run(cfg: Config, run: RunDir) -> None:
     """Sweep, train every seed, then write tables, figures, claims and ``report.json``."""
     study = prepare(cfg, run.path)
-    run_plan(study.plan, study.shared, cfg.workers, summary)
-    keep_checkpoints(study.plan, study.shared.root, cfg.train.keep_checkpoints)
+    run_plan(study.plan, study.context, cfg.workers, summary)
+    keep_checkpoints(study.plan, study.context.root, cfg.train.keep_checkpoints)
     if D.is_main_process():
         write_outputs(cfg, run, study.plan, study.chance, study.data_summary, study.exposures)
 
@@ -274,7 +274,7 @@ def write_outputs(
 ) -> None:
     """Tables, figures, results, claims and the report layout of a finished plan (its tables
     read the runs that did not diverge; ``results.json`` lists those that did)."""
-    diverged = diverged_runs(plan.results.values())
+    diverged = diverged_runs(list(plan.results.values()))
     plan = plan.completed()
     m = cfg.data.m
     sweep_rows = tables.sweep_rows(plan)
@@ -307,7 +307,7 @@ def write_outputs(
                 f"{ffn} FFN, mean ± std over seeds",
             ),
             run.save_report_figure(
-                plots.sweep_figure(sweep_rows, ffn),
+                plots.sweep_figure(sweep_rows, ffn, {a: plan.arm(a).label for a in plan.arms}),
                 f"lr_sweep_{ffn}",
                 f"LR sweep, {ffn} FFN: FTA over all questions per learning rate",
             ),
@@ -343,7 +343,7 @@ def write_outputs(
         "data": data_summary,
         "chance_fta": chance,
         "best_lr": {f"{ffn}/{arm}": lrs for (ffn, arm), lrs in plan.best.items()},
-        "runs": [plan.results[job] for jobs in plan.seed_runs.values() for job in jobs],
+        "runs": [plan.results[job].to_json() for jobs in plan.seed_runs.values() for job in jobs],
         "diverged": diverged,
         "head_tail_gap": gaps_rows,
         "tail_table": long_rows,
@@ -376,10 +376,11 @@ def write_gap_measures(
     figures, listed = [], []
     pair = gaps.headline_pair(measures)
     if pair is not None:
-        lead, lag = (ARMS[arm].label for arm in pair)
+        lead, lag = (plan.arm(arm).label for arm in pair)
         tail = sorted({cfg.data.m - o for o in cfg.tail_offsets if o <= cfg.data.m})
         paper = measures["paper"][gaps.REFERENCE]
-        run.write_csv(f"lag_ratio_summary_{ffn}.csv", gaps.lag_ratio_table(measures, *pair))
+        labels = {arm: plan.arm(arm).label for arm in pair}
+        run.write_csv(f"lag_ratio_summary_{ffn}.csv", gaps.lag_ratio_table(measures, *pair, labels))
         figures += [
             run.save_report_figure(
                 fta_vs_exposures_figure(
@@ -435,7 +436,7 @@ def tail_columns(plan: Plan) -> dict[str, str]:
         "group": "frequency group (the rarest is m)",
     }
     for arm in plan.arms:
-        label = ARMS[arm].label
+        label = plan.arm(arm).label
         columns[label] = f"first-token accuracy of {label}, mean ± std over seeds"
         columns[f"paper {label}"] = "published FTA (m = 15) at the same distance from the rarest"
         columns[f"{label} EM"] = f"whole-answer exact match of {label} (greedy decoding)"
@@ -482,13 +483,19 @@ def choices_sentence(cfg: Config) -> str:
     answers = {"bpe": "BPE tokens", "single": "one token per answer value"}
     packing = {"cross": "packed items attending to earlier items", "document": "each item "
                "attending only to itself from position 0"}  # fmt: skip
-    muon, adam = cfg.optim.muon, cfg.optim.adam
+    optim = []
+    adam, muon = cfg.optim.get("adam"), cfg.optim.get("muon")
+    if adam is not None and isinstance(adam.hparams, AdamHParams):
+        optim.append(f"Adam β {tuple(adam.hparams.betas)}")
+    if muon is not None and isinstance(muon.hparams, MuonHParams):
+        nesterov = "on" if muon.hparams.nesterov else "off"
+        optim.append(f"Muon Nesterov {nesterov} with the {muon.hparams.scale} update scale")
     return (
         f"Unpublished choices: loss on {cfg.loss_on} tokens, answers as "
         f"{answers[cfg.data.answer_tokens]}, {packing[cfg.packing]}, "
-        f"{cfg.data.templates_per_attribute} template(s) per attribute, Adam β "
-        f"{tuple(adam.betas)}, Muon Nesterov {'on' if muon.nesterov else 'off'} with the "
-        f"{muon.scale} update scale, QK-norm {'on' if cfg.model.qk_norm else 'off'} "
+        f"{cfg.data.templates_per_attribute} template(s) per attribute, "
+        + "".join(f"{text}, " for text in optim)
+        + f"QK-norm {'on' if cfg.model.qk_norm else 'off'} "
         "(`tailmem run qa-sensitivity` measures the lag ratio as each changes)."
     )
 
@@ -506,6 +513,7 @@ def report_summary(
     paper's, the final rarest-group FTA and EM per arm, and the verdicts."""
     model = cfg.model.build(1, "plain", cfg.train.seq_len)
     train = cfg.train
+    labels = {g["arm"]: g["label"] for g in head_tail}
     parts = [
         f"{model.n_layer} layers × d={model.d_model} (d_ff {model.d_ff}), "
         f"m = {cfg.data.m} ({data_summary['n_people']} people, "
@@ -514,9 +522,9 @@ def report_summary(
         choices_sentence(cfg),
     ]
     for ffn in measures:  # FFN types with a finished run (every run of one may diverge)
-        parts += gaps.summary_sentences(measures[ffn], ffn)
+        parts += gaps.summary_sentences(measures[ffn], ffn, labels)
         finals = ", ".join(
-            f"{ARMS[g['arm']].label} {g['rarest_mean']:.3f}±{g['rarest_std']:.3f} "
+            f"{labels[g['arm']]} {g['rarest_mean']:.3f}±{g['rarest_std']:.3f} "
             f"(EM {g['em_rarest_mean']:.3f})"
             for g in head_tail
             if g["ffn"] == ffn

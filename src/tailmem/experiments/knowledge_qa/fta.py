@@ -44,7 +44,7 @@ from torch import Tensor, nn
 
 from tailmem.data.bios import BiosDataset, load_dataset
 from tailmem.data.stream import QATrainStream
-from tailmem.lm.config import TrainSection
+from tailmem.lm.spec import BatchShape
 from tailmem.models.gpt import GPT, GPTConfig
 from tailmem.train import IGNORE_INDEX, EvalHook, shard_rows, token_loss_sum
 from tailmem.train import distributed as D
@@ -224,10 +224,10 @@ class QAMaterials:
         return {"bios": self.dataset.fingerprint, "loss_on": self.loss_on, "eval": "fta+em",
                 "packing": self.packing}  # fmt: skip
 
-    def batches(self, seed: int, train: TrainSection) -> QABatches:
+    def batches(self, seed: int, batch: BatchShape) -> QABatches:
         return QABatches(
             QATrainStream(
-                self.dataset, train.batch_size, train.seq_len, seed, self.loss_on, self.packing
+                self.dataset, batch.batch_size, batch.seq_len, seed, self.loss_on, self.packing
             )
         )
 

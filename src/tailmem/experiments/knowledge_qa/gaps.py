@@ -22,7 +22,6 @@ import numpy as np
 
 from tailmem.claims.paper_a_qa_tables import STEPS as PAPER_STEPS
 from tailmem.claims.paper_a_qa_tables import VERSIONS
-from tailmem.experiments.knowledge_qa.arms import ARMS
 from tailmem.experiments.knowledge_qa.tables import history
 from tailmem.lm.plan import Plan
 from tailmem.metrics.qa_gaps import (
@@ -97,7 +96,7 @@ def pair_curves(
     seeds = [
         seed
         for seed, result in runs[lead].items()
-        if result["status"] == "complete" and runs[lag].get(seed, {}).get("status") == "complete"
+        if result.ok and seed in runs[lag] and runs[lag][seed].ok
     ]
     if not seeds:
         return None
@@ -171,13 +170,15 @@ def headline_pair(measures: Mapping[str, Any]) -> tuple[str, str] | None:
     return HEADLINE if HEADLINE in measured else next(iter(measured), None)
 
 
-def summary_sentences(measures: Mapping[str, Any], ffn: str) -> list[str]:
+def summary_sentences(
+    measures: Mapping[str, Any], ffn: str, labels: Mapping[str, str]
+) -> list[str]:
     """The report summary's lead: the pooled lag ratio of the headline pair at each tau beside
-    the paper's, and its peak gap with where it occurs."""
+    the paper's, and its peak gap with where it occurs (arms named by ``labels``)."""
     pair = headline_pair(measures)
     if pair is None:
         return [f"Gap measures, {ffn} FFN: not measured (no seed completed in any pair of arms)."]
-    lead, lag = (ARMS[arm].label for arm in pair)
+    lead, lag = (labels[arm] for arm in pair)
 
     def pooled(pairs: Sequence[Mapping[str, Any]]) -> str:
         (entry,) = [p for p in pairs if (p["lead"], p["lag"]) == pair]
@@ -262,18 +263,20 @@ def lag_ratio_rows(ffn: str, measures: Mapping[str, Any]) -> list[dict[str, Any]
     return rows
 
 
-def lag_ratio_table(measures: Mapping[str, Any], lead: str, lag: str) -> list[dict[str, Any]]:
+def lag_ratio_table(
+    measures: Mapping[str, Any], lead: str, lag: str, labels: Mapping[str, str]
+) -> list[dict[str, Any]]:
     """The report's table of one pair: a row per source and group (pooled last), a column per
-    tau (:func:`ratio_text`)."""
+    tau (:func:`ratio_text`; arms named by ``labels``)."""
     rows = []
-    labels = (ARMS[lead].label, ARMS[lag].label)
+    named = (labels[lead], labels[lag])
     for source, measured in _sources(measures):
         for pair in measured:
             if (pair["lead"], pair["lag"]) != (lead, lag):
                 continue
             for group in dict.fromkeys(r["group"] for r in pair["lag_ratio"]):
                 cells = {
-                    f"τ = {r['tau']:g}": ratio_text(r, *labels)
+                    f"τ = {r['tau']:g}": ratio_text(r, *named)
                     for r in pair["lag_ratio"]
                     if r["group"] == group
                 }

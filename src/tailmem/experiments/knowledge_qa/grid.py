@@ -27,7 +27,7 @@ from __future__ import annotations
 import dataclasses
 import json
 import re
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -37,7 +37,7 @@ from tailmem.config import load_config
 from tailmem.errors import ConfigError
 from tailmem.experiments import knowledge_qa as kqa
 from tailmem.experiments.knowledge_qa import gaps
-from tailmem.lm.plan import Best, Entry, Plan, keep_checkpoints, run_plans
+from tailmem.lm.plan import Best, Entry, Plan, Train, keep_checkpoints, run_plans
 from tailmem.lm.subrun import run_job
 from tailmem.resources import check_devices
 
@@ -98,7 +98,7 @@ def configure(
         overrides = [_override(k, v) for k, v in {**(common or {}), **point.overrides}.items()]
         try:
             cfg = load_config(kqa.Config, EXPERIMENT, preset, overrides)
-            if point.shared_lr and not {"muon", "adam"} <= set(cfg.arms):
+            if point.shared_lr and not {"muon", "adam"} <= {arm.name for arm in cfg.run_arms()}:
                 raise ConfigError(f"arms: got {cfg.arms}; shared_lr needs muon and adam")
         except ConfigError as exc:
             raise ConfigError(f"{where}: {exc}") from None
@@ -141,7 +141,7 @@ def run_points(
     configs: Mapping[str, tuple[Point, kqa.Config]],
     root: Path,
     workers: int,
-    train: Callable[..., dict[str, Any]] = run_job,
+    train: Train = run_job,
 ) -> dict[str, PointResult]:
     """Train every point of ``configs`` (from :func:`configure`) on one pool of ``workers``;
     their runs under ``root/points/<slug>``. Returns each point's :class:`PointResult`."""
@@ -153,12 +153,12 @@ def run_points(
         if point.shared_lr:
             study.plan.entries = shared_lr_entries(study.plan.entries)
         prepared[label] = study
-    run_plans({label: (s.plan, s.shared) for label, s in prepared.items()}, workers, kqa.summary,
+    run_plans({label: (s.plan, s.context) for label, s in prepared.items()}, workers, kqa.summary,
               train)  # fmt: skip
     out = {}
     for label, study in prepared.items():
         point, cfg = configs[label]
-        keep_checkpoints(study.plan, study.shared.root, cfg.train.keep_checkpoints)
+        keep_checkpoints(study.plan, study.context.root, cfg.train.keep_checkpoints)
         plan = study.plan.completed()
         measures = {ffn: gaps.measure(plan, ffn, study.exposures)[0] for ffn in plan.ffns}
         out[label] = PointResult(

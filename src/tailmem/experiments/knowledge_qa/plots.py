@@ -2,11 +2,11 @@
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from typing import Any
 
 import numpy as np
 
-from tailmem.experiments.knowledge_qa.arms import ARMS
 from tailmem.experiments.knowledge_qa.tables import METRICS, history, mean_std, seed_results
 from tailmem.lm.plan import Plan
 from tailmem.plotting import integer_ticks, legend_outside, pyplot
@@ -39,7 +39,7 @@ def fta_by_group_figure(plan: Plan, ffn: str, chance: float) -> Any:
                 lw=0,
             )
         ax.axhline(chance, color="grey", ls="--", lw=1)
-        ax.set_title(ARMS[arm].label)
+        ax.set_title(plan.arm(arm).label)
         ax.set_xlabel("step")
         ax.set_ylim(-0.02, 1.02)
         ax.grid(alpha=0.3)
@@ -71,7 +71,9 @@ def final_fta_figure(plan: Plan, ffn: str, chance: float) -> Any:
             _steps, values = history(seed_results(plan, ffn, arm), metric)
             mean, std = mean_std(values[:, -1])
             groups = np.arange(len(mean))
-            ax.errorbar(groups, mean, yerr=std, marker="o", ms=3, capsize=2, label=ARMS[arm].label)
+            ax.errorbar(
+                groups, mean, yerr=std, marker="o", ms=3, capsize=2, label=plan.arm(arm).label
+            )
         if metric == "fta":
             ax.axhline(chance, color="grey", ls="--", lw=1, label="chance")
         ax.set_xlabel("frequency group (samples per person halve with each)")
@@ -83,15 +85,16 @@ def final_fta_figure(plan: Plan, ffn: str, chance: float) -> Any:
     return fig
 
 
-def sweep_figure(rows: list[dict[str, Any]], ffn: str) -> Any:
-    """FTA over all questions (the sweep criterion) against the swept LR, one line per arm."""
+def sweep_figure(rows: list[dict[str, Any]], ffn: str, labels: Mapping[str, str]) -> Any:
+    """FTA over all questions (the sweep criterion) against the swept LR, one line per arm
+    (named by ``labels``)."""
     fig, ax = plt.subplots(figsize=(5.5, 3.4))
     for arm in dict.fromkeys(r["arm"] for r in rows if r["ffn"] == ffn):
         mine = [r for r in rows if r["ffn"] == ffn and r["arm"] == arm]
         kind = mine[0]["swept"]
         lrs = [r[f"lr_{kind}"] for r in mine]
         scores = [max(r["fta_all"], 0.0) for r in mine]
-        (line,) = ax.plot(lrs, scores, marker="o", ms=3, label=f"{ARMS[arm].label} ({kind} LR)")
+        (line,) = ax.plot(lrs, scores, marker="o", ms=3, label=f"{labels[arm]} ({kind} LR)")
         chosen = [r for r in mine if r["chosen"]]
         if chosen:
             ax.plot(

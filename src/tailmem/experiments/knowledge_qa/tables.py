@@ -8,37 +8,36 @@ seed). A fraction of training is read at the evaluated step nearest to it.
 from __future__ import annotations
 
 import math
-from collections.abc import Iterator, Mapping, Sequence
+from collections.abc import Iterator, Sequence
 from typing import Any
 
 import numpy as np
 
 from tailmem.claims.a3 import A3_PUBLISHED_FTA, evaluate_per_ffn
 from tailmem.claims.core import ClaimResult
-from tailmem.experiments.knowledge_qa.arms import ARMS, SWEPT
-from tailmem.lm.config import KINDS
 from tailmem.lm.plan import Plan
+from tailmem.lm.spec import RunResult
 
 FAILED_SCORE = -1.0
 METRICS = ("fta", "em")
 """The per-group metrics of every evaluation: first-token accuracy and whole-answer exact match."""
 
 
-def score(result: Mapping[str, Any]) -> float:
+def score(result: RunResult) -> float:
     """The sweep's criterion: FTA over all questions at the last evaluation; a diverged run
     scores :data:`FAILED_SCORE` (below any accuracy)."""
-    if result["status"] != "complete" or not result["evals"]:
+    if not result.ok or not result.evals:
         return FAILED_SCORE
-    value = result["evals"][-1]["fta_all"]
+    value = result.evals[-1]["fta_all"]
     return float(value) if math.isfinite(value) else FAILED_SCORE
 
 
-def rarest(result: Mapping[str, Any]) -> float:
+def rarest(result: RunResult) -> float:
     """FTA of the rarest group at the last evaluation."""
-    return float(result["evals"][-1]["fta"][-1]) if result["evals"] else float("nan")
+    return float(result.evals[-1]["fta"][-1]) if result.evals else float("nan")
 
 
-def seed_results(plan: Plan, ffn: str, arm: str) -> list[dict[str, Any]]:
+def seed_results(plan: Plan, ffn: str, arm: str) -> list[RunResult]:
     """The finished seed runs of ``arm`` (empty if it was not run)."""
     return plan.seed_results((ffn, arm))
 
@@ -46,7 +45,7 @@ def seed_results(plan: Plan, ffn: str, arm: str) -> list[dict[str, Any]]:
 def evaluated_step(plan: Plan, frac: float) -> int:
     """The evaluated step nearest to ``frac`` of training (ties: the earlier one)."""
     first = next(plan.results[jobs[0]] for jobs in plan.seed_runs.values() if jobs)
-    steps = [e["step"] for e in first["evals"]]
+    steps = [e["step"] for e in first.evals]
     return min(steps, key=lambda s: (abs(s - frac * plan.steps), s))
 
 
@@ -65,12 +64,12 @@ def sweep_rows(plan: Plan) -> list[dict[str, Any]]:
                 {
                     "ffn": ffn,
                     "arm": arm,
-                    "swept": SWEPT[arm],
-                    **{f"lr_{k}": job.lr.get(k) for k in KINDS},
+                    "swept": plan.arm(arm).tuned,
+                    **{f"lr_{k}": job.lrs.get(k) for k in plan.kinds},
                     "fta_all": score(result),
                     "fta_rarest": rarest(result),
-                    "status": result["status"],
-                    "chosen": job.lr == plan.best.get((ffn, arm)),
+                    "status": result.status,
+                    "chosen": job.lrs == plan.best.get((ffn, arm)),
                     "grid_edge": point in (min(points), max(points)),
                     "extended": i >= declared,
                 }
@@ -78,14 +77,12 @@ def sweep_rows(plan: Plan) -> list[dict[str, Any]]:
     return rows
 
 
-def history(
-    results: Sequence[dict[str, Any]], metric: str = "fta"
-) -> tuple[np.ndarray, np.ndarray]:
+def history(results: Sequence[RunResult], metric: str = "fta") -> tuple[np.ndarray, np.ndarray]:
     """Eval steps ``(E,)`` and ``metric`` (:data:`METRICS`) ``(seeds, E, groups)`` over the steps
     all seeds evaluated."""
-    steps = sorted(set.intersection(*({e["step"] for e in r["evals"]} for r in results)))
+    steps = sorted(set.intersection(*({e["step"] for e in r.evals} for r in results)))
     values = np.array(
-        [[next(e[metric] for e in r["evals"] if e["step"] == s) for s in steps] for r in results],
+        [[next(e[metric] for e in r.evals if e["step"] == s) for s in steps] for r in results],
         dtype=np.float64,
     )
     return np.array(steps), values
@@ -99,7 +96,7 @@ def mean_std(values: Sequence[float] | np.ndarray, axis: int = 0) -> tuple[Any, 
     return values.mean(axis=axis), std
 
 
-def fta_at(results: Sequence[dict[str, Any]], step: int, metric: str = "fta") -> np.ndarray:
+def fta_at(results: Sequence[RunResult], step: int, metric: str = "fta") -> np.ndarray:
     """FTA (or another of :data:`METRICS`) per seed and group at ``step``: ``(seeds, groups)``."""
     steps, values = history(results, metric)
     index = np.flatnonzero(steps == step)
@@ -122,7 +119,7 @@ def tail_table(
         row: dict[str, Any] = {"step": step, "fraction": frac, "group": group}
         for arm in plan.arms:
             results = seed_results(plan, ffn, arm)
-            label = ARMS[arm].label
+            label = plan.arm(arm).label
             row[label] = fmt(*mean_std(fta_at(results, step)[:, group]))
             row[f"paper {label}"] = f"{published[arm]:.3f}" if arm in published else "—"
             row[f"{label} EM"] = fmt(*mean_std(fta_at(results, step, "em")[:, group]))
@@ -178,7 +175,7 @@ def gap_rows(plan: Plan, ffn: str, head_groups: int) -> list[dict[str, Any]]:
     rows = []
     for arm in plan.arms:
         results = seed_results(plan, ffn, arm)
-        row = {"ffn": ffn, "arm": arm, "label": ARMS[arm].label}
+        row = {"ffn": ffn, "arm": arm, "label": plan.arm(arm).label}
         for metric in METRICS:
             final = fta_at(results, plan.steps, metric)
             head = final[:, :head_groups].mean(axis=1)
@@ -189,7 +186,7 @@ def gap_rows(plan: Plan, ffn: str, head_groups: int) -> list[dict[str, Any]]:
                 row[f"{prefix}{name}_mean"] = round(float(mean), 4)
                 row[f"{prefix}{name}_std"] = round(float(std), 4)
         for metric in METRICS:
-            finals = [r["evals"][-1][f"{metric}_all"] for r in results]
+            finals = [r.evals[-1][f"{metric}_all"] for r in results]
             row[f"{metric}_all"] = round(float(np.mean(finals)), 4)
         rows.append(row)
     return rows
@@ -204,14 +201,14 @@ def claim_inputs(plan: Plan, ffn: str, m: int, head_groups: int, chance: float) 
     half = evaluated_step(plan, 0.5)
     fta, seeds = {}, None
     for arm in plan.arms:
-        complete = [r for r in seed_results(plan, ffn, arm) if r["status"] == "complete"]
+        complete = [r for r in seed_results(plan, ffn, arm) if r.ok]
         if not complete:
             continue
         fta[arm] = {
             "final": fta_at(complete, plan.steps).tolist(),
             "half": fta_at(complete, half).tolist(),
         }
-        found = {int(r["seed"]) for r in complete}
+        found = {r.seed for r in complete}
         seeds = found if seeds is None else seeds & found
     return {
         "ffn": ffn,

@@ -121,7 +121,7 @@ class TrendSection:
 class Config:
     """The map (see the module docstring). ``base``: the knowledge-QA preset every point starts
     from; ``common``: dotted-key overrides of the knowledge-QA config for every point (e.g.
-    ``seeds``, ``sweep.adam``); ``evals``: evaluations per run (every ``steps / evals``
+    ``seeds``, ``optim.adam.lr``); ``evals``: evaluations per run (every ``steps / evals``
     steps, and at step 0); ``warmup_frac``: warm-up as a fraction of the steps; ``heat_maps``:
     pairs of axes (x, y); ``workers``: runs trained at once."""
 

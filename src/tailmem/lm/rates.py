@@ -1,0 +1,78 @@
+"""Each arm's learning rates, from one field per optimiser kind: ``optim.<kind>.lr``.
+
+A kind's rate is one number (every arm uses it) or a grid (a list: swept). An arm *tunes* the
+kind that trains most of its hidden matrices (:attr:`~tailmem.lm.arms.Arm.tuned`): its plan
+entry sweeps that kind's grid (one point when the rate is a number). Every other kind of the arm
+takes the number, or — when that kind is swept — borrows the rate chosen for the kind's *base
+arm*: the arm among those run that trains every hidden matrix with it (Adam's arm for the Adam
+embedding and head of a Muon arm; Muon's for the Q and K of ``muon_qk``). That is fair tuning as
+paper A does it: the Muon rate is held across its ablation arms. A swept kind with no base arm
+among those run is refused: set its rate to a number, or add the arm.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+
+from tailmem.errors import ConfigError
+from tailmem.lm.arms import Arm
+from tailmem.lm.config import OptimSection
+from tailmem.lm.plan import Best, Entry
+
+
+def base_arm(kind: str, arms: Sequence[Arm]) -> Arm | None:
+    """The first of ``arms`` that trains every hidden matrix with ``kind`` (None: none does)."""
+    return next((arm for arm in arms if arm.trains_every_hidden(kind)), None)
+
+
+def lenders(arm: Arm, arms: Sequence[Arm], optim: OptimSection) -> dict[str, Arm]:
+    """Per swept kind ``arm`` uses but does not tune: the arm whose chosen rate it borrows."""
+    out = {}
+    for kind in arm.kinds:
+        if kind == arm.tuned or not optim[kind].swept:
+            continue
+        base = base_arm(kind, arms)
+        if base is None:
+            raise ConfigError(
+                f"arm {arm.name} borrows optim.{kind}.lr from the arm that trains every hidden "
+                f"matrix with {kind}, and none is run; expected that arm in arms, or "
+                f"optim.{kind}.lr set to one number"
+            )
+        out[kind] = base
+    return out
+
+
+def rate_entries(ffns: Sequence[str], arms: Sequence[Arm], optim: OptimSection) -> list[Entry]:
+    """One plan entry per FFN type and arm (see the module docstring); refuses a cycle of
+    borrowed rates."""
+    borrowed = {arm.name: lenders(arm, arms, optim) for arm in arms}
+    _refuse_cycles(borrowed)
+
+    def entry(ffn: str, arm: Arm) -> Entry:
+        sources = borrowed[arm.name]
+        fixed = {k: optim[k].grid[0] for k in arm.kinds if k != arm.tuned and k not in sources}
+
+        def lrs(point: float, best: Best) -> dict[str, float]:
+            taken = {kind: best[(ffn, lender.name)][kind] for kind, lender in sources.items()}
+            return {**fixed, **taken, arm.tuned: point}
+
+        needs = tuple(dict.fromkeys(lender.name for lender in sources.values()))
+        return Entry(ffn, arm, optim[arm.tuned].grid, lrs, needs)
+
+    return [entry(ffn, arm) for ffn in ffns for arm in arms]
+
+
+def _refuse_cycles(borrowed: Mapping[str, Mapping[str, Arm]]) -> None:
+    """Refuse arms that wait on each other's chosen rates (none could start)."""
+
+    def visit(name: str, path: tuple[str, ...]) -> None:
+        if name in path:
+            loop = " -> ".join((*path[path.index(name) :], name))
+            raise ConfigError(f"arms borrow learning rates in a cycle ({loop}); expected a number "
+                              "for one of their optim.<kind>.lr")  # fmt: skip
+        for lender in borrowed.get(name, {}).values():
+            if lender.name != name:
+                visit(lender.name, (*path, name))
+
+    for name in borrowed:
+        visit(name, ())

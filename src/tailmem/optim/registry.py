@@ -1,0 +1,382 @@
+"""Every optimiser kind tailmem routes parameters to, declared once.
+
+A *kind* (:class:`OptimizerKind`) is a name used in recipes and configs (``"muon"``), a label
+for tables and figures (``"Muon"``), a factory (the optimiser class, or a function returning
+one), its default learning rate, a typed hyper-parameter spec (a frozen :class:`HParams`
+dataclass of every other constructor argument, with defaults and valid ranges) and whether it
+trains matrices only. Recipes and routing (:mod:`tailmem.optim.routing`), the LM studies'
+``optim`` section, sweeps, arms and report labels all read :data:`REGISTRY`; adding an optimiser
+is one entry there::
+
+    OptimizerKind("lion", "Lion", _lion, LionHParams, lr=1e-4)
+
+A user's optimiser enters without editing tailmem: :func:`user_kind` makes a kind from an import
+path (``package.module:Class``), and its hyper-parameters are checked against the class's
+signature (:class:`FactoryHParams`). An LM config does that for ``optim.<name>.factory``.
+
+What crosses a process boundary is an :class:`OptimizerSetting` — a kind, its learning rate and
+its hyper-parameters — which builds the optimiser for a list of param groups and records itself
+(``spec.json``) as ``{"lr": ..., **hyper-parameters}``.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import importlib
+import inspect
+import math
+from collections.abc import Callable, Collection, Iterable, Mapping
+from dataclasses import dataclass, field
+from typing import Any
+
+import torch
+
+from tailmem.config import check_range, from_dict
+from tailmem.errors import ConfigError
+from tailmem.optim.orthogonalize import METHODS
+
+BOUNDS = "bounds"
+"""Field metadata key of an :class:`HParams` field: its valid range (:class:`Bounds`)."""
+CHOICES = "choices"
+"""Field metadata key of an :class:`HParams` field: the values it may take."""
+
+
+@dataclass(frozen=True)
+class Bounds:
+    """A closed or open range; a tuple-valued field applies it to every element."""
+
+    ge: float | None = None
+    gt: float | None = None
+    lt: float | None = None
+
+    def check(self, name: str, value: Any) -> None:
+        for i, item in enumerate(value if isinstance(value, tuple) else (value,)):
+            where = f"{name}[{i}]" if isinstance(value, tuple) else name
+            check_range(where, float(item), ge=self.ge, gt=self.gt, lt=self.lt)
+
+
+def bounded(default: Any, *, ge: float | None = None, gt: float | None = None,
+            lt: float | None = None) -> Any:  # fmt: skip
+    """A hyper-parameter field with a default and a valid range."""
+    return field(default=default, metadata={BOUNDS: Bounds(ge=ge, gt=gt, lt=lt)})
+
+
+def choice(default: str, options: Collection[str]) -> Any:
+    """A hyper-parameter field that takes one of ``options``."""
+    return field(default=default, metadata={CHOICES: tuple(options)})
+
+
+@dataclass(frozen=True)
+class HParams:
+    """A kind's hyper-parameters: every constructor argument but ``params`` and ``lr``.
+
+    Subclasses declare fields with :func:`bounded` / :func:`choice`; :meth:`validate` (run by
+    the config loader) checks them. :meth:`kwargs` are the constructor's keyword arguments,
+    :meth:`record` what ``spec.json`` stores.
+    """
+
+    def validate(self) -> None:
+        for spec in dataclasses.fields(self):
+            value = getattr(self, spec.name)
+            if BOUNDS in spec.metadata:
+                spec.metadata[BOUNDS].check(spec.name, value)
+            options = spec.metadata.get(CHOICES)
+            if options is not None and value not in options:
+                raise ConfigError(
+                    f"{spec.name}: got {value!r}; expected one of {', '.join(map(str, options))}"
+                )
+
+    def kwargs(self) -> dict[str, Any]:
+        return {spec.name: getattr(self, spec.name) for spec in dataclasses.fields(self)}
+
+    def record(self) -> dict[str, Any]:
+        return {name: _plain(value) for name, value in self.kwargs().items()}
+
+
+def _plain(value: Any) -> Any:
+    return [_plain(v) for v in value] if isinstance(value, (tuple, list)) else value
+
+
+@dataclass(frozen=True)
+class MuonHParams(HParams):
+    """Muon as paper A1 trains with it: momentum 0.95 without Nesterov, no weight decay, the
+    ``original`` shape scale sqrt(max(1, rows/cols)); orthogonalised in the gradient's dtype."""
+
+    momentum: float = bounded(0.95, ge=0, lt=1)
+    nesterov: bool = False
+    method: str = choice("ns5", METHODS)
+    scale: str = choice("original", ("original", "match_rms_adamw", "none"))
+    weight_decay: float = bounded(0.0, ge=0)
+
+    def kwargs(self) -> dict[str, Any]:
+        return {**super().kwargs(), "dtype": None}
+
+    def record(self) -> dict[str, Any]:
+        return {k: v for k, v in super().record().items() if k != "dtype"}
+
+
+@dataclass(frozen=True)
+class NorMuonHParams(MuonHParams):
+    """Muon followed by NorMuon's per-output-neuron normalisation with second-moment decay
+    ``beta2`` (modded-nanogpt, dion)."""
+
+    beta2: float = bounded(0.95, ge=0, lt=1)
+
+    def kwargs(self) -> dict[str, Any]:
+        kwargs = super().kwargs()
+        return {**kwargs, "normuon": True, "normuon_beta2": kwargs.pop("beta2")}
+
+    def record(self) -> dict[str, Any]:
+        return {**super().record(), "beta2": self.beta2}
+
+
+@dataclass(frozen=True)
+class AdamHParams(HParams):
+    """Adam with paper A1's betas (0.8, 0.95) and no weight decay."""
+
+    betas: tuple[float, float] = bounded((0.8, 0.95), ge=0, lt=1)
+    eps: float = bounded(1e-8, gt=0)
+    weight_decay: float = bounded(0.0, ge=0)
+
+
+@dataclass(frozen=True)
+class AdamWHParams(AdamHParams):
+    """AdamW with the usual LM-pretraining settings: betas (0.9, 0.95), decoupled weight decay
+    0.1."""
+
+    betas: tuple[float, float] = bounded((0.9, 0.95), ge=0, lt=1)
+    weight_decay: float = bounded(0.1, ge=0)
+
+
+@dataclass(frozen=True)
+class SGDHParams(HParams):
+    """SGD with heavy-ball momentum 0.9 (paper A does not publish its SGD+M settings)."""
+
+    momentum: float = bounded(0.9, ge=0, lt=1)
+    nesterov: bool = False
+    weight_decay: float = bounded(0.0, ge=0)
+
+
+@dataclass(frozen=True)
+class SignGDHParams(HParams):
+    """Sign descent (paper A's Adam with β1 = β2 = 0), optionally on a momentum buffer."""
+
+    momentum: float = bounded(0.0, ge=0, lt=1)
+    weight_decay: float = bounded(0.0, ge=0)
+
+
+def _muon(params: Any, **kwargs: Any) -> torch.optim.Optimizer:
+    """tailmem's Muon; under a process group of several ranks (``torchrun`` + DDP) it shares
+    its orthogonalisation across them (``distributed="ddp"``)."""
+    from tailmem.optim.muon import Muon
+
+    dist = torch.distributed
+    if dist.is_available() and dist.is_initialized() and dist.get_world_size() > 1:
+        kwargs.setdefault("distributed", "ddp")
+    return Muon(params, **kwargs)
+
+
+def _signgd(params: Any, **kwargs: Any) -> torch.optim.Optimizer:
+    from tailmem.optim.sign import SignGD
+
+    return SignGD(params, **kwargs)
+
+
+MUON_LAYOUT_KEYS: tuple[str, ...] = ("row_splits", "fan_out_dim", "num_heads")
+"""Per-group options of Muon-like kinds that describe a parameter's matrix layout."""
+
+
+@dataclass(frozen=True)
+class OptimizerKind:
+    """One optimiser kind (see the module docstring).
+
+    ``factory(param_groups, lr=..., **hparams.kwargs())`` builds it. ``matrices_only``: it
+    refuses parameters with fewer than two dimensions and vocabulary-shaped ones (routing checks
+    this before building). ``layout_keys``: per-group options routing sets from a parameter's
+    layout (Muon's ``fan_out_dim`` / ``row_splits``) and that ``role_overrides`` may set.
+    ``path``: the import path of a user's factory (None for the built-in kinds).
+    """
+
+    name: str
+    label: str
+    factory: Callable[..., torch.optim.Optimizer]
+    hparams: type[HParams]
+    lr: float
+    matrices_only: bool = False
+    layout_keys: tuple[str, ...] = ()
+    path: str | None = None
+
+    def options(self) -> set[str] | None:
+        """Names a param group of this kind may set (None: any, a factory taking ``**kwargs``)."""
+        if self.path is not None:
+            return _signature_names(self.factory, self.path)[0]
+        names = {f.name for f in dataclasses.fields(self.hparams)} | {"lr"}
+        return names | set(self.layout_keys) | set(self.hparams().kwargs())
+
+    def parse(self, values: Mapping[str, Any], where: str) -> HParams:
+        """This kind's hyper-parameters from a mapping (no ``lr``), checked; ``where`` prefixes
+        the field names in error messages (``optim.muon.``)."""
+        if self.path is not None:
+            return FactoryHParams.parse(self.factory, self.path, values, where)
+        return from_dict(self.hparams, values, prefix=where)
+
+    def setting(self, lr: float | None = None, hparams: HParams | None = None) -> OptimizerSetting:
+        """This kind at ``lr`` (default: its own) with ``hparams`` (default: its defaults)."""
+        return OptimizerSetting(self, self.lr if lr is None else lr, hparams or self.hparams())
+
+
+@dataclass(frozen=True)
+class OptimizerSetting:
+    """A kind ready to build: its learning rate and hyper-parameters (what a run records)."""
+
+    kind: OptimizerKind
+    lr: float
+    hparams: HParams
+
+    def __post_init__(self) -> None:
+        check_range(f"{self.kind.name}.lr", self.lr, gt=0)
+
+    def build(self, param_groups: list[dict[str, Any]]) -> torch.optim.Optimizer:
+        """The optimiser over ``param_groups``; a value it rejects is one ConfigError line."""
+        kwargs = {"lr": self.lr, **self.hparams.kwargs()}
+        try:
+            return self.kind.factory(param_groups, **kwargs)
+        except (ValueError, TypeError) as err:
+            raise ConfigError(
+                f"{self.kind.name} rejected its hyperparameters {kwargs}: {err}"
+            ) from None
+
+    def record(self) -> dict[str, Any]:
+        """``{"lr": ..., **hyper-parameters}`` (plus ``factory`` for a user's kind)."""
+        out: dict[str, Any] = {"lr": self.lr, **self.hparams.record()}
+        return out if self.kind.path is None else {"factory": self.kind.path, **out}
+
+
+REGISTRY: dict[str, OptimizerKind] = {
+    kind.name: kind
+    for kind in (
+        OptimizerKind("muon", "Muon", _muon, MuonHParams, lr=0.02, matrices_only=True,
+                      layout_keys=MUON_LAYOUT_KEYS),
+        OptimizerKind("adam", "Adam", torch.optim.Adam, AdamHParams, lr=3e-3),
+        OptimizerKind("sgd", "SGD+M", torch.optim.SGD, SGDHParams, lr=0.1),
+        OptimizerKind("adamw", "AdamW", torch.optim.AdamW, AdamWHParams, lr=1e-3),
+        OptimizerKind("signgd", "SignGD", _signgd, SignGDHParams, lr=1e-3),
+        OptimizerKind("normuon", "NorMuon", _muon, NorMuonHParams, lr=0.02, matrices_only=True,
+                      layout_keys=MUON_LAYOUT_KEYS),
+    )
+}  # fmt: skip
+"""Every built-in kind, in the order tables list them."""
+
+
+def get_kind(name: str, extra: Mapping[str, OptimizerKind] | None = None) -> OptimizerKind:
+    """The kind called ``name`` among the registry and ``extra`` (a config's user kinds); an
+    unknown name is one ConfigError line listing the known ones."""
+    known = {**REGISTRY, **(extra or {})}
+    if name not in known:
+        raise ConfigError(
+            f"unknown optimiser kind {name!r}; expected one of {', '.join(known)} (or your own: "
+            f"optim.{name}.factory=package.module:Class)"
+        )
+    return known[name]
+
+
+def kind_order(names: Iterable[str]) -> list[str]:
+    """``names`` in registry order, then the user kinds by name."""
+    order = list(REGISTRY)
+    return sorted(set(names), key=lambda n: (order.index(n) if n in order else len(order), n))
+
+
+# --------------------------------------------------------------------------- a user's optimiser
+
+
+def load_factory(path: str) -> Callable[..., torch.optim.Optimizer]:
+    """The callable at import path ``package.module:Name`` (one ConfigError line otherwise)."""
+    module_name, sep, attr = path.partition(":")
+    if not sep or not module_name or not attr:
+        raise ConfigError(f"factory: got {path!r}; expected an import path package.module:Class")
+    try:
+        target: Any = importlib.import_module(module_name)
+    except ImportError as exc:
+        raise ConfigError(f"factory {path!r}: cannot import {module_name!r} ({exc})") from None
+    for part in attr.split("."):
+        if not hasattr(target, part):
+            raise ConfigError(f"factory {path!r}: module {module_name!r} has no {attr!r}")
+        target = getattr(target, part)
+    if not callable(target):
+        raise ConfigError(f"factory {path!r}: expected a class or function, got {target!r}")
+    return target
+
+
+def _signature_names(factory: Callable[..., Any], path: str) -> tuple[set[str] | None, set[str]]:
+    """Keyword names ``factory(params, ...)`` accepts (None: any) and those it requires."""
+    target = factory.__init__ if inspect.isclass(factory) else factory  # type: ignore[misc]
+    try:
+        params = list(inspect.signature(target).parameters.values())
+    except (TypeError, ValueError):
+        raise ConfigError(f"factory {path!r}: its signature cannot be read") from None
+    params = params[2:] if inspect.isclass(factory) else params[1:]  # self, params
+    accepted: set[str] | None = set()
+    required = set()
+    for param in params:
+        if param.kind is inspect.Parameter.VAR_KEYWORD:
+            accepted = None
+        elif param.kind is not inspect.Parameter.VAR_POSITIONAL and accepted is not None:
+            accepted.add(param.name)
+            if param.default is inspect.Parameter.empty:
+                required.add(param.name)
+    return accepted, required
+
+
+@dataclass(frozen=True)
+class FactoryHParams(HParams):
+    """A user optimiser's hyper-parameters as given, checked against its factory's signature."""
+
+    values: tuple[tuple[str, Any], ...] = ()
+
+    def kwargs(self) -> dict[str, Any]:
+        return dict(self.values)
+
+    def record(self) -> dict[str, Any]:
+        return {name: _plain(value) for name, value in self.values}
+
+    @staticmethod
+    def parse(
+        factory: Callable[..., Any], path: str, values: Mapping[str, Any], where: str
+    ) -> FactoryHParams:
+        """Refuse a name ``factory`` does not take, a required one left out and a non-finite
+        number; lists become tuples."""
+        accepted, required = _signature_names(factory, path)
+        if accepted is not None and "lr" not in accepted:
+            raise ConfigError(
+                f"{where}factory {path!r} takes no lr; expected an optimiser whose learning rate "
+                "the schedule can set"
+            )
+        for name, value in values.items():
+            if accepted is not None and name not in accepted:
+                raise ConfigError(
+                    f"unknown hyperparameter '{where}{name}' of {path}; expected one of: "
+                    f"{', '.join(sorted(accepted))}"
+                )
+            for item in value if isinstance(value, (list, tuple)) else (value,):
+                if isinstance(item, float) and not math.isfinite(item):
+                    raise ConfigError(f"{where}{name}: got {value!r}; expected finite numbers")
+        missing = sorted(required - set(values) - {"lr"})
+        if missing:
+            raise ConfigError(f"{where}{missing[0]}: {path} requires it; expected a value")
+        frozen = tuple(
+            (name, tuple(v) if isinstance(v, list) else v) for name, v in sorted(values.items())
+        )
+        return FactoryHParams(frozen)
+
+
+def user_kind(name: str, path: str, lr: float) -> OptimizerKind:
+    """The kind ``name`` built by the factory at ``path`` (``package.module:Class``), with
+    default learning rate ``lr``. A registered name cannot be reused."""
+    if name in REGISTRY:
+        raise ConfigError(
+            f"optim.{name}.factory: {name!r} is a built-in optimiser kind; expected a new name "
+            "for your own"
+        )
+    factory = load_factory(path)
+    _signature_names(factory, path)
+    return OptimizerKind(name, name, factory, FactoryHParams, lr=lr, path=path)
