@@ -18,8 +18,9 @@ from tailmem.lm import preflight as lm_preflight
 from tailmem.lm.arms import Arm
 from tailmem.lm.config import ModelSection, OptimSection, TrainSection
 from tailmem.lm.plan import Entry, Plan, run_plan
-from tailmem.lm.subrun import Job, Shared, diverged_runs
-from tailmem.models.gpt import GPT
+from tailmem.lm.spec import Divergence, RunResult, diverged_runs
+from tailmem.lm.subrun import RunContext, RunTemplate
+from tailmem.models.gpt import GPT, GPTConfig
 from tailmem.runner import prepare, run_experiment
 from tailmem.train import RandomWindows, TrainConfig, seed_everything, train
 from tailmem.train.checkpoint import latest_checkpoint, load_checkpoint, save_checkpoint
@@ -131,36 +132,54 @@ def test_a_diverged_arm_is_recorded_listed_and_reused(tmp_path, capsys, corpus_c
     assert strict_load(out / "results.json")["diverged"] == results["diverged"]
 
 
-def test_diverged_sweep_points_rank_last_whatever_their_score(tmp_path):
+TINY = GPTConfig(vocab_size=64, n_layer=1, n_head=2, d_model=16, d_ff=32, max_seq_len=32)
+RUNS = RunTemplate({"plain": TINY}, TrainSection(), OptimSection.defaults("adam"), {})
+
+
+def _fake_result(spec, status, score):
+    """The result of ``spec``: complete, or diverged at update 4 (the score then stored in
+    ``final_loss``, as a diverged run's last finite loss would be)."""
+    ok = status == "complete"
+    evals = [{"step": spec.steps, "score": score}] if ok else []
+    return RunResult(
+        digest=spec.digest, key=spec.key, arm=spec.arm.name, recipe=spec.arm.recipe,
+        ffn=spec.ffn, lrs=spec.lrs, seed=spec.seed, steps=spec.steps, status=status,
+        message="" if ok else "loss is nan at step 4", steps_done=spec.steps if ok else 3,
+        final_loss=score, tokens=0, evals=evals, final=evals[-1] if ok else {},
+        diverged=None if ok else Divergence(4, None, "loss is nan at step 4"), wall_seconds=0.0,
+    )  # fmt: skip
+
+
+def test_diverged_sweep_points_rank_last_whatever_their_score(tmp_path, capsys):
     arm = Arm("adam", "Adam", "adam:*")
 
-    def fake_train(job, shared, on_steps):
-        lr = job.lr["adam"]
-        status = "diverged" if lr == 3.0 else "complete"
-        return {"status": status, "score": lr, "wall_seconds": 0.0, "key": job.key, "arm": "adam",
-                "diverged": {"step": 4} if status == "diverged" else None}  # fmt: skip
+    def fake_train(job, context, on_steps):
+        lr = job.lrs["adam"]
+        return _fake_result(job, "diverged" if lr == 3.0 else "complete", lr)
 
     entry = Entry("plain", arm, (1.0, 2.0, 3.0), lambda p, best: {"adam": p})
-    plan = Plan([entry], lambda e, p, r: r["score"], [0], 10, 0, 10)
-    shared = Shared(str(tmp_path), ModelSection(), TrainSection(), OptimSection(), data=None)
-    run_plan(plan, shared, 1, lambda r: "", train=fake_train)
+    plan = Plan([entry], lambda e, p, r: r.final_loss, [0], 10, 0, 10, RUNS)
+    run_plan(plan, RunContext(str(tmp_path), data=None), 1, lambda r: "", train=fake_train)
     assert plan.best[("plain", "adam")] == {"adam": 2.0}
-    diverged = diverged_runs(plan.results.values())
+    diverged = diverged_runs(list(plan.results.values()))
     assert [d["reason"] for d in diverged] == ["arm adam diverged at step 4"]
     assert divergence_reason(diverged, ["full", "adam"]) == "arm adam diverged at step 4"
     assert divergence_reason(diverged, ["full", "qk"]) is None
+    assert "plain/adam adam=3 seed=0 steps=10: diverged at step 4 (0s)" in capsys.readouterr().err
+    assert plan.completed().seed_results(("plain", "adam"))[0].lrs == {"adam": 2.0}
 
 
 def test_sweep_rates_beyond_four_digits_never_share_a_folder():
     arm = Arm("adam", "Adam", "adam:*")
-    a = Job.make(arm, "plain", {"adam": 1.00001e-3}, 0, 10)
-    b = Job.make(arm, "plain", {"adam": 1.00002e-3}, 0, 10)
+    a = RUNS.spec(arm, "plain", {"adam": 1.00001e-3}, 0, 10)
+    b = RUNS.spec(arm, "plain", {"adam": 1.00002e-3}, 0, 10)
     assert a.key != b.key and a.key.startswith("runs/plain/adam/adam0.001-")
-    assert (
-        Job.make(arm, "plain", {"adam": 1e-3}, 0, 10).key
-        == "runs/plain/adam/adam0.001-seed0-steps10"
+    assert a.digest != b.digest and a != b
+    assert RUNS.spec(arm, "plain", {"adam": 1e-3}, 0, 10).key == (
+        "runs/plain/adam/adam0.001-seed0-steps10"
     )
-    assert a.key == Job.make(arm, "plain", {"adam": 1.00001e-3}, 0, 10).key  # stable
+    again = RUNS.spec(arm, "plain", {"adam": 1.00001e-3}, 0, 10)
+    assert a.key == again.key and a == again and hash(a) == hash(again)  # stable
 
 
 # ------------------------------------------------------------------ crafted checkpoints
@@ -218,7 +237,10 @@ def test_crafted_resume_checkpoints_are_one_line_naming_the_file(tmp_path, chang
 @pytest.mark.parametrize("arms", ["[muon,adam]", "[muon]"])
 def test_knowledge_qa_completes_when_an_arm_diverges_before_its_first_evaluation(tmp_path, arms):
     out = tmp_path / "run"
-    overrides = ["workers=1", f"arms={arms}", "sweep.muon=[1e30]", "train.steps=8"]
+    # Adam's rate one number: the muon arm alone then borrows nothing (a grid would need the
+    # adam arm to choose it).
+    overrides = ["workers=1", f"arms={arms}", "optim.muon.lr=[1e30]", "optim.adam.lr=3e-3",
+                 "train.steps=8"]  # fmt: skip
     run, status = run_experiment("knowledge-qa", "smoke", overrides, out=out)
     assert status == "ran" and run.is_complete
     results = strict_load(out / "results.json")
@@ -269,8 +291,11 @@ def test_an_older_failed_result_is_trained_again_not_reused(tmp_path):
     sub = tmp_path / "sub"
     sub.mkdir()
     (sub / "spec.json").write_text(json.dumps({"digest": "d1"}))
-    cases = [({"status": "failed"}, False), ([1, 2], False), ({"status": "diverged"}, True),
-             ({"status": "complete"}, True)]  # fmt: skip
+    spec = RUNS.spec(Arm("adam", "Adam", "adam:*"), "plain", {"adam": 1e-3}, 0, 10)
+    whole = {s: _fake_result(spec, s, 1.0).to_json() for s in ("complete", "diverged")}
+    cases = [({**whole["complete"], "status": "failed"}, False), ([1, 2], False),
+             ({"status": "complete"}, False),  # not a whole result: trained again
+             (whole["diverged"], True), (whole["complete"], True)]  # fmt: skip
     for stored, reused in cases:
         (sub / "result.json").write_text(json.dumps(stored))
         assert (subrun._reusable(sub, "d1") == stored) is reused

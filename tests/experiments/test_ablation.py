@@ -21,6 +21,7 @@ from tailmem.data.corpus import frequency_buckets
 from tailmem.errors import ConfigError
 from tailmem.experiments import ablation
 from tailmem.lm import corpus
+from tailmem.lm.spec import RunResult
 from tailmem.models.gpt import GPT, count_params
 from tailmem.models.gpt_io import read_gpt_config
 from tailmem.optim.routing import parse_recipe
@@ -69,8 +70,13 @@ def _fake(losses: dict[str, float], buckets: dict[str, tuple[float, float, float
                      "val_loss_tail": tail + j}  # fmt: skip
             evals = [{"step": 0, "val_loss": 6.0}, {"step": 50, "val_loss": (6.0 + loss) / 2},
                      {"step": 100, **final}]  # fmt: skip
-            out[arm_id].append({"final": final, "evals": evals, "status": "complete",
-                                "key": arm_id, "seed": seed})  # fmt: skip
+            out[arm_id].append(
+                RunResult(
+                    digest="", key=arm_id, arm=arm_id, recipe="", ffn="plain", lrs={}, seed=seed,
+                    steps=100, status="complete", message="", steps_done=100, final_loss=loss,
+                    tokens=0, evals=evals, final=final, diverged=None, wall_seconds=0.0,
+                )
+            )  # fmt: skip
     return out
 
 
@@ -125,7 +131,7 @@ def test_one_seed_or_a_model_at_chance_is_inconclusive():
     assert decided and all(c.verdict == "inconclusive" for c in decided.values())
     assert all("chance" in c.reason for c in decided.values())
     # A diverged seed drops out of every arm: two seeds left, so nothing is decided.
-    fake["o"][2]["final"]["val_loss"] = math.nan
+    fake["o"][2].final["val_loss"] = math.nan
     inputs = ablation.claim_inputs(cfg, fake, 3, None)
     assert inputs["seeds"] == [0, 1] and len(inputs["losses"]["full"]) == 2
 
@@ -288,8 +294,10 @@ def test_cpu_and_paper_presets_validate_and_the_paper_model_builds_on_meta():
     assert cpu.workers == 2 and cpu.train.threads == 1  # both cores of the 2-core machine
     paper = load_config(ablation.Config, "ablation", "paper")
     assert paper.data.corpus.source == "hf" and paper.train.steps == 10_000
-    assert paper.optim.adam.betas == (0.8, 0.95) and paper.optim.weight_decay == 0.0
-    assert not paper.optim.muon.nesterov and paper.optim.muon.momentum == 0.95
+    adam, muon = paper.optim["adam"], paper.optim["muon"]
+    assert adam.hparams.betas == (0.8, 0.95)
+    assert adam.hparams.weight_decay == muon.hparams.weight_decay == 0.0
+    assert not muon.hparams.nesterov and muon.hparams.momentum == 0.95
     for ffn in ("plain", "gated"):
         gpt_cfg = paper.model.build(paper.data.corpus.vocab_size, ffn, paper.train.seq_len)
         with torch.device("meta"):
@@ -297,4 +305,19 @@ def test_cpu_and_paper_presets_validate_and_the_paper_model_builds_on_meta():
         assert model.head.weight.is_meta and len(model.blocks) == 12
         # 12 x 768 blocks hold 84.9M (both FFN types); embedding + untied head 2 x 50304 x 768.
         assert count_params(gpt_cfg) / 1e6 == pytest.approx(162.2, abs=0.1)
-    assert math.isclose(paper.optim.muon.lr, 0.02)
+    assert math.isclose(muon.lr, 0.02) and not muon.swept  # one Muon rate for every arm
+
+
+def test_an_arm_given_as_a_recipe_is_a_row_beyond_table_1():
+    cfg = load_config(ablation.Config, "ablation", "smoke", ["arms=[full, adam, 'sgd:v,o adam:*']"])
+    rows = cfg.selected()
+    assert [r.id for r in rows] == ["full", "adam", "sgd-v_o+adam-all"]
+    beyond = rows[-1]
+    assert (beyond.group, beyond.paper, beyond.label) == ("beyond", {}, "sgd:v,o adam:*")
+    arm = beyond.arm("plain")
+    assert arm.recipe == "sgd:v,o adam:*" and arm.kinds == ("adam", "sgd")
+    assert cfg.optim["sgd"].lr == 0.1  # the kind it uses gets the registry's default section
+    fake = _fake({"full": 3.0, "adam": 4.0, "sgd-v_o+adam-all": 3.75})
+    row = {r["arm"]: r for r in ablation.summarise(cfg, fake, 3)}["sgd-v_o+adam-all"]
+    assert row["paper_val_loss"] is None and row["paper_gain_frac"] is None  # no published number
+    assert row["ours_gain_frac"] == pytest.approx(0.25) and row["recipe"] == "sgd:v,o adam:*"

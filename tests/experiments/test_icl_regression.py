@@ -26,6 +26,7 @@ from tailmem.experiments.icl_regression import (
     mse_loss_sum,
 )
 from tailmem.lm.config import ModelSection
+from tailmem.lm.spec import Divergence, RunResult
 from tailmem.metrics.qa_gaps import TAUS, FTACurves, gap_measures
 from tailmem.models.icl import ICLRegressor
 from tailmem.optim.routing import build_optimizer
@@ -211,6 +212,9 @@ def test_measured_tail_ratio_of_constructed_curves_is_the_constructed_ratio():
         (["data.subspace_dim=4"], r"data\.subspace_dim: 3 groups × 4 dimensions do not fit"),
         (["arms=[sgd]"], r"arms: unknown arm 'sgd'"),
         (["data.ratio=0.5"], r"data\.ratio: got 0\.5; expected >= 1"),
+        (["sweep.muon=[0.01]"], r"unknown config field 'sweep"),  # the grid is optim.muon.lr
+        # Muon's Adam part borrows the Adam arm's chosen rate: a grid with no Adam arm is refused.
+        (["arms=[muon]"], r"arm muon borrows optim\.adam\.lr .* and none is run"),
     ],
 )
 def test_bad_configs_name_the_field(override, message):
@@ -229,7 +233,8 @@ def test_paper_preset_is_the_authors_setting():
     data = cfg.data
     assert (data.n_dims, data.n_points, data.n_groups, data.ratio) == (9, 20, 3, 8.0)
     assert cfg.train.batch_size == 150 and cfg.train.steps == 10_000
-    assert cfg.sweep.muon == [1e-4] and cfg.sweep.adam == [1e-4]
+    assert cfg.optim["muon"].lr == (1e-4,) and cfg.optim["adam"].lr == (1e-4,)
+    assert cfg.optim["muon"].hparams.scale == "match_rms_adamw"
 
 
 # --------------------------------------------------------------------------- end to end
@@ -275,13 +280,23 @@ class _Finished:
     def __init__(self, runs):
         self.runs = runs
 
+    @property
+    def arms(self):
+        return list(self.runs)
+
     def seed_results(self, entry_id):
         return self.runs[entry_id[1]]
 
 
 def _run(status, nmse_by_step):
     evals = [{"step": 10 * i, "nmse": v} for i, v in enumerate(nmse_by_step)]
-    return {"status": status, "evals": evals}
+    ok = status == "complete"
+    return RunResult(
+        digest="", key="", arm="", recipe="", ffn="plain", lrs={}, seed=0, steps=20,
+        status=status, message="", steps_done=20 if ok else 1, final_loss=0.0 if ok else None,
+        tokens=0, evals=evals, final=evals[-1] if ok else {},
+        diverged=None if ok else Divergence(2, None, "loss is nan"), wall_seconds=0.0,
+    )  # fmt: skip
 
 
 def test_curves_keep_seeds_paired_and_leave_out_a_seed_that_diverged_in_one_arm():
@@ -289,7 +304,7 @@ def test_curves_keep_seeds_paired_and_leave_out_a_seed_that_diverged_in_one_arm(
     good = [[1.0, 1.0, 1.0], [0.5, 0.6, 0.9], [0.2, 0.3, 0.7]]
     runs = {
         "muon": [_run("complete", good)] * 3,
-        "adam": [_run("complete", good), _run("failed", good[:1]), _run("complete", good)],
+        "adam": [_run("complete", good), _run("diverged", good[:1]), _run("complete", good)],
     }
     found, nmse, seeds = curves(cfg, _Finished(runs))
     assert seeds == [0, 2] and nmse["adam"].shape == (2, 3, 3)
@@ -297,5 +312,5 @@ def test_curves_keep_seeds_paired_and_leave_out_a_seed_that_diverged_in_one_arm(
     assert found.fta["adam"][0, 2].tolist() == pytest.approx([0.0, 0.1, 0.3])  # 1 − nMSE
     probs = group_probs(3, cfg.data.ratio).numpy()
     assert found.exposures[:, 2] == pytest.approx(probs * cfg.train.batch_size * 20)
-    runs["muon"] = [_run("failed", good[:1])] * 3
+    runs["muon"] = [_run("diverged", good[:1])] * 3
     assert curves(cfg, _Finished(runs)) == (None, {}, [])

@@ -20,8 +20,8 @@ from tailmem.data.bios import BiosConfig, build_dataset
 from tailmem.data.stream import QATrainStream
 from tailmem.errors import ConfigError
 from tailmem.experiments import get_experiment
-from tailmem.experiments.knowledge_qa import Config, SweepSection
-from tailmem.experiments.knowledge_qa.arms import ARMS, SWEPT, dependencies
+from tailmem.experiments.knowledge_qa import Config
+from tailmem.experiments.knowledge_qa.arms import ARMS
 from tailmem.experiments.knowledge_qa.fta import (
     FTAEvaluator,
     QABatches,
@@ -41,10 +41,12 @@ from tailmem.experiments.knowledge_qa.tables import (
 )
 from tailmem.lm.config import ModelSection, OptimSection, TrainSection
 from tailmem.lm.plan import Plan, run_plan
-from tailmem.lm.subrun import Job, Shared, run_job
+from tailmem.lm.spec import Divergence, RunResult
+from tailmem.lm.subrun import RunContext, RunTemplate, run_job, template
 from tailmem.models.gpt import GPT, GPTConfig, count_params
 from tailmem.runner import run_experiment
 from tailmem.train import token_loss_sum
+from tailmem.train.distributed import DistContext
 
 SMALL = dict(m=4, n_first_names=40, n_surnames=60, n_cities=30, n_universities=40)
 SMALL |= dict(n_majors=20, n_employers=30, vocab_size=512)
@@ -170,7 +172,9 @@ def test_smoke_preset_writes_every_output(smoke, strict_json):
     assert measured and all(c.verdict == "inconclusive" and "chance" in c.reason for c in measured)
 
     sweep = _read_csv(run.file("lr_sweep.csv"))
-    assert len(sweep) == len(cfg.sweep.muon) + len(cfg.sweep.adam)
+    assert len(sweep) == len(cfg.optim["muon"].grid) + len(cfg.optim["adam"].grid)
+    # An lr column per kind the arms use (the preset's SGD rate reaches no run: no column).
+    assert [c for c in sweep[0] if c.startswith("lr_")] == ["lr_muon", "lr_adam"]
     chosen = [r for r in sweep if r["chosen"] == "True"]
     assert sorted(r["arm"] for r in chosen) == ["adam", "muon"]
     for arm in ("adam", "muon"):
@@ -199,22 +203,23 @@ TINY_TRAIN = {"steps": 20, "batch_size": 2, "seq_len": 64, "warmup_steps": 0, "e
               "log_every": 4, "eval_batch_size": 64, "schedule": "constant"}  # fmt: skip
 
 
-def _tiny_shared(root, dataset, **train):
-    return Shared(
-        root=str(root),
-        model=ModelSection(size="tiny", n_layer=1, n_head=2, d_model=16, d_ff=32),
-        train=TrainSection(**{**TINY_TRAIN, **train}),
-        optim=OptimSection(),
-        data=QAData(str(dataset.path), dataset.fingerprint, "answer", 64),
-        loss_fn=answer_loss_sum,
-        describe=describe_fta,
-        show_progress=False,
+def _tiny_study(root, dataset, **train):
+    """How a worker runs the tiny study's runs (its context) and what they share (template)."""
+    data = QAData(str(dataset.path), dataset.fingerprint, "answer", 64)
+    context = RunContext(
+        str(root), data, loss_fn=answer_loss_sum, describe=describe_fta, show_progress=False
     )
+    model = ModelSection(size="tiny", n_layer=1, n_head=2, d_model=16, d_ff=32)
+    section = TrainSection(**{**TINY_TRAIN, **train})
+    runs = template(data.load(DistContext()), model, section, OptimSection.defaults("adam"),
+                    ["plain"])  # fmt: skip
+    return context, runs
 
 
 def test_interrupted_run_resumes_from_its_checkpoint(tmp_path, dataset, monkeypatch):
-    job = Job.make(ARMS["adam"], "plain", {"adam": 3e-3}, 0, 20)
-    clean = run_job(job, _tiny_shared(tmp_path / "clean", dataset, ckpt_every=8))
+    context, runs = _tiny_study(tmp_path / "clean", dataset, ckpt_every=8)
+    job = runs.spec(ARMS["adam"], "plain", {"adam": 3e-3}, 0, 20)
+    clean = run_job(job, context)
 
     original = QABatches.batch
 
@@ -223,19 +228,21 @@ def test_interrupted_run_resumes_from_its_checkpoint(tmp_path, dataset, monkeypa
             raise RuntimeError("simulated crash")
         return original(self, step, rank, world_size)
 
-    shared = _tiny_shared(tmp_path / "crashed", dataset, ckpt_every=8)
+    context, _ = _tiny_study(tmp_path / "crashed", dataset, ckpt_every=8)
     monkeypatch.setattr(QABatches, "batch", crash)
     with pytest.raises(RuntimeError, match="simulated crash"):
-        run_job(job, shared)
-    path = shared.path(job)
+        run_job(job, context)
+    path = context.path(job)
     assert not (path / "result.json").exists() and (path / "ckpt" / "step_000008.pt").is_file()
     monkeypatch.setattr(QABatches, "batch", original)
     trained = []
-    resumed = run_job(job, shared, trained.append)
-    assert resumed["evals"] == clean["evals"] and resumed["final_loss"] == clean["final_loss"]
-    assert [e["step"] for e in resumed["evals"]] == [4, 8, 12, 16, 20]
+    resumed = run_job(job, context, trained.append)
+    assert resumed.evals == clean.evals and resumed.final_loss == clean.final_loss
+    assert [e["step"] for e in resumed.evals] == [4, 8, 12, 16, 20]
     assert sum(trained) == 12  # steps 9..20; the first 8 came from the checkpoint
-    assert run_job(job, shared) == {**resumed, "reused": True}  # complete: reused as is
+    assert resumed.ok and not resumed.reused and resumed.key == job.key
+    again = run_job(job, context)
+    assert again == resumed and again.reused  # complete: reused as is
 
 
 @pytest.mark.parametrize(
@@ -245,7 +252,9 @@ def test_interrupted_run_resumes_from_its_checkpoint(tmp_path, dataset, monkeypa
         ("arms=[adam,adam]", "at most once"),
         ("ffn=swiglu", "ffn: got 'swiglu'"),
         ("table_fracs=[1.5]", "table_fracs"),
-        ("sweep.adam=[]", "sweep.adam"),
+        ("optim.adam.lr=[]", "optim.adam.lr: got []"),
+        ("optim.adam.lr=[1e-3,1e-3]", "optim.adam.lr: got [0.001, 0.001]"),
+        ("sweep.adam=[1e-3]", "unknown config field 'sweep.adam'"),  # the grid is optim.adam.lr
         ("model.size=huge", "model.size"),
         ("data.m=0", "m: got 0"),
     ],
@@ -344,6 +353,14 @@ def test_qa_batches_mask_targets_and_shard_rows(dataset):
     np.testing.assert_array_equal(torch.cat([h[1] for h in halves]).numpy(), by.numpy())
 
 
+MODEL = GPTConfig(vocab_size=64, n_layer=1, n_head=2, d_model=16, d_ff=32, max_seq_len=64)
+
+
+def _template(cfg):
+    """The runs of ``cfg`` (a tiny model; no data: the runs below are not trained)."""
+    return RunTemplate({ffn: MODEL for ffn in cfg.ffns}, cfg.train, cfg.optim, {})
+
+
 def _fake_result(job, fta_final, status="complete"):
     evals = [
         {
@@ -355,57 +372,80 @@ def _fake_result(job, fta_final, status="complete"):
         }
         for s in range(job.steps // 10, job.steps + 1, job.steps // 10)
     ]
-    return {"key": job.key, "seed": job.seed, "status": status, "evals": evals, "final_loss": 0.0,
-            "wall_seconds": 1}  # fmt: skip
+    ok = status == "complete"
+    return RunResult(
+        digest=job.digest, key=job.key, arm=job.arm.name, recipe=job.arm.recipe, ffn=job.ffn,
+        lrs=job.lrs, seed=job.seed, steps=job.steps, status=status, message="",
+        steps_done=job.steps if ok else 3, final_loss=0.0 if ok else None, tokens=0,
+        evals=evals if ok else [], final=evals[-1] if ok else {},
+        diverged=None if ok else Divergence(4, None, "loss is nan"), wall_seconds=1.0,
+    )  # fmt: skip
 
 
 def test_plan_orders_sweeps_by_dependency_and_reuses_the_winning_sweep_run(tmp_path):
-    sweep = SweepSection(muon=[0.01, 0.02], adam=[1e-3, 3e-3], sgd=[0.1])
-    cfg = Config(arms=list(ARMS), seeds=3, sweep=sweep, train=TrainSection(steps=100))
-    plan = Plan(cfg.entries(), lambda e, p, r: score(r), [0, 1, 2], 100, 0, 100)
+    optim = {"muon": {"lr": [0.01, 0.02]}, "adam": {"lr": [1e-3, 3e-3]}, "sgd": {"lr": [0.1]}}
+    cfg = Config(arms=list(ARMS), seeds=3, optim=OptimSection.from_config(optim, "optim"),
+                 train=TrainSection(steps=100))  # fmt: skip
+    runs = _template(cfg)
+    plan = Plan(cfg.entries(), lambda e, p, r: score(r), [0, 1, 2], 100, 0, 100, runs)
+    # Each arm tunes the kind training most of its hidden matrices and borrows the others'
+    # rates from the arm that trains every hidden matrix with that kind.
+    needs = {e.arm.name: (e.arm.tuned, e.needs) for e in plan.entries}
+    assert needs == {
+        "muon": ("muon", ("adam",)),
+        "adam": ("adam", ()),
+        "sgd": ("sgd", ()),
+        "muon_vo_ffn": ("muon", ("adam",)),
+        "muon_qk": ("adam", ("muon",)),
+    }
     trained = []
 
-    def fake_run(job, shared, on_steps):
+    def fake_run(job, context, on_steps):
         trained.append(job)
-        lr = job.lr[SWEPT[job.arm.name]]
+        lr = job.lrs[job.arm.tuned]
         if job.arm.name == "sgd":
-            return _fake_result(job, [0.5] * 5, status="failed")
+            return _fake_result(job, [0.5] * 5, status="diverged")
         # Quality peaks at the middle of each grid's scale: 0.02 for Muon, 3e-3 for Adam.
         good = lr in (0.02, 3e-3)
         return _fake_result(job, [1.0, 1.0, 0.9, 0.8 if good else 0.5, 0.7 if good else 0.2])
 
-    shared = Shared(str(tmp_path), ModelSection(), TrainSection(), OptimSection(), data=None)
-    run_plan(plan, shared, 1, lambda r: "", train=fake_run)
+    run_plan(plan, RunContext(str(tmp_path), data=None), 1, lambda r: "", train=fake_run)
     assert len(trained) == len(set(trained)) == plan.total_runs()
     assert plan.best[("plain", "adam")] == {"adam": 3e-3}
     assert plan.best[("plain", "muon")] == {"muon": 0.02, "adam": 3e-3}
     assert plan.best[("plain", "muon_qk")] == {"muon": 0.02, "adam": 3e-3}
-    assert plan.best[("plain", "sgd")] == {"sgd": 0.1}  # the only grid point, though failed
+    assert plan.best[("plain", "sgd")] == {"sgd": 0.1}  # the only grid point, though diverged
     order = [(j.arm.name, j.seed) for j in trained]
     # Arms that borrow an LR start their sweep only after the arm they borrow from is tuned.
     for arm in ARMS:
-        for dep in dependencies(arm, list(ARMS)):
+        for dep in needs[arm][1]:
             dep_sweep_done = max(
                 i for i, j in enumerate(trained) if j.arm.name == dep and j.seed == 0
             )
             first = min(i for i, j in enumerate(trained) if j.arm.name == arm)
             assert first > dep_sweep_done, (arm, dep, order)
     # The winning sweep run is seed 0's run: 2 more seeds per arm, not 3.
-    assert sum(j.arm.name == "adam" for j in trained) == len(sweep.adam) + 2
+    assert sum(j.arm.name == "adam" for j in trained) == len(cfg.optim["adam"].grid) + 2
     rows = sweep_rows(plan)
     assert [r["fta_all"] for r in rows if r["arm"] == "sgd"] == [FAILED_SCORE]
-    job = Job.make(ARMS["muon_qk"], "plain", {"adam": 3e-3, "muon": 0.02}, 1, 100)
+    assert [r["status"] for r in rows if r["arm"] == "sgd"] == ["diverged"]
+    (qk,) = [r for r in rows if r["arm"] == "muon_qk" and r["chosen"]]
+    assert (qk["swept"], qk["lr_adam"], qk["lr_muon"], qk["lr_sgd"]) == ("adam", 3e-3, 0.02, None)
+    job = runs.spec(ARMS["muon_qk"], "plain", {"adam": 3e-3, "muon": 0.02}, 1, 100)
     assert job.key == "runs/plain/muon_qk/muon0.02-adam0.003-seed1-steps100"
+    assert job.lrs == {"muon": 0.02, "adam": 3e-3}  # registry order
 
 
 def _plan_with(finals: dict[str, list[list[float]]], steps=100):
     """A finished plan whose seed runs end with the given per-seed FTA vectors."""
     n_seeds = len(next(iter(finals.values())))
-    cfg = Config(arms=list(finals), seeds=n_seeds, train=TrainSection(steps=steps))
-    plan = Plan(cfg.entries(), lambda e, p, r: 0, list(range(n_seeds)), steps, 0, steps)
+    cfg = Config(arms=list(finals), seeds=n_seeds, train=TrainSection(steps=steps),
+                 optim=OptimSection.defaults("muon", "adam", "sgd"))  # fmt: skip
+    runs = _template(cfg)
+    plan = Plan(cfg.entries(), lambda e, p, r: 0, list(range(n_seeds)), steps, 0, steps, runs)
     for arm, per_seed in finals.items():
         jobs = [
-            Job.make(ARMS[arm], "plain", {k: 0.01 for k in ARMS[arm].kinds}, s, steps)
+            runs.spec(ARMS[arm], "plain", {k: 0.01 for k in ARMS[arm].kinds}, s, steps)
             for s in range(len(per_seed))
         ]
         plan.seed_runs[("plain", arm)] = jobs
@@ -480,13 +520,17 @@ def test_mean_std_uses_the_sample_deviation_and_zero_for_one_seed():
 
 
 def test_run_directory_of_a_changed_setup_is_cleared(tmp_path, dataset):
-    shared = _tiny_shared(tmp_path, dataset)
-    job = Job.make(ARMS["adam"], "plain", {"adam": 1e-3}, 0, 8)
-    path = shared.path(job)
+    context, runs = _tiny_study(tmp_path, dataset)
+    job = runs.spec(ARMS["adam"], "plain", {"adam": 1e-3}, 0, 8)
+    path = context.path(job)
     path.mkdir(parents=True)
     (path / "spec.json").write_text(json.dumps({"digest": "something else"}))
     (path / "stale.txt").write_text("old")
-    result = run_job(job, shared)
+    result = run_job(job, context)
     assert not (path / "stale.txt").exists() and (path / "result.json").is_file()
-    assert json.loads((path / "spec.json").read_text())["arm"]["name"] == "adam"
-    assert [e["step"] for e in result["evals"]] == [4, 8]
+    stored = json.loads((path / "spec.json").read_text())
+    assert stored["arm"]["name"] == "adam" and stored["digest"] == job.digest
+    adam = {"lr": 1e-3, "betas": [0.8, 0.95], "eps": 1e-8, "weight_decay": 0.0}
+    assert stored["hparams"] == {"adam": adam}  # the registry's defaults at the run's rate
+    assert [e["step"] for e in result.evals] == [4, 8]
+    assert RunResult.from_json(json.loads((path / "result.json").read_text())) == result

@@ -23,9 +23,10 @@ from tailmem.experiments.knowledge_qa.gaps import (
     peak_gap_rows,
     summary_sentences,
 )
-from tailmem.lm.config import TrainSection
+from tailmem.lm.config import OptimSection, TrainSection
 from tailmem.lm.plan import Plan
-from tailmem.lm.subrun import Job
+from tailmem.lm.spec import Divergence, RunResult
+from tailmem.lm.subrun import RunTemplate
 from tailmem.models.gpt import GPT, GPTConfig
 from tailmem.train import token_loss_sum
 
@@ -135,6 +136,7 @@ def test_logits_of_any_rows_and_positions_match_the_full_forward():
 
 # --------------------------------------------------------------------------- gap measures
 
+LABELS = {name: arm.label for name, arm in ARMS.items()}
 EXPOSURES = Exposures(selections=(16, 8, 4, 2, 1), qa_per_selection=1, steps_per_epoch=10.0)
 STEPS = 100
 
@@ -153,15 +155,25 @@ def _result(job, slow, cap=1.0, status="complete"):
         }
         for s in range(0, STEPS + 1, 2)
     ]
-    return {"key": job.key, "status": status, "evals": evals}
+    ok = status == "complete"
+    return RunResult(
+        digest=job.digest, key=job.key, arm=job.arm.name, recipe=job.arm.recipe, ffn=job.ffn,
+        lrs=job.lrs, seed=job.seed, steps=job.steps, status=status, message="",
+        steps_done=job.steps if ok else 9, final_loss=0.0 if ok else None, tokens=0,
+        evals=evals if ok else evals[:5], final=evals[-1] if ok else {},
+        diverged=None if ok else Divergence(10, None, "loss is nan"), wall_seconds=0.0,
+    )  # fmt: skip
 
 
 def _plan(adam_cap=1.0, adam_status=("complete", "complete"), ffn="plain"):
-    cfg = Config(arms=["adam", "muon"], seeds=2, ffn=ffn, train=TrainSection(steps=STEPS))
-    plan = Plan(cfg.entries(), lambda e, p, r: 0, [0, 1], STEPS, 0, STEPS)
+    cfg = Config(arms=["adam", "muon"], seeds=2, ffn=ffn, train=TrainSection(steps=STEPS),
+                 optim=OptimSection.defaults("muon", "adam"))  # fmt: skip
+    model = GPTConfig(vocab_size=64, n_layer=1, n_head=2, d_model=16, d_ff=32, max_seq_len=64)
+    runs = RunTemplate({ffn: model}, cfg.train, cfg.optim, {})
+    plan = Plan(cfg.entries(), lambda e, p, r: 0, [0, 1], STEPS, 0, STEPS, runs)
     for arm, slow in (("adam", 2.0), ("muon", 1.0)):
         lrs = {k: 0.01 for k in ARMS[arm].kinds}
-        jobs = [Job.make(ARMS[arm], ffn, lrs, s, STEPS) for s in (0, 1)]
+        jobs = [runs.spec(ARMS[arm], ffn, lrs, s, STEPS) for s in (0, 1)]
         plan.seed_runs[(ffn, arm)] = jobs
         for job, status in zip(
             jobs, adam_status if arm == "adam" else ("complete",) * 2, strict=True
@@ -201,7 +213,7 @@ def test_adam_twice_slower_gives_lag_ratio_two_and_peak_gap_one_half():
     assert {r["source"] for r in rows} == {"tailmem", "paper arXiv v2", "paper ICLR"}
     ours = [r for r in rows if r["source"] == "tailmem"]
     assert len(ours) == 6 * 3 and all(r["status"] == "measured" for r in ours)
-    table = lag_ratio_table(measures, "muon", "adam")
+    table = lag_ratio_table(measures, "muon", "adam", LABELS)
     assert table[0] == {"source": "tailmem", "group": 0, "τ = 0.3": "2.00 ± 0.00",
                         "τ = 0.5": "2.00 ± 0.00", "τ = 0.8": "2.00 ± 0.00"}  # fmt: skip
     (peak, *paper) = peak_gap_rows("plain", measures, STEPS)
@@ -209,28 +221,29 @@ def test_adam_twice_slower_gives_lag_ratio_two_and_peak_gap_one_half():
     assert peak["rarest_step"] == 50 and peak["se"] == 0.0
     # The paper's v2 table: Muon .976 vs Adam .264 in group 15 at 10k steps is its peak gap.
     assert (paper[0]["peak_gap"], paper[0]["group"], paper[0]["step"]) == (0.712, 15, 10000)
-    assert "Exposure-lag ratio" in summary_sentences(measures, "plain")[0]
+    (lead, *_) = summary_sentences(measures, "plain", LABELS)
+    assert "Exposure-lag ratio" in lead and "exposures Adam needs ÷ Muon's" in lead
 
 
 def test_an_arm_that_never_reaches_tau_gives_a_lower_bound_and_a_failed_seed_is_left_out():
-    measures, _ = measure(_plan(adam_cap=0.7, adam_status=("complete", "failed")), "plain",
+    measures, _ = measure(_plan(adam_cap=0.7, adam_status=("complete", "diverged")), "plain",
                           EXPOSURES)  # fmt: skip
     (pair,) = measures["pairs"]
     assert pair["n_seeds"] == 1  # seed 1 of Adam diverged: only seed 0 is paired
     row = next(r for r in pair["lag_ratio"] if r["group"] == 4 and r["tau"] == 0.8)
     # Muon crosses 0.8 at step 40; Adam never does: at least its last exposures / Muon's.
     assert row["mean"] is None and row["of_mean"]["lower"] == pytest.approx(STEPS / 40)
-    table = lag_ratio_table(measures, "muon", "adam")
+    table = lag_ratio_table(measures, "muon", "adam", LABELS)
     cell = next(r for r in table if r["source"] == "tailmem" and r["group"] == 4)["τ = 0.8"]
     assert cell == "≥ 2.50 (Adam never reaches τ)"
     json.dumps(measures, allow_nan=False)
 
 
 def test_no_seed_finished_by_both_arms_is_not_measured():
-    measures, curves = measure(_plan(adam_status=("failed", "failed")), "plain", EXPOSURES)
+    measures, curves = measure(_plan(adam_status=("diverged", "diverged")), "plain", EXPOSURES)
     assert measures["pairs"][0]["status"] == "not measured" and not curves
-    assert lag_ratio_table(measures, "muon", "adam")[0]["source"] == "paper arXiv v2"
-    assert "not measured" in summary_sentences(measures, "plain")[0]
+    assert lag_ratio_table(measures, "muon", "adam", LABELS)[0]["source"] == "paper arXiv v2"
+    assert "not measured" in summary_sentences(measures, "plain", LABELS)[0]
 
 
 def test_gated_ffn_is_measured_beside_the_papers_single_gated_cell():
@@ -241,6 +254,6 @@ def test_gated_ffn_is_measured_beside_the_papers_single_gated_cell():
     paper = measures["paper"]["arxiv-v2"]["pairs"][0]
     assert paper["peak_gap"]["overall"]["gap"] == pytest.approx(0.994 - 0.244)
     assert all(r["mean"] is None for r in paper["lag_ratio"])
-    cells = lag_ratio_table(measures, "muon", "adam")
+    cells = lag_ratio_table(measures, "muon", "adam", LABELS)
     assert [c["group"] for c in cells if c["source"] == "paper ICLR"] == [15, "pooled"]
     json.dumps(measures, allow_nan=False)

@@ -25,7 +25,7 @@ from tailmem.experiments.knowledge_qa.fta import (
 )
 from tailmem.lm.config import ModelSection, OptimSection
 from tailmem.models.gpt import GPT
-from tailmem.optim.routing import build_optimizer
+from tailmem.optim.routing import route
 
 SMALL = dict(m=4, n_first_names=40, n_surnames=60, n_cities=30, n_universities=40)
 SMALL |= dict(n_majors=20, n_employers=30, vocab_size=512)
@@ -55,9 +55,9 @@ def test_a_tied_embedding_and_head_is_one_parameter_updated_once(arm, dataset):
     model = tiny_gpt(dataset.vocab_size, tie_weights=True)
     tied = model.embed.weight
     assert model.head.weight is tied
-    optim = OptimSection()
-    recipe = ARMS[arm].recipe
-    optimizer = build_optimizer(model, recipe, **optim.hparams(recipe, optim.base_lrs()))
+    optim = OptimSection.defaults(*ARMS[arm].kinds)
+    settings = {kind: optim[kind].at(optim[kind].lr) for kind in ARMS[arm].kinds}
+    optimizer = route(model, ARMS[arm].recipe, settings)  # as every run of the arm is built
     holders = [g for g in optimizer.param_groups for p in g["params"] if p is tied]
     assert [(g["kind"], g["role"]) for g in holders] == [("adam", "embed")]
     x, y = QABatches(QATrainStream(dataset, 4, 64, seed=0)).batch(0)
@@ -71,9 +71,10 @@ def test_a_tied_embedding_and_head_is_one_parameter_updated_once(arm, dataset):
     grad, before = tied.grad.clone(), tied.detach().clone()
     optimizer.step()
     # Adam's first step moves each entry by lr * g / (|g| + eps): once (twice would be 2 lr).
-    step = -optim.adam.lr * grad / (grad.abs() + optim.adam.eps)
+    adam = optim["adam"]
+    step = -adam.lr * grad / (grad.abs() + adam.hparams.eps)
     torch.testing.assert_close(tied.detach() - before, step, atol=1e-9, rtol=1e-4)
-    assert (tied.detach() - before).abs().max() == pytest.approx(optim.adam.lr, rel=1e-4)
+    assert (tied.detach() - before).abs().max() == pytest.approx(adam.lr, rel=1e-4)
 
 
 # --------------------------------------------------------------------------- document packing
@@ -192,7 +193,7 @@ def test_with_single_answer_tokens_fta_is_exact_match(cache, dataset):
 
 
 KNOBS = ["packing=document", "model.tie_weights=true", "model.pos_encoding=learned",
-         "data.answer_tokens=single", "train.steps=8", "sweep.muon=[0.02]"]  # fmt: skip
+         "data.answer_tokens=single", "train.steps=8", "optim.muon.lr=[0.02]"]  # fmt: skip
 
 
 def test_every_knob_is_an_override_recorded_in_the_run(tmp_path):

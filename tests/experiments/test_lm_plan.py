@@ -9,21 +9,29 @@ import pytest
 
 from tailmem import progress
 from tailmem.lm.arms import Arm
-from tailmem.lm.config import ModelSection, OptimSection, TrainSection
+from tailmem.lm.config import OptimSection, TrainSection
 from tailmem.lm.plan import Entry, Plan, keep_checkpoints, run_plan
-from tailmem.lm.subrun import Shared
+from tailmem.lm.spec import RunResult
+from tailmem.lm.subrun import RunContext, RunTemplate
+from tailmem.models.gpt import GPTConfig
 
 ARMS = [Arm("adam", "Adam", "adam:*"), Arm("muon", "Muon", "muon:q,k adam:*")]
+MODEL = GPTConfig(vocab_size=64, n_layer=1, n_head=2, d_model=16, d_ff=32, max_seq_len=32)
+TEMPLATE = RunTemplate({"plain": MODEL}, TrainSection(), OptimSection.defaults("muon", "adam"), {})
 
 
-def fake_train(job, shared, on_steps):
+def fake_train(spec, context, on_steps):
     """A run that reports one step short of its length (as a diverged run would) and scores
-    by its learning rate; it records which process trained it."""
-    for _ in range(job.steps - 1):
+    by its learning rate; it records which process trained it (in its message)."""
+    for _ in range(spec.steps - 1):
         on_steps(1)
-    fta = 0.1 * job.lr[job.arm.name]
-    return {"status": "complete", "evals": [{"fta_all": fta}], "wall_seconds": 0.0,
-            "pid": os.getpid(), "key": job.key}  # fmt: skip
+    evals = [{"step": spec.steps, "fta_all": 0.1 * spec.lrs[spec.arm.name]}]
+    return RunResult(
+        digest=spec.digest, key=spec.key, arm=spec.arm.name, recipe=spec.arm.recipe,
+        ffn=spec.ffn, lrs=spec.lrs, seed=spec.seed, steps=spec.steps, status="complete",
+        message=f"pid {os.getpid()}", steps_done=spec.steps, final_loss=0.0, tokens=0,
+        evals=evals, final=evals[-1], diverged=None, wall_seconds=0.0,
+    )  # fmt: skip
 
 
 def make_plan(sweep_steps: int) -> Plan:
@@ -36,9 +44,9 @@ def make_plan(sweep_steps: int) -> Plan:
         return Entry("plain", arm, grids[arm.name], lrs, ("adam",) if arm.name == "muon" else ())
 
     def score(entry, point, result):
-        return result["evals"][-1]["fta_all"]
+        return result.evals[-1]["fta_all"]
 
-    return Plan([entry(a) for a in ARMS], score, [0, 1], 10, 0, sweep_steps)
+    return Plan([entry(a) for a in ARMS], score, [0, 1], 10, 0, sweep_steps, TEMPLATE)
 
 
 @pytest.mark.parametrize(("sweep_steps", "workers"), [(6, 1), (10, 1), (10, 2)])
@@ -46,20 +54,24 @@ def test_progress_counts_every_step_of_every_run_declared_up_front(
     tmp_path, capsys, sweep_steps, workers
 ):
     plan = make_plan(sweep_steps)
-    shared = Shared(str(tmp_path), ModelSection(), TrainSection(), OptimSection(), data=None)
+    context = RunContext(str(tmp_path), data=None)
     declared = plan.total_steps()
     with progress.tracking(tmp_path) as tracker:
-        run_plan(plan, shared, workers, lambda r: f"score {r['evals'][-1]['fta_all']:.2f}",
+        run_plan(plan, context, workers, lambda r: f"score {r.metric('fta_all'):.2f}",
                  train=fake_train)  # fmt: skip
         trained = sum(job.steps for job in plan.results)
         # Every run's steps count once; the step each fake run left out counts as skipped.
         assert declared == trained == (3 + 2) * sweep_steps + 2 * 2 * 10 - 20 * (sweep_steps == 10)
         assert tracker.total == trained and tracker.done == trained
         assert tracker.skipped == len(plan.results)
-    pids = {r["pid"] for r in plan.results.values()}
+    pids = {int(r.message.removeprefix("pid ")) for r in plan.results.values()}
     assert (os.getpid() in pids) == (workers == 1) and len(pids) <= workers
     assert plan.best[("plain", "adam")] == {"adam": 3.0}
     assert plan.best[("plain", "muon")] == {"adam": 3.0, "muon": 2.0}
+    assert plan.kinds == ["muon", "adam"] and plan.arm("muon") is ARMS[1]
+    for spec, result in plan.results.items():  # each run trained as its spec says
+        assert (result.key, result.lrs, result.seed) == (spec.key, spec.lrs, spec.seed)
+        assert [s.kind.name for s in spec.optimizers] == list(spec.arm.kinds)
     lines = capsys.readouterr().err.splitlines()
     assert len(lines) == plan.total_runs()
     assert f"[{plan.total_runs()}/{plan.total_runs()}] plain/" in lines[-1]
@@ -73,10 +85,9 @@ def test_progress_counts_every_step_of_every_run_declared_up_front(
 )
 def test_keep_checkpoints_policy(tmp_path, policy, kept):
     plan = make_plan(sweep_steps=10)
-    shared = Shared(str(tmp_path), ModelSection(), TrainSection(), OptimSection(), data=None)
-    run_plan(plan, shared, 1, lambda r: "", train=fake_train)
+    run_plan(plan, RunContext(str(tmp_path), data=None), 1, lambda r: "", train=fake_train)
     for result in plan.results.values():
-        (tmp_path / result["key"] / "ckpt").mkdir(parents=True)
+        (tmp_path / result.key / "ckpt").mkdir(parents=True)
     keep_checkpoints(plan, str(tmp_path), policy)
     ckpts = tmp_path.glob("runs/*/*/*/ckpt")
     left = sorted(p.parent.relative_to(tmp_path).as_posix() for p in ckpts)

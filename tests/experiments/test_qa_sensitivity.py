@@ -5,6 +5,7 @@ end to end."""
 from __future__ import annotations
 
 import csv
+import dataclasses
 import json
 import math
 import os
@@ -20,24 +21,39 @@ from tailmem.claims.core import SE_FACTOR
 from tailmem.cli import main
 from tailmem.errors import ConfigError
 from tailmem.experiments.knowledge_qa import Config, grid, tables
-from tailmem.experiments.knowledge_qa.arms import ARMS, SWEPT
-from tailmem.lm.config import ModelSection, OptimSection, TrainSection
+from tailmem.experiments.knowledge_qa.arms import ARMS
+from tailmem.experiments.qa_sensitivity import lr_status
+from tailmem.lm.config import OptimSection, TrainSection
 from tailmem.lm.plan import Entry, Plan, run_plan
-from tailmem.lm.subrun import Shared
+from tailmem.lm.spec import Divergence, RunResult
+from tailmem.lm.subrun import RunContext, RunTemplate
+from tailmem.models.gpt import GPTConfig
 from tailmem.report.render import write_report
 
 LAG = CLAIMS[0]
+MODEL = GPTConfig(vocab_size=64, n_layer=1, n_head=2, d_model=16, d_ff=32, max_seq_len=64)
+GRIDS = {"muon": {"lr": [0.01, 0.02, 0.05]}, "adam": {"lr": [1e-3, 3e-3, 1e-2]}}
+"""Three-point grids around the rates the fake runs below prefer (0.02 and 3e-3)."""
 
 
 # --------------------------------------------------------------------------- interior LRs
+
+
+def _complete(job, evals, wall_seconds=0.0):
+    """The complete run of ``job`` with evaluation history ``evals``."""
+    return RunResult(
+        digest=job.digest, key=job.key, arm=job.arm.name, recipe=job.arm.recipe, ffn=job.ffn,
+        lrs=job.lrs, seed=job.seed, steps=job.steps, status="complete", message="",
+        steps_done=job.steps, final_loss=0.0, tokens=0, evals=evals, final=evals[-1],
+        diverged=None, wall_seconds=wall_seconds,
+    )  # fmt: skip
 
 
 def _result(job, fta_all):
     """A finished run scored ``fta_all`` (one evaluation, five groups)."""
     evals = [{"step": job.steps, "fta": [fta_all] * 5, "fta_all": fta_all, "em": [0.0] * 5,
               "em_all": 0.0}]  # fmt: skip
-    return {"key": job.key, "seed": job.seed, "status": "complete", "evals": evals,
-            "wall_seconds": 0.0}  # fmt: skip
+    return _complete(job, evals)
 
 
 def _peaked_at(peaks):
@@ -45,18 +61,19 @@ def _peaked_at(peaks):
     (in octaves), recording every job it trains."""
     trained = []
 
-    def train(job, shared, on_steps):
+    def train(job, context, on_steps):
         trained.append(job)
         on_steps(job.steps)
-        kind = SWEPT[job.arm.name]
-        return _result(job, 1.0 / (1.0 + math.log2(job.lr[kind] / peaks[kind]) ** 2))
+        kind = job.arm.tuned
+        return _result(job, 1.0 / (1.0 + math.log2(job.lrs[kind] / peaks[kind]) ** 2))
 
     return train, trained
 
 
 def _adam_plan(grid_points, max_extend):
     entry = Entry("plain", ARMS["adam"], tuple(grid_points), lambda p, best: {"adam": p})
-    return Plan([entry], lambda e, p, r: r["evals"][-1]["fta_all"], [0, 1], 10, 0, 10,
+    runs = RunTemplate({"plain": MODEL}, TrainSection(), OptimSection.defaults("adam"), {})
+    return Plan([entry], lambda e, p, r: r.metric("fta_all"), [0, 1], 10, 0, 10, runs,
                 max_extend=max_extend)  # fmt: skip
 
 
@@ -74,9 +91,8 @@ def test_a_grid_grows_beyond_the_end_its_winner_sits_at(
 ):
     plan = _adam_plan([1.0, 2.0, 4.0], max_extend)
     train, trained = _peaked_at({"adam": peak})
-    shared = Shared(str(tmp_path), ModelSection(), TrainSection(), OptimSection(), data=None)
     with progress.tracking(tmp_path) as tracker:
-        run_plan(plan, shared, 1, lambda r: "", train=train)
+        run_plan(plan, RunContext(str(tmp_path), data=None), 1, lambda r: "", train=train)
         assert tracker.total == sum(job.steps for job in trained)  # the total grew with them
     points = [p for p, _ in plan.sweeps["plain", "adam"]]
     assert points == [1.0, 2.0, 4.0, *added]
@@ -85,7 +101,7 @@ def test_a_grid_grows_beyond_the_end_its_winner_sits_at(
     ) == len(added)
     # Seed 0 is the winning sweep run; seed 1 runs at the winner: one more run than the sweep.
     assert len(trained) == len(points) + 1 == plan.total_runs()
-    assert trained[-1].lr == {"adam": chosen} and trained[-1].seed == 1
+    assert trained[-1].lrs == {"adam": chosen} and trained[-1].seed == 1
     rows = tables.sweep_rows(plan)
     (row,) = [r for r in rows if r["chosen"]]
     assert row["grid_edge"] is edge
@@ -93,17 +109,43 @@ def test_a_grid_grows_beyond_the_end_its_winner_sits_at(
 
 
 def test_knowledge_qa_plans_with_interior_choices_train_the_same_runs_with_widening(tmp_path):
-    cfg = Config(arms=["muon", "adam"], seeds=2, train=TrainSection(steps=10))
+    optim = OptimSection.from_config(GRIDS, "optim")
+    cfg = Config(arms=["muon", "adam"], seeds=2, train=TrainSection(steps=10), optim=optim)
+    template = RunTemplate({"plain": MODEL}, cfg.train, cfg.optim, {})
     runs = {}
     for max_extend in (0, 2):
-        plan = Plan(cfg.entries(), lambda e, p, r: r["evals"][-1]["fta_all"], [0, 1], 10, 0, 10,
-                    max_extend=max_extend)  # fmt: skip
-        train, trained = _peaked_at({"muon": 0.02, "adam": 3e-3})  # the default grids' middles
-        shared = Shared(str(tmp_path), ModelSection(), TrainSection(), OptimSection(), data=None)
-        run_plan(plan, shared, 1, lambda r: "", train=train)
+        plan = Plan(cfg.entries(), lambda e, p, r: r.metric("fta_all"), [0, 1], 10, 0, 10,
+                    template, max_extend=max_extend)  # fmt: skip
+        train, trained = _peaked_at({"muon": 0.02, "adam": 3e-3})  # the grids' middles
+        run_plan(plan, RunContext(str(tmp_path), data=None), 1, lambda r: "", train=train)
         runs[max_extend] = (trained, plan.best)
     assert runs[0] == runs[2]
     assert runs[0][1][("plain", "muon")] == {"muon": 0.02, "adam": 3e-3}
+
+
+def test_the_lr_columns_name_an_arms_choice_even_when_its_seed_runs_all_diverged(tmp_path):
+    """The sensitivity table reads the completed plan (diverged seed runs left out): an arm
+    whose every seed run diverged still chose its rate in the sweep."""
+    optim = OptimSection.from_config(GRIDS, "optim")
+    cfg = Config(arms=["muon", "adam"], seeds=2, train=TrainSection(steps=10), optim=optim)
+    template = RunTemplate({"plain": MODEL}, cfg.train, cfg.optim, {})
+    # Sweep runs of 5 steps, seed runs of 10: Adam's seed runs diverge, its sweep does not.
+    plan = Plan(cfg.entries(), lambda e, p, r: r.metric("fta_all"), [0, 1], 10, 0, 5, template)
+    peaked, _ = _peaked_at({"muon": 0.02, "adam": 3e-3})
+
+    def train(job, context, on_steps):
+        done = peaked(job, context, on_steps)
+        if job.arm.name != "adam" or job.steps != 10:
+            return done
+        return dataclasses.replace(
+            done, status="diverged", final={}, diverged=Divergence(3, None, "loss is nan")
+        )
+
+    run_plan(plan, RunContext(str(tmp_path), data=None), 1, lambda r: "", train=train)
+    point = grid.PointResult(grid.Point("base"), cfg, plan.completed(), None, 0.0, {}, {})
+    assert point.plan.arms == ["muon"]  # Adam's entry is left out of the tables
+    assert lr_status(point, "plain", "muon") == (0.02, "interior")
+    assert lr_status(point, "plain", "adam") == (3e-3, "interior")
 
 
 # --------------------------------------------------------------------------- the engine
@@ -118,7 +160,8 @@ def test_points_apply_their_overrides_over_the_preset_and_refuse_bad_ones():
     ]
     configs = grid.configure(points, "smoke", {"seeds": 3})  # fmt: skip
     base, other = configs["base"][1], configs["b"][1]
-    assert base.optim.adam.betas == (0.8, 0.95) and other.optim.adam.betas == (0.9, 0.95)
+    assert base.optim["adam"].hparams.betas == (0.8, 0.95)
+    assert other.optim["adam"].hparams.betas == (0.9, 0.95)
     assert (base.train.batch_size, base.train.steps) == (4, 40)
     assert (other.train.batch_size, other.train.steps) == (16, 20)
     assert base.seeds == other.seeds == 3 and other.model == base.model
@@ -136,14 +179,14 @@ K_MUON, K_ADAM = 4.0, 1.5
 """FTA of the fake runs below rises linearly in the step at these rates (per run length)."""
 
 
-def fake_qa_train(job, shared, on_steps):
+def fake_qa_train(job, context, on_steps):
     """A knowledge-QA run whose FTA of every group is ``min(1, k * step / steps)``, ``k`` by
     arm (so Adam needs K_MUON / K_ADAM times Muon's exposures in every group); it sleeps a
     little and records when it ran, in which process, and for which point."""
     started = time.time()
     time.sleep(0.3)
     k = K_MUON if job.arm.name == "muon" else K_ADAM
-    lr = job.lr[SWEPT[job.arm.name]]
+    lr = job.lrs[job.arm.tuned]
     score = 1.0 if lr in (0.02, 3e-3) else 0.5  # the sweep prefers the grids' middles
     evals = []
     for step in range(0, job.steps + 1, job.steps // 10):
@@ -151,18 +194,17 @@ def fake_qa_train(job, shared, on_steps):
         evals.append({"step": step, "fta": [fta] * 5, "fta_all": score, "em": [fta / 2] * 5,
                       "em_all": fta / 2})  # fmt: skip
     on_steps(job.steps)
-    record = {"point": Path(shared.root).name, "pid": os.getpid(), "start": started,
+    record = {"point": Path(context.root).name, "pid": os.getpid(), "start": started,
               "end": time.time()}  # fmt: skip
-    path = Path(shared.root) / job.key / "record.json"
+    path = Path(context.root) / job.key / "record.json"
     path.parent.mkdir(parents=True, exist_ok=True)
     path.write_text(json.dumps(record))
-    return {"key": job.key, "seed": job.seed, "status": "complete", "evals": evals,
-            "wall_seconds": 0.3}  # fmt: skip
+    return _complete(job, evals, wall_seconds=0.3)
 
 
 def test_every_point_trains_on_one_pool_and_measures_its_own_gap(tmp_path):
     common = {"seeds": 3, "arms": ["muon", "adam"], "train.steps": 20, "train.eval_every": 2,
-              "sweep.muon": [0.01, 0.02, 0.05], "sweep.adam": [1e-3, 3e-3, 1e-2]}  # fmt: skip
+              "optim.muon.lr": [0.01, 0.02, 0.05], "optim.adam.lr": [1e-3, 3e-3, 1e-2]}  # fmt: skip
     points = [grid.Point("base"), grid.Point("all tokens", {"loss_on": "all"})]
     results = grid.run_points(grid.configure(points, "smoke", common), tmp_path, 2, fake_qa_train)
     records = [json.loads(p.read_text()) for p in tmp_path.glob("points/*/runs/**/record.json")]
@@ -187,13 +229,13 @@ def test_every_point_trains_on_one_pool_and_measures_its_own_gap(tmp_path):
 
 def test_a_shared_lr_point_runs_muon_at_the_rate_adam_chose(tmp_path):
     common = {"seeds": 3, "arms": ["muon", "adam"], "train.steps": 20, "train.eval_every": 2,
-              "sweep.adam": [1e-3, 3e-3, 1e-2]}  # fmt: skip
+              "optim.adam.lr": [1e-3, 3e-3, 1e-2]}  # fmt: skip
     point = grid.Point("shared", {"optim.muon.scale": "match_rms_adamw"}, shared_lr=True)
     configs = grid.configure([point], "smoke", common)
     (result,) = grid.run_points(configs, tmp_path, 1, fake_qa_train).values()
     assert result.plan.best["plain", "adam"] == {"adam": 3e-3}
     assert result.plan.best["plain", "muon"] == {"muon": 3e-3, "adam": 3e-3}
-    assert [job.lr for job in result.plan.seed_runs["plain", "muon"]] == [
+    assert [job.lrs for job in result.plan.seed_runs["plain", "muon"]] == [
         {"muon": 3e-3, "adam": 3e-3}
     ] * 3
 

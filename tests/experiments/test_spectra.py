@@ -15,6 +15,7 @@ from tailmem.config import load_config
 from tailmem.errors import ConfigError
 from tailmem.experiments import spectra
 from tailmem.lm.corpus import CorpusData
+from tailmem.lm.spec import RunResult
 from tailmem.models.gpt import GPT, count_params, gpt_config
 from tailmem.models.gpt_io import read_gpt_config
 from tailmem.rundir import RunDir
@@ -79,16 +80,23 @@ def test_logged_isotropy_and_logits_match_the_checkpoint(spectra_smoke, lm_cache
     assert strict_json(spectra_smoke) == []
 
 
-def _runs(values: dict[str, list[list[float]]]) -> list[dict]:
+def _runs(values: dict[str, list[list[float]]]) -> list[RunResult]:
     """Results of one optimiser: ``values[key][seed]`` is that seed's curve over steps 0, 10."""
     n_seeds = len(next(iter(values.values())))
-    return [
-        {"status": "complete", "seed": s, "evals": [
+    out = []
+    for s in range(n_seeds):
+        evals = [
             {"step": step, **{key: per_seed[s][i] for key, per_seed in values.items()}}
             for i, step in enumerate((0, 10))
-        ]}
-        for s in range(n_seeds)
-    ]  # fmt: skip
+        ]
+        out.append(
+            RunResult(
+                digest="", key="", arm="", recipe="", ffn="plain", lrs={}, seed=s, steps=10,
+                status="complete", message="", steps_done=10, final_loss=0.0, tokens=0,
+                evals=evals, final=evals[-1], diverged=None, wall_seconds=0.0,
+            )
+        )  # fmt: skip
+    return out
 
 
 def _verdicts(muon: dict, adam: dict, model_cfg=None) -> dict:
@@ -180,3 +188,7 @@ def test_cpu_and_paper_presets():
     assert count_params(gpt_cfg) / 1e6 == pytest.approx(162.2, abs=0.1)
     with pytest.raises(ConfigError, match="vo_form"):
         load_config(spectra.Config, "spectra", "smoke", ["vo_form=both"])
+    # One given rate per kind, as paper A2 trains: a grid is refused, the section is typed.
+    with pytest.raises(ConfigError, match=r"optim\.muon\.lr: got a list \[0\.01, 0\.02\]"):
+        load_config(spectra.Config, "spectra", "smoke", ["optim.muon.lr=[0.01,0.02]"])
+    assert set(paper.optim) == {"muon", "adam"} and not paper.optim["muon"].swept

@@ -22,6 +22,7 @@ EXPERIMENTS: dict[str, str] = {
     "ablation": "tailmem.experiments.ablation",
     "spectra": "tailmem.experiments.spectra",
     "icl-regression": "tailmem.experiments.icl_regression",
+    "optim-bench": "tailmem.experiments.optim_bench",
 }
 
 

@@ -89,6 +89,12 @@ CATALOG: dict[str, About] = {
         {"smoke": "", "cpu": "2 arms × 3 seeds", "paper": "10k steps, LR 1e-4"},
         {"smoke": 38.0, "cpu": 186.0, "paper": None},  # smoke timed at load 5-7
     ),
+    "optim-bench": About(
+        "beyond the papers (C): which optimisers learn the tail",
+        {"smoke": "", "cpu": "13 optimisers × 2 QA levels × 3 seeds", "paper": "160M GPT"},
+        {"smoke": None, "cpu": None, "paper": None},
+        in_reproduce=False,
+    ),
 }
 """Smoke presets are toy sizes (seconds, for the test suite); the ``paper`` presets carry the
 published sizes and were not timed here."""

@@ -89,6 +89,13 @@ class Plan:
     seed_runs: dict[tuple[str, str], list[RunSpec]] = field(default_factory=dict)
     max_extend: int = 0
     extended: dict[tuple[str, str], int] = field(default_factory=dict)
+    catalogue: dict[str, Arm] = field(default_factory=dict)
+    """Every arm the plan was made with, by name (kept by :meth:`completed`, which may drop an
+    arm's entries, so that sweeps and labels still name it)."""
+
+    def __post_init__(self) -> None:
+        if not self.catalogue:
+            self.catalogue = {e.arm.name: e.arm for e in self.entries}
 
     @property
     def ffns(self) -> list[str]:
@@ -102,12 +109,17 @@ class Plan:
 
     def arm(self, name: str) -> Arm:
         """The arm called ``name`` (its label, recipe and kinds)."""
-        return next(e.arm for e in self.entries if e.arm.name == name)
+        return self.catalogue[name]
+
+    @property
+    def labels(self) -> dict[str, str]:
+        """Every arm's label, by name."""
+        return {name: arm.label for name, arm in self.catalogue.items()}
 
     @property
     def kinds(self) -> list[str]:
         """Every optimiser kind the arms use, in registry order."""
-        return kind_order(kind for e in self.entries for kind in e.arm.kinds)
+        return kind_order(kind for arm in self.catalogue.values() for kind in arm.kinds)
 
     @property
     def _overlap(self) -> bool:
@@ -233,16 +245,21 @@ def run_plans(
     workers: int,
     summary: Callable[[RunResult], str],
     train: Train = run_job,
+    more: bool = False,
 ) -> None:
     """:func:`run_plan` for several plans, by name, on one pool: a run of any plan starts as
     soon as a worker is free, and each printed line starts with its plan's name (``name: ``;
     none for the name ""). Every plan's ``context.threads`` should agree (the pool's workers
-    use the first plan's)."""
+    use the first plan's). ``more``: these plans add to work already declared to
+    :mod:`tailmem.progress` (a study that trains in stages) instead of declaring it anew."""
     if D.launched_world_size() > 1:
         workers = 1
     main = D.is_main_process()
     declared = sum(plan.total_steps() for plan, _ in plans.values())
-    progress.plan(declared, "steps")
+    if more:
+        progress.extend(declared)
+    else:
+        progress.plan(declared, "steps")
     trained: dict[tuple[str, RunSpec], int] = {}
 
     def on_steps(tag: tuple[str, RunSpec], n: int) -> None:

@@ -90,7 +90,8 @@ class HParams:
         return {spec.name: getattr(self, spec.name) for spec in dataclasses.fields(self)}
 
     def record(self) -> dict[str, Any]:
-        return {name: _plain(value) for name, value in self.kwargs().items()}
+        """The fields as plain data (what a config section holds, not the constructor form)."""
+        return {spec.name: _plain(getattr(self, spec.name)) for spec in dataclasses.fields(self)}
 
 
 def _plain(value: Any) -> Any:
@@ -111,9 +112,6 @@ class MuonHParams(HParams):
     def kwargs(self) -> dict[str, Any]:
         return {**super().kwargs(), "dtype": None}
 
-    def record(self) -> dict[str, Any]:
-        return {k: v for k, v in super().record().items() if k != "dtype"}
-
 
 @dataclass(frozen=True)
 class NorMuonHParams(MuonHParams):
@@ -124,10 +122,8 @@ class NorMuonHParams(MuonHParams):
 
     def kwargs(self) -> dict[str, Any]:
         kwargs = super().kwargs()
-        return {**kwargs, "normuon": True, "normuon_beta2": kwargs.pop("beta2")}
-
-    def record(self) -> dict[str, Any]:
-        return {**super().record(), "beta2": self.beta2}
+        beta2 = kwargs.pop("beta2")
+        return {**kwargs, "normuon": True, "normuon_beta2": beta2}
 
 
 @dataclass(frozen=True)
@@ -165,6 +161,96 @@ class SignGDHParams(HParams):
     weight_decay: float = bounded(0.0, ge=0)
 
 
+@dataclass(frozen=True)
+class MuonPEHParams(MuonHParams):
+    """Muon orthogonalised by Polar Express (per-step optimal quintics, as the fastest public
+    GPT-2 speed runs use) instead of the fixed ns5 quintic."""
+
+    method: str = choice("polar_express", METHODS)
+
+
+@dataclass(frozen=True)
+class TorchMuonHParams(HParams):
+    """``torch.optim.Muon`` (Newton–Schulz in bfloat16, Nesterov on), here without weight decay
+    like every other kind; ``adjust_lr_fn`` its shape scale."""
+
+    momentum: float = bounded(0.95, ge=0, lt=1)
+    nesterov: bool = True
+    weight_decay: float = bounded(0.0, ge=0)
+    adjust_lr_fn: str = choice("original", ("original", "match_rms_adamw"))
+
+
+@dataclass(frozen=True)
+class LionHParams(HParams):
+    """Lion (Chen et al. 2023): the sign of an interpolated momentum; lion-pytorch's betas."""
+
+    betas: tuple[float, float] = bounded((0.9, 0.99), ge=0, lt=1)
+    weight_decay: float = bounded(0.0, ge=0)
+
+
+@dataclass(frozen=True)
+class SOAPHParams(HParams):
+    """SOAP (Vyas et al. 2024): Adam in the eigenbasis of Shampoo's preconditioner, refreshed
+    every ``precondition_frequency`` steps; pytorch-optimizer's betas, no weight decay."""
+
+    betas: tuple[float, float] = bounded((0.95, 0.95), ge=0, lt=1)
+    eps: float = bounded(1e-8, gt=0)
+    weight_decay: float = bounded(0.0, ge=0)
+    precondition_frequency: int = 10
+
+
+@dataclass(frozen=True)
+class KronHParams(HParams):
+    """PSGD-Kron (Li 2018; Evan Walters' Kron): a Kronecker-factored preconditioner fitted by
+    PSGD, updated with a probability that anneals from 1 to 0.03; pytorch-optimizer's Kron."""
+
+    momentum: float = bounded(0.9, ge=0, lt=1)
+    weight_decay: float = bounded(0.0, ge=0)
+
+
+@dataclass(frozen=True)
+class AdEMAMixHParams(HParams):
+    """AdEMAMix (Pagliardini et al. 2024): Adam plus a slow EMA (β3) mixed in with weight
+    ``alpha``; pytorch-optimizer's defaults."""
+
+    betas: tuple[float, float, float] = bounded((0.9, 0.999, 0.9999), ge=0, lt=1)
+    alpha: float = bounded(5.0, ge=0)
+    eps: float = bounded(1e-8, gt=0)
+    weight_decay: float = bounded(0.0, ge=0)
+
+
+@dataclass(frozen=True)
+class MARSHParams(HParams):
+    """MARS (Yuan et al. 2024): variance-reduced AdamW (``gamma`` weighs the gradient
+    correction); pytorch-optimizer's defaults, no weight decay."""
+
+    betas: tuple[float, float] = bounded((0.95, 0.99), ge=0, lt=1)
+    gamma: float = bounded(0.025, ge=0)
+    eps: float = bounded(1e-8, gt=0)
+    weight_decay: float = bounded(0.0, ge=0)
+
+
+@dataclass(frozen=True)
+class LibraryFactory:
+    """A well-kept library's optimiser class, imported when first built (``package`` names the
+    pip package and the install hint)."""
+
+    module: str
+    attr: str
+    package: str
+
+    def __call__(self, params: Any, **kwargs: Any) -> torch.optim.Optimizer:
+        try:
+            cls = getattr(importlib.import_module(self.module), self.attr)
+        except ImportError:
+            raise ConfigError(
+                f"{self.module}.{self.attr} needs the package {self.package}; expected it "
+                "installed (pip install 'tailmem[bench]')"
+            ) from None
+        optimizer: torch.optim.Optimizer = cls(params, **kwargs)
+        return optimizer
+
+
 def _muon(params: Any, **kwargs: Any) -> torch.optim.Optimizer:
     """tailmem's Muon; under a process group of several ranks (``torchrun`` + DDP) it shares
     its orthogonalisation across them (``distributed="ddp"``)."""
@@ -183,6 +269,16 @@ def _signgd(params: Any, **kwargs: Any) -> torch.optim.Optimizer:
 
 
 MUON_LAYOUT_KEYS: tuple[str, ...] = ("row_splits", "fan_out_dim", "num_heads")
+
+FAMILIES: dict[str, str] = {
+    "orthogonalised": "the update's singular values set to (about) 1: Muon and its variants",
+    "whitening": "a preconditioner that whitens the gradient's row and column covariances",
+    "sign": "the sign of a momentum, entry by entry",
+    "elementwise": "Adam-like: each entry divided by its own second-moment estimate",
+    "plain": "the gradient (with momentum) itself",
+    "yours": "a user's optimiser, given by import path",
+}
+"""How the update of each kind is formed (what the tail-learning benchmark compares)."""
 """Per-group options of Muon-like kinds that describe a parameter's matrix layout."""
 
 
@@ -194,7 +290,8 @@ class OptimizerKind:
     refuses parameters with fewer than two dimensions and vocabulary-shaped ones (routing checks
     this before building). ``layout_keys``: per-group options routing sets from a parameter's
     layout (Muon's ``fan_out_dim`` / ``row_splits``) and that ``role_overrides`` may set.
-    ``path``: the import path of a user's factory (None for the built-in kinds).
+    ``path``: the import path of a user's factory (None for the built-in kinds). ``family``:
+    what kind of update it is (:data:`FAMILIES`), for tables that compare families.
     """
 
     name: str
@@ -205,6 +302,7 @@ class OptimizerKind:
     matrices_only: bool = False
     layout_keys: tuple[str, ...] = ()
     path: str | None = None
+    family: str = "yours"
 
     def options(self) -> set[str] | None:
         """Names a param group of this kind may set (None: any, a factory taking ``**kwargs``)."""
@@ -218,7 +316,12 @@ class OptimizerKind:
         the field names in error messages (``optim.muon.``)."""
         if self.path is not None:
             return FactoryHParams.parse(self.factory, self.path, values, where)
-        return from_dict(self.hparams, values, prefix=where)
+        try:
+            return from_dict(self.hparams, values, prefix=where)
+        except ConfigError as exc:  # a range check names the bare field: give it its place
+            text = str(exc)
+            named = text.startswith(where) or text.startswith("unknown config field")
+            raise ConfigError(text if named else f"{where}{text}") from None
 
     def setting(self, lr: float | None = None, hparams: HParams | None = None) -> OptimizerSetting:
         """This kind at ``lr`` (default: its own) with ``hparams`` (default: its defaults)."""
@@ -256,13 +359,29 @@ REGISTRY: dict[str, OptimizerKind] = {
     kind.name: kind
     for kind in (
         OptimizerKind("muon", "Muon", _muon, MuonHParams, lr=0.02, matrices_only=True,
-                      layout_keys=MUON_LAYOUT_KEYS),
-        OptimizerKind("adam", "Adam", torch.optim.Adam, AdamHParams, lr=3e-3),
-        OptimizerKind("sgd", "SGD+M", torch.optim.SGD, SGDHParams, lr=0.1),
-        OptimizerKind("adamw", "AdamW", torch.optim.AdamW, AdamWHParams, lr=1e-3),
-        OptimizerKind("signgd", "SignGD", _signgd, SignGDHParams, lr=1e-3),
+                      layout_keys=MUON_LAYOUT_KEYS, family="orthogonalised"),
+        OptimizerKind("adam", "Adam", torch.optim.Adam, AdamHParams, lr=3e-3,
+                      family="elementwise"),
+        OptimizerKind("sgd", "SGD+M", torch.optim.SGD, SGDHParams, lr=0.1, family="plain"),
+        OptimizerKind("adamw", "AdamW", torch.optim.AdamW, AdamWHParams, lr=1e-3,
+                      family="elementwise"),
+        OptimizerKind("signgd", "SignGD", _signgd, SignGDHParams, lr=1e-3, family="sign"),
         OptimizerKind("normuon", "NorMuon", _muon, NorMuonHParams, lr=0.02, matrices_only=True,
-                      layout_keys=MUON_LAYOUT_KEYS),
+                      layout_keys=MUON_LAYOUT_KEYS, family="orthogonalised"),
+        OptimizerKind("muon_pe", "Muon (Polar Express)", _muon, MuonPEHParams, lr=0.02,
+                      matrices_only=True, layout_keys=MUON_LAYOUT_KEYS, family="orthogonalised"),
+        OptimizerKind("torch_muon", "torch.optim.Muon", torch.optim.Muon, TorchMuonHParams,
+                      lr=0.02, matrices_only=True, family="orthogonalised"),
+        OptimizerKind("lion", "Lion", LibraryFactory("lion_pytorch", "Lion", "lion-pytorch"),
+                      LionHParams, lr=1e-4, family="sign"),
+        OptimizerKind("soap", "SOAP", LibraryFactory("pytorch_optimizer", "SOAP",
+                      "pytorch-optimizer"), SOAPHParams, lr=3e-3, family="whitening"),
+        OptimizerKind("psgd_kron", "PSGD-Kron", LibraryFactory("pytorch_optimizer", "Kron",
+                      "pytorch-optimizer"), KronHParams, lr=1e-3, family="whitening"),
+        OptimizerKind("ademamix", "AdEMAMix", LibraryFactory("pytorch_optimizer", "AdEMAMix",
+                      "pytorch-optimizer"), AdEMAMixHParams, lr=1e-3, family="elementwise"),
+        OptimizerKind("mars", "MARS", LibraryFactory("pytorch_optimizer", "MARS",
+                      "pytorch-optimizer"), MARSHParams, lr=3e-3, family="elementwise"),
     )
 }  # fmt: skip
 """Every built-in kind, in the order tables list them."""
@@ -278,6 +397,25 @@ def get_kind(name: str, extra: Mapping[str, OptimizerKind] | None = None) -> Opt
             f"optim.{name}.factory=package.module:Class)"
         )
     return known[name]
+
+
+def source(kind: OptimizerKind) -> str:
+    """Where ``kind``'s implementation comes from, with the installed version: ``tailmem 0.1.0``,
+    ``torch 2.13.0``, ``pytorch-optimizer 4.1.0`` or a user's module."""
+    from importlib import metadata
+
+    factory = kind.factory
+    if isinstance(factory, LibraryFactory):
+        package = factory.package
+    elif kind.path is not None:
+        return f"{kind.path} (yours)"
+    else:
+        module = getattr(factory, "__module__", "") or ""
+        package = "torch" if module.startswith("torch") else "tailmem"
+    try:
+        return f"{package} {metadata.version(package)}"
+    except metadata.PackageNotFoundError:
+        return f"{package} (not installed)"
 
 
 def kind_order(names: Iterable[str]) -> list[str]:

@@ -307,7 +307,7 @@ def write_outputs(
                 f"{ffn} FFN, mean ± std over seeds",
             ),
             run.save_report_figure(
-                plots.sweep_figure(sweep_rows, ffn, {a: plan.arm(a).label for a in plan.arms}),
+                plots.sweep_figure(sweep_rows, ffn, plan.labels),
                 f"lr_sweep_{ffn}",
                 f"LR sweep, {ffn} FFN: FTA over all questions per learning rate",
             ),

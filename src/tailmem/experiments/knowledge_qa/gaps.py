@@ -126,7 +126,11 @@ def paper_pooled(
 
 
 def measure(
-    plan: Plan, ffn: str, exposures: Exposures, taus: Sequence[float] = TAUS
+    plan: Plan,
+    ffn: str,
+    exposures: Exposures,
+    taus: Sequence[float] = TAUS,
+    chosen: Sequence[tuple[str, str]] | None = None,
 ) -> tuple[dict[str, Any], dict[tuple[str, str], FTACurves]]:
     """The gap measures of one FFN type, ours and the paper's, and our curves of each pair.
 
@@ -134,9 +138,10 @@ def measure(
     of our pairs is :func:`~tailmem.metrics.qa_gaps.gap_measures`' entry with ``status``
     "measured", the paired ``seeds`` and the evaluated ``steps``, or ``status`` "not measured"
     with the reason; ``paper[version]`` is ``gap_measures`` of the published table for the
-    same pairs (the paper runs all five arms).
+    same pairs (the paper runs all five arms). ``chosen``: the pairs (lead, lag) to measure
+    (default: every pair of the plan's arms, :func:`pairs`).
     """
-    chosen = pairs(plan.arms)
+    chosen = pairs(plan.arms) if chosen is None else chosen
     out: list[dict[str, Any]] = []
     curves: dict[tuple[str, str], FTACurves] = {}
     for lead, lag in chosen:

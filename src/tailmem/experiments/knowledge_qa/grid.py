@@ -27,7 +27,7 @@ from __future__ import annotations
 import dataclasses
 import json
 import re
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -142,9 +142,13 @@ def run_points(
     root: Path,
     workers: int,
     train: Train = run_job,
+    pairs: Callable[[Plan], Sequence[tuple[str, str]]] | None = None,
+    more: bool = False,
 ) -> dict[str, PointResult]:
     """Train every point of ``configs`` (from :func:`configure`) on one pool of ``workers``;
-    their runs under ``root/points/<slug>``. Returns each point's :class:`PointResult`."""
+    their runs under ``root/points/<slug>``. Returns each point's :class:`PointResult`, its
+    gap measures over ``pairs(plan)`` (default: every pair of arms). ``more``: the runs add to
+    progress already declared (:func:`~tailmem.lm.plan.run_plans`)."""
     prepared: dict[str, kqa.Prepared] = {}
     for label, (point, cfg) in configs.items():
         if cfg.cache_dir is None:
@@ -154,13 +158,16 @@ def run_points(
             study.plan.entries = shared_lr_entries(study.plan.entries)
         prepared[label] = study
     run_plans({label: (s.plan, s.context) for label, s in prepared.items()}, workers, kqa.summary,
-              train)  # fmt: skip
+              train, more)  # fmt: skip
     out = {}
     for label, study in prepared.items():
         point, cfg = configs[label]
         keep_checkpoints(study.plan, study.context.root, cfg.train.keep_checkpoints)
         plan = study.plan.completed()
-        measures = {ffn: gaps.measure(plan, ffn, study.exposures)[0] for ffn in plan.ffns}
+        chosen = None if pairs is None else pairs(plan)
+        measures = {
+            ffn: gaps.measure(plan, ffn, study.exposures, chosen=chosen)[0] for ffn in plan.ffns
+        }
         out[label] = PointResult(
             point, cfg, plan, study.exposures, study.chance, study.data_summary, measures
         )

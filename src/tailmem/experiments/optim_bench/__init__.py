@@ -1,0 +1,209 @@
+"""Which optimisers learn the tail? A tail-learning benchmark for any optimiser (PAPERS.md C).
+
+Optimiser benchmarks report loss; this one measures whether rare facts are learned. Each
+optimiser of ``optimizers`` — a kind of the optimiser registry (:mod:`tailmem.optim.registry`:
+ours, torch's, or a well-kept library's) or a user's (``optim.<name>.factory:
+package.module:Class``) — trains the hidden matrices (Q, K, V, O, W_in, W_gate, W_out) and Adam
+everything else (embedding, head, norms), exactly as paper A's Muon arm does, so only the matrix
+optimiser changes; ``adam`` is Adam on everything. Measured on:
+
+- **knowledge QA** (paper A Sec. 4.3; :mod:`tailmem.experiments.knowledge_qa`): at every level
+  (``levels``: the base, BPE answers; then one token per answer value), each optimiser at its own
+  learning rate — a sweep of ``optim.<kind>.lr``, widened until the choice is interior, scored on
+  FTA over all questions — then ``seeds`` seeds; the Adam part of every hybrid at the rate the
+  Adam arm chose. Per optimiser: the exposure-lag ratio of Adam behind it and of it behind Muon
+  (τ 0.3/0.5/0.8, pooled and per group, mean ± SE over seeds), the final FTA and exact match of
+  the rarest and second-rarest groups, the peak gap over Adam, the isotropy (eRank, entropy) of
+  its V, O and FFN matrices at the end, and its step time relative to Adam's in the same run;
+- **the one-layer associative memory** (:mod:`.memory`): the time each frequency group takes to
+  halve its loss, and the one-step balance ϱ^ε, with d < K so that the families can differ.
+
+The leaderboard (:mod:`.board`) puts the tail measure — the lag ratio with its SE — beside the
+cost — the step-time ratio — and says of every optimiser whether it shares Muon's tail edge
+(its lag behind Muon within 2 SE of 1), behaves like Adam (Adam's lag behind it within 2 SE of
+1), lies between, or is inconclusive. Claims: ``kunstner.heavy_tail_adam`` and
+``vasudeva.spectral_gd`` (:mod:`tailmem.claims.related`), judged on the memory.
+
+Outputs: ``leaderboard.csv`` and ``leaderboard_<level>`` figures, ``lag_ratio.csv`` (every
+optimiser, level, pair, group and τ), ``memory.csv``, ``memory_sweep.csv``, ``results.json``,
+``claims.json``, ``report.json``; each level's runs under ``points/<level>/``.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, field
+from typing import Any, Literal
+
+from tailmem.claims.registry import evaluate, write_claims
+from tailmem.errors import ConfigError
+from tailmem.experiments.knowledge_qa import grid
+from tailmem.experiments.optim_bench import board
+from tailmem.experiments.optim_bench.memory import MemorySection, run_memory
+from tailmem.lm.arms import Arm, matrix_recipe
+from tailmem.lm.config import OptimSection
+from tailmem.lm.plan import Plan
+from tailmem.optim.registry import OptimizerSetting, get_kind
+from tailmem.rundir import RunDir
+from tailmem.train import distributed as D
+
+NAME = "optim-bench"
+REFERENCES = ("muon", "adam")
+"""The two optimisers every other is placed between (paper A's headline pair)."""
+
+
+@dataclass
+class Level:
+    """One level of the QA part: its label, the dotted-key overrides of the knowledge-QA
+    config that make it (the first level is the base) and its learning rates: ``sweep`` (each
+    optimiser tunes its own, as at the base) or ``base`` (every optimiser at the rates it chose
+    at the base level, trained once the base is done: a second look at the same optimisers for
+    a third of the runs)."""
+
+    label: str
+    overrides: dict[str, Any] = field(default_factory=dict)
+    rates: Literal["sweep", "base"] = "sweep"
+
+
+@dataclass
+class Config:
+    """The benchmark (see the module docstring). ``optimizers``: kinds of the registry or of
+    ``optim`` (muon and adam among them); ``optim``: each kind's learning-rate grid and
+    hyper-parameters (a user's kind: ``factory`` too); ``preset`` + ``common``: the knowledge-QA
+    config every level starts from; ``workers``: runs trained at once, over all levels."""
+
+    seed: int = 0
+    optimizers: list[str] = field(default_factory=lambda: ["muon", "adam", "sgd"])
+    optim: OptimSection = field(default_factory=OptimSection)
+    preset: str = "cpu"
+    common: dict[str, Any] = field(default_factory=dict)
+    levels: list[Level] = field(default_factory=lambda: [Level("bpe")])
+    memory: MemorySection = field(default_factory=MemorySection)
+    workers: int = 2
+    note: str = ""
+
+    def validate(self) -> None:
+        """One-line :class:`ConfigError` for a bad optimiser, level or knowledge-QA key."""
+        if self.workers < 1:
+            raise ConfigError(f"workers: got {self.workers}; expected >= 1")
+        missing = [name for name in REFERENCES if name not in self.optimizers]
+        if missing:
+            raise ConfigError(
+                f"optimizers: got {self.optimizers}; expected {' and '.join(REFERENCES)} among "
+                "them (every optimiser is placed between them)"
+            )
+        for name in self.optimizers:
+            try:
+                get_kind(name, self.optim.kinds())
+            except ConfigError as exc:
+                raise ConfigError(f"optimizers: {exc}") from None
+        unused = [name for name in self.optim if name not in self.optimizers]
+        if unused:
+            raise ConfigError(
+                f"optim.{unused[0]}: {unused[0]} is not in optimizers {self.optimizers}; expected "
+                "only the optimisers the benchmark runs"
+            )
+        self.optim = self.optim.with_kinds(self.optimizers)
+        labels = [level.label for level in self.levels]
+        if not labels or len(set(labels)) != len(labels):
+            raise ConfigError(f"levels: got {labels}; expected distinct labels, at least one")
+        if self.levels[0].rates != "sweep":
+            raise ConfigError(
+                f"levels[0].rates: got {self.levels[0].rates!r}; expected 'sweep' (the base level "
+                "chooses the rates the other levels may reuse)"
+            )
+        self.memory.validate()
+        self.qa_configs()
+        self.qa_configs("base")
+
+    def arms(self) -> list[str]:
+        """Each optimiser as a knowledge-QA arm: on the hidden matrices, Adam on the rest."""
+        return [f"{name}:*" if name == "adam" else matrix_recipe(name) for name in self.optimizers]
+
+    def qa_overrides(self) -> dict[str, Any]:
+        """The knowledge-QA overrides every level shares: ``common``, the arms, and every
+        optimiser's section of ``optim`` key by key."""
+        optim = {
+            f"optim.{name}.{key}": value
+            for name, section in self.optim.items()
+            for key, value in section.to_config().items()
+        }
+        return {"seed": self.seed, "workers": self.workers, **self.common, "arms": self.arms(),
+                **optim}  # fmt: skip
+
+    def qa_configs(
+        self, rates: str = "sweep", chosen: Mapping[str, float] | None = None
+    ) -> dict[str, tuple[grid.Point, Any]]:
+        """The validated knowledge-QA configs (:func:`.knowledge_qa.grid.configure`) of the
+        levels whose ``rates`` are ``rates``. Levels that reuse the base's rates get every
+        optimiser's ``chosen`` rate as one number (before the base has run, the first point of
+        its grid stands in, so that the check is the same) and no ``sweep.*`` keys."""
+        points = [grid.Point(lv.label, lv.overrides) for lv in self.levels if lv.rates == rates]
+        if not points:
+            return {}
+        overrides = self.qa_overrides()
+        if rates == "base":
+            if chosen is None:
+                chosen = {name: section.grid[0] for name, section in self.optim.items()}
+            overrides = {k: v for k, v in overrides.items() if not k.startswith("sweep.")}
+            overrides |= {f"optim.{name}.lr": lr for name, lr in chosen.items()}
+        return grid.configure(points, self.preset, overrides)
+
+    def memory_settings(self) -> dict[str, OptimizerSetting]:
+        """Each optimiser's setting for the memory (its QA hyper-parameters, weight decay off:
+        the lab scales each step by its own step size)."""
+        out = {}
+        for name in self.optimizers:
+            section = self.optim[name]
+            hparams = section.hparams
+            if getattr(hparams, "weight_decay", 0.0):
+                hparams = dataclasses.replace(hparams, weight_decay=0.0)  # type: ignore[call-arg]
+            out[name] = OptimizerSetting(section.kind, 1.0, hparams)
+        return out
+
+
+def preflight(cfg: Config) -> None:
+    """Knowledge-QA's checks for every level, before anything is written."""
+    grid.preflight({**cfg.qa_configs(), **cfg.qa_configs("base")})
+
+
+def bench_pairs(plan: Plan) -> list[tuple[str, str]]:
+    """The pairs measured per level: every optimiser against Adam (it leads) and against Muon
+    (Muon leads): ``lag`` needs ``ratio`` times ``lead``'s exposures."""
+    arms = plan.arms
+    against_adam = [(arm, "adam") for arm in arms if arm != "adam"]
+    against_muon = [("muon", arm) for arm in arms if arm not in ("muon", "adam")]
+    return against_adam + against_muon
+
+
+def chosen_rates(point: grid.PointResult) -> dict[str, float]:
+    """Every optimiser's chosen rate at a level (its own kind's, from its own arm)."""
+    ffn = point.config.ffns[0]
+    return {arm: point.plan.best[(ffn, arm)][arm] for arm in point.plan.arms}
+
+
+def run(cfg: Config, run: RunDir) -> None:
+    """The sweeping QA levels on one pool, then those reusing the base's rates, then the
+    memory, then the leaderboard, claims and report."""
+    points = grid.run_points(cfg.qa_configs(), run.path, cfg.workers, pairs=bench_pairs)
+    reuse = cfg.qa_configs("base", chosen_rates(points[cfg.levels[0].label]))
+    if reuse:
+        points |= grid.run_points(reuse, run.path, cfg.workers, pairs=bench_pairs, more=True)
+    points = {level.label: points[level.label] for level in cfg.levels}
+    if not D.is_main_process():
+        return
+    memory = run_memory(cfg.memory, cfg.memory_settings(), cfg.seed)
+    labels = {name: _arm(cfg, name).label for name in cfg.optimizers}
+    tables = board.build(cfg, run, points, memory, labels)
+    claims = evaluate(NAME, board.claim_inputs(cfg, memory))
+    write_claims(run, claims)
+    board.write(cfg, run, tables, claims)
+
+
+def _arm(cfg: Config, name: str) -> Arm:
+    return Arm.of_recipe(cfg.arms()[cfg.optimizers.index(name)])
+
+
+def level_names(levels: Sequence[Level]) -> list[str]:
+    return [level.label for level in levels]
