@@ -120,3 +120,210 @@ def test_bad_paths_and_corrupt_files_exit_2_with_one_line(tiny_run, tmp_path, ca
         assert main(["diagnose", str(path)]) == 2
         err = capsys.readouterr().err.strip().splitlines()
         assert len(err) == 1 and fragment in err[0], (path, err)
+
+
+# ------------------------------------------------------------------ every dtype and shape
+
+
+def _gpt2(root: Path, layers: int = 1, **replace: torch.Tensor) -> Path:
+    """A GPT-2 Hugging Face folder (d = 8, 2 heads, FFN 16): ``replace`` maps a short name
+    (``c_attn``, ``c_proj``, ``c_fc``, ``mlp_proj``) to layer 0's tensor."""
+    from safetensors.torch import save_file
+
+    gen = torch.Generator().manual_seed(0)
+    shapes = {"c_attn": (8, 24), "c_proj": (8, 8), "c_fc": (8, 16), "mlp_proj": (16, 8)}
+    names = {"c_attn": "attn.c_attn", "c_proj": "attn.c_proj", "c_fc": "mlp.c_fc",
+             "mlp_proj": "mlp.c_proj"}  # fmt: skip
+    tensors = {}
+    for layer in range(layers):
+        for short, shape in shapes.items():
+            w = torch.randn(*shape, generator=gen)
+            tensors[f"h.{layer}.{names[short]}.weight"] = replace.get(short, w) if layer == 0 else w
+    root.mkdir(parents=True)
+    (root / "config.json").write_text('{"model_type": "gpt2", "n_head": 2}')
+    save_file({k: v.contiguous() for k, v in tensors.items()}, str(root / "model.safetensors"))
+    return root
+
+
+def _weights(folder: Path) -> dict[str, torch.Tensor]:
+    return load_file(str(folder / "model.safetensors"))
+
+
+def _numbers_finite_and_blanks_explained(csv_path: Path) -> list[dict]:
+    rows = list(csv.DictReader(csv_path.open()))
+    for row in rows:
+        for column in ("svd_entropy", "erank", "topk_energy", "q75_25", "rank"):
+            assert (row[column] == "" and row["note"]) or np.isfinite(float(row[column])), row
+    return rows
+
+
+def test_an_int8_fused_qkv_is_named_as_skipped_not_dropped(tmp_path, capsys, iso):
+    qkv = (torch.randn(8, 24, generator=torch.Generator().manual_seed(5)) * 40).to(torch.int8)
+    folder = _gpt2(tmp_path / "m", layers=2, c_attn=qkv)
+    assert main(["diagnose", str(folder), "--out", str(tmp_path / "out")]) == 0
+    printed = capsys.readouterr().out
+    note = "skipped: h.0.attn.c_attn.weight (dtype int8 is integer or quantised storage"
+    assert printed.count(note) == 3
+    rows = table(_numbers_finite_and_blanks_explained(tmp_path / "out" / "isotropy.csv"))
+    for role in ("q", "k", "v"):
+        assert rows[(0, role)]["erank"] == "" and rows[(0, role)]["note"].startswith(note)
+    assert (0, "vo_stacked") not in rows and (1, "vo_stacked") in rows  # layer 0 has no v
+    o = _weights(folder)["h.0.attn.c_proj.weight"].numpy().T
+    assert float(rows[(0, "o")]["erank"]) == pytest.approx(iso(o)["erank"], rel=1e-4)
+
+
+@pytest.mark.parametrize(
+    ("dtype", "reason"),
+    [
+        (torch.uint8, "dtype uint8 is integer or quantised storage"),
+        (torch.float8_e4m3fn, "dtype float8_e4m3fn is integer or quantised storage"),
+        (torch.bool, "dtype bool holds flags, not weights"),
+        (torch.float16, None),
+        (torch.bfloat16, None),
+        (torch.float64, None),
+    ],
+)
+def test_each_dtype_is_measured_or_skipped_with_its_reason(tmp_path, iso, dtype, reason):
+    c_fc = torch.randn(8, 16, generator=torch.Generator().manual_seed(6))
+    folder = _gpt2(tmp_path / "m", c_fc=(c_fc > 0) if dtype == torch.bool else c_fc.to(dtype))
+    _, rows = diagnose(folder)
+    w_in = table(rows)[(0, "w_in")]
+    if reason is None:
+        stored = _weights(folder)["h.0.mlp.c_fc.weight"].double().numpy().T
+        for metric, value in iso(stored).items():
+            assert w_in[metric] == pytest.approx(value, rel=1e-4)
+        assert w_in["note"] == ""
+    else:
+        assert w_in["note"].startswith(f"skipped: h.0.mlp.c_fc.weight ({reason}")
+        assert w_in["erank"] is None and w_in["rank"] is None
+    assert table(rows)[(0, "q")]["rank"] == 8  # the rest of the layer is measured
+
+
+def test_a_complex_matrix_is_skipped(tmp_path):
+    folder = _gpt2(tmp_path / "m", c_proj=torch.randn(8, 8, dtype=torch.complex64))
+    o = table(diagnose(folder)[1])[(0, "o")]
+    assert o["note"] == (
+        "skipped: h.0.attn.c_proj.weight (dtype complex64: complex weights; isotropy is "
+        "measured on real ones)"
+    )
+
+
+@pytest.mark.parametrize(
+    ("replace", "roles", "reason"),
+    [
+        ({"c_attn": torch.randn(8, 25)}, "qkv", "shape (8, 25) does not split into 3 equal"),
+        ({"c_attn": torch.randn(24)}, "qkv", "shape (24,); a q+k+v weight must be a 2-D matrix"),
+        ({"c_fc": torch.randn(2, 8, 16)}, ["w_in"], "shape (2, 8, 16); expected a 2-D matrix"),
+    ],
+)
+def test_shapes_that_are_not_the_matrix_a_name_promises_are_skipped(
+    tmp_path, replace, roles, reason
+):
+    _, rows = diagnose(_gpt2(tmp_path / "m", **replace))
+    found = table(rows)
+    for role in roles:
+        assert reason in found[(0, role)]["note"] and found[(0, role)]["svd_entropy"] is None
+    assert found[(0, "o")]["rank"] == 8
+
+
+def test_empty_and_zero_matrices_have_rank_0_and_no_metrics(tmp_path, capsys):
+    """A (32, 0)-like FFN (width 0) and an all-zero output projection: rank 0, metrics left
+    empty with the reason, the VO products of the zero projection too; all else measured."""
+    folder = _gpt2(
+        tmp_path / "m", c_fc=torch.zeros(8, 0), mlp_proj=torch.zeros(0, 8), c_proj=torch.zeros(8, 8)
+    )
+    assert main(["diagnose", str(folder), "--out", str(tmp_path / "out")]) == 0
+    assert "—" in capsys.readouterr().out
+    rows = table(_numbers_finite_and_blanks_explained(tmp_path / "out" / "isotropy.csv"))
+    assert rows[(0, "w_in")]["note"] == (
+        "not measured: rank 0 (an empty matrix, (0, 8) as (out, in)), where isotropy is undefined"
+    )
+    assert "rank 0 (an all-zero matrix)" in rows[(0, "o")]["note"]
+    assert "rank 0 (a zero product)" in rows[(0, "vo_stacked")]["note"]
+    assert "all 2 heads' products are zero" in rows[(0, "vo_head")]["note"]
+    for key in [(0, "w_in"), (0, "w_out"), (0, "o"), (0, "vo_head"), (0, "vo_stacked")]:
+        assert rows[key]["rank"] == "0.0" and rows[key]["erank"] == ""
+    assert float(rows[(0, "q")]["rank"]) == 8
+
+
+@pytest.mark.parametrize("factor", [1e20, 1e-25])
+def test_float32_weights_at_extreme_scales_measure_like_ordinary_ones(tmp_path, factor):
+    """1e20-scaled weights used to overflow the VO product (a LinAlgError), 1e-25 ones to
+    underflow it to rank 0; isotropy does not depend on scale, so every row must match."""
+    base = _weights(_gpt2(tmp_path / "base"))
+    scaled = {name.split(".", 2)[2].removesuffix(".weight"): w for name, w in base.items()}
+    short = {"attn.c_attn": "c_attn", "attn.c_proj": "c_proj", "mlp.c_fc": "c_fc",
+             "mlp.c_proj": "mlp_proj"}  # fmt: skip
+    folder = _gpt2(tmp_path / "x", **{short[k]: w * factor for k, w in scaled.items()})
+    _, ordinary = diagnose(tmp_path / "base")
+    _, extreme = diagnose(folder)
+    assert [r["matrix"] for r in extreme] == [r["matrix"] for r in ordinary]
+    for a, b in zip(extreme, ordinary, strict=True):
+        for metric in ("svd_entropy", "erank", "topk_energy", "q75_25", "rank"):
+            assert a[metric] == pytest.approx(b[metric], rel=1e-4), (a["matrix"], metric)
+
+
+def test_vo_head_averages_the_live_heads_and_counts_the_dead(tmp_path, iso):
+    gen = torch.Generator().manual_seed(8)
+    c_attn = torch.randn(8, 24, generator=gen)
+    c_attn[:, 20:] = 0.0  # v is columns 16:24 (Conv1D); head 1's value block is zero
+    folder = _gpt2(tmp_path / "m", c_attn=c_attn)
+    vo_head = table(diagnose(folder)[1])[(0, "vo_head")]
+    assert vo_head["note"] == "mean over 1 of 2 heads; the others are zero"
+    w_v = c_attn[:, 16:].T.numpy()
+    w_o = _weights(folder)["h.0.attn.c_proj.weight"].numpy().T
+    head0 = iso(w_o[:, :4].astype(np.float64) @ w_v[:4].astype(np.float64))
+    for metric, value in head0.items():
+        assert vo_head[metric] == pytest.approx(value, rel=1e-4)
+    assert vo_head["rank"] == 4
+
+
+def test_a_model_with_nothing_measurable_is_one_line_naming_what_was_skipped(tmp_path, capsys):
+    weights = _weights(_gpt2(tmp_path / "base"))
+    folder = _gpt2(tmp_path / "m", **{
+        short: weights[f"h.0.{name}.weight"].to(torch.int8)
+        for short, name in [("c_attn", "attn.c_attn"), ("c_proj", "attn.c_proj"),
+                            ("c_fc", "mlp.c_fc"), ("mlp_proj", "mlp.c_proj")]
+    })  # fmt: skip
+    assert main(["diagnose", str(folder)]) == 2
+    (line,) = capsys.readouterr().err.strip().splitlines()
+    assert "no attention or FFN matrix could be measured; skipped h.0.attn.c_attn.weight" in line
+    assert line.endswith("first) (and 3 more)")
+
+
+def test_an_int8_matrix_in_our_checkpoint_is_a_skipped_row(tiny_run, tmp_path):
+    """It used to raise TypeError from the spectrum module (a traceback, not one line)."""
+    run = tmp_path / "run"
+    (run / "ckpt").mkdir(parents=True)
+    (run / "gpt_config.json").write_bytes((tiny_run / "gpt_config.json").read_bytes())
+    state = torch.load(tiny_run / "ckpt" / "step_000006.pt", weights_only=True)
+    q = state["model"]["blocks.0.attn.q.weight"]
+    state["model"]["blocks.0.attn.q.weight"] = (q * 100).to(torch.int8)
+    torch.save(state, run / "ckpt" / "step_000006.pt")
+    found = table(diagnose(run)[1])
+    assert found[(0, "q")]["note"].startswith("skipped: blocks.0.attn.q.weight (dtype int8")
+    assert found[(1, "q")]["rank"] > 0
+
+
+def test_torch_quantised_and_sparse_matrices_are_measured_exactly(tmp_path):
+    """A torch-quantised tensor carries its scales and a sparse one is a dense matrix stored
+    differently: both measure as their dense float values (the quantised o_proj used to be
+    dropped without a word, the sparse c_fc to raise NotImplementedError)."""
+    base = _weights(_gpt2(tmp_path / "base"))
+    with pytest.warns(UserWarning, match="deprecated"):
+        quantised = torch.quantize_per_tensor(base["h.0.attn.c_proj.weight"], 0.05, 0, torch.qint8)
+    folder = tmp_path / "bin"
+    folder.mkdir()
+    (folder / "config.json").write_text('{"model_type": "gpt2", "n_head": 2}')
+    sparse = base["h.0.mlp.c_fc.weight"].to_sparse()
+    torch.save(
+        base | {"h.0.attn.c_proj.weight": quantised, "h.0.mlp.c_fc.weight": sparse},
+        folder / "pytorch_model.bin",
+    )
+    with pytest.warns(UserWarning, match="TypedStorage is deprecated"):  # torch, loading qint8
+        rows = table(diagnose(folder)[1])
+    dense = table(diagnose(_gpt2(tmp_path / "deq", c_proj=quantised.dequantize()))[1])
+    for key in [(0, "o"), (0, "w_in"), (0, "vo_stacked")]:
+        for metric in ("svd_entropy", "erank", "topk_energy", "q75_25", "rank"):
+            assert rows[key][metric] == pytest.approx(dense[key][metric], rel=1e-6), key
+    assert rows[(0, "o")]["note"] == ""

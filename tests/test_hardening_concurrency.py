@@ -17,6 +17,7 @@ from pathlib import Path
 
 import pytest
 
+from signals import terminal_job
 from tailmem.cli import main
 from tailmem.errors import ConfigError
 from tailmem.reproduce import reproduce
@@ -105,7 +106,10 @@ CHILD = textwrap.dedent(
 @pytest.mark.parametrize("mechanism", ["pdeathsig", "fallback"])
 def test_a_worker_ends_when_its_parent_is_killed(mechanism):
     parent = subprocess.Popen(
-        [sys.executable, "-c", PARENT, CHILD, mechanism], stdout=subprocess.PIPE, env=ENV
+        [sys.executable, "-c", PARENT, CHILD, mechanism],
+        stdout=subprocess.PIPE,
+        env=ENV,
+        preexec_fn=terminal_job,  # the SIGTERM the child is sent must end it, not be ignored
     )
     child = int(parent.stdout.readline())
     time.sleep(1.0)  # the child has imported tailmem and armed the mechanism
@@ -156,6 +160,7 @@ def _launch(args: list[str], cwd: Path) -> subprocess.Popen:
         stdout=subprocess.DEVNULL,
         stderr=subprocess.PIPE,
         text=True,
+        preexec_fn=terminal_job,  # the SIGTERMs of the stress test kill, however pytest started
     )
 
 

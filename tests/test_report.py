@@ -9,6 +9,7 @@ import pytest
 from tailmem.claims.core import VERDICTS, ClaimResult
 from tailmem.claims.listing import EXPERIMENTS
 from tailmem.claims.registry import CLAIMS, claims_of, write_claims
+from tailmem.cli import main
 from tailmem.errors import DataError
 from tailmem.report.render import write_report
 from tailmem.rundir import RunDir
@@ -135,3 +136,151 @@ def test_the_data_behind_a_study_is_printed_under_its_summary(tmp_path):
             "corpus, 2048 ids")  # fmt: skip
     assert line in (tmp_path / "report.md").read_text()
     assert "<b>Data</b>: the embedded Python" in (tmp_path / "report.html").read_text()
+
+
+# ------------------------------------------------------------------ what the report reads
+
+
+def _entry(**fields):
+    """One claims.json entry of assoc-capacity; ``fields`` replace (or, set to ..., drop) keys."""
+    entry = {"id": "cabannes.capacity.gd", "claim": "c", "source": "A4", "published": "1",
+             "ours": "1", "rule": "r", "verdict": "reproduced"}  # fmt: skip
+    entry.update(fields)
+    return {k: v for k, v in entry.items() if v is not ...}
+
+
+def _claims(*entries):
+    return lambda run: (run / "claims.json").write_text(json.dumps(list(entries)))
+
+
+def _config(experiment):
+    def damage(run):
+        text = (run / "config.yaml").read_text()
+        (run / "config.yaml").write_text(text.replace("assoc-capacity", experiment, 1))
+
+    return damage
+
+
+def _table(text, entry=None):
+    def damage(run):
+        (run / "t.csv").write_text(text)
+        (run / "report.json").write_text(json.dumps({"tables": [entry or {"file": "t.csv"}]}))
+
+    return damage
+
+
+DAMAGED = [
+    (_config("nosuch"), "experiment 'nosuch' is not a tailmem experiment; expected one of: "),
+    (_config("[1, 2]"), "experiment [1, 2] is not a tailmem experiment"),
+    (
+        _config("ablation"),
+        "claim 'cabannes.capacity.gd' belongs to 'assoc-capacity', but "
+        "config.yaml names 'ablation'",
+    ),
+    (_claims(_entry(verdict=3)), "entry 0 is invalid (verdict 3 is not one of"),
+    (_claims(_entry(verdict="great")), "verdict 'great' is not one of"),
+    (_claims(_entry(seeds="abc")), "field 'seeds' is 'abc'; expected a list of whole numbers"),
+    (_claims(_entry(seeds=[True, 1.5])), "field 'seeds' is [True, 1.5]"),
+    (_claims(_entry(published=["a", "b"])), "field 'published' is ['a', 'b']; expected text"),
+    (_claims(_entry(claim=None)), "field 'claim' is None; expected text"),
+    (_claims(_entry(ours=0.93)), "field 'ours' is 0.93; expected text"),
+    (_claims(_entry(id=7)), "field 'id' is 7; expected text"),
+    (_claims(_entry(id=...)), "entry 0 lacks the fields"),
+    (_claims(_entry(details=[1])), "field 'details' is [1]; expected an object"),
+    (_claims(_entry(), _entry(verdict="not reproduced")), "'cabannes.capacity.gd' is listed twice"),
+    (_claims(_entry(id="A2.spectral_isotropy")), "unknown claim id"),
+    (_table("a,b\n1,2,3\n"), "t.csv: line 2 has 3 cells; expected 2"),
+    (_table("a\n1\n", {"file": "t.csv", "note": "x"}), "tables[0] has unknown key 'note'"),
+    (_table("a\n1\n", {"file": "../a-good/config.yaml"}), "outside the run directory"),
+    (lambda r: (r / "report.json").write_text('{"title": "t", "extra": 1}'), "unknown key 'extra'"),
+    (lambda r: (r / "curve.png").write_text("a,b\n"), "curve.png is not a PNG image"),
+    (
+        lambda r: (r / "report.json").write_text('{"data": {"corpus": "c", "train_tokens": true}}'),
+        "data 'train_tokens' is True; expected a whole number",
+    ),
+    (
+        lambda r: (r / "COMPLETE").write_text(
+            (r / "COMPLETE").read_text().replace('"wall_seconds": 1.5', '"wall_seconds": "fast"')
+        ),
+        "COMPLETE: wall_seconds is 'fast'; expected seconds",
+    ),
+]
+
+
+@pytest.mark.parametrize(("damage", "fragment"), DAMAGED)
+def test_a_damaged_run_is_not_rendered_in_a_folder_and_refused_alone(
+    tmp_path, capsys, damage, fragment
+):
+    """In a results folder the damaged run is named with its reason and its verdicts are not
+    counted (the good run's one "reproduced" is the headline's only one); given on its own, the
+    same run is refused in one line."""
+    _make_run(tmp_path, "a-good", ["reproduced"])
+    _make_run(tmp_path, "b-bad", ["reproduced", "reproduced"], figure=False)
+    damage(tmp_path / "b-bad")
+    assert main(["report", str(tmp_path)]) == 0
+    (warning,) = capsys.readouterr().err.strip().splitlines()
+    assert warning.startswith("tailmem: warning: b-bad not rendered: ") and fragment in warning
+    md = (tmp_path / "report.md").read_text()
+    assert "**1** reproduced" in md
+    assert f"- **b-bad** not rendered: {tmp_path / 'b-bad'}" in md and fragment in md
+    assert md.count("\n## assoc-capacity\n") == 1  # the good run's section, only
+    html = (tmp_path / "report.html").read_text()
+    assert "<b>1</b> reproduced" in html and "<b>b-bad</b> not rendered: " in html
+    assert list(json.loads((tmp_path / "verdicts.json").read_text())) == ["a-good"]
+
+    with pytest.raises(DataError) as info:
+        write_report(tmp_path / "b-bad")
+    assert fragment in str(info.value) and "\n" not in str(info.value)
+    assert not (tmp_path / "b-bad" / "report.md").exists()
+
+
+def test_the_summary_names_the_experiment_whose_run_was_not_rendered(tmp_path):
+    """A broken ablation run: ablation's registry claims still count as not measured, under a
+    row that says its run was not rendered (not "not in this results folder")."""
+    _make_run(tmp_path, "cap", ["reproduced"])
+    _make_run(tmp_path, "abl", ["reproduced"])
+    _config("ablation")(tmp_path / "abl")
+    write_report(tmp_path)
+    md = (tmp_path / "report.md").read_text()
+    assert f"| ablation (run abl not rendered) | 0 | 0 | 0 | {len(claims_of('ablation'))} |" in md
+    others = sum(len(claims_of(e)) for e in EXPERIMENTS if e != "assoc-capacity")
+    missing = len(claims_of("assoc-capacity")) - 1  # cap measures only the capacity family
+    assert f"**{missing + others + len(claims_of(None))}** not measured" in md
+
+
+def test_a_folder_where_no_run_renders_is_refused(tmp_path):
+    for name in ("a", "b"):
+        _make_run(tmp_path, name, ["reproduced"])
+        _config("nosuch")(tmp_path / name)
+    with pytest.raises(DataError, match=r"none of its 2 runs can be rendered; the first, a: "):
+        write_report(tmp_path)
+
+
+def test_long_tables_say_how_many_rows_they_show_and_empty_ones_say_so(tmp_path):
+    run = _make_run(tmp_path, "exp-a", ["reproduced"])
+    run.write_csv("long.csv", [{"i": i} for i in range(45)])
+    run.write_csv("empty.csv", [])
+    tables = [{"file": "long.csv", "caption": "long"}, {"file": "empty.csv", "caption": "none"}]
+    run.write_json("report.json", {"tables": tables})
+    write_report(tmp_path)
+    md = (tmp_path / "report.md").read_text()
+    assert "| 39 |" in md and "| 40 |" not in md
+    assert "*First 40 of 45 rows; every row is in long.csv.*" in md
+    assert "**none**\n\n*empty.csv is empty.*" in md
+
+
+def test_an_incomplete_run_says_why(tmp_path):
+    _make_run(tmp_path, "exp-a", ["reproduced"])
+    (tmp_path / "exp-a" / "claims.json").write_text(
+        (tmp_path / "exp-a" / "claims.json").read_text() + " "
+    )
+    write_report(tmp_path)
+    md = (tmp_path / "report.md").read_text()
+    assert "claims.json does not match the hash recorded in COMPLETE); rerun" in md
+
+
+def test_the_report_knows_exactly_the_registered_experiments():
+    from tailmem.experiments import EXPERIMENTS as REGISTERED
+    from tailmem.report.render import experiment_names
+
+    assert experiment_names() == sorted(REGISTERED)

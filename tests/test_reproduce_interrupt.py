@@ -20,6 +20,8 @@ from pathlib import Path
 
 import pytest
 
+from signals import terminal_job
+
 SRC = Path(__file__).resolve().parents[1] / "src"
 EXPERIMENTS = "assoc-capacity,ablation"
 
@@ -51,14 +53,8 @@ def start(out: Path, cache: Path, only: str = EXPERIMENTS, jobs: int = 1) -> sub
         stderr=subprocess.PIPE,
         text=True,
         start_new_session=True,  # its own process group, as a shell job would have
-        preexec_fn=ctrl_c_enabled,
+        preexec_fn=terminal_job,  # Ctrl-C works in it however pytest was started
     )
-
-
-def ctrl_c_enabled() -> None:
-    """A background shell job (``pytest &``) inherits SIGINT ignored, and Python keeps it so;
-    give the child the disposition a terminal job has."""
-    signal.signal(signal.SIGINT, signal.SIG_DFL)
 
 
 def wait_for(condition, proc: subprocess.Popen, timeout: float = 120) -> None:

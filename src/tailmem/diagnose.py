@@ -19,6 +19,18 @@ the per-head and stacked VO products, W_in, W_gate and W_out (see
 ``isotropy.csv`` plus the figure ``isotropy.png`` / ``.svg`` (each metric against the layer, one
 line per matrix). Bad paths and corrupt files raise :class:`~tailmem.errors.TailmemError`
 subclasses with one line (exit code 2 from the CLI).
+
+Nothing is dropped without a word. Weights in float16, bfloat16, float32 or float64 are measured
+(sparse and torch-quantised tensors are made dense floats first, exactly: they carry their own
+scales). A weight with a matrix role that cannot be measured as stored gets a row per role with
+no numbers and the note ``skipped: NAME (reason)``: integer, 8-bit-float, boolean or complex
+storage (quantised weights whose scales live in other tensors must be dequantised first), or a
+shape that is not a 2-D matrix — also where a family's name rule calls a tensor a matrix that
+the tensor cannot be (a 1-D ``q_proj.weight``, a GPT-2 ``c_attn`` whose width does not split in
+three). A model with a NaN or infinite weight anywhere is refused. A matrix of rank 0 (all
+zero, or empty such as a ``(32, 0)`` FFN) has no isotropy: its row keeps ``rank`` 0 and leaves
+the metrics empty, with the note saying so. Every number written is finite; an empty cell always
+has its note.
 """
 
 from __future__ import annotations
@@ -31,11 +43,23 @@ import torch
 from torch import Tensor
 
 from tailmem.errors import CheckpointError, ConfigError, DataError
-from tailmem.metrics.role_spectra import ISO_METRICS, MATRICES, metric_label, model_isotropy
+from tailmem.metrics.role_spectra import (
+    ISO_METRICS,
+    MATRICES,
+    layer_index,
+    metric_label,
+    model_isotropy,
+)
 from tailmem.models.gpt import GPT
 from tailmem.models.gpt_io import GPT_CONFIG_FILE, read_gpt_config
 from tailmem.models.hf_loading import WEIGHT_FILES, load_state_dict_from_dir, read_hf_config
-from tailmem.models.roles import ParamRole, resolve_roles, resolve_roles_from_names
+from tailmem.models.roles import (
+    MATRIX_ROLES,
+    ParamRole,
+    matrix_roles_by_name,
+    resolve_roles,
+    resolve_roles_from_names,
+)
 from tailmem.plotting import integer_ticks, legend_outside, pyplot
 from tailmem.rundir import RunDir
 from tailmem.train.checkpoint import latest_checkpoint, load_checkpoint
@@ -45,6 +69,10 @@ EXPECTED = (
     "a training checkpoint (step_*.pt), a training run directory or a Hugging Face model folder"
 )
 _CHECKPOINT_MAGIC = (b"PK\x03\x04", b"\x80")  # torch.save's zip format, or a bare pickle
+MEASURED_DTYPES = (torch.float16, torch.bfloat16, torch.float32, torch.float64)
+"""The dtypes whose matrices are measured (as stored; half precision in float32)."""
+COLUMNS = ("layer", "matrix", *ISO_METRICS, "rank", "note")
+"""The columns of ``isotropy.csv``."""
 
 
 @dataclass
@@ -130,7 +158,7 @@ def _from_checkpoint(path: Path) -> LoadedWeights:
 
 def _from_hf_folder(path: Path) -> LoadedWeights:
     config = read_hf_config(path)
-    weights = load_state_dict_from_dir(path)
+    weights = load_state_dict_from_dir(path, floating_only=False)
     roles = resolve_roles_from_names({name: tuple(w.shape) for name, w in weights.items()})
     n_head = next((config[k] for k in _HEAD_KEYS if k in config), None)
     if n_head is not None and (
@@ -143,64 +171,164 @@ def _from_hf_folder(path: Path) -> LoadedWeights:
     return LoadedWeights(f"Hugging Face folder {path} ({kind})", weights, roles, n_head)
 
 
+@dataclass(frozen=True)
+class Skipped:
+    """A weight named as a matrix that could not be measured, the roles it holds and why."""
+
+    name: str
+    roles: tuple[str, ...]
+    reason: str
+
+
+def measurable(loaded: LoadedWeights) -> tuple[dict[str, Tensor], list[Skipped]]:
+    """The matrix-role weights that can be measured (dense, in a :data:`MEASURED_DTYPES`
+    dtype) and those that cannot, each with its reason (see the module docstring)."""
+    named = matrix_roles_by_name(list(loaded.weights))
+    kept: dict[str, Tensor] = {}
+    skipped = []
+    for name, weight in loaded.weights.items():
+        role = loaded.roles.get(name)
+        roles = role.roles if role is not None else ()
+        if not roles or not set(roles) <= set(MATRIX_ROLES):
+            if name in named:
+                skipped.append(Skipped(name, named[name], _misfit(weight, named[name])))
+            continue
+        weight = weight.dequantize() if weight.is_quantized else weight
+        weight = weight.to_dense() if weight.layout != torch.strided else weight
+        reason = _unmeasurable(weight)
+        if reason is None:
+            kept[name] = weight
+        else:
+            skipped.append(Skipped(name, roles, reason))
+    return kept, skipped
+
+
+def _misfit(weight: Tensor, roles: tuple[str, ...]) -> str:
+    """Why a tensor a name rule calls a matrix did not get that role (its shape)."""
+    shape = tuple(weight.shape)
+    if len(shape) != 2:
+        return f"shape {shape}; a {'+'.join(roles)} weight must be a 2-D matrix"
+    return (
+        f"shape {shape} does not split into {len(roles)} equal non-empty blocks {'/'.join(roles)}"
+    )
+
+
+def _unmeasurable(weight: Tensor) -> str | None:
+    """Why a matrix-role weight cannot be measured as stored (None: it can)."""
+    dtype = str(weight.dtype).removeprefix("torch.")
+    if weight.dtype == torch.bool:
+        return "dtype bool holds flags, not weights"
+    if weight.is_complex():
+        return f"dtype {dtype}: complex weights; isotropy is measured on real ones"
+    if weight.dtype not in MEASURED_DTYPES:
+        return (
+            f"dtype {dtype} is integer or quantised storage whose scales are other tensors; "
+            "dequantise it to float16, bfloat16, float32 or float64 first"
+        )
+    if weight.ndim != 2:
+        return f"shape {tuple(weight.shape)}; expected a 2-D matrix"
+    return None
+
+
+def _finite(weight: Tensor) -> bool:
+    """Whether every entry is finite, for any layout and dtype (8-bit floats are widened: torch
+    has no ``isfinite`` for some of them)."""
+    if weight.is_quantized or not (weight.is_floating_point() or weight.is_complex()):
+        return True
+    weight = weight.to_dense() if weight.layout != torch.strided else weight
+    if not weight.is_complex() and weight.dtype not in MEASURED_DTYPES:
+        weight = weight.float()
+    return bool(torch.isfinite(weight).all())
+
+
 def diagnose(path: str | Path, top_k: int = 10) -> tuple[LoadedWeights, list[dict[str, Any]]]:
-    """The loaded model and its isotropy table (rows of :func:`model_isotropy`)."""
+    """The loaded model and its isotropy table: the rows of :func:`model_isotropy` (a rank-0
+    matrix with empty metrics) and a row per role of each skipped weight, by layer then
+    :data:`~tailmem.metrics.role_spectra.MATRICES`; every row has a ``note``."""
     if isinstance(top_k, bool) or not isinstance(top_k, int) or top_k < 1:
         raise ConfigError(f"--top-k: got {top_k!r}; expected a positive integer")
     loaded = load_weights(path)
     for name, weight in loaded.weights.items():
-        if weight.is_floating_point() and not bool(torch.isfinite(weight).all()):
+        if not _finite(weight):
             raise DataError(
                 f"{loaded.source}: parameter {name} holds NaN or infinite values; expected a "
                 "model with finite weights"
             )
-    rows = model_isotropy(loaded.weights, loaded.roles, loaded.n_head, k=top_k)
+    kept, skipped = measurable(loaded)
+    rows = model_isotropy(kept, loaded.roles, loaded.n_head, k=top_k) if kept else []
     if not rows:
+        if skipped:
+            more = f" (and {len(skipped) - 1} more)" if len(skipped) > 1 else ""
+            raise DataError(
+                f"{loaded.source}: no attention or FFN matrix could be measured; skipped "
+                f"{skipped[0].name} ({skipped[0].reason}){more}"
+            )
         raise DataError(
-            f"{path}: no attention or FFN matrices with a layer index were found "
-            "(roles q k v o w_in w_gate w_out)"
+            f"{path}: no attention or FFN matrices were found (roles q k v o w_in w_gate w_out)"
         )
+    for row in rows:
+        if row["rank"] == 0:
+            row.update(dict.fromkeys(ISO_METRICS))
+    for skip in skipped:
+        layer = layer_index(skip.name) or 0
+        for role in skip.roles:
+            empty = dict.fromkeys((*ISO_METRICS, "rank"))
+            rows.append({"layer": layer, "matrix": role, **empty, "note": _skip_note(skip)})
+    rows.sort(key=lambda r: (r["layer"], MATRICES.index(r["matrix"])))
     return loaded, rows
 
 
+def _skip_note(skip: Skipped) -> str:
+    return f"skipped: {skip.name} ({skip.reason})"
+
+
+def _cell(value: float | None, spec: str) -> str:
+    return "—" if value is None else format(value, spec)
+
+
 def format_table(rows: list[dict[str, Any]], top_k: int = 10) -> str:
-    """Fixed-width text table: layer, matrix, the four metrics and the numerical rank."""
+    """Fixed-width text table: layer, matrix, the four metrics, the numerical rank and, where
+    any row has one, the notes (an unmeasured number is "—")."""
+    notes = any(row["note"] for row in rows)
     headers = ["layer", "matrix", *(metric_label(m, top_k) for m in ISO_METRICS), "rank"]
-    lines = [headers]
+    lines = [headers + (["note"] if notes else [])]
+    specs = dict(zip(ISO_METRICS, (".4f", ".2f", ".4f", ".3f"), strict=True))
     for row in rows:
-        values = [
-            f"{row['svd_entropy']:.4f}",
-            f"{row['erank']:.2f}",
-            f"{row['topk_energy']:.4f}",
-            f"{row['q75_25']:.3f}",
-        ]
-        lines.append([str(row["layer"]), row["matrix"], *values, f"{row['rank']:g}"])
+        values = [_cell(row[m], specs[m]) for m in ISO_METRICS]
+        line = [str(row["layer"]), row["matrix"], *values, _cell(row["rank"], "g")]
+        lines.append(line + ([row["note"]] if notes else []))
     widths = [max(len(line[i]) for line in lines) for i in range(len(headers))]
-    out = ["  ".join(c.rjust(w) for c, w in zip(line, widths, strict=True)) for line in lines]
+    out = []
+    for line in lines:
+        cells = [c.rjust(w) for c, w in zip(line, widths, strict=False)]
+        out.append("  ".join(cells + line[len(widths) :]).rstrip())
     out.insert(1, "  ".join("-" * w for w in widths))
     return "\n".join(out)
 
 
 def write_outputs(out: str | Path, rows: list[dict[str, Any]], title: str, top_k: int) -> RunDir:
-    """``isotropy.csv`` and ``isotropy.png`` / ``.svg`` in folder ``out``."""
+    """``isotropy.csv`` (:data:`COLUMNS`; an unmeasured number is an empty cell, its row's note
+    says why) and ``isotropy.png`` / ``.svg`` (unmeasured points left out) in folder ``out``."""
     plt = pyplot()
 
     folder = RunDir(out)
-    folder.write_csv(
-        "isotropy.csv",
-        [{k: row[k] for k in ("layer", "matrix", *ISO_METRICS, "rank")} for row in rows],
-    )
+    folder.write_csv("isotropy.csv", [{k: row[k] for k in COLUMNS} for row in rows])
     fig, axes = plt.subplots(1, 4, figsize=(16, 3.8))
     for ax, metric in zip(axes, ISO_METRICS, strict=True):
         for matrix in MATRICES:
-            points = [(r["layer"], r[metric]) for r in rows if r["matrix"] == matrix]
+            points = [
+                (r["layer"], r[metric])
+                for r in rows
+                if r["matrix"] == matrix and r[metric] is not None
+            ]
             if points:
                 ax.plot(*zip(*points, strict=True), marker="o", ms=3, label=matrix)
         ax.set_title(metric_label(metric, top_k))
         ax.set_xlabel("layer")
         integer_ticks(ax)
         ax.grid(alpha=0.3)
-    legend_outside(axes[-1])
+    if axes[-1].get_legend_handles_labels()[0]:  # a model of zero matrices has no points
+        legend_outside(axes[-1])
     fig.suptitle(title)
     fig.tight_layout()
     folder.save_figure(fig, "isotropy")

@@ -38,6 +38,22 @@ def test_comparison_is_decided_only_beyond_two_standard_errors():
     assert compare_seeds([x + shift for x in a], a, margin=shift).verdict == "inconclusive"
 
 
+def test_the_decision_line_is_two_standard_errors_of_the_measured_difference():
+    """The documented rule ("a difference within 2 standard errors over seeds is
+    inconclusive"), computed from the definition rather than from SE_FACTOR, so a change of the
+    factor fails here: 1.9 SE is noise, 2.1 SE is decided, either way round and with a margin."""
+    a = [1.00, 1.30, 0.85]
+    b = [0.40, 0.55, 0.20, 0.65]
+    se = math.hypot(statistics.stdev(a) / math.sqrt(3), statistics.stdev(b) / math.sqrt(4))
+    gap = statistics.fmean(a) - statistics.fmean(b)
+    for k, verdict in ((1.9, "inconclusive"), (2.1, "reproduced")):
+        at_k = compare_seeds(a, b, margin=gap - k * se)  # a − b − margin = k SE
+        assert at_k.se == pytest.approx(se) and at_k.difference == pytest.approx(k * se)
+        assert at_k.verdict == verdict, (k, at_k.reason)
+        below = compare_seeds(a, b, margin=gap + k * se)  # a − b − margin = −k SE
+        assert below.verdict == verdict.replace("reproduced", "not reproduced"), k
+
+
 def test_too_few_seeds_is_inconclusive_however_large_the_difference():
     few = compare_seeds([1.0] * (MIN_SEEDS - 1), [5.0] * (MIN_SEEDS - 1))
     assert few.verdict == "inconclusive" and f"≥ {MIN_SEEDS}" in few.reason

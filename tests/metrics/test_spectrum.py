@@ -22,6 +22,7 @@ from tailmem.metrics.spectrum import (
     split_vo_heads,
     svd_entropy,
     top_k_energy,
+    unit_scaled,
     vo_head_isotropy,
     vo_head_products,
     vo_head_singular_values,
@@ -111,6 +112,47 @@ def test_zero_matrix_follows_the_documented_convention():
     assert energy_fractions(torch.zeros(4)).tolist() == [0.0] * 4
 
 
+def test_an_empty_matrix_is_the_zero_map():
+    """A (32, 0) FFN, a (0, 0) matrix, a head of width 0: rank 0 and the zero-matrix convention,
+    like torch.zeros(32, 1) — no error, no NaN."""
+    zero = isotropy_metrics(torch.zeros(32, 1))
+    for shape in [(32, 0), (0, 32), (0, 0), (3, 8, 0)]:
+        m = isotropy_metrics(torch.zeros(shape))
+        for key in METRICS:
+            assert m[key].shape == shape[:-2]
+            assert (m[key] == zero[key]).all(), (shape, key)
+    assert spectral_metrics(torch.zeros(2, 0))["rank"].tolist() == [0, 0]
+    heads = vo_head_isotropy(torch.zeros(0, 8), torch.zeros(8, 0), num_heads=2)
+    assert heads["rank"].tolist() == [0, 0] and heads["q75_25"].tolist() == [1.0, 1.0]
+
+
+def test_unit_scaling_is_exact_and_keeps_float32_extremes_finite():
+    """Each matrix is scaled by a power of two only (exact), so metrics of weights near the
+    float32 limit (σ would overflow) or of 1e-25 weights whose VO product underflows to 0 in
+    float32 equal those of the same matrix at ordinary scale."""
+    gen = torch.Generator().manual_seed(7)
+    w = torch.randn(2, 12, 8, generator=gen) * torch.linspace(0.2, 2, 8)
+    scaled = unit_scaled(w)
+    ratio = w / scaled
+    assert torch.equal(ratio, ratio[:, :1, :1].expand_as(ratio))  # one factor per matrix...
+    assert set(torch.log2(ratio[:, 0, 0]).tolist()) <= {float(e) for e in range(-4, 5)}  # ...2^e
+    assert (scaled.abs().amax(dim=(-2, -1)) >= 0.5).all() and (
+        scaled.abs().amax((-2, -1)) < 1
+    ).all()
+    reference = isotropy_metrics(w[0].double())
+    for factor in (3.0e38 / float(w[0].abs().max()), 1e-25):
+        m = isotropy_metrics(w[0] * factor)
+        for key in METRICS:
+            assert m[key].item() == pytest.approx(reference[key].item(), rel=1e-5), (factor, key)
+    v, o = torch.randn(8, 8, generator=gen), torch.randn(8, 8, generator=gen)
+    normal = vo_head_isotropy(v, o, num_heads=2)
+    for factor in (1e20, 1e-25):  # 1e20·1e20 overflows float32, 1e-25·1e-25 underflows
+        extreme = vo_head_isotropy(v * factor, o * factor, num_heads=2)
+        assert extreme["rank"].tolist() == [4, 4]
+        torch.testing.assert_close(extreme["erank"], normal["erank"])
+    assert unit_scaled(torch.zeros(3, 3)).abs().sum() == 0
+
+
 def test_batched_equals_looped():
     gen = torch.Generator().manual_seed(3)
     w = torch.randn(3, 4, 12, 9, generator=gen)
@@ -183,6 +225,8 @@ def test_bad_inputs_raise():
         isotropy_metrics(torch.eye(3), k=0)
     with pytest.raises(ValueError, match="shape"):
         isotropy_metrics(torch.ones(3))
+    with pytest.raises(TypeError, match="W_V must be floating point"):
+        vo_head_isotropy(torch.ones(4, 4, dtype=torch.int8), torch.eye(4), num_heads=2)
     with pytest.raises(TypeError):
         isotropy_metrics(torch.eye(3, dtype=torch.int64))
 

@@ -9,6 +9,7 @@ from tailmem.models.roles import (
     MATRIX_ROLES,
     ROLES,
     ParamRole,
+    matrix_roles_by_name,
     naming_scheme,
     resolve_roles,
     resolve_roles_from_names,
@@ -549,6 +550,26 @@ def test_names_alone_split_a_gpt2_fused_tensor_only_when_it_divides_in_three():
     )
     assert roles["h.0.attn.c_attn.weight"] == ParamRole.fused(("q", "k", "v"), (8, 8, 8), 1)
     assert roles["h.1.attn.c_attn.weight"] == ParamRole("other", fan_out_dim=1)
+
+
+def test_matrix_roles_by_name_ignore_the_shape():
+    """What the name rules call a matrix, whatever the tensor holds: the fused c_attn that does
+    not split in three and a 1-D q_proj are still named, so diagnose can say it skipped them;
+    embeddings, heads, norms and our GPT's names (no family) are not matrices."""
+    gpt2 = ["h.0.attn.c_attn.weight", "h.0.attn.c_proj.weight", "h.0.mlp.c_fc.weight",
+            "h.0.ln_1.weight", "wte.weight", "lm_head.weight", "h.0.attn.c_attn.bias"]  # fmt: skip
+    assert matrix_roles_by_name(gpt2) == {
+        "h.0.attn.c_attn.weight": ("q", "k", "v"),
+        "h.0.attn.c_proj.weight": ("o",),
+        "h.0.mlp.c_fc.weight": ("w_in",),
+    }
+    llama = ["model.layers.3.self_attn.q_proj.weight", "model.layers.3.mlp.gate_proj.weight",
+             "model.embed_tokens.weight", "model.norm.weight"]  # fmt: skip
+    assert matrix_roles_by_name(llama) == {
+        "model.layers.3.self_attn.q_proj.weight": ("q",),
+        "model.layers.3.mlp.gate_proj.weight": ("w_gate",),
+    }
+    assert matrix_roles_by_name(["blocks.0.attn.q.weight", "blocks.0.ffn.w_in.weight"]) == {}
 
 
 # --------------------------------------------------------------- torchtitan / lingua Llama

@@ -10,6 +10,7 @@
   ``torch.distributed.checkpoint`` save → load resumes the identical trajectory.
 """
 
+import copy
 import datetime
 
 import pytest
@@ -46,8 +47,9 @@ def _groups(params):
     ]
 
 
-def _trajectory(**distribution) -> list[torch.Tensor]:
-    """Build params and grads from fixed seeds (identical on every rank) and take STEPS steps."""
+def _trajectory(deepcopied: bool = False, **distribution) -> list[torch.Tensor]:
+    """Build params and grads from fixed seeds (identical on every rank) and take STEPS steps
+    (``deepcopied``: with a deep copy of parameters and optimiser)."""
     gen = torch.Generator().manual_seed(0)
     params = [torch.nn.Parameter(torch.randn(*s, generator=gen)) for s in SHAPES]
     opt = Muon(
@@ -58,6 +60,8 @@ def _trajectory(**distribution) -> list[torch.Tensor]:
         dtype=torch.float32,
         **distribution,
     )
+    if deepcopied:
+        params, opt = copy.deepcopy((params, opt))
     for _ in range(STEPS):
         for p in params:
             p.grad = torch.randn(p.shape, generator=gen)
@@ -78,10 +82,14 @@ def _ddp_worker(rank: int, world: int, init_file: str, out_file: str) -> None:
     by_name = _trajectory(distributed="ddp")
     calls_by_name, calls[:] = list(calls), []
     by_group = _trajectory(process_group=dist.group.WORLD)
+    calls[:] = []
+    by_copy = _trajectory(deepcopied=True, process_group=dist.group.WORLD)
     result = {
         "params": by_name,
         "by_group": by_group,
+        "by_copy": by_copy,
         "calls": calls_by_name,
+        "calls_by_copy": list(calls),
         "world": rank_and_world(dist.group.WORLD),
     }
     torch.save(result, f"{out_file}.{rank}")
@@ -101,9 +109,13 @@ def test_two_gloo_ranks_match_single_process(tmp_path):
     results = [torch.load(f"{out_file}.{rank}", weights_only=True) for rank in range(2)]
     for rank, result in enumerate(results):
         assert result["world"] == (rank, 2)
-        for got, by_group, want in zip(result["params"], result["by_group"], expected, strict=True):
+        for got, by_group, by_copy, want in zip(
+            result["params"], result["by_group"], result["by_copy"], expected, strict=True
+        ):
             assert torch.equal(got, want)  # exact: each matrix sees the same arithmetic
             assert torch.equal(by_group, want)
+            assert torch.equal(by_copy, want)  # a deep copy keeps sharing over the group
+        assert result["calls_by_copy"] == result["calls"]
     # the 2 ranks shared the work: per step, buckets (12, 8)×3 from group 0 plus heads
     # (8, 8)×2 and the (6, 4) gram_ns matrix; rank 0 takes ceil(B/2), rank 1 the rest
     assert sum(results[0]["calls"]) + sum(results[1]["calls"]) == STEPS * (3 + 1 + 2 + 1)

@@ -148,6 +148,52 @@ def test_normuon_matches_its_definition():
     torch.testing.assert_close(opt.state[p]["normuon_second_moment"], V)
 
 
+def _square_blocks_gradient(gen):
+    """An (8, 4) gradient of two 4 x 4 blocks, each with singular values spread over three
+    decades, so that its (Newton–Schulz) polar factor has rows, and columns, of unequal norms."""
+    singular = torch.diag(torch.tensor([1.0, 0.3, 0.03, 0.003], dtype=torch.float64))
+    blocks = []
+    for _ in range(2):
+        u, _ = torch.linalg.qr(torch.randn(4, 4, generator=gen, dtype=torch.float64))
+        v, _ = torch.linalg.qr(torch.randn(4, 4, generator=gen, dtype=torch.float64))
+        blocks.append(u @ singular @ v.T)
+    return torch.cat(blocks).float()
+
+
+def test_normuon_normalises_each_output_row_of_square_blocks():
+    """Square blocks: a per-column second moment has the same shape as the per-row one, so only
+    the numbers tell the axis apart. Written out per block and output row i:
+    V_i <- β₂V_i + (1-β₂)·mean_j O_ij²; O'_ij = O_ij/√V_i; the block moves by lr·O'·‖O‖/‖O'‖."""
+    beta2, lr = 0.8, 0.05
+    p = torch.nn.Parameter(torch.randn(8, 4, generator=torch.Generator().manual_seed(2)))
+    opt = Muon([p], lr=lr, momentum=0.0, weight_decay=0.0, normuon=True, normuon_beta2=beta2,
+               num_heads=2, dtype=torch.float32)  # fmt: skip
+    expected = p.detach().double().clone()
+    V = [[0.0] * 4 for _ in range(2)]
+    gen = torch.Generator().manual_seed(9)
+    for _ in range(3):
+        p.grad = _square_blocks_gradient(gen)
+        O = orthogonalize(p.grad.reshape(2, 4, 4), "ns5", dtype=torch.float32).double()
+        by_row, by_col = (O**2).mean(dim=2), (O**2).mean(dim=1)
+        assert ((by_row - by_col).abs() > 0.1 * by_row).any()  # the axes differ here
+        opt.step()
+        for h in range(2):
+            rows = []
+            for i in range(4):
+                V[h][i] = beta2 * V[h][i] + (1 - beta2) * sum(float(x) ** 2 for x in O[h, i]) / 4
+                rows.append([float(x) / math.sqrt(V[h][i]) for x in O[h, i]])
+            normalised = torch.tensor(rows, dtype=torch.float64)
+            normalised *= O[h].norm() / normalised.norm()
+            expected[4 * h : 4 * h + 4] -= lr * 1.0 * normalised  # scale sqrt(max(1, 4/4)) = 1
+    torch.testing.assert_close(p.detach().double(), expected, rtol=0, atol=1e-5)
+    torch.testing.assert_close(
+        opt.state[p]["normuon_second_moment"].double(),
+        torch.tensor(V[0] + V[1], dtype=torch.float64),
+        rtol=1e-5,
+        atol=0,
+    )
+
+
 @pytest.mark.parametrize(
     "kwargs",
     [

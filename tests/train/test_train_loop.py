@@ -20,7 +20,12 @@ from tailmem.train import (
     token_loss_sum,
     train,
 )
-from tailmem.train.checkpoint import latest_checkpoint, list_checkpoints
+from tailmem.train.checkpoint import (
+    latest_checkpoint,
+    list_checkpoints,
+    load_checkpoint,
+    save_checkpoint,
+)
 
 VOCAB, SEQ, BATCH = 32, 16, 8
 
@@ -268,6 +273,34 @@ def test_checkpoint_of_another_model_is_a_checkpoint_error(tmp_path):
     other = make(ffn="gated")
     with pytest.raises(CheckpointError, match="does not match the model"):
         train(other, adamw(other), data, quiet(steps=4), tmp_path)
+
+
+def test_a_checkpoint_resumes_only_under_the_identity_that_wrote_it(tmp_path):
+    data = RandomWindows(stream(), BATCH, SEQ, 0)
+
+    def run(identity, steps=4):
+        model = make()
+        cfg = quiet(steps=steps, ckpt_every=2)
+        return train(model, adamw(model), data, cfg, tmp_path, identity=identity)
+
+    run("lr 3e-3")
+    path = latest_checkpoint(tmp_path / "ckpt")
+    assert load_checkpoint(path)["identity"] == "lr 3e-3"
+    with pytest.raises(CheckpointError) as info:
+        run("lr 1e-3", steps=6)
+    assert str(info.value) == (
+        f"checkpoint {path} was written by run 'lr 3e-3'; expected run 'lr 1e-3': it is another "
+        f"run's, not resumed; delete {path.parent} to train this run from scratch"
+    )
+    assert run("lr 3e-3", steps=6).resumed_from == 4
+    # A checkpoint from before identities were recorded is refused too (and, without an
+    # identity, a caller that claims none resumes whatever is there).
+    latest = latest_checkpoint(tmp_path / "ckpt")
+    old = {k: v for k, v in load_checkpoint(latest).items() if k not in ("format", "version")}
+    save_checkpoint(latest, {k: v for k, v in old.items() if k != "identity"})
+    with pytest.raises(CheckpointError, match="records no run identity"):
+        run("lr 3e-3", steps=8)
+    assert run(None, steps=8).resumed_from == 6
 
 
 def test_batches_without_targets_are_a_data_error(tmp_path):

@@ -253,8 +253,37 @@ class ClaimResult:
     check: str = ""
 
     def __post_init__(self) -> None:
-        if self.verdict not in VERDICTS:
-            raise ValueError(f"verdict {self.verdict!r} is not one of {VERDICTS}")
+        """Refuse a field of the wrong type, so a damaged ``claims.json`` entry is an error when
+        it is read (:func:`~tailmem.claims.registry.read_claims` reports it in one line) instead
+        of a report cell reading "None", or "a, b, c" for the seeds ``"abc"``."""
+        for name in _TEXT_FIELDS:
+            value = getattr(self, name)
+            if not isinstance(value, str):
+                raise TypeError(f"field {name!r} is {_shown(value)}; expected text")
+        if not self.id:
+            raise ValueError("field 'id' is empty; expected a claim id of the registry")
+        if not isinstance(self.verdict, str) or self.verdict not in VERDICTS:
+            raise ValueError(f"verdict {_shown(self.verdict)} is not one of {VERDICTS}")
+        if not isinstance(self.details, dict):
+            raise TypeError(f"field 'details' is {_shown(self.details)}; expected an object")
+        if self.seeds is not None and not (
+            isinstance(self.seeds, list)
+            and all(isinstance(s, int) and not isinstance(s, bool) for s in self.seeds)
+        ):
+            raise TypeError(
+                f"field 'seeds' is {_shown(self.seeds)}; expected a list of whole numbers, or "
+                "null for an exact computation"
+            )
+
+
+_TEXT_FIELDS = ("id", "claim", "source", "published", "ours", "rule", "reason", "check")
+"""The :class:`ClaimResult` fields that hold text."""
+
+
+def _shown(value: Any, limit: int = 60) -> str:
+    """``repr(value)``, cut to ``limit`` characters (an error message stays one short line)."""
+    text = repr(value)
+    return text if len(text) <= limit else text[: limit - 1] + "…"
 
 
 Check = Callable[["Claim", Mapping[str, Any]], "Outcome | Sequence[Outcome]"]

@@ -5,10 +5,16 @@ experiment). ``Pool(workers=1)`` runs every call in this process, in submission 
 workers run calls in that many spawned processes, each with ``threads`` torch threads, and
 hand results back as they finish.
 
-Interrupts: the first SIGINT/SIGTERM a worker receives raises KeyboardInterrupt there (so atomic
-writes clean up their temp files); an interrupted worker ignores later ones and exits when the
-pool shuts down, so it is never interrupted again while it cleans up or exits (an exit cut short
-leaves multiprocessing's semaphores behind). The parent signals each worker once, shuts the pool
+Interrupts: the first SIGINT/SIGTERM a worker receives while a call runs raises
+KeyboardInterrupt in that call (so atomic writes clean up their temp files); the call's outcome
+goes back to the parent, which raises it. Any other signal only marks the worker interrupted: it
+runs no further call and exits when the pool shuts down, so it is never interrupted while it
+waits, cleans up or exits (an exit cut short leaves multiprocessing's semaphores behind) and
+prints nothing — after Ctrl-C the parent's one line is the only output. The handler stays
+installed throughout (switching to SIG_IGN would make Python report a signal caught in between as
+"ignored due to race condition"), and a worker starts with both signals blocked (inherited from
+the submitting thread) until its handler is in place, so one that arrives while it imports is
+not a KeyboardInterrupt traceback either. The parent signals each worker once, shuts the pool
 down and kills a worker that has not exited after :data:`STOP_GRACE_S` seconds. In the parent,
 an interrupt that arrives while a call is being submitted (which starts processes and a thread)
 is held until the submission is complete. A call that raises makes the pool cancel what has not
@@ -78,23 +84,23 @@ class _LocalSink:
         self.on_steps(self.tag, n)
 
 
+SIGNALS = (signal.SIGINT, signal.SIGTERM)
+"""The signals that interrupt a pool (Ctrl-C, and what :func:`_stop` and ``kill`` send)."""
+
 _interrupted = False
-"""In a worker process: a signal interrupted it (it then ignores signals until it exits)."""
+"""In a worker process: a signal has arrived (it then runs no further call)."""
+_in_call = False
+"""In a worker process: a call is running (only then does a signal raise)."""
 
 
-def _interrupt_once(signum: int, frame: Any) -> None:
-    """The first SIGINT or SIGTERM raises KeyboardInterrupt; later ones are ignored, so they
-    cannot cut the clean-up short."""
+def _on_signal(signum: int, frame: Any) -> None:
+    """A worker's SIGINT/SIGTERM handler: the first signal raises KeyboardInterrupt in the
+    running call; one between calls, and every later one, only marks the worker interrupted."""
     global _interrupted
+    first = not _interrupted
     _interrupted = True
-    signal.signal(signal.SIGINT, signal.SIG_IGN)
-    signal.signal(signal.SIGTERM, signal.SIG_IGN)
-    raise KeyboardInterrupt
-
-
-def _interrupt_on_signals() -> None:
-    signal.signal(signal.SIGINT, _interrupt_once)
-    signal.signal(signal.SIGTERM, _interrupt_once)
+    if first and _in_call:
+        raise KeyboardInterrupt
 
 
 def _init_worker(threads: int | None, log: str | None, channel: Any, parent: int) -> None:
@@ -105,35 +111,46 @@ def _init_worker(threads: int | None, log: str | None, channel: Any, parent: int
         os.dup2(handle.fileno(), 1)
         os.dup2(handle.fileno(), 2)
     die_with_parent(parent)  # a killed parent leaves no worker writing behind it
-    _interrupt_on_signals()
+    for s in SIGNALS:
+        signal.signal(s, _on_signal)
+    # Blocked since the process started (see Pool.submit): one that came meanwhile runs now.
+    signal.pthread_sigmask(signal.SIG_UNBLOCK, SIGNALS)
     if threads:
         torch.set_num_threads(threads)
 
 
 def _call_in_worker(fn: Callable[..., Any], args: tuple[Any, ...]) -> Any:
-    """``fn(*args)``; afterwards signals interrupt again, unless one interrupted this worker
-    (it then waits, deaf to signals, for the pool's shutdown to end it)."""
+    """``fn(*args)``, which a signal interrupts; a worker already interrupted runs nothing (the
+    pool is stopping) and raises KeyboardInterrupt at once."""
+    global _in_call
+    if _interrupted:
+        raise KeyboardInterrupt
     try:
+        _in_call = True
         return fn(*args)
     finally:
-        if not _interrupted:
-            _interrupt_on_signals()
+        _in_call = False
 
 
 @contextlib.contextmanager
 def _interrupts_held() -> Iterator[None]:
-    """Run the block with SIGINT/SIGTERM recorded rather than acted on, then act on the first
-    one. ``ProcessPoolExecutor.submit`` starts worker processes and a manager thread; an
-    interrupt in the middle leaves an executor that cannot be shut down."""
-    if threading.current_thread() is not threading.main_thread():
-        yield
-        return
+    """Run the block with SIGINT/SIGTERM held, then act on the first one.
+
+    ``ProcessPoolExecutor.submit`` starts worker processes and a manager thread; an interrupt in
+    the middle leaves an executor that cannot be shut down. The signals are blocked in this
+    thread, which the processes and the thread started here inherit (a worker unblocks them
+    once its handler is installed, see :func:`_init_worker`), and in the main thread recorded
+    rather than acted on, since another thread of this process may take them.
+    """
     caught: list[int] = []
-    signals = (signal.SIGINT, signal.SIGTERM)
-    before = {s: signal.signal(s, lambda signum, frame: caught.append(signum)) for s in signals}
+    before: dict[int, Any] = {}
+    if threading.current_thread() is threading.main_thread():
+        before = {s: signal.signal(s, lambda n, frame: caught.append(n)) for s in SIGNALS}
+    mask = signal.pthread_sigmask(signal.SIG_BLOCK, SIGNALS)
     try:
         yield
     finally:
+        signal.pthread_sigmask(signal.SIG_SETMASK, mask)  # one blocked meanwhile is caught now
         for s, handler in before.items():  # None: a handler installed outside Python
             signal.signal(s, signal.SIG_DFL if handler is None else handler)
         if caught:

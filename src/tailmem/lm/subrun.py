@@ -16,7 +16,10 @@ is a :func:`tailmem.train.train` run directory (``metrics.jsonl``, ``ckpt/``) pl
 The rule: a sub-run whose ``spec.json`` digest differs from the spec's is deleted and trained
 again; one with ``result.json`` is reused as is (a diverged run too: divergence is a result,
 and training it again would diverge at the same update); anything else trains, resuming from
-its newest checkpoint (the loop replays the identical batches). Under ``torchrun`` every rank calls
+its newest checkpoint (the loop replays the identical batches). Checkpoints record the spec's key
+and digest, and one that records another (copied in from another sub-run) or none (written by
+an older tailmem) is refused with a :class:`~tailmem.errors.CheckpointError` naming it, never
+resumed; deleting the sub-run trains it again. Under ``torchrun`` every rank calls
 :func:`run_job` with the same spec; only rank 0 writes.
 """
 
@@ -191,6 +194,7 @@ def run_job(spec: RunSpec, context: RunContext, on_steps: StepSink | None = None
         on_step=on_steps,
         label=spec.label,
         describe=context.describe,
+        identity=f"{spec.key} spec {spec.digest}",
     )
     rows = read_metrics(sub / "metrics.jsonl")
     evals = [{"step": 0, **initial}] if initial is not None else []

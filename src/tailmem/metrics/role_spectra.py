@@ -20,7 +20,10 @@ attention itself does. The layer of a parameter is the first integer segment of 
 ``model.layers.3...``).
 
 Metrics (``tailmem.metrics.spectrum``): ``svd_entropy`` (H_norm), ``erank``, ``topk_energy``
-(TopE_k, k = 10 by default) and ``q75_25``, plus the numerical ``rank``.
+(TopE_k, k = 10 by default) and ``q75_25``, plus the numerical ``rank``. Each row also has a
+``note``: why a matrix of rank 0 (all zero, or empty) has no isotropy (its metrics are the
+spectrum module's conventions, not measurements), and, for ``vo_head``, how many heads were
+left out of the mean because their product is zero (a pruned or dead head).
 """
 
 from __future__ import annotations
@@ -33,7 +36,7 @@ import torch
 from torch import Tensor
 
 from tailmem.errors import DataError
-from tailmem.metrics.spectrum import isotropy_metrics_many, vo_head_isotropy
+from tailmem.metrics.spectrum import isotropy_metrics_many, unit_scaled, vo_head_isotropy
 from tailmem.models.roles import MATRIX_ROLES, ParamRole
 
 MATRICES: tuple[str, ...] = ("q", "k", "v", "o", "vo_head", "vo_stacked", "w_in", "w_gate", "w_out")
@@ -113,23 +116,22 @@ def _full_value_heads(w_v: Tensor, w_o: Tensor, n_head: int) -> Tensor:
     return heads.repeat_interleave(n_head // n_kv, dim=0).reshape(inner, w_v.shape[-1])
 
 
-def _wide_float(w: Tensor) -> Tensor:
-    """float32 for half-precision weights (products and SVDs need it), else unchanged."""
-    return w if w.dtype in (torch.float32, torch.float64) else w.float()
-
-
 def isotropy_by_layer(
     matrices: Mapping[tuple[int, str], Tensor], n_head: int | None, k: int = 10
 ) -> list[dict[str, Any]]:
-    """One row ``{layer, matrix, svd_entropy, erank, topk_energy, q75_25, rank}`` per matrix.
+    """One row ``{layer, matrix, svd_entropy, erank, topk_energy, q75_25, rank, note}`` per
+    matrix.
 
     ``matrices`` comes from :func:`role_matrices`. Layers with both ``v`` and ``o`` also get
-    ``vo_stacked`` and, when ``n_head`` is known, ``vo_head`` (metrics averaged over heads,
-    ``rank`` the mean per-head rank). Rows are ordered by layer, then :data:`MATRICES`.
+    ``vo_stacked`` and, when ``n_head`` is known, ``vo_head`` (metrics averaged over the heads
+    whose product is not zero, ``rank`` their mean per-head rank; the note counts the others).
+    The product W_O · W_V is formed from power-of-two rescaled factors
+    (:func:`~tailmem.metrics.spectrum.unit_scaled`), so it neither overflows nor underflows in
+    float32. Rows are ordered by layer, then :data:`MATRICES`.
     """
     named = {f"{layer}/{role}": w for (layer, role), w in matrices.items()}
     layers = sorted({layer for layer, _ in matrices})
-    heads: dict[int, dict[str, float]] = {}
+    heads: dict[str, dict[str, Any]] = {}
     for layer in layers:
         w_v, w_o = matrices.get((layer, "v")), matrices.get((layer, "o"))
         if w_v is None or w_o is None:
@@ -137,13 +139,14 @@ def isotropy_by_layer(
         full_v = _full_value_heads(w_v, w_o, n_head) if n_head is not None else w_v
         if full_v.shape[0] != w_o.shape[1]:
             continue
-        named[f"{layer}/vo_stacked"] = _wide_float(w_o) @ _wide_float(full_v)
+        named[f"{layer}/vo_stacked"] = unit_scaled(w_o, "W_O") @ unit_scaled(full_v, "W_V")
         if n_head is not None:
-            per_head = vo_head_isotropy(full_v, w_o, n_head, k=k)
-            heads[layer] = {m: float(v.float().mean()) for m, v in per_head.items()}
-    metrics = isotropy_metrics_many(named, k=k)
-    for layer, values in heads.items():
-        metrics[f"{layer}/vo_head"] = values
+            heads[f"{layer}/vo_head"] = _head_mean(vo_head_isotropy(full_v, w_o, n_head, k=k))
+    metrics: dict[str, dict[str, Any]] = {
+        name: values | {"note": _zero_note(values["rank"], matrices.get(_key(name)))}
+        for name, values in isotropy_metrics_many(named, k=k).items()
+    }
+    metrics |= heads
     rows = []
     for layer in layers:
         for role in MATRICES:
@@ -151,6 +154,40 @@ def isotropy_by_layer(
             if values is not None:
                 rows.append({"layer": layer, "matrix": role, **values})
     return rows
+
+
+def _key(name: str) -> tuple[int, str]:
+    layer, role = name.split("/")
+    return int(layer), role
+
+
+ZERO_RANK = "not measured: rank 0 ({what}), where isotropy is undefined"
+"""The note of a matrix without a single non-zero singular value (its metrics are the spectrum
+module's conventions, not measurements)."""
+
+
+def _zero_note(rank: float, matrix: Tensor | None) -> str:
+    """The note of a matrix of numerical ``rank`` (``matrix``: the weight, None for a product)."""
+    if rank > 0:
+        return ""
+    if matrix is not None and matrix.numel() == 0:
+        return ZERO_RANK.format(what=f"an empty matrix, {tuple(matrix.shape)} as (out, in)")
+    return ZERO_RANK.format(what="an all-zero matrix" if matrix is not None else "a zero product")
+
+
+def _head_mean(per_head: dict[str, Tensor]) -> dict[str, Any]:
+    """The ``vo_head`` row values: each metric's mean over the heads of rank ≥ 1 (a head whose
+    W_O,h · W_V,h is zero has no isotropy to average), with a note counting the others."""
+    live = per_head["rank"] >= 1
+    n_live, n_heads = int(live.sum()), live.numel()
+    if n_live == 0:
+        values = {m: float(v[0]) for m, v in per_head.items()}
+        return values | {"note": ZERO_RANK.format(what=f"all {n_heads} heads' products are zero")}
+    values = {m: float(v[live].double().mean()) for m, v in per_head.items()}
+    note = (
+        "" if n_live == n_heads else f"mean over {n_live} of {n_heads} heads; the others are zero"
+    )
+    return values | {"note": note}
 
 
 def model_isotropy(

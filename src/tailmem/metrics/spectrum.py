@@ -17,8 +17,13 @@ Conventions where the formulas are undefined (no NaN is ever returned):
 rank r ≤ 1 gives H = 0 (a single direction has no spread; log r = 0);
 r < k gives TopE_k = 1 (all the energy is in the top r ≤ k directions);
 the zero matrix (r = 0) gives H = 0, eRank = 0, TopE_k = 0, Q75/25 = 1 — check ``rank`` to tell
-it apart. Metrics are computed in float64 and returned in the input's floating dtype
-(float32 for half-precision inputs, whose SVD runs in float32).
+it apart (isotropy is undefined there: ``tailmem diagnose`` prints such rows as not measured).
+An empty matrix (m or n = 0, e.g. an FFN of width 0) is the zero map: it has r = 0 too, as do
+no singular values at all. Metrics are computed in float64 and returned in the input's floating
+dtype (float32 for half-precision inputs, whose SVD runs in float32). The metrics are
+scale-invariant, so :func:`isotropy_metrics` first scales each matrix by a power of two to a
+largest entry in [0.5, 1) (:func:`unit_scaled`, exact): weights near the float32 limits neither
+overflow nor underflow in the SVD.
 
 VO matrices (the paper does not say how it forms them; we offer both)
 With torch ``Linear`` layout, W_V is (H·d_h, d) and W_O is (d, H·d_h). Head h owns rows
@@ -52,11 +57,14 @@ def _tolerance(n: int, dtype: torch.dtype, rtol: float | None) -> float:
 
 
 def _prepare(s: Tensor, rtol: float | None) -> tuple[Tensor, Tensor, torch.dtype]:
-    """(σ descending in float64, non-zero mask, output dtype)."""
-    if s.ndim < 1 or s.shape[-1] == 0:
-        raise ValueError(f"singular values need shape (..., n) with n >= 1, got {tuple(s.shape)}")
+    """(σ descending in float64, non-zero mask, output dtype); no σ at all (an empty matrix) is
+    read as the single σ = 0 of the zero map."""
+    if s.ndim < 1:
+        raise ValueError(f"singular values need shape (..., n), got {tuple(s.shape)}")
     if not torch.is_floating_point(s):
         raise TypeError(f"singular values must be floating point, got {s.dtype}")
+    if s.shape[-1] == 0:
+        s = s.new_zeros(*s.shape[:-1], 1)
     out_dtype = _compute_dtype(s.dtype)
     tol = _tolerance(s.shape[-1], s.dtype, rtol)
     sd = s.detach().to(torch.float64).abs().sort(dim=-1, descending=True).values
@@ -162,8 +170,8 @@ def spectral_metrics(s: Tensor, k: int = 10, rtol: float | None = None) -> dict[
 
 
 def _check_matrix(w: Tensor, what: str = "W") -> None:
-    if w.ndim < 2 or w.shape[-1] == 0 or w.shape[-2] == 0:
-        raise ValueError(f"{what} needs shape (..., m, n) with m, n >= 1, got {tuple(w.shape)}")
+    if w.ndim < 2:
+        raise ValueError(f"{what} needs shape (..., m, n), got {tuple(w.shape)}")
     if not torch.is_floating_point(w):
         raise TypeError(f"{what} must be floating point, got {w.dtype}")
     if not bool(torch.isfinite(w).all()):
@@ -181,12 +189,28 @@ def singular_values(w: Tensor) -> Tensor:
     return torch.linalg.svdvals(w.mT if w.shape[-2] < w.shape[-1] else w)
 
 
+def unit_scaled(w: Tensor, what: str = "W") -> Tensor:
+    """``w`` (``(..., m, n)``, checked) in its compute dtype, each matrix multiplied by the power
+    of two that brings its largest |entry| into [0.5, 1) (zero and empty matrices unchanged).
+
+    Exact (only the exponent changes), and the spectral metrics do not depend on the scale;
+    products and SVDs of the scaled matrices then stay far from float32 overflow (entries near
+    3e38, or 1e20 · 1e20 in a product) and underflow (1e-25 · 1e-25 rounds to 0).
+    """
+    _check_matrix(w, what)
+    w = w.detach().to(_compute_dtype(w.dtype))
+    if w.numel() == 0:
+        return w
+    _, exponent = torch.frexp(w.abs().amax(dim=(-2, -1), keepdim=True))
+    return torch.ldexp(w, -exponent)
+
+
 def isotropy_metrics(w: Tensor, k: int = 10, rtol: float | None = None) -> dict[str, Tensor]:
     """Spectral metrics of every matrix in ``w`` (``(..., m, n)``) from one ``svdvals`` call.
 
     The default zero tolerance is ``max(m, n) · eps``; values have shape ``w.shape[:-2]``.
     """
-    s = singular_values(w)
+    s = singular_values(unit_scaled(w))
     return spectral_metrics(s, k, _tolerance(max(w.shape[-2:]), w.dtype, rtol))
 
 
@@ -279,6 +303,6 @@ def vo_head_isotropy(
 
     The zero tolerance is that of the full ``d_out × d_in`` product (``max(d_out, d_in)·eps``).
     """
-    s = vo_head_singular_values(w_v, w_o, num_heads)
+    s = vo_head_singular_values(unit_scaled(w_v, "W_V"), unit_scaled(w_o, "W_O"), num_heads)
     size = max(w_o.shape[-2], w_v.shape[-1])
     return spectral_metrics(s, k, _tolerance(size, s.dtype, rtol))

@@ -51,9 +51,11 @@ def load_state_dict_from_dir(path: str | Path, floating_only: bool = True) -> di
     """Named weight tensors of the Hugging Face model folder ``path``, on the CPU.
 
     With ``floating_only`` (default) integer buffers such as BERT's ``position_ids`` are dropped:
-    they are bookkeeping, not weights. Tensors keep their stored dtype (often fp16/bf16). A
-    missing folder, ``config.json`` or weight file, a corrupt or truncated file, or a shard index
-    that names a missing tensor raises :class:`DataError` naming the file.
+    they are bookkeeping, not weights. ``tailmem diagnose`` reads everything instead, so that a
+    matrix stored as integers (quantised) is named as skipped rather than lost. Tensors keep
+    their stored dtype (often fp16/bf16). A missing folder, ``config.json`` or weight file, a
+    corrupt or truncated file, or a shard index that names a missing tensor raises
+    :class:`DataError` naming the file.
     """
     folder = Path(path)
     if not folder.is_dir():

@@ -299,11 +299,31 @@ def _role_owners(model: nn.Module) -> list[tuple[str, nn.Module]]:
     return owners
 
 
-def _family(names: list[str]) -> str:
+def _family(names: Sequence[str]) -> str:
     for scheme, sentinel in _SENTINELS.items():
         if any(sentinel.search(name) for name in names):
             return scheme
     return "generic"
+
+
+def matrix_roles_by_name(names: Sequence[str]) -> dict[str, tuple[str, ...]]:
+    """The matrix roles that the family's name rules (rule c) give each of ``names``, whatever
+    its shape: ``("q", "k", "v")`` for GPT-2's fused ``attn.c_attn.weight``, ``("q",)`` for a
+    LLaMA ``q_proj.weight``; names no rule calls a matrix are left out.
+
+    :func:`resolve_roles_from_names` gives a name its rule's role only where the shape fits (a
+    1-D ``q_proj.weight`` is ``other``, as is a ``c_attn`` whose width does not split in three);
+    comparing the two tells which matrices a state dict names but cannot hold as matrices, so
+    ``tailmem diagnose`` can say it skipped them.
+    """
+    rules = _SCHEME_RULES[_family(names)]
+    found = {}
+    for name in names:
+        role = next((role for pattern, role in rules if pattern.search(name)), None)
+        parts = tuple(role.split("+")) if role is not None else ()
+        if parts and set(parts) <= set(MATRIX_ROLES):
+            found[name] = parts
+    return found
 
 
 def _from_param_roles(model: nn.Module, params: dict[str, nn.Parameter]) -> dict[str, ParamRole]:

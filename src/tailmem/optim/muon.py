@@ -55,6 +55,7 @@ stays a sharded DTensor, so ``torch.distributed.checkpoint`` saves and restores 
 
 from __future__ import annotations
 
+import copy
 import math
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass
@@ -183,9 +184,14 @@ class Muon(Optimizer):
             none is initialised); ``None``: local.
 
     Every group argument (all but the last two) can be overridden per param group. ``p.grad`` is
-    never modified; parameters whose grad is ``None`` are skipped. State per parameter:
-    ``momentum_buffer`` (when momentum > 0), shaped like the parameter, and with NorMuon
-    ``normuon_second_moment`` (one entry per output row). Bad values raise ``ValueError``.
+    never modified; parameters whose grad is ``None`` are skipped, and an empty one (a zero-size
+    dimension) is stepped as torch's optimisers step it: its momentum buffer is kept, and there
+    is nothing to orthogonalise or move. State per parameter: ``momentum_buffer`` (when
+    momentum > 0), shaped like the parameter, and with NorMuon ``normuon_second_moment`` (one
+    entry per output row). Bad values raise ``ValueError`` (a wrong type ``TypeError``) wherever
+    they enter: the constructor, :meth:`add_param_group`, :meth:`load_state_dict`, and a group
+    edited between steps (checked at :meth:`step`, before anything is updated). A deep copy
+    keeps ``process_group`` (shared, not copied: it is a live communicator) and ``distributed``.
     """
 
     def __init__(
@@ -245,21 +251,46 @@ class Muon(Optimizer):
                 value = param_group.pop(alias)
                 param_group[name] = _alias(param_group.get(name), value, name, alias, None)
         super().add_param_group(param_group)
-        group = self.param_groups[-1]
         try:
-            _check_group(group)
+            _complete_group(self.param_groups[-1])
         except (ValueError, TypeError):
             self.param_groups.pop()
             raise
-        if group["ns_steps"] is None:
-            group["ns_steps"] = DEFAULT_STEPS.get(group["method"])
 
     def load_state_dict(self, state_dict: dict[str, Any]) -> None:
-        """Load a state dict of this class or of ``torch.optim.Muon`` (missing keys: defaults)."""
-        super().load_state_dict(state_dict)
-        for group in self.param_groups:
-            for key, value in self.defaults.items():
-                group.setdefault(key, value)
+        """Load a state dict of this class or of ``torch.optim.Muon`` (missing keys: defaults).
+
+        Its hyper-parameters are checked as the constructor's are; a bad one raises and leaves
+        the optimiser as it was.
+        """
+        state, groups = self.state, self.param_groups
+        super().load_state_dict(state_dict)  # replaces both, so the old ones stay intact
+        try:
+            for group in self.param_groups:
+                for key, value in self.defaults.items():
+                    group.setdefault(key, value)
+                _complete_group(group)
+        except (ValueError, TypeError):
+            self.state, self.param_groups = state, groups
+            raise
+
+    def __getstate__(self) -> dict[str, Any]:
+        """torch's state (defaults, state, param groups) and how this optimiser distributes."""
+        return {
+            **super().__getstate__(),
+            "process_group": self.process_group,
+            "distributed": self.distributed,
+        }
+
+    def __deepcopy__(self, memo: dict[int, Any]) -> Muon:
+        """A copy with its own parameters and state that shares ``process_group`` (a process
+        group cannot be copied or pickled; ``distributed="ddp"`` looks it up at each step)."""
+        if self.process_group is not None:
+            memo[id(self.process_group)] = self.process_group
+        clone = type(self).__new__(type(self))
+        memo[id(self)] = clone
+        clone.__setstate__(copy.deepcopy(self.__getstate__(), memo))
+        return clone
 
     def _group_comm(self) -> Any:
         """The process group plain (non-DTensor) parameters share work over, or None (local)."""
@@ -276,6 +307,8 @@ class Muon(Optimizer):
         if closure is not None:
             with torch.enable_grad():
                 loss = closure()
+        for group in self.param_groups:  # edited since they were checked? (no host sync)
+            _check_group(group)
         comm = self._group_comm()
         jobs: list[_Job] = []
         buckets: dict[tuple[Any, ...], list[tuple[_Job, int]]] = {}
@@ -284,6 +317,8 @@ class Muon(Optimizer):
             if not params:
                 continue
             for p, direction in zip(params, self._directions(group, params), strict=True):
+                if p.numel() == 0:  # nothing to orthogonalise (torch's Muon divides by 0 cols)
+                    continue
                 job = _split(p, group, direction)
                 jobs.append(job)
                 group_comm = D.mesh_group(p) if D.is_dtensor(p) else comm
@@ -427,8 +462,16 @@ def _number(group: dict[str, Any], name: str, low: float, high: float, closed: b
         )
 
 
+def _complete_group(group: dict[str, Any]) -> None:
+    """Check a group that enters the optimiser and resolve its default number of steps."""
+    _check_group(group)
+    if group["ns_steps"] is None:
+        group["ns_steps"] = DEFAULT_STEPS.get(group["method"])
+
+
 def _check_group(group: dict[str, Any]) -> None:
-    """Raise ValueError/TypeError naming the bad hyperparameter or parameter shape."""
+    """Raise ValueError/TypeError naming the bad hyperparameter or parameter shape (plain Python
+    on the group's values and the parameters' shapes; a tensor value is read once)."""
     _number(group, "lr", 0.0, math.inf, True)
     _number(group, "weight_decay", 0.0, math.inf, True)
     _number(group, "momentum", 0.0, 1.0, True)

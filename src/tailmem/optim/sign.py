@@ -30,7 +30,10 @@ class SignGD(Optimizer):
         momentum: ``μ`` in ``[0, 1)``; 0 takes the sign of the raw gradient.
         weight_decay: decoupled weight decay (>= 0), multiplied by lr.
 
-    ``p.grad`` is never modified; parameters whose grad is ``None`` are skipped.
+    ``p.grad`` is never modified; parameters whose grad is ``None`` are skipped. A bad
+    hyperparameter raises ``ValueError`` wherever it enters: the constructor,
+    :meth:`add_param_group`, :meth:`load_state_dict`, and a group edited between steps (checked
+    at :meth:`step`, before anything is updated).
     """
 
     def __init__(
@@ -45,19 +48,23 @@ class SignGD(Optimizer):
     def add_param_group(self, param_group: dict[str, Any]) -> None:
         """Add a group after checking its hyperparameters."""
         super().add_param_group(param_group)
-        group = self.param_groups[-1]
-        for name, low, high in (
-            ("lr", 0.0, None),
-            ("momentum", 0.0, 1.0),
-            ("weight_decay", 0.0, None),
-        ):
-            value = group[name]
-            bad = isinstance(value, bool) or not isinstance(value, (int, float))
-            bad = bad or not math.isfinite(value) or not value >= low
-            if bad or (high is not None and not value < high):
-                self.param_groups.pop()
-                expected = f"in [{low}, {high})" if high is not None else f"finite and >= {low}"
-                raise ValueError(f"SignGD {name} must be a number {expected}, got {value!r}")
+        try:
+            _check_group(self.param_groups[-1])
+        except ValueError:
+            self.param_groups.pop()
+            raise
+
+    def load_state_dict(self, state_dict: dict[str, Any]) -> None:
+        """Load a state dict after checking its hyperparameters; a bad one raises and leaves the
+        optimiser as it was."""
+        state, groups = self.state, self.param_groups
+        super().load_state_dict(state_dict)  # replaces both, so the old ones stay intact
+        try:
+            for group in self.param_groups:
+                _check_group(group)
+        except ValueError:
+            self.state, self.param_groups = state, groups
+            raise
 
     @torch.no_grad()
     def step(self, closure: Callable[[], Any] | None = None) -> Any:
@@ -66,6 +73,8 @@ class SignGD(Optimizer):
         if closure is not None:
             with torch.enable_grad():
                 loss = closure()
+        for group in self.param_groups:  # edited since they were checked?
+            _check_group(group)
         for group in self.param_groups:
             params = [p for p in group["params"] if p.grad is not None]
             if not params:
@@ -84,3 +93,15 @@ class SignGD(Optimizer):
                 torch._foreach_mul_(params, 1.0 - group["lr"] * group["weight_decay"])
             torch._foreach_add_(params, torch._foreach_sign(grads), alpha=-group["lr"])
         return loss
+
+
+def _check_group(group: dict[str, Any]) -> None:
+    """Raise ValueError naming the first hyperparameter of ``group`` that is not a finite number
+    in its range (lr and weight_decay >= 0, momentum in [0, 1))."""
+    for name, low, high in (("lr", 0.0, None), ("momentum", 0.0, 1.0), ("weight_decay", 0.0, None)):
+        value: Any = group.get(name)
+        bad = isinstance(value, bool) or not isinstance(value, (int, float))
+        bad = bad or not math.isfinite(value) or not value >= low
+        if bad or (high is not None and not value < high):
+            expected = f"in [{low}, {high})" if high is not None else f"finite and >= {low}"
+            raise ValueError(f"SignGD {name} must be a number {expected}, got {value!r}")

@@ -18,6 +18,23 @@ runs do not say: a registry claim of an experiment that its run lacks is listed 
 measured" with the reason, the summary counts every registry claim (those of experiments not in
 the folder and those no experiment measures too), and the claims no experiment measures close
 the report in one table.
+
+The report trusts nothing it reads (:func:`read_run`): ``config.yaml`` must name a tailmem
+experiment (:func:`experiment_names`), every ``claims.json`` entry must have fields of the right
+types, a known verdict and a claim id of that experiment (each once), and every ``report.json``
+entry must be a file inside the run. What does not fit is handled by where it was found:
+
+- a run directory given on its own is refused with one line naming the file and the problem
+  (the user asked about that run; a report without it says nothing);
+- in a results folder a damaged run is *not rendered*: the report names it with the reason
+  right under the summary, its verdicts are not counted (its experiment's registry claims count
+  as "not measured", so the summary still covers every claim), and the other runs render —
+  one broken run does not hide the results of a whole ``reproduce``. A folder in which no run
+  can be rendered is refused like a single run.
+
+A damaged ``report.json`` makes the whole run not rendered, not only the entry: the experiment
+writes it together with ``claims.json``, so a run whose files do not read as tailmem wrote them
+is not one whose verdicts the summary should count.
 """
 
 from __future__ import annotations
@@ -27,11 +44,14 @@ import csv
 import dataclasses
 import html
 import io
+import math
+import sys
 from collections import Counter
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from tailmem import config
 from tailmem.claims.core import VERDICTS, Claim, ClaimResult
 from tailmem.claims.listing import EXPERIMENTS
 from tailmem.claims.registry import claims_of, lookup, not_measured, read_claims
@@ -40,73 +60,247 @@ from tailmem.mdtable import md_table
 from tailmem.rundir import RunDir, atomic_write_text, strict_json
 
 MAX_TABLE_ROWS = 40
+LAYOUT_KEYS = ("title", "summary", "figures", "tables", "data")
+"""The keys ``report.json`` may hold."""
+ENTRY_KEYS = {"figures": ("file", "caption"), "tables": ("file", "caption", "columns")}
+"""The keys each ``report.json`` figure or table entry may hold."""
+
+
+@dataclass(frozen=True)
+class Table:
+    """One ``report.json`` table, read: at most :data:`MAX_TABLE_ROWS` rows of ``rows`` (numbers
+    shortened for reading), ``total`` the data rows of ``file``."""
+
+    file: str
+    caption: str
+    header: list[str]
+    rows: list[list[str]]
+    total: int
+    columns: dict[str, str]
 
 
 @dataclass
 class RunSummary:
-    """What the report needs from one run directory."""
+    """What the report needs from one run directory, validated (see :func:`read_run`)."""
 
     name: str
     run: RunDir
     record: dict[str, Any]
-    complete: bool
+    incomplete: str | None
     wall_seconds: float | None
     claims: list[ClaimResult] = field(default_factory=list)
     layout: dict[str, Any] = field(default_factory=dict)
+    figures: list[tuple[Path, str]] = field(default_factory=list)
+    tables: list[Table] = field(default_factory=list)
+
+    @property
+    def complete(self) -> bool:
+        return self.incomplete is None
 
     @property
     def title(self) -> str:
-        return self.layout.get("title") or self.record.get("experiment", self.name)
+        return self.layout.get("title") or self.record["experiment"]
 
 
-def collect_runs(root: Path) -> list[RunSummary]:
-    """Every run directory directly below ``root`` (or ``root`` itself), in name order."""
+@dataclass(frozen=True)
+class NotRendered:
+    """A run directory of a results folder that failed validation, with the reason.
+
+    ``experiment`` is the registry experiment its ``config.yaml`` names (None where it names
+    none or cannot be read): the summary says that experiment's run was not rendered.
+    """
+
+    name: str
+    experiment: str | None
+    reason: str
+
+
+@dataclass
+class Results:
+    """The runs of a results folder: those that render and those that do not."""
+
+    runs: list[RunSummary]
+    not_rendered: list[NotRendered] = field(default_factory=list)
+
+
+def collect_runs(root: str | Path) -> Results:
+    """Every run directory directly below ``root`` (or ``root`` itself), in experiment order.
+
+    ``root`` itself a run: a damaged run is a :class:`DataError`. A results folder: damaged runs
+    are returned as :class:`NotRendered`; a DataError only when none of its runs renders.
+    """
     root = Path(root)
     if not root.is_dir():
         raise DataError(f"{root} is not a directory; expected a results folder from reproduce")
-    candidates = [root] if (root / "config.yaml").is_file() else sorted(root.iterdir())
-    runs = []
-    for path in candidates:
+    if (root / "config.yaml").is_file():
+        return Results([read_run(root)])
+    runs, broken = [], []
+    for path in sorted(root.iterdir()):
         if not (path / "config.yaml").is_file():
             continue
-        run = RunDir(path)
-        record = run.read_config()
-        complete = run.is_complete
-        wall = run.read_json("COMPLETE").get("wall_seconds") if complete else None
-        if run.file("claims.json").is_file():
-            claims = read_claims(run)
-            claims += not_measured(record["experiment"], claims)
-        else:
-            reason = "the run wrote no claims.json"
-            claims = not_measured(record["experiment"], [], reason)
-        layout = run.read_json("report.json") if run.file("report.json").is_file() else {}
-        if not isinstance(layout, dict):
-            raise DataError(f"{run.file('report.json')}: expected a JSON object")
-        for key in ("title", "summary"):
-            if not isinstance(layout.get(key, ""), str):
-                raise DataError(f"{run.file('report.json')}: {key!r} must be text")
-        runs.append(RunSummary(path.name, run, record, complete, wall, claims, layout))
-    if not runs:
+        try:
+            runs.append(read_run(path))
+        except (DataError, OSError) as exc:
+            reason = " ".join(str(exc).split())
+            broken.append(NotRendered(path.name, _named_experiment(path), reason))
+    if not runs and not broken:
         raise DataError(f"{root} holds no run directories (no */config.yaml); run reproduce first")
-    order = list(EXPERIMENTS)
-    rank = {name: i for i, name in enumerate(order)}
-    return sorted(runs, key=lambda r: (rank.get(r.record["experiment"], len(order)), r.name))
+    if not runs:
+        if len(broken) == 1:
+            raise DataError(broken[0].reason)
+        raise DataError(
+            f"{root}: none of its {len(broken)} runs can be rendered; the first, "
+            f"{broken[0].name}: {broken[0].reason}"
+        )
+    rank = {name: i for i, name in enumerate(EXPERIMENTS)}
+    runs.sort(key=lambda r: (rank.get(r.record["experiment"], len(rank)), r.name))
+    return Results(runs, broken)
 
 
-def _entries(summary: RunSummary, kind: str) -> list[tuple[Path, str]] | None:
-    """The ``(file, caption)`` pairs of ``report.json``'s ``kind`` list (None: no such list).
+def experiment_names() -> list[str]:
+    """The tailmem experiments: those with packaged presets (``tailmem/configs/<name>/``).
 
-    Every entry must be ``{"file": NAME, "caption": TEXT}`` with NAME a file inside the run
-    directory: a damaged entry, or one pointing elsewhere (``/etc/passwd``, ``../x``, a symlink
-    out of the run), is a :class:`DataError`, so the report never embeds a file from outside.
+    The experiment registry (:data:`tailmem.experiments.EXPERIMENTS`) lies in a layer the report
+    may not import; every registered experiment ships its presets, and a test keeps the two sets
+    the same.
     """
-    listed = summary.layout.get(kind)
+    root = config.CONFIGS_ROOT
+    return sorted(p.name for p in root.iterdir() if p.is_dir() and config.available_presets(p.name))
+
+
+def _named_experiment(path: Path) -> str | None:
+    """The claims-registry experiment a damaged run's ``config.yaml`` names, if it names one."""
+    try:
+        named = RunDir(path).read_config()["experiment"]
+    except (DataError, OSError):
+        return None
+    return named if isinstance(named, str) and named in EXPERIMENTS else None
+
+
+def read_run(path: str | Path) -> RunSummary:
+    """Read one run directory and check everything the report shows from it.
+
+    Raises a one-line :class:`DataError` naming the file and what was expected: an experiment
+    that is not in the registry, a claim of another experiment or one listed twice, a claim
+    field of the wrong type (see :class:`~tailmem.claims.core.ClaimResult`), a damaged
+    ``COMPLETE`` time or a ``report.json`` entry that is damaged, missing or outside the run.
+    """
+    run = RunDir(path)
+    record = run.read_config()
+    experiment = _check_record(run, record)
+    incomplete = run.incomplete_reason()
+    wall = None if incomplete else _wall_seconds(run)
+    if run.file("claims.json").is_file():
+        claims = read_claims(run)
+        _check_claims(run, experiment, claims)
+        claims += not_measured(experiment, claims)
+    else:
+        claims = not_measured(experiment, [], "the run wrote no claims.json")
+    layout = _read_layout(run)
+    figures = _figures(run, layout)
+    tables = _tables(run, layout)
+    return RunSummary(run.path.name, run, record, incomplete, wall, claims, layout, figures, tables)
+
+
+def _check_record(run: RunDir, record: dict[str, Any]) -> str:
+    """The experiment ``config.yaml`` names, checked against the registry (and the fields the
+    report prints checked for their type)."""
+    source = run.file("config.yaml")
+    experiment = record["experiment"]
+    known = experiment_names()
+    if not isinstance(experiment, str) or experiment not in known:
+        raise DataError(
+            f"{source}: experiment {experiment!r} is not a tailmem experiment; expected one of: "
+            f"{', '.join(known)}"
+        )
+    if not isinstance(record.get("preset", ""), str):
+        raise DataError(f"{source}: preset {record['preset']!r}; expected a preset name")
+    if not isinstance(record.get("environment", {}), dict):
+        raise DataError(f"{source}: 'environment' must map names to values")
+    return experiment
+
+
+def _wall_seconds(run: RunDir) -> float | None:
+    """The wall time ``COMPLETE`` records (None: not recorded)."""
+    wall = run.read_json("COMPLETE").get("wall_seconds")
+    if wall is None:
+        return None
+    if isinstance(wall, bool) or not isinstance(wall, (int, float)) or not 0 <= wall < math.inf:
+        raise DataError(
+            f"{run.file('COMPLETE')}: wall_seconds is {wall!r}; expected seconds (a number ≥ 0)"
+        )
+    return float(wall)
+
+
+def _check_claims(run: RunDir, experiment: str, claims: list[ClaimResult]) -> None:
+    """Each claim of ``claims.json`` once, and each a claim of the run's ``experiment``."""
+    source = run.file("claims.json")
+    seen: set[str] = set()
+    for claim in claims:
+        if claim.id in seen:
+            raise DataError(f"{source}: claim {claim.id!r} is listed twice; expected each once")
+        seen.add(claim.id)
+        registered = lookup(claim.id)
+        owner = registered.experiment if registered is not None else None
+        if owner != experiment:
+            raise DataError(
+                f"{source}: claim {claim.id!r} belongs to "
+                f"{repr(owner) if owner else 'no experiment'}, but config.yaml names "
+                f"{experiment!r}; expected only that experiment's claims (files of two runs?)"
+            )
+
+
+def _read_layout(run: RunDir) -> dict[str, Any]:
+    """``report.json`` (``{}`` where the run has none), its keys and their types checked."""
+    if not run.file("report.json").is_file():
+        return {}
+    source = run.file("report.json")
+    layout = run.read_json("report.json")
+    if not isinstance(layout, dict):
+        raise DataError(f"{source}: expected a JSON object")
+    unknown = [key for key in layout if key not in LAYOUT_KEYS]
+    if unknown:
+        raise DataError(
+            f"{source}: unknown key {unknown[0]!r}; expected only {', '.join(LAYOUT_KEYS)}"
+        )
+    for key in ("title", "summary"):
+        if not isinstance(layout.get(key, ""), str):
+            raise DataError(f"{source}: {key!r} must be text")
+    if "data" in layout:
+        _check_data(source, layout["data"])
+    return layout
+
+
+def _check_data(source: Path, data: Any) -> None:
+    """``report.json``'s ``data``: a corpus named in text, whole token counts (other keys, such
+    as a fingerprint, are provenance kept in the file)."""
+    if not isinstance(data, dict) or not isinstance(data.get("corpus"), str):
+        raise DataError(f"{source}: 'data' must be an object naming its 'corpus' in text")
+    if not isinstance(data.get("tokenizer", ""), str):
+        raise DataError(f"{source}: data 'tokenizer' is {data['tokenizer']!r}; expected text")
+    for key in ("train_tokens", "val_tokens"):
+        count = data.get(key, 0)
+        if isinstance(count, bool) or not isinstance(count, int) or count < 0:
+            raise DataError(f"{source}: data {key!r} is {count!r}; expected a whole number ≥ 0")
+
+
+def _entries(
+    run: RunDir, layout: dict[str, Any], kind: str
+) -> list[tuple[Path, str, dict[str, Any]]] | None:
+    """The ``(file, caption, entry)`` of ``report.json``'s ``kind`` list (None: no such list).
+
+    Every entry must be ``{"file": NAME, "caption": TEXT}`` (tables may add ``columns``) with
+    NAME a file inside the run directory: a damaged entry, or one pointing elsewhere
+    (``/etc/passwd``, ``../x``, a symlink out of the run), is a :class:`DataError`, so the report
+    never embeds a file from outside.
+    """
+    listed = layout.get(kind)
     if listed is None:
         return None
-    source = summary.run.file("report.json")
+    source = run.file("report.json")
     if not isinstance(listed, list):
         raise DataError(f"{source}: {kind!r} must be a list of {{file, caption}} entries")
-    root = summary.run.path.resolve()
+    root = run.path.resolve()
     entries = []
     for i, item in enumerate(listed):
         name = item.get("file") if isinstance(item, dict) else None
@@ -115,7 +309,13 @@ def _entries(summary: RunSummary, kind: str) -> list[tuple[Path, str]] | None:
             raise DataError(
                 f"{source}: {kind}[{i}] is {item!r}; expected {{'file': NAME, 'caption': TEXT}}"
             )
-        path = summary.run.file(name)
+        unknown = [key for key in item if key not in ENTRY_KEYS[kind]]
+        if unknown:
+            raise DataError(
+                f"{source}: {kind}[{i}] has unknown key {unknown[0]!r}; expected only "
+                f"{', '.join(ENTRY_KEYS[kind])}"
+            )
+        path = run.file(name)
         if not path.resolve().is_relative_to(root):
             raise DataError(
                 f"{source}: {kind}[{i}] points at {name!r}, outside the run directory; "
@@ -123,36 +323,53 @@ def _entries(summary: RunSummary, kind: str) -> list[tuple[Path, str]] | None:
             )
         if not path.is_file():
             raise DataError(f"{path} is listed in report.json but missing; rerun the experiment")
-        entries.append((path, caption or path.stem))
+        entries.append((path, caption or path.stem, item))
     return entries
 
 
-def _figures(summary: RunSummary) -> list[tuple[Path, str]]:
-    listed = _entries(summary, "figures")
+PNG_SIGNATURE = b"\x89PNG\r\n\x1a\n"
+
+
+def _figures(run: RunDir, layout: dict[str, Any]) -> list[tuple[Path, str]]:
+    """The figures to embed: report.json's, or every PNG of the run; each must be a PNG image
+    (the HTML embeds it as one)."""
+    listed = _entries(run, layout, "figures")
     if listed is None:
-        root = summary.run.path.resolve()
-        found = sorted(summary.run.path.glob("*.png"))
-        return [(p, p.stem.replace("_", " ")) for p in found if p.resolve().is_relative_to(root)]
-    return listed
+        root = run.path.resolve()
+        found = sorted(run.path.glob("*.png"))
+        figures = [(p, p.stem.replace("_", " ")) for p in found if p.resolve().is_relative_to(root)]
+    else:
+        figures = [(path, caption) for path, caption, _ in listed]
+    for path, _ in figures:
+        with open(path, "rb") as handle:
+            if handle.read(len(PNG_SIGNATURE)) != PNG_SIGNATURE:
+                raise DataError(f"{path} is not a PNG image; expected the figure the run saved")
+    return figures
 
 
-def _tables(summary: RunSummary) -> list[tuple[str, list[list[str]], dict[str, str]]]:
-    """(caption, header + rows, explanation per column) of each table report.json lists."""
+def _tables(run: RunDir, layout: dict[str, Any]) -> list[Table]:
+    """Each table ``report.json`` lists, read and checked (CSV text, every row as wide as the
+    header, ``columns`` mapping names to text)."""
     tables = []
-    entries = _entries(summary, "tables") or []
-    for (path, caption), item in zip(entries, summary.layout.get("tables") or [], strict=False):
+    for path, caption, item in _entries(run, layout, "tables") or []:
         try:
             rows = list(csv.reader(io.StringIO(path.read_text())))
         except (UnicodeDecodeError, csv.Error) as exc:
             raise DataError(
                 f"{path} is listed in report.json but is not CSV text ({exc})"
             ) from None
-        header, *body = rows[: MAX_TABLE_ROWS + 1] or [[]]
+        header, *body = rows or [[]]
+        for i, row in enumerate(body, start=2):
+            if len(row) != len(header):
+                raise DataError(
+                    f"{path}: line {i} has {len(row)} cells; expected {len(header)}, as the header"
+                )
         columns = item.get("columns", {})
-        if not isinstance(columns, dict):
+        if not isinstance(columns, dict) or not all(isinstance(v, str) for v in columns.values()):
             raise DataError(f"{path}: report.json 'columns' must map column names to text")
-        columns = {k: str(v) for k, v in columns.items() if k in header}
-        tables.append((caption, [header, *map(_readable_row, body)], columns))
+        columns = {k: v for k, v in columns.items() if k in header}
+        shown = [_readable_row(row) for row in body[:MAX_TABLE_ROWS]]
+        tables.append(Table(path.name, caption, header, shown, len(body), columns))
     return tables
 
 
@@ -160,13 +377,13 @@ def data_provenance(summary: RunSummary) -> str:
     """The corpus, token counts and tokenizer of a run's ``report.json`` ``data``, in one line
     (``""`` where the run names none)."""
     data = summary.layout.get("data")
-    if not isinstance(data, dict) or not data.get("corpus"):
+    if data is None:
         return ""
-    parts = [str(data["corpus"])]
+    parts = [data["corpus"]]
     tokens = [
         f"{data[k]:,} {label} tokens"
         for k, label in (("train_tokens", "training"), ("val_tokens", "validation"))
-        if isinstance(data.get(k), int)
+        if k in data
     ]
     if tokens:
         parts.append(", ".join(tokens))
@@ -243,17 +460,24 @@ def _describe(claim: Claim) -> list[str]:
 
 NOT_RUN = "experiment not in this results folder"
 NO_EXPERIMENT = "no experiment measures it yet"
+NOT_RENDERED_TITLE = "Runs not rendered"
+NOT_RENDERED_NOTE = (
+    "These run directories failed the report's checks: their verdicts are not counted above "
+    "(their experiments' registry claims count as not measured). Fix or rerun them."
+)
 
 
-def summary_rows(runs: list[RunSummary]) -> list[list[str]]:
+def summary_rows(results: Results) -> list[list[str]]:
     """Verdict counts per experiment — every registry claim, whether a run covers it or not."""
     rows = []
-    for r in runs:
+    for r in results.runs:
         rows.append([r.title, *(str(sum(c.verdict == v for c in r.claims)) for v in VERDICTS)])
-    ran = {r.record.get("experiment") for r in runs}
+    ran = {r.record["experiment"] for r in results.runs}
     for name in EXPERIMENTS:
         if name not in ran:
-            rows.append([f"{name} ({NOT_RUN})", "0", "0", "0", str(len(claims_of(name)))])
+            broken = [b.name for b in results.not_rendered if b.experiment == name]
+            why = f"run {', '.join(broken)} not rendered" if broken else NOT_RUN
+            rows.append([f"{name} ({why})", "0", "0", "0", str(len(claims_of(name)))])
     rows.append([f"uncovered ({NO_EXPERIMENT})", "0", "0", "0", str(len(claims_of(None)))])
     return rows
 
@@ -270,14 +494,27 @@ def _column_notes(columns: dict[str, str]) -> str:
     return "Columns: " + "; ".join(f"**{k}** {v}" for k, v in columns.items())
 
 
+def _cut_note(table: Table) -> str:
+    """Says that a table shows only its first rows ("" where it shows them all)."""
+    if table.total <= len(table.rows):
+        return ""
+    return f"First {len(table.rows)} of {table.total} rows; every row is in {table.file}."
+
+
+def _incomplete_note(summary: RunSummary) -> str:
+    return f"This run is incomplete ({summary.incomplete}); rerun reproduce to finish it."
+
+
 def _environment_rows(runs: list[RunSummary]) -> list[list[str]]:
     rows = []
     for r in runs:
         env = r.record.get("environment", {})
         wall = f"{r.wall_seconds:.0f} s" if r.wall_seconds is not None else "incomplete"
+        if r.complete and r.wall_seconds is None:
+            wall = "not recorded"
         rows.append(
             [
-                r.record.get("experiment", r.name),
+                r.record["experiment"],
                 str(r.record.get("preset", "?")),
                 wall,
                 str(env.get("device", "?")),
@@ -291,8 +528,8 @@ def _environment_rows(runs: list[RunSummary]) -> list[list[str]]:
 ENV_HEADER = ["experiment", "preset", "wall time", "device", "versions", "commit"]
 
 
-def render_markdown(runs: list[RunSummary], root: Path) -> str:
-    rows = summary_rows(runs)
+def render_markdown(results: Results, root: Path) -> str:
+    rows = summary_rows(results)
     counts = verdict_counts(rows)
     out = ["# tailmem report", ""]
     out.append("## Summary of verdicts")
@@ -300,25 +537,32 @@ def render_markdown(runs: list[RunSummary], root: Path) -> str:
     out.append(", ".join(f"**{counts.get(v, 0)}** {v}" for v in VERDICTS))
     out.append("")
     out.append(md_table(["experiment", *VERDICTS], rows))
-    for r in runs:
+    if results.not_rendered:
+        out += ["", f"## {NOT_RENDERED_TITLE}", "", NOT_RENDERED_NOTE, ""]
+        out += [f"- **{b.name}** not rendered: {b.reason}" for b in results.not_rendered]
+    for r in results.runs:
         out += ["", f"## {r.title}", ""]
         if not r.complete:
-            out += ["*This run is incomplete; rerun reproduce to finish it.*", ""]
+            out += [f"*{_incomplete_note(r)}*", ""]
         if r.layout.get("summary"):
             out += [r.layout["summary"], ""]
         if provenance := data_provenance(r):
             out += [f"**Data**: {provenance}", ""]
-        for path, caption in _figures(r):
+        for path, caption in r.figures:
             out += [f"![{caption}]({path.relative_to(root).as_posix()})", "", f"*{caption}*", ""]
-        for caption, table, columns in _tables(r):
-            if table:
-                out += [f"**{caption}**", "", md_table(table[0], table[1:]), ""]
-                out += [_column_notes(columns), ""] if columns else []
+        for table in r.tables:
+            out += [f"**{table.caption}**", ""]
+            if not table.header:
+                out += [f"*{table.file} is empty.*", ""]
+                continue
+            out += [md_table(table.header, table.rows), ""]
+            out += [f"*{cut}*", ""] if (cut := _cut_note(table)) else []
+            out += [_column_notes(table.columns), ""] if table.columns else []
         if r.claims:
             out += ["**Claims**", "", md_table(CLAIM_HEADER, _claim_rows(r)), ""]
             out += [CLAIM_COLUMNS, ""]
     out += ["", f"## {UNCOVERED_TITLE}", "", md_table(UNCOVERED_HEADER, _uncovered_rows())]
-    out += ["", "## Environment", "", md_table(ENV_HEADER, _environment_rows(runs)), ""]
+    out += ["", "## Environment", "", md_table(ENV_HEADER, _environment_rows(results.runs)), ""]
     return "\n".join(out)
 
 
@@ -364,32 +608,47 @@ def _html_notes(markdown: str) -> str:
     return f'<p class="columns">{text}</p>'
 
 
-def render_html(runs: list[RunSummary]) -> str:
-    rows = summary_rows(runs)
+def render_html(results: Results) -> str:
+    rows = summary_rows(results)
     counts = verdict_counts(rows)
     body = ["<h1>tailmem report</h1>", "<h2>Summary of verdicts</h2>"]
     body.append(
         "<p>" + ", ".join(f"<b>{counts.get(v, 0)}</b> {html.escape(v)}" for v in VERDICTS) + "</p>"
     )
     body.append(_html_table(["experiment", *VERDICTS], rows, "summary"))
-    for r in runs:
+    if results.not_rendered:
+        items = "".join(
+            f"<li><b>{html.escape(b.name)}</b> not rendered: {html.escape(b.reason)}</li>"
+            for b in results.not_rendered
+        )
+        body.append(
+            f"<h2>{NOT_RENDERED_TITLE}</h2>"
+            f'<p class="incomplete">{html.escape(NOT_RENDERED_NOTE)}</p><ul>{items}</ul>'
+        )
+    for r in results.runs:
         body.append(f'<h2 id="{html.escape(r.name)}">{html.escape(r.title)}</h2>')
         if not r.complete:
-            body.append('<p class="incomplete">This run is incomplete; rerun reproduce.</p>')
+            body.append(f'<p class="incomplete">{html.escape(_incomplete_note(r))}</p>')
         if r.layout.get("summary"):
             body.append(f"<p>{html.escape(r.layout['summary'])}</p>")
         if provenance := data_provenance(r):
             body.append(f'<p class="data"><b>Data</b>: {html.escape(provenance)}</p>')
-        for path, caption in _figures(r):
+        for path, caption in r.figures:
             data = base64.b64encode(path.read_bytes()).decode()
             body.append(
                 f'<figure><img alt="{html.escape(caption)}" src="data:image/png;base64,{data}">'
                 f"<figcaption>{html.escape(caption)}</figcaption></figure>"
             )
-        for caption, table, columns in _tables(r):
-            if table:
-                body.append(f"<h3>{html.escape(caption)}</h3>" + _html_table(table[0], table[1:]))
-                body += [_html_notes(_column_notes(columns))] if columns else []
+        for table in r.tables:
+            body.append(f"<h3>{html.escape(table.caption)}</h3>")
+            if not table.header:
+                body.append(f"<p>{html.escape(table.file)} is empty.</p>")
+                continue
+            body.append(_html_table(table.header, table.rows))
+            body += (
+                [f'<p class="columns">{html.escape(cut)}</p>'] if (cut := _cut_note(table)) else []
+            )
+            body += [_html_notes(_column_notes(table.columns))] if table.columns else []
         if r.claims:
             verdicts = [c.verdict for c in r.claims]
             body.append(
@@ -401,7 +660,8 @@ def render_html(runs: list[RunSummary]) -> str:
         f"<h2>{UNCOVERED_TITLE}</h2>"
         + _html_table(UNCOVERED_HEADER, _uncovered_rows(), "uncovered")
     )
-    body.append("<h2>Environment</h2>" + _html_table(ENV_HEADER, _environment_rows(runs), "env"))
+    env = _environment_rows(results.runs)
+    body.append("<h2>Environment</h2>" + _html_table(ENV_HEADER, env, "env"))
     return (
         '<!doctype html><html lang="en"><head><meta charset="utf-8">'
         '<meta name="viewport" content="width=device-width, initial-scale=1">'
@@ -412,12 +672,18 @@ def render_html(runs: list[RunSummary]) -> str:
 
 
 def write_report(root: str | Path) -> Path:
-    """Write ``report.md`` and ``report.html`` into ``root``; returns the HTML path."""
+    """Write ``report.md`` and ``report.html`` into ``root``; returns the HTML path.
+
+    Each run that is not rendered is also named on stderr (``tailmem: warning: ...``), so a
+    command that ends with the report's path does not hide it.
+    """
     root = Path(root)
-    runs = collect_runs(root)
-    atomic_write_text(root / "report.md", render_markdown(runs, root))
+    results = collect_runs(root)
+    atomic_write_text(root / "report.md", render_markdown(results, root))
     html_path = root / "report.html"
-    atomic_write_text(html_path, render_html(runs))
-    verdicts = {r.name: [dataclasses.asdict(c) for c in r.claims] for r in runs}
+    atomic_write_text(html_path, render_html(results))
+    verdicts = {r.name: [dataclasses.asdict(c) for c in r.claims] for r in results.runs}
     atomic_write_text(root / "verdicts.json", strict_json(verdicts))
+    for broken in results.not_rendered:
+        print(f"tailmem: warning: {broken.name} not rendered: {broken.reason}", file=sys.stderr)
     return html_path

@@ -1,10 +1,10 @@
 """The few lines ``tailmem run`` ends with: how the run's claims came out, on one screen.
 
 Read from the run directory alone (``config.yaml`` and ``claims.json``, through
-:func:`tailmem.report.render.collect_runs`, so the registry claims a run lacks count as "not
-measured" exactly as in the report): the verdict counts, then each claim that did not reproduce
-(not reproduced, inconclusive or not measured) with the published value beside ours, then where
-to look.
+:func:`tailmem.report.render.read_run`, so the registry claims a run lacks count as "not
+measured" exactly as in the report, and a damaged run is refused in one line): the verdict
+counts, then each claim that did not reproduce (not reproduced, inconclusive or not measured)
+with the published value beside ours, then where to look.
 At the smoke preset the verdicts say nothing about the papers, and the summary says so instead
 of listing them.
 """
@@ -15,7 +15,7 @@ from collections import Counter
 from pathlib import Path
 
 from tailmem.claims.core import VERDICTS
-from tailmem.report.render import collect_runs
+from tailmem.report.render import read_run
 
 SMOKE_NOTE = (
     "smoke runs are too small to judge claims: they check that the code runs end to end; "
@@ -29,13 +29,11 @@ WIDTH = 110
 def run_summary(path: str | Path) -> str:
     """The end-of-run summary of the run directory ``path``."""
     path = Path(path)
-    (run,) = collect_runs(path)
+    run = read_run(path)
     counts = Counter(c.verdict for c in run.claims)
     preset = run.record.get("preset", "?")
     tally = ", ".join(f"{counts.get(v, 0)} {v}" for v in VERDICTS)
-    lines = [
-        f"{run.record.get('experiment', run.name)} ({preset}): {tally} (claims: {len(run.claims)})"
-    ]
+    lines = [f"{run.record['experiment']} ({preset}): {tally} (claims: {len(run.claims)})"]
     if preset == "smoke":
         lines.append(SMOKE_NOTE)
     else:

@@ -22,6 +22,7 @@ Resume: if ``run_dir/ckpt`` holds checkpoints, the latest is loaded (all ranks r
 ``metrics.jsonl`` is cut back to the lines at or before its step, and training continues with the
 same batches (the data position is the step), the same learning rates and the same RNG streams,
 so the metrics written after a resume equal those of an uninterrupted run except the timing keys.
+A run given an ``identity`` resumes only a checkpoint that records the same one.
 """
 
 from __future__ import annotations
@@ -399,6 +400,7 @@ def _diverged(
 def _start(
     run_dir: Path, model: nn.Module, optimizer: OptimizerLike, data: BatchSource,
     cfg: TrainConfig, ctx: D.DistContext, device: torch.device, resume: bool,
+    identity: str | None,
 ) -> tuple[Restored, int | None]:  # fmt: skip
     """A fresh start (seeded) or the state of the newest checkpoint, and the step resumed from."""
     found = None
@@ -419,7 +421,7 @@ def _start(
             (run_dir / "metrics.jsonl").unlink(missing_ok=True)
         seed_everything(cfg.seed + ctx.rank)
         return Restored(LoopState(), [float(g["lr"]) for g in optimizer.param_groups]), None
-    restored = restore(Path(path), model, optimizer, data, cfg.steps, ctx, device)
+    restored = restore(Path(path), model, optimizer, data, cfg.steps, ctx, device, identity)
     if ctx.is_main:
         truncate_metrics(run_dir / "metrics.jsonl", restored.state.step)
     return restored, restored.state.step
@@ -438,6 +440,7 @@ def train(
     on_step: Callable[[int], None] | None = None,
     label: str | None = None,
     describe: Callable[[Mapping[str, Any]], str] = describe_scalars,
+    identity: str | None = None,
 ) -> TrainResult:
     """Train ``model`` for ``cfg.steps`` updates; see the module docstring for the files written.
 
@@ -449,7 +452,11 @@ def train(
     checkpoint is a :class:`ConfigError`. Under ``torchrun`` every rank calls ``train`` with the
     same arguments; only rank 0 writes files and prints. ``on_step(1)`` is called after every
     update trained here (not for steps restored from a checkpoint); printed lines start with
-    ``[label]`` and show an evaluation as ``describe(metrics)``.
+    ``[label]`` and show an evaluation as ``describe(metrics)``. ``identity`` names what this run
+    is (e.g. the digest of everything that determines its numbers); every checkpoint records it,
+    and resuming from one that records another identity, or none, is a :class:`CheckpointError`
+    (a checkpoint copied in from another run is never continued; without an ``identity`` any
+    checkpoint in ``run_dir`` is resumed).
 
     Returns a :class:`TrainResult`. Divergence (a non-finite loss or gradient norm) does not
     raise: the bad update is skipped, diagnostics are written, and the result's status is
@@ -460,7 +467,9 @@ def train(
     ctx, device = D.init_distributed(cfg.device)
     model.to(device)
     with _deterministic(cfg.deterministic), contextlib.ExitStack() as stack:
-        run, resumed_from = _start(run_dir, model, optimizer, data, cfg, ctx, device, resume)
+        run, resumed_from = _start(
+            run_dir, model, optimizer, data, cfg, ctx, device, resume, identity
+        )
         state = run.state
         model.train()
         wrapped = D.wrap_model(model, ctx, device)
@@ -512,7 +521,7 @@ def train(
                     metrics.write(json.dumps(json_value(row), allow_nan=False) + "\n")
                     metrics.flush()
             if is_ckpt:
-                save(run_dir / "ckpt", model, optimizer, data, run, cfg, ctx, device)
+                save(run_dir / "ckpt", model, optimizer, data, run, cfg, ctx, device, identity)
         D.barrier(ctx)
         message = f"trained {cfg.steps} steps, final loss {last_loss}"
         out.say(message)

@@ -176,11 +176,14 @@ def restore(
     steps: int,
     ctx: D.DistContext,
     device: torch.device,
+    identity: str | None = None,
 ) -> Restored:
     """Load checkpoint ``path`` into model, optimiser, RNGs and data source; a missing or
-    malformed field, a step outside ``0..steps`` or any mismatch is a :class:`CheckpointError`
-    naming the file and what was expected."""
+    malformed field, a step outside ``0..steps``, a run ``identity`` other than the one the
+    checkpoint records, or any mismatch is a :class:`CheckpointError` naming the file and what
+    was expected."""
     state = load_checkpoint(path)
+    _check_identity(path, state, identity)
     _check_fields(path, state, steps)
     try:
         model.load_state_dict(state["model"])
@@ -189,7 +192,7 @@ def restore(
         raise CheckpointError(f"checkpoint {path} does not match the model ({first})") from exc
     try:
         optimizer.load_state_dict(state["optimizer"])
-    except (ValueError, KeyError) as exc:
+    except (ValueError, TypeError, KeyError) as exc:
         raise CheckpointError(f"checkpoint {path} does not match the optimiser ({exc})") from exc
     _check_optimizer_shapes(path, optimizer)
     if len(state["base_lrs"]) != len(optimizer.param_groups):
@@ -215,6 +218,31 @@ def restore(
             f"{exc}); expected the state a tailmem training run writes"
         ) from exc
     return Restored(loop, [float(lr) for lr in state["base_lrs"]])
+
+
+IDENTITY = "identity"
+"""The checkpoint field naming the run that wrote it (``train(..., identity=...)``)."""
+
+
+def _check_identity(path: Path, state: Mapping[str, Any], identity: str | None) -> None:
+    """Refuse a checkpoint of another run: one that records an identity other than ``identity``,
+    or none (written by a caller that gave none, or by a tailmem from before identities were
+    recorded). Resuming it would continue someone else's weights, optimiser state and learning
+    rates under this run's name. Without an ``identity`` the caller claims nothing: any passes."""
+    if identity is None:
+        return
+    recorded = state.get(IDENTITY)
+    if recorded == identity:
+        return
+    written = (
+        "records no run identity (written before tailmem recorded one, or without one)"
+        if recorded is None
+        else f"was written by run {recorded!r}"
+    )
+    raise CheckpointError(
+        f"checkpoint {path} {written}; expected run {identity!r}: it is another run's, not "
+        f"resumed; delete {path.parent} to train this run from scratch"
+    )
 
 
 _FIELDS = {"model": dict, "optimizer": dict, "base_lrs": list, "rng": list, "loop": dict}
@@ -269,9 +297,10 @@ def save(
     cfg: Any,
     ctx: D.DistContext,
     device: torch.device,
+    identity: str | None = None,
 ) -> None:
-    """Checkpoint after ``restored.state.step`` updates (every rank's RNG; rank 0 writes), then
-    keep the ``cfg.keep_ckpts`` newest."""
+    """Checkpoint after ``restored.state.step`` updates (every rank's RNG; rank 0 writes), with
+    the run's ``identity``, then keep the ``cfg.keep_ckpts`` newest."""
     rngs = D.all_gather_object(rng_state(device), ctx)
     if not ctx.is_main:
         return
@@ -286,6 +315,7 @@ def save(
         "loop": restored.state.to_checkpoint(),
         "world_size": ctx.world_size,
         "train_config": asdict(cfg),
+        IDENTITY: identity,
     }
     save_checkpoint(checkpoint_path(ckpt_dir, done), payload)
     if cfg.keep_ckpts is not None:
