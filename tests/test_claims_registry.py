@@ -8,6 +8,7 @@ from pathlib import Path
 
 import pytest
 
+from tailmem.claims.b import BInputs
 from tailmem.claims.core import ClaimResult, Outcome
 from tailmem.claims.listing import as_markdown
 from tailmem.claims.registry import (
@@ -63,8 +64,11 @@ def test_registry_covers_every_section_of_papers_md():
 
 def test_tolerances_fill_the_templates_as_plain_numbers():
     claim = CLAIMS["B.block_symmetry"]
-    results = {"block_symmetry": {"muon": 3e-16, "signgd": 0.6}, "config": {"symmetry_steps": 9}}
-    (result,) = claim.evaluate(results)
+    inputs = BInputs(
+        config={"symmetry_steps": 9}, block_symmetry={"muon": 3e-16, "signgd": 0.6},
+        noiseless={}, matching={}, noisy_fits=[], steps_to_target={}, gd_stability=[],
+    )  # fmt: skip
+    (result,) = claim.evaluate(inputs)
     assert result.verdict == "reproduced" and result.id == "B.block_symmetry"
     assert result.check == "tailmem.claims.b._check_block_symmetry" and result.seeds is None
     printed = re.match(r"Muon ≤ (\S+) \(dense run", result.rule)

@@ -187,6 +187,7 @@ DAMAGED = [
     (_claims(_entry(id=7)), "field 'id' is 7; expected text"),
     (_claims(_entry(id=...)), "entry 0 lacks the fields"),
     (_claims(_entry(details=[1])), "field 'details' is [1]; expected an object"),
+    (_claims(_entry(note="x")), "entry 0 has the unknown field 'note'; expected only id, claim"),
     (_claims(_entry(), _entry(verdict="not reproduced")), "'cabannes.capacity.gd' is listed twice"),
     (_claims(_entry(id="A2.spectral_isotropy")), "unknown claim id"),
     (_table("a,b\n1,2,3\n"), "t.csv: line 2 has 3 cells; expected 2"),

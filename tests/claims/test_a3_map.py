@@ -2,7 +2,7 @@
 
 import pytest
 
-from tailmem.claims.a3_map import CLAIMS
+from tailmem.claims.a3_map import CLAIMS, A3MapInputs
 
 (CLAIM,) = CLAIMS
 REFERENCE = {"width": 128, "depth": 2, "exposures": 6.0, "m": 7, "frequency_exponent": 1.0}
@@ -18,7 +18,7 @@ def _results(ratios_by_exponent, other_width=None):
     if other_width is not None:  # a more uniform point, but not at the reference width
         rows.append({**REFERENCE, "width": other_width, "frequency_exponent": 0.0, "point": "w"})
         seeds["w"] = {"0.5": [9.0, 9.1, 9.2]}
-    return {"reference": REFERENCE, "rows": rows, "seed_ratios": seeds}
+    return A3MapInputs(reference=REFERENCE, rows=rows, seed_ratios=seeds)
 
 
 def _verdict(results):

@@ -1,13 +1,19 @@
-"""The LM studies' rules as pure functions of plain results (the experiments call them next)."""
+"""The LM studies' rules as pure functions of their typed inputs (the experiments call them
+next)."""
+
+import dataclasses
 
 import pytest
 
 from tailmem.claims import a1, a3
+from tailmem.claims.a1 import A1Inputs
+from tailmem.claims.a3 import A3Inputs
 from tailmem.claims.registry import CLAIMS
+from tailmem.claims.related import CapacityInputs
 
 
 def _ablation(losses, **extra):
-    return {"ffn": "plain", "seeds": [0, 1, 2], "losses": losses, **extra}
+    return dataclasses.replace(A1Inputs(ffn="plain", seeds=[0, 1, 2], losses=losses), **extra)
 
 
 def test_a1_single_seed_difference_is_inconclusive_and_three_seeds_decide():
@@ -19,7 +25,7 @@ def test_a1_single_seed_difference_is_inconclusive_and_three_seeds_decide():
     assert result.verdict == "reproduced" and result.seeds == [0, 1, 2] and "±" in result.ours
     noisy = _ablation({"o": [3.77, 3.90, 3.70], "v": [3.83, 3.75, 3.86]})
     assert CLAIMS["A1.o_beats_v"].evaluate(noisy)[0].verdict == "inconclusive"
-    gated = {**three, "ffn": "gated"}
+    gated = dataclasses.replace(three, ffn="gated")
     assert CLAIMS["A1.o_beats_v"].evaluate(gated)[0].verdict == "not measured"
 
 
@@ -48,8 +54,8 @@ def test_a1_tail_gain_is_relative_not_absolute():
 
 
 def _qa(fta, chance=0.01):
-    return {"ffn": "plain", "seeds": [0, 1, 2], "rarest": 4, "head_groups": 2,
-            "chance_fta": chance, "fta": fta}  # fmt: skip
+    return A3Inputs(ffn="plain", seeds=[0, 1, 2], rarest=4, head_groups=2, chance_fta=chance,
+                    fta=fta)  # fmt: skip
 
 
 def _arm(head, tail, jitter=0.01):
@@ -107,14 +113,14 @@ def test_capacity_at_chance_and_grid_edges_are_inconclusive():
     config = {"zipf_exponent": 2.0, "optimizers": ["gd"], "lr_grid": {"gd": grid}}
     chance = 0.8
     rows = [{"d": d, "optimizer": "gd", "error": chance, "best_lr": 1.0} for d in (4, 8, 16)]
-    results = {"config": config, "rows": rows, "chance_error": chance}
-    (result,) = claim.evaluate(results)
+    inputs = CapacityInputs(config=config, rows=rows, chance_error=chance)
+    (result,) = claim.evaluate(inputs)
     assert result.verdict == "inconclusive" and "chance" in result.reason
     edge = [{**r, "error": 1.0 / r["d"], "best_lr": grid[-1]} for r in rows]
-    (result,) = claim.evaluate({**results, "rows": edge})
+    (result,) = claim.evaluate(dataclasses.replace(inputs, rows=edge))
     assert result.verdict == "inconclusive" and "grid" in result.reason
     inner = [{**r, "best_lr": grid[1]} for r in edge]
-    (result,) = claim.evaluate({**results, "rows": inner})
+    (result,) = claim.evaluate(dataclasses.replace(inputs, rows=inner))
     assert result.verdict == "reproduced" and "fitted exponent -1.000" in result.ours
 
 

@@ -133,7 +133,7 @@ def test_one_seed_or_a_model_at_chance_is_inconclusive():
     # A diverged seed drops out of every arm: two seeds left, so nothing is decided.
     fake["o"][2].final["val_loss"] = math.nan
     inputs = ablation.claim_inputs(cfg, fake, 3, None)
-    assert inputs["seeds"] == [0, 1] and len(inputs["losses"]["full"]) == 2
+    assert inputs.seeds == [0, 1] and len(inputs.losses["full"]) == 2
 
 
 def test_smoke_run_matches_recomputation_from_its_checkpoints(

@@ -12,6 +12,7 @@ import pytest
 import torch
 from torch import nn
 
+from tailmem.claims.a3_qk import A3QKInputs
 from tailmem.claims.core import MIN_SEEDS
 from tailmem.claims.registry import CLAIMS
 from tailmem.config import load_config
@@ -181,8 +182,8 @@ def _measures(ratios: list[float]) -> dict:
 
 
 def _verdict(ratios: list[float]) -> str:
-    results = {"seeds": list(range(len(ratios))), "rarest": 2, "gap_measures": _measures(ratios)}
-    (found,) = CLAIM.evaluate(results)
+    inputs = A3QKInputs(seeds=list(range(len(ratios))), rarest=2, gap_measures=_measures(ratios))
+    (found,) = CLAIM.evaluate(inputs)
     return found.verdict
 
 
@@ -192,7 +193,7 @@ def test_claim_is_decided_by_the_tail_lag_ratio_against_its_bound_beyond_two_se(
     assert _verdict([2 * limit, 2.1 * limit, 1.9 * limit]) == "not reproduced"
     assert _verdict([0.9 * limit, 1.3 * limit, limit]) == "inconclusive"  # straddles the bound
     assert _verdict([1.0] * (MIN_SEEDS - 1)) == "inconclusive"  # too few seeds
-    (found,) = CLAIM.evaluate({"seeds": [0], "rarest": 2, "gap_measures": {"pairs": []}})
+    (found,) = CLAIM.evaluate(A3QKInputs(seeds=[0], rarest=2, gap_measures={"pairs": []}))
     assert found.verdict == "not measured"
 
 

@@ -16,7 +16,7 @@ import numpy as np
 import pytest
 
 from tailmem import progress
-from tailmem.claims.a3_sensitivity import CLAIMS, judge
+from tailmem.claims.a3_sensitivity import CLAIMS, A3SensitivityInputs, judge
 from tailmem.claims.core import SE_FACTOR
 from tailmem.cli import main
 from tailmem.errors import ConfigError
@@ -257,13 +257,13 @@ def test_the_headline_is_decided_at_the_base_and_a_level_that_decides_otherwise_
 
     def inputs(base, level):
         tau = f"{LAG['tau']:g}"
-        return {
-            "paper_pooled": {tau: paper},
-            "base": "base",
-            "base_choices": ["b = x"],
-            "points": {"base": {"pooled": {tau: base}}, "b: y": {"pooled": {tau: level}}},
-            "levels": [{"factor": "b", "level": "y", "point": "b: y"}],
-        }
+        return A3SensitivityInputs(
+            paper_pooled={tau: paper},
+            base="base",
+            base_choices=["b = x"],
+            points={"base": {"pooled": {tau: base}}, "b: y": {"pooled": {tau: level}}},
+            levels=[{"factor": "b", "level": "y", "point": "b: y"}],
+        )
 
     (kept,) = LAG.evaluate(inputs(high, high))
     assert kept.verdict == "reproduced" and kept.details["threshold"] == threshold

@@ -1,20 +1,9 @@
 """PAPERS.md A1 — the component ablation (Table 1); measured by ``ablation`` (and ``spectra``).
 
-The checks are pure functions of a plain results mapping, so the ablation experiment only has to
-collect its per-seed numbers and call :meth:`Claim.evaluate`:
-
-- ``ffn``: ``"plain"`` or ``"gated"``;
-- ``losses``: arm id → final validation loss per seed (``"full"``, ``"adam"``, ``"vo_ffn"``,
-  ``"qk"``, ``"o"``, ``"v"``, ``"w_out"``, ``"w_in"``; absent where not run);
-- ``seeds``: the seeds, in the order of every per-seed list;
-- ``bucket_losses``: arm id → bucket name → final validation loss per seed on target tokens of
-  that frequency bucket; ``buckets``: bucket names from head to tail;
-- ``chance_loss``: the loss of a model that learned nothing beyond unigram frequencies (nats);
-- ``diverged``: the study's diverged runs (``arm``, ``reason``), so a claim whose arms have no
-  finished seed says which diverged.
-
-``A1.table2.logit_bounded`` is measured by ``spectra`` and reads its mapping (``qk_norm``,
-``head_dim``, ``logit_peak``; see :mod:`~tailmem.claims.a2`).
+The checks are pure functions of :class:`A1Inputs`, so the ablation experiment only has to
+collect its per-seed numbers into it and call :func:`~tailmem.claims.registry.evaluate`.
+``A1.table2.logit_bounded`` is measured by ``spectra`` and reads its
+:class:`~tailmem.claims.a2.A2Inputs`.
 
 Every comparison between arms is over seeds (mean ± SE, ≥ 3 seeds, a difference beyond 2 SE;
 see :func:`~tailmem.claims.core.compare_seeds`), and a model at chance is ``inconclusive``.
@@ -24,10 +13,13 @@ from __future__ import annotations
 
 import math
 from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, field
 from typing import Any
 
+from tailmem.claims.a2 import A2Inputs
 from tailmem.claims.core import (
     Claim,
+    ClaimInputs,
     Outcome,
     compare_seeds,
     decided,
@@ -44,59 +36,76 @@ CHANCE_MARGIN = 0.05
 GAIN = "; g(arm) = mean L(all-Adam) − mean L(arm)"
 
 
-def _have(results: Mapping[str, Any], *arms: str) -> bool:
-    return all(results["losses"].get(a) for a in arms)
+@dataclass(frozen=True, kw_only=True)
+class A1Inputs(ClaimInputs):
+    """What the ablation gives the A1 checks (every per-seed list in the order of ``seeds``)."""
+
+    ffn: str
+    """The FFN type: ``"plain"`` or ``"gated"``."""
+    losses: Mapping[str, Sequence[float]]
+    """Arm id (``"full"``, ``"adam"``, ``"vo_ffn"``, ``"qk"``, ``"o"``, ``"v"``, ``"w_out"``,
+    ``"w_in"``; absent where not run) → final validation loss per seed."""
+    seeds: Sequence[int] = ()
+    """The seeds at which every arm finished."""
+    buckets: Sequence[str] = ()
+    """Frequency-bucket names from head to tail (none given: ``head``, ``tail``)."""
+    bucket_losses: Mapping[str, Mapping[str, Sequence[float]]] = field(default_factory=dict)
+    """Arm id → bucket name → final validation loss per seed on that bucket's target tokens."""
+    chance_loss: float | None = None
+    """Loss (nats) of a model that learned only unigram frequencies; None: not known."""
+    diverged: Sequence[Mapping[str, Any]] = ()
+    """The study's diverged runs (``arm``, ``reason``): why a claim's arms have no seed."""
 
 
-def _at_chance(results: Mapping[str, Any], arms: Sequence[str]) -> str:
+def _have(inputs: A1Inputs, *arms: str) -> bool:
+    return all(inputs.losses.get(a) for a in arms)
+
+
+def _at_chance(inputs: A1Inputs, arms: Sequence[str]) -> str:
     """A reason when every arm's mean loss is within CHANCE_MARGIN of chance, else ``""``."""
-    chance = results.get("chance_loss")
+    chance = inputs.chance_loss
     if chance is None:
         return ""
-    means = [mean_se(results["losses"][a]).mean for a in arms]
+    means = [mean_se(inputs.losses[a]).mean for a in arms]
     if min(means) >= chance - CHANCE_MARGIN:
         return f"model at chance: every arm's loss ≥ chance {chance:.3f} − {CHANCE_MARGIN} nats"
     return ""
 
 
-def _seeds(results: Mapping[str, Any]) -> list[int]:
-    return list(results.get("seeds", []))
-
-
-def _lower_loss(claim: Claim, results: Mapping[str, Any], better: str, worse: str) -> Outcome:
+def _lower_loss(claim: Claim, inputs: A1Inputs, better: str, worse: str) -> Outcome:
     """``better`` reaches a lower loss than ``worse``: L(worse) − L(better) > 2 SE over seeds."""
-    if not _have(results, better, worse):
-        return missing_arms(results, [better, worse])
-    if claim.id in PLAIN_ONLY and results["ffn"] != "plain":
+    if not _have(inputs, better, worse):
+        return missing_arms(inputs.diverged, [better, worse])
+    if claim.id in PLAIN_ONLY and inputs.ffn != "plain":
         return unmeasured("stated for the plain FFN only")
-    seeds = _seeds(results)
-    if reason := _at_chance(results, [better, worse]):
+    seeds = list(inputs.seeds)
+    if reason := _at_chance(inputs, [better, worse]):
         return inconclusive("—", reason, seeds=seeds)
-    c = compare_seeds(results["losses"][worse], results["losses"][better])
+    c = compare_seeds(inputs.losses[worse], inputs.losses[better])
     ours = f"L({worse}) {c.a}, L({better}) {c.b}"
     return Outcome(c.verdict, ours, c.reason, {"difference": c.difference, "se": c.se}, seeds)
 
 
-def check_full_beats_adam(claim: Claim, results: Mapping[str, Any]) -> Outcome:
-    return _lower_loss(claim, results, "full", "adam")
+def check_full_beats_adam(claim: Claim, inputs: A1Inputs) -> Outcome:
+    return _lower_loss(claim, inputs, "full", "adam")
 
 
-def check_o_beats_v(claim: Claim, results: Mapping[str, Any]) -> Outcome:
-    return _lower_loss(claim, results, "o", "v")
+def check_o_beats_v(claim: Claim, inputs: A1Inputs) -> Outcome:
+    return _lower_loss(claim, inputs, "o", "v")
 
 
-def check_w_out_beats_w_in(claim: Claim, results: Mapping[str, Any]) -> Outcome:
-    return _lower_loss(claim, results, "w_out", "w_in")
+def check_w_out_beats_w_in(claim: Claim, inputs: A1Inputs) -> Outcome:
+    return _lower_loss(claim, inputs, "w_out", "w_in")
 
 
-def _gain_fraction(claim: Claim, results: Mapping[str, Any], arm: str, above: bool) -> Outcome:
+def _gain_fraction(claim: Claim, inputs: A1Inputs, arm: str, above: bool) -> Outcome:
     """g(arm)/g(full), decided only once full Muon's own gain is resolved over seeds."""
-    if not _have(results, arm, "full", "adam"):
-        return missing_arms(results, [arm, "full", "adam"])
-    seeds = _seeds(results)
-    if reason := _at_chance(results, [arm, "full", "adam"]):
+    if not _have(inputs, arm, "full", "adam"):
+        return missing_arms(inputs.diverged, [arm, "full", "adam"])
+    seeds = list(inputs.seeds)
+    if reason := _at_chance(inputs, [arm, "full", "adam"]):
         return inconclusive("—", reason, seeds=seeds)
-    losses = results["losses"]
+    losses = inputs.losses
     full = compare_seeds(losses["adam"], losses["full"])
     if full.verdict != "reproduced":
         why = full.reason or "full Muon does not beat all-Adam"
@@ -107,24 +116,24 @@ def _gain_fraction(claim: Claim, results: Mapping[str, Any], arm: str, above: bo
     return decided(ok, f"g/g(full) = {frac:.3f} (g(full): {full})", seeds=seeds)
 
 
-def check_vo_ffn_recovers_full(claim: Claim, results: Mapping[str, Any]) -> Outcome:
-    return _gain_fraction(claim, results, "vo_ffn", above=True)
+def check_vo_ffn_recovers_full(claim: Claim, inputs: A1Inputs) -> Outcome:
+    return _gain_fraction(claim, inputs, "vo_ffn", above=True)
 
 
-def check_qk_gain_small(claim: Claim, results: Mapping[str, Any]) -> Outcome:
-    return _gain_fraction(claim, results, "qk", above=False)
+def check_qk_gain_small(claim: Claim, inputs: A1Inputs) -> Outcome:
+    return _gain_fraction(claim, inputs, "qk", above=False)
 
 
-def check_tail_gain(claim: Claim, results: Mapping[str, Any]) -> Outcome:
+def check_tail_gain(claim: Claim, inputs: A1Inputs) -> Outcome:
     """Relative gains per seed: (L_x(Adam) − L_x(full))/L_x(Adam), tail bucket vs head bucket."""
-    buckets = results.get("buckets") or ["head", "tail"]
-    per = results.get("bucket_losses") or {}
+    buckets = inputs.buckets or ["head", "tail"]
+    per = inputs.bucket_losses
     head, tail = buckets[0], buckets[-1]
     values = {"head": head, "tail": tail}
-    if len(buckets) < 2 or not _have(results, "full", "adam"):
+    if len(buckets) < 2 or not _have(inputs, "full", "adam"):
         return unmeasured("bucketed losses of full Muon and all-Adam not recorded", values=values)
-    seeds = _seeds(results)
-    if reason := _at_chance(results, ["full", "adam"]):
+    seeds = list(inputs.seeds)
+    if reason := _at_chance(inputs, ["full", "adam"]):
         return inconclusive("—", reason, seeds=seeds, values=values)
 
     def relative(name: str) -> list[float]:
@@ -136,22 +145,22 @@ def check_tail_gain(claim: Claim, results: Mapping[str, Any]) -> Outcome:
     return Outcome(c.verdict, ours, c.reason, {"difference": c.difference}, seeds, values=values)
 
 
-def check_logit_bounded(claim: Claim, results: Mapping[str, Any]) -> Outcome:
+def check_logit_bounded(claim: Claim, inputs: A2Inputs) -> Outcome:
     """A bound, tested as one: the largest Muon logit anywhere ≤ bound_sqrt_dhead · √d_head."""
-    peaks = results.get("logit_peak", {}).get("muon")
-    if not results.get("qk_norm"):
+    peaks = inputs.logit_peak.get("muon")
+    if not inputs.qk_norm:
         return unmeasured("the model has no QK-norm, so √d_head is no reference scale")
     if not peaks:
         return unmeasured("no complete Muon run logged attention logits")
-    root = math.sqrt(results["head_dim"])
+    root = math.sqrt(inputs.head_dim)
     bound = claim["bound_sqrt_dhead"] * root
     peak = max(peaks)
-    ours = f"max {peak:.2f} = {peak / root:.2f} √d_head (d_head {results['head_dim']})"
-    adam = results["logit_peak"].get("adam")
+    ours = f"max {peak:.2f} = {peak / root:.2f} √d_head (d_head {inputs.head_dim})"
+    adam = inputs.logit_peak.get("adam")
     if adam:
         ours += f"; Adam max {max(adam):.2f}"
     details = {"bound": bound, "muon_peak_per_seed": list(peaks)}
-    return decided(peak <= bound, ours, details=details, seeds=results.get("seeds"))
+    return decided(peak <= bound, ours, details=details, seeds=inputs.seeds)
 
 
 PLAIN_ONLY = ("A1.o_beats_v", "A1.w_out_beats_w_in")

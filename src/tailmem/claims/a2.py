@@ -1,17 +1,7 @@
 """PAPERS.md A2 — spectral isotropy of the weights (Fig. 2); measured by ``spectra``.
 
-The checks are pure functions of a plain results mapping:
-
-- ``seeds``: the seeds behind every per-seed list (complete runs of both arms);
-- ``isotropy``: arm (``"muon"``, ``"adam"``) → matrix → metric → per-seed value at the final
-  step, averaged over layers (metrics ``svd_entropy``, ``erank``, ``topk_energy``, ``q75_25``);
-- ``higher_is_isotropic``: metric → whether a larger value means more isotropic;
-- ``seed_spread``: arm → matrix → metric → seed SD averaged over evaluations after step 0 and
-  over layers;
-- ``vo_matrix``: the VO matrix of the config (``"vo_head"`` or ``"vo_stacked"``);
-  ``ffn_in``: the FFN input matrices (``["w_in"]``, plus ``"w_gate"`` with the gated FFN);
-- for ``A1.table2.logit_bounded`` (see :mod:`~tailmem.claims.a1`): ``qk_norm``, ``head_dim``
-  and ``logit_peak``: arm → per-seed largest attention logit over layers and evaluations.
+The checks are pure functions of :class:`A2Inputs` (which also carries what
+``A1.table2.logit_bounded``, see :mod:`~tailmem.claims.a1`, reads from the same runs).
 
 "More isotropic" is higher H_norm and eRank, lower TopE_k and Q75/25; every Muon–Adam comparison
 is over seeds (mean ± SE, ≥ 3 seeds, beyond 2 SE: :func:`~tailmem.claims.core.compare_seeds`).
@@ -20,11 +10,12 @@ is over seeds (mean ± SE, ≥ 3 seeds, beyond 2 SE: :func:`~tailmem.claims.core
 from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
-from typing import Any
+from dataclasses import dataclass, field
 
 from tailmem.claims.core import (
     MIN_SEEDS,
     Claim,
+    ClaimInputs,
     Comparison,
     MeanSE,
     Outcome,
@@ -47,10 +38,38 @@ _WHY = (
 )
 
 
-def _matrices(claim: Claim, results: Mapping[str, Any]) -> list[str]:
+@dataclass(frozen=True, kw_only=True)
+class A2Inputs(ClaimInputs):
+    """What the spectra study gives the A2 checks and ``A1.table2.logit_bounded`` (arms
+    ``"muon"`` and ``"adam"``; every per-seed list in the order of ``seeds``)."""
+
+    seeds: Sequence[int]
+    """The seeds behind every per-seed list (complete runs of both arms)."""
+    head_dim: int
+    """The attention head dimension d_head."""
+    isotropy: Mapping[str, Mapping[str, Mapping[str, Sequence[float]]]] = field(
+        default_factory=dict
+    )
+    """Arm → matrix → metric (``svd_entropy``, ``erank``, ``topk_energy``, ``q75_25``) → per-seed
+    value at the final step, averaged over layers; empty unless both arms ran."""
+    higher_is_isotropic: Mapping[str, bool] = field(default_factory=dict)
+    """Metric → whether a larger value means more isotropic (the metrics compared)."""
+    seed_spread: Mapping[str, Mapping[str, Mapping[str, float]]] = field(default_factory=dict)
+    """Arm → matrix → metric → seed SD averaged over evaluations after step 0 and over layers."""
+    vo_matrix: str = "vo_head"
+    """The VO matrix of the config: ``"vo_head"`` or ``"vo_stacked"``."""
+    ffn_in: Sequence[str] = ("w_in",)
+    """The FFN input matrices: ``w_in``, and ``w_gate`` with the gated FFN."""
+    qk_norm: bool = False
+    """Whether the model normalises Q and K (√d_head is then the logits' reference scale)."""
+    logit_peak: Mapping[str, Sequence[float]] = field(default_factory=dict)
+    """Arm → per-seed largest attention logit over layers and evaluations."""
+
+
+def _matrices(claim: Claim, inputs: A2Inputs) -> list[str]:
     """The matrices a claim is about: ``A2.<matrix>_isotropic``, with the two special cases."""
     name = claim.id.removeprefix("A2.").removesuffix("_isotropic")
-    return {"ffn_in": list(results.get("ffn_in", ["w_in"])), "qk": ["q", "k"]}.get(name, [name])
+    return {"ffn_in": list(inputs.ffn_in), "qk": ["q", "k"]}.get(name, [name])
 
 
 def isotropy_comparison(
@@ -62,17 +81,17 @@ def isotropy_comparison(
     return compare_seeds([sign * x for x in muon], [sign * x for x in adam])
 
 
-def check_isotropic(claim: Claim, results: Mapping[str, Any]) -> Outcome:
+def check_isotropic(claim: Claim, inputs: A2Inputs) -> Outcome:
     """Muon more isotropic than Adam in every metric of every matrix, each beyond 2 SE."""
-    iso = results.get("isotropy", {})
-    matrices = _matrices(claim, results)
+    iso = inputs.isotropy
+    matrices = _matrices(claim, inputs)
     values = {"ffn_in": " and ".join(m.replace("w_", "W_") for m in matrices)}
     if not all(m in iso.get(arm, {}) for arm in ("muon", "adam") for m in matrices):
         return unmeasured("isotropy of Muon and Adam runs not logged", values=values)
-    seeds = results.get("seeds", [])
+    seeds = inputs.seeds
     verdicts, parts, details = [], [], {}
     for matrix in matrices:
-        for metric, higher in results["higher_is_isotropic"].items():
+        for metric, higher in inputs.higher_is_isotropic.items():
             muon, adam = iso["muon"][matrix][metric], iso["adam"][matrix][metric]
             c = isotropy_comparison(muon, adam, higher)
             verdicts.append(c.verdict)
@@ -96,20 +115,20 @@ def _signed(c: Comparison, higher: bool) -> str:
     return f"Muon {muon} vs Adam {adam}"
 
 
-def check_seed_spread(claim: Claim, results: Mapping[str, Any]) -> Outcome:
+def check_seed_spread(claim: Claim, inputs: A2Inputs) -> Outcome:
     """Seed SD smaller under Muon in at least ``min_pairs`` of the (VO, W_out) × metric pairs."""
-    iso = results.get("isotropy", {})
-    vo = results.get("vo_matrix", "vo_head")
+    iso = inputs.isotropy
+    vo = inputs.vo_matrix
     values = {"vo": vo}
-    metrics = results.get("higher_is_isotropic", {})
+    metrics = inputs.higher_is_isotropic
     pairs = [(m, metric) for m in (vo, "w_out") for metric in metrics]
     if not pairs or not all(m in iso.get(a, {}) for a in ("muon", "adam") for m, _ in pairs):
         return unmeasured("isotropy of Muon and Adam runs not logged", values=values)
-    seeds = list(results.get("seeds", []))
+    seeds = list(inputs.seeds)
     if len(seeds) < MIN_SEEDS:
         reason = f"{len(seeds)} seed(s); a seed SD needs ≥ {MIN_SEEDS}"
         return inconclusive("—", reason, seeds=seeds, values=values)
-    spread = results["seed_spread"]
+    spread = inputs.seed_spread
     wins = sum(spread["muon"][m][k] < spread["adam"][m][k] for m, k in pairs)
     ours = f"Muon's seed SD smaller in {wins}/{len(pairs)} (matrix, metric) pairs"
     return decided(wins >= claim["min_pairs"], ours, seeds=seeds, values=values)

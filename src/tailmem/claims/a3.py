@@ -1,13 +1,7 @@
 """PAPERS.md A3 — heavy-tailed knowledge QA (Tables 3-8); measured by ``knowledge-qa``.
 
-The checks are pure functions of a plain results mapping for one FFN type:
-
-- ``ffn``: ``"plain"`` or ``"gated"``; ``seeds``: the seeds, in the order of every per-seed list;
-- ``rarest``: index m of the rarest group; ``head_groups``: the number of head groups;
-- ``fta``: arm id (``"muon"``, ``"adam"``, ``"sgd"``, ``"muon_vo_ffn"``, ``"muon_qk"``) →
-  ``{"final": [[FTA per group] per seed], "half": [[FTA per group] per seed]}`` (``half``: at
-  50% of the steps; absent where not evaluated);
-- ``chance_fta``: the first-token accuracy of guessing (1 / the answer pool size).
+The checks are pure functions of :class:`A3Inputs`, the results of one FFN type;
+:func:`evaluate_per_ffn` checks every claim against the inputs of its own FFN type.
 
 Comparisons between arms are over seeds (mean ± SE, ≥ 3 seeds, beyond 2 SE: see
 :func:`~tailmem.claims.core.compare_seeds`); a model whose head groups sit at chance under every
@@ -17,12 +11,13 @@ arm learned nothing, and every claim is then ``inconclusive``.
 from __future__ import annotations
 
 import dataclasses
-from collections.abc import Mapping
-from typing import Any
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, field
 
 from tailmem.claims import paper_a_qa_tables as tables
 from tailmem.claims.core import (
     Claim,
+    ClaimInputs,
     ClaimResult,
     Outcome,
     at_chance,
@@ -48,30 +43,50 @@ def _pub(ffn: str, frac: float, offset: int, arm: str) -> float:
     return A3_PUBLISHED_FTA[ffn][(frac, offset)][arm]
 
 
-def _per_seed(results: Mapping[str, Any], arm: str, when: str, groups: slice) -> list[float]:
+@dataclass(frozen=True, kw_only=True)
+class A3Inputs(ClaimInputs):
+    """What knowledge-QA gives the A3 checks for one FFN type (every per-seed list in the order
+    of ``seeds``)."""
+
+    ffn: str
+    """The FFN type these results are of: ``"plain"`` or ``"gated"``."""
+    seeds: Sequence[int]
+    """The seeds completed by every arm run."""
+    rarest: int
+    """Index m of the rarest group."""
+    head_groups: int
+    """The number of head groups (groups 0 … head_groups − 1)."""
+    chance_fta: float
+    """First-token accuracy of guessing (1 / the answer pool size)."""
+    fta: Mapping[str, Mapping[str, Sequence[Sequence[float]]]] = field(default_factory=dict)
+    """Arm id (``"muon"``, ``"adam"``, ``"sgd"``, ``"muon_vo_ffn"``, ``"muon_qk"``; absent where
+    not run) → ``"final"`` / ``"half"`` (at 50% of the steps; absent where not evaluated) → FTA
+    per group, per seed."""
+
+
+def _per_seed(inputs: A3Inputs, arm: str, when: str, groups: slice) -> list[float]:
     """Per seed, the mean FTA over ``groups`` at ``when`` (``final`` or ``half``)."""
-    rows = results["fta"][arm][when]
+    rows = inputs.fta[arm][when]
     return [sum(r[groups]) / len(r[groups]) for r in rows]
 
 
 def _guard(
-    results: Mapping[str, Any], ffn: str, arms: tuple[str, ...], when: str = "final"
+    inputs: A3Inputs, ffn: str, arms: tuple[str, ...], when: str = "final"
 ) -> Outcome | None:
     """A not-measured/inconclusive Outcome when the claim cannot be decided, else ``None``."""
-    if results.get("ffn") != ffn:
+    if inputs.ffn != ffn:
         return unmeasured(f"the {ffn} FFN was not run")
-    fta = results.get("fta", {})
+    fta = inputs.fta
     missing = [a for a in arms if a not in fta or when not in fta[a]]
     if missing:
         return unmeasured(f"{', '.join(missing)} not run or not evaluated at this step")
-    heads = slice(0, results["head_groups"])
-    means = [mean_se(_per_seed(results, a, "final", heads)).mean for a in fta]
-    if all(at_chance(m, results["chance_fta"], tol=CHANCE_TOL) for m in means):
+    heads = slice(0, inputs.head_groups)
+    means = [mean_se(_per_seed(inputs, a, "final", heads)).mean for a in fta]
+    if all(at_chance(m, inputs.chance_fta, tol=CHANCE_TOL) for m in means):
         return inconclusive(
             "head FTA " + ", ".join(f"{m:.3f}" for m in means),
-            f"model at chance: every arm's head FTA within {CHANCE_TOL} of "
-            f"{results['chance_fta']:.3f}",
-            seeds=results.get("seeds"),
+            f"model at chance: every arm's head FTA within {CHANCE_TOL} of {inputs.chance_fta:.3f}",
+            seeds=inputs.seeds,
         )
     return None
 
@@ -81,41 +96,41 @@ def _ffn(claim: Claim) -> str:
     return claim.id.split(".")[1]
 
 
-def check_tail(claim: Claim, results: Mapping[str, Any]) -> Outcome:
-    return _gap_check(claim, results, "final", 0)
+def check_tail(claim: Claim, inputs: A3Inputs) -> Outcome:
+    return _gap_check(claim, inputs, "final", 0)
 
 
-def check_midtail(claim: Claim, results: Mapping[str, Any]) -> Outcome:
-    return _gap_check(claim, results, "half", 2)
+def check_midtail(claim: Claim, inputs: A3Inputs) -> Outcome:
+    return _gap_check(claim, inputs, "half", 2)
 
 
-def _gap_check(claim: Claim, results: Mapping[str, Any], when: str, offset: int) -> Outcome:
+def _gap_check(claim: Claim, inputs: A3Inputs, when: str, offset: int) -> Outcome:
     ffn = _ffn(claim)
-    if guard := _guard(results, ffn, ("muon", "adam"), when):
+    if guard := _guard(inputs, ffn, ("muon", "adam"), when):
         return guard
-    group = results["rarest"] - offset
+    group = inputs.rarest - offset
     g = slice(group, group + 1)
     c = compare_seeds(
-        _per_seed(results, "muon", when, g), _per_seed(results, "adam", when, g),
+        _per_seed(inputs, "muon", when, g), _per_seed(inputs, "adam", when, g),
         margin=claim["gap"],
     )  # fmt: skip
     ours = f"group {group}: Muon {c.a}, Adam {c.b}"
-    return Outcome(c.verdict, ours, c.reason, {"difference": c.difference}, results["seeds"])
+    return Outcome(c.verdict, ours, c.reason, {"difference": c.difference}, inputs.seeds)
 
 
-def check_head(claim: Claim, results: Mapping[str, Any]) -> Outcome:
+def check_head(claim: Claim, inputs: A3Inputs) -> Outcome:
     ffn = _ffn(claim)
-    values = {"last_head": results.get("head_groups", 1) - 1}
-    if guard := _guard(results, ffn, ARMS):
+    values = {"last_head": inputs.head_groups - 1}
+    if guard := _guard(inputs, ffn, ARMS):
         return dataclasses.replace(guard, values=values)
-    heads = slice(0, results["head_groups"])
+    heads = slice(0, inputs.head_groups)
     found = {}
     for arm in ARMS:
-        per_seed = _per_seed(results, arm, "final", heads)
+        per_seed = _per_seed(inputs, arm, "final", heads)
         found[arm] = compare_seeds(per_seed, [claim["floor"]] * len(per_seed))
     ours = ", ".join(f"{a} {c.a}" for a, c in found.items())
     verdicts = {c.verdict for c in found.values()}
-    seeds = results["seeds"]
+    seeds = inputs.seeds
     if "not reproduced" in verdicts:
         return Outcome("not reproduced", ours, seeds=seeds, values=values)
     if verdicts == {"reproduced"}:
@@ -125,25 +140,25 @@ def check_head(claim: Claim, results: Mapping[str, Any]) -> Outcome:
     return inconclusive(ours, reason, seeds=seeds, values=values)
 
 
-def check_hybrid(claim: Claim, results: Mapping[str, Any]) -> Outcome:
+def check_hybrid(claim: Claim, inputs: A3Inputs) -> Outcome:
     """t = (x − Adam)/(Muon − Adam) of the rarest group inside the claim's band around 1 or 0."""
     ffn = _ffn(claim)
     arm = claim.id.split(".")[2].split("_like_")[0]
     lo, hi = _band(claim)
-    if guard := _guard(results, ffn, ("muon", "adam", arm)):
+    if guard := _guard(inputs, ffn, ("muon", "adam", arm)):
         return guard
-    g = slice(results["rarest"], results["rarest"] + 1)
-    muon, adam = _per_seed(results, "muon", "final", g), _per_seed(results, "adam", "final", g)
+    g = slice(inputs.rarest, inputs.rarest + 1)
+    muon, adam = _per_seed(inputs, "muon", "final", g), _per_seed(inputs, "adam", "final", g)
     spread = compare_seeds(muon, adam, margin=claim["min_spread"])
-    x = mean_se(_per_seed(results, arm, "final", g))
+    x = mean_se(_per_seed(inputs, arm, "final", g))
     ours = f"{x} (Muon {spread.a}, Adam {spread.b})"
     if spread.verdict != "reproduced":
         return inconclusive(
             ours, "Muon − Adam not resolved above min_spread " + (spread.reason or ""),
-            seeds=results["seeds"],
+            seeds=inputs.seeds,
         )  # fmt: skip
     t = (x.mean - spread.b.mean) / (spread.a.mean - spread.b.mean)
-    return decided(lo <= t <= hi, ours + f", t = {t:.2f}", seeds=results["seeds"])
+    return decided(lo <= t <= hi, ours + f", t = {t:.2f}", seeds=inputs.seeds)
 
 
 def _band(claim: Claim) -> tuple[float, float]:
@@ -153,19 +168,19 @@ def _band(claim: Claim) -> tuple[float, float]:
     return claim["t_min"], claim["t"]
 
 
-def check_sgd(claim: Claim, results: Mapping[str, Any]) -> Outcome:
+def check_sgd(claim: Claim, inputs: A3Inputs) -> Outcome:
     ffn = _ffn(claim)
-    if guard := _guard(results, ffn, ("sgd", "adam")):
+    if guard := _guard(inputs, ffn, ("sgd", "adam")):
         return guard
-    g = slice(results["rarest"], results["rarest"] + 1)
+    g = slice(inputs.rarest, inputs.rarest + 1)
     c = compare_seeds(
-        _per_seed(results, "sgd", "final", g), _per_seed(results, "adam", "final", g),
+        _per_seed(inputs, "sgd", "final", g), _per_seed(inputs, "adam", "final", g),
         margin=claim["tol"],
     )  # fmt: skip
     flipped = {"reproduced": "not reproduced", "not reproduced": "reproduced"}
     ours = f"SGD+M {c.a} vs Adam {c.b}"
     verdict = flipped.get(c.verdict, c.verdict)
-    return Outcome(verdict, ours, c.reason, {}, results["seeds"])  # type: ignore[arg-type]
+    return Outcome(verdict, ours, c.reason, {}, inputs.seeds)  # type: ignore[arg-type]
 
 
 _HYBRID_RULE = (
@@ -271,16 +286,24 @@ def _a3_claims(ffn: str) -> list[Claim]:
     return out
 
 
-def evaluate_per_ffn(per_ffn: Mapping[str, Mapping[str, Any]]) -> list[ClaimResult]:
-    """Every ``knowledge-qa`` claim, each checked against the results of its own FFN type
+def _not_run(claim: Claim) -> ClaimResult:
+    """A claim of an FFN type that was not run: not measured (no head group was measured, so
+    a rule that names the last head group reads 0)."""
+    outcome = unmeasured(f"the {_ffn(claim)} FFN was not run", values={"last_head": 0})
+    return claim.from_outcome(outcome)
+
+
+def evaluate_per_ffn(per_ffn: Mapping[str, A3Inputs]) -> list[ClaimResult]:
+    """Every ``knowledge-qa`` claim, each checked against the inputs of its own FFN type
     (``per_ffn["plain"]``, ``per_ffn["gated"]``); an FFN type not run leaves its claims
     not measured."""
-    return [
-        result
-        for claim in CLAIMS
-        if claim.experiment == EXPERIMENT
-        for result in claim.evaluate(per_ffn.get(_ffn(claim), {}))
-    ]
+    results = []
+    for claim in CLAIMS:
+        if claim.experiment != EXPERIMENT:
+            continue
+        inputs = per_ffn.get(_ffn(claim))
+        results += [_not_run(claim)] if inputs is None else claim.evaluate(inputs)
+    return results
 
 
 CLAIMS: list[Claim] = [

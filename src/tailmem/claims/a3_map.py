@@ -7,35 +7,50 @@ ratio of Adam behind Muon (all groups pooled) at every frequency exponent of its
 rule compares the paper's power law (exponent 1) with the most uniform exponent of the grid,
 the other axes at their reference values.
 
-The check reads a plain results mapping:
-
-- ``reference``: axis → its reference value (the first of its list);
-- ``rows``: one mapping per point with its axes (``width``, ``depth``, ``exposures``, ``m``,
-  ``frequency_exponent``) and ``point`` (its label);
-- ``seed_ratios``: label → ``{str(tau): [per-seed pooled ratio or None]}``.
+The check reads :class:`A3MapInputs`.
 """
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, field
 from typing import Any
 
-from tailmem.claims.core import Claim, Outcome, compare_seeds, decided, inconclusive, unmeasured
+from tailmem.claims.core import (
+    Claim,
+    ClaimInputs,
+    Outcome,
+    compare_seeds,
+    decided,
+    inconclusive,
+    unmeasured,
+)
 
 EXPERIMENT = "qa-map"
 SOURCE = "A3, ICLR camera-ready: 'the advantage shrinks as data become uniform'"
 OTHER_AXES = ("width", "depth", "exposures", "m")
 
 
-def check_uniform(claim: Claim, results: Mapping[str, Any]) -> Outcome:
+@dataclass(frozen=True, kw_only=True)
+class A3MapInputs(ClaimInputs):
+    """What ``qa-map`` gives the check (taken from its ``results.json`` mapping)."""
+
+    reference: Mapping[str, float] = field(default_factory=dict)
+    """Axis → its reference value (the first of its list)."""
+    rows: Sequence[Mapping[str, Any]] = ()
+    """One mapping per point: its axes (``width``, ``depth``, ``exposures``, ``m``,
+    ``frequency_exponent``) and ``point``, its label."""
+    seed_ratios: Mapping[str, Mapping[str, Sequence[float | None]]] = field(default_factory=dict)
+    """Point label → ``str(tau)`` → per-seed pooled lag ratio (None: censored in that seed)."""
+
+
+def check_uniform(claim: Claim, inputs: A3MapInputs) -> Outcome:
     """Pooled lag ratio at ``tau``, exponent 1 vs the grid's smallest exponent (the other axes
     at their reference values): larger at exponent 1 beyond 2 SE over seeds is reproduced,
     smaller beyond 2 SE not reproduced, else inconclusive (:func:`compare_seeds`)."""
-    reference = results.get("reference", {})
+    reference = inputs.reference
     at_reference = [
-        row
-        for row in results.get("rows", [])
-        if all(row[axis] == reference.get(axis) for axis in OTHER_AXES)
+        row for row in inputs.rows if all(row[axis] == reference.get(axis) for axis in OTHER_AXES)
     ]
     by_exponent = {row["frequency_exponent"]: row["point"] for row in at_reference}
     flattest = min(by_exponent, default=None)
@@ -47,7 +62,7 @@ def check_uniform(claim: Claim, results: Mapping[str, Any]) -> Outcome:
     key = f"{claim['tau']:g}"
 
     def ratios(exponent: float) -> list[float | None]:
-        return list(results["seed_ratios"][by_exponent[exponent]][key])
+        return list(inputs.seed_ratios[by_exponent[exponent]][key])
 
     power, uniform = ratios(1.0), ratios(flattest)
     details = {"exponent": flattest, "power_law": power, "uniform": uniform}
@@ -61,7 +76,9 @@ def check_uniform(claim: Claim, results: Mapping[str, Any]) -> Outcome:
             reason,
             details=details,
         )
-    comparison = compare_seeds(power, uniform)
+    comparison = compare_seeds(
+        [r for r in power if r is not None], [r for r in uniform if r is not None]
+    )  # every seed measured (checked above)
     ours = f"exponent 1 vs {flattest:g}: {comparison}"
     if comparison.verdict == "inconclusive":
         return inconclusive(ours, comparison.reason, details=details)

@@ -7,20 +7,20 @@ examples, batch 150, 3 groups sampled 8^g, Muon and Adam both at LR 1e-4, 10k st
 account predicts the edge mostly vanishes. No published numbers for the task were available
 here, so the claim is the prediction itself.
 
-The check reads a plain results mapping: ``seeds``; ``rarest`` (the tail group's index);
-``gap_measures`` (:func:`tailmem.metrics.qa_gaps.gap_measures` of the score 1 − normalised MSE,
-with the pair lead ``muon``, lag ``adam``): the per-seed exposure-lag ratios of the tail group.
+The check reads :class:`A3QKInputs`.
 """
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, field
 from typing import Any
 
 from tailmem.claims.core import (
     MIN_SEEDS,
     SE_FACTOR,
     Claim,
+    ClaimInputs,
     Outcome,
     decided,
     inconclusive,
@@ -32,24 +32,37 @@ EXPERIMENT = "icl-regression"
 SOURCE = "A3, reviewers' QK control task (ICLR 2026 camera-ready; authors' public config)"
 
 
-def _row(results: Mapping[str, Any], group: int, tau: float) -> Mapping[str, Any] | None:
+@dataclass(frozen=True, kw_only=True)
+class A3QKInputs(ClaimInputs):
+    """What ``icl-regression`` gives the check (taken from its ``results.json`` mapping)."""
+
+    seeds: Sequence[int] | None = None
+    """The seeds both arms completed."""
+    rarest: int = -1
+    """Index of the tail (rarest) task group."""
+    gap_measures: Mapping[str, Any] = field(default_factory=dict)
+    """:func:`tailmem.metrics.qa_gaps.gap_measures` of the score 1 − normalised MSE: its
+    ``pairs`` (lead ``muon``, lag ``adam``) hold the per-seed exposure-lag ratios per group."""
+
+
+def _row(inputs: A3QKInputs, group: int, tau: float) -> Mapping[str, Any] | None:
     """The lag-ratio row of Adam behind Muon for ``group`` at ``tau`` (None if absent)."""
-    pairs = results.get("gap_measures", {}).get("pairs", [])
+    pairs = inputs.gap_measures.get("pairs", [])
     pair = next((p for p in pairs if (p["lead"], p["lag"]) == ("muon", "adam")), None)
     if pair is None:
         return None
     return next((r for r in pair["lag_ratio"] if r["group"] == group and r["tau"] == tau), None)
 
 
-def check_qk_tail_edge(claim: Claim, results: Mapping[str, Any]) -> Outcome:
+def check_qk_tail_edge(claim: Claim, inputs: A3QKInputs) -> Outcome:
     """Tail lag ratio at tau: mean ± SE_FACTOR·SE over seeds below / above ``max_ratio``."""
     tau, limit = claim["tau"], claim["max_ratio"]
-    tail = _row(results, results.get("rarest", -1), tau)
+    tail = _row(inputs, inputs.rarest, tau)
     if tail is None:
         return unmeasured(f"Muon and Adam were not both run, or tau {tau} was not measured")
-    seeds = results.get("seeds")
+    seeds = inputs.seeds
     ratios = [s["ratio"] for s in tail["seeds"] if s["ratio"] is not None]
-    head = _row(results, 0, tau)
+    head = _row(inputs, 0, tau)
     head_text = "" if head is None or head["mean"] is None else f"; head group {head['mean']:.3g}"
     statuses = ", ".join(f"{k} {v}" for k, v in tail["statuses"].items())
     if len(ratios) < MIN_SEEDS:
@@ -61,7 +74,8 @@ def check_qk_tail_edge(claim: Claim, results: Mapping[str, Any]) -> Outcome:
             seeds=seeds,
         )
     stats = mean_se(ratios)
-    low, high = stats.mean - SE_FACTOR * stats.se, stats.mean + SE_FACTOR * stats.se
+    se = stats.se or 0.0  # never None: ≥ MIN_SEEDS ratios
+    low, high = stats.mean - SE_FACTOR * se, stats.mean + SE_FACTOR * se
     ours = f"tail lag ratio {stats} (Adam ÷ Muon exposures, {stats.n} seeds){head_text}"
     details = {"tail_ratio_mean": stats.mean, "tail_ratio_se": stats.se, "interval": [low, high]}
     if high <= limit or low > limit:

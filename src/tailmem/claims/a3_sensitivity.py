@@ -6,26 +6,19 @@ study changes one choice at a time. This claim is the headline judged at the stu
 choices, with what it becomes under every other level: a level whose decided verdict is the
 opposite of the base's makes the claim ``inconclusive``, naming that level.
 
-The check reads a plain results mapping:
-
-- ``paper_pooled``: ``{str(tau): ratio}``, the pooled exposure-lag ratio of Adam behind Muon
-  that the paper's tables give when computed like ours (:mod:`tailmem.metrics.qa_gaps`);
-- ``base``: the label of the base point; ``base_choices``: its level of every factor, in words;
-- ``points``: label → ``{"pooled": {str(tau): [per-seed ratio or None]}}``;
-- ``levels``: ``[{"factor", "level", "point"}]``, every non-base level of every factor;
-- ``paper_pooled_other`` (optional): ``{label: {str(tau): ratio}}`` of the paper's other table
-  versions, shown beside the reference's (the threshold follows the reference, arXiv v2).
+The check reads :class:`A3SensitivityInputs`.
 """
 
 from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
-from typing import Any
+from dataclasses import dataclass, field
 
 from tailmem.claims.core import (
     MIN_SEEDS,
     SE_FACTOR,
     Claim,
+    ClaimInputs,
     Outcome,
     decided,
     inconclusive,
@@ -36,6 +29,29 @@ from tailmem.claims.core import (
 EXPERIMENT = "qa-sensitivity"
 SOURCE = "A3, Tables 3-8 (exposure-lag ratio, all groups pooled)"
 DECIDED = ("reproduced", "not reproduced")
+
+
+@dataclass(frozen=True, kw_only=True)
+class A3SensitivityInputs(ClaimInputs):
+    """What ``qa-sensitivity`` gives the check (ratios keyed by ``str(tau)``, e.g. ``"0.5"``);
+    the experiment writes it into ``results.json`` as ``claim_inputs``, fields in this order."""
+
+    paper_pooled: Mapping[str, float] = field(default_factory=dict)
+    """τ → the pooled exposure-lag ratio of Adam behind Muon that the paper's tables (arXiv v2,
+    the reference) give when computed like ours (:mod:`tailmem.metrics.qa_gaps`)."""
+    paper_pooled_other: Mapping[str, Mapping[str, float]] = field(default_factory=dict)
+    """Version label → τ → ratio of the paper's other table versions, shown beside the
+    reference's (the threshold follows the reference)."""
+    base: str | None = None
+    """The label of the base point."""
+    base_choices: Sequence[str] = ()
+    """The base's level of every factor, in words."""
+    points: Mapping[str, Mapping[str, Mapping[str, Sequence[float | None]]]] = field(
+        default_factory=dict
+    )
+    """Point label → ``"pooled"`` → τ → per-seed ratio (None: not measured in that seed)."""
+    levels: Sequence[Mapping[str, str]] = ()
+    """Every non-base level of every factor: ``factor``, ``level`` and its ``point`` label."""
 
 
 def judge(ratios: Sequence[float | None], threshold: float) -> tuple[str, str, str]:
@@ -56,33 +72,33 @@ def judge(ratios: Sequence[float | None], threshold: float) -> tuple[str, str, s
     return "inconclusive", text, reason
 
 
-def check_headline(claim: Claim, results: Mapping[str, Any]) -> Outcome:
+def check_headline(claim: Claim, inputs: A3SensitivityInputs) -> Outcome:
     """The base point's pooled lag ratio at ``tau`` against ``fraction`` × the paper's; any
     level with the opposite decided verdict makes it inconclusive."""
     tau, fraction = claim["tau"], claim["fraction"]
     key = f"{tau:g}"
-    points = results.get("points", {})
-    base = results.get("base")
-    if base not in points:
+    points = inputs.points
+    base = inputs.base
+    if base is None or base not in points:
         return unmeasured("the base point was not run")
-    if key not in results.get("paper_pooled", {}):
+    if key not in inputs.paper_pooled:
         return unmeasured(f"the paper's tables give no pooled lag ratio at τ = {tau:g} here")
-    paper = results["paper_pooled"][key]
+    paper = inputs.paper_pooled[key]
     threshold = fraction * paper
     verdict, text, reason = judge(points[base]["pooled"][key], threshold)
     levels, flips = [], []
-    for level in results.get("levels", []):
+    for level in inputs.levels:
         their, their_text, _ = judge(points[level["point"]]["pooled"][key], threshold)
         levels.append(f"{level['factor']} = {level['level']}: {their_text} ({their})")
         if verdict in DECIDED and their in DECIDED and their != verdict:
             flips.append(f"{level['factor']} = {level['level']}")
-    choices = ", ".join(results.get("base_choices", [])) or base
+    choices = ", ".join(inputs.base_choices) or base
     ours = "; ".join([f"base ({choices}): {text}", *levels])
     details = {"threshold": threshold, "paper": paper, "base_verdict": verdict, "flips": flips}
     published = f"{paper:.2f} (arXiv v2 tables, pooled, τ = {tau:g}); threshold {threshold:.2f}"
     other = [
         f"{label} tables give {ratios[key]:.2f}"
-        for label, ratios in results.get("paper_pooled_other", {}).items()
+        for label, ratios in inputs.paper_pooled_other.items()
         if key in ratios
     ]
     if other:

@@ -1,28 +1,19 @@
 """PAPERS.md A4 — paper A's one-layer associative-memory theory; measured by ``assoc-two-group``.
 
-Every check reads the experiment's results mapping (exact population loss, no sampling, so the
-verdicts rest on no seed):
-
-- ``config``: the run's config as a dict (``eps``, ``head_mass``, ``head_fraction``, ``figure_k``);
-- ``rho``: one-step rows (``set`` main/asymptotic/rounding, ``K``, ``embedding``, ``optimizer``,
-  ``rho``, ``eta_star``, ``head_size``, ``gd_theory_exact``, ``gd_min_step_theorem``,
-  ``muon_deficit_constant``); ``slopes``: fitted slopes of ϱ against K per set;
-- ``update_spectra``: first-update spectra at ``figure_k``; ``coupled_check``: the printed row;
-- ``signgd_coupled_rate_exponent``: r of our construction (``ours_papers_md_orientation`` …);
-- ``sweep`` / ``multi``: Figure 4's one-step and multi-step (Δ, L) rows;
-- ``muon_multistep_k``: Muon multi-step runs over the K list, read at the first recorded step
-  with ε_t = 1 − max_k f_k ≤ ε for each ε of the list (rows ``K``, ``embedding``, ``eps_target``,
-  ``eps_t``, ``gap``, ``step``).
+Every check reads :class:`A4Inputs` (exact population loss, no sampling, so the verdicts rest
+on no seed).
 """
 
 from __future__ import annotations
 
 import math
 from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
 from typing import Any
 
 from tailmem.claims.core import (
     Claim,
+    ClaimInputs,
     Outcome,
     decided,
     inconclusive,
@@ -40,15 +31,46 @@ SIGNGD_R_TOL = 0.025
 """The paper's own rounding: it writes the exponent both as 0.675 and as 0.7 (K^(−0.3))."""
 NOT_RUN = "not run in this configuration (needs its optimisers/embeddings)"
 
-
-def _rows(results: Mapping[str, Any], kind: str, emb: str, opt: str) -> list[dict[str, Any]]:
-    return [
-        r for r in results["rho"] if (r["set"], r["embedding"], r["optimizer"]) == (kind, emb, opt)
-    ]
+Row = Mapping[str, Any]
 
 
-def _slope(results: Mapping[str, Any], kind: str, emb: str, opt: str) -> dict[str, Any] | None:
-    for s in results["slopes"]:
+@dataclass(frozen=True, kw_only=True)
+class A4Inputs(ClaimInputs):
+    """What ``assoc-two-group`` gives the A4 checks: its ``results.json`` mapping plus Figure 4's
+    ``sweep`` and ``multi`` rows."""
+
+    config: Mapping[str, Any]
+    """The run's config as a dict (``eps``, ``head_mass``, ``head_fraction``, ``figure_k``)."""
+    rho: Sequence[Row]
+    """One-step rows (``set`` main/asymptotic/rounding, ``K``, ``embedding``, ``optimizer``,
+    ``rho``, ``eta_star``, ``head_size``, ``gd_theory_exact``, ``gd_min_step_theorem``,
+    ``muon_deficit_constant``, ``k_identity_deviation``)."""
+    slopes: Sequence[Row]
+    """Fitted slopes of ϱ against K per set (``slope_rho``, ``k_min``, ``k_max``)."""
+    update_spectra: Sequence[Row]
+    """First-update spectra at ``figure_k`` (``optimizer``, ``embedding``, ``ratio``,
+    ``block_ratio``)."""
+    coupled_check: Mapping[str, Any]
+    """The printed row of the coupled construction against both readings."""
+    signgd_coupled_rate_exponent: Mapping[str, float]
+    """r of our construction: ``ours_papers_md_orientation``, ``transposed_orientation``,
+    ``same_position_only``."""
+    sweep: Sequence[Row]
+    """Figure 4's one-step (Δ ``gap``, L ``loss``) rows per ``embedding`` and ``optimizer``."""
+    multi: Sequence[Row]
+    """Figure 4's multi-step rows, likewise."""
+    muon_multistep_k: Sequence[Row] = ()
+    """Muon multi-step runs over the K list, read at the first recorded step with
+    ε_t = 1 − max_k f_k ≤ ε for each ε of the list (``K``, ``embedding``, ``eps_target``,
+    ``eps_t``, ``gap``, ``step``); none: not run."""
+
+
+def _rows(inputs: A4Inputs, kind: str, emb: str, opt: str) -> list[Row]:
+    return [r for r in inputs.rho if (r["set"], r["embedding"], r["optimizer"]) == (kind, emb, opt)]
+
+
+def _slope(inputs: A4Inputs, kind: str, emb: str, opt: str) -> Row | None:
+    for s in inputs.slopes:
         if (s["set"], s["embedding"], s["optimizer"]) == (kind, emb, opt):
             return s
     return None
@@ -60,24 +82,24 @@ def _gd_rate_exponent(alpha: float, beta: float) -> float:
     return min(x, 1 / x)
 
 
-def _check_gd_slope(claim: Claim, results: Mapping[str, Any]) -> Outcome:
-    cfg = results["config"]
+def _check_gd_slope(claim: Claim, inputs: A4Inputs) -> Outcome:
+    cfg = inputs.config
     r = _gd_rate_exponent(cfg["head_mass"], cfg["head_fraction"])
-    slopes = [s for e in EMBEDDINGS if (s := _slope(results, "main", e, "gd"))]
+    slopes = [s for e in EMBEDDINGS if (s := _slope(inputs, "main", e, "gd"))]
     published = f"slope ≤ r − 1 = {r - 1:.4f} (r = {r:.4f})"
     if not slopes:
         return unmeasured(NOT_RUN, published=published)
     ours = ", ".join(f"{s['embedding']}: {s['slope_rho']:.4f}" for s in slopes)
     ks = {s["k_min"] for s in slopes} | {s["k_max"] for s in slopes}
-    if len({r["K"] for r in results["rho"] if r["set"] == "main"}) < 3:
+    if len({r["K"] for r in inputs.rho if r["set"] == "main"}) < 3:
         return inconclusive(ours, f"K list {sorted(ks)}: fewer than 3 values of K")
     ok = all(s["slope_rho"] <= r - 1 + claim["slope_tol"] for s in slopes)
     return decided(ok, ours, details={"slopes": slopes}, published=published)
 
 
-def _check_gd_min_step(claim: Claim, results: Mapping[str, Any]) -> Outcome:
-    cfg = results["config"]
-    rows = [r for e in EMBEDDINGS for r in _rows(results, "main", e, "gd")]
+def _check_gd_min_step(claim: Claim, inputs: A4Inputs) -> Outcome:
+    cfg = inputs.config
+    rows = [r for e in EMBEDDINGS for r in _rows(inputs, "main", e, "gd")]
     if not rows:
         return unmeasured(NOT_RUN)
     rel = [abs(r["eta_star"] / r["gd_min_step_theorem"] - 1) for r in rows]
@@ -110,9 +132,9 @@ def _constant_trend(
     )
 
 
-def _check_muon_rho(claim: Claim, results: Mapping[str, Any]) -> Outcome:
-    eps = results["config"]["eps"]
-    rows = [r for e in EMBEDDINGS for r in _rows(results, "main", e, "muon")]
+def _check_muon_rho(claim: Claim, inputs: A4Inputs) -> Outcome:
+    eps = inputs.config["eps"]
+    rows = [r for e in EMBEDDINGS for r in _rows(inputs, "main", e, "muon")]
     if not rows:
         return unmeasured(NOT_RUN)
     if any(r["rho"] > 1 - eps + claim["slack"] for r in rows):
@@ -122,12 +144,12 @@ def _check_muon_rho(claim: Claim, results: Mapping[str, Any]) -> Outcome:
     return _constant_trend(claim, ks, worst, "(1 − ε − ϱ)/(ε log K / K), worst embedding:")
 
 
-def _check_muon_update(claim: Claim, results: Mapping[str, Any]) -> Outcome:
-    rows = [s for s in results["update_spectra"] if s["optimizer"] == "muon"]
+def _check_muon_update(claim: Claim, inputs: A4Inputs) -> Outcome:
+    rows = [s for s in inputs.update_spectra if s["optimizer"] == "muon"]
     main = [
         r
         for e in EMBEDDINGS
-        for r in _rows(results, "main", e, "muon")
+        for r in _rows(inputs, "main", e, "muon")
         if r.get("k_identity_deviation") is not None
     ]
     if not rows or not main:
@@ -143,9 +165,9 @@ def _check_muon_update(claim: Claim, results: Mapping[str, Any]) -> Outcome:
     return decided(trend.verdict == "reproduced" and equal, ours, details=dict(trend.details))
 
 
-def _check_signgd_decoupled(claim: Claim, results: Mapping[str, Any]) -> Outcome:
-    eps = results["config"]["eps"]
-    rows = _rows(results, "main", "decoupled", "signgd")
+def _check_signgd_decoupled(claim: Claim, inputs: A4Inputs) -> Outcome:
+    eps = inputs.config["eps"]
+    rows = _rows(inputs, "main", "decoupled", "signgd")
     if not rows:
         return unmeasured(NOT_RUN)
     worst = max(abs(r["rho"] - (1 - eps)) for r in rows)
@@ -154,13 +176,13 @@ def _check_signgd_decoupled(claim: Claim, results: Mapping[str, Any]) -> Outcome
     )
 
 
-def _check_signgd_coupled_slope(claim: Claim, results: Mapping[str, Any]) -> Outcome:
-    main = _slope(results, "main", "coupled", "signgd")
-    asym = _slope(results, "asymptotic", "coupled", "signgd")
+def _check_signgd_coupled_slope(claim: Claim, inputs: A4Inputs) -> Outcome:
+    main = _slope(inputs, "main", "coupled", "signgd")
+    asym = _slope(inputs, "asymptotic", "coupled", "signgd")
     use = asym or main
     if use is None:
         return unmeasured(NOT_RUN)
-    r_ours = results["signgd_coupled_rate_exponent"]["ours_papers_md_orientation"]
+    r_ours = inputs.signgd_coupled_rate_exponent["ours_papers_md_orientation"]
     parts = [f"K {s['k_min']}–{s['k_max']}: {s['slope_rho']:.3f}" for s in (main, asym) if s]
     ours = "; ".join(parts) + f" (our construction's large-K exponent r − 1 = {r_ours - 1:.3f})"
     target = R_SIGNGD_PUBLISHED - 1
@@ -171,8 +193,8 @@ def _check_signgd_coupled_slope(claim: Claim, results: Mapping[str, Any]) -> Out
     )
 
 
-def _check_signgd_coupled_r(claim: Claim, results: Mapping[str, Any]) -> Outcome:
-    r = results["signgd_coupled_rate_exponent"]
+def _check_signgd_coupled_r(claim: Claim, inputs: A4Inputs) -> Outcome:
+    r = inputs.signgd_coupled_rate_exponent
     ours, swapped, same = (
         r["ours_papers_md_orientation"],
         r["transposed_orientation"],
@@ -186,10 +208,10 @@ def _check_signgd_coupled_r(claim: Claim, results: Mapping[str, Any]) -> Outcome
     )
 
 
-def _check_signgd_coupled_sv(claim: Claim, results: Mapping[str, Any]) -> Outcome:
+def _check_signgd_coupled_sv(claim: Claim, inputs: A4Inputs) -> Outcome:
     rows = [
         s
-        for s in results["update_spectra"]
+        for s in inputs.update_spectra
         if s["optimizer"] == "signgd" and s["embedding"] == "coupled"
     ]
     if not rows:
@@ -201,8 +223,8 @@ def _check_signgd_coupled_sv(claim: Claim, results: Mapping[str, Any]) -> Outcom
     )
 
 
-def _check_printed_row(claim: Claim, results: Mapping[str, Any]) -> Outcome:
-    c = results["coupled_check"]
+def _check_printed_row(claim: Claim, inputs: A4Inputs) -> Outcome:
+    c = inputs.coupled_check
     return decided(
         min(c["transposed_error"], c["literal_error"]) <= claim["max_error"],
         "transposed reading: "
@@ -214,8 +236,8 @@ def _check_printed_row(claim: Claim, results: Mapping[str, Any]) -> Outcome:
     )
 
 
-def _check_muon_multistep(claim: Claim, results: Mapping[str, Any]) -> Outcome:
-    rows = results.get("muon_multistep_k") or []
+def _check_muon_multistep(claim: Claim, inputs: A4Inputs) -> Outcome:
+    rows = inputs.muon_multistep_k
     if not rows:
         return unmeasured("Muon multi-step runs over the K list were not run")
     outcomes = []
@@ -236,10 +258,10 @@ def _check_muon_multistep(claim: Claim, results: Mapping[str, Any]) -> Outcome:
     return inconclusive(ours, "; ".join(o.reason for _, o in outcomes if o.reason), details=details)
 
 
-def _max_gaps(results: Mapping[str, Any]) -> dict[tuple[str, str, str], float]:
+def _max_gaps(inputs: A4Inputs) -> dict[tuple[str, str, str], float]:
     out: dict[tuple[str, str, str], float] = {}
-    for panel in ("sweep", "multi"):
-        for r in results[panel]:
+    for panel, rows in (("sweep", inputs.sweep), ("multi", inputs.multi)):
+        for r in rows:
             key = (panel, r["embedding"], r["optimizer"])
             out[key] = max(out.get(key, 0.0), r["gap"])
     return out
@@ -256,24 +278,24 @@ def _panels(gaps: Mapping[tuple[str, str, str], float], emb: str, opt: str) -> l
     return None if any(v is None for v in vals) else [v for v in vals if v is not None]
 
 
-def _check_gd_imbalanced(claim: Claim, results: Mapping[str, Any]) -> Outcome:
-    gaps = _max_gaps(results)
+def _check_gd_imbalanced(claim: Claim, inputs: A4Inputs) -> Outcome:
+    gaps = _max_gaps(inputs)
     vals = [_panels(gaps, e, "gd") for e in EMBEDDINGS]
     if any(v is None for v in vals):
         return unmeasured(NOT_RUN)
     return decided(all(x >= claim["gap_min"] for v in vals if v for x in v), _fmt(gaps, "gd"))
 
 
-def _check_muon_balanced(claim: Claim, results: Mapping[str, Any]) -> Outcome:
-    gaps = _max_gaps(results)
+def _check_muon_balanced(claim: Claim, inputs: A4Inputs) -> Outcome:
+    gaps = _max_gaps(inputs)
     vals = [_panels(gaps, e, "muon") for e in EMBEDDINGS]
     if any(v is None for v in vals):
         return unmeasured(NOT_RUN)
     return decided(all(x <= claim["gap_max"] for v in vals if v for x in v), _fmt(gaps, "muon"))
 
 
-def _check_signgd(claim: Claim, results: Mapping[str, Any]) -> Outcome:
-    gaps = _max_gaps(results)
+def _check_signgd(claim: Claim, inputs: A4Inputs) -> Outcome:
+    gaps = _max_gaps(inputs)
     dec = _panels(gaps, "decoupled", "signgd")
     cou = _panels(gaps, "coupled", "signgd")
     gd = _panels(gaps, "coupled", "gd")
@@ -290,11 +312,11 @@ def _check_signgd(claim: Claim, results: Mapping[str, Any]) -> Outcome:
     )
 
 
-def _check_rise_then_fall(claim: Claim, results: Mapping[str, Any]) -> Outcome:
+def _check_rise_then_fall(claim: Claim, inputs: A4Inputs) -> Outcome:
     rises = []
-    for panel in ("sweep", "multi"):
+    for rows in (inputs.sweep, inputs.multi):
         for emb in EMBEDDINGS:
-            sel = [r for r in results[panel] if r["embedding"] == emb and r["optimizer"] == "gd"]
+            sel = [r for r in rows if r["embedding"] == emb and r["optimizer"] == "gd"]
             if not sel:
                 continue
             gaps = [r["gap"] for r in sorted(sel, key=lambda r: -r["loss"])]

@@ -1,18 +1,23 @@
 """PAPERS.md B — paper B's dynamics and scaling laws; measured by ``assoc-scaling``.
 
-Every check reads the experiment's results mapping (exact population loss: no seed behind any
-verdict): ``config`` (the run's config as a dict), ``noiseless``, ``matching``, ``noisy_fits``,
-``steps_to_target`` (``rows`` and ``fit``), ``gd_stability`` (rows per group size C and step size
-η·p_max, with ``stable`` and ``predicted_threshold`` = 2/(λ_max·/p_max) of the population Hessian
-at the noisy optimum) and ``block_symmetry``.
+Every check reads :class:`BInputs` (exact population loss: no seed behind any verdict).
 """
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
 from typing import Any
 
-from tailmem.claims.core import Claim, Outcome, decided, grid_edge, inconclusive, unmeasured
+from tailmem.claims.core import (
+    Claim,
+    ClaimInputs,
+    Outcome,
+    decided,
+    grid_edge,
+    inconclusive,
+    unmeasured,
+)
 
 EXPERIMENT = "assoc-scaling"
 SRC = "B (secondary sources)"
@@ -22,8 +27,32 @@ STABILITY_CAUSE = (
 )
 
 
-def _check_gd_per_item(claim: Claim, results: Mapping[str, Any]) -> Outcome:
-    n = results["noiseless"]
+@dataclass(frozen=True, kw_only=True)
+class BInputs(ClaimInputs):
+    """What ``assoc-scaling`` gives the B checks (taken from its ``results.json`` mapping)."""
+
+    config: Mapping[str, Any]
+    """The run's config as a dict (``horizons``, ``target_excess``, ``target_max_steps``,
+    ``gd_lr_grid_p1``, ``muon_lr_grid``, ``symmetry_steps``, …)."""
+    noiseless: Mapping[str, Any]
+    """Noiseless GD and Muon: per-group and total ratios, rates, slopes and final gaps."""
+    matching: Mapping[str, Any]
+    """TRA-SignGD against Muon(2η) (``noiseless``/``noisy``), plain SignGD's ``signgd_best``
+    over ``signgd_grid``, over ``steps`` steps."""
+    noisy_fits: Sequence[Mapping[str, Any]]
+    """Per spectrum exponent β: fitted and predicted exponents of GD and Muon under label
+    noise."""
+    steps_to_target: Mapping[str, Any]
+    """``rows`` (per group size C: steps and best step sizes) and ``fit`` (slopes against C)."""
+    gd_stability: Sequence[Mapping[str, Any]]
+    """Rows per group size C and step size η·p_max, with ``stable`` and
+    ``predicted_threshold`` = 2/(λ_max/p_max) of the population Hessian at the noisy optimum."""
+    block_symmetry: Mapping[str, float]
+    """Max relative distance from the exchangeable algebra: ``muon``, ``signgd`` (control)."""
+
+
+def _check_gd_per_item(claim: Claim, inputs: BInputs) -> Outcome:
+    n = inputs.noiseless
     learned = n["gd_group_ratio_learned"]
     if not learned:
         return inconclusive("no group reached η p_j t ≥ 100", "too few learned groups")
@@ -35,21 +64,21 @@ def _check_gd_per_item(claim: Claim, results: Mapping[str, Any]) -> Outcome:
     )
 
 
-def _check_gd_total(claim: Claim, results: Mapping[str, Any]) -> Outcome:
-    ratio, slope = results["noiseless"]["gd_total_ratio"], results["noiseless"]["gd_total_slope"]
+def _check_gd_total(claim: Claim, inputs: BInputs) -> Outcome:
+    ratio, slope = inputs.noiseless["gd_total_ratio"], inputs.noiseless["gd_total_slope"]
     return decided(
         claim["ratio_lo"] <= ratio <= claim["ratio_hi"] and abs(slope + 1) <= claim["slope_tol"],
         f"mean L·ηt/K over t ∈ [T/2, T] = {ratio:.3f}, log-log slope {slope:.3f}",
     )
 
 
-def _muon_rates(results: Mapping[str, Any]) -> list[float]:
-    return results["noiseless"]["muon_group_rates_over_eta"]
+def _muon_rates(inputs: BInputs) -> list[float]:
+    return inputs.noiseless["muon_group_rates_over_eta"]
 
 
-def _check_muon_exponential(claim: Claim, results: Mapping[str, Any]) -> Outcome:
-    n = results["noiseless"]
-    rate, pref, rates = n["muon_rate_over_eta"], n["muon_prefactor_over_k"], _muon_rates(results)
+def _check_muon_exponential(claim: Claim, inputs: BInputs) -> Outcome:
+    n = inputs.noiseless
+    rate, pref, rates = n["muon_rate_over_eta"], n["muon_prefactor_over_k"], _muon_rates(inputs)
     return decided(
         abs(rate - 1) <= claim["rate_tol"]
         and claim["prefactor_lo"] <= pref <= claim["prefactor_hi"]
@@ -59,9 +88,9 @@ def _check_muon_exponential(claim: Claim, results: Mapping[str, Any]) -> Outcome
     )
 
 
-def _check_preconditioner(claim: Claim, results: Mapping[str, Any]) -> Outcome:
-    n = results["noiseless"]
-    rates, gd_slopes = _muon_rates(results), n["gd_group_slopes"]
+def _check_preconditioner(claim: Claim, inputs: BInputs) -> Outcome:
+    n = inputs.noiseless
+    rates, gd_slopes = _muon_rates(inputs), n["gd_group_slopes"]
     return decided(
         max(rates) / min(rates) <= 1 + claim["group_spread"]
         and n["gd_final_gap"] > claim["gap_factor"] * n["muon_final_gap"],
@@ -71,13 +100,13 @@ def _check_preconditioner(claim: Claim, results: Mapping[str, Any]) -> Outcome:
     )
 
 
-def _fit_points(results: Mapping[str, Any]) -> int:
-    return len(results["config"]["horizons"])
+def _fit_points(inputs: BInputs) -> int:
+    return len(inputs.config["horizons"])
 
 
-def _check_gd_exponent(claim: Claim, results: Mapping[str, Any]) -> list[Outcome]:
+def _check_gd_exponent(claim: Claim, inputs: BInputs) -> list[Outcome]:
     out = []
-    for f in results["noisy_fits"]:
+    for f in inputs.noisy_fits:
         beta = f["spectrum_exponent"]
         ours = f"fitted exponent {f['gd_slope']:.3f} (K = {f['K']})"
         kw: dict[str, Any] = {
@@ -86,16 +115,16 @@ def _check_gd_exponent(claim: Claim, results: Mapping[str, Any]) -> list[Outcome
             "published": f"excess ≳ T^({f['gd_predicted']:.3f})",
             "details": f,
         }
-        if _fit_points(results) < 3:
+        if _fit_points(inputs) < 3:
             out.append(inconclusive(ours, "fewer than 3 horizons", **kw))
             continue
         out.append(decided(f["gd_slope"] >= f["gd_predicted"] - claim["slope_tol"], ours, **kw))
     return out
 
 
-def _check_muon_exponent(claim: Claim, results: Mapping[str, Any]) -> list[Outcome]:
+def _check_muon_exponent(claim: Claim, inputs: BInputs) -> list[Outcome]:
     out = []
-    for f in results["noisy_fits"]:
+    for f in inputs.noisy_fits:
         beta = f["spectrum_exponent"]
         ours = (
             f"fitted exponent of the larger of the last two iterates {f['muon_slope']:.3f} "
@@ -103,22 +132,22 @@ def _check_muon_exponent(claim: Claim, results: Mapping[str, Any]) -> list[Outco
             f"{f['muon_max_bound_constant']:.3f} (c = {f['muon_c']})"
         )
         kw: dict[str, Any] = {"variant": f"beta{beta:g}", "values": {"beta": beta}, "details": f}
-        if _fit_points(results) < 3:
+        if _fit_points(inputs) < 3:
             out.append(inconclusive(ours, "fewer than 3 horizons", **kw))
             continue
         out.append(decided(f["muon_slope"] <= -2 + claim["slope_tol"], ours, **kw))
     return out
 
 
-def _check_beta_independent(claim: Claim, results: Mapping[str, Any]) -> Outcome:
-    slopes = [f["muon_slope"] for f in results["noisy_fits"]]
+def _check_beta_independent(claim: Claim, inputs: BInputs) -> Outcome:
+    slopes = [f["muon_slope"] for f in inputs.noisy_fits]
     ours = "fitted exponents " + ", ".join(f"{s:.2f}" for s in slopes)
     if len(slopes) < 2:
         return inconclusive(ours, "one spectrum exponent β only")
     return decided(max(slopes) - min(slopes) <= claim["spread_max"], ours)
 
 
-def _edges(rows: list[dict[str, Any]], config: Mapping[str, Any]) -> list[str]:
+def _edges(rows: Sequence[Mapping[str, Any]], config: Mapping[str, Any]) -> list[str]:
     """Where the steps-to-target sweep picked an end of its step-size grid."""
     flags = []
     for r in rows:
@@ -131,9 +160,9 @@ def _edges(rows: list[dict[str, Any]], config: Mapping[str, Any]) -> list[str]:
     return flags
 
 
-def _check_speedup(claim: Claim, results: Mapping[str, Any]) -> Outcome:
-    cfg = results["config"]
-    fit, rows = results["steps_to_target"]["fit"], results["steps_to_target"]["rows"]
+def _check_speedup(claim: Claim, inputs: BInputs) -> Outcome:
+    cfg = inputs.config
+    fit, rows = inputs.steps_to_target["fit"], inputs.steps_to_target["rows"]
     values = {"target_excess": cfg["target_excess"], "target_max_steps": cfg["target_max_steps"]}
     tuned = fit.get("ratio_tuned")
     if tuned is None:
@@ -158,18 +187,18 @@ def _check_speedup(claim: Claim, results: Mapping[str, Any]) -> Outcome:
     return decided(tuned >= claim["slope_min"], ours, values=values, details=details)
 
 
-def _check_block_symmetry(claim: Claim, results: Mapping[str, Any]) -> Outcome:
-    s = results["block_symmetry"]
+def _check_block_symmetry(claim: Claim, inputs: BInputs) -> Outcome:
+    s = inputs.block_symmetry
     return decided(
         s["muon"] <= claim["max_distance"],
         f"max relative distance of ẼᵀWE from the exchangeable algebra over "
-        f"{results['config']['symmetry_steps']} steps: Muon {s['muon']:.1e}, plain SignGD "
+        f"{inputs.config['symmetry_steps']} steps: Muon {s['muon']:.1e}, plain SignGD "
         f"(control) {s['signgd']:.1e}",
     )
 
 
-def _check_tra(claim: Claim, results: Mapping[str, Any]) -> Outcome:
-    m = results["matching"]
+def _check_tra(claim: Claim, inputs: BInputs) -> Outcome:
+    m = inputs.matching
     clean, noisy = m["noiseless"]["tra_vs_muon_2eta"], m["noisy"]["tra_vs_muon_2eta"]
     return decided(
         max(clean, noisy) <= claim["max_difference"],
@@ -178,8 +207,8 @@ def _check_tra(claim: Claim, results: Mapping[str, Any]) -> Outcome:
     )
 
 
-def _check_signgd_cannot(claim: Claim, results: Mapping[str, Any]) -> Outcome:
-    m = results["matching"]
+def _check_signgd_cannot(claim: Claim, inputs: BInputs) -> Outcome:
+    m = inputs.matching
     best = m["signgd_best"]
     edge = grid_edge(best["lr"], m["signgd_grid"])
     ours = (
@@ -192,8 +221,8 @@ def _check_signgd_cannot(claim: Claim, results: Mapping[str, Any]) -> Outcome:
     return decided(best["mismatch"] > claim["min_mismatch"], ours)
 
 
-def _check_gd_stability(claim: Claim, results: Mapping[str, Any]) -> Outcome:
-    rows = results["gd_stability"]
+def _check_gd_stability(claim: Claim, inputs: BInputs) -> Outcome:
+    rows = inputs.gd_stability
     sizes = sorted({r["group_size"] for r in rows})
     if not sizes:
         return unmeasured("no stability sweep in this configuration")

@@ -6,8 +6,10 @@ standard library and :mod:`tailmem.errors`), so experiments, the report and the 
 A :class:`Claim` is one unit: its id, where it stands in PAPERS.md, the statement, the published
 value (per paper version where two versions differ), the rule in words, the rule's numbers
 (``tolerances``) and ``check``, the function that turns a run's results into an :class:`Outcome`.
-:meth:`Claim.evaluate` fills the templates and gives the :class:`ClaimResult` a run writes into
-``claims.json``.
+A check reads one frozen dataclass of typed inputs (a :class:`ClaimInputs`), which its claims
+module declares and the experiment builds; the annotation of the check's second parameter names
+it (:attr:`Claim.inputs`). :meth:`Claim.evaluate` fills the templates and gives the
+:class:`ClaimResult` a run writes into ``claims.json``.
 
 Verdicts:
 
@@ -19,14 +21,17 @@ Verdicts:
 
 from __future__ import annotations
 
+import dataclasses
+import inspect
 import math
 import re
 import statistics
 import string
+import typing
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from types import MappingProxyType
-from typing import Any, Literal
+from typing import Any, Literal, TypeVar
 
 Verdict = Literal["reproduced", "not reproduced", "inconclusive", "not measured"]
 VERDICTS: tuple[str, ...] = ("reproduced", "not reproduced", "inconclusive", "not measured")
@@ -89,10 +94,10 @@ def divergence_reason(diverged: Iterable[Mapping[str, Any]], arms: Iterable[str]
     return "; ".join(reasons) or None
 
 
-def missing_arms(results: Mapping[str, Any], arms: Sequence[str]) -> Outcome:
+def missing_arms(diverged: Iterable[Mapping[str, Any]], arms: Sequence[str]) -> Outcome:
     """``not measured`` for a claim whose ``arms`` have no finished seed: why (they diverged,
-    read from ``results["diverged"]``, or were not run)."""
-    reason = divergence_reason(results.get("diverged") or [], arms)
+    read from the study's ``diverged`` list, or were not run)."""
+    reason = divergence_reason(diverged, arms)
     return unmeasured(reason or f"arms {'/'.join(arms)} not run")
 
 
@@ -205,6 +210,38 @@ def grid_edge(value: float, grid: Sequence[float]) -> str | None:
     return None
 
 
+# --------------------------------------------------------------------------- inputs
+
+_I = TypeVar("_I", bound="ClaimInputs")
+
+
+@dataclass(frozen=True, kw_only=True)
+class ClaimInputs:
+    """The base of every claims module's inputs: a frozen dataclass whose fields are exactly what
+    its checks read (``A1Inputs``, ``A2Inputs``, …), built by the experiment that measures them."""
+
+    @classmethod
+    def of(cls: type[_I], results: Mapping[str, Any]) -> _I:
+        """The inputs taken from a results mapping with (at least) these fields: other keys are
+        left out, absent optional fields keep their defaults (an absent required one is a
+        TypeError naming it)."""
+        names = {f.name for f in dataclasses.fields(cls)}
+        return cls(**{k: v for k, v in results.items() if k in names})
+
+
+def inputs_class(check: Callable[..., Any]) -> type[ClaimInputs]:
+    """The :class:`ClaimInputs` class a check reads: the annotation of its second parameter
+    (``def check(claim: Claim, inputs: A1Inputs)``)."""
+    params = list(inspect.signature(check).parameters)
+    hint = typing.get_type_hints(check).get(params[1]) if len(params) == 2 else None
+    if not (isinstance(hint, type) and issubclass(hint, ClaimInputs)):
+        raise TypeError(
+            f"check {check.__module__}.{check.__qualname__} must take (claim, inputs) with "
+            f"inputs annotated as a ClaimInputs dataclass; got {hint!r}"
+        )
+    return hint
+
+
 # --------------------------------------------------------------------------- claims
 
 
@@ -286,7 +323,9 @@ def _shown(value: Any, limit: int = 60) -> str:
     return text if len(text) <= limit else text[: limit - 1] + "…"
 
 
-Check = Callable[["Claim", Mapping[str, Any]], "Outcome | Sequence[Outcome]"]
+Check = Callable[["Claim", Any], "Outcome | Sequence[Outcome]"]
+"""``check(claim, inputs)``: ``inputs`` is the :class:`ClaimInputs` dataclass its second
+parameter is annotated with (``Any`` here, so a check may name its own class)."""
 
 
 @dataclass(frozen=True)
@@ -297,7 +336,9 @@ class Claim:
     ids ``"<id>.<variant value>"`` (e.g. one per spectrum exponent β). ``tolerances`` are the
     rule's numbers (read by ``check`` and filled into the templates: the only copy of each).
     ``versions`` gives the published value per paper version where versions differ. ``why``
-    says how the rule was derived from the published statement.
+    says how the rule was derived from the published statement. ``inputs``, set from the
+    annotation of ``check``'s second parameter, is the :class:`ClaimInputs` class ``check``
+    reads (``None`` for a claim without a check).
     """
 
     id: str
@@ -312,10 +353,13 @@ class Claim:
     check: Check | None = None
     versions: Mapping[str, str] = field(default_factory=dict)
     why: str = ""
+    inputs: type[ClaimInputs] | None = field(init=False, default=None)
 
     def __post_init__(self) -> None:
         for name in ("tolerances", "placeholders", "versions"):
             object.__setattr__(self, name, MappingProxyType(dict(getattr(self, name))))
+        if self.check is not None:
+            object.__setattr__(self, "inputs", inputs_class(self.check))
 
     def __getitem__(self, name: str) -> float:
         """The tolerance ``name``: ``CLAIMS[id]["slope_tol"]``."""
@@ -343,11 +387,17 @@ class Claim:
         extra = "; ".join(f"{v}: {value}" for v, value in self.versions.items())
         return f"{text} [{extra}]" if extra else text
 
-    def evaluate(self, results: Mapping[str, Any]) -> list[ClaimResult]:
-        """Run ``check`` on a run's results; one result per outcome (families: per variant)."""
-        if self.check is None:
+    def evaluate(self, inputs: ClaimInputs) -> list[ClaimResult]:
+        """Run ``check`` on a run's inputs (an instance of :attr:`inputs`); one result per
+        outcome (families: per variant)."""
+        if self.check is None or self.inputs is None:
             raise ValueError(f"claim {self.id} has no check function")
-        found = self.check(self, results)
+        if not isinstance(inputs, self.inputs):
+            raise TypeError(
+                f"claim {self.id} reads {self.inputs.__module__}.{self.inputs.__qualname__}; "
+                f"got {type(inputs).__qualname__}"
+            )
+        found = self.check(self, inputs)
         outcomes = [found] if isinstance(found, Outcome) else list(found)
         return [self.from_outcome(o) for o in outcomes]
 

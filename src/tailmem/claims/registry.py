@@ -2,20 +2,20 @@
 
 Each section's claims, with their rules and checks, live in one module (:mod:`~tailmem.claims.a1`
 … :mod:`~tailmem.claims.related`); :data:`CLAIMS` joins them in PAPERS.md order. Experiments
-measure, call :func:`evaluate` with their results and write ``claims.json`` with
-:func:`write_claims`; the report reads it back with :func:`read_claims` and lists the registry
-claims a run did not measure.
+measure, build the inputs dataclass their claims read (:func:`inputs_of`), call :func:`evaluate`
+with it and write ``claims.json`` with :func:`write_claims`; the report reads it back with
+:func:`read_claims` and lists the registry claims a run did not measure.
 """
 
 from __future__ import annotations
 
 import dataclasses
 import re
-from collections.abc import Mapping, Sequence
+from collections.abc import Sequence
 from typing import Any
 
 from tailmem.claims import a1, a2, a3, a3_map, a3_qk, a3_sensitivity, a4, b, related
-from tailmem.claims.core import Claim, ClaimResult
+from tailmem.claims.core import Claim, ClaimInputs, ClaimResult
 from tailmem.errors import DataError
 
 SECTIONS: dict[str, str] = {
@@ -57,6 +57,17 @@ for _claim in _CLAIM_LIST:
     section_of(_claim.source)
 _FAMILIES = [c for c in _CLAIM_LIST if c.variant]
 
+_INPUTS: dict[str, type[ClaimInputs]] = {}
+"""Per experiment, the one inputs class its checked claims read."""
+for _claim in _CLAIM_LIST:
+    if _claim.experiment is not None and _claim.inputs is not None:
+        _first = _INPUTS.setdefault(_claim.experiment, _claim.inputs)
+        if _first is not _claim.inputs:
+            raise ValueError(
+                f"claim {_claim.id} reads {_claim.inputs.__qualname__}, but the other claims of "
+                f"{_claim.experiment} read {_first.__qualname__}"
+            )
+
 
 def lookup(claim_id: str) -> Claim | None:
     """The registry claim of a result id (a family's results carry ``"<id>.<variant>"``)."""
@@ -81,9 +92,21 @@ def claims_of(experiment: str | None) -> list[Claim]:
     return [c for c in CLAIMS.values() if c.experiment == experiment]
 
 
-def evaluate(experiment: str, results: Mapping[str, Any]) -> list[ClaimResult]:
-    """Every claim of ``experiment`` that has a check, checked against ``results``."""
-    return [r for c in claims_of(experiment) if c.check for r in c.evaluate(results)]
+def inputs_of(experiment: str) -> type[ClaimInputs] | None:
+    """The inputs class the checked claims of ``experiment`` read (None: it has none)."""
+    return _INPUTS.get(experiment)
+
+
+def evaluate(experiment: str, inputs: ClaimInputs) -> list[ClaimResult]:
+    """Every claim of ``experiment`` that has a check, checked against ``inputs`` (an instance
+    of :func:`inputs_of` ``experiment``: another type is a one-line TypeError)."""
+    expected = _INPUTS.get(experiment)
+    if expected is not None and not isinstance(inputs, expected):
+        raise TypeError(
+            f"the claims of {experiment} read {expected.__module__}.{expected.__qualname__}; "
+            f"got {type(inputs).__qualname__}"
+        )
+    return [r for c in claims_of(experiment) if c.check for r in c.evaluate(inputs)]
 
 
 def write_claims(run: Any, results: Sequence[ClaimResult]) -> None:
@@ -96,20 +119,27 @@ def write_claims(run: Any, results: Sequence[ClaimResult]) -> None:
 
 
 def read_claims(run: Any) -> list[ClaimResult]:
-    """Read and validate ``claims.json`` from ``run``; damage gives one clear DataError."""
+    """Read and validate ``claims.json`` from ``run``; damage (an unknown field included) gives
+    one clear DataError."""
     raw = run.read_json("claims.json")
     target = run.file("claims.json")
     if not isinstance(raw, list):
         raise DataError(f"{target}: expected a list of claims, got {type(raw).__name__}")
-    names = {f.name for f in dataclasses.fields(ClaimResult)}
+    names = [f.name for f in dataclasses.fields(ClaimResult)]
     required = {f.name for f in dataclasses.fields(ClaimResult) if f.default is dataclasses.MISSING}
     required -= {"details"}
     results = []
     for i, item in enumerate(raw):
         if not isinstance(item, dict) or not required <= set(item):
             raise DataError(f"{target}: entry {i} lacks the fields {sorted(required)}")
+        unknown = [k for k in item if k not in names]
+        if unknown:
+            raise DataError(
+                f"{target}: entry {i} has the unknown field {unknown[0]!r}; expected only "
+                f"{', '.join(names)}"
+            )
         try:
-            results.append(ClaimResult(**{k: v for k, v in item.items() if k in names}))
+            results.append(ClaimResult(**item))
         except (TypeError, ValueError) as exc:
             raise DataError(f"{target}: entry {i} is invalid ({exc})") from None
         check_id(results[-1].id, str(target))

@@ -3,9 +3,7 @@ is measured by ``assoc-capacity``, ``kunstner.heavy_tail_adam`` and ``vasudeva.s
 ``optim-bench`` (on its associative memory: :class:`BenchMemory`), the others by no experiment
 yet.
 
-``cabannes.capacity`` reads the experiment's results mapping: ``config`` (``dims``, ``lr_grid``,
-``zipf_exponent``, ``labels``, ``facts``), ``rows`` (per d and optimiser: best final top-1
-``error``, ``best_lr``) and ``chance_error`` (1 − 1/number of objects).
+``cabannes.capacity`` reads :class:`CapacityInputs`.
 """
 
 from __future__ import annotations
@@ -19,6 +17,7 @@ from tailmem.claims.core import (
     MIN_SEEDS,
     SE_FACTOR,
     Claim,
+    ClaimInputs,
     Outcome,
     decided,
     grid_edge,
@@ -33,13 +32,28 @@ CHANCE_TOL = 0.05
 """An error within this of the chance error at every d: the memory learned nothing."""
 
 
-def check_capacity(claim: Claim, results: Mapping[str, Any]) -> list[Outcome]:
+@dataclass(frozen=True, kw_only=True)
+class CapacityInputs(ClaimInputs):
+    """What ``assoc-capacity`` gives ``cabannes.capacity`` (taken from its ``results.json``
+    mapping)."""
+
+    config: Mapping[str, Any]
+    """The run's config as a dict: ``zipf_exponent``, ``optimizers``, ``lr_grid`` (per
+    optimiser), …"""
+    rows: Sequence[Mapping[str, Any]]
+    """Per d and ``optimizer``: the best final top-1 ``error`` over the grid and its
+    ``best_lr``."""
+    chance_error: float
+    """The error of guessing: 1 − 1/number of objects."""
+
+
+def check_capacity(claim: Claim, inputs: CapacityInputs) -> list[Outcome]:
     """Per optimiser: the log-log slope of the best final error against d, beside 1 − α."""
-    cfg = results["config"]
+    cfg = inputs.config
     predicted = 1.0 - cfg["zipf_exponent"]
     out = []
     for opt in cfg["optimizers"]:
-        rows = sorted((r for r in results["rows"] if r["optimizer"] == opt), key=lambda r: r["d"])
+        rows = sorted((r for r in inputs.rows if r["optimizer"] == opt), key=lambda r: r["d"])
         edges = [
             f"d = {r['d']}: η = {r['best_lr']:g} ({edge})"
             for r in rows
@@ -58,7 +72,7 @@ def check_capacity(claim: Claim, results: Mapping[str, Any]) -> list[Outcome]:
         )
         if edges:
             ours += f"; best step size at a grid edge at {len(edges)}/{len(rows)} d"
-        if all(r["error"] >= results["chance_error"] - CHANCE_TOL for r in rows):
+        if all(r["error"] >= inputs.chance_error - CHANCE_TOL for r in rows):
             out.append(inconclusive(ours, "model at chance at every d", **kw))
         elif 2 * len(edges) >= len(rows):
             out.append(inconclusive(ours, "the step-size grid does not bracket the best step "
@@ -74,7 +88,7 @@ BENCH = "optim-bench"
 
 
 @dataclass(frozen=True)
-class BenchMemory:
+class BenchMemory(ClaimInputs):
     """What ``optim-bench``'s associative memory gives the claims: per optimiser, per embedding
     draw, the step at which each frequency group (most frequent first) halved its loss (None:
     not within the ``steps`` of the run)."""

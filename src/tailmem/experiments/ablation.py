@@ -19,11 +19,12 @@ full Muon's gain over all-Adam, and the loss on head / body / tail target tokens
 final loss) and ``claims.json``.
 
 Claims: the study collects per-seed final losses (overall and per frequency bucket) and the
-chance loss (unigram cross-entropy) into the mapping :mod:`tailmem.claims.a1` documents; the rules
-and their numbers live there (``tailmem claims --experiment ablation``). Every comparison between
-arms is a seed mean ± SE over ≥ 3 seeds, decided only beyond 2 SE; a model at chance, or too few
-seeds, is "inconclusive"; a claim whose arms are not in the run is "not measured". O vs V and
-W_out vs W_in are stated for the plain FFN only (the paper's own gated numbers have O behind V).
+chance loss (unigram cross-entropy) into :class:`tailmem.claims.a1.A1Inputs`; the rules and
+their numbers live in :mod:`tailmem.claims.a1` (``tailmem claims --experiment ablation``). Every
+comparison between arms is a seed mean ± SE over ≥ 3 seeds, decided only beyond 2 SE; a model at
+chance, or too few seeds, is "inconclusive"; a claim whose arms are not in the run is "not
+measured". O vs V and W_out vs W_in are stated for the plain FFN only (the paper's own gated
+numbers have O behind V).
 """
 
 from __future__ import annotations
@@ -36,6 +37,7 @@ from typing import Any, Literal
 
 import numpy as np
 
+from tailmem.claims.a1 import A1Inputs
 from tailmem.claims.core import ClaimResult, mean_se
 from tailmem.claims.registry import evaluate, write_claims
 from tailmem.errors import ConfigError
@@ -365,10 +367,11 @@ def chance_loss(data: LMData) -> float:
 
 def claim_inputs(
     cfg: Config, results: dict[str, list[RunResult]], n_buckets: int, chance: float | None
-) -> dict[str, Any]:
-    """The results mapping of :mod:`tailmem.claims.a1`: per-seed final losses (overall and per
-    frequency bucket) of every arm, over the seeds at which every arm finished with finite
-    losses (a diverged seed drops out of every arm, so per-seed lists stay aligned)."""
+) -> A1Inputs:
+    """The inputs of the A1 checks (:class:`~tailmem.claims.a1.A1Inputs`): per-seed final
+    losses (overall and per frequency bucket) of every arm, over the seeds at which every arm
+    finished with finite losses (a diverged seed drops out of every arm, so per-seed lists stay
+    aligned)."""
     names = bucket_names(n_buckets)
     keys = ["val_loss", *(f"val_loss_{name}" for name in names)]
 
@@ -377,18 +380,18 @@ def claim_inputs(
 
     by_seed = {arm: {r.seed: r.final for r in rs if finished(r)} for arm, rs in results.items()}
     seeds = [s for s in cfg.seed_list if all(s in runs for runs in by_seed.values())]
-    return {
-        "ffn": cfg.ffn,
-        "seeds": seeds,
-        "losses": {arm: [runs[s]["val_loss"] for s in seeds] for arm, runs in by_seed.items()},
-        "buckets": names,
-        "bucket_losses": {
+    return A1Inputs(
+        ffn=cfg.ffn,
+        seeds=seeds,
+        losses={arm: [runs[s]["val_loss"] for s in seeds] for arm, runs in by_seed.items()},
+        buckets=names,
+        bucket_losses={
             arm: {n: [runs[s][f"val_loss_{n}"] for s in seeds] for n in names}
             for arm, runs in by_seed.items()
         },
-        "chance_loss": chance,
-        "diverged": diverged_runs([r for rs in results.values() for r in rs]),
-    }
+        chance_loss=chance,
+        diverged=diverged_runs([r for rs in results.values() for r in rs]),
+    )
 
 
 def _num(value: Any) -> float:

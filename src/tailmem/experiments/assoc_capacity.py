@@ -24,6 +24,7 @@ from tailmem.assoc.memory import DenseMemory
 from tailmem.assoc.optimizers import OPTIMIZERS
 from tailmem.claims.core import grid_edge
 from tailmem.claims.registry import evaluate, write_claims
+from tailmem.claims.related import CapacityInputs
 from tailmem.config import check_range
 from tailmem.errors import ConfigError
 from tailmem.plotting import pyplot, style_loglog
@@ -146,7 +147,7 @@ def run(cfg: Config, run: RunDir) -> None:
         "chance_error": 1.0 - 1.0 / n_obj,
         "sampling": "population" if cfg.batch_size is None else f"batch {cfg.batch_size}",
     }
-    write_claims(run, evaluate(NAME, results))
+    write_claims(run, evaluate(NAME, CapacityInputs.of(results)))
     run.write_json("results.json", {**results, "wall_seconds": time.perf_counter() - started})
     run.write_json(
         "report.json",

@@ -37,6 +37,7 @@ from tailmem.assoc.fits import exponential_rate, loglog_slope
 from tailmem.assoc.memory import loss_floor
 from tailmem.assoc.structure import Layout, project
 from tailmem.assoc.theory import MUON_NOISY_EXPONENT, gd_noisy_exponent, gd_stability_threshold
+from tailmem.claims.b import BInputs
 from tailmem.claims.core import grid_edge
 from tailmem.claims.registry import evaluate, write_claims
 from tailmem.config import check_range
@@ -177,7 +178,7 @@ def run(cfg: Config, run: RunDir) -> None:
         "gd_stability": stability,
         "block_symmetry": symmetry,
     }
-    write_claims(run, evaluate(NAME, results))
+    write_claims(run, evaluate(NAME, BInputs.of(results)))
     run.write_json("results.json", {**results, "wall_seconds": time.perf_counter() - started})
     run.write_json("report.json", _report_layout(cfg))
 

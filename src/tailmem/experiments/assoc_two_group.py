@@ -32,6 +32,7 @@ from tailmem.assoc.balance import one_step_balance, one_step_curve, update_spect
 from tailmem.assoc.fits import loglog_slope
 from tailmem.assoc.optimizers import OPTIMIZERS
 from tailmem.assoc.spectra import HEAD_ROUNDINGS
+from tailmem.claims.a4 import A4Inputs
 from tailmem.claims.registry import evaluate, write_claims
 from tailmem.config import check_range
 from tailmem.errors import ConfigError
@@ -169,7 +170,7 @@ def run(cfg: Config, run: RunDir) -> None:
             "paper": 0.675,
         },
     }
-    write_claims(run, evaluate(NAME, {**results, "sweep": sweep, "multi": multi}))
+    write_claims(run, evaluate(NAME, A4Inputs.of({**results, "sweep": sweep, "multi": multi})))
     run.write_json("results.json", {**results, "wall_seconds": time.perf_counter() - started})
     run.write_json("report.json", _report_layout(cfg))
 

@@ -50,6 +50,7 @@ import numpy as np
 import torch
 from torch import Tensor, nn
 
+from tailmem.claims.a3_qk import A3QKInputs
 from tailmem.claims.core import grid_edge
 from tailmem.claims.registry import evaluate, write_claims
 from tailmem.data.icl_tasks import ICLBatches, ICLTaskConfig, ICLTasks
@@ -330,7 +331,7 @@ def write_outputs(cfg: Config, run: RunDir, plan: Plan) -> None:
         "runs": [r.key for name in plan.arms for r in plan.seed_results((FFN, name))],
     }
     run.write_json("results.json", results)
-    claims = evaluate(NAME, results)
+    claims = evaluate(NAME, A3QKInputs.of(results))
     write_claims(run, claims)
     figures = []
     if score_curves:

@@ -29,12 +29,13 @@ QK-norm, no weight decay) and state an argument where it does not (``note``).
 from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass, field
+from dataclasses import asdict, dataclass, field
 from typing import Any
 
 import numpy as np
 
 from tailmem.claims.a3_sensitivity import CLAIMS as SENSITIVITY_CLAIMS
+from tailmem.claims.a3_sensitivity import A3SensitivityInputs
 from tailmem.claims.registry import write_claims
 from tailmem.errors import ConfigError
 from tailmem.experiments.knowledge_qa import gaps, grid, tables
@@ -251,8 +252,8 @@ def paper_pooled(ffn: str, version: str = gaps.REFERENCE) -> dict[str, float]:
 
 def claim_inputs(
     cfg: Config, results: Mapping[str, grid.PointResult], paper: Mapping[str, float]
-) -> dict[str, Any]:
-    """The results mapping of :mod:`tailmem.claims.a3_sensitivity`: per-seed pooled ratios."""
+) -> A3SensitivityInputs:
+    """The inputs of :mod:`tailmem.claims.a3_sensitivity`: per-seed pooled ratios."""
     points = {}
     for label, point in results.items():
         pair = pair_measures(point, point.config.ffns[0])
@@ -277,14 +278,14 @@ def claim_inputs(
         for v in gaps.VERSION_LABELS
         if v != gaps.REFERENCE
     }
-    return {
-        "paper_pooled": dict(paper),
-        "paper_pooled_other": others,
-        "base": BASE,
-        "base_choices": choices,
-        "points": points,
-        "levels": levels,
-    }
+    return A3SensitivityInputs(
+        paper_pooled=dict(paper),
+        paper_pooled_other=others,
+        base=BASE,
+        base_choices=choices,
+        points=points,
+        levels=levels,
+    )
 
 
 # --------------------------------------------------------------------------- outputs
@@ -362,7 +363,7 @@ def write_outputs(cfg: Config, run: RunDir, results: Mapping[str, grid.PointResu
         {
             "rows": rows,
             "paper_pooled": paper,
-            "claim_inputs": inputs,
+            "claim_inputs": asdict(inputs),
             "points": {
                 label: {
                     "overrides": dict(p.point.overrides),

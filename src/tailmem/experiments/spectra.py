@@ -19,11 +19,12 @@ layer, matrix, metric), ``spectra_final.csv`` (final step per layer), ``spectra_
 (layer mean), ``max_logit.csv``, ``results.json`` and ``claims.json``.
 
 Claims: the study collects per-seed numbers (final-step metric averaged over layers, seed
-spreads, peak attention logits) into the mapping :mod:`tailmem.claims.a2` documents; the rules and
-their numbers live there and in :mod:`tailmem.claims.a1` (``A1.table2.logit_bounded``), listed by
-``tailmem claims --experiment spectra``. In short: Muon is more isotropic than Adam in every metric
-beyond 2 standard errors over ≥ 3 seeds; Muon's seed spread is smaller in most (matrix, metric)
-pairs; under Muon the largest attention logit stays below a multiple of √d_head (QK-norm models).
+spreads, peak attention logits) into :class:`tailmem.claims.a2.A2Inputs`; the rules and their
+numbers live in :mod:`tailmem.claims.a2` and in :mod:`tailmem.claims.a1`
+(``A1.table2.logit_bounded``), listed by ``tailmem claims --experiment spectra``. In short: Muon
+is more isotropic than Adam in every metric beyond 2 standard errors over ≥ 3 seeds; Muon's seed
+spread is smaller in most (matrix, metric) pairs; under Muon the largest attention logit stays
+below a multiple of √d_head (QK-norm models).
 """
 
 from __future__ import annotations
@@ -37,7 +38,7 @@ import numpy as np
 import torch
 from torch import Tensor, nn
 
-from tailmem.claims.a2 import isotropy_comparison
+from tailmem.claims.a2 import A2Inputs, isotropy_comparison
 from tailmem.claims.core import ClaimResult
 from tailmem.claims.registry import evaluate, write_claims
 from tailmem.errors import ConfigError
@@ -274,9 +275,10 @@ def logit_summary(series: Series) -> dict[str, Any]:
     return {"layers": layers, "final_mean": final, "max_over_training": peak}
 
 
-def claim_inputs(cfg: Config, model_cfg: GPTConfig, muon: Series, adam: Series) -> dict[str, Any]:
-    """The results mapping of the A2 claims and of A1.table2.logit_bounded (see
-    :mod:`tailmem.claims.a2`): per-seed final layer means, seed spreads, per-seed peak logits."""
+def claim_inputs(cfg: Config, model_cfg: GPTConfig, muon: Series, adam: Series) -> A2Inputs:
+    """The inputs of the A2 claims and of A1.table2.logit_bounded
+    (:class:`~tailmem.claims.a2.A2Inputs`): per-seed final layer means, seed spreads, per-seed
+    peak logits."""
     arms = {name: s for name, s in (("muon", muon), ("adam", adam)) if s.n}
     matrices = [m for m in MATRIX_LABELS if all(s.layers(m) for s in arms.values())]
     isotropy = {
@@ -294,17 +296,17 @@ def claim_inputs(cfg: Config, model_cfg: GPTConfig, muon: Series, adam: Series) 
         if layers:
             stack = np.stack([s.per_seed(f"logit_max/{layer}") for layer in layers], axis=1)
             peaks[name] = np.nanmax(stack.reshape(s.n, -1), axis=1).tolist()
-    return {
-        "seeds": sorted(set(muon.seeds) & set(adam.seeds)),
-        "isotropy": isotropy if len(arms) == 2 else {},
-        "higher_is_isotropic": dict(HIGHER_IS_ISOTROPIC),
-        "seed_spread": spread,
-        "vo_matrix": cfg.vo_matrix,
-        "ffn_in": ["w_in", "w_gate"] if cfg.ffn == "gated" else ["w_in"],
-        "qk_norm": model_cfg.qk_norm,
-        "head_dim": model_cfg.head_dim,
-        "logit_peak": peaks,
-    }
+    return A2Inputs(
+        seeds=sorted(set(muon.seeds) & set(adam.seeds)),
+        isotropy=isotropy if len(arms) == 2 else {},
+        higher_is_isotropic=dict(HIGHER_IS_ISOTROPIC),
+        seed_spread=spread,
+        vo_matrix=cfg.vo_matrix,
+        ffn_in=["w_in", "w_gate"] if cfg.ffn == "gated" else ["w_in"],
+        qk_norm=model_cfg.qk_norm,
+        head_dim=model_cfg.head_dim,
+        logit_peak=peaks,
+    )
 
 
 def claims(cfg: Config, model_cfg: GPTConfig, muon: Series, adam: Series) -> list[ClaimResult]:

@@ -13,7 +13,7 @@ from typing import Any
 
 import numpy as np
 
-from tailmem.claims.a3 import A3_PUBLISHED_FTA, evaluate_per_ffn
+from tailmem.claims.a3 import A3_PUBLISHED_FTA, A3Inputs, evaluate_per_ffn
 from tailmem.claims.core import ClaimResult
 from tailmem.lm.plan import Plan
 from tailmem.lm.spec import RunResult
@@ -195,9 +195,10 @@ def gap_rows(plan: Plan, ffn: str, head_groups: int) -> list[dict[str, Any]]:
 # --------------------------------------------------------------------------- claims
 
 
-def claim_inputs(plan: Plan, ffn: str, m: int, head_groups: int, chance: float) -> dict[str, Any]:
-    """The results mapping of :mod:`tailmem.claims.a3` for one FFN type: per arm, the FTA per
-    group of every complete seed run at the last step and at the evaluation nearest half-way."""
+def claim_inputs(plan: Plan, ffn: str, m: int, head_groups: int, chance: float) -> A3Inputs:
+    """The inputs of the A3 checks (:class:`~tailmem.claims.a3.A3Inputs`) for one FFN type: per
+    arm, the FTA per group of every complete seed run at the last step and at the evaluation
+    nearest half-way."""
     half = evaluated_step(plan, 0.5)
     fta, seeds = {}, None
     for arm in plan.arms:
@@ -210,14 +211,14 @@ def claim_inputs(plan: Plan, ffn: str, m: int, head_groups: int, chance: float) 
         }
         found = {r.seed for r in complete}
         seeds = found if seeds is None else seeds & found
-    return {
-        "ffn": ffn,
-        "seeds": sorted(seeds or ()),
-        "rarest": m,
-        "head_groups": head_groups,
-        "fta": fta,
-        "chance_fta": chance,
-    }
+    return A3Inputs(
+        ffn=ffn,
+        seeds=sorted(seeds or ()),
+        rarest=m,
+        head_groups=head_groups,
+        fta=fta,
+        chance_fta=chance,
+    )
 
 
 def claims(plan: Plan, m: int, head_groups: int, chance: float) -> list[ClaimResult]:

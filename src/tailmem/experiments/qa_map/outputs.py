@@ -19,6 +19,7 @@ from collections.abc import Mapping, Sequence
 from typing import TYPE_CHECKING, Any
 
 from tailmem.claims.a3_map import CLAIMS as MAP_CLAIMS
+from tailmem.claims.a3_map import A3MapInputs
 from tailmem.claims.core import ClaimResult
 from tailmem.claims.registry import write_claims
 from tailmem.experiments.knowledge_qa import gaps
@@ -256,7 +257,7 @@ def write_outputs(
     results = {"rows": rows, "trend": trend, "paper": published, "reference": reference,
                "seed_ratios": dict(seeds)}  # fmt: skip
     run.write_json("results.json", results)
-    claims = [r for c in MAP_CLAIMS for r in c.evaluate(results)]
+    claims = [r for c in MAP_CLAIMS for r in c.evaluate(A3MapInputs.of(results))]
     write_claims(run, claims)
     run.write_json("report.json", {
         "title": "The map: where Muon's tail edge over Adam appears (knowledge QA)",
