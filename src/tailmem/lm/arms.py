@@ -46,5 +46,9 @@ def check_arm_names(names: Sequence[str], known: Sequence[str]) -> None:
     for name in names:
         if name not in known:
             raise ConfigError(f"arms: unknown arm {name!r}; expected some of {', '.join(known)}")
-    if len(set(names)) != len(names):
-        raise ConfigError(f"arms: got {list(names)}; expected each arm at most once")
+    repeated = sorted({name for name in names if list(names).count(name) > 1})
+    if repeated:
+        raise ConfigError(
+            f"arms: got {list(names)}; expected each arm at most once "
+            f"(repeated: {', '.join(repr(name) for name in repeated)})"
+        )
