@@ -65,8 +65,8 @@ def test_complete_means_listed_files_with_their_hashes(fake_experiment, tmp_path
     assert set(listed) == {"config.yaml", "results.json"}  # not progress.json, not .lock
     damage(out)
     assert not run.is_complete and reason in run.incomplete_reason()
-    if not (out / "config.yaml").exists():  # no longer recognisable as a run: --force redoes it
-        with pytest.raises(ConfigError, match="is not a tailmem run directory"):
+    if not (out / "config.yaml").exists():  # a run without its record: only --force redoes it
+        with pytest.raises(ConfigError, match=r"holds a run without its config\.yaml record"):
             run_experiment("fake", "smoke", [], out=out)
         assert run_experiment("fake", "smoke", [], out=out, force=True)[1] == "ran"
     else:

@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import json
 import math
+import shutil
 
 import pytest
 import torch
@@ -19,7 +20,7 @@ from tailmem.lm.arms import Arm
 from tailmem.lm.config import ModelSection, OptimSection, TrainSection
 from tailmem.lm.plan import Entry, Plan, run_plan
 from tailmem.lm.spec import Divergence, RunResult, diverged_runs
-from tailmem.lm.subrun import RunContext, RunTemplate
+from tailmem.lm.subrun import RunContext, RunTemplate, run_job
 from tailmem.models.gpt import GPT, GPTConfig
 from tailmem.runner import prepare, run_experiment
 from tailmem.train import RandomWindows, TrainConfig, seed_everything, train
@@ -65,6 +66,7 @@ def test_memory_check_refuses_exactly_what_exceeds_the_machine(monkeypatch):
     rows_tokens = cfg.train.batch_size * cfg.train.seq_len
     per_token = lm_preflight.MIN_VOCAB + model_cfg.n_layer * model_cfg.d_model
     assert need == 4 * (3 * params + rows_tokens * per_token)
+    need += lm_preflight.seed_list_bytes(cfg.seeds)  # the study's list of seeds
     monkeypatch.setattr("tailmem.resources.available_memory", lambda: need)
     ablation.preflight(cfg)  # fits exactly: never refused
     monkeypatch.setattr("tailmem.resources.available_memory", lambda: need - 1)
@@ -122,11 +124,12 @@ def test_a_diverged_arm_is_recorded_listed_and_reused(tmp_path, capsys, corpus_c
     assert rows["adam"]["status"] == "complete" and math.isfinite(rows["adam"]["ours_val_loss"])
     lines = capsys.readouterr().err
     assert f"full muon=1e+30 adam=0.005 seed=0 steps=24: diverged at step {marker['step']}" in lines
-    # The rerun reuses both runs: the diverged one is a result like the other.
+    # A resumed run reuses both runs: the diverged one is a result like the other.
     before = (sub / "result.json").read_bytes()
-    _, status = run_experiment("ablation", "smoke", overrides, out=out, force=True)
+    (out / "COMPLETE").unlink()  # interrupted before it was marked complete
+    _, status = run_experiment("ablation", "smoke", overrides, out=out)
     err = capsys.readouterr().err
-    assert status == "ran" and err.count("(reused)") == 2
+    assert status == "resumed" and err.count("(reused)") == 2
     assert f"diverged at step {marker['step']} (reused)" in err
     assert (sub / "result.json").read_bytes() == before
     assert strict_load(out / "results.json")["diverged"] == results["diverged"]
@@ -220,6 +223,58 @@ def _bad_moment(opt_state):
     state = {i: dict(v) for i, v in opt_state["state"].items()}
     state[0]["exp_avg"] = torch.zeros(2)
     return {**opt_state, "state": state}
+
+
+class _TinyMaterials:
+    """Token windows of a fixed stream: the least data a sub-run trains on."""
+
+    def __init__(self):
+        self.vocab_size = 48
+        self.identity = {"data": "windows of arange(2000) % 48"}
+
+    def batches(self, seed, batch):
+        return RandomWindows(torch.arange(2000) % 48, batch.batch_size, batch.seq_len, seed=seed)
+
+    def hooks(self, model_cfg, ctx):
+        return []
+
+
+class _TinyData:
+    def load(self, ctx):
+        return _TinyMaterials()
+
+
+def _tiny_runs(root):
+    """The context and the spec template of one-layer runs on :class:`_TinyData`."""
+    model = ModelSection(size="tiny", n_layer=1, n_head=2, d_model=16, d_ff=32)
+    train_section = TrainSection(steps=8, batch_size=4, seq_len=16, warmup_steps=0, eval_every=4,
+                                 log_every=4, ckpt_every=4, schedule="constant")  # fmt: skip
+    models = {"plain": model.build(48, "plain", 16)}
+    template = RunTemplate(models, train_section, OptimSection.defaults("adam"),
+                           _TinyMaterials().identity)  # fmt: skip
+    return RunContext(str(root), _TinyData(), show_progress=False), template
+
+
+def test_a_checkpoint_copied_from_another_learning_rate_is_refused_not_resumed(tmp_path):
+    """Same study, same arm, seed and length; only the learning rate differs. The copy used to
+    be resumed: B reported A's weights (and trained on at A's learning rate) as its own."""
+    arm = Arm("adam", "Adam", "adam:*")
+    context, template = _tiny_runs(tmp_path)
+    a = template.spec(arm, "plain", {"adam": 1e-3}, 0, 8)
+    b = template.spec(arm, "plain", {"adam": 3e-3}, 0, 8)
+    result_a = run_job(a, context)
+    assert result_a.ok
+    copied = context.path(b) / "ckpt"
+    shutil.copytree(context.path(a) / "ckpt", copied)
+    with pytest.raises(CheckpointError) as info:
+        run_job(b, context)
+    message = str(info.value)
+    assert "\n" not in message and str(copied / "step_000008.pt") in message
+    assert f"written by run '{a.key} spec " in message and f"expected run '{b.key} spec " in message
+    assert not (context.path(b) / "result.json").exists()
+    shutil.rmtree(copied)  # what the message says to do: B then trains from scratch
+    result_b = run_job(b, context)
+    assert result_b.ok and result_b.final_loss != result_a.final_loss
 
 
 @pytest.mark.parametrize(("change", "fragment"), CRAFTED)

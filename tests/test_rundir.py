@@ -6,7 +6,7 @@ import yaml
 from tailmem.claims.core import ClaimResult
 from tailmem.claims.registry import read_claims, write_claims
 from tailmem.errors import ConfigError, DataError
-from tailmem.rundir import RunDir
+from tailmem.rundir import FOREIGN, MANIFEST, RunDir, folder_kind
 from tailmem.runner import run_experiment
 
 
@@ -113,3 +113,40 @@ def test_json_is_strict_with_a_status_for_non_finite_numbers(tmp_path):
     run.write_json("r.json", {"slope": float("nan"), "xs": [1.0, float("inf")], "ok": 2.5})
     data = json.loads((tmp_path / "r.json").read_text(), parse_constant=_reject)
     assert data == {"slope": None, "slope_status": "nan", "xs": [1.0, None], "ok": 2.5}
+
+
+def test_rundir_records_what_it_writes_and_complete_lists_only_that(tmp_path):
+    run = RunDir(tmp_path / "r")
+    run.write_json("a.json", {"x": 1})
+    run.write_text("sub/b.txt", "x")  # a file in a sub-folder records the sub-folder
+    (run.path / "mine.txt").write_text("a user's file")
+    record = json.loads((run.path / MANIFEST).read_text())
+    assert record == {"kind": "run", "entries": {"a.json": "run", "sub": "run"}}
+    run.mark_complete()
+    assert set(json.loads((run.path / "COMPLETE").read_text())["files"]) == {"a.json"}
+    assert run.clear() == ["COMPLETE", "a.json", "sub"]
+    assert sorted(p.name for p in run.path.iterdir()) == [MANIFEST, "mine.txt"]
+    assert json.loads((run.path / MANIFEST).read_text())["entries"] == {}
+
+
+def test_folder_kinds_and_their_records(tmp_path):
+    assert folder_kind(tmp_path / "absent") is None
+    (tmp_path / "hidden").mkdir()
+    (tmp_path / "hidden" / ".DS_Store").write_text("")
+    assert folder_kind(tmp_path / "hidden") is None
+    legacy = tmp_path / "legacy"  # a run written before the records: recognised by its files
+    legacy.mkdir()
+    for name in ("config.yaml", "a.csv", "mine.txt"):
+        (legacy / name).write_text("x")
+    (legacy / "COMPLETE").write_text(json.dumps({"files": {"config.yaml": "0", "a.csv": "0"}}))
+    (legacy / "runs").mkdir()
+    assert folder_kind(legacy) == "run" and folder_kind(tmp_path) == "results"
+    assert set(RunDir(legacy).entries()) == {"config.yaml", "a.csv", "COMPLETE", "runs"}
+    RunDir(legacy).clear()
+    assert sorted(p.name for p in legacy.iterdir()) == [MANIFEST, "mine.txt"]
+    (tmp_path / "other").mkdir()
+    (tmp_path / "other" / "x.txt").write_text("x")
+    assert folder_kind(tmp_path / "other") == FOREIGN
+    (legacy / MANIFEST).write_text("[1]")
+    with pytest.raises(DataError, match=r"\.tailmem\.json is damaged; expected tailmem's record"):
+        folder_kind(legacy)

@@ -1,5 +1,12 @@
 """The ``tailmem`` command line.
 
+Each command that writes takes the writer lock of the folder it writes and accepts only folders
+of its own kind (:func:`tailmem.rundir.claim`): ``run --out`` a new or empty folder or a run
+folder; ``reproduce --out`` a new or empty folder or a results folder; ``diagnose --out`` a new
+or empty folder or a diagnose folder; ``report DIR`` a results folder or a run folder, into
+which it writes ``report.html``, ``report.md`` and ``verdicts.json``. None writes into a folder
+of the user's own (one holding files tailmem did not write) or inside a run folder.
+
 Bad input of any kind ends with one line ``tailmem: error: ...`` on stderr and exit code 2:
 :class:`~tailmem.errors.TailmemError` and the failures a user's machine or files cause
 (:func:`expected_failure`: OS errors such as a full disk, a read-only folder or a symlink loop,
@@ -14,9 +21,10 @@ import errno
 import os
 import sys
 from collections.abc import Sequence
+from pathlib import Path
 
 from tailmem import __version__
-from tailmem.errors import TailmemError
+from tailmem.errors import DataError, TailmemError
 
 EXIT_USAGE = 2
 
@@ -90,10 +98,21 @@ def _cmd_reproduce(args: argparse.Namespace) -> int:
     return 0
 
 
+REPORTABLE = ("results", "run")
+"""The folders ``tailmem report`` writes into: a results folder or one run folder."""
+
+
 def _cmd_report(args: argparse.Namespace) -> int:
     from tailmem.report.render import write_report
+    from tailmem.rundir import claim
 
-    report = write_report(args.results)
+    folder = Path(args.results)
+    if not folder.is_dir():
+        raise DataError(
+            f"{folder} is not a directory; expected a results folder from reproduce or a run folder"
+        )
+    with claim(folder, REPORTABLE, "report", new=False, record_new=True):
+        report = write_report(folder)
     print(f"report: {report.resolve()}")
     return 0
 
@@ -112,7 +131,10 @@ def _cmd_diagnose(args: argparse.Namespace) -> int:
     loaded, rows = diagnose(args.path, top_k=args.top_k)
     print(f"{loaded.source}\n{format_table(rows, args.top_k)}")
     if args.out:
-        folder = write_outputs(args.out, rows, loaded.source, args.top_k)
+        from tailmem.rundir import claim
+
+        with claim(args.out, ("diagnose",), "diagnose"):
+            folder = write_outputs(args.out, rows, loaded.source, args.top_k)
         print(f"wrote {folder.path / 'isotropy.csv'} and isotropy.png/.svg")
     return 0
 
@@ -143,14 +165,29 @@ def build_parser() -> argparse.ArgumentParser:
         p.add_argument("--preset", default="cpu", help="smoke | cpu | paper (default: cpu)")
         p.add_argument("overrides", nargs="*", metavar="key=value", help="config overrides")
         if name == "run":
-            p.add_argument("--out", default=None, help="run directory (default: runs/EXP-PRESET)")
-            p.add_argument("--force", action="store_true", help="redo a complete run")
+            p.add_argument(
+                "--out",
+                default=None,
+                help="run folder: a new or empty folder, or a run folder of tailmem run "
+                "(default: runs/EXP-PRESET)",
+            )
+            p.add_argument(
+                "--force",
+                action="store_true",
+                help="redo the run: first remove what tailmem wrote into the folder (the "
+                "previous run's files, sub-runs and data caches, a report of it)",
+            )
         p.set_defaults(func=func)
 
     p = sub.add_parser("reproduce", help="run every experiment at a preset and write the report")
     p.add_argument("--preset", default="cpu", help="smoke | cpu | paper (default: cpu)")
     p.add_argument("--only", default=None, metavar="EXP,...", help="run only these experiments")
-    p.add_argument("--out", default=None, help="results folder (default: results/PRESET)")
+    p.add_argument(
+        "--out",
+        default=None,
+        help="results folder: a new or empty folder, or a results folder of tailmem reproduce "
+        "(default: results/PRESET)",
+    )
     p.add_argument(
         "--jobs", type=int, default=1, help="experiments run at once (processes or array tasks)"
     )
@@ -170,12 +207,21 @@ def build_parser() -> argparse.ArgumentParser:
 
     p = sub.add_parser("diagnose", help="spectral isotropy of a model's matrices by role and layer")
     p.add_argument("path", help="checkpoint, training run dir or Hugging Face model folder")
-    p.add_argument("--out", default=None, help="folder for isotropy.csv and isotropy.png/.svg")
+    p.add_argument(
+        "--out",
+        default=None,
+        help="folder for isotropy.csv and isotropy.png/.svg: a new or empty folder, or one "
+        "diagnose wrote",
+    )
     p.add_argument("--top-k", type=int, default=10, help="k of the top-k energy (default: 10)")
     p.set_defaults(func=_cmd_diagnose)
 
     p = sub.add_parser("report", help="write report.html and report.md for a results folder")
-    p.add_argument("results", help="a folder written by reproduce (or one run directory)")
+    p.add_argument(
+        "results",
+        help="a results folder written by reproduce, or one run folder; the report is written "
+        "into it (under its writer lock)",
+    )
     p.set_defaults(func=_cmd_report)
 
     p = sub.add_parser("claims", help="print the registry of published claims and their rules")
@@ -188,7 +234,7 @@ def build_parser() -> argparse.ArgumentParser:
 _OS_HINTS = {
     errno.ENOSPC: "the disk is full; free some space and rerun (completed work is kept)",
     errno.EDQUOT: "the disk quota is exhausted; free some space and rerun",
-    errno.EROFS: "expected a writable location (choose another --out)",
+    errno.EROFS: "expected a writable location",
     errno.EACCES: "expected a location this user may read and write",
     errno.EPERM: "expected a location this user may read and write",
     errno.ELOOP: "expected a path without a symbolic-link loop",

@@ -5,18 +5,21 @@ Every experiment declares a ``Config`` dataclass. A preset is the YAML file
 their dataclass defaults). Overrides use dotted keys for nested dataclasses (``model.n_layer=4``)
 and YAML syntax for values (``ks=[99,300]``, ``lr=1e-3``, ``name=null``).
 
-Every problem — unknown preset, unknown field, wrong type, failed ``validate()``, an override
-the config's ``check_overrides(keys)`` finds would reach nothing — raises
-:class:`~tailmem.errors.ConfigError` with one line naming the field and what was expected. A
-field whose type has a ``from_config(value, name)`` classmethod parses its own section (and
-gives its plain form with ``to_config()``).
+Every problem — unknown preset, unknown field, a key given twice, wrong type, failed
+``validate()``, an override the config's ``check_overrides(keys)`` finds would reach nothing —
+raises :class:`~tailmem.errors.ConfigError` with one line naming the field by its full dotted
+key (a nested section's ``validate()`` names its own field; :func:`from_dict` adds the
+section's prefix) and what was expected. A field whose type has a ``from_config(value, name)``
+classmethod parses its own section (and gives its plain form with ``to_config()``).
 
 The type check is strict, for every field of every experiment alike: a ``float`` must be finite
 (NaN and ±inf are refused unless the field is declared with ``metadata={NONFINITE: True}``); a
 ``bool`` is ``true`` or ``false`` (not ``maybe``, not ``1``); a variable-length list (``list[X]``,
 ``tuple[X, ...]``, also inside mappings) must not repeat a value unless declared with
-``metadata={DUPLICATES: True}``; ``dict[K, V]`` checks its keys and values. Ranges that depend on
-the field's meaning are checked in ``validate()`` with :func:`check_range`, which refuses NaN.
+``metadata={DUPLICATES: True}``; ``dict[K, V]`` checks its keys and values; an ``int`` fits in
+64 bits (:data:`INT_MAX`), and a seed (a field named ``seed`` or ``*_seed``) lies in
+``[0, SEED_MAX]``, the range every random generator used here accepts. Ranges that depend on the
+field's meaning are checked in ``validate()`` with :func:`check_range`, which refuses NaN.
 """
 
 from __future__ import annotations
@@ -44,6 +47,11 @@ NONFINITE = "allow_nonfinite"
 DUPLICATES = "allow_duplicates"
 """Field metadata key: this list field may repeat a value."""
 
+INT_MAX = 2**63 - 1
+"""The largest magnitude of an ``int`` field: what torch and NumPy index and seed with."""
+SEED_MAX = 2**32 - 1
+"""The largest seed: NumPy's legacy seeding takes ``[0, 2**32 − 1]``, torch takes more."""
+
 CONFIGS_ROOT = Path(str(resources.files("tailmem") / "configs"))
 
 
@@ -66,16 +74,30 @@ def load_config(cls: type[T], experiment: str, preset: str, overrides: Sequence[
         choices = ", ".join(available_presets(experiment)) or "none"
         raise ConfigError(f"unknown preset {preset!r} for {experiment}; expected one of: {choices}")
     values = _read_yaml(path)
-    keys = []
+    given: dict[str, str] = {}
     for item in overrides:
         key, value = parse_override(item)
+        _check_once(key, item, given)
         _set_dotted(values, key, value)
-        keys.append(key)
     cfg = from_dict(cls, values)
     check_overrides = getattr(cfg, "check_overrides", None)
     if callable(check_overrides):  # a key that would reach no run is refused, not ignored
-        check_overrides(keys)
+        check_overrides(list(given))
     return cfg
+
+
+def _check_once(key: str, item: str, given: dict[str, str]) -> None:
+    """Refuse an override that would silently replace an earlier one: the same key again, or a
+    section holding an earlier key (``model={...}`` after ``model.n_head=4``). ``given`` maps the
+    keys so far to their items."""
+    for earlier, text in given.items():
+        if earlier == key or earlier.startswith(f"{key}."):
+            relation = "repeats" if earlier == key else "replaces"
+            raise ConfigError(
+                f"override {key}: {item!r} {relation} {text!r}; expected each key once "
+                "(the later would silently replace the earlier)"
+            )
+    given[key] = item
 
 
 class _Loader(yaml.SafeLoader):
@@ -102,7 +124,13 @@ _Loader.add_implicit_resolver(
 
 
 def _yaml_load(text: str) -> Any:
-    return yaml.load(text, Loader=_Loader)  # safe: _Loader is a SafeLoader subclass
+    """Parse YAML text; a value Python refuses to build (an integer of more digits than
+    ``sys.get_int_max_str_digits()``, a date such as 2020-13-45) is a :class:`yaml.YAMLError`
+    like any other malformed document."""
+    try:
+        return yaml.load(text, Loader=_Loader)  # safe: _Loader is a SafeLoader subclass
+    except ValueError as exc:  # Python's own advice after ";" (set_int_max_str_digits) is cut
+        raise yaml.YAMLError(" ".join(str(exc).split(";")[0].split())) from None
 
 
 def parse_override(item: str) -> tuple[str, Any]:
@@ -114,8 +142,10 @@ def parse_override(item: str) -> tuple[str, Any]:
     try:
         value = _yaml_load(raw) if raw.strip() else ""
     except yaml.YAMLError as exc:
+        shown = raw if len(raw) <= 60 else f"{raw[:40]}... ({len(raw)} characters)"
+        problem = getattr(exc, "problem", None) or exc
         raise ConfigError(
-            f"override {key}: value {raw!r} is not valid YAML ({exc.problem})"
+            f"override {key}: value {shown!r} is not valid YAML ({problem})"
         ) from None
     return key, value
 
@@ -138,8 +168,20 @@ def from_dict(cls: type[T], values: Mapping[str, Any], prefix: str = "") -> T:
     cfg = cls(**kwargs)
     validate = getattr(cfg, "validate", None)
     if callable(validate):
-        validate()
+        try:
+            validate()
+        except ConfigError as exc:
+            raise ConfigError(_dotted(str(exc), prefix, fields)) from None
     return cfg
+
+
+def _dotted(message: str, prefix: str, fields: Mapping[str, Any]) -> str:
+    """``message`` of a nested section's ``validate()`` with its field named by the full key:
+    ``m: got 99`` from the ``data`` section becomes ``data.m: got 99``."""
+    name = re.match(r"[A-Za-z_]\w*", message)
+    if prefix and name and name.group() in fields and message[name.end() : name.end() + 1] in ":[":
+        return prefix + message
+    return message
 
 
 def to_dict(cfg: Any) -> dict[str, Any]:
@@ -174,7 +216,8 @@ def _read_yaml(path: Path) -> dict[str, Any]:
     try:
         data = _yaml_load(path.read_text()) or {}
     except yaml.YAMLError as exc:
-        raise ConfigError(f"preset file {path} is not valid YAML: {exc}") from None
+        problem = " ".join(str(exc).split())
+        raise ConfigError(f"preset file {path} is not valid YAML: {problem}") from None
     if not isinstance(data, dict):
         raise ConfigError(f"preset file {path} must contain a mapping of config fields")
     return data
@@ -211,10 +254,12 @@ class _Rules:
 
     nonfinite: bool = False
     duplicates: bool = False
+    seed: bool = False
 
     @staticmethod
     def of(spec: dataclasses.Field) -> _Rules:
-        return _Rules(bool(spec.metadata.get(NONFINITE)), bool(spec.metadata.get(DUPLICATES)))
+        seed = spec.name == "seed" or spec.name.endswith("_seed")
+        return _Rules(bool(spec.metadata.get(NONFINITE)), bool(spec.metadata.get(DUPLICATES)), seed)
 
 
 def check_range(
@@ -268,6 +313,9 @@ def _coerce(value: Any, tp: Any, name: str, rules: _Rules) -> Any:
             return value
         raise ConfigError(f"{name}: got {value!r}; expected {expected}")
     if origin in (Union, types.UnionType):
+        others = [arg for arg in get_args(tp) if arg is not type(None)]
+        if value is not None and len(others) == 1 and _same_kind(value, others[0]):
+            return _coerce(value, others[0], name, rules)  # X | None: X's precise message
         for arg in get_args(tp):
             try:
                 return _coerce(value, arg, name, rules)
@@ -298,9 +346,16 @@ def _coerce(value: Any, tp: Any, name: str, rules: _Rules) -> Any:
             return value
         raise ConfigError(f"{name}: got {value!r}; expected true or false")
     if tp is int:
-        if isinstance(value, int) and not isinstance(value, bool):
-            return value
-        raise ConfigError(f"{name}: got {value!r}; expected an integer")
+        if not isinstance(value, int) or isinstance(value, bool):
+            raise ConfigError(f"{name}: got {value!r}; expected an integer")
+        if rules.seed and not 0 <= value <= SEED_MAX:
+            raise ConfigError(f"{name}: got {_short(value)}; expected a seed in [0, {SEED_MAX}]")
+        if abs(value) > INT_MAX:
+            raise ConfigError(
+                f"{name}: got {_short(value)}; expected an integer of at most 64 bits "
+                f"(magnitude ≤ {INT_MAX})"
+            )
+        return value
     if tp is float:
         if isinstance(value, (int, float)) and not isinstance(value, bool):
             if not rules.nonfinite and not math.isfinite(value):
@@ -314,6 +369,27 @@ def _coerce(value: Any, tp: Any, name: str, rules: _Rules) -> Any:
     if isinstance(tp, type) and isinstance(value, tp):
         return value
     raise ConfigError(f"{name}: got {value!r}; expected {expected}")
+
+
+def _same_kind(value: Any, tp: Any) -> bool:
+    """Whether ``value`` has the Python type annotation ``tp`` asks for (a list for a list, a
+    mapping for a dict or section, an int for an int...), so that its own checks, not the
+    type, decide; a literal never counts (its choices make the message)."""
+    origin = get_origin(tp) or tp
+    if origin in (list, tuple, Sequence):
+        return isinstance(value, (list, tuple))
+    if origin in (dict, Mapping) or dataclasses.is_dataclass(tp):
+        return isinstance(value, Mapping)
+    if tp in (int, float):
+        return isinstance(value, (int, float) if tp is float else int) and not isinstance(
+            value, bool
+        )
+    return isinstance(tp, type) and origin is not Literal and isinstance(value, tp)
+
+
+def _short(value: int) -> str:
+    """An integer as text, or its size in bits when it is too long to read (or to convert)."""
+    return str(value) if value.bit_length() <= 80 else f"an integer of {value.bit_length()} bits"
 
 
 def _coerce_sequence(value: Any, tp: Any, name: str, rules: _Rules) -> Any:

@@ -2,6 +2,11 @@
 
 Each experiment gets ``OUT/<experiment>``. A run that is complete with the identical config is
 skipped; an incomplete one resumes; one whose config changed (a new preset file, say) is redone.
+``OUT`` must be a new or empty folder or a results folder (never a run folder, a diagnose folder
+or a folder of the user's own, whose ``report.html`` the report would overwrite), and each
+``OUT/<experiment>`` a new folder or a run folder; all of it is checked, with every config,
+before anything is written, and ``OUT`` is held under its writer lock
+(:func:`tailmem.rundir.claim`) until the report is written.
 Experiments run on the worker pool the LM studies use (:class:`tailmem.lm.pool.Pool`: in this
 process with ``jobs=1``, in ``jobs`` worker processes otherwise) or as a Slurm job array through
 submitit (``launcher="slurm"``). Whatever runs them, each experiment's
@@ -29,7 +34,7 @@ from tailmem.experiments.catalog import in_reproduce
 from tailmem.lm.pool import Pool
 from tailmem.progress_display import Board, watching
 from tailmem.report.render import write_report
-from tailmem.rundir import RunDir, config_digest
+from tailmem.rundir import RunDir, check_folder, claim, config_digest
 from tailmem.runner import prepare, run_experiment
 
 LAUNCHERS = ("local", "slurm")
@@ -101,8 +106,9 @@ def select_experiments(only: Sequence[str] | None) -> list[str]:
 
 def _plan(name: str, preset: str, out: Path) -> str:
     """What reproduce will do with ``name``: skip, resume, redo (config changed) or run."""
-    _, cfg = prepare(name, preset)  # config, devices and the experiment's preflight
+    _, cfg = prepare(name, preset)  # config, environment, devices and the preflight
     path = out / name
+    check_folder(path, ("run",))
     if not (path / "config.yaml").is_file():
         return "run"
     previous = RunDir(path).read_config()
@@ -246,10 +252,11 @@ def reproduce(
         _import_submitit()
     names = select_experiments(only)
     out = Path(out) if out is not None else default_results(preset)
-    plans = {name: _plan(name, preset, out) for name in names}  # validates every config first
     if out.exists() and not out.is_dir():
         raise ConfigError(f"--out {out} is a file; expected a folder (or a path to create)")
-    with RunDir(out).lock():  # one reproduce per results folder
+    check_folder(out, ("results",))
+    plans = {name: _plan(name, preset, out) for name in names}  # validates every config first
+    with claim(out, ("results",), "reproduce", record_new=True):  # one reproduce per folder
         return _reproduce_locked(names, plans, preset, out, jobs, launcher, slurm, cluster)
 
 

@@ -1,5 +1,6 @@
-"""What this machine can run: memory for refusing a config before it dies in the allocator, and
-the devices a config names (:func:`check_devices`).
+"""What this machine can run: memory for refusing a config before it dies in the allocator, the
+devices a config names (:func:`check_devices`) and the folders it writes outside the run
+(:func:`check_writable_folder`).
 
 An experiment's ``preflight(cfg)`` (see :mod:`tailmem.runner`) estimates the bytes its largest
 allocations need and calls :func:`require_memory`; the estimate should count only what surely
@@ -10,7 +11,8 @@ from __future__ import annotations
 
 import dataclasses
 import os
-from collections.abc import Iterator
+import sys
+from collections.abc import Iterator, Mapping
 from pathlib import Path
 from typing import Any
 
@@ -43,6 +45,51 @@ def require_memory(what: str, nbytes: float) -> None:
         )
 
 
+def rows_bytes(rows: int, fields: int) -> int:
+    """Bytes a list of ``rows`` dicts of ``fields`` float values surely takes in CPython (a CSV
+    table an experiment builds): each empty dict, an entry (hash, key and value: three
+    pointers) and a float object per field, and the list's pointer to the row."""
+    return rows * (sys.getsizeof({}) + fields * (24 + sys.getsizeof(0.0)) + 8)
+
+
+def trajectory_bytes(steps: int, runs: int = 1) -> int:
+    """Bytes :func:`tailmem.assoc.train` surely takes for ``steps`` steps of ``runs`` runs at
+    once: the loss of every step (float64); a schedule made by ``lr_schedule`` adds 8 bytes a
+    step, one broadcast from a grid nothing."""
+    return 8 * (steps + 1) * runs
+
+
+def require_largest(parts: Mapping[str, float]) -> None:
+    """:func:`require_memory` for the largest of ``parts`` (``{what: bytes}``), parts a study
+    runs one after another, so the message names the one that does not fit."""
+    what = max(parts, key=lambda name: parts[name])
+    require_memory(what, parts[what])
+
+
+def check_writable_folder(path: str | os.PathLike[str], what: str, fix: str = "") -> None:
+    """Refuse, before anything is written, a folder this process could not create and write
+    into: a file in its place or in the way, a read-only file system, no permission. ``what``
+    names where the path came from (``data.cache_dir``), ``fix`` how to choose another."""
+    hint = f" ({fix})" if fix else ""
+    path = Path(path)
+    existing = path
+    while not existing.exists() and existing.parent != existing:
+        existing = existing.parent
+    if not existing.is_dir():
+        where = "is a file" if existing == path else f"cannot be made: {existing} is a file"
+        raise ConfigError(f"{what}: {path} {where}; expected a folder{hint}")
+    problem = None
+    if hasattr(os, "statvfs") and os.statvfs(existing).f_flag & os.ST_RDONLY:
+        problem = "is on a read-only file system"
+    elif not os.access(existing, os.W_OK | os.X_OK):
+        problem = "is not writable by this user"
+    if problem is not None:
+        place = "" if existing == path else f" (its nearest existing folder {existing})"
+        raise ConfigError(
+            f"{what}: {path}{place} {problem}; expected a folder this user can write{hint}"
+        )
+
+
 def _device_fields(cfg: Any, prefix: str = "") -> Iterator[tuple[str, Any]]:
     """``(dotted name, value)`` of every field named ``device`` in a config, nested included."""
     for spec in dataclasses.fields(cfg):
@@ -53,13 +100,24 @@ def _device_fields(cfg: Any, prefix: str = "") -> Iterator[tuple[str, Any]]:
             yield from _device_fields(value, f"{prefix}{spec.name}.")
 
 
-def check_devices(cfg: Any) -> None:
+def check_devices(cfg: Any, within: tuple[str, Mapping[str, Any]] | None = None) -> None:
     """Refuse any ``device`` field this machine cannot run: not a torch device string, a kind
     other than cpu/cuda (``meta`` computes nothing), or CUDA where there is none (the usual cause:
-    ``--preset paper``, which trains on GPUs, on a CPU machine)."""
+    ``--preset paper``, which trains on GPUs, on a CPU machine). The hint is the override that
+    fixes it, by the field's dotted key (``train.device=cpu``); for a config a study builds from
+    a mapping of overrides ``within = (key, mapping)``, that mapping with the device added
+    (``'common={seeds: 3, train.device: cpu}'``: an override replaces the whole mapping)."""
     import torch
+    import yaml
 
     for name, value in _device_fields(cfg):
+        fix = f"{name}=cpu"
+        if within is not None:
+            key, mapping = within
+            entries = yaml.safe_dump(
+                {**mapping, name: "cpu"}, default_flow_style=True, sort_keys=False, width=10**6
+            )
+            fix = f"'{key}={entries.strip()}'"
         if value is None:
             continue
         try:
@@ -75,7 +133,7 @@ def check_devices(cfg: Any) -> None:
             if count == 0:
                 raise ConfigError(
                     f"{name}: got {value!r} but this machine has no CUDA device; use a "
-                    "cpu/smoke preset here or pass device=cpu"
+                    f"cpu/smoke preset here or pass {fix}"
                 )
             if device.index is not None and device.index >= count:
                 raise ConfigError(f"{name}: got {value!r}; this machine has {count} CUDA devices")

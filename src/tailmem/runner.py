@@ -1,16 +1,24 @@
-"""Run one experiment into a run directory: validate, lock, record, run, mark complete.
+"""Run one experiment into a run directory: check, lock, record, run, mark complete.
 
-Everything that can be checked is checked before anything is written: the config (types, ranges,
-:func:`tailmem.config.load_config`), every ``device`` field of it against this machine
+Everything that can be checked is checked before anything is written, by one preflight
+(:func:`prepare`): the config (types, ranges, seeds, repeated overrides:
+:func:`tailmem.config.load_config`), the launch environment (``torchrun``'s variables:
+:func:`tailmem.train.distributed.check_launch`), every ``device`` field against this machine
 (:func:`check_devices`), and the experiment's own ``preflight(cfg)`` if its module defines one
-(sizes, memory: it must raise a :class:`~tailmem.errors.TailmemError` and write nothing). A refused
-run therefore leaves no trace, and the corrected rerun starts afresh.
+(data sources, cache folders, sizes and memory: it must raise a
+:class:`~tailmem.errors.TailmemError` and write nothing). Then the folder itself: ``--out`` must
+be a new or empty folder or a run folder (:func:`tailmem.rundir.check_folder`), and a run of a
+different config is replaced only with ``--force``. A refused run therefore leaves no trace, and
+the corrected rerun starts afresh.
 
-A run directory is then locked for the life of the run (:meth:`RunDir.lock`: a second writer is
-refused at once) and reused only when it holds the identical config (same digest): a complete one
-is skipped, an incomplete one is handed back to the experiment to resume from its checkpoints. A
-folder holding only the config record of a run that never produced anything is not a run to
-protect: a different config simply replaces it.
+A run directory is then locked for the life of the run (:func:`tailmem.rundir.claim`: a second
+writer is refused at once) and reused only when it holds the identical config (same digest): a
+complete one is skipped, an incomplete one is handed back to the experiment to resume from its
+checkpoints. Otherwise everything tailmem wrote into it before — the previous run's outputs,
+sub-runs and data caches, a report of it — is removed first (:meth:`RunDir.clear`), so the new
+run's COMPLETE, which lists only the files this run wrote, certifies nothing stale. A folder
+holding only the config record of a run that never produced anything is not a run to protect: a
+different config simply replaces it.
 """
 
 from __future__ import annotations
@@ -25,12 +33,9 @@ from tailmem.config import load_config, to_dict
 from tailmem.errors import ConfigError
 from tailmem.experiments import get_experiment
 from tailmem.resources import check_devices
-from tailmem.rundir import COMPLETE_MARKER, LOCK_FILE, RunDir, config_digest
+from tailmem.rundir import RUN_RECORD, RunDir, check_folder, claim, config_digest
 from tailmem.train import seed_everything
-from tailmem.train.distributed import is_main_process
-
-BOOKKEEPING = frozenset({"config.yaml", LOCK_FILE, COMPLETE_MARKER, progress.PROGRESS_FILE})
-"""Files a run directory holds before the experiment has written anything of its own."""
+from tailmem.train.distributed import check_launch, is_main_process
 
 
 def default_out(experiment: str, preset: str) -> Path:
@@ -38,9 +43,11 @@ def default_out(experiment: str, preset: str) -> Path:
 
 
 def prepare(experiment: str, preset: str, overrides: Sequence[str] = ()) -> tuple[Any, Any]:
-    """The experiment's module and its checked config; raises before anything is written."""
+    """The experiment's module and its checked config: the one preflight of a run (module
+    docstring); raises before anything is written."""
     module = get_experiment(experiment)
     cfg = load_config(module.Config, experiment, preset, overrides)
+    check_launch()
     check_devices(cfg)
     preflight = getattr(module, "preflight", None)
     if callable(preflight):
@@ -54,12 +61,37 @@ def _usable_folder(path: Path) -> None:
         raise ConfigError(f"--out {path} is a file; expected a folder (or a path to create)")
 
 
-def _holds_results(path: Path) -> bool:
-    """Whether ``path`` holds anything beyond a run's bookkeeping files."""
-    return any(
-        p.name not in BOOKKEEPING and not (p.name.startswith(".") and p.name.endswith(".tmp"))
-        for p in path.iterdir()
-    )
+def _holds_results(run: RunDir) -> bool:
+    """Whether ``run`` holds anything tailmem wrote beyond a run's bookkeeping files."""
+    return any(name not in RUN_RECORD for name in run.entries())
+
+
+def _decide(path: Path, experiment: str, digest: str, force: bool) -> str:
+    """What a run of ``experiment`` with config ``digest`` does with folder ``path``: "skipped"
+    (complete with this config), "resumed" (incomplete with this config) or "ran" (afresh,
+    after :meth:`RunDir.clear`); refuses a folder that is not a run folder, or holds a run this
+    one may not replace without ``--force``. Reads only."""
+    check_folder(path, ("run",))
+    if not path.exists():
+        return "ran"
+    run = RunDir(path)
+    if not run.file("config.yaml").is_file():
+        if _holds_results(run) and not force:
+            raise ConfigError(
+                f"{path} holds a run without its config.yaml record (damaged); pass --force to "
+                "redo it, or choose another --out"
+            )
+        return "ran"
+    previous = run.read_config()
+    same = previous.get("digest") == digest and previous.get("experiment") == experiment
+    if same and not force:
+        return "skipped" if run.is_complete else "resumed"
+    if not same and not force and _holds_results(run):
+        raise ConfigError(
+            f"{path} holds a run of {previous.get('experiment')} with a different config; "
+            "choose another --out or pass --force to replace it"
+        )
+    return "ran"
 
 
 def run_experiment(
@@ -72,44 +104,32 @@ def run_experiment(
     """Run ``experiment`` at ``preset`` into ``out``; returns the run and what happened.
 
     The status is ``"skipped"`` (already complete with this config), ``"resumed"`` or ``"ran"``.
-    Under ``torchrun`` every rank calls this; only rank 0 locks the folder, checks it for foreign
-    content and writes ``config.yaml`` / ``COMPLETE`` (the other ranks only make the same skip
-    decision).
+    Under ``torchrun`` every rank calls this; only rank 0 claims the folder, clears it and writes
+    ``config.yaml`` / ``COMPLETE`` (the other ranks only make the same skip decision).
     """
     module, cfg = prepare(experiment, preset, overrides)
     path = Path(out) if out is not None else default_out(experiment, preset)
     _usable_folder(path)
-    main = is_main_process()
-    if not main:
-        return _run_unlocked(module, cfg, experiment, preset, path, force, main=False)
-    run = RunDir(path)
-    with run.lock():
-        return _run_unlocked(module, cfg, experiment, preset, path, force, main=True)
-
-
-def _run_unlocked(
-    module: Any, cfg: Any, experiment: str, preset: str, path: Path, force: bool, main: bool
-) -> tuple[RunDir, str]:
     digest = config_digest(experiment, to_dict(cfg))
-    status = "ran"
-    if (path / "config.yaml").is_file():
-        previous = RunDir(path).read_config()
-        same = previous.get("digest") == digest and previous.get("experiment") == experiment
-        if same and RunDir(path).is_complete and not force:
-            return RunDir(path), "skipped"
-        if not same and not force and _holds_results(path):
-            raise ConfigError(
-                f"{path} holds a run of {previous.get('experiment')} with a different config; "
-                "choose another --out or pass --force to overwrite it"
-            )
-        status = "resumed" if same and not force else "ran"
-    elif main and path.exists() and _holds_results(path) and not force:
-        raise ConfigError(f"{path} exists and is not a tailmem run directory; choose another --out")
-    run = RunDir(path)
-    if main:
-        run.clear_complete()
-        run.remove_stale_temp_files()
-        run.write_config(experiment, preset, cfg)
+    status = _decide(path, experiment, digest, force)  # refuse before anything is written
+    if not is_main_process():
+        return _execute(module, cfg, RunDir(path), status, main=False)
+    with claim(path, ("run",), "run") as run:
+        status = _decide(path, experiment, digest, force)  # again, now that no one else writes
+        if status != "skipped":
+            if status == "ran":
+                run.clear()  # the previous run's files: this run's COMPLETE lists its own
+            else:
+                run.clear_complete()
+            run.remove_stale_temp_files()
+            run.write_config(experiment, preset, cfg)
+        return _execute(module, cfg, run, status, main=True)
+
+
+def _execute(module: Any, cfg: Any, run: RunDir, status: str, main: bool) -> tuple[RunDir, str]:
+    """Run the experiment into ``run`` unless it is skipped; the main rank marks it complete."""
+    if status == "skipped":
+        return run, status
     seed_everything(cfg.seed)
     start = time.perf_counter()
     with progress.tracking(run.path, enabled=main):

@@ -420,8 +420,10 @@ def test_corrupt_cache_raises_data_error_and_rebuild_repairs_it(tmp_path):
     data = bytearray(tokens.read_bytes())
     data[-1] ^= 0xFF
     tokens.write_bytes(bytes(data))
-    with pytest.raises(DataError, match=r"corrupt.*item_tokens\.npy does not match"):
+    with pytest.raises(DataError, match=r"corrupt.*item_tokens\.npy does not match") as info:
         build_dataset(cfg, tmp_path)
+    assert str(info.value).endswith("delete that folder and rerun: it is built again")
+    assert "rebuild=True" not in str(info.value)  # a Python argument, not something a user types
     repaired = build_dataset(cfg, tmp_path, rebuild=True)
     assert np.array_equal(repaired.items.flat[:-1], ds.items.flat[:-1])
     (repaired.path / "meta.json").unlink()

@@ -50,7 +50,8 @@ Cache
     of every file) into ``<cache_dir>/bios-m<m>-<fingerprint[:12]>``, built in a temporary
     directory and renamed into place. A later call with the same config loads it; a corrupt
     entry (missing file, hash mismatch) raises :class:`~tailmem.errors.DataError` naming the
-    directory, unless ``rebuild=True``, which replaces it.
+    directory, which the user deletes to have it built again (``rebuild=True`` replaces it from
+    Python).
 """
 
 from __future__ import annotations
@@ -225,14 +226,29 @@ class BiosConfig:
                 f"m: got {self.m}; 2**m = {n_people} people need at least {2 * n_people} "
                 f"possible full names, these name pools give {combos}"
             )
-        total = num_train_qa(self.m, self.frequency_exponent, self.n_qa)
-        if self.train_on == "qa+bios":
-            total += total // self.n_qa
+        total = self.train_items
         if total > MAX_TRAIN_ITEMS:
             raise ConfigError(
                 f"m: got m={self.m}, frequency_exponent={rho} giving {total:,} training samples; "
                 f"expected at most {MAX_TRAIN_ITEMS:,}"
             )
+
+    @property
+    def train_items(self) -> int:
+        """Training items of the data set: its QA samples, plus one biography per selection
+        with ``train_on="qa+bios"``."""
+        total = num_train_qa(self.m, self.frequency_exponent, self.n_qa)
+        return total + total // self.n_qa if self.train_on == "qa+bios" else total
+
+    def check_tokenizer(self) -> None:
+        """Refuse (one-line error naming ``data.tokenizer_path``) a given tokenizer file that
+        does not load or lacks ``eos_token``, before anything is built."""
+        if self.tokenizer_path is None:
+            return
+        try:
+            token_id(load_tokenizer(self.tokenizer_path), self.eos_token)
+        except DataError as exc:
+            raise DataError(f"data.tokenizer_path: {exc}") from None
 
 
 def _int_in(cfg: BiosConfig, name: str, low: int, high: int | None) -> None:
@@ -810,36 +826,35 @@ def load_dataset(folder: str | Path, expected_fingerprint: str | None = None) ->
     try:
         meta = json.loads(meta_path.read_text())
     except (OSError, ValueError) as exc:
-        raise DataError(
-            f"{_corrupt(folder)} (meta.json unreadable: {type(exc).__name__})"
-        ) from None
+        raise DataError(_corrupt(folder, f"meta.json unreadable: {type(exc).__name__}")) from None
     if not isinstance(meta, dict) or meta.get("format") != DATA_FORMAT or "files" not in meta:
-        raise DataError(f"{_corrupt(folder)} (meta.json is not a {DATA_FORMAT} record)")
+        raise DataError(_corrupt(folder, f"meta.json is not a {DATA_FORMAT} record"))
     if meta.get("version") != DATA_VERSION:
-        raise DataError(
-            f"{_corrupt(folder)} (data format version {meta.get('version')}, "
-            f"expected {DATA_VERSION})"
-        )
+        version = f"data format version {meta.get('version')}, expected {DATA_VERSION}"
+        raise DataError(_corrupt(folder, version))
     if expected_fingerprint is not None and meta.get("fingerprint") != expected_fingerprint:
-        raise DataError(f"{_corrupt(folder)} (it was built from a different config)")
+        raise DataError(_corrupt(folder, "it was built from a different config"))
     for name in (*[f"{a}.npy" for a in ARRAYS], "tokenizer.json", "pools.json"):
         path = folder / name
         if not path.is_file():
-            raise DataError(f"{_corrupt(folder)} ({name} is missing)")
+            raise DataError(_corrupt(folder, f"{name} is missing"))
         if file_sha256(path) != meta["files"].get(name):
-            raise DataError(f"{_corrupt(folder)} ({name} does not match its recorded hash)")
+            raise DataError(_corrupt(folder, f"{name} does not match its recorded hash"))
     try:
         cfg = BiosConfig(**meta["config"])
         arrays = {a: np.load(folder / f"{a}.npy", allow_pickle=False) for a in ARRAYS}
         pools = Pools.from_json(json.loads((folder / "pools.json").read_text()))
     except (TypeError, ValueError, KeyError) as exc:
-        raise DataError(f"{_corrupt(folder)} ({type(exc).__name__}: {exc})") from None
+        raise DataError(_corrupt(folder, f"{type(exc).__name__}: {exc}")) from None
     tokenizer = load_tokenizer(folder / "tokenizer.json")
     return BiosDataset(cfg, folder, meta, arrays, pools, tokenizer)
 
 
-def _corrupt(folder: Path) -> str:
-    return f"data cache {folder} is corrupt; delete it or build with rebuild=True to regenerate it"
+def _corrupt(folder: Path, why: str) -> str:
+    """The message of a damaged cache entry: what is wrong and what the user can do about it."""
+    return (
+        f"data cache {folder} is corrupt ({why}); delete that folder and rerun: it is built again"
+    )
 
 
 # --------------------------------------------------------------------------- the data set

@@ -70,6 +70,8 @@ from tailmem.errors import ConfigError, DataError
 from tailmem.rundir import atomic_write_bytes, file_sha256, strict_json
 
 FORMAT_VERSION = 1
+MAX_VOCAB = 1 << 20
+"""The largest BPE vocabulary trained here (real ones stay below 300k ids)."""
 _ENCODE_CHUNK = 1024  # documents per encode_batch call
 _COPY_CHUNK = 1 << 24  # tokens per copy from the raw file into the .npy file
 
@@ -94,23 +96,22 @@ class CorpusConfig:
     eos_token: str = "<|endoftext|>"
 
     def validate(self) -> None:
-        """Raise :class:`ConfigError` naming the first invalid field."""
+        """Raise :class:`ConfigError` naming the first invalid field (by its name here; the config
+        loader prefixes the section's key, e.g. ``data.corpus.``)."""
         if self.source not in ("stdlib", "files", "hf"):
-            raise ConfigError(
-                f"corpus.source: got {self.source!r}; expected 'stdlib', 'files' or 'hf'"
-            )
+            raise ConfigError(f"source: got {self.source!r}; expected 'stdlib', 'files' or 'hf'")
         if self.source == "files" and not self.paths:
-            raise ConfigError("corpus.paths: empty; source 'files' needs .txt/.jsonl files or dirs")
+            raise ConfigError("paths: empty; source 'files' needs .txt/.jsonl files or dirs")
         if self.txt_mode not in ("file", "paragraph", "line"):
             raise ConfigError(
-                f"corpus.txt_mode: got {self.txt_mode!r}; expected 'file', 'paragraph' or 'line'"
+                f"txt_mode: got {self.txt_mode!r}; expected 'file', 'paragraph' or 'line'"
             )
         if self.max_docs is not None and (not _is_int(self.max_docs) or self.max_docs < 1):
-            raise ConfigError(f"corpus.max_docs: got {self.max_docs!r}; expected null or >= 1")
+            raise ConfigError(f"max_docs: got {self.max_docs!r}; expected null or >= 1")
         if self.source == "hf" and self.max_docs is None:
-            raise ConfigError("corpus.max_docs: null; source 'hf' streams the first max_docs docs")
+            raise ConfigError("max_docs: null; source 'hf' streams the first max_docs docs")
         if self.source == "hf" and not self.hf_name:
-            raise ConfigError("corpus.hf_name: empty; expected a data set name or local folder")
+            raise ConfigError("hf_name: empty; expected a data set name or local folder")
         fraction = self.val_fraction
         if (
             isinstance(fraction, bool)
@@ -118,17 +119,21 @@ class CorpusConfig:
             or not (0.0 <= fraction <= 0.5)
         ):
             raise ConfigError(
-                f"corpus.val_fraction: got {self.val_fraction!r}; expected a number in [0, 0.5]"
+                f"val_fraction: got {self.val_fraction!r}; expected a number in [0, 0.5]"
             )
-        if self.tokenizer is None and (not _is_int(self.vocab_size) or self.vocab_size < 258):
+        if self.tokenizer is None and (
+            not _is_int(self.vocab_size) or not 258 <= self.vocab_size <= MAX_VOCAB
+        ):
             raise ConfigError(
-                f"corpus.vocab_size: got {self.vocab_size!r}; expected an integer >= 258 "
-                "(256 bytes + end-of-text + at least one merge)"
+                f"vocab_size: got {self.vocab_size!r}; expected an integer in [258, {MAX_VOCAB}] "
+                "(256 bytes + end-of-text + at least one merge; the BPE trainer aborts the "
+                "process far beyond any real vocabulary)"
             )
         if not _is_int(self.min_frequency) or self.min_frequency < 1:
-            raise ConfigError(f"corpus.min_frequency: got {self.min_frequency!r}; expected >= 1")
-        if not self.text_field or not self.eos_token:
-            raise ConfigError("corpus.text_field and corpus.eos_token must be non-empty strings")
+            raise ConfigError(f"min_frequency: got {self.min_frequency!r}; expected >= 1")
+        for name in ("text_field", "eos_token"):
+            if not getattr(self, name):
+                raise ConfigError(f"{name}: got an empty string; expected a non-empty one")
 
 
 def _is_int(value: Any) -> bool:
@@ -274,7 +279,10 @@ def load_corpus(path: str | Path) -> Corpus:
         raise DataError(f"{path / 'meta.json'}: expected corpus format {FORMAT_VERSION}")
     files = meta.get("files")
     if not isinstance(files, dict):
-        raise DataError(f"{path / 'meta.json'}: records no file hashes; rebuild the corpus")
+        raise DataError(
+            f"{path / 'meta.json'}: records no file hashes; delete the folder {path} and rerun: "
+            "the corpus is built again"
+        )
     for name in _CORPUS_FILES[1:]:
         if file_sha256(path / name) != files.get(name):
             raise DataError(
@@ -320,7 +328,7 @@ def build_corpus(cfg: CorpusConfig, cache_dir: str | Path) -> Corpus:
     started = time.perf_counter()
     docs = read_documents(cfg, cache_dir)
     read_seconds = time.perf_counter() - started
-    given = None if cfg.tokenizer is None else _given_tokenizer(cfg.tokenizer, cfg.eos_token)
+    given = None if cfg.tokenizer is None else given_tokenizer(cfg.tokenizer, cfg.eos_token)
     recipe = _recipe(cfg, docs)
     fingerprint = digest(recipe)
     final = cache_dir / f"corpus-{fingerprint[:16]}"
@@ -344,11 +352,12 @@ def build_corpus(cfg: CorpusConfig, cache_dir: str | Path) -> Corpus:
     return load_corpus(final)
 
 
-def _given_tokenizer(path: str, eos_token: str) -> Tokenizer:
+def given_tokenizer(path: str, eos_token: str) -> Tokenizer:
+    """The tokenizer file ``path`` (``corpus.tokenizer``), which must hold ``eos_token``."""
     tok = load_tokenizer(path)
     if tok.token_to_id(eos_token) is None:
         raise DataError(
-            f"{path}: tokenizer has no token {eos_token!r}; set corpus.eos_token to its "
+            f"{path}: tokenizer has no token {eos_token!r}; set data.corpus.eos_token to its "
             "end-of-text token"
         )
     return tok

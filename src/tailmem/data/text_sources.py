@@ -9,9 +9,13 @@ from __future__ import annotations
 
 import hashlib
 import json
+import os
 import re
+import socket
 import subprocess
 import sys
+import urllib.parse
+import urllib.request
 from collections.abc import Iterable, Iterator, Sequence
 from dataclasses import dataclass
 from pathlib import Path
@@ -132,7 +136,9 @@ def local_files(paths: Sequence[str | Path]) -> list[Path]:
     for item in paths:
         path = Path(item)
         if path.is_dir():
-            found = sorted(p for p in path.rglob("*") if p.suffix in (".txt", ".jsonl"))
+            found = sorted(
+                p for p in path.rglob("*") if p.suffix in (".txt", ".jsonl") and p.is_file()
+            )
             if not found:
                 raise DataError(f"{path}: directory holds no .txt or .jsonl files")
             files.extend(found)
@@ -140,6 +146,8 @@ def local_files(paths: Sequence[str | Path]) -> list[Path]:
             raise DataError(f"{path}: file not found; expected a .txt or .jsonl file")
         elif path.suffix not in (".txt", ".jsonl"):
             raise DataError(f"{path}: unsupported file type {path.suffix!r}; expected .txt/.jsonl")
+        elif not path.is_file():  # a device (/dev/zero) or pipe named like a text file
+            raise DataError(f"{path}: not a regular file; expected a .txt or .jsonl file")
         else:
             files.append(path)
     return files
@@ -195,15 +203,7 @@ def hf_text_file(
     also works), or a local folder written by ``Dataset.save_to_disk``. The result is cached
     under ``cache_dir/text/`` keyed by these arguments and never fetched again.
     """
-    spec = {
-        "name": name,
-        "config": config,
-        "split": split,
-        "data_files": list(data_files),
-        "field": text_field,
-        "max_docs": max_docs,
-    }
-    path = Path(cache_dir) / "text" / f"hf-{digest(spec)[:16]}.jsonl"
+    path = hf_text_path(cache_dir, name, config, split, max_docs, text_field, data_files)
     if _verified(path):
         return path
     where = f"Hugging Face data set {name!r} (config {config!r}, split {split!r})"
@@ -228,9 +228,78 @@ def hf_text_file(
     return path
 
 
-def _hf_rows(
-    name: str, config: str | None, split: str, data_files: Sequence[str]
-) -> Iterable[dict]:
+def hf_text_path(
+    cache_dir: str | Path,
+    name: str,
+    config: str | None,
+    split: str,
+    max_docs: int,
+    text_field: str,
+    data_files: Sequence[str],
+) -> Path:
+    """Where :func:`hf_text_file` caches the documents of these arguments."""
+    spec = {
+        "name": name,
+        "config": config,
+        "split": split,
+        "data_files": list(data_files),
+        "field": text_field,
+        "max_docs": max_docs,
+    }
+    return Path(cache_dir) / "text" / f"hf-{digest(spec)[:16]}.jsonl"
+
+
+OFFLINE_VARIABLES = ("HF_HUB_OFFLINE", "HF_DATASETS_OFFLINE")
+HUB_TIMEOUT_S = 3.0
+"""How long :func:`check_hf_source` waits for the Hugging Face Hub to answer a connection."""
+
+
+def check_hf_source(
+    cache_dir: str | Path,
+    name: str,
+    config: str | None,
+    split: str,
+    max_docs: int,
+    text_field: str,
+    data_files: Sequence[str],
+) -> None:
+    """Refuse at once, before anything is written, a Hugging Face source that cannot be read
+    here: the ``datasets`` package missing, or a Hub data set not yet cached under
+    ``cache_dir`` while offline (``HF_HUB_OFFLINE`` / ``HF_DATASETS_OFFLINE`` set, or the Hub
+    not answering within :data:`HUB_TIMEOUT_S`; the library itself retries for half a minute).
+    A local ``save_to_disk`` folder, or documents fetched before, need no network."""
+    path = hf_text_path(cache_dir, name, config, split, max_docs, text_field, data_files)
+    if _verified(path) or Path(name).is_dir():
+        return
+    _import_datasets()
+    where = f"Hugging Face data set {name!r} is not cached under {Path(cache_dir) / 'text'}"
+    offline = [
+        v for v in OFFLINE_VARIABLES if os.environ.get(v, "").lower() in ("1", "true", "yes", "on")
+    ]
+    if offline:
+        raise DataError(
+            f"{where} and {offline[0]}={os.environ[offline[0]]} forbids fetching it; expected "
+            "network access (unset it), a local save_to_disk folder as hf_name, or another source"
+        )
+    hub = os.environ.get("HF_ENDPOINT") or "https://huggingface.co"
+    proxy = urllib.request.getproxies().get(urllib.parse.urlparse(hub).scheme)
+    endpoint = urllib.parse.urlparse(proxy or hub)  # through a proxy, the proxy must answer
+    host, port = (
+        endpoint.hostname or "huggingface.co",
+        endpoint.port or (443 if endpoint.scheme == "https" else 80),
+    )
+    try:
+        socket.create_connection((host, port), timeout=HUB_TIMEOUT_S).close()
+    except OSError as exc:
+        raise DataError(
+            f"{where} and {'the proxy' if proxy else 'the Hub'} ({host}:{port}) cannot be "
+            f"reached ({exc.strerror or exc}); expected network access, a local save_to_disk "
+            "folder as hf_name, or another source"
+        ) from None
+
+
+def _import_datasets() -> Any:
+    """The ``datasets`` package, or a :class:`ConfigError` saying how to install it."""
     try:
         import datasets
     except ImportError:
@@ -238,6 +307,13 @@ def _hf_rows(
             "corpus source 'hf' needs the optional package 'datasets'; "
             "install tailmem[hf] (pip install 'tailmem[hf]')"
         ) from None
+    return datasets
+
+
+def _hf_rows(
+    name: str, config: str | None, split: str, data_files: Sequence[str]
+) -> Iterable[dict]:
+    datasets = _import_datasets()
     if Path(name).is_dir():
         loaded = datasets.load_from_disk(name)
         return loaded[split] if isinstance(loaded, datasets.DatasetDict) else loaded

@@ -28,7 +28,7 @@ from tailmem.claims.related import CapacityInputs
 from tailmem.config import check_range
 from tailmem.errors import ConfigError
 from tailmem.plotting import pyplot, style_loglog
-from tailmem.resources import require_memory
+from tailmem.resources import require_memory, trajectory_bytes
 from tailmem.rundir import RunDir
 
 NAME = "assoc-capacity"
@@ -86,12 +86,19 @@ class Config:
 def preflight(cfg: Config) -> None:
     """Refuse sizes that cannot fit in memory, before the run directory is written: E (d × N,
     drawn then scaled: twice), Ẽ (d × M), per step size a d × d matrix and the N × M logits of
-    the final evaluation, and the N-vectors of the spectrum and answers (float64 throughout)."""
+    the final evaluation, and the N-vectors of the spectrum and answers (float64 throughout);
+    with them the training loop's loss of every step and step size and, with ``batch_size``,
+    the draws of one mini-batch (int64 each)."""
     n_obj = cfg.labels or cfg.facts
     d = max(cfg.dims)
     grid = max(len(cfg.lr_grid[name]) for name in cfg.optimizers)
     floats = 2 * d * cfg.facts + d * n_obj + grid * (d * d + cfg.facts * n_obj) + 3 * cfg.facts
-    require_memory(f"facts={cfg.facts}, labels={cfg.labels}, dims up to {d}", 8 * floats)
+    training = trajectory_bytes(cfg.steps, grid) + 8 * (cfg.batch_size or 0)
+    require_memory(
+        f"facts={cfg.facts}, labels={cfg.labels}, dims up to {d}, steps={cfg.steps}, "
+        f"batch_size={cfg.batch_size}",
+        8 * floats + training,
+    )
 
 
 def run(cfg: Config, run: RunDir) -> None:

@@ -43,7 +43,7 @@ from tailmem.claims.registry import evaluate, write_claims
 from tailmem.config import check_range
 from tailmem.errors import ConfigError
 from tailmem.plotting import pyplot, style_loglog
-from tailmem.resources import require_memory
+from tailmem.resources import require_largest, rows_bytes, trajectory_bytes
 from tailmem.rundir import RunDir
 
 NAME = "assoc-scaling"
@@ -142,11 +142,58 @@ class Config:
 
 
 def preflight(cfg: Config) -> None:
-    """Refuse sizes that cannot fit in memory, before the run directory is written: the curve
-    and symmetry parts draw two Haar-orthogonal K × K embeddings (QR of a Gaussian: at least
-    four K × K float64 matrices at once)."""
+    """Refuse, before the run directory is written, a curve cadence that records nothing but
+    the start, and sizes that cannot fit in memory. What each part surely allocates (float64):
+
+    - the curve and symmetry parts draw Haar-orthogonal K × K embeddings (QR of a Gaussian: at
+      least four K × K matrices at once);
+    - the noiseless curves: the loss of every step of its four optimisers (kept for the fits)
+      with their schedules and the step axis, a row of ``4 + curve_groups`` numbers per
+      recorded step and optimiser, and the figure's line of every group (x and y per record);
+    - the matching part: the loss of every step of each SignGD step size;
+    - the noisy sweep: a schedule and the loss of every step up to the longest horizon, and
+      the frequencies and groups of both spectra (K = ``gd_groups × gd_group_size``);
+    - steps to target and GD stability: per step size the loss of every step, its excess and
+      a comparison, and the spectrum of the largest group size;
+    - block symmetry: a schedule, and at every step the loss and per-group statistics."""
+    if cfg.curve_record_every > cfg.curve_steps:
+        raise ConfigError(
+            f"curve_record_every: got {cfg.curve_record_every}; expected at most curve_steps "
+            f"({cfg.curve_steps}), so the curves record more than their start"
+        )
     K = max(cfg.curve_groups * cfg.curve_group_size, cfg.symmetry_groups * cfg.symmetry_group_size)
-    require_memory(f"an orthonormal embedding of K={K} facts", 8 * 4 * K * K)
+    T, groups = cfg.curve_steps, cfg.curve_groups
+    records = T // cfg.curve_record_every + 1
+    curves = 4 * trajectory_bytes(T) + 16 * T + rows_bytes(4 * records, 4 + groups)
+    curves += 16 * 4 * groups * records
+    horizon = max(cfg.horizons)
+    noisy = 8 * horizon + trajectory_bytes(horizon) + 32 * cfg.gd_groups * cfg.gd_group_size
+
+    def per_lr(steps: int, sizes: list[int], grid: int) -> int:
+        excess = 9 * (steps + 1) * grid  # the excess loss (float64) and a comparison (bool)
+        return trajectory_bytes(steps, grid) + excess + 16 * cfg.target_groups * max(sizes)
+
+    grids = max(len(cfg.gd_lr_grid_p1), len(cfg.muon_lr_grid))
+    symmetry = 8 * cfg.symmetry_steps + 8 * (cfg.symmetry_steps + 1) * (4 + 2 * cfg.symmetry_groups)
+    require_largest(
+        {
+            f"an orthonormal embedding of K={K} facts": 8 * 4 * K * K,
+            f"the noiseless curves of curve_steps={T}": curves,
+            f"the matching of match_steps={cfg.match_steps}": trajectory_bytes(
+                cfg.match_steps, len(cfg.signgd_grid)
+            ),
+            f"the noisy sweep (horizons up to {horizon}, K={cfg.gd_groups * cfg.gd_group_size})": (
+                noisy
+            ),
+            f"steps to target (target_max_steps={cfg.target_max_steps})": per_lr(
+                cfg.target_max_steps, cfg.target_group_sizes, grids
+            ),
+            f"GD stability (stability_steps={cfg.stability_steps})": per_lr(
+                cfg.stability_steps, cfg.stability_group_sizes, len(cfg.stability_lr_p1)
+            ),
+            f"block symmetry (symmetry_steps={cfg.symmetry_steps})": symmetry,
+        }
+    )
 
 
 def run(cfg: Config, run: RunDir) -> None:

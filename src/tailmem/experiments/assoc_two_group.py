@@ -37,7 +37,7 @@ from tailmem.claims.registry import evaluate, write_claims
 from tailmem.config import check_range
 from tailmem.errors import ConfigError
 from tailmem.plotting import legend_outside, pyplot, style_loglog
-from tailmem.resources import require_memory
+from tailmem.resources import require_largest, rows_bytes, trajectory_bytes
 from tailmem.rundir import RunDir
 
 NAME = "assoc-two-group"
@@ -117,11 +117,40 @@ class Config:
 
 
 def preflight(cfg: Config) -> None:
-    """Refuse sizes that cannot fit in memory, before the run directory is written: the
-    block-structured memories keep a few float64 K-vectors (frequencies, groups, answers, the
-    update) for the largest K."""
+    """Refuse, before the run directory is written, a recording cadence that records nothing
+    but the start, and sizes that cannot fit in memory. What each part surely allocates:
+
+    - the block-structured memories: a few float64 K-vectors (frequencies, groups, the K
+      singular values of an update, their sorted copy) for the largest K;
+    - the update-spectra figure at ``figure_k``: those vectors, and for each of its lines (one
+      per embedding and optimiser) the index and value of every one of the K singular values,
+      which matplotlib keeps until the figure is saved, as given and as float64 pairs;
+    - the one-step sweep: ``sweep_points`` rows of 7 numbers per line;
+    - the multi-step runs: a schedule and the loss of every one of ``multi_steps`` steps, and a
+      row of 10 numbers per recorded step and line."""
+    if cfg.record_every > cfg.multi_steps:
+        raise ConfigError(
+            f"record_every: got {cfg.record_every}; expected at most multi_steps "
+            f"({cfg.multi_steps}), so the runs record more than their start"
+        )
     K = max([*cfg.ks, *cfg.asymptotic_ks, cfg.figure_k])
-    require_memory(f"the memory of K={K} facts", 8 * 4 * K)
+    lines = len(cfg.embeddings) * len(cfg.optimizers)
+    records = cfg.multi_steps // cfg.record_every + 1
+    steps = 8 * cfg.multi_steps + trajectory_bytes(cfg.multi_steps)
+    require_largest(
+        {
+            f"the memory of K={K} facts": 8 * 4 * K,
+            f"the update-spectra figure at figure_k={cfg.figure_k}": (
+                (8 * 4 + 32 * lines) * cfg.figure_k
+            ),
+            f"the one-step sweep of sweep_points={cfg.sweep_points}": (
+                rows_bytes(lines * cfg.sweep_points, 7) + 8 * 6 * cfg.sweep_points
+            ),
+            f"the multi-step runs of multi_steps={cfg.multi_steps}": (
+                steps + rows_bytes(lines * records, 10)
+            ),
+        }
+    )
 
 
 def run(cfg: Config, run: RunDir) -> None:

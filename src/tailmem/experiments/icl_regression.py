@@ -58,6 +58,7 @@ from tailmem.errors import ConfigError
 from tailmem.lm.arms import Arm, matrix_recipe, select_arms
 from tailmem.lm.config import LMConfig
 from tailmem.lm.plan import Entry, Plan, keep_checkpoints, run_plan
+from tailmem.lm.preflight import check_lm
 from tailmem.lm.rates import rate_entries
 from tailmem.lm.spec import BatchShape, RunResult
 from tailmem.lm.subrun import RunContext, template
@@ -224,6 +225,26 @@ def _summary(result: RunResult) -> str:
     if not result.final:
         return "no final evaluation"
     return describe_nmse(result.final)
+
+
+def preflight(cfg: Config) -> None:
+    """Refuse, before anything is written, a model or batch this machine cannot train
+    (:func:`tailmem.lm.preflight.check_lm`, without a vocabulary: one output per position) with
+    the task draws it surely holds (float32): the task rotation (a d × d Gaussian and its QR
+    factor) and, for the held-out set (``n_groups × eval_per_group`` sequences) and for one
+    training batch, each row's tokens (2n × (d + 1)), inputs (n × d) and subspace basis (d × k)."""
+    data = cfg.data
+    d, n, k = data.n_dims, data.n_points, data.k
+
+    def draw(rows: int) -> int:
+        return 4 * rows * (2 * n * (d + 1) + n * d + d * k)
+
+    held_out = draw(data.n_groups * data.eval_per_group)
+    drawn = 8 * d * d + held_out + draw(cfg.train.batch_size)
+    what = (
+        f"drawing the tasks (data.n_dims {d}, {data.n_groups * data.eval_per_group} held-out rows)"
+    )
+    check_lm(cfg, [FFN], drawn, vocab_size=1, extra=what)
 
 
 def run(cfg: Config, run: RunDir) -> None:

@@ -123,7 +123,7 @@ def level_label(factor: Factor, level: Level) -> str:
 
 def preflight(cfg: Config) -> None:
     """Knowledge-QA's checks for every point, before anything is written."""
-    grid.preflight(cfg.configure())
+    grid.preflight(cfg.configure(), cfg.common)
 
 
 def run(cfg: Config, run: RunDir) -> None:

@@ -44,7 +44,7 @@ from tailmem.claims.registry import evaluate, write_claims
 from tailmem.errors import ConfigError
 from tailmem.lm.arms import Arm, matrix_recipe
 from tailmem.lm.config import LMConfig
-from tailmem.lm.corpus import CorpusData, CorpusSection, LMData
+from tailmem.lm.corpus import CorpusData, CorpusSection, LMData, check_corpus
 from tailmem.lm.plan import Entry, Plan, keep_checkpoints, run_plan
 from tailmem.lm.preflight import check_lm
 from tailmem.lm.rates import rate_entries
@@ -158,8 +158,10 @@ class SpectraData:
 
 
 def preflight(cfg: Config) -> None:
-    """Refuse a model or batch this machine cannot train, before anything is written
-    (:func:`tailmem.lm.preflight.check_lm`)."""
+    """Refuse, before anything is written, a corpus this machine cannot build (cache folder,
+    sources, tokenizer: :func:`tailmem.lm.corpus.check_corpus`) and a model or batch it cannot
+    train (:func:`tailmem.lm.preflight.check_lm`)."""
+    check_corpus(cfg.data)
     check_lm(cfg, [cfg.ffn])
 
 

@@ -22,12 +22,20 @@ import numpy as np
 import torch
 from torch import Tensor, nn
 
-from tailmem.data.corpus import Corpus, CorpusConfig, build_corpus, frequency_buckets
+from tailmem.data.corpus import (
+    Corpus,
+    CorpusConfig,
+    build_corpus,
+    frequency_buckets,
+    given_tokenizer,
+)
+from tailmem.data.text_sources import check_hf_source, local_files
 from tailmem.data.token_stream import TokenStream, eval_batches
 from tailmem.errors import ConfigError
 from tailmem.lm.spec import BatchShape
 from tailmem.metrics.token_buckets import bucket_loss_sums, bucket_means, bucket_names
 from tailmem.models.gpt import GPTConfig
+from tailmem.resources import check_writable_folder
 from tailmem.train import EvalHook
 from tailmem.train import distributed as D
 
@@ -59,6 +67,33 @@ class CorpusSection:
 def default_cache_dir() -> Path:
     """``$TAILMEM_CACHE`` if set, else ``~/.cache/tailmem``."""
     return Path(os.environ.get("TAILMEM_CACHE") or Path.home() / ".cache" / "tailmem")
+
+
+def cache_dir_of(section: CorpusSection) -> tuple[Path, str]:
+    """The cache folder of ``section`` and where it came from, as a message names it."""
+    if section.cache_dir:
+        return Path(section.cache_dir), "data.cache_dir"
+    if os.environ.get("TAILMEM_CACHE"):
+        return default_cache_dir(), "TAILMEM_CACHE"
+    return default_cache_dir(), "the default cache folder"
+
+
+def check_corpus(section: CorpusSection) -> None:
+    """Refuse, before a run folder exists, a corpus this machine cannot build: a cache folder
+    it cannot write, local files that are missing, empty folders, devices or of another type,
+    a given tokenizer that does not load or lacks the end-of-text token, and a Hugging Face
+    data set that cannot be fetched (offline, no network; :func:`check_hf_source`)."""
+    cache, what = cache_dir_of(section)
+    check_writable_folder(cache, what, "set data.cache_dir or TAILMEM_CACHE to another")
+    cfg = section.corpus
+    if cfg.source == "files":
+        local_files(cfg.paths)
+    elif cfg.source == "hf":
+        assert cfg.max_docs is not None  # CorpusConfig.validate requires it for "hf"
+        check_hf_source(cache, cfg.hf_name, cfg.hf_config, cfg.hf_split, cfg.max_docs,
+                        cfg.text_field, cfg.hf_data_files)  # fmt: skip
+    if cfg.tokenizer is not None:
+        given_tokenizer(cfg.tokenizer, cfg.eos_token)
 
 
 @dataclass
@@ -141,8 +176,7 @@ def _load(key: str) -> LMData:
         raw["section"]["bucket_edges"],
         raw["section"]["cache_dir"],
     )
-    cache = Path(section.cache_dir) if section.cache_dir else default_cache_dir()
-    corpus = build_corpus(section.corpus, cache)
+    corpus = build_corpus(section.corpus, cache_dir_of(section)[0])
     val = eval_batches(corpus.val, raw["eval_batch_size"], raw["seq_len"], section.eval_batches)
     buckets = frequency_buckets(corpus.unigram_counts, section.bucket_edges)
     identity = {

@@ -11,19 +11,24 @@ refused:
   each: every kind keeps at least a momentum buffer or a moment), the fp32 logits of one
   micro-batch (``batch_size / grad_accum`` rows × ``seq_len`` × vocabulary) and the hidden
   state each block keeps for the backward pass (rows × ``seq_len`` × ``d_model`` per layer);
-- a study adds what its data holds in memory (``extra_bytes``).
+- a study adds what its data holds in memory (``extra_bytes``);
+- the list of seeds the study runs (``seed`` .. ``seed + seeds − 1``: one Python int each).
 
 The vocabulary used is a lower bound: every tokenizer here is byte-level, so a vocabulary has
-at least :data:`MIN_VOCAB` ids whatever the configured size.
+at least :data:`MIN_VOCAB` ids whatever the configured size (a study without a vocabulary, such
+as in-context regression, passes its own). The seeds must stay within the seed range of
+:data:`tailmem.config.SEED_MAX`.
 """
 
 from __future__ import annotations
 
+import sys
 from collections.abc import Sequence
 from dataclasses import replace
 
 import torch
 
+from tailmem.config import SEED_MAX
 from tailmem.errors import ConfigError
 from tailmem.lm.config import LMConfig
 from tailmem.models.gpt import GPT, GPTConfig
@@ -39,8 +44,16 @@ def parameter_count(model_cfg: GPTConfig) -> int:
     model give the cost of one block, so a deep config is not built block by block."""
 
     def count(n_layer: int) -> int:
-        with torch.device("meta"):
-            model = GPT(replace(model_cfg, n_layer=n_layer))
+        try:
+            with torch.device("meta"):
+                model = GPT(replace(model_cfg, n_layer=n_layer))
+        except RuntimeError as exc:  # a shape past int64 bytes: torch's size check overflows
+            if "overflow" not in str(exc):
+                raise
+            raise ConfigError(
+                f"model of d_model {model_cfg.d_model}, d_ff {model_cfg.d_ff}: a weight matrix "
+                "has more bytes than a 64-bit size holds; expected a smaller model"
+            ) from None
         return sum(p.numel() for p in model.parameters())
 
     one = count(1)
@@ -58,19 +71,40 @@ def run_bytes(cfg: LMConfig, model_cfg: GPTConfig) -> int:
     return 4 * (3 * params + activations)
 
 
-def check_lm(cfg: LMConfig, ffns: Sequence[str], extra_bytes: int = 0) -> None:
+def seed_list_bytes(seeds: int) -> int:
+    """Bytes of the list of ``seeds`` seeds a study runs: a pointer and an int object each."""
+    return seeds * (8 + sys.getsizeof(SEED_MAX))
+
+
+def check_lm(
+    cfg: LMConfig,
+    ffns: Sequence[str],
+    extra_bytes: int = 0,
+    vocab_size: int = MIN_VOCAB,
+    extra: str = "the study's data",
+) -> None:
     """Refuse (one-line :class:`~tailmem.errors.ConfigError`) a batch that the ranks and
-    micro-batches cannot split evenly, and a model of any FFN type in ``ffns`` that one run on
-    this machine cannot hold, with ``extra_bytes`` of study data."""
+    micro-batches cannot split evenly, seeds past the seed range, and a model of any FFN type in
+    ``ffns`` (with at least ``vocab_size`` ids) that one run on this machine cannot hold, with
+    ``extra_bytes`` of study data (``extra`` says what they are) and the list of seeds."""
     world = D.launched_world_size()
     if cfg.train.batch_size % (world * cfg.train.grad_accum):
         raise ConfigError(
             f"train.batch_size: got {cfg.train.batch_size}; expected a multiple of {world} "
             f"rank(s) × train.grad_accum {cfg.train.grad_accum}"
         )
+    last = cfg.seed + cfg.seeds - 1
+    if last > SEED_MAX:
+        raise ConfigError(
+            f"seeds: got {cfg.seeds} from seed {cfg.seed}, up to seed {last}; expected seeds "
+            f"within [0, {SEED_MAX}] (fewer seeds or a smaller seed)"
+        )
+    seed_list = seed_list_bytes(cfg.seeds)
+    require_memory(f"the list of seeds={cfg.seeds} seeds", seed_list)
+    require_memory(extra, extra_bytes)
     for ffn in ffns:
-        model_cfg = cfg.model.build(MIN_VOCAB, ffn, cfg.train.seq_len)
-        need = run_bytes(cfg, model_cfg) + extra_bytes
+        model_cfg = cfg.model.build(vocab_size, ffn, cfg.train.seq_len)
+        need = run_bytes(cfg, model_cfg) + extra_bytes + seed_list
         shape = (
             f"model {cfg.model.size} ({model_cfg.n_layer} layers × d_model {model_cfg.d_model}, "
             f"d_ff {model_cfg.d_ff}, {ffn} FFN) at batch {cfg.train.batch_size} × seq_len "

@@ -12,6 +12,7 @@ from __future__ import annotations
 import atexit
 import inspect
 import os
+import socket
 from dataclasses import dataclass
 from typing import Any
 
@@ -48,8 +49,50 @@ def _env_int(name: str) -> int | None:
     try:
         return int(value)
     except ValueError:
+        shown = value if len(value) <= 40 else f"{value[:20]}... ({len(value)} characters)"
         raise ConfigError(
-            f"environment variable {name} must be an integer, got {value!r}"
+            f"environment variable {name}: got {shown!r}; expected an integer"
+        ) from None
+
+
+LAUNCH_VARIABLES = ("RANK", "LOCAL_RANK", "MASTER_ADDR", "MASTER_PORT")
+"""What ``torchrun`` sets beside ``WORLD_SIZE`` and a multi-rank start needs."""
+
+
+def check_launch() -> None:
+    """Refuse (one-line :class:`ConfigError`, before anything is written) a half-set or invalid
+    ``torchrun`` environment: with ``WORLD_SIZE`` above 1 every variable of
+    :data:`LAUNCH_VARIABLES` must be set, ``RANK`` lie in ``[0, WORLD_SIZE)``, ``LOCAL_RANK`` be
+    non-negative, ``MASTER_PORT`` a TCP port (1-65535) and ``MASTER_ADDR`` a host name that
+    resolves."""
+    world = _env_int("WORLD_SIZE")
+    if world is None or world == 1:
+        return
+    if world < 1:
+        raise ConfigError(
+            f"environment variable WORLD_SIZE: got {world}; expected a rank count ≥ 1"
+        )
+    missing = [name for name in LAUNCH_VARIABLES if not os.environ.get(name)]
+    if missing:
+        raise ConfigError(
+            f"environment variable WORLD_SIZE={world} but {', '.join(missing)} "
+            f"{'is' if len(missing) == 1 else 'are'} not set; expected a launch by torchrun "
+            "(which sets them all), or WORLD_SIZE unset for one process"
+        )
+    rank, local, port = _env_int("RANK"), _env_int("LOCAL_RANK"), _env_int("MASTER_PORT")
+    if rank is None or not 0 <= rank < world:
+        raise ConfigError(f"environment variable RANK: got {rank}; expected 0..{world - 1}")
+    if local is None or local < 0:
+        raise ConfigError(f"environment variable LOCAL_RANK: got {local}; expected ≥ 0")
+    if port is None or not 1 <= port <= 65535:
+        raise ConfigError(f"environment variable MASTER_PORT: got {port}; expected 1..65535")
+    master = os.environ["MASTER_ADDR"]
+    try:
+        socket.getaddrinfo(master, port)
+    except (OSError, UnicodeError) as exc:  # torch would retry the lookup for half an hour
+        raise ConfigError(
+            f"environment variable MASTER_ADDR: {master!r} cannot be resolved "
+            f"({getattr(exc, 'strerror', None) or exc}); expected the host of rank 0"
         ) from None
 
 
@@ -93,9 +136,18 @@ def init_distributed(device: str) -> tuple[DistContext, torch.device]:
     else:
         rank_device = torch.device(kind)
     if not dist.is_initialized():
+        check_launch()
         backend = "nccl" if kind == "cuda" else "gloo"
         kwargs = {"device_id": rank_device} if kind == "cuda" else {}
-        dist.init_process_group(backend=backend, rank=rank, world_size=world_size, **kwargs)
+        try:
+            dist.init_process_group(backend=backend, rank=rank, world_size=world_size, **kwargs)
+        except (RuntimeError, ValueError) as exc:  # rendezvous: unreachable master, timeout, ...
+            where = f"{os.environ.get('MASTER_ADDR')}:{os.environ.get('MASTER_PORT')}"
+            first = (str(exc).strip().splitlines() or [type(exc).__name__])[0][:200]
+            raise ConfigError(
+                f"starting torch.distributed ({backend}, rank {rank} of {world_size}, master "
+                f"{where}) failed: {first}; expected every rank launched by one torchrun"
+            ) from None
         atexit.register(_destroy)
     return DistContext(rank=rank, world_size=world_size, local_rank=local_rank), rank_device
 

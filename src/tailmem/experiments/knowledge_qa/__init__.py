@@ -71,6 +71,7 @@ from tailmem.lm.spec import RunResult, diverged_runs
 from tailmem.lm.subrun import RunContext, template
 from tailmem.optim.registry import AdamHParams, MuonHParams
 from tailmem.report.qa_gap_figures import fta_vs_exposures_figure, lag_ratio_figure
+from tailmem.resources import check_writable_folder
 from tailmem.rundir import RunDir
 from tailmem.train import distributed as D
 
@@ -180,22 +181,29 @@ class Config(LMConfig):
 
 
 def preflight(cfg: Config) -> None:
-    """Refuse, before anything is written, a ``train.seq_len`` whose rows cannot hold a QA item
-    and a model or batch this machine cannot train (:func:`tailmem.lm.preflight.check_lm`).
+    """Refuse, before anything is written, a cache folder this process cannot write, a given
+    tokenizer that does not load, a model, batch or data set this machine cannot hold
+    (:func:`tailmem.lm.preflight.check_lm`) and a ``train.seq_len`` whose rows cannot hold a QA
+    item.
 
     The shortest a training item can be: one token per word of its question template (the
     byte-level pre-tokenizer never merges across words), two for the name (first name and
     surname), one for the answer and the end-of-text token. A custom ``tokenizer_path`` may
-    merge across words, so then only the build checks the length."""
-    check_lm(cfg, cfg.ffns)
-    if cfg.data.tokenizer_path is not None:
-        return
+    merge across words, so then an item counts one token and only the build checks the length.
+    The data set surely holds, per training item, an int64 offset and its tokens (2 bytes
+    each at least)."""
+    if cfg.cache_dir is not None:
+        check_writable_folder(cfg.cache_dir, "cache_dir", "null: the run folder's data/")
+    cfg.data.check_tokenizer()
     words = max(
         len(re.findall(r"\w+", template.replace("{name}", "")))
         for templates in QA_TEMPLATES.values()
         for template in templates[: cfg.data.templates_per_attribute]
     )
-    shortest = words + 2 + 1 + 1
+    shortest = 1 if cfg.data.tokenizer_path is not None else words + 2 + 1 + 1
+    items = cfg.data.train_items
+    what = f"a data set of {items} training items (data.m {cfg.data.m}, data.n_qa {cfg.data.n_qa})"
+    check_lm(cfg, cfg.ffns, items * (8 + 2 * shortest), extra=what)
     if cfg.train.seq_len + 1 < shortest:
         raise ConfigError(
             f"train.seq_len: got {cfg.train.seq_len}; expected at least {shortest - 1} (a row of "

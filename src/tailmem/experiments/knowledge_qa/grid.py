@@ -112,12 +112,13 @@ def configure(
     return out
 
 
-def preflight(configs: Mapping[str, tuple[Point, kqa.Config]]) -> None:
+def preflight(configs: Mapping[str, tuple[Point, kqa.Config]], common: Mapping[str, Any]) -> None:
     """The runner's device check and knowledge-QA's checks (rows hold an item, this machine can
-    train the model) per point."""
+    train the model, data and cache folders) per point; ``common`` is the study's own mapping
+    of overrides for every point, through which the device hint sets the device."""
     for label, (_, cfg) in configs.items():
         try:
-            check_devices(cfg)
+            check_devices(cfg, within=("common", common))
             kqa.preflight(cfg)
         except ConfigError as exc:
             raise ConfigError(f"point {label!r}: {exc}") from None

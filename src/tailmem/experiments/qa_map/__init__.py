@@ -233,7 +233,7 @@ def preflight(cfg: Config) -> None:
     configs = grid.configure(points, cfg.base, common_overrides(cfg))
     if any(c.ffn == "both" for _, c in configs.values()):
         raise ConfigError("common.ffn: got 'both'; expected plain or gated (the map measures one)")
-    grid.preflight(configs)
+    grid.preflight(configs, cfg.common)
 
 
 def run(cfg: Config, run: RunDir) -> None:
