@@ -30,8 +30,8 @@ from tailmem.config import load_config
 from tailmem.experiments import ablation, spectra
 from tailmem.lm.arms import HIDDEN_MATRICES, muon_recipe
 from tailmem.lm.corpus import CorpusData
-from tailmem.models.gpt import GPT
 from tailmem.lm.spec import BatchShape
+from tailmem.models.gpt import GPT
 from tailmem.optim.routing import parse_recipe, route
 from tailmem.train import read_metrics, seed_everything, train
 from tailmem.train.distributed import DistContext

@@ -3,8 +3,9 @@ from typing import Literal
 
 import pytest
 
-from tailmem.config import from_dict, load_config, parse_override, to_dict
+from tailmem.config import load_config, parse_override, to_dict
 from tailmem.errors import ConfigError
+from tailmem.typecheck import from_dict
 
 
 @dataclass

@@ -14,9 +14,10 @@ from hypothesis import given
 from hypothesis import strategies as st
 
 from tailmem.cli import main
-from tailmem.config import DUPLICATES, NONFINITE, check_range, from_dict, parse_override
+from tailmem.config import parse_override
 from tailmem.errors import ConfigError
 from tailmem.runner import check_devices, run_experiment
+from tailmem.typecheck import DUPLICATES, NONFINITE, check_range, from_dict
 
 
 def one_line_error(capsys) -> str:

@@ -13,12 +13,13 @@ import pytest
 import torch
 
 from tailmem.cli import main
-from tailmem.config import SEED_MAX, load_config
+from tailmem.config import load_config
 from tailmem.errors import ConfigError
 from tailmem.lm.arms import Arm, select_arms
 from tailmem.resources import check_devices
 from tailmem.rundir import RunDir, claim
 from tailmem.runner import run_experiment
+from tailmem.typecheck import SEED_MAX
 
 
 def one_line_error(capsys) -> str:

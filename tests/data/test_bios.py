@@ -9,7 +9,6 @@ import numpy as np
 import pytest
 from tokenizers import Tokenizer, decoders, models, pre_tokenizers, trainers
 
-from tailmem.config import from_dict
 from tailmem.data import bios
 from tailmem.data.bios import (
     ATTRIBUTES,
@@ -28,6 +27,7 @@ from tailmem.data.ragged import Ragged, concat_rows
 from tailmem.data.stream import QATrainStream, pack_rows
 from tailmem.data.templates import N_QA_TEMPLATES, QA_TEMPLATES
 from tailmem.errors import ConfigError, DataError
+from tailmem.typecheck import from_dict
 
 SMALL = dict(m=6, n_first_names=40, n_surnames=60, n_cities=30, n_universities=40)
 SMALL |= dict(n_majors=20, n_employers=30, vocab_size=1024)

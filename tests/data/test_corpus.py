@@ -11,7 +11,6 @@ import numpy as np
 import pytest
 import torch
 
-from tailmem.config import from_dict
 from tailmem.data.corpus import (
     CorpusConfig,
     build_corpus,
@@ -23,6 +22,7 @@ from tailmem.data.corpus import (
 from tailmem.data.text_sources import read_jsonl, stdlib_text_file
 from tailmem.data.token_stream import TokenStream, eval_batches
 from tailmem.errors import ConfigError, DataError
+from tailmem.typecheck import from_dict
 
 SMALL = {"max_docs": 120, "vocab_size": 512, "val_fraction": 0.1}
 

@@ -25,11 +25,11 @@ from tailmem.assoc.optimizers import OPTIMIZERS
 from tailmem.claims.core import grid_edge
 from tailmem.claims.registry import evaluate, write_claims
 from tailmem.claims.related import CapacityInputs
-from tailmem.config import check_range
 from tailmem.errors import ConfigError
 from tailmem.plotting import pyplot, style_loglog
 from tailmem.resources import require_memory, trajectory_bytes
 from tailmem.rundir import RunDir
+from tailmem.typecheck import check_range
 
 NAME = "assoc-capacity"
 COLORS = {"gd": "tab:blue", "adam": "tab:red", "signgd": "tab:orange", "muon": "tab:green"}

@@ -40,11 +40,11 @@ from tailmem.assoc.theory import MUON_NOISY_EXPONENT, gd_noisy_exponent, gd_stab
 from tailmem.claims.b import BInputs
 from tailmem.claims.core import grid_edge
 from tailmem.claims.registry import evaluate, write_claims
-from tailmem.config import check_range
 from tailmem.errors import ConfigError
 from tailmem.plotting import pyplot, style_loglog
 from tailmem.resources import require_largest, rows_bytes, trajectory_bytes
 from tailmem.rundir import RunDir
+from tailmem.typecheck import check_range
 
 NAME = "assoc-scaling"
 COLORS = {"gd": "tab:blue", "muon": "tab:green", "signgd": "tab:orange", "tra_signgd": "tab:purple"}

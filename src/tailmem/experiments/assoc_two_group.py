@@ -34,11 +34,11 @@ from tailmem.assoc.optimizers import OPTIMIZERS
 from tailmem.assoc.spectra import HEAD_ROUNDINGS
 from tailmem.claims.a4 import A4Inputs
 from tailmem.claims.registry import evaluate, write_claims
-from tailmem.config import check_range
 from tailmem.errors import ConfigError
 from tailmem.plotting import legend_outside, pyplot, style_loglog
 from tailmem.resources import require_largest, rows_bytes, trajectory_bytes
 from tailmem.rundir import RunDir
+from tailmem.typecheck import check_range
 
 NAME = "assoc-two-group"
 

@@ -13,7 +13,6 @@ from collections.abc import Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any, Literal
 
-from tailmem.config import check_range
 from tailmem.errors import ConfigError
 from tailmem.lm.arms import Arm
 from tailmem.models.gpt import SIZES, GPTConfig, gated_d_ff, gpt_config
@@ -26,6 +25,7 @@ from tailmem.optim.registry import (
     user_kind,
 )
 from tailmem.train import TrainConfig
+from tailmem.typecheck import check_range
 
 
 @dataclass

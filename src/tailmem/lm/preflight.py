@@ -28,12 +28,12 @@ from dataclasses import replace
 
 import torch
 
-from tailmem.config import SEED_MAX
 from tailmem.errors import ConfigError
 from tailmem.lm.config import LMConfig
 from tailmem.models.gpt import GPT, GPTConfig
 from tailmem.resources import require_memory
 from tailmem.train import distributed as D
+from tailmem.typecheck import SEED_MAX
 
 MIN_VOCAB = 256
 """Ids of a byte-level vocabulary before any merge: the fewest any of our tokenizers has."""

@@ -31,9 +31,9 @@ from typing import Any
 
 import torch
 
-from tailmem.config import check_range, from_dict
 from tailmem.errors import ConfigError
 from tailmem.optim.orthogonalize import METHODS
+from tailmem.typecheck import check_range, from_dict
 
 BOUNDS = "bounds"
 """Field metadata key of an :class:`HParams` field: its valid range (:class:`Bounds`)."""
@@ -316,12 +316,7 @@ class OptimizerKind:
         the field names in error messages (``optim.muon.``)."""
         if self.path is not None:
             return FactoryHParams.parse(self.factory, self.path, values, where)
-        try:
-            return from_dict(self.hparams, values, prefix=where)
-        except ConfigError as exc:  # a range check names the bare field: give it its place
-            text = str(exc)
-            named = text.startswith(where) or text.startswith("unknown config field")
-            raise ConfigError(text if named else f"{where}{text}") from None
+        return from_dict(self.hparams, values, prefix=where)
 
     def setting(self, lr: float | None = None, hparams: HParams | None = None) -> OptimizerSetting:
         """This kind at ``lr`` (default: its own) with ``hparams`` (default: its defaults)."""

@@ -32,9 +32,9 @@ import torch
 from tailmem.assoc import build_memory, gaussian, lr_schedule, one_step_balance, train, zipf
 from tailmem.assoc.dynamics import first_direction
 from tailmem.assoc.optimizers import OptimizerSpec
-from tailmem.config import check_range
 from tailmem.errors import ConfigError
 from tailmem.optim.registry import OptimizerSetting
+from tailmem.typecheck import check_range
 
 
 @dataclass

@@ -47,7 +47,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Literal
 
-from tailmem.config import PRESETS, check_range
+from tailmem.config import PRESETS
 from tailmem.data.bios import N_ATTRIBUTES, build_dataset
 from tailmem.data.stream import QATrainStream
 from tailmem.errors import ConfigError
@@ -69,6 +69,7 @@ from tailmem.experiments.qa_map.points import (
 from tailmem.metrics.qa_gaps import TAUS
 from tailmem.rundir import RunDir
 from tailmem.train import distributed as D
+from tailmem.typecheck import check_range
 
 NAME = "qa-map"
 
