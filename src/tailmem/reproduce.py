@@ -1,7 +1,8 @@
 """``tailmem reproduce``: every experiment at one preset into one results folder, then the report.
 
 Each experiment gets ``OUT/<experiment>``. A run that is complete with the identical config is
-skipped; an incomplete one resumes; one whose config changed (a new preset file, say) is redone.
+skipped; an incomplete one resumes; one whose config changed (a new preset file, say) is redone,
+training again only the sub-runs whose own spec changed (:func:`tailmem.runner.run_experiment`).
 ``OUT`` must be a new or empty folder or a results folder (never a run folder, a diagnose folder
 or a folder of the user's own, whose ``report.html`` the report would overwrite), and each
 ``OUT/<experiment>`` a new folder or a run folder; all of it is checked, with every config,
@@ -141,10 +142,12 @@ def _output_to(log: Path) -> Iterator[None]:
                 os.close(copy)
 
 
-def _run_one(name: str, preset: str, out: Path, force: bool) -> str:
-    """Run one experiment into ``out/name``, its output into ``out/.logs/name.log``."""
+def _run_one(name: str, preset: str, out: Path, update: bool) -> str:
+    """Run one experiment into ``out/name``, its output into ``out/.logs/name.log``; ``update``:
+    its config changed, and it keeps the sub-runs it can reuse
+    (:func:`~tailmem.runner.run_experiment`)."""
     with _output_to(out / LOG_DIR / f"{name}.log"):
-        run_experiment(name, preset, (), out=out / name, force=force)
+        run_experiment(name, preset, (), out=out / name, update=update)
     return name
 
 
@@ -153,14 +156,14 @@ class _Work:
     """The experiments one reproduce call runs, where, and the board that shows them."""
 
     todo: list[str]
-    forces: dict[str, bool]
+    updates: dict[str, bool]
     preset: str
     out: Path
     board: Board
 
     def args(self, name: str) -> tuple[str, str, Path, bool]:
         """:func:`_run_one`'s arguments for ``name``."""
-        return name, self.preset, self.out, self.forces[name]
+        return name, self.preset, self.out, self.updates[name]
 
 
 def _run_local(work: _Work, jobs: int) -> None:
@@ -271,13 +274,13 @@ def _reproduce_locked(
     cluster: str | None,
 ) -> Path:
     todo = [n for n in names if plans[n] != "skip"]
-    forces = {n: plans[n] == "redo" for n in todo}
+    updates = {n: plans[n] == "redo" for n in todo}
     parallel = jobs if launcher == "slurm" else min(jobs, max(len(todo), 1))
     from tailmem.experiments.catalog import expected_seconds  # (the overall ETA's prior)
 
     expected = {name: expected_seconds(name, preset) for name in names}
     board = Board(out, plans, parallel=parallel, expected=expected)
-    work = _Work(todo, forces, preset, out, board)
+    work = _Work(todo, updates, preset, out, board)
     with watching(board, sys.stderr):
         if launcher == "slurm" and todo:
             _run_slurm(work, jobs, slurm, cluster)

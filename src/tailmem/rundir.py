@@ -43,7 +43,7 @@ import secrets
 import shutil
 import subprocess
 import sys
-from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
+from collections.abc import Callable, Collection, Iterable, Iterator, Mapping, Sequence
 from pathlib import Path
 from typing import Any, BinaryIO
 
@@ -359,11 +359,13 @@ class RunDir:
         data = {"kind": kind, "entries": dict(sorted(entries.items()))}
         atomic_write_text(self.file(MANIFEST), strict_json(data))
 
-    def clear(self) -> list[str]:
+    def clear(self, keep: Collection[str] = ()) -> list[str]:
         """Remove every entry tailmem wrote here (:meth:`entries`: the previous run's outputs,
-        sub-runs, data caches, a report of it), COMPLETE first so an interrupted clean-up
-        leaves an incomplete run; anything tailmem did not write stays. Returns the names."""
-        names = sorted(self.entries())  # before COMPLETE goes: an old run's files are its list
+        sub-runs, data caches, a report of it) but those named in ``keep``, COMPLETE first so an
+        interrupted clean-up leaves an incomplete run; anything tailmem did not write stays.
+        Returns the names removed."""
+        kept = {name: who for name, who in self.entries().items() if name in keep}
+        names = sorted(set(self.entries()) - set(kept))  # before COMPLETE goes
         self.clear_complete()
         for name in names:
             target = self.file(name)
@@ -372,7 +374,7 @@ class RunDir:
             else:
                 target.unlink(missing_ok=True)
         kind = self.manifest()["kind"] or "run"
-        self._write_manifest(kind, {})
+        self._write_manifest(kind, kept)
         return names
 
     def _snapshot(self) -> dict[str, tuple[int, int, int]]:

@@ -94,36 +94,55 @@ def _decide(path: Path, experiment: str, digest: str, force: bool) -> str:
     return "ran"
 
 
+REUSABLE = ("runs", "points", "data")
+"""What a run of the same experiment keeps from its predecessor when its config changed
+(``update``): sub-runs, each reused only while its own spec's digest is unchanged (the study
+deletes the rest when it finishes), and data sets, keyed by their fingerprint."""
+
+
 def run_experiment(
     experiment: str,
     preset: str = "cpu",
     overrides: Sequence[str] = (),
     out: str | Path | None = None,
     force: bool = False,
+    update: bool = False,
 ) -> tuple[RunDir, str]:
     """Run ``experiment`` at ``preset`` into ``out``; returns the run and what happened.
 
     The status is ``"skipped"`` (already complete with this config), ``"resumed"`` or ``"ran"``.
-    Under ``torchrun`` every rank calls this; only rank 0 claims the folder, clears it and writes
+    ``force`` redoes the run from nothing; ``update`` replaces a run of the same experiment
+    whose config changed (``tailmem reproduce`` after a preset changed) keeping what it can
+    reuse (:data:`REUSABLE`), so only the sub-runs whose own spec changed train again. Under
+    ``torchrun`` every rank calls this; only rank 0 claims the folder, clears it and writes
     ``config.yaml`` / ``COMPLETE`` (the other ranks only make the same skip decision).
     """
     module, cfg = prepare(experiment, preset, overrides)
     path = Path(out) if out is not None else default_out(experiment, preset)
     _usable_folder(path)
     digest = config_digest(experiment, to_dict(cfg))
-    status = _decide(path, experiment, digest, force)  # refuse before anything is written
+    replace = force or update
+    status = _decide(path, experiment, digest, replace)  # refuse before anything is written
     if not is_main_process():
         return _execute(module, cfg, RunDir(path), status, main=False)
     with claim(path, ("run",), "run") as run:
-        status = _decide(path, experiment, digest, force)  # again, now that no one else writes
+        status = _decide(path, experiment, digest, replace)  # again, now no one else writes
         if status != "skipped":
-            if status == "ran":
-                run.clear()  # the previous run's files: this run's COMPLETE lists its own
+            if status == "ran":  # this run's COMPLETE lists its own files only
+                same = _previous_experiment(run) == experiment
+                run.clear(keep=REUSABLE if update and not force and same else ())
             else:
                 run.clear_complete()
             run.remove_stale_temp_files()
             run.write_config(experiment, preset, cfg)
         return _execute(module, cfg, run, status, main=True)
+
+
+def _previous_experiment(run: RunDir) -> str | None:
+    """The experiment of the run record in ``run`` (None: there is none)."""
+    if not run.file("config.yaml").is_file():
+        return None
+    return str(run.read_config().get("experiment"))
 
 
 def _execute(module: Any, cfg: Any, run: RunDir, status: str, main: bool) -> tuple[RunDir, str]:

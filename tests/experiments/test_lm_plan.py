@@ -10,7 +10,7 @@ import pytest
 from tailmem import progress
 from tailmem.lm.arms import Arm
 from tailmem.lm.config import OptimSection, TrainSection
-from tailmem.lm.plan import Entry, Plan, keep_checkpoints, run_plan
+from tailmem.lm.plan import Entry, Plan, run_plan, tidy
 from tailmem.lm.spec import RunResult
 from tailmem.lm.subrun import RunContext, RunTemplate
 from tailmem.models.gpt import GPTConfig
@@ -84,11 +84,12 @@ def test_progress_counts_every_step_of_every_run_declared_up_front(
     [("all", 7), ("first_seed", 2), ("none", 0)],
 )
 def test_keep_checkpoints_policy(tmp_path, policy, kept):
+    """``tidy`` keeps the final checkpoints ``train.keep_checkpoints`` says."""
     plan = make_plan(sweep_steps=10)
     run_plan(plan, RunContext(str(tmp_path), data=None), 1, lambda r: "", train=fake_train)
     for result in plan.results.values():
         (tmp_path / result.key / "ckpt").mkdir(parents=True)
-    keep_checkpoints(plan, str(tmp_path), policy)
+    tidy(plan, str(tmp_path), policy)
     ckpts = tmp_path.glob("runs/*/*/*/ckpt")
     left = sorted(p.parent.relative_to(tmp_path).as_posix() for p in ckpts)
     assert len(left) == kept
@@ -97,3 +98,20 @@ def test_keep_checkpoints_policy(tmp_path, policy, kept):
             "runs/plain/adam/adam3-seed0-steps10",
             "runs/plain/muon/muon2-adam3-seed0-steps10",
         ]
+
+
+def test_tidy_deletes_the_sub_runs_no_run_of_the_plan_owns(tmp_path):
+    """An update keeps an earlier config's sub-runs so that the shared ones are reused; those
+    the new plan does not own (another FFN type, a dropped learning rate) go when it ends."""
+    plan = make_plan(sweep_steps=10)
+    run_plan(plan, RunContext(str(tmp_path), data=None), 1, lambda r: "", train=fake_train)
+    owned = {spec.key for spec in plan.results}
+    for key in owned:
+        (tmp_path / key).mkdir(parents=True)
+    stale = ["runs/gated/adam/adam3-seed0-steps10", "runs/plain/adam/adam9-seed0-steps10"]
+    for key in stale:
+        (tmp_path / key / "ckpt").mkdir(parents=True)
+    tidy(plan, str(tmp_path), "all")
+    left = {p.relative_to(tmp_path).as_posix() for p in tmp_path.glob("runs/*/*/*")}
+    assert left == owned
+    assert not (tmp_path / "runs" / "gated").exists()

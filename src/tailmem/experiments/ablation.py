@@ -44,7 +44,7 @@ from tailmem.errors import ConfigError
 from tailmem.lm.arms import HIDDEN_MATRICES, Arm, muon_recipe, select_arms
 from tailmem.lm.config import LMConfig
 from tailmem.lm.corpus import CorpusData, CorpusSection, LMData, check_corpus
-from tailmem.lm.plan import Entry, Plan, keep_checkpoints, run_plan
+from tailmem.lm.plan import Entry, Plan, run_plan, tidy
 from tailmem.lm.preflight import check_lm
 from tailmem.lm.spec import RunResult, diverged_runs
 from tailmem.lm.subrun import RunContext, template
@@ -234,7 +234,7 @@ def run(cfg: Config, run: RunDir) -> None:
     seeds = cfg.seed_list
     plan = Plan(entries(cfg), _score, seeds, cfg.train.steps, seeds[0], cfg.train.steps, runs)
     run_plan(plan, context, cfg.workers, _summary)
-    keep_checkpoints(plan, context.root, cfg.train.keep_checkpoints)
+    tidy(plan, context.root, cfg.train.keep_checkpoints)
     results = {row.id: plan.seed_results((cfg.ffn, row.id)) for row in cfg.selected()}
     factors = {
         row.id: {k: plan.chosen[(cfg.ffn, row.id)] for k in cfg.tuned_kinds(row)}

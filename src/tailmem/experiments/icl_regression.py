@@ -57,7 +57,7 @@ from tailmem.data.icl_tasks import ICLBatches, ICLTaskConfig, ICLTasks
 from tailmem.errors import ConfigError
 from tailmem.lm.arms import Arm, matrix_recipe, select_arms
 from tailmem.lm.config import LMConfig
-from tailmem.lm.plan import Entry, Plan, keep_checkpoints, run_plan
+from tailmem.lm.plan import Entry, Plan, run_plan, tidy
 from tailmem.lm.preflight import check_lm
 from tailmem.lm.rates import rate_entries
 from tailmem.lm.spec import BatchShape, RunResult
@@ -259,7 +259,7 @@ def run(cfg: Config, run: RunDir) -> None:
     seeds = cfg.seed_list
     plan = Plan(cfg.entries(), _score, seeds, cfg.train.steps, seeds[0], cfg.train.steps, runs)
     run_plan(plan, context, cfg.workers, _summary)
-    keep_checkpoints(plan, context.root, cfg.train.keep_checkpoints)
+    tidy(plan, context.root, cfg.train.keep_checkpoints)
     if D.is_main_process():
         write_outputs(cfg, run, plan)
 

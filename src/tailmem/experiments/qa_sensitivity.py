@@ -129,6 +129,7 @@ def preflight(cfg: Config) -> None:
 def run(cfg: Config, run: RunDir) -> None:
     """Train every point on one pool, then write the table, figure, claims and report."""
     results = grid.run_points(cfg.configure(), run.path, cfg.workers)
+    grid.prune_points(run.path, list(results))
     if D.is_main_process():
         write_outputs(cfg, run, results)
 

@@ -45,7 +45,7 @@ from tailmem.errors import ConfigError
 from tailmem.lm.arms import Arm, matrix_recipe
 from tailmem.lm.config import LMConfig
 from tailmem.lm.corpus import CorpusData, CorpusSection, LMData, check_corpus
-from tailmem.lm.plan import Entry, Plan, keep_checkpoints, run_plan
+from tailmem.lm.plan import Entry, Plan, run_plan, tidy
 from tailmem.lm.preflight import check_lm
 from tailmem.lm.rates import rate_entries
 from tailmem.lm.spec import BatchShape, RunResult, diverged_runs
@@ -179,7 +179,7 @@ def run(cfg: Config, run: RunDir) -> None:
     seeds = cfg.seed_list
     plan = Plan(entries, _no_score, seeds, cfg.train.steps, seeds[0], cfg.train.steps, runs)
     run_plan(plan, context, cfg.workers, _summary)
-    keep_checkpoints(plan, context.root, cfg.train.keep_checkpoints)
+    tidy(plan, context.root, cfg.train.keep_checkpoints)
     results = {arm.name: plan.seed_results((cfg.ffn, arm.name)) for arm in ARMS}
     model_cfg = cfg.model.build(data.vocab_size, cfg.ffn, cfg.train.seq_len)
     if ctx.is_main:

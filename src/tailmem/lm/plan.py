@@ -22,9 +22,11 @@ pool, so the workers stay busy across them.
 from __future__ import annotations
 
 import dataclasses
+import shutil
 import sys
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
+from pathlib import Path
 from typing import Any, Protocol
 
 from tailmem import progress
@@ -303,10 +305,22 @@ def run_plans(
             declared = grown
 
 
-def keep_checkpoints(plan: Plan, root: str, policy: str) -> None:
-    """Apply ``train.keep_checkpoints`` after a study: keep the final checkpoint of ``all``
-    runs, of each entry's ``first_seed`` run, or of ``none``."""
-    if policy == "all" or not D.is_main_process():
+def tidy(plan: Plan, root: str, policy: str) -> None:
+    """After a study: delete the sub-run folders under ``root/runs`` that no run of ``plan``
+    owns (an earlier config's, kept by an update so that the runs it shares are reused), then
+    apply ``train.keep_checkpoints``: keep the final checkpoint of ``all`` runs, of each entry's
+    ``first_seed`` run, or of ``none``."""
+    if not D.is_main_process():
+        return
+    used = {spec.key for spec in plan.results}
+    base = Path(root)
+    for sub in sorted((base / "runs").glob("*/*/*")):  # runs/<ffn>/<arm>/<rates-seed-steps>
+        if sub.is_dir() and sub.relative_to(base).as_posix() not in used:
+            shutil.rmtree(sub)
+    for folder in [*sorted((base / "runs").glob("*/*")), *sorted((base / "runs").glob("*"))]:
+        if folder.is_dir() and not any(folder.iterdir()):  # an FFN type or arm left empty
+            folder.rmdir()
+    if policy == "all":
         return
     kept = set()
     if policy == "first_seed":

@@ -64,7 +64,7 @@ from tailmem.experiments.knowledge_qa.arms import ARMS
 from tailmem.experiments.knowledge_qa.fta import QAData, answer_loss_sum, chance_fta, describe_fta
 from tailmem.lm.arms import Arm, select_arms
 from tailmem.lm.config import LMConfig
-from tailmem.lm.plan import Entry, Plan, keep_checkpoints, run_plan
+from tailmem.lm.plan import Entry, Plan, run_plan, tidy
 from tailmem.lm.preflight import check_lm
 from tailmem.lm.rates import rate_entries
 from tailmem.lm.spec import RunResult, diverged_runs
@@ -267,7 +267,7 @@ def run(cfg: Config, run: RunDir) -> None:
     """Sweep, train every seed, then write tables, figures, claims and ``report.json``."""
     study = prepare(cfg, run.path)
     run_plan(study.plan, study.context, cfg.workers, summary)
-    keep_checkpoints(study.plan, study.context.root, cfg.train.keep_checkpoints)
+    tidy(study.plan, study.context.root, cfg.train.keep_checkpoints)
     if D.is_main_process():
         write_outputs(cfg, run, study.plan, study.chance, study.data_summary, study.exposures)
 

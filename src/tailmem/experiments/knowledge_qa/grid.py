@@ -27,6 +27,7 @@ from __future__ import annotations
 import dataclasses
 import json
 import re
+import shutil
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -37,7 +38,7 @@ from tailmem.config import load_config
 from tailmem.errors import ConfigError
 from tailmem.experiments import knowledge_qa as kqa
 from tailmem.experiments.knowledge_qa import gaps
-from tailmem.lm.plan import Best, Entry, Plan, Train, keep_checkpoints, run_plans
+from tailmem.lm.plan import Best, Entry, Plan, Train, run_plans, tidy
 from tailmem.lm.subrun import run_job
 from tailmem.resources import check_devices
 
@@ -163,7 +164,7 @@ def run_points(
     out = {}
     for label, study in prepared.items():
         point, cfg = configs[label]
-        keep_checkpoints(study.plan, study.context.root, cfg.train.keep_checkpoints)
+        tidy(study.plan, study.context.root, cfg.train.keep_checkpoints)
         plan = study.plan.completed()
         chosen = None if pairs is None else pairs(plan)
         measures = {
@@ -173,6 +174,15 @@ def run_points(
             point, cfg, plan, study.exposures, study.chance, study.data_summary, measures
         )
     return out
+
+
+def prune_points(root: Path, labels: Sequence[str]) -> None:
+    """Delete the folders under ``root/points`` of points not among ``labels`` (an earlier
+    config's, left by an update that kept the sub-runs it could reuse)."""
+    keep = {slug(label) for label in labels}
+    for folder in sorted((root / "points").glob("*")):
+        if folder.is_dir() and folder.name not in keep:
+            shutil.rmtree(folder)
 
 
 def chosen_edge(plan: Plan, ffn: str, arm: str) -> str | None:

@@ -191,6 +191,7 @@ def run(cfg: Config, run: RunDir) -> None:
     if reuse:
         points |= grid.run_points(reuse, run.path, cfg.workers, pairs=bench_pairs, more=True)
     points = {level.label: points[level.label] for level in cfg.levels}
+    grid.prune_points(run.path, list(points))
     if not D.is_main_process():
         return
     memory = run_memory(cfg.memory, cfg.memory_settings(), cfg.seed)

@@ -241,6 +241,7 @@ def run(cfg: Config, run: RunDir) -> None:
     """Plan every point, train them all on one pool, then write the map, figures and report."""
     planned = plan_points(cfg, run.path)
     results = grid.run_points(configure(cfg, planned), run.path, cfg.workers)
+    grid.prune_points(run.path, list(results))
     if D.is_main_process():
         rows = [point_row(p, results[p.point.label]) for p in planned]
         seeds = {label: seed_ratios(result) for label, result in results.items()}
