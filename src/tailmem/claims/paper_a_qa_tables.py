@@ -17,8 +17,8 @@ M = 15
 ARMS = ("muon", "adam", "sgd", "muon_vo_ffn", "muon_qk")
 STEPS = (2000, 5000, 10000)
 GROUPS = (11, 13, 15)
-VERSIONS = ("arxiv-v2", "iclr")
 Version = Literal["arxiv-v2", "iclr"]
+VERSIONS: tuple[Version, ...] = ("arxiv-v2", "iclr")
 
 # FTA per (ffn, step, group): one value per arm, in the order of ARMS.
 _ARXIV_V2: dict[tuple[str, int, int], tuple[float, ...]] = {

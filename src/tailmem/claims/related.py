@@ -107,11 +107,11 @@ def _log_ratios(
         return None
     out, bound = [], False
     for a, b in zip(inputs.times[slow], inputs.times[fast], strict=True):
-        if b[group] is None:
+        t_fast, t_slow = b[group], a[group]
+        if t_fast is None:
             return None
-        bound |= a[group] is None
-        t_slow = inputs.steps if a[group] is None else a[group]
-        out.append(math.log(max(t_slow, 1) / max(b[group], 1)))
+        bound |= t_slow is None
+        out.append(math.log(max(inputs.steps if t_slow is None else t_slow, 1) / max(t_fast, 1)))
     return out, bound
 
 
@@ -155,12 +155,14 @@ def check_spectral_balance(claim: Claim, inputs: BenchMemory) -> Outcome:
         return unmeasured("needs muon and sgd among the optimisers")
     diffs, bound = [], False
     for a, b in zip(inputs.times["sgd"], inputs.times["muon"], strict=True):
-        if None in (a[0], b[0], b[-1]):
+        sgd_head, sgd_tail, muon_head, muon_tail = a[0], a[-1], b[0], b[-1]
+        if sgd_head is None or muon_head is None or muon_tail is None:
             return inconclusive("a most frequent group, or Muon's rarest, was never learned",
                                 "the spread is undefined")  # fmt: skip
-        bound |= a[-1] is None
-        tail = inputs.steps if a[-1] is None else a[-1]
-        diffs.append(math.log(max(tail, 1) / max(a[0], 1)) - math.log(max(b[-1], 1) / max(b[0], 1)))
+        bound |= sgd_tail is None
+        tail = inputs.steps if sgd_tail is None else sgd_tail
+        spread_sgd = math.log(max(tail, 1) / max(sgd_head, 1))
+        diffs.append(spread_sgd - math.log(max(muon_tail, 1) / max(muon_head, 1)))
     stats = mean_se(diffs)
     se = "" if stats.se is None else f" ± {stats.se:.2f}"
     ours = (

@@ -106,7 +106,7 @@ def run(cfg: Config, run: RunDir) -> None:
     spectrum = A.zipf(cfg.facts, cfg.zipf_exponent)
     n_obj = cfg.labels or cfg.facts
     answers = torch.arange(cfg.facts) % n_obj
-    rows = []
+    rows: list[dict[str, Any]] = []
     jobs = [(d, opt) for d in cfg.dims for opt in cfg.optimizers]
     progress.plan(len(jobs), "runs")
     for d, opt in progress.iterate(jobs, "capacity", weight=len(jobs)):

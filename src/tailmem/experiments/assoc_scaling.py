@@ -434,7 +434,7 @@ def _settled_below(excess: torch.Tensor, target: float) -> list[int | None]:
 
 
 def _steps_to_target(cfg: Config) -> tuple[list[dict[str, Any]], dict[str, Any]]:
-    rows = []
+    rows: list[dict[str, Any]] = []
     T = cfg.target_max_steps
     for C in progress.iterate(cfg.target_group_sizes, "steps to target"):
         spectrum = A.hierarchical(cfg.target_groups, C, cfg.target_exponent)
@@ -494,7 +494,7 @@ def _edge(value: float | None, grid: list[float]) -> str:
 
 
 def _stability(cfg: Config) -> list[dict[str, Any]]:
-    rows = []
+    rows: list[dict[str, Any]] = []
     T = cfg.stability_steps
     for C in cfg.stability_group_sizes:
         spectrum = A.hierarchical(cfg.target_groups, C, cfg.target_exponent)

@@ -36,6 +36,7 @@ import numpy as np
 
 from tailmem.claims.a3_sensitivity import CLAIMS as SENSITIVITY_CLAIMS
 from tailmem.claims.a3_sensitivity import A3SensitivityInputs
+from tailmem.claims.paper_a_qa_tables import Version
 from tailmem.claims.registry import write_claims
 from tailmem.errors import ConfigError
 from tailmem.experiments.knowledge_qa import gaps, grid, tables
@@ -244,7 +245,7 @@ def lag_ratio_long(results: Mapping[str, grid.PointResult]) -> list[dict[str, An
     return rows
 
 
-def paper_pooled(ffn: str, version: str = gaps.REFERENCE) -> dict[str, float]:
+def paper_pooled(ffn: str, version: Version = gaps.REFERENCE) -> dict[str, float]:
     """The paper's pooled Muon–Adam lag ratio per τ (the tables of ``version``, by default the
     reference, computed as ours is), ``{str(tau): ratio}``."""
     pooled = gaps.paper_pooled(version, ffn, TAUS, *PAIR)

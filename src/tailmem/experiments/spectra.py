@@ -32,7 +32,7 @@ from __future__ import annotations
 import math
 from collections.abc import Sequence
 from dataclasses import dataclass, field
-from typing import Any, Literal
+from typing import Any, Literal, cast
 
 import numpy as np
 import torch
@@ -56,7 +56,7 @@ from tailmem.metrics.role_spectra import (
     metric_label,
     model_isotropy,
 )
-from tailmem.models.gpt import GPTConfig
+from tailmem.models.gpt import GPT, GPTConfig
 from tailmem.models.roles import resolve_roles
 from tailmem.plotting import integer_ticks, legend_outside, pyplot
 from tailmem.rundir import RunDir
@@ -113,7 +113,7 @@ def spectra_hook(cfg: GPTConfig, top_k: int, logit_x: Tensor, ctx: D.DistContext
             for row in rows
             for metric in ISO_METRICS
         }
-        logit_max = model.attention_logit_max(logit_x.to(device)).amax(dim=-1)
+        logit_max = cast(GPT, model).attention_logit_max(logit_x.to(device)).amax(dim=-1)
         out |= {f"logit_max/{i}": float(v) for i, v in enumerate(logit_max.tolist())}
         return out
 
@@ -355,7 +355,7 @@ def _summary_rows(
     muon: Series, adam: Series, matrices: Sequence[str], top_k: int
 ) -> list[dict[str, Any]]:
     """Layer-mean final value per matrix and metric, with the 2-SD separation test."""
-    rows = []
+    rows: list[dict[str, Any]] = []
     if not (muon.n and adam.n):
         return rows
     for matrix in matrices:

@@ -10,7 +10,7 @@ parameter's (FSDP2) direction to a full matrix and its update back to this rank'
 from __future__ import annotations
 
 from collections.abc import Callable
-from typing import Any
+from typing import Any, cast
 
 import torch
 import torch.distributed as dist
@@ -54,13 +54,13 @@ def is_dtensor(t: Tensor) -> bool:
 
 def local(t: Tensor) -> Tensor:
     """This rank's storage of ``t``: the local shard of a DTensor, else ``t`` itself."""
-    return t.to_local() if is_dtensor(t) else t
+    return cast(Any, t).to_local() if is_dtensor(t) else t
 
 
 def mesh_group(p: Tensor) -> Any:
     """The group that shares a DTensor parameter's orthogonalisation: its 1-D mesh's group
     (FSDP2's shard group); ``None`` (every rank does all of it) for a multi-dimensional mesh."""
-    mesh = p.device_mesh
+    mesh = cast(Any, p).device_mesh
     return mesh.get_group() if mesh.ndim == 1 else None
 
 
@@ -71,8 +71,9 @@ def full_matrix(p: Tensor, local_value: Tensor) -> Tensor:
     """
     from torch.distributed.tensor import DTensor
 
+    spec = cast(DTensor, p)
     sharded = DTensor.from_local(
-        local_value, p.device_mesh, p.placements, shape=p.shape, stride=p.stride()
+        local_value, spec.device_mesh, spec.placements, shape=p.shape, stride=p.stride()
     )
     return sharded.full_tensor()
 
@@ -84,4 +85,5 @@ def local_shard(p: Tensor, full: Tensor) -> Tensor:
     """
     from torch.distributed.tensor import distribute_tensor
 
-    return distribute_tensor(full, p.device_mesh, p.placements, src_data_rank=None).to_local()
+    spec = cast(Any, p)
+    return distribute_tensor(full, spec.device_mesh, spec.placements, src_data_rank=None).to_local()

@@ -141,7 +141,8 @@ def muon_update(
     ortho = orthogonalize(
         matrix, method, steps=ns_steps, dtype=dtype, eps=eps, coefficients=coefficients
     )
-    return ortho.reshape(grad.shape) * update_scale(*matrix.shape, adjust_lr_fn)
+    rows, cols = matrix.shape
+    return ortho.reshape(grad.shape) * update_scale(rows, cols, adjust_lr_fn)
 
 
 @dataclass
@@ -360,9 +361,12 @@ class Muon(Optimizer):
         """Update momentum buffers (foreach, on local shards) and return full directions."""
         grads = []
         for p in params:
-            if p.grad.is_sparse:
+            grad = p.grad
+            if grad is None:  # the caller keeps only parameters with a gradient
+                raise ValueError("Muon._directions needs parameters that have gradients")
+            if grad.is_sparse:
                 raise RuntimeError("Muon does not support sparse gradients")
-            grads.append(D.local(p.grad))
+            grads.append(D.local(grad))
         bufs = None
         if group["momentum"] != 0.0:
             bufs = []

@@ -157,8 +157,8 @@ def orthogonalize(
         safety = 1.0 if method in ("ns5", "cubic") else POLAR_EXPRESS_SAFETY
         X = _normalise(X, safety, eps, compute, scale)
         if method == "ns5":
-            quintic = tuple(coefficients) if coefficients is not None else NS5_COEFFICIENTS
-            out = _polynomial_steps(X, (quintic,) * (steps or DEFAULT_STEPS["ns5"]))
+            a, b, c = coefficients if coefficients is not None else NS5_COEFFICIENTS
+            out = _polynomial_steps(X, ((a, b, c),) * (steps or DEFAULT_STEPS["ns5"]))
         elif method == "polar_express":
             out = _polynomial_steps(X, polar_express_schedule(steps or DEFAULT_STEPS[method]))
         elif method == "cubic":

@@ -167,7 +167,7 @@ def plan_param_groups(
                 f"parameter {name!r} holds {', '.join(pr.roles)} fused in one tensor, so they "
                 f"need one optimiser kind, but recipe {recipe!r} sends {sent}"
             )
-        kind = kinds_of_param[0]
+        kind = kind_of_role[pr.roles[0]]  # every part of a fused tensor goes to this one kind
         matrices_only = known[kind].matrices_only
         if matrices_only and p.ndim < 2:
             non_matrix.append((kind, name, pr.role, tuple(p.shape)))
@@ -178,7 +178,9 @@ def plan_param_groups(
     if unassigned:
         missing_roles = sorted({role for _, role in unassigned}, key=_role_order)
         params = dict(model.named_parameters())
-        rows = [(n, tuple(params[n].shape), role) for n, role in unassigned[:_TABLE_ROWS]]
+        rows: list[tuple[object, ...]] = [
+            (n, tuple(params[n].shape), role) for n, role in unassigned[:_TABLE_ROWS]
+        ]
         more = len(unassigned) - len(rows)
         raise ConfigError(
             f"recipe {recipe!r} gives no optimiser to {len(unassigned)} parameter(s) with role(s) "
@@ -386,7 +388,7 @@ class RoutedOptimizer(torch.optim.Optimizer):
         super().__init__(list(self._owner), defaults={})
         self.param_groups = []
         self._sync_groups()
-        self.state = _RoutedState(self)
+        self.state = _RoutedState(self)  # type: ignore[assignment]  # a read-only view
         self._ready = True
 
     def _index_params(self) -> None:
@@ -538,11 +540,11 @@ class RoutedOptimizer(torch.optim.Optimizer):
         super().__setstate__(state)
         self.param_groups = []
         self._sync_groups()
-        self.state = _RoutedState(self)
+        self.state = _RoutedState(self)  # type: ignore[assignment]  # a read-only view
         self._ready = True
 
 
-class _RoutedState(Mapping):
+class _RoutedState(Mapping[torch.Tensor, Any]):
     """Read-only view of a :class:`RoutedOptimizer`'s children's ``state``, keyed by parameter."""
 
     def __init__(self, routed: RoutedOptimizer) -> None:
@@ -555,7 +557,9 @@ class _RoutedState(Mapping):
         return self._child_state(p)[p]
 
     def __contains__(self, p: object) -> bool:
-        return p in self._routed._owner and p in self._child_state(p)
+        return (
+            isinstance(p, torch.Tensor) and p in self._routed._owner and p in self._child_state(p)
+        )
 
     def __iter__(self) -> Iterator[torch.Tensor]:
         for opt in self._routed.optimizers.values():

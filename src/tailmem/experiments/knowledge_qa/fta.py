@@ -35,7 +35,7 @@ from __future__ import annotations
 import functools
 from collections.abc import Mapping
 from dataclasses import dataclass, fields
-from typing import Any
+from typing import Any, Literal
 
 import numpy as np
 import torch
@@ -211,9 +211,9 @@ class QAMaterials:
     """The loaded data set with its evaluators (a :class:`~tailmem.lm.subrun.Materials`)."""
 
     dataset: BiosDataset
-    loss_on: str
+    loss_on: Literal["answer", "all"]
     eval_batch_size: int
-    packing: str = "cross"
+    packing: Literal["cross", "document"] = "cross"
 
     @property
     def vocab_size(self) -> int:
@@ -242,9 +242,9 @@ class QAData:
 
     path: str
     fingerprint: str
-    loss_on: str
+    loss_on: Literal["answer", "all"]
     eval_batch_size: int
-    packing: str = "cross"
+    packing: Literal["cross", "document"] = "cross"
 
     def load(self, ctx: D.DistContext) -> QAMaterials:
         dataset = _dataset(self.path, self.fingerprint)

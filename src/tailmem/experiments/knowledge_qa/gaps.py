@@ -21,7 +21,7 @@ from typing import Any
 import numpy as np
 
 from tailmem.claims.paper_a_qa_tables import STEPS as PAPER_STEPS
-from tailmem.claims.paper_a_qa_tables import VERSIONS
+from tailmem.claims.paper_a_qa_tables import VERSIONS, Version
 from tailmem.experiments.knowledge_qa.tables import history
 from tailmem.lm.plan import Plan
 from tailmem.metrics.qa_gaps import (
@@ -36,8 +36,8 @@ from tailmem.metrics.qa_gaps import (
 LEAD_FIRST = "muon"
 """The arm listed first in every pair it is in: ratios read "Adam needs x times Muon's"."""
 
-VERSION_LABELS = {"arxiv-v2": "paper arXiv v2", "iclr": "paper ICLR"}
-REFERENCE = "arxiv-v2"
+VERSION_LABELS: dict[Version, str] = {"arxiv-v2": "paper arXiv v2", "iclr": "paper ICLR"}
+REFERENCE: Version = "arxiv-v2"
 """The paper version drawn beside ours in the lag-ratio figure (the tables list both)."""
 HEADLINE = ("muon", "adam")
 """The pair the report leads with (paper A's headline: Muon's tail edge over Adam)."""
@@ -117,7 +117,7 @@ def measured_pair(
 
 
 def paper_pooled(
-    version: str, ffn: str, taus: Sequence[float], lead: str = "muon", lag: str = "adam"
+    version: Version, ffn: str, taus: Sequence[float], lead: str = "muon", lag: str = "adam"
 ) -> dict[float, dict[str, Any]]:
     """The pooled lag-ratio entry (:func:`~tailmem.metrics.qa_gaps.gap_measures`) of ``lag``
     behind ``lead`` in the paper's ``version`` tables, per τ, computed as ours are."""

@@ -175,7 +175,7 @@ def gap_rows(plan: Plan, ffn: str, head_groups: int) -> list[dict[str, Any]]:
     rows = []
     for arm in plan.arms:
         results = seed_results(plan, ffn, arm)
-        row = {"ffn": ffn, "arm": arm, "label": plan.arm(arm).label}
+        row: dict[str, Any] = {"ffn": ffn, "arm": arm, "label": plan.arm(arm).label}
         for metric in METRICS:
             final = fta_at(results, plan.steps, metric)
             head = final[:, :head_groups].mean(axis=1)

@@ -165,7 +165,7 @@ class Config:
 
 def preflight(cfg: Config) -> None:
     """Knowledge-QA's checks for every level, before anything is written."""
-    grid.preflight({**cfg.qa_configs(), **cfg.qa_configs("base")})
+    grid.preflight({**cfg.qa_configs(), **cfg.qa_configs("base")}, cfg.common)
 
 
 def bench_pairs(plan: Plan) -> list[tuple[str, str]]:

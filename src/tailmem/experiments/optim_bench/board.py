@@ -161,11 +161,9 @@ def level_rows(
         )
         first = plan.seed_runs.get((ffn, arm), [])
         row.update(isotropy(level_root / first[0].key) if first else isotropy(level_root / "none"))
-        base = times.get("adam")
-        row["step_seconds"] = None if times[arm] is None else round(times[arm], 4)
-        row["step_time_vs_adam"] = (
-            None if times[arm] is None or not base else round(times[arm] / base, 3)
-        )
+        base, mine = times.get("adam"), times[arm]
+        row["step_seconds"] = None if mine is None else round(mine, 4)
+        row["step_time_vs_adam"] = None if mine is None or not base else round(mine / base, 3)
         row.update(memory.get(arm, {}))
         row["placement"] = (
             "reference"

@@ -21,6 +21,7 @@ from typing import TYPE_CHECKING, Any
 from tailmem.claims.a3_map import CLAIMS as MAP_CLAIMS
 from tailmem.claims.a3_map import A3MapInputs
 from tailmem.claims.core import ClaimResult
+from tailmem.claims.paper_a_qa_tables import VERSIONS, Version
 from tailmem.claims.registry import write_claims
 from tailmem.experiments.knowledge_qa import gaps
 from tailmem.experiments.knowledge_qa.grid import chosen_edge
@@ -122,12 +123,12 @@ def cells(rows: Sequence[Mapping[str, Any]], x: str, y: str, value: str,
     return out
 
 
-def paper_ratios(tau: float) -> dict[str, dict[str, Any]]:
+def paper_ratios(tau: float) -> dict[Version, dict[str, Any]]:
     """The paper's pooled lag ratio of Adam behind Muon at ``tau``, per table version, computed
     as ours are (:func:`~tailmem.metrics.qa_gaps.paper_curves`): the ratio or its bounds."""
     return {
         version: gaps.paper_pooled(version, "plain", (tau,), LEAD, LAG)[tau]["of_mean"]
-        for version in gaps.VERSION_LABELS
+        for version in VERSIONS
     }
 
 
@@ -170,10 +171,11 @@ def fit(cfg: Config, rows: Sequence[Mapping[str, Any]]) -> dict[str, Any]:
             used.append(r)
     columns = {f: [float(r[f]) for r in used] for f in cfg.trend.features}
     kept = independent_features(columns) if len(used) > 1 else []
-    base = {"tau": cfg.trend.tau, "exponent": cfg.trend.exponent, "n_points": len(used),
-            "excluded": excluded,
-            "features": kept, "dropped": [f for f in cfg.trend.features if f not in kept],
-            "paper_point": paper_point()}  # fmt: skip
+    base: dict[str, Any] = {
+        "tau": cfg.trend.tau, "exponent": cfg.trend.exponent, "n_points": len(used),
+        "excluded": excluded, "features": kept,
+        "dropped": [f for f in cfg.trend.features if f not in kept], "paper_point": paper_point(),
+    }  # fmt: skip
     try:
         if not kept:
             raise TrendError(
@@ -327,7 +329,7 @@ def vanishes(row: Mapping[str, Any], key: str) -> bool:
 
 
 def summary(cfg: Config, rows: Sequence[Mapping[str, Any]], trend: Mapping[str, Any],
-            published: Mapping[str, Mapping[str, Any]],
+            published: Mapping[Version, Mapping[str, Any]],
             claims: Sequence[ClaimResult] = ()) -> str:  # fmt: skip
     """The report's paragraph: the grid, where the gap is largest and where it vanishes, the
     extrapolation beside the paper's values, the LRs at a grid edge and the claims' verdicts."""
