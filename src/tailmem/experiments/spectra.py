@@ -44,9 +44,8 @@ from tailmem.claims.registry import evaluate, write_claims
 from tailmem.errors import ConfigError
 from tailmem.lm.arms import Arm, matrix_recipe
 from tailmem.lm.config import LMConfig
-from tailmem.lm.corpus import CorpusData, CorpusSection, LMData, check_corpus
+from tailmem.lm.corpus import CorpusData, CorpusSection, LMData, corpus_preflight
 from tailmem.lm.plan import Entry, Plan, run_plan, tidy
-from tailmem.lm.preflight import check_lm
 from tailmem.lm.rates import rate_entries
 from tailmem.lm.spec import BatchShape, RunResult, diverged_runs
 from tailmem.lm.subrun import RunContext, template
@@ -158,11 +157,8 @@ class SpectraData:
 
 
 def preflight(cfg: Config) -> None:
-    """Refuse, before anything is written, a corpus this machine cannot build (cache folder,
-    sources, tokenizer: :func:`tailmem.lm.corpus.check_corpus`) and a model or batch it cannot
-    train (:func:`tailmem.lm.preflight.check_lm`)."""
-    check_corpus(cfg.data)
-    check_lm(cfg, [cfg.ffn])
+    """The corpus, model and batch checks before anything is written (:func:`corpus_preflight`)."""
+    corpus_preflight(cfg)
 
 
 def run(cfg: Config, run: RunDir) -> None:

@@ -78,6 +78,17 @@ def cache_dir_of(section: CorpusSection) -> tuple[Path, str]:
     return default_cache_dir(), "the default cache folder"
 
 
+def corpus_preflight(cfg: Any) -> None:
+    """The preflight of a study that trains one FFN type (``cfg.ffn``) on a corpus
+    (``cfg.data``): refuse, before anything is written, a corpus this machine cannot build
+    (:func:`check_corpus`) and a model or batch it cannot train
+    (:func:`tailmem.lm.preflight.check_lm`)."""
+    from tailmem.lm.preflight import check_lm
+
+    check_corpus(cfg.data)
+    check_lm(cfg, [cfg.ffn])
+
+
 def check_corpus(section: CorpusSection) -> None:
     """Refuse, before a run folder exists, a corpus this machine cannot build: a cache folder
     it cannot write, local files that are missing, empty folders, devices or of another type,
