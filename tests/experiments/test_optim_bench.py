@@ -54,7 +54,7 @@ def test_the_smoke_benchmark_places_a_users_optimiser_on_the_leaderboard(tmp_pat
     [
         ("optimizers=[adam, sgd]", "optimizers: got ['adam', 'sgd']; expected muon and adam"),
         ("optimizers=[muon, adam, nosuch]", "unknown optimiser kind 'nosuch'"),
-        ("optim.lion.lr=[1e-4]", "optim.lion: lion is not in optimizers"),
+        ("optim.lion.lr=[1e-4]", "optim.lion.lr: lion is not in optimizers"),
         ("memory.dim=24", "memory.dim: got 24; expected 1..facts-1"),
     ],
 )

@@ -92,7 +92,7 @@ CATALOG: dict[str, About] = {
     "optim-bench": About(
         "beyond the papers (C): which optimisers learn the tail",
         {"smoke": "", "cpu": "13 optimisers × 2 QA levels × 3 seeds", "paper": "160M GPT"},
-        {"smoke": None, "cpu": None, "paper": None},
+        {"smoke": 20.0, "cpu": None, "paper": None},
         in_reproduce=False,
     ),
 }

@@ -98,13 +98,8 @@ class Config:
                 get_kind(name, self.optim.kinds())
             except ConfigError as exc:
                 raise ConfigError(f"optimizers: {exc}") from None
-        unused = [name for name in self.optim if name not in self.optimizers]
-        if unused:
-            raise ConfigError(
-                f"optim.{unused[0]}: {unused[0]} is not in optimizers {self.optimizers}; expected "
-                "only the optimisers the benchmark runs"
-            )
-        self.optim = self.optim.with_kinds(self.optimizers)
+        run = {name: section for name, section in self.optim.items() if name in self.optimizers}
+        self.optim = OptimSection(run).with_kinds(self.optimizers)
         labels = [level.label for level in self.levels]
         if not labels or len(set(labels)) != len(labels):
             raise ConfigError(f"levels: got {labels}; expected distinct labels, at least one")
@@ -116,6 +111,17 @@ class Config:
         self.memory.validate()
         self.qa_configs()
         self.qa_configs("base")
+
+    def check_overrides(self, keys: Sequence[str]) -> None:
+        """Refuse an ``optim.<kind>`` override for a kind not in ``optimizers`` (it would reach
+        no run; a preset's section of such a kind is left out of the run's config)."""
+        for key in keys:
+            parts = key.split(".")
+            if parts[0] == "optim" and len(parts) > 1 and parts[1] not in self.optimizers:
+                raise ConfigError(
+                    f"{key}: {parts[1]} is not in optimizers {self.optimizers}; expected an "
+                    f"optimiser the benchmark runs (add it: optimizers=[..., {parts[1]}])"
+                )
 
     def arms(self) -> list[str]:
         """Each optimiser as a knowledge-QA arm: on the hidden matrices, Adam on the rest."""
