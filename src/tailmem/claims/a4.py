@@ -451,7 +451,7 @@ CLAIMS: list[Claim] = [
         "|r − 0.675| ≤ {tol}, r = min_j m_j / max_j m_j of the large-K growth rates",
         {"tol": SIGNGD_R_TOL},
         check=_check_signgd_coupled_r,
-        why="same tolerance as A4.thm53.signgd_coupled_slope (the paper's rounding 0.675 ↔ 0.7).",
+        why="an equality to the paper's own rounding: it prints r as 0.675 and as 0.7 (K^(−0.3)).",
     ),
     Claim(
         "A4.thm53.signgd_coupled_sv",
@@ -486,7 +486,8 @@ CLAIMS: list[Claim] = [
         "max Δ ≥ {gap_min} in both panels for both embeddings",
         {"gap_min": 0.5},
         check=_check_gd_imbalanced,
-        why="'strongly imbalanced': the best and worst fact differ by more than half the range.",
+        why="'strongly imbalanced': the best and worst fact differ by more than half the range "
+        "(ours; an exact computation, no seed).",
     ),
     Claim(
         "A4.fig4.muon_balanced",
@@ -497,7 +498,7 @@ CLAIMS: list[Claim] = [
         "max Δ ≤ {gap_max} in both panels for both embeddings",
         {"gap_max": 0.05},
         check=_check_muon_balanced,
-        why="'Δ ≈ 0' read as a tenth of GD's threshold for strong imbalance.",
+        why="'Δ ≈ 0' read as a tenth of GD's threshold for strong imbalance (ours).",
     ),
     Claim(
         "A4.fig4.signgd",
@@ -509,7 +510,8 @@ CLAIMS: list[Claim] = [
         "{gd_like_fraction} × GD's coupled max Δ in both panels (GD-like)",
         {"decoupled_max": 0.05, "gd_like_fraction": 0.5},
         check=_check_signgd,
-        why="'GD-like' is relative to GD in the same panel (GD's Δ ≈ 1), not an absolute floor.",
+        why="'GD-like' is relative to GD in the same panel (GD's Δ ≈ 1), not an absolute floor; "
+        "the 0.05 of 'balanced' and the half of 'GD-like' are ours.",
     ),
     Claim(
         "A4.fig4.rise_then_fall",
@@ -521,6 +523,6 @@ CLAIMS: list[Claim] = [
         "< {end_frac:.0%} of its maximum",
         {"start_frac": 0.1, "end_frac": 0.5},
         check=_check_rise_then_fall,
-        why="an interior maximum, with the ends clearly below it.",
+        why="an interior maximum, with the ends clearly below it (the fractions are ours).",
     ),
 ]
