@@ -81,9 +81,13 @@ def judge(entries: Sequence[RatioEntry], threshold: float) -> Comparison:
 
 
 def _text(c: Comparison) -> str:
+    """Mean ± SE of a reading, with its censored seeds and those that have nothing."""
     se = "" if c.se is None else f" ± {c.se:.2g}"
-    bounds = f" ({c.censored} censored)" if c.censored else ""
-    return f"{c.a.mean:.3g}{se}{bounds}" if c.a.n else "not measured"
+    notes = [f"{n} {what}" for n, what in ((c.censored, "censored"), (c.empty, "without a ratio"))
+             if n]  # fmt: skip
+    return (f"{c.a.mean:.3g}{se}" if c.a.n else "not measured") + (
+        f" ({', '.join(notes)})" if notes else ""
+    )
 
 
 def _paper_text(entry: RatioEntry | None) -> str:

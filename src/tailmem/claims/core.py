@@ -113,6 +113,8 @@ class MeanSE:
     n: int
 
     def __str__(self) -> str:
+        if math.isnan(self.mean):
+            return "—"
         return f"{self.mean:.4g}" + ("" if self.se is None else f" ± {self.se:.2g}")
 
 
@@ -173,10 +175,12 @@ class Comparison:
     verdict: Verdict
     reason: str
     censored: int = 0
+    empty: int = 0
 
     def __str__(self) -> str:
         se = "" if self.se is None else f" ± {self.se:.2g}"
         bounds = f"; {self.censored} censored seed(s) kept as bounds" if self.censored else ""
+        bounds += f"; {self.empty} seed(s) with neither a value nor a bound" if self.empty else ""
         return f"{self.a} vs {self.b} (difference {self.a.mean - self.b.mean:+.4g}{se}{bounds})"
 
 
@@ -236,11 +240,13 @@ def compare_seeds(
     censored = bounds_a + bounds_b
     diff = ma.mean - mb.mean - margin
 
-    def undecided(reason: str, se: float | None = None) -> Comparison:
-        return Comparison(ma, mb, margin, diff, se, "inconclusive", reason, censored)
+    empty = empty_a + empty_b
 
-    if empty_a or empty_b:
-        return undecided(f"{empty_a + empty_b} seed(s) with neither a value nor a bound")
+    def undecided(reason: str, se: float | None = None) -> Comparison:
+        return Comparison(ma, mb, margin, diff, se, "inconclusive", reason, censored, empty)
+
+    if empty:
+        return undecided(f"{empty} seed(s) with neither a value nor a bound")
     arms = [ma] if reference else [ma, mb]
     if min(m.n for m in arms) < min_seeds:
         return undecided(f"{min(m.n for m in arms)} seed(s) per arm; the rule needs ≥ {min_seeds}")
