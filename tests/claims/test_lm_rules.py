@@ -98,7 +98,7 @@ def test_a1_gain_fraction_waits_for_full_gain():
 
 
 def test_a3_claims_are_checked_against_their_own_ffn():
-    fta = {arm: _arm(1.0, 0.9 if arm.startswith("muon") else 0.2) for arm in a3.ARMS}
+    fta = {arm: _arm(1.0, 0.85 if arm.startswith("muon") else 0.2) for arm in a3.ARMS}
     results = a3.evaluate_per_ffn({"plain": _qa(fta)})
     by_id = {r.id: r for r in results}
     assert {c.id for c in CLAIMS.values() if c.experiment == "knowledge-qa"} == set(by_id)
@@ -139,3 +139,14 @@ def test_a3_head_level_is_decided_beyond_two_standard_errors():
     assert result.verdict == "inconclusive" and "sgd" in result.reason
     low = clear | {"sgd": heads([floor - 0.05, floor - 0.06, floor - 0.04])}
     assert claim.evaluate(_qa(low))[0].verdict == "not reproduced"
+
+
+def test_a1_tail_gain_without_bucket_losses_is_not_measured():
+    """Losses of full Muon and all-Adam without their per-bucket losses (an old run, or a
+    config without buckets) leave the claim not measured; it used to raise a KeyError."""
+    losses = {"full": [3.0, 3.1, 2.9], "adam": [3.2, 3.3, 3.1]}
+    results = _ablation(losses, buckets=["head", "tail"])
+    (result,) = CLAIMS["A1.beyond.tail_gain"].evaluate(results)
+    assert result.verdict == "not measured" and "bucketed losses" in result.reason
+    partial = dataclasses.replace(results, bucket_losses={"adam": {"head": [2.0] * 3}})
+    assert CLAIMS["A1.beyond.tail_gain"].evaluate(partial)[0].verdict == "not measured"

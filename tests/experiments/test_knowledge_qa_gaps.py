@@ -15,12 +15,15 @@ from tailmem.experiments.knowledge_qa import Config
 from tailmem.experiments.knowledge_qa.arms import ARMS
 from tailmem.experiments.knowledge_qa.fta import FTAEvaluator, answer_batch, logits_of
 from tailmem.experiments.knowledge_qa.gaps import (
+    CELLS,
+    CELLS_SOURCE,
     Exposures,
     lag_ratio_rows,
     lag_ratio_table,
     measure,
     pairs,
     peak_gap_rows,
+    readings,
     summary_sentences,
 )
 from tailmem.lm.config import OptimSection, TrainSection
@@ -210,7 +213,7 @@ def test_adam_twice_slower_gives_lag_ratio_two_and_peak_gap_one_half():
     assert [(p["lead"], p["lag"]) for p in measures["paper"]["iclr"]["pairs"]] == [("muon", "adam")]
 
     rows = lag_ratio_rows("plain", measures)
-    assert {r["source"] for r in rows} == {"tailmem", "paper arXiv v2", "paper ICLR"}
+    assert {r["source"] for r in rows} == {"tailmem", CELLS_SOURCE, "paper arXiv v2", "paper ICLR"}
     ours = [r for r in rows if r["source"] == "tailmem"]
     assert len(ours) == 6 * 3 and all(r["status"] == "measured" for r in ours)
     table = lag_ratio_table(measures, "muon", "adam", LABELS)
@@ -223,6 +226,27 @@ def test_adam_twice_slower_gives_lag_ratio_two_and_peak_gap_one_half():
     assert (paper[0]["peak_gap"], paper[0]["group"], paper[0]["step"]) == (0.712, 15, 10000)
     (lead, *_) = summary_sentences(measures, "plain", LABELS)
     assert "Exposure-lag ratio" in lead and "exposures Adam needs ÷ Muon's" in lead
+
+
+def test_ratios_on_the_papers_cells_are_computed_as_the_papers_and_shown_beside_ours():
+    """Like for like: our curves cut to the paper's cells (groups m−4, m−2, m at 20/50/100%
+    of training, no step 0) give the ratios the paper's tables would give for the same
+    curves. With Adam exactly twice as slow everywhere, the rarest group's crossing is still
+    bracketed at 2.0, but the linear interpolation between cells 2.5× apart reads group m−2
+    at FTA 0.8 as 1.5: why only ratios from the same cells may be compared."""
+    measures, _ = measure(_plan(), "plain", EXPOSURES)
+    (pair,) = measures["pairs"]
+    cells = {(r["group"], r["tau"]): r for r in pair[CELLS]}
+    assert {g for g, _ in cells} == {0, 2, 4, "pooled"}
+    assert cells[4, 0.5]["mean"] == pytest.approx(2.0) and cells[2, 0.8]["mean"] == 1.5
+    assert readings(pair)["paper_cells_group"][0.8] is cells[2, 0.8]
+    # the paper's tables are their own cells: the same ratios as computed from the tables
+    (paper,) = measures["paper"]["arxiv-v2"]["pairs"]
+    assert paper[CELLS] == paper["lag_ratio"]
+    table = lag_ratio_table(measures, "muon", "adam", LABELS)
+    assert [r["group"] for r in table if r["source"] == CELLS_SOURCE] == [0, 2, 4, "pooled"]
+    (_, like, _) = summary_sentences(measures, "plain", LABELS)
+    assert like.startswith("Like for like with the paper") and "2.59" in like
 
 
 def test_an_arm_that_never_reaches_tau_gives_a_lower_bound_and_a_failed_seed_is_left_out():

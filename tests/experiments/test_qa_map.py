@@ -110,11 +110,11 @@ def _rows(noise_rng):
                    "lr_muon": 0.06, "muon_interior": True, "lr_adam": 2e-3,
                    "adam_interior": width != 256}  # fmt: skip
             for tau in (0.3, 0.5, 0.8):
-                key = f"lag_{tau:g}"
                 kind = "lower" if (tau == 0.8 and exposures == 3.0) else "measured"
                 se = None if kind == "lower" else 0.05 * ratio
-                row.update({key: ratio, f"{key}_se": se, f"{key}_kind": kind,
-                            f"{key}_status": kind})  # fmt: skip
+                for key in (f"lag_{tau:g}", f"m2_lag_{tau:g}"):  # pooled; like for like
+                    row.update({key: ratio, f"{key}_se": se, f"{key}_kind": kind,
+                                f"{key}_status": kind})  # fmt: skip
             rows.append(row)
     # no edge at width 64 (ratio forced to 1, gap 0): the edge "vanishes" there
     for row in rows[:3]:
@@ -123,7 +123,11 @@ def _rows(noise_rng):
 
 
 def _seeds(rows):
-    return {r["point"]: {f"{t:g}": [r[f"lag_{t:g}"]] * 3 for t in (0.3, 0.5, 0.8)} for r in rows}
+    def entry(value):
+        return {"ratio": value, "lower": value, "upper": value}
+
+    return {r["point"]: {f"{t:g}": [entry(r[f"lag_{t:g}"])] * 3 for t in (0.3, 0.5, 0.8)}
+            for r in rows}  # fmt: skip
 
 
 def test_outputs_fit_the_trend_extrapolate_and_say_where_the_gap_is(tmp_path):
@@ -171,7 +175,12 @@ def test_outputs_fit_the_trend_extrapolate_and_say_where_the_gap_is(tmp_path):
     # 2k (32k exposures, .312), each interpolated linearly in exposures
     muon = 2 + 3 * (0.3 - 0.140) / (0.320 - 0.140)
     adam = 20 + 12 * (0.3 - 0.298) / (0.312 - 0.298)
-    assert f"paper arXiv v2 {adam / muon:.2f}" in text
+    assert f"paper arXiv v2 {adam / muon:.2f}" in text and "not judged" in text
+    # like for like, which the extrapolation is set beside: group 13 alone, where Muon is
+    # already past 0.3 at 2k steps (.386) and Adam crosses between 5k and 10k: a lower bound
+    # of Adam's crossing at 5k + 5k·(0.3 − .298)/(.890 − .298) over Muon's at 2k
+    bound = (5 + 5 * (0.3 - 0.298) / (0.890 - 0.298)) / 2
+    assert f"paper arXiv v2 ≥ {bound:.2f}" in text and "like for like" in text
     assert "d256 L2 x3 m7 rho1 (adam)" in text  # chosen LR at a grid edge
     (claim,) = json.loads((tmp_path / "claims.json").read_text())
     assert claim["id"] == "A3.map.uniform" and claim["verdict"] == "not measured"
@@ -183,7 +192,7 @@ def test_too_few_measured_points_leave_the_trend_unfitted_with_the_reason(tmp_pa
     rows = _rows(np.random.default_rng(1))
     for i, row in enumerate(rows):
         if i not in (0, 3):  # measured: width 64 and 128, 3 exposures
-            row["lag_0.5_kind"] = "lower"
+            row["m2_lag_0.5_kind"] = "lower"
     outputs.write_outputs(cfg, RunDir(tmp_path), rows, _seeds(rows))
     trend = json.loads((tmp_path / "results.json").read_text())["trend"]
     assert trend["status"] == "not fitted" and trend["n_points"] == 2
@@ -196,8 +205,8 @@ def test_too_few_measured_points_leave_the_trend_unfitted_with_the_reason(tmp_pa
     assert not (tmp_path / "lag_ratio_trend.png").exists()
     # one width only: no feature varies
     for row in rows[3:4]:
-        row["lag_0.5_kind"] = "lower"
-    rows[1]["lag_0.5_kind"] = "measured"
+        row["m2_lag_0.5_kind"] = "lower"
+    rows[1]["m2_lag_0.5_kind"] = "measured"
     outputs.write_outputs(cfg, RunDir(tmp_path), rows, _seeds(rows))
     trend = json.loads((tmp_path / "results.json").read_text())["trend"]
     assert trend["reason"].startswith("no feature varies over the 2 point(s) with a measured")

@@ -16,11 +16,18 @@ import numpy as np
 import pytest
 
 from tailmem import progress
-from tailmem.claims.a3_sensitivity import CLAIMS, A3SensitivityInputs, judge
+from tailmem.claims.a3_sensitivity import (
+    CLAIMS,
+    READING,
+    REFERENCE,
+    A3SensitivityInputs,
+    judge,
+)
 from tailmem.claims.core import SE_FACTOR
+from tailmem.claims.paper_a_qa_tables import VERSIONS
 from tailmem.cli import main
 from tailmem.errors import ConfigError
-from tailmem.experiments.knowledge_qa import Config, grid, tables
+from tailmem.experiments.knowledge_qa import Config, gaps, grid, tables
 from tailmem.experiments.knowledge_qa.arms import ARMS
 from tailmem.experiments.qa_sensitivity import lr_status
 from tailmem.lm.config import OptimSection, TrainSection
@@ -243,27 +250,50 @@ def test_a_shared_lr_point_runs_muon_at_the_rate_adam_chose(tmp_path):
 # --------------------------------------------------------------------------- the claim
 
 
+def _entries(values):
+    """Per-seed ratios as recorded: a number, ("lower", x) for a censored seed, None: neither."""
+    out = []
+    for v in values:
+        if v is None:
+            out.append({"ratio": None, "lower": None, "upper": None})
+        elif isinstance(v, tuple):
+            out.append({"ratio": None, "lower": None, "upper": None, v[0]: v[1]})
+        else:
+            out.append({"ratio": v, "lower": v, "upper": v})
+    return out
+
+
 def test_the_headline_is_decided_at_the_base_and_a_level_that_decides_otherwise_flips_it():
-    paper = 4.0
+    paper = 2.5
     threshold = LAG["fraction"] * paper
     high = [threshold * 2.0, threshold * 2.1, threshold * 1.9]
-    low = [threshold * 0.5, threshold * 0.55, threshold * 0.45]
-    assert judge(high, threshold)[0] == "reproduced"
-    assert judge(low, threshold)[0] == "not reproduced"
-    assert judge([threshold * 0.5, threshold * 1.5, None], threshold)[0] == "inconclusive"
+    low = [threshold * 0.4, threshold * 0.45, threshold * 0.35]
+    assert judge(_entries(high), threshold).verdict == "reproduced"
+    assert judge(_entries(low), threshold).verdict == "not reproduced"
+    assert judge(_entries([threshold * 0.4, threshold * 1.5, None]), threshold).verdict == (
+        "inconclusive"
+    )
     spread = [threshold * 0.9, threshold * 1.3, threshold * 1.1]  # mean ± 2 SE straddles it
-    verdict, _, reason = judge(spread, threshold)
-    assert verdict == "inconclusive" and f"± {SE_FACTOR:g} SE" in reason
+    found = judge(_entries(spread), threshold)
+    assert found.verdict == "inconclusive" and f"≤ {SE_FACTOR:g} SE" in found.reason
+    # a censored seed (Adam never reached τ) stays as its lower bound: it confirms, never refutes
+    assert judge(_entries([*high[:2], ("lower", threshold * 1.8)]), threshold).verdict == (
+        "reproduced"
+    )
+    assert judge(_entries([*low[:2], ("lower", threshold * 0.4)]), threshold).verdict == (
+        "inconclusive"
+    )
 
     def inputs(base, level):
         tau = f"{LAG['tau']:g}"
         return A3SensitivityInputs(
-            paper_pooled={tau: paper},
+            paper={REFERENCE: {READING: {tau: {"ratio": paper, "lower": paper, "upper": paper}}}},
             base="base",
             base_choices=["b = x"],
-            points={"base": {"pooled": {tau: base}}, "b: y": {"pooled": {tau: level}}},
+            points={"base": {READING: {tau: _entries(base)}},
+                    "b: y": {READING: {tau: _entries(level)}}},
             levels=[{"factor": "b", "level": "y", "point": "b: y"}],
-        )
+        )  # fmt: skip
 
     (kept,) = LAG.evaluate(inputs(high, high))
     assert kept.verdict == "reproduced" and kept.details["threshold"] == threshold
@@ -272,6 +302,18 @@ def test_the_headline_is_decided_at_the_base_and_a_level_that_decides_otherwise_
     assert flipped.verdict == "inconclusive" and "b = y says the opposite" in flipped.reason
     (undecided,) = LAG.evaluate(inputs(low, spread))  # an undecided level flips nothing
     assert undecided.verdict == "not reproduced"
+
+
+def test_the_paper_ratio_the_headline_is_judged_against_is_like_for_like():
+    """The verdict's reading is group m − 2 on the paper's own cells: 2.59 at FTA 0.5 in both
+    versions of the tables, not the pooled 4.13 (v2) that falls to 1.16 with one cell changed."""
+    tau = LAG["tau"]
+    readings = {v: gaps.paper_readings(v, "plain", (tau,)) for v in VERSIONS}
+    group = {v: r[READING][tau]["ratio"] for v, r in readings.items()}
+    pooled = {v: r["paper_cells_pooled"][tau]["ratio"] for v, r in readings.items()}
+    assert group["arxiv-v2"] == pytest.approx(group["iclr"])  # both versions agree
+    assert pooled["arxiv-v2"] > 1.5 * group["arxiv-v2"] > pooled["iclr"]  # pooled: unstable
+    assert max(pooled.values()) > group["arxiv-v2"]  # pooled exceeds the per-group ratio
 
 
 # --------------------------------------------------------------------------- the study

@@ -164,15 +164,21 @@ def test_logit_rule_is_a_bound_scaled_by_the_head_dimension():
     cfg = gpt_config("tiny", vocab_size=64)
     bound = CLAIMS[claim]["bound_sqrt_dhead"] * math.sqrt(cfg.head_dim)
 
-    def logits(peak):
-        return {"logit_max/0": [[1.0, peak]], "logit_max/1": [[1.0, 1.0]]}
+    def logits(*peaks):
+        """Three seeds: layer 0 peaks at ``peaks`` (× the bound), layer 1 stays at 1."""
+        return {"logit_max/0": [[1.0, p * bound] for p in peaks],
+                "logit_max/1": [[1.0, 1.0]] * len(peaks)}  # fmt: skip
 
-    ok = _verdicts(logits(0.99 * bound), logits(1.0), cfg)[claim]
-    bad = _verdicts(logits(1.01 * bound), logits(1.0), cfg)[claim]
+    flat = logits(0.0, 0.0, 0.0)
+    ok = _verdicts(logits(0.90, 0.91, 0.92), flat, cfg)[claim]
+    bad = _verdicts(logits(1.10, 1.11, 1.12), flat, cfg)[claim]
     assert (ok.verdict, bad.verdict) == ("reproduced", "not reproduced")
     assert ok.details["bound"] == pytest.approx(bound) and "0.70-1.05" in ok.published
+    # a bound with the seeds' noise: peaks straddling it are undecided, one seed decides nothing
+    assert _verdicts(logits(0.94, 1.0, 1.06), flat, cfg)[claim].verdict == "inconclusive"
+    assert _verdicts(logits(0.5), logits(0.0), cfg)[claim].verdict == "inconclusive"
     no_norm = gpt_config("tiny", vocab_size=64, qk_norm=False)
-    result = _verdicts(logits(1.0), logits(1.0), no_norm)[claim]
+    result = _verdicts(flat, flat, no_norm)[claim]
     assert result.verdict == "not measured" and "QK-norm" in result.reason
 
 

@@ -9,18 +9,19 @@ is over seeds (mean ± SE, ≥ 3 seeds, beyond 2 SE: :func:`~tailmem.claims.core
 
 from __future__ import annotations
 
+import math
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 
 from tailmem.claims.core import (
     MIN_SEEDS,
+    SE_FACTOR,
     Claim,
     ClaimInputs,
     Comparison,
     MeanSE,
     Outcome,
     compare_seeds,
-    decided,
     inconclusive,
     unmeasured,
 )
@@ -29,8 +30,8 @@ EXPERIMENT = "spectra"
 _PUBLISHED = "curves only: Muon higher H and eRank, lower Top10E and Q75/25"
 _RULE = (
     "every metric (layer mean, final step), mean ± SE over ≥ 3 seeds: Muon − Adam in the "
-    "isotropic direction > 2 SE → reproduced; any metric < −2 SE → not reproduced; otherwise "
-    "(or < 3 seeds) inconclusive"
+    "isotropic direction > 2 SE of both arms' noise → reproduced; any metric < −2 SE → not "
+    "reproduced; otherwise (or < 3 seeds) inconclusive"
 )
 _WHY = (
     "'more isotropic' is stated for all four metrics (Fig. 2), so each must separate beyond "
@@ -56,6 +57,8 @@ class A2Inputs(ClaimInputs):
     """Metric → whether a larger value means more isotropic (the metrics compared)."""
     seed_spread: Mapping[str, Mapping[str, Mapping[str, float]]] = field(default_factory=dict)
     """Arm → matrix → metric → seed SD averaged over evaluations after step 0 and over layers."""
+    spread_seeds: Mapping[str, int] = field(default_factory=dict)
+    """Arm → the number of seeds its seed SDs come from (an SD's own noise depends on it)."""
     vo_matrix: str = "vo_head"
     """The VO matrix of the config: ``"vo_head"`` or ``"vo_stacked"``."""
     ffn_in: Sequence[str] = ("w_in",)
@@ -115,8 +118,16 @@ def _signed(c: Comparison, higher: bool) -> str:
     return f"Muon {muon} vs Adam {adam}"
 
 
+def log_sd_se(n: int) -> float:
+    """The standard error of the log of a sample SD of ``n`` normal values, 1/√(2(n − 1))
+    (normal theory; an SD averaged over evaluations of the same seeds is no less noisy, so this
+    errs on the side of undecided)."""
+    return 1.0 / math.sqrt(2 * (n - 1))
+
+
 def check_seed_spread(claim: Claim, inputs: A2Inputs) -> Outcome:
-    """Seed SD smaller under Muon in at least ``min_pairs`` of the (VO, W_out) × metric pairs."""
+    """Seed SD smaller under Muon in at least ``min_pairs`` of the (VO, W_out) × metric pairs,
+    each pair decided on the log SD ratio beyond 2 SE of the two SDs' own noise."""
     iso = inputs.isotropy
     vo = inputs.vo_matrix
     values = {"vo": vo}
@@ -125,19 +136,36 @@ def check_seed_spread(claim: Claim, inputs: A2Inputs) -> Outcome:
     if not pairs or not all(m in iso.get(a, {}) for a in ("muon", "adam") for m, _ in pairs):
         return unmeasured("isotropy of Muon and Adam runs not logged", values=values)
     seeds = list(inputs.seeds)
-    if len(seeds) < MIN_SEEDS:
-        reason = f"{len(seeds)} seed(s); a seed SD needs ≥ {MIN_SEEDS}"
+    counts = [inputs.spread_seeds.get(a, 0) for a in ("muon", "adam")]
+    if min(counts) < MIN_SEEDS:
+        reason = f"{min(counts)} seed(s); a seed SD needs ≥ {MIN_SEEDS}"
         return inconclusive("—", reason, seeds=seeds, values=values)
+    se = math.hypot(*(log_sd_se(n) for n in counts))
     spread = inputs.seed_spread
-    wins = sum(spread["muon"][m][k] < spread["adam"][m][k] for m, k in pairs)
-    ours = f"Muon's seed SD smaller in {wins}/{len(pairs)} (matrix, metric) pairs"
-    return decided(wins >= claim["min_pairs"], ours, seeds=seeds, values=values)
+    wins = losses = 0
+    for m, k in pairs:
+        muon, adam = spread["muon"][m][k], spread["adam"][m][k]
+        if muon > 0 and adam > 0:
+            ratio = math.log(adam / muon)
+            wins += ratio > SE_FACTOR * se
+            losses += ratio < -SE_FACTOR * se
+    ours = (
+        f"Muon's seed SD smaller beyond 2 SE in {wins}/{len(pairs)} (matrix, metric) pairs, "
+        f"larger in {losses} (2 SE of a log SD ratio: {SE_FACTOR * se:.2f}, a factor "
+        f"{math.exp(SE_FACTOR * se):.1f})"
+    )
+    if wins >= claim["min_pairs"]:
+        return Outcome("reproduced", ours, seeds=seeds, values=values)
+    if losses > len(pairs) - claim["min_pairs"]:
+        return Outcome("not reproduced", ours, seeds=seeds, values=values)
+    reason = f"{len(pairs) - wins - losses} pair(s) within 2 SE: {claim['min_pairs']} not reached"
+    return inconclusive(ours, reason, seeds=seeds, values=values)
 
 
 def _iso(matrix: str, source: str, statement: str) -> Claim:
     return Claim(
         f"A2.{matrix}_isotropic", EXPERIMENT, source, statement, _PUBLISHED, _RULE,
-        check=check_isotropic, why=_WHY,
+        check=check_isotropic, why=_WHY, min_seeds=MIN_SEEDS,
     )  # fmt: skip
 
 
@@ -155,6 +183,7 @@ CLAIMS: list[Claim] = [
         placeholders={"ffn_in": "W_in; W_in and W_gate with the gated FFN"},
         check=check_isotropic,
         why=_WHY,
+        min_seeds=MIN_SEEDS,
     ),
     _iso("qk", "A2, text", "Muon's Q and K weights are more isotropic than Adam's"),
     Claim(
@@ -163,13 +192,18 @@ CLAIMS: list[Claim] = [
         "A2, Fig. 2",
         "Muon's isotropy curves vary less across seeds than Adam's",
         "Muon nearly identical across seeds; Adam varies",
-        "seed SD (mean over steps > 0 and layers) smaller under Muon in ≥ {min_pairs} of 8 "
-        "pairs ({vo}, W_out × 4 metrics); fewer than 3 seeds: inconclusive",
+        "per (matrix, metric) pair, the log ratio of the seed SDs (mean over steps > 0 and "
+        "layers), Adam's over Muon's, beyond 2 SE of the two SDs' own noise (normal theory, "
+        "1/√(2(n − 1)) each): Muon smaller in ≥ {min_pairs} of the 8 pairs ({vo}, W_out × 4 "
+        "metrics) → reproduced; Adam's smaller in so many that {min_pairs} cannot be reached → "
+        "not reproduced; else (or < 3 seeds) inconclusive",
         {"min_pairs": 6},
         {"vo": "the VO matrix of the config"},
         check=check_seed_spread,
         why="'nearly identical vs varies' is a clear majority of the pairs in the figure "
-        "(three quarters), not every pair; an SD from fewer than 3 seeds is itself noise.",
+        "(three quarters, ours), not every pair; an SD from 3 seeds is itself noisy (its log "
+        "has an SE of 0.5), so a pair counts only when its SDs differ beyond that noise.",
+        min_seeds=MIN_SEEDS,
     ),
     Claim(
         "A2.isotropic_from_start",

@@ -5,6 +5,7 @@ Every check reads :class:`BInputs` (exact population loss: no seed behind any ve
 
 from __future__ import annotations
 
+import math
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
@@ -16,6 +17,8 @@ from tailmem.claims.core import (
     decided,
     grid_edge,
     inconclusive,
+    log_factor_slope,
+    trend_bound,
     unmeasured,
 )
 
@@ -23,7 +26,13 @@ EXPERIMENT = "assoc-scaling"
 SRC = "B (secondary sources)"
 STABILITY_CAUSE = (
     "GD's stable step is η·p_max < 2/(λ_max(H)/p_max), H the population Hessian at the noisy "
-    "optimum: ≈ 22 at label noise 0.1, not ≈ 1"
+    "optimum: ≈ 22 at label noise 0.1 — an order-one constant in units of 1/p_1, as "
+    "B.gd_stability tests, but about 20 times the η·p_1 ≈ 1 that the statement's '≲ 1' suggests"
+)
+TREND_WHY = (
+    "tested as a trend in T, one-sided: the bound's constant must not {way} with T. The "
+    "tolerance 1/ln T_max is ours, set by the range fitted (the log-log slope a single "
+    "logarithmic factor would add there), by no measurement."
 )
 
 
@@ -41,7 +50,8 @@ class BInputs(ClaimInputs):
     over ``signgd_grid``, over ``steps`` steps."""
     noisy_fits: Sequence[Mapping[str, Any]]
     """Per spectrum exponent β: fitted and predicted exponents of GD and Muon under label
-    noise."""
+    noise, and per horizon (``horizons``) GD's excess (``gd_excess``) and the larger of Muon's
+    last two excesses (``muon_excess_envelope``)."""
     steps_to_target: Mapping[str, Any]
     """``rows`` (per group size C: steps and best step sizes) and ``fit`` (slopes against C)."""
     gd_stability: Sequence[Mapping[str, Any]]
@@ -100,42 +110,76 @@ def _check_preconditioner(claim: Claim, inputs: BInputs) -> Outcome:
     )
 
 
-def _fit_points(inputs: BInputs) -> int:
-    return len(inputs.config["horizons"])
+def unlearned_coverage(horizon: float, groups: int, beta: float, gd_lr_p1: float) -> float:
+    """The share of an unbounded power law's unlearned mass that a spectrum cut at ``groups``
+    groups holds after ``horizon`` GD steps at η·p_max = ``gd_lr_p1``.
+
+    Group i (mass ∝ i^(−β)) is learned once η p_i T ≈ 1, i.e. i ≤ i_T = (gd_lr_p1·T)^(1/β);
+    the lower bound T^(−(1−1/β)) is the mass beyond i_T of the unbounded law, ∫_{i_T}^∞ i^(−β)
+    di, of which the groups up to M hold 1 − (i_T/M)^(β−1) (0 once every group is learned).
+    The cut steepens a finite spectrum's late decay by exactly this factor: it is the bound
+    itself on the simulated spectrum, not a tolerance."""
+    learned = (gd_lr_p1 * horizon) ** (1.0 / beta)
+    return max(0.0, 1.0 - (learned / groups) ** (beta - 1.0))
 
 
 def _check_gd_exponent(claim: Claim, inputs: BInputs) -> list[Outcome]:
+    """A lower bound as a trend: c_T = excess·T^(1−1/β)/coverage(T) must not decay with T."""
+    cfg = inputs.config
     out = []
     for f in inputs.noisy_fits:
         beta = f["spectrum_exponent"]
-        ours = f"fitted exponent {f['gd_slope']:.3f} (K = {f['K']})"
         kw: dict[str, Any] = {
             "variant": f"beta{beta:g}",
             "values": {"beta": beta},
             "published": f"excess ≳ T^({f['gd_predicted']:.3f})",
             "details": f,
         }
-        if _fit_points(inputs) < 3:
-            out.append(inconclusive(ours, "fewer than 3 horizons", **kw))
-            continue
-        out.append(decided(f["gd_slope"] >= f["gd_predicted"] - claim["slope_tol"], ours, **kw))
+        covered = [
+            (T, e, c)
+            for T, e in zip(f["horizons"], f["gd_excess"], strict=True)
+            if (c := unlearned_coverage(T, cfg["gd_groups"], beta, cfg["gd_lr_p1"])) > 0
+        ]
+        constants = [e * T ** (1 - 1 / beta) / c for T, e, c in covered]
+        verdict, trend, tol, reason = trend_bound(
+            [T for T, _, _ in covered], constants, bound="lower"
+        )
+        slope = "—" if trend.slope is None else f"{trend.slope:+.3f} (tolerance −{tol:.3f})"
+        ours = (
+            f"fitted exponent {f['gd_slope']:.3f} (K = {f['K']}); c_T = excess·T^(1−1/β)/"
+            f"coverage(T): log-log slope {slope}; coverage over T: "
+            + ", ".join(f"{c:.2f}" for _, _, c in covered)
+        )
+        if trend.slope is None:
+            out.append(inconclusive(ours, reason, **kw))
+        else:
+            out.append(Outcome(verdict, ours, **kw))
     return out
 
 
 def _check_muon_exponent(claim: Claim, inputs: BInputs) -> list[Outcome]:
+    """An upper bound as a trend: c_T = envelope·(T/log K)² must not grow with T."""
     out = []
     for f in inputs.noisy_fits:
         beta = f["spectrum_exponent"]
+        horizons = f["horizons"]
+        constants = [
+            e * (T / math.log(f["K"])) ** 2
+            for T, e in zip(horizons, f["muon_excess_envelope"], strict=True)
+        ]
+        verdict, trend, tol, reason = trend_bound(horizons, constants, bound="upper")
+        slope = "—" if trend.slope is None else f"{trend.slope:+.3f} (tolerance {tol:.3f})"
         ours = (
             f"fitted exponent of the larger of the last two iterates {f['muon_slope']:.3f} "
-            f"(last iterate alone {f['muon_slope_last']:.3f}); max excess·(T/log K)² = "
-            f"{f['muon_max_bound_constant']:.3f} (c = {f['muon_c']})"
+            f"(last iterate alone {f['muon_slope_last']:.3f}); c_T = excess·(T/log K)² = "
+            + ", ".join(f"{c:.3g}" for c in constants)
+            + f" over T, log-log slope {slope} (c = {f['muon_c']})"
         )
         kw: dict[str, Any] = {"variant": f"beta{beta:g}", "values": {"beta": beta}, "details": f}
-        if _fit_points(inputs) < 3:
-            out.append(inconclusive(ours, "fewer than 3 horizons", **kw))
-            continue
-        out.append(decided(f["muon_slope"] <= -2 + claim["slope_tol"], ours, **kw))
+        if trend.slope is None:
+            out.append(inconclusive(ours, reason, **kw))
+        else:
+            out.append(Outcome(verdict, ours, **kw))
     return out
 
 
@@ -144,7 +188,9 @@ def _check_beta_independent(claim: Claim, inputs: BInputs) -> Outcome:
     ours = "fitted exponents " + ", ".join(f"{s:.2f}" for s in slopes)
     if len(slopes) < 2:
         return inconclusive(ours, "one spectrum exponent β only")
-    return decided(max(slopes) - min(slopes) <= claim["spread_max"], ours)
+    tol = log_factor_slope(inputs.config["horizons"])
+    spread = max(slopes) - min(slopes)
+    return decided(spread <= tol, ours + f": spread {spread:.3f} (tolerance {tol:.3f})")
 
 
 def _edges(rows: Sequence[Mapping[str, Any]], config: Mapping[str, Any]) -> list[str]:
@@ -161,6 +207,8 @@ def _edges(rows: Sequence[Mapping[str, Any]], config: Mapping[str, Any]) -> list
 
 
 def _check_speedup(claim: Claim, inputs: BInputs) -> Outcome:
+    """Ω(C) as a trend: the steps ratio over C must not decay with C; an optimum at a grid
+    edge (either optimiser) leaves the ratio unbracketed, hence inconclusive."""
     cfg = inputs.config
     fit, rows = inputs.steps_to_target["fit"], inputs.steps_to_target["rows"]
     values = {"target_excess": cfg["target_excess"], "target_max_steps": cfg["target_max_steps"]}
@@ -171,20 +219,31 @@ def _check_speedup(claim: Claim, inputs: BInputs) -> Outcome:
         )
     edges = _edges(rows, cfg)
     at_one = fit.get("ratio_gd_lr_p1_1")
+    reached = [r for r in rows if r["ratio_tuned"]]
+    verdict, trend, tol, reason = trend_bound(
+        [r["group_size"] for r in reached],
+        [r["ratio_tuned"] / r["group_size"] for r in reached],
+        bound="lower",
+    )
+    slope = "—" if trend.slope is None else f"{trend.slope:+.2f}, tolerance −{tol:.2f}"
     ours = (
-        f"log-log slope of the ratio against C: tuned {tuned:.2f}; GD at η·p_max = 1: "
+        f"log-log slope of the ratio against C: tuned {tuned:.2f} (of ratio/C: {slope}); GD at "
+        "η·p_max = 1: "
         + ("n/a" if at_one is None else f"{at_one:.2f}")
         + (f"; grid-edge optima: {'; '.join(edges)}" if edges else "")
     )
     details = {**fit, "grid_edges": edges}
-    if len(rows) < 3:
-        return inconclusive(ours, "fewer than 3 group sizes", values=values, details=details)
-    muon_edge = [e for e in edges if "Muon" in e]
-    if muon_edge and tuned < claim["slope_min"]:
+    if trend.slope is None:
+        return inconclusive(ours, reason, values=values, details=details)
+    if edges:
         return inconclusive(
-            ours, "Muon's best step is at a grid edge", values=values, details=details
+            ours,
+            "a best step size is at an end of its grid, so that optimiser's tuned steps (and "
+            "the ratio) are only a bound",
+            values=values,
+            details=details,
         )
-    return decided(tuned >= claim["slope_min"], ours, values=values, details=details)
+    return Outcome(verdict, ours, values=values, details=details)
 
 
 def _check_block_symmetry(claim: Claim, inputs: BInputs) -> Outcome:
@@ -222,29 +281,34 @@ def _check_signgd_cannot(claim: Claim, inputs: BInputs) -> Outcome:
 
 
 def _check_gd_stability(claim: Claim, inputs: BInputs) -> Outcome:
+    """The stability threshold in units of 1/p_max does not depend on C: every group size's
+    bracket (largest stable, smallest unstable grid value) overlaps the others'."""
     rows = inputs.gd_stability
     sizes = sorted({r["group_size"] for r in rows})
-    if not sizes:
-        return unmeasured("no stability sweep in this configuration")
-    parts, ok, details = [], True, {}
+    if len(sizes) < 2:
+        return unmeasured("the stability sweep needs at least two group sizes")
+    parts, brackets, details = [], [], {}
     for C in sizes:
         sel = sorted((r for r in rows if r["group_size"] == C), key=lambda r: r["lr_p1"])
         stable = [r["lr_p1"] for r in sel if r["stable"]]
         unstable = [r["lr_p1"] for r in sel if not r["stable"]]
+        lo, hi = max(stable, default=None), min(unstable, default=None)
         predicted = sel[0]["predicted_threshold"]
-        lo = max(stable, default=None)
-        hi = min(unstable, default=None)
-        brackets = (
-            lo is not None
-            and hi is not None
-            and lo <= predicted * (1 + claim["rel_tol"])
-            and predicted <= hi * (1 + claim["rel_tol"])
-            and lo < hi
-        )
-        ok = ok and brackets
-        parts.append(f"C = {C}: stable ≤ {lo}, unstable from {hi}, 2/λ_max = {predicted:.1f}")
+        parts.append(f"C = {C}: stable ≤ {lo}, unstable from {hi} (2/λ_max = {predicted:.1f})")
         details[str(C)] = {"largest_stable": lo, "smallest_unstable": hi, "predicted": predicted}
-    return decided(ok, "; ".join(parts) + " (η·p_max units)", details=details)
+        brackets.append((lo, hi))
+    ours = "; ".join(parts) + " (η·p_max units)"
+    found = [(lo, hi) for lo, hi in brackets if lo is not None and hi is not None and lo < hi]
+    if len(found) < len(brackets):
+        return inconclusive(
+            ours,
+            "the grid does not bracket the threshold at every C (no stable or no unstable "
+            "step, or a stable step above an unstable one)",
+            details=details,
+        )
+    low, high = max(lo for lo, _ in found), min(hi for _, hi in found)
+    ours += f"; one threshold in ({low:g}, {high:g}] fits every C" if low < high else ""
+    return decided(low < high, ours, details=details)
 
 
 CLAIMS: list[Claim] = [
@@ -257,7 +321,8 @@ CLAIMS: list[Claim] = [
         "every group with η p_j t ≥ 100 has loss_j·η p_j t within [{lo}, {hi}]",
         {"lo": 0.8, "hi": 1.25},
         check=_check_gd_per_item,
-        why="'≈' as a limit: a ±25% band on the ratio, only for groups far into the 1/t regime.",
+        why="'≈' as a limit: a ±25% band on the ratio (ours), only for groups far into the 1/t "
+        "regime; an exact computation, no seed.",
     ),
     Claim(
         "B.noiseless.gd_total",
@@ -269,7 +334,8 @@ CLAIMS: list[Claim] = [
         "−1 ± {slope_tol}",
         {"ratio_lo": 0.67, "ratio_hi": 1.5, "slope_tol": 0.25},
         check=_check_gd_total,
-        why="'≈' over a finite horizon: slowly learned tail groups bend the total, hence the band.",
+        why="'≈' over a finite horizon: slowly learned tail groups bend the total, hence the band "
+        "(ours).",
     ),
     Claim(
         "B.noiseless.muon_exponential",
@@ -281,7 +347,8 @@ CLAIMS: list[Claim] = [
         "group rates within {group_spread:.0%}",
         {"rate_tol": 0.1, "prefactor_lo": 0.5, "prefactor_hi": 2, "group_spread": 0.05},
         check=_check_muon_exponential,
-        why="the rate is the statement's content (tight); the prefactor is only 'order K'.",
+        why="the rate is the statement's content (tight); the prefactor is only 'order K' (both "
+        "bands ours).",
     ),
     Claim(
         "B.noisy.gd_exponent",
@@ -289,13 +356,18 @@ CLAIMS: list[Claim] = [
         SRC,
         "label noise, power-law spectrum β = {beta:g}: GD excess loss ≳ T^(−(1−1/β)) (up to log K)",
         "excess ≳ T^(−(1 − 1/β))",
-        "a lower bound: GD's excess decays no faster than T^(−(1−1/β)) — the fitted log-log slope "
-        "over ≥ 3 horizons is ≥ −(1 − 1/β) − {slope_tol}",
-        {"slope_tol": 0.15},
+        "a lower bound as a trend: c_T = excess·T^(1−1/β)/coverage(T) does not decay with T — "
+        "its log-log slope over the horizons (≥ 3) is ≥ −1/ln T_max; coverage(T) is the share "
+        "of the unbounded power law's unlearned mass (groups with η p_i T < 1) that the "
+        "simulated M groups hold (horizons where it is 0 are left out)",
+        {},
         {"beta": "β"},
         variant="beta<β>",
         check=_check_gd_exponent,
-        why="'≳' is a lower bound, tested one-sided; the tolerance absorbs the log K factor.",
+        why="'≳' is a lower bound, " + TREND_WHY.format(way="decay") + " A constant log K "
+        "cannot change a slope in T, so it needs no tolerance; what does steepen a finite "
+        "simulation's late decay is the spectrum's cut at M groups (the statement's power law "
+        "is unbounded), and coverage(T) is that cut, computed from the law itself.",
     ),
     Claim(
         "B.noisy.muon_exponent",
@@ -303,14 +375,14 @@ CLAIMS: list[Claim] = [
         SRC,
         "label noise, β = {beta:g}: Muon with η = Θ(log K / T) reaches excess loss ≲ (log K / T)²",
         "excess ≲ (log K / T)²",
-        "an upper bound: the larger of the last two iterates' excess (Muon ends in a period-2 "
-        "orbit) decays at least as fast as T^(−2) — fitted log-log slope over ≥ 3 horizons "
-        "≤ −2 + {slope_tol}, i.e. excess·(T/log K)² does not grow with T",
-        {"slope_tol": 0.3},
+        "an upper bound as a trend: c_T = excess·(T/log K)² of the larger of the last two "
+        "iterates (Muon ends in a period-2 orbit) does not grow with T — its log-log slope over "
+        "the horizons (≥ 3) is ≤ 1/ln T_max",
+        {},
         {"beta": "β"},
         variant="beta<β>",
         check=_check_muon_exponent,
-        why="'≲' with an unstated constant: the bound's shape in T, one-sided, not a constant.",
+        why="'≲' with an unstated constant is an upper bound, " + TREND_WHY.format(way="grow"),
     ),
     Claim(
         "B.noisy.muon_beta_independent",
@@ -318,10 +390,11 @@ CLAIMS: list[Claim] = [
         SRC,
         "Muon's noisy rate is independent of β",
         "independent of β",
-        "spread of the fitted Muon exponents across β ≤ {spread_max}",
-        {"spread_max": 0.3},
+        "spread of the fitted Muon exponents across β ≤ 1/ln T_max",
         check=_check_beta_independent,
-        why="independence within the slope tolerance of B.noisy.muon_exponent.",
+        why="independence at the resolution of the trend rules (B.noisy.muon_exponent): a "
+        "spread below the slope one logarithmic factor adds over the horizons (ours, set by "
+        "the range fitted).",
     ),
     Claim(
         "B.speedup_omega_c",
@@ -329,15 +402,19 @@ CLAIMS: list[Claim] = [
         SRC,
         "Muon is faster than GD by a factor Ω(C)",
         "steps ratio GD/Muon grows ∝ C",
-        "log-log slope of (GD steps)/(Muon steps) against C (≥ 3 group sizes) ≥ {slope_min}, "
-        "each optimiser at its best grid step size (target excess {target_excess}, ≤ "
-        "{target_max_steps} steps); grid-edge optima are flagged",
-        {"slope_min": 0.75},
+        "Ω(C) as a trend: (GD steps)/(Muon steps)/C does not decay with C — log-log slope "
+        "over ≥ 3 group sizes ≥ −1/ln C_max — each optimiser at its best grid step size "
+        "(target excess {target_excess}, ≤ {target_max_steps} steps); a best step at an end "
+        "of either optimiser's grid: inconclusive",
+        {},
         {"target_excess": "config target_excess", "target_max_steps": "config target_max_steps"},
         check=_check_speedup,
-        why="Ω(C) read as a growth exponent near 1. Shares its cause with B.gd_stability: "
+        why="Ω(C) is a lower bound with an unstated constant, tested as a trend: the ratio "
+        "over C must not decay (tolerance 1/ln C_max, ours: the slope one log factor adds over "
+        "the range). A best step at a grid end means that optimiser's tuned time is only a "
+        "bound. Tuned GD is faster than the statement's step suggests because "
         + STABILITY_CAUSE
-        + ", so tuned GD takes steps ~20× the statement's η·p_1 ≈ 1.",
+        + ".",
     ),
     Claim(
         "B.block_symmetry",
@@ -360,7 +437,8 @@ CLAIMS: list[Claim] = [
         "{gap_factor}× Muon's",
         {"group_spread": 0.05, "gap_factor": 10},
         check=_check_preconditioner,
-        why="'learns alike' as equal rates; the GD contrast shows the preconditioning matters.",
+        why="'learns alike' as equal rates; the GD contrast shows the preconditioning matters "
+        "(5% and 10× are ours).",
     ),
     Claim(
         "B.tra_signgd_matches_muon",
@@ -371,7 +449,7 @@ CLAIMS: list[Claim] = [
         "max relative difference of the (excess) loss ≤ {max_difference} in both settings",
         {"max_difference": 0.1},
         check=_check_tra,
-        why="'matches' as 10% along the whole trajectory.",
+        why="'matches' as 10% along the whole trajectory (ours).",
     ),
     Claim(
         "B.signgd_cannot",
@@ -383,7 +461,9 @@ CLAIMS: list[Claim] = [
         "{min_mismatch:.0%} of Muon(2η)); a best step at the grid edge is inconclusive",
         {"min_mismatch": 0.1},
         check=_check_signgd_cannot,
-        why="the complement of B.tra_signgd_matches_muon's 'matches'.",
+        why="the complement of B.tra_signgd_matches_muon's 'matches'; a best step at a grid end "
+        "makes the best mismatch only an upper bound, which can refute 'cannot' but not "
+        "confirm it.",
     ),
     Claim(
         "B.gd_stability",
@@ -391,12 +471,16 @@ CLAIMS: list[Claim] = [
         SRC,
         "GD is stable only for η·p_1 ≲ 1",
         "threshold η·p_1 = O(1)",
-        "for every C the stability threshold is set by p_max alone, at the order-one constant "
-        "2/(λ_max(H)/p_max) of the population Hessian H at the noisy optimum: the largest stable "
-        "and the smallest unstable grid value bracket it (±{rel_tol:.0%})",
-        {"rel_tol": 0.05},
+        "η·p_1 ≲ 1 as an O(1) in units of 1/p_1: the stability threshold in η·p_max does not "
+        "depend on the group size C — the brackets (largest stable, smallest unstable grid "
+        "value) of every C (≥ 2) share a value → reproduced, disjoint → not reproduced; a C "
+        "whose grid does not bracket the threshold → inconclusive",
+        {},
         check=_check_gd_stability,
-        why="'≲ 1' is an order-one statement in units of 1/p_1; its constant is GD's classical "
-        "2/λ_max. " + STABILITY_CAUSE + ". B.speedup_omega_c shares this cause.",
+        why="'≲ 1' hides a constant, so what it states is that the threshold is set by p_1 "
+        "alone, an order-one number in units of 1/p_1 whatever C (K) is: tested at the grid's "
+        "own resolution (a ×2 grid brackets the threshold within a factor 2; no tolerance of "
+        "ours). The constant itself is reported, not judged: " + STABILITY_CAUSE + " (the "
+        "brackets are shown beside 2/λ_max).",
     ),
 ]

@@ -113,6 +113,8 @@ class MeanSE:
     n: int
 
     def __str__(self) -> str:
+        if math.isnan(self.mean):
+            return "—"
         return f"{self.mean:.4g}" + ("" if self.se is None else f" ± {self.se:.2g}")
 
 
@@ -123,6 +125,42 @@ def mean_se(values: Sequence[float]) -> MeanSE:
         raise ValueError("mean_se needs at least one value")
     se = statistics.stdev(xs) / math.sqrt(len(xs)) if len(xs) > 1 else None
     return MeanSE(statistics.fmean(xs), se, len(xs))
+
+
+def floored_se(stats: MeanSE, resolution: float) -> float:
+    """The SE of ``stats`` with the measurement's ``resolution`` as the floor of the per-seed SD
+    (SE ≥ resolution/√n): seeds that agree exactly (a saturated accuracy, a count) agree only
+    to the resolution of what was measured, so an SE of 0 is not certainty. One seed: the
+    floor alone."""
+    floor = resolution / math.sqrt(stats.n)
+    return max(stats.se or 0.0, floor)
+
+
+@dataclass(frozen=True)
+class Bound:
+    """A censored per-seed value: the true value is at least (``side="lower"``) or at most
+    (``side="upper"``) ``value`` — e.g. a lag ratio whose lagging arm never reached the level.
+    Comparisons keep it as its bound (:func:`compare_seeds`); it can support a verdict in its
+    own direction only."""
+
+    value: float
+    side: Literal["lower", "upper"]
+
+
+def bound_of(entry: Mapping[str, float | None]) -> float | Bound | None:
+    """A per-seed value recorded as ``ratio`` / ``lower`` / ``upper`` (the lag ratios of
+    :mod:`tailmem.metrics.qa_gaps`): the value where measured, else its bound, else None."""
+    ratio, lower, upper = (entry.get(key) for key in ("ratio", "lower", "upper"))
+    if ratio is not None:
+        return float(ratio)
+    if lower is not None:
+        return Bound(float(lower), "lower")
+    return None if upper is None else Bound(float(upper), "upper")
+
+
+Sample = Sequence[float | Bound | None]
+"""Per-seed values of one arm: a number, a :class:`Bound` (censored), or ``None`` (neither a
+value nor a bound: the seed leaves the comparison undecidable)."""
 
 
 @dataclass(frozen=True)
@@ -136,41 +174,155 @@ class Comparison:
     se: float | None
     verdict: Verdict
     reason: str
+    censored: int = 0
+    empty: int = 0
 
     def __str__(self) -> str:
         se = "" if self.se is None else f" ± {self.se:.2g}"
-        return f"{self.a} vs {self.b} (difference {self.a.mean - self.b.mean:+.4g}{se})"
+        bounds = f"; {self.censored} censored seed(s) kept as bounds" if self.censored else ""
+        bounds += f"; {self.empty} seed(s) with neither a value nor a bound" if self.empty else ""
+        return f"{self.a} vs {self.b} (difference {self.a.mean - self.b.mean:+.4g}{se}{bounds})"
+
+
+def _values(sample: Sample, sign: float) -> tuple[list[float], set[str], int, int]:
+    """The numbers of a sample (bounds at their value), the directions in which its bounds move
+    the true difference (``sign`` +1 for the first arm, −1 for the second), and the counts of
+    bounds and of seeds with nothing."""
+    values, directions, bounds, empty = [], set(), 0, 0
+    for item in sample:
+        if item is None:
+            empty += 1
+        elif isinstance(item, Bound):
+            bounds += 1
+            values.append(float(item.value))
+            up = (item.side == "lower") == (sign > 0)
+            directions.add("up" if up else "down")
+        else:
+            values.append(float(item))
+    return values, directions, bounds, empty
 
 
 def compare_seeds(
-    a: Sequence[float],
-    b: Sequence[float],
+    a: Sample,
+    b: Sample | float,
     *,
     margin: float = 0.0,
     min_seeds: int = MIN_SEEDS,
     se_factor: float = SE_FACTOR,
+    resolution: float = 0.0,
 ) -> Comparison:
-    """Is ``mean(a) − mean(b) > margin``, beyond the noise over seeds?
+    """Is ``mean(a) − mean(b) > margin``, beyond the noise of every arm over seeds?
 
-    Unpaired: SE = √(SE_a² + SE_b²). ``reproduced`` when ``a − b − margin > se_factor·SE``,
-    ``not reproduced`` when it is ``< −se_factor·SE``, otherwise ``inconclusive``; fewer than
-    ``min_seeds`` seeds in either arm is ``inconclusive`` too (a single-seed SD is unknown).
+    Unpaired: SE = √(SE_a² + SE_b²), each arm's SE floored by the measurement's ``resolution``
+    (:func:`floored_se`); ``b`` may be one number, a fixed reference without noise.
+    ``reproduced`` when ``a − b − margin > se_factor·SE``, ``not reproduced`` when it is
+    ``< −se_factor·SE``, otherwise ``inconclusive``; ``inconclusive`` too with fewer than
+    ``min_seeds`` seeds in an arm (a single-seed SD is unknown), with an SE of 0 and no
+    resolution to floor it (no noise estimate is not certainty), or with a seed that has
+    neither a value nor a bound.
+
+    Censored seeds (:class:`Bound`) count at their bound. A lower bound in ``a`` (an upper
+    bound in ``b``) means the true difference is at least the one computed: it can confirm
+    ``reproduced`` but never refute; the opposite bounds can only refute. A verdict the bounds
+    cannot support is ``inconclusive``.
     """
-    ma, mb = mean_se(a), mean_se(b)
-    diff = ma.mean - mb.mean - margin
-    if min(ma.n, mb.n) < min_seeds or ma.se is None or mb.se is None:
-        return Comparison(
-            ma, mb, margin, diff, None, "inconclusive",
-            f"{min(ma.n, mb.n)} seed(s) per arm; the rule needs ≥ {min_seeds}",
-        )  # fmt: skip
-    se = math.hypot(ma.se, mb.se)
-    if abs(diff) <= se_factor * se:
-        verdict: Verdict = "inconclusive"
-        reason = f"|difference − margin| {abs(diff):.3g} ≤ {se_factor:g} SE ({se_factor * se:.3g})"
+    xa, dir_a, bounds_a, empty_a = _values(a, 1.0)
+    reference = isinstance(b, (int, float))
+    xb: list[float] = []
+    dir_b: set[str] = set()
+    bounds_b = empty_b = 0
+    if isinstance(b, (int, float)):
+        mb = MeanSE(float(b), None, 0)
     else:
-        verdict = "reproduced" if diff > 0 else "not reproduced"
-        reason = ""
-    return Comparison(ma, mb, margin, diff, se, verdict, reason)
+        xb, dir_b, bounds_b, empty_b = _values(b, -1.0)
+        mb = mean_se(xb) if xb else MeanSE(math.nan, None, 0)
+    ma = mean_se(xa) if xa else MeanSE(math.nan, None, 0)
+    censored = bounds_a + bounds_b
+    diff = ma.mean - mb.mean - margin
+
+    empty = empty_a + empty_b
+
+    def undecided(reason: str, se: float | None = None) -> Comparison:
+        return Comparison(ma, mb, margin, diff, se, "inconclusive", reason, censored, empty)
+
+    if empty:
+        return undecided(f"{empty} seed(s) with neither a value nor a bound")
+    arms = [ma] if reference else [ma, mb]
+    if min(m.n for m in arms) < min_seeds:
+        return undecided(f"{min(m.n for m in arms)} seed(s) per arm; the rule needs ≥ {min_seeds}")
+    se = math.hypot(*(floored_se(m, resolution) for m in arms))
+    if se == 0:
+        return undecided("SE 0 with no measurement resolution to floor it: no noise estimate", se)
+    if abs(diff) <= se_factor * se:
+        return undecided(
+            f"|difference − margin| {abs(diff):.3g} ≤ {se_factor:g} SE ({se_factor * se:.3g})", se
+        )
+    verdict: Verdict = "reproduced" if diff > 0 else "not reproduced"
+    against = "down" if diff > 0 else "up"
+    if against in dir_a | dir_b:
+        return undecided(
+            f"the {censored} censored seed(s) are bounds that cannot "
+            + ("confirm" if diff > 0 else "refute")
+            + " it (the difference is beyond 2 SE only at their bounds)",
+            se,
+        )
+    return Comparison(ma, mb, margin, diff, se, verdict, "", censored)
+
+
+@dataclass(frozen=True)
+class Contrast:
+    """A linear combination Σ cᵢ·mean(armᵢ) − margin, its SE from every arm's noise and the
+    verdict it supports (:func:`contrast`)."""
+
+    estimate: float
+    se: float | None
+    verdict: Verdict
+    reason: str
+
+
+def contrast(
+    terms: Sequence[tuple[float, Sequence[float]]],
+    *,
+    margin: float = 0.0,
+    min_seeds: int = MIN_SEEDS,
+    se_factor: float = SE_FACTOR,
+    resolution: float = 0.0,
+) -> Contrast:
+    """Is ``Σ c·mean(values) > margin`` beyond the noise of every arm it involves?
+
+    The arms are independent (unpaired, like :func:`compare_seeds`): SE = √(Σ c²·SE²), each SE
+    floored by ``resolution``. A ratio bound such as ``g(x)/g(full) ≥ f`` is the contrast
+    ``g(x) − f·g(full) > 0``, so every arm's noise enters, not the point estimate of a ratio.
+    The verdicts are those of :func:`compare_seeds`.
+    """
+    stats = [(c, mean_se(v)) for c, v in terms if c]
+    estimate = sum(c * m.mean for c, m in stats) - margin
+    n = min(m.n for _, m in stats)
+    if n < min_seeds:
+        return Contrast(estimate, None, "inconclusive",
+                        f"{n} seed(s) per arm; the rule needs ≥ {min_seeds}")  # fmt: skip
+    se = math.sqrt(sum((c * floored_se(m, resolution)) ** 2 for c, m in stats))
+    if se == 0:
+        reason = "SE 0 with no measurement resolution to floor it: no noise estimate"
+        return Contrast(estimate, se, "inconclusive", reason)
+    if abs(estimate) <= se_factor * se:
+        reason = f"|estimate| {abs(estimate):.3g} ≤ {se_factor:g} SE ({se_factor * se:.3g})"
+        return Contrast(estimate, se, "inconclusive", reason)
+    return Contrast(estimate, se, "reproduced" if estimate > 0 else "not reproduced", "")
+
+
+def both(*verdicts: Verdict) -> Verdict:
+    """The verdict of a rule that needs every part: ``not reproduced`` if any part is, else
+    ``reproduced`` if all are, else ``inconclusive``."""
+    if "not reproduced" in verdicts:
+        return "not reproduced"
+    return "reproduced" if all(v == "reproduced" for v in verdicts) else "inconclusive"
+
+
+def flipped(verdict: Verdict) -> Verdict:
+    """The verdict of the opposite inequality (``a < b`` decided by comparing ``a > b``)."""
+    swap: dict[Verdict, Verdict] = {"reproduced": "not reproduced", "not reproduced": "reproduced"}
+    return swap.get(verdict, verdict)
 
 
 @dataclass(frozen=True)
@@ -194,9 +346,54 @@ def loglog_trend(
     return Trend(statistics.linear_regression(lx, ly).slope, len(pts))
 
 
-def at_chance(score: float, chance: float, *, tol: float) -> bool:
-    """Whether a score (accuracy-like: higher is better) is within ``tol`` of chance level."""
-    return score <= chance + tol
+def log_factor_slope(xs: Sequence[float]) -> float:
+    """``1/ln(max x)``: the log-log slope that one logarithmic factor (``ln x``) adds to a
+    power law at the largest ``x`` of a fit. An O(·) constant whose fitted slope stays within
+    it cannot be told from a bounded one over that range, and a missing power of x (slope ≥
+    1/2 for the √x the rates here would hide) lies far outside it: the tolerance of every
+    trend rule (:func:`trend_bound`), ours, set by the range fitted and by no measurement."""
+    top = max(float(x) for x in xs)
+    if not top > math.e:
+        raise ValueError(f"a trend over x ≤ e has no log-factor scale (max x = {top})")
+    return 1.0 / math.log(top)
+
+
+def trend_bound(
+    xs: Sequence[float], constants: Sequence[float], *, bound: Literal["upper", "lower", "both"]
+) -> tuple[Verdict, Trend, float, str]:
+    """An O(·) (``"upper"``: the constant must not grow), a ≳/Ω(·) (``"lower"``: it must not
+    decay) or a ≍ (``"both"``) tested as a trend: the log-log slope of the constant against x
+    within :func:`log_factor_slope` of flat on the side the bound names. Returns the verdict,
+    the fitted trend, the tolerance (NaN without a trend) and the reason of an
+    ``inconclusive`` (too few points)."""
+    trend = loglog_trend(xs, constants)
+    if trend.slope is None:
+        return "inconclusive", trend, math.nan, trend.reason
+    tol = log_factor_slope(xs)
+    ok_up = trend.slope <= tol
+    ok_down = trend.slope >= -tol
+    passed = {"upper": ok_up, "lower": ok_down, "both": ok_up and ok_down}[bound]
+    return ("reproduced" if passed else "not reproduced"), trend, tol, ""
+
+
+def at_chance(
+    values: Sequence[float],
+    chance: float,
+    *,
+    tol: float,
+    higher_is_better: bool = True,
+    resolution: float = 0.0,
+) -> bool:
+    """Whether an arm's per-seed score is not resolved beyond chance: its mean, moved
+    ``SE_FACTOR`` SE towards chance (SE floored by ``resolution``), is within ``tol`` of the
+    chance level (accuracy-like scores: ≤ chance + tol; losses, ``higher_is_better=False``:
+    ≥ chance − tol). An arm at chance learned nothing, so any claim that needs it is
+    undecidable, whatever the other arms did."""
+    stats = mean_se(values)
+    se = floored_se(stats, resolution)
+    if higher_is_better:
+        return stats.mean - SE_FACTOR * se <= chance + tol
+    return stats.mean + SE_FACTOR * se >= chance - tol
 
 
 def grid_edge(value: float, grid: Sequence[float]) -> str | None:
@@ -338,7 +535,10 @@ class Claim:
     ``versions`` gives the published value per paper version where versions differ. ``why``
     says how the rule was derived from the published statement. ``inputs``, set from the
     annotation of ``check``'s second parameter, is the :class:`ClaimInputs` class ``check``
-    reads (``None`` for a claim without a check).
+    reads (``None`` for a claim without a check). ``min_seeds`` is how many seeds (or
+    independent draws) per arm the rule needs to decide at all (:data:`MIN_SEEDS` for a
+    comparison over seeds; 0 for an exact computation): every preset of its experiment must
+    run at least that many.
     """
 
     id: str
@@ -353,6 +553,7 @@ class Claim:
     check: Check | None = None
     versions: Mapping[str, str] = field(default_factory=dict)
     why: str = ""
+    min_seeds: int = 0
     inputs: type[ClaimInputs] | None = field(init=False, default=None)
 
     def __post_init__(self) -> None:

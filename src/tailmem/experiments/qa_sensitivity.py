@@ -35,12 +35,13 @@ from typing import Any
 import numpy as np
 
 from tailmem.claims.a3_sensitivity import CLAIMS as SENSITIVITY_CLAIMS
-from tailmem.claims.a3_sensitivity import A3SensitivityInputs
+from tailmem.claims.a3_sensitivity import READING as LIKE_FOR_LIKE
+from tailmem.claims.a3_sensitivity import READINGS, A3SensitivityInputs
 from tailmem.claims.paper_a_qa_tables import Version
 from tailmem.claims.registry import write_claims
 from tailmem.errors import ConfigError
 from tailmem.experiments.knowledge_qa import gaps, grid, tables
-from tailmem.metrics.qa_gaps import POOLED, TAUS, mean_se
+from tailmem.metrics.qa_gaps import TAUS, mean_se
 from tailmem.plotting import legend_outside, pyplot
 from tailmem.rundir import RunDir
 from tailmem.train import distributed as D
@@ -187,14 +188,14 @@ def point_row(point: grid.PointResult) -> dict[str, Any]:
         row[f"{arm}_lr"], row[f"{arm}_lr_grid"] = lr_status(point, ffn, arm)
     pair = pair_measures(point, ffn)
     row["n_seeds"] = pair["n_seeds"] if pair else 0
-    pooled = {r["tau"]: r for r in pair["lag_ratio"] if r["group"] == POOLED} if pair else {}
-    for tau in TAUS:
-        summary = pooled.get(tau)
-        row[f"lag_{tau:g}"] = None if summary is None else _round(summary["mean"])
-        row[f"lag_{tau:g}_se"] = None if summary is None else _round(summary["se"])
-        row[f"lag_{tau:g}_status"] = (
-            "not measured" if summary is None else gaps.ratio_status(summary)
-        )
+    found = gaps.readings(pair) if pair else {}
+    for prefix, name in (("lag", "pooled"), ("m2_lag", LIKE_FOR_LIKE)):
+        for tau in TAUS:
+            summary = found.get(name, {}).get(tau)
+            key = f"{prefix}_{tau:g}"
+            row[key] = None if summary is None else _round(summary["mean"])
+            row[f"{key}_se"] = None if summary is None else _round(summary["se"])
+            row[f"{key}_status"] = "not measured" if summary is None else gaps.ratio_status(summary)
     peak = pair["peak_gap"]["overall"] if pair else {}
     row["peak_gap"], row["peak_gap_se"] = _round(peak.get("gap")), _round(peak.get("se"))
     row["peak_group"] = peak.get("group")
@@ -252,21 +253,32 @@ def paper_pooled(ffn: str, version: Version = gaps.REFERENCE) -> dict[str, float
     return {f"{tau:g}": r["mean"] for tau, r in pooled.items() if r["mean"] is not None}
 
 
-def claim_inputs(
-    cfg: Config, results: Mapping[str, grid.PointResult], paper: Mapping[str, float]
-) -> A3SensitivityInputs:
-    """The inputs of :mod:`tailmem.claims.a3_sensitivity`: per-seed pooled ratios."""
+def paper_like(ffn: str, version: Version = gaps.REFERENCE) -> dict[str, float]:
+    """The paper's lag ratio of group m − 2 on its cells per τ where measured (the reading
+    :data:`LIKE_FOR_LIKE` the claim judges), ``{str(tau): ratio}``."""
+    found = gaps.paper_readings(version, ffn, TAUS, *PAIR)[LIKE_FOR_LIKE]
+    return {f"{tau:g}": r["ratio"] for tau, r in found.items() if r["ratio"] is not None}
+
+
+def _seed_entries(row: Mapping[str, Any] | None) -> list[dict[str, float | None]]:
+    """A lag-ratio row's per-seed ratios as ``ratio`` / ``lower`` / ``upper`` (a censored seed
+    keeps its bound); empty where the row does not exist."""
+    if row is None:
+        return []
+    return [{k: s[k] for k in ("ratio", "lower", "upper")} for s in row["seeds"]]
+
+
+def claim_inputs(cfg: Config, results: Mapping[str, grid.PointResult]) -> A3SensitivityInputs:
+    """The inputs of :mod:`tailmem.claims.a3_sensitivity`: per point, per-seed ratios of every
+    reading (like for like on the paper's cells, and pooled over every group), and the paper's
+    ratios of the like-for-like readings in both versions of its tables."""
     points = {}
     for label, point in results.items():
         pair = pair_measures(point, point.config.ffns[0])
-        pooled = [r for r in pair["lag_ratio"] if r["group"] == POOLED] if pair else []
+        found = gaps.readings(pair) if pair else {}
         points[label] = {
-            "pooled": {
-                f"{tau:g}": next(
-                    ([s["ratio"] for s in r["seeds"]] for r in pooled if r["tau"] == tau), []
-                )
-                for tau in TAUS
-            }
+            name: {f"{tau:g}": _seed_entries(found.get(name, {}).get(tau)) for tau in TAUS}
+            for name in READINGS
         }
     levels = [
         {"factor": f.name, "level": lv.label, "point": level_label(f, lv)}
@@ -275,18 +287,15 @@ def claim_inputs(
     ]
     choices = [f"{f.name} = {f.base}" for f in cfg.factors]
     ffn = results[BASE].config.ffns[0]
-    others = {
-        gaps.VERSION_LABELS[v]: paper_pooled(ffn, v)
+    paper = {
+        gaps.VERSION_LABELS[v]: {
+            name: {f"{tau:g}": entry for tau, entry in by_tau.items()}
+            for name, by_tau in gaps.paper_readings(v, ffn, TAUS, *PAIR).items()
+        }
         for v in gaps.VERSION_LABELS
-        if v != gaps.REFERENCE
     }
     return A3SensitivityInputs(
-        paper_pooled=dict(paper),
-        paper_pooled_other=others,
-        base=BASE,
-        base_choices=choices,
-        points=points,
-        levels=levels,
+        paper=paper, base=BASE, base_choices=choices, points=points, levels=levels
     )
 
 
@@ -294,8 +303,9 @@ def claim_inputs(
 
 
 def sensitivity_figure(rows: Sequence[Mapping[str, Any]], paper: Mapping[str, float]) -> Any:
-    """Pooled lag ratio (mean ± SE) per factor level (one row each) and τ; base levels on a
-    grey band, the paper's pooled ratio per τ as a vertical line of the same colour."""
+    """The like-for-like lag ratio (group m − 2 on the paper's cells, mean ± SE) per factor
+    level (one row each) and τ; base levels on a grey band, the paper's same ratio per τ as a
+    vertical line of the same colour."""
     plt = pyplot()
     fig, ax = plt.subplots(figsize=(10.0, 0.32 * len(rows) + 1.6))
     y = np.arange(len(rows))[::-1]
@@ -305,8 +315,8 @@ def sensitivity_figure(rows: Sequence[Mapping[str, Any]], paper: Mapping[str, fl
         if row["base"]:
             ax.axhspan(position - 0.45, position + 0.45, color="0.9", lw=0, zorder=0)
     for k, (tau, colour) in enumerate(zip(TAUS, colours, strict=True)):
-        means = np.array([r[f"lag_{tau:g}"] for r in rows], dtype=float)  # None: NaN, not drawn
-        ses = np.nan_to_num(np.array([r[f"lag_{tau:g}_se"] for r in rows], dtype=float))
+        means = np.array([r[f"m2_lag_{tau:g}"] for r in rows], dtype=float)  # None: NaN
+        ses = np.nan_to_num(np.array([r[f"m2_lag_{tau:g}_se"] for r in rows], dtype=float))
         offset = ((len(TAUS) - 1) / 2 - k) * 0.22
         ax.errorbar(means, y + offset, xerr=ses, fmt="o", color=colour, capsize=3, ms=4,
                     label=f"τ = {tau:g}")  # fmt: skip
@@ -319,7 +329,7 @@ def sensitivity_figure(rows: Sequence[Mapping[str, Any]], paper: Mapping[str, fl
         [f"{r['factor']}: {r['level']}" + (" (base)" if r["base"] else "") for r in rows]
     )
     ax.set_ylim(-0.6, len(rows) - 0.4)
-    ax.set_xlabel("exposure-lag ratio, Adam ÷ Muon (all groups pooled)")
+    ax.set_xlabel("exposure-lag ratio, Adam ÷ Muon (group m − 2 on the paper's cells)")
     ax.grid(alpha=0.3, axis="x")
     legend_outside(ax)
     fig.tight_layout()
@@ -333,9 +343,12 @@ SENSITIVITY_COLUMNS = {
     "muon_lr_grid": "where it sits in its grid, widened by up to sweep.max_extend points: "
     "interior, lowest/highest edge (still at an end), not swept, or shared (Muon at Adam's rate)",
     "n_seeds": "seeds completed by both arms (paired by seed)",
-    "lag_0.3": "exposure-lag ratio of Adam behind Muon, all groups pooled, at FTA 0.3: mean "
-    "over seeds (_se: its standard error; _status: measured in how many seeds); likewise "
-    "lag_0.5 and lag_0.8",
+    "lag_0.3": "exposure-lag ratio of Adam behind Muon, every group and evaluation pooled, at "
+    "FTA 0.3: mean over seeds (_se: its standard error; _status: measured in how many seeds); "
+    "likewise lag_0.5 and lag_0.8",
+    "m2_lag_0.3": "the same of group m − 2 on the paper's cells (groups m−4, m−2, m at 20/50/100% "
+    "of training, no step 0): like for like with the paper's tables, the reading the claim "
+    "judges",
     "peak_gap": "largest seed-mean FTA gap Muon − Adam over groups and evaluations (_se; "
     "peak_group: where)",
     "rarest_fta_gap": "final FTA Muon − Adam of the rarest group, paired seed mean (_se); "
@@ -349,22 +362,26 @@ def write_outputs(cfg: Config, run: RunDir, results: Mapping[str, grid.PointResu
     run.write_csv("sensitivity.csv", rows)
     run.write_csv("sensitivity_lag_ratio.csv", lag_ratio_long(results))
     paper = paper_pooled(results[BASE].config.ffns[0])
-    inputs = claim_inputs(cfg, results, paper)
+    like = paper_like(results[BASE].config.ffns[0])
+    inputs = claim_inputs(cfg, results)
     claims = [r for c in SENSITIVITY_CLAIMS for r in c.evaluate(inputs)]
     write_claims(run, claims)
     figure = run.save_report_figure(
-        sensitivity_figure(rows, paper),
+        sensitivity_figure(rows, like),
         "lag_ratio_by_level",
-        "Exposure-lag ratio of Adam behind Muon (all groups pooled) per factor level, mean ± SE "
-        "over seeds, at FTA 0.3/0.5/0.8; grey band: the base level (the same runs in every "
-        f"factor); dashed: the paper's tables ({gaps.VERSION_LABELS[gaps.REFERENCE]}) computed "
-        "the same way; a missing point: not measured in any seed",
+        "Exposure-lag ratio of Adam behind Muon per factor level, like for like with the paper's "
+        "tables (group m − 2 on the paper's cells: groups m−4, m−2, m at 20/50/100% of "
+        "training, no step 0), mean ± SE over seeds, at FTA 0.3/0.5/0.8; grey band: the base "
+        "level (the same runs in every factor); dashed: the paper's tables "
+        f"({gaps.VERSION_LABELS[gaps.REFERENCE]}, group 13) computed the same way; a missing "
+        "point: not measured in every seed",
     )
     run.write_json(
         "results.json",
         {
             "rows": rows,
             "paper_pooled": paper,
+            "paper_like_for_like": like,
             "claim_inputs": asdict(inputs),
             "points": {
                 label: {

@@ -275,8 +275,8 @@ def logit_summary(series: Series) -> dict[str, Any]:
 
 def claim_inputs(cfg: Config, model_cfg: GPTConfig, muon: Series, adam: Series) -> A2Inputs:
     """The inputs of the A2 claims and of A1.table2.logit_bounded
-    (:class:`~tailmem.claims.a2.A2Inputs`): per-seed final layer means, seed spreads, per-seed
-    peak logits."""
+    (:class:`~tailmem.claims.a2.A2Inputs`): per-seed final layer means, seed spreads with the
+    seed count behind each, per-seed peak logits."""
     arms = {name: s for name, s in (("muon", muon), ("adam", adam)) if s.n}
     matrices = [m for m in MATRIX_LABELS if all(s.layers(m) for s in arms.values())]
     isotropy = {
@@ -299,6 +299,7 @@ def claim_inputs(cfg: Config, model_cfg: GPTConfig, muon: Series, adam: Series) 
         isotropy=isotropy if len(arms) == 2 else {},
         higher_is_isotropic=dict(HIGHER_IS_ISOTROPIC),
         seed_spread=spread,
+        spread_seeds={name: s.n for name, s in arms.items() if name in spread},
         vo_matrix=cfg.vo_matrix,
         ffn_in=["w_in", "w_gate"] if cfg.ffn == "gated" else ["w_in"],
         qk_norm=model_cfg.qk_norm,

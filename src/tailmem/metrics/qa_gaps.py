@@ -30,6 +30,16 @@ Exposure-lag ratio
     "undetermined", a ``ratio`` only when measured, and ``lower`` / ``upper`` bounds. Outputs
     are JSON-ready: no NaN or infinity anywhere, ``None`` where a number does not exist.
 
+Like for like with the paper
+    The paper's tables hold three groups (m − 4, m − 2, m) at three steps (20%, 50% and 100% of
+    training) and no step-0 evaluation; ours hold every group at every evaluation from step 0.
+    Pooled over so different cells the two "pooled" ratios measure different things (the
+    paper's 4.13 at τ 0.5 compares Muon's crossing from group 13 to 15 with Adam's from group
+    11 to 13, exceeds every per-group ratio, and falls to 1.16 when one cell changes).
+    :func:`paper_cells` cuts our curves to the paper's cells, so that per-group and pooled
+    ratios computed from them (:func:`cells_lag_ratios`) are computed exactly as the paper's
+    are; the ratios of all our groups and evaluations are kept beside them.
+
 Seed spread
     Ratios and gaps are computed per seed (paired) and summarised as mean ± standard error
     (``std(ddof=1) / sqrt(n)``, ``None`` for fewer than two seeds) over the seeds where they
@@ -55,6 +65,11 @@ TAUS = (0.3, 0.5, 0.8)
 
 POOLED = "pooled"
 """Group label of the lag ratio of all groups' points taken together."""
+
+PAPER_OFFSETS = tuple(tables.M - g for g in tables.GROUPS)
+"""The groups of the paper's tables counted from the rarest: m − 4, m − 2 and m."""
+PAPER_FRACTIONS = tuple(step / tables.STEPS[-1] for step in tables.STEPS)
+"""The steps of the paper's tables as fractions of training: 20%, 50% and 100%."""
 
 
 @dataclass(frozen=True)
@@ -252,6 +267,44 @@ def lag_ratios(
             )
             out.append({"group": label, "tau": float(tau), **_summary(seeds, of_mean)})
     return out
+
+
+def paper_cells(curves: FTACurves, total_steps: float) -> FTACurves | None:
+    """``curves`` cut to the cells of the paper's tables: the groups :data:`PAPER_OFFSETS`
+    from the rarest at the evaluations nearest :data:`PAPER_FRACTIONS` of ``total_steps``
+    (ties: the earlier), without the step-0 anchor the paper does not have. None where the
+    run has fewer groups, or too few evaluations for three distinct steps after step 0."""
+    rarest = max(curves.groups)
+    wanted = [rarest - offset for offset in sorted(PAPER_OFFSETS, reverse=True)]
+    if any(g not in curves.groups for g in wanted):
+        return None
+    later = [i for i, step in enumerate(curves.steps) if step > 0]
+    if not later:
+        return None
+
+    def nearest(fraction: float) -> int:
+        target = fraction * total_steps
+        return min(later, key=lambda i: (abs(curves.steps[i] - target), curves.steps[i]))
+
+    picked = [nearest(f) for f in PAPER_FRACTIONS]
+    if len(set(picked)) < len(picked):
+        return None
+    rows = [curves.groups.index(g) for g in wanted]
+    return FTACurves(
+        {arm: fta[:, rows][:, :, picked] for arm, fta in curves.fta.items()},
+        curves.steps[picked],
+        curves.exposures[rows][:, picked],
+        tuple(wanted),
+    )
+
+
+def cells_lag_ratios(
+    curves: FTACurves, total_steps: float, lead: str, lag: str, taus: Sequence[float] = TAUS
+) -> list[dict[str, Any]]:
+    """:func:`lag_ratios` on :func:`paper_cells` of ``curves``: per group (m − 4, m − 2, m)
+    and pooled, computed as the paper's tables are; empty where the cells do not exist."""
+    cells = paper_cells(curves, total_steps)
+    return [] if cells is None else lag_ratios(cells, lead, lag, taus)
 
 
 def peak_gaps(curves: FTACurves, lead: str, lag: str) -> dict[str, Any]:

@@ -412,7 +412,10 @@ def write_gap_measures(
                 f"Exposure-lag ratio, {ffn} FFN: exposures {lag} needs ÷ exposures {lead} needs "
                 "to bring a group to FTA τ (interpolated between evaluations; seed mean ± SE; "
                 "▲/▼: bounds where a crossing is not bracketed), beside the paper's tables "
-                "computed the same way (grey, arXiv v2; the ICLR values are in the table)",
+                "computed the same way (grey, arXiv v2; the ICLR values are in the table). The "
+                "paper's groups 11/13/15 are our m−4/m−2/m; the two 'pooled' differ (ours pools "
+                "every group and evaluation, the paper's its 3 groups × 3 steps), so compare "
+                "per group, or with our ratios on the paper's cells (the table)",
             ),
         ]  # fmt: skip
         listed.append(

@@ -1,5 +1,6 @@
 """The gap measures of knowledge-QA (:mod:`tailmem.metrics.qa_gaps`) on a finished plan, beside
-the paper's values computed the same way from its tables.
+the paper's values computed the same way from its tables, and our ratios on the paper's cells
+(like for like with the paper's: the same groups, steps and anchors).
 
 For every FFN type and every pair of arms (Muon first where it is run, then the arms in the
 plan's order): the FTA curves of the seeds both arms finished (paired by seed), the exposures of
@@ -28,6 +29,7 @@ from tailmem.metrics.qa_gaps import (
     POOLED,
     TAUS,
     FTACurves,
+    cells_lag_ratios,
     exposures_per_group,
     gap_measures,
     paper_curves,
@@ -41,9 +43,16 @@ REFERENCE: Version = "arxiv-v2"
 """The paper version drawn beside ours in the lag-ratio figure (the tables list both)."""
 HEADLINE = ("muon", "adam")
 """The pair the report leads with (paper A's headline: Muon's tail edge over Adam)."""
+CELLS = "paper_cells_lag_ratio"
+"""The key of a pair's lag ratios on the paper's cells (:func:`~tailmem.metrics.qa_gaps.
+paper_cells`): like for like with the paper's, which are computed from those cells alone."""
+CELLS_SOURCE = "tailmem, paper's cells"
+"""The source label of our ratios on the paper's cells in the lag-ratio tables."""
 
 LAG_RATIO_COLUMNS = {
-    "source": "tailmem (this run) or the paper's published tables (m = 15, groups 11/13/15)",
+    "source": "tailmem (this run, every group and evaluation), tailmem on the paper's cells "
+    "(groups m−4, m−2, m at 20/50/100% of training, no step 0: like for like with the paper's "
+    "rows) or the paper's published tables (m = 15, groups 11/13/15)",
     "group": "frequency group; pooled = all groups' (exposures, FTA) points as one curve",
     f"τ = {TAUS[0]:g}": f"lag ratio at FTA {TAUS[0]:g}: mean ± SE over seeds (k/n seeds: "
     "measured in k of them); ≥ / ≤ a bound of the seed-mean curves' ratio where a crossing is not "
@@ -125,6 +134,37 @@ def paper_pooled(
     return {r["tau"]: r for r in pair["lag_ratio"] if r["group"] == POOLED}
 
 
+def readings(entry: Mapping[str, Any]) -> dict[str, dict[float, Mapping[str, Any]]]:
+    """A pair's lag-ratio rows per reading (:data:`~tailmem.claims.a3_sensitivity.READINGS`)
+    and τ: ``paper_cells_group`` (group m − 2 of the paper's cells), ``paper_cells_pooled``
+    and ``pooled`` (every group and evaluation; the paper's own entries have no such row)."""
+    cells = entry.get(CELLS, [])
+    groups = sorted({r["group"] for r in cells if r["group"] != POOLED})
+    middle = groups[len(groups) // 2] if groups else None  # m − 2 of (m − 4, m − 2, m)
+    pick = {
+        "paper_cells_group": [r for r in cells if r["group"] == middle],
+        "paper_cells_pooled": [r for r in cells if r["group"] == POOLED],
+        "pooled": [r for r in entry.get("lag_ratio", []) if r["group"] == POOLED],
+    }
+    return {name: {r["tau"]: r for r in rows} for name, rows in pick.items()}
+
+
+def paper_readings(
+    version: Version, ffn: str, taus: Sequence[float], lead: str = "muon", lag: str = "adam"
+) -> dict[str, dict[float, dict[str, Any]]]:
+    """The paper's ``version`` tables' lag ratio of ``lag`` behind ``lead`` per like-for-like
+    reading (``paper_cells_group``, ``paper_cells_pooled``) and τ: the ratio or its bounds
+    (``ratio``, ``lower``, ``upper``), computed as ours are."""
+    published = paper_curves(version, ffn)
+    cells = cells_lag_ratios(published, PAPER_STEPS[-1], lead, lag, taus)
+    found = readings({CELLS: cells})
+    return {
+        name: {tau: dict(row["of_mean"]) for tau, row in rows.items()}
+        for name, rows in found.items()
+        if name != "pooled"
+    }
+
+
 def measure(
     plan: Plan,
     ffn: str,
@@ -136,10 +176,12 @@ def measure(
 
     Returns ``({"taus", "exposures", "pairs": [...], "paper": {version: ...}}, curves)``: each
     of our pairs is :func:`~tailmem.metrics.qa_gaps.gap_measures`' entry with ``status``
-    "measured", the paired ``seeds`` and the evaluated ``steps``, or ``status`` "not measured"
-    with the reason; ``paper[version]`` is ``gap_measures`` of the published table for the
-    same pairs (the paper runs all five arms). ``chosen``: the pairs (lead, lag) to measure
-    (default: every pair of the plan's arms, :func:`pairs`).
+    "measured", the paired ``seeds``, the evaluated ``steps`` and, under :data:`CELLS`, its
+    lag ratios on the paper's cells (like for like with the paper's), or ``status`` "not
+    measured" with the reason; ``paper[version]`` is ``gap_measures`` of the published table
+    for the same pairs (the paper runs all five arms), with the same :data:`CELLS` entry.
+    ``chosen``: the pairs (lead, lag) to measure (default: every pair of the plan's arms,
+    :func:`pairs`).
     """
     chosen = pairs(plan.arms) if chosen is None else chosen
     out: list[dict[str, Any]] = []
@@ -152,14 +194,19 @@ def measure(
             continue
         curves[lead, lag] = pair
         (entry,) = gap_measures(pair, taus)["pairs"]
+        cells = cells_lag_ratios(pair, plan.steps, lead, lag, taus)
         out.append(
-            {**entry, "status": "measured", "n_seeds": pair.n_seeds, "steps": pair.steps.tolist()}
-        )
+            {**entry, CELLS: cells, "status": "measured", "n_seeds": pair.n_seeds,
+             "steps": pair.steps.tolist()}
+        )  # fmt: skip
     paper = {}
     for version in VERSIONS:
         published = paper_curves(version, ffn)
         known = [p for p in chosen if all(arm in published.fta for arm in p)]
         paper[version] = gap_measures(published, taus, known)
+        for entry in paper[version]["pairs"]:  # the tables are the cells: the same ratios
+            entry[CELLS] = cells_lag_ratios(published, PAPER_STEPS[-1], entry["lead"], entry["lag"],
+                                           taus)  # fmt: skip
     described = {
         "selections_per_group": list(exposures.selections),
         "qa_per_selection": exposures.qa_per_selection,
@@ -178,28 +225,41 @@ def headline_pair(measures: Mapping[str, Any]) -> tuple[str, str] | None:
 def summary_sentences(
     measures: Mapping[str, Any], ffn: str, labels: Mapping[str, str]
 ) -> list[str]:
-    """The report summary's lead: the pooled lag ratio of the headline pair at each tau beside
-    the paper's, and its peak gap with where it occurs (arms named by ``labels``)."""
+    """The report summary's lead: the pooled lag ratio of the headline pair at each tau (every
+    group and evaluation: ours alone), then like for like with the paper's tables (our ratios
+    on the paper's cells: group m − 2 and pooled, beside the paper's), and its peak gap with
+    where it occurs (arms named by ``labels``)."""
     pair = headline_pair(measures)
     if pair is None:
         return [f"Gap measures, {ffn} FFN: not measured (no seed completed in any pair of arms)."]
     lead, lag = (labels[arm] for arm in pair)
 
-    def pooled(pairs: Sequence[Mapping[str, Any]]) -> str:
+    def reading(pairs: Sequence[Mapping[str, Any]], key: str, group: int | str) -> str:
         (entry,) = [p for p in pairs if (p["lead"], p["lag"]) == pair]
-        rows = [r for r in entry["lag_ratio"] if r["group"] == POOLED]
-        return ", ".join(f"τ {r['tau']:g}: {ratio_text(r, lead, lag)}" for r in rows)
+        rows = entry.get(key, [])
+        if group != POOLED:  # the middle group of the cells: m − 2
+            groups = sorted({r["group"] for r in rows if r["group"] != POOLED})
+            group = groups[len(groups) // 2] if groups else -1
+        found = [r for r in rows if r["group"] == group]
+        return ", ".join(f"τ {r['tau']:g}: {ratio_text(r, lead, lag)}" for r in found) or "—"
 
     ours = [p for p in measures["pairs"] if p["status"] == "measured"]
-    papers = "; ".join(
-        f"{VERSION_LABELS[v]} {pooled(m['pairs'])}" for v, m in measures["paper"].items()
-    )
+    like: list[str] = []
+    for name, group in (("group m − 2", 0), ("pooled", POOLED)):
+        papers = "; ".join(
+            f"{VERSION_LABELS[v]} {reading(m['pairs'], CELLS, group)}"
+            for v, m in measures["paper"].items()
+        )
+        like.append(f"{name} {reading(ours, CELLS, group)} ({papers})")
     (entry,) = [p for p in ours if (p["lead"], p["lag"]) == pair]
     peak = entry["peak_gap"]["overall"]
     se = "" if peak["se"] is None else f" ± {peak['se']:.3f}"
     return [
-        f"Exposure-lag ratio, {ffn} FFN (exposures {lag} needs ÷ {lead}'s to reach FTA τ, all "
-        f"groups pooled): {pooled(ours)} ({papers}).",
+        f"Exposure-lag ratio, {ffn} FFN (exposures {lag} needs ÷ {lead}'s to reach FTA τ), every "
+        f"group and evaluation pooled: {reading(ours, 'lag_ratio', POOLED)} (the paper's tables "
+        "hold no such reading).",
+        f"Like for like with the paper (groups m−4, m−2, m at 20/50/100% of training, no step "
+        f"0): {'; '.join(like)}.",
         f"Peak FTA gap {lead} − {lag}: {peak['gap']:+.3f}{se} in group {peak['group']} at step "
         f"{int(peak['step'])}.",
     ]
@@ -210,6 +270,14 @@ def _sources(measures: Mapping[str, Any]) -> list[tuple[str, list[Mapping[str, A
     ours = [p for p in measures["pairs"] if p["status"] == "measured"]
     papers = [(VERSION_LABELS[v], m["pairs"]) for v, m in measures["paper"].items()]
     return [("tailmem", ours), *papers]
+
+
+def _ratio_sources(measures: Mapping[str, Any]) -> list[tuple[str, list[Mapping[str, Any]]]]:
+    """:func:`_sources` for the lag ratios, with ours on the paper's cells as a source of its
+    own (``lag_ratio`` replaced by the :data:`CELLS` entry) after ours."""
+    (ours, *papers) = _sources(measures)
+    cells: list[Mapping[str, Any]] = [{**p, "lag_ratio": p.get(CELLS, [])} for p in ours[1]]
+    return [ours, (CELLS_SOURCE, cells), *papers]
 
 
 def ratio_status(row: Mapping[str, Any]) -> str:
@@ -241,9 +309,10 @@ def ratio_text(row: Mapping[str, Any], lead: str, lag: str) -> str:
 
 def lag_ratio_rows(ffn: str, measures: Mapping[str, Any]) -> list[dict[str, Any]]:
     """One row per source, pair, group (and pooled) and tau: seed mean ± SE of the lag ratio,
-    how many seeds measured it, its status, and the ratio (or bounds) of the seed-mean curves."""
+    how many seeds measured it, its status, and the ratio (or bounds) of the seed-mean curves;
+    ours twice, from every group and evaluation and from the paper's cells alone."""
     rows = []
-    for source, measured in _sources(measures):
+    for source, measured in _ratio_sources(measures):
         for pair in measured:
             for row in pair["lag_ratio"]:
                 central = row["of_mean"]
@@ -272,10 +341,11 @@ def lag_ratio_table(
     measures: Mapping[str, Any], lead: str, lag: str, labels: Mapping[str, str]
 ) -> list[dict[str, Any]]:
     """The report's table of one pair: a row per source and group (pooled last), a column per
-    tau (:func:`ratio_text`; arms named by ``labels``)."""
+    tau (:func:`ratio_text`; arms named by ``labels``); ours from every group and evaluation,
+    then from the paper's cells alone (like for like with the paper's rows)."""
     rows = []
     named = (labels[lead], labels[lag])
-    for source, measured in _sources(measures):
+    for source, measured in _ratio_sources(measures):
         for pair in measured:
             if (pair["lead"], pair["lag"]) != (lead, lag):
                 continue

@@ -15,6 +15,7 @@ import numpy as np
 
 from tailmem.claims.a3 import A3_PUBLISHED_FTA, A3Inputs, evaluate_per_ffn
 from tailmem.claims.core import ClaimResult
+from tailmem.data.bios import N_ATTRIBUTES, group_sizes
 from tailmem.lm.plan import Plan
 from tailmem.lm.spec import RunResult
 
@@ -198,7 +199,8 @@ def gap_rows(plan: Plan, ffn: str, head_groups: int) -> list[dict[str, Any]]:
 def claim_inputs(plan: Plan, ffn: str, m: int, head_groups: int, chance: float) -> A3Inputs:
     """The inputs of the A3 checks (:class:`~tailmem.claims.a3.A3Inputs`) for one FFN type: per
     arm, the FTA per group of every complete seed run at the last step and at the evaluation
-    nearest half-way."""
+    nearest half-way, and the evaluation questions of each group (one per person and
+    attribute: the resolution of its FTA)."""
     half = evaluated_step(plan, 0.5)
     fta, seeds = {}, None
     for arm in plan.arms:
@@ -218,6 +220,7 @@ def claim_inputs(plan: Plan, ffn: str, m: int, head_groups: int, chance: float) 
         head_groups=head_groups,
         fta=fta,
         chance_fta=chance,
+        questions_per_group=(N_ATTRIBUTES * group_sizes(m)).tolist(),
     )
 
 

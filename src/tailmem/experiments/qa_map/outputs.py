@@ -4,9 +4,11 @@ fitted trend and its extrapolation, ``results.json``, ``claims.json`` and ``repo
 
 ``map.csv`` columns: ``point`` (its label) and the axes; ``n_head``; ``hidden_params`` (the
 blocks' parameters), ``facts`` (``6 · 2**m``) and ``facts_per_param``; ``steps`` and
-``steps_per_epoch``; ``seeds``; per tau ``lag_<tau>`` (pooled lag ratio Adam ÷ Muon: the seed
-mean when every seed measured it, else a bound of the seed-mean curves), ``lag_<tau>_se``,
-``lag_<tau>_kind`` (measured / lower / upper / empty) and ``lag_<tau>_status`` (in words);
+``steps_per_epoch``; ``seeds``; per tau ``lag_<tau>`` (pooled lag ratio Adam ÷ Muon over every
+group and evaluation: the seed mean when every seed measured it, else a bound of the seed-mean
+curves), ``lag_<tau>_se``, ``lag_<tau>_kind`` (measured / lower / upper / empty) and
+``lag_<tau>_status`` (in words), and the same as ``m2_lag_<tau>…`` for group m − 2 on the paper's
+cells (like for like with the paper's tables: the reading the trend fits and extrapolates);
 ``peak_rarest_gap`` (largest seed-mean FTA gap Muon − Adam of the rarest group) with ``_se`` and
 ``peak_rarest_step``; ``peak_gap`` over all groups with ``_se`` and ``peak_gap_group``;
 ``lr_muon``, ``lr_adam`` and ``muon_interior``, ``adam_interior`` (chosen LR inside its widened
@@ -20,6 +22,7 @@ from typing import TYPE_CHECKING, Any
 
 from tailmem.claims.a3_map import CLAIMS as MAP_CLAIMS
 from tailmem.claims.a3_map import A3MapInputs
+from tailmem.claims.a3_sensitivity import READING as LIKE_FOR_LIKE
 from tailmem.claims.core import ClaimResult
 from tailmem.claims.paper_a_qa_tables import VERSIONS, Version
 from tailmem.claims.registry import write_claims
@@ -28,12 +31,15 @@ from tailmem.experiments.knowledge_qa.grid import chosen_edge
 from tailmem.experiments.qa_map.points import AXES, AXIS_LABELS, LAG, LEAD, paper_point
 from tailmem.lm.plan import Plan
 from tailmem.metrics.lag_trend import TrendError, fit_trend, independent_features
-from tailmem.metrics.qa_gaps import POOLED, TAUS
+from tailmem.metrics.qa_gaps import TAUS
 from tailmem.report.qa_map_figures import Cell, heat_map_figure, trend_figure
 from tailmem.rundir import RunDir
 
 if TYPE_CHECKING:
     from tailmem.experiments.qa_map import Config, Planned
+
+LIKE = "m2_lag"
+"""The column prefix of the like-for-like lag ratio (group m − 2 on the paper's cells)."""
 
 
 def interior(plan: Plan, ffn: str, arm: str) -> bool | None:
@@ -58,10 +64,10 @@ def point_row(planned: Planned, result: Any) -> dict[str, Any]:
         "seeds": result.config.seeds,
     }
     pair = gaps.measured_pair(result.measures.get(ffn, {}), LEAD, LAG)
-    for tau in TAUS:
-        key = f"lag_{tau:g}"
-        entry = None if pair is None else _pooled(pair, tau)
-        row.update(lag_columns(key, entry))
+    found = gaps.readings(pair) if pair is not None else {}
+    for prefix, reading in (("lag", "pooled"), (LIKE, LIKE_FOR_LIKE)):
+        for tau in TAUS:
+            row.update(lag_columns(f"{prefix}_{tau:g}", found.get(reading, {}).get(tau)))
     if pair is not None:
         peak = pair["peak_gap"]
         rarest, overall = peak["per_group"][-1], peak["overall"]
@@ -75,18 +81,18 @@ def point_row(planned: Planned, result: Any) -> dict[str, Any]:
     return row
 
 
-def seed_ratios(result: Any) -> dict[str, list[float | None]]:
-    """A point's pooled lag ratio of Adam behind Muon per seed, by tau (``None``: that seed's
-    crossings are not both bracketed; empty: the pair was not measured)."""
+def seed_ratios(result: Any) -> dict[str, list[dict[str, float | None]]]:
+    """A point's pooled lag ratio of Adam behind Muon (every group and evaluation) per seed, by
+    tau, as ``ratio`` / ``lower`` / ``upper`` (a censored seed keeps its bound; empty: the pair
+    was not measured)."""
     pair = gaps.measured_pair(result.measures.get(result.plan.ffns[0], {}), LEAD, LAG)
     if pair is None:
         return {f"{tau:g}": [] for tau in TAUS}
-    return {f"{tau:g}": [s["ratio"] for s in _pooled(pair, tau)["seeds"]] for tau in TAUS}
-
-
-def _pooled(pair: Mapping[str, Any], tau: float) -> Mapping[str, Any]:
-    (entry,) = [r for r in pair["lag_ratio"] if r["group"] == POOLED and r["tau"] == tau]
-    return entry
+    pooled = gaps.readings(pair)["pooled"]
+    return {
+        f"{tau:g}": [{k: s[k] for k in ("ratio", "lower", "upper")} for s in pooled[tau]["seeds"]]
+        for tau in TAUS
+    }
 
 
 def lag_columns(key: str, entry: Mapping[str, Any] | None) -> dict[str, Any]:
@@ -123,13 +129,17 @@ def cells(rows: Sequence[Mapping[str, Any]], x: str, y: str, value: str,
     return out
 
 
-def paper_ratios(tau: float) -> dict[Version, dict[str, Any]]:
-    """The paper's pooled lag ratio of Adam behind Muon at ``tau``, per table version, computed
-    as ours are (:func:`~tailmem.metrics.qa_gaps.paper_curves`): the ratio or its bounds."""
+def paper_ratios(tau: float) -> dict[Version, dict[str, dict[str, Any]]]:
+    """The paper's lag ratio of Adam behind Muon at ``tau`` per table version and like-for-like
+    reading (``paper_cells_group``: group m − 2 of its cells, the one the trend is judged
+    against; ``paper_cells_pooled``), computed as ours are: the ratio or its bounds."""
     return {
-        version: gaps.paper_pooled(version, "plain", (tau,), LEAD, LAG)[tau]["of_mean"]
+        version: {
+            name: by_tau[tau] for name, by_tau in gaps.paper_readings(
+                version, "plain", (tau,), LEAD, LAG).items()
+        }
         for version in VERSIONS
-    }
+    }  # fmt: skip
 
 
 def paper_point_text(trend: Mapping[str, Any], short: bool = False) -> str:
@@ -158,9 +168,11 @@ def _excluded_because(row: Mapping[str, Any], key: str) -> str:
 
 
 def fit(cfg: Config, rows: Sequence[Mapping[str, Any]]) -> dict[str, Any]:
-    """The trend of :class:`TrendSection` through the measured points and its extrapolation to
-    the paper's point; ``status`` "fitted" or "not fitted" with the reason."""
-    key = f"lag_{cfg.trend.tau:g}"
+    """The trend of :class:`TrendSection` through the measured points of the like-for-like
+    reading (``m2_lag_<tau>``: group m − 2 on the paper's cells) and its extrapolation to the
+    paper's point, where the paper's tables give the same reading; ``status`` "fitted" or "not
+    fitted" with the reason."""
+    key = f"{LIKE}_{cfg.trend.tau:g}"
     at_exponent = [r for r in rows if r["frequency_exponent"] == cfg.trend.exponent]
     used, excluded = [], []
     for r in at_exponent:
@@ -196,7 +208,7 @@ def write_outputs(
     cfg: Config,
     run: RunDir,
     rows: list[dict[str, Any]],
-    seeds: Mapping[str, Mapping[str, list[float | None]]],
+    seeds: Mapping[str, Mapping[str, list[dict[str, float | None]]]],
 ) -> None:
     """``map.csv``, heat maps, trend figure, ``results.json``, ``claims.json`` and
     ``report.json`` from the rows (:func:`point_row`) and each point's per-seed lag ratios
@@ -237,18 +249,19 @@ def write_outputs(
         used = trend.pop("_used")
         model = trend.pop("_trend")
         along = trend["features"][0]
-        shown = {gaps.VERSION_LABELS[v]: r["ratio"] for v, r in published.items()
-                 if r["ratio"] is not None}  # fmt: skip
+        shown = {gaps.VERSION_LABELS[v]: r[LIKE_FOR_LIKE]["ratio"] for v, r in published.items()
+                 if r[LIKE_FOR_LIKE]["ratio"] is not None}  # fmt: skip
         figures.append(run.save_report_figure(
             trend_figure(model, {f: [r[f] for r in used] for f in trend["features"]},
-                         [r[f"lag_{cfg.trend.tau:g}"] for r in used],
-                         [r[f"lag_{cfg.trend.tau:g}_se"] for r in used], along=along,
+                         [r[f"{LIKE}_{cfg.trend.tau:g}"] for r in used],
+                         [r[f"{LIKE}_{cfg.trend.tau:g}_se"] for r in used], along=along,
                          at={f: trend["paper_point"][f] for f in trend["features"]},
                          at_label=paper_point_text(trend, short=True),
                          published=shown,
                          title=f"Lag ratio at FTA {cfg.trend.tau:g} vs {along}"),
             "lag_ratio_trend",
-            f"Exposure-lag ratio at FTA {cfg.trend.tau:g} (frequency exponent "
+            f"Exposure-lag ratio at FTA {cfg.trend.tau:g} of group m − 2 on the paper's cells "
+            f"(like for like with the paper's tables; frequency exponent "
             f"{cfg.trend.exponent:g}) against {along}, with the fitted power law in "
             f"{' and '.join(trend['features'])} and its {cfg.trend.level:.0%} band, extrapolated "
             f"to {paper_point_text(trend)} (thick: confidence, thin: prediction "
@@ -358,13 +371,23 @@ def summary(cfg: Config, rows: Sequence[Mapping[str, Any]], trend: Mapping[str, 
             else "at no point of the grid."
         )
     )
-    paper = "; ".join(f"{gaps.VERSION_LABELS[v]} " + _paper_text(r) for v, r in published.items())
+
+    def versions(reading: str) -> str:
+        return "; ".join(f"{gaps.VERSION_LABELS[v]} " + _paper_text(r[reading])
+                         for v, r in published.items())  # fmt: skip
+
+    paper = (
+        f"{versions(LIKE_FOR_LIKE)} for group m − 2 on its cells, like for like (pooled over "
+        f"its cells, which mixes groups' crossings and is not judged: "
+        f"{versions('paper_cells_pooled')})"
+    )
     if trend["status"] == "fitted":
         e = trend["extrapolation"]
         lo, hi = e["confidence"]
         plo, phi = e["prediction"]
         parts.append(
-            f"Trend (lag ratio at FTA {trend['tau']:g} ∝ power law in "
+            f"Trend (lag ratio of group m − 2 on the paper's cells at FTA {trend['tau']:g} ∝ "
+            f"power law in "
             f"{' and '.join(trend['features'])}, {trend['n_points']} points"
             + (
                 "; left out: " + "; ".join(f"{e['point']} ({e['why']})" for e in trend["excluded"])
