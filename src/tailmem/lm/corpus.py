@@ -13,7 +13,6 @@ from __future__ import annotations
 import dataclasses
 import functools
 import json
-import os
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -28,6 +27,7 @@ from tailmem.errors import ConfigError
 from tailmem.lm.spec import BatchShape
 from tailmem.metrics.token_buckets import bucket_loss_sums, bucket_means, bucket_names
 from tailmem.models.gpt import GPTConfig
+from tailmem.resources import default_cache_dir
 from tailmem.train import EvalHook
 from tailmem.train import distributed as D
 
@@ -54,11 +54,6 @@ class CorpusSection:
     @property
     def n_buckets(self) -> int:
         return len(self.bucket_edges) + 1
-
-
-def default_cache_dir() -> Path:
-    """``$TAILMEM_CACHE`` if set, else ``~/.cache/tailmem``."""
-    return Path(os.environ.get("TAILMEM_CACHE") or Path.home() / ".cache" / "tailmem")
 
 
 @dataclass
