@@ -12,6 +12,7 @@ import time
 import pytest
 import torch
 
+from tailmem.cli import main
 from tailmem.errors import ConfigError
 from tailmem.lm.arms import Arm, matrix_recipe
 from tailmem.lm.config import OptimSection, TrainSection
@@ -146,6 +147,8 @@ def windows() -> RandomWindows:
 
 
 def losses(tmp_path, name, **cfg):
+    """Six logged AdamW steps of the tiny GPT under the loop config ``cfg``: the result, the
+    losses and the trained model."""
     model = tiny()
     opt = torch.optim.AdamW(model.parameters(), lr=3e-3, weight_decay=0.0)
     config = TrainConfig(steps=6, log_every=1, progress=False, **cfg)
@@ -191,18 +194,48 @@ COMPILE_RTOL = 1e-4
 """Compiled losses against eager ones, relative: inductor fuses and reorders float32 reductions
 (about 1e-6 per step here), and six AdamW steps carry that difference along."""
 
+needs_cuda = pytest.mark.skipif(not torch.cuda.is_available(), reason="needs a CUDA device")
 
-@pytest.mark.slow
-def test_compiled_training_follows_eager_training(tmp_path):
-    """A tiny GPT trained six steps through torch.compile (inductor, CPU) and eagerly: the same
-    losses within :data:`COMPILE_RTOL` (about 30 s with a cold inductor cache, 5 s warm)."""
+
+@pytest.mark.parametrize(
+    "device",
+    [pytest.param("cpu", marks=pytest.mark.slow), pytest.param("cuda", marks=needs_cuda)],
+)
+def test_compiled_training_follows_eager_training(tmp_path, device):
+    """A tiny GPT trained six steps through torch.compile (inductor) and eagerly: the same
+    losses within :data:`COMPILE_RTOL` (CPU: about 30 s with a cold inductor cache, 3 s warm,
+    so it is marked slow; CUDA: run by scripts/gpu_check.sh)."""
     from torch._dynamo.utils import counters
 
-    _, eager, eager_model = losses(tmp_path, "eager")
+    _, eager, eager_model = losses(tmp_path, "eager", device=device)
     counters.clear()
-    result, compiled, model = losses(tmp_path, "compiled", compile=True)
+    result, compiled, model = losses(tmp_path, "compiled", compile=True, device=device)
     assert counters["stats"]["unique_graphs"] >= 1  # the steps did run through a compiled graph
     assert result.ok and len(compiled) == len(eager) == 6
     assert compiled == pytest.approx(eager, rel=COMPILE_RTOL)
     for a, b in zip(eager_model.parameters(), model.parameters(), strict=True):
         assert torch.allclose(a, b, rtol=1e-3, atol=1e-5)
+
+
+@needs_cuda
+def test_cuda_bf16_follows_fp32_and_auto_is_the_gpus_own_measurement(tmp_path, cache):
+    _, fp32, _ = losses(tmp_path, "fp32", device="cuda")
+    result, bf16, model = losses(tmp_path, "bf16", precision="bf16", device="cuda")
+    assert result.precision == "bf16" and bf16 != fp32
+    assert bf16 == pytest.approx(fp32, rel=0.01)
+    assert all(p.dtype == torch.float32 for p in model.parameters())
+    measured = P.probe("cuda")
+    assert measured.device == f"cuda: {torch.cuda.get_device_name()}"
+    assert measured.choice == ("bf16" if min(measured.speedups) >= P.BF16_MIN_SPEEDUP else "fp32")
+    auto, _, _ = losses(tmp_path, "auto", precision="auto", device="cuda")
+    assert auto.precision == measured.choice
+
+
+@needs_cuda
+def test_cuda_smoke_preset_trains_on_the_gpu_and_records_the_resolved_precision(tmp_path, cache):
+    out = tmp_path / "run"
+    overrides = ["train.device=cuda", "train.precision=auto", "workers=1"]
+    assert main(["run", "knowledge-qa", "--preset", "smoke", "--out", str(out), *overrides]) == 0
+    specs = [json.loads(p.read_text()) for p in out.glob("runs/*/*/*/spec.json")]
+    assert specs and {s["train"]["precision"] for s in specs} == {P.probe("cuda").choice}
+    assert {s["train"]["device"] for s in specs} == {"cuda"}
