@@ -190,6 +190,21 @@ def test_compile_without_a_cpu_compiler_is_one_line(monkeypatch):
         TrainSection(compile=True).validate()
 
 
+def test_a_backend_that_fails_at_the_first_step_is_one_line(tmp_path, monkeypatch):
+    def broken(fn):
+        def call(*args):
+            raise torch._dynamo.exc.BackendCompilerFailed(
+                fn, RuntimeError("cc1plus: fatal error: no space left\nmore"), None
+            )
+
+        return call
+
+    monkeypatch.setattr(torch, "compile", broken)
+    with pytest.raises(ConfigError, match=r"^compile: torch\.compile failed here \(RuntimeError: "
+                       r"cc1plus: fatal error: no space left\); use false$"):  # fmt: skip
+        losses(tmp_path, "broken", compile=True)
+
+
 COMPILE_RTOL = 1e-4
 """Compiled losses against eager ones, relative: inductor fuses and reorders float32 reductions
 (about 1e-6 per step here), and six AdamW steps carry that difference along."""

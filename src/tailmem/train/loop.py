@@ -247,8 +247,9 @@ def compiled_loss(loss_fn: LossFn) -> LossFn:
         try:
             return compiled(model, x, y)
         except torch._dynamo.exc.BackendCompilerFailed as exc:
-            first = str(exc).strip().splitlines()[0] if str(exc).strip() else type(exc).__name__
-            raise ConfigError(f"compile: torch.compile failed here ({first}); use false") from None
+            cause = getattr(exc, "inner_exception", exc)
+            what = f"{type(cause).__name__}: {(str(cause).strip() or '-').splitlines()[0]}"
+            raise ConfigError(f"compile: torch.compile failed here ({what}); use false") from None
 
     return call
 
