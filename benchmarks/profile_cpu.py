@@ -395,8 +395,9 @@ def table(rows: list[Row], fp32_rate: float) -> list[str]:
     for row in rows:
         if "whole run" in row.parts:
             flops = f"{row.train_flops / 1e12:.3f} (matmul, counted)" if row.train_flops else "—"
-            rate = f"{row.train_flops / row.wall / fp32_rate:.3f} (wall, 1 core)" if (
-                row.train_flops) else "—"  # fmt: skip
+            rate = "—"
+            if row.train_flops:  # the run may use both cores; the rate is one thread's
+                rate = f"{row.train_flops / row.wall / fp32_rate:.3f} (wall, vs one thread)"
             cells = ["—"] * len(names)
             lines.append(f"| {row.study} | — | — | {flops} | {row.wall / 60:.1f} (measured) | "
                          + " | ".join(cells) + f" | {rate} | — |")  # fmt: skip
