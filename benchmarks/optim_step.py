@@ -20,12 +20,14 @@ and under FSDP2 (``fully_shard``, DTensor parameters), and its ratio; and the pe
 are the minimum over ``--repeats`` interleaved runs; with one repeat a Muon time includes its
 first step's momentum-buffer allocation (a few % of the step).
 
-    PYTHONPATH=src python benchmarks/optim_step.py [--set {12x768,6x384,all}] [--repeats N]
-        [--ffn {plain,gated,both}] [--all-methods] [--no-distributed]
+    PYTHONPATH=src python benchmarks/optim_step.py [--set {12x768,6x384,2x128,all}] [--repeats N]
+        [--ffn {plain,gated,both}] [--all-methods] [--no-distributed] [--device cuda]
 
 The default (12x768, plain FFN, 1 repeat, methods ns5 / polar_express / gram_ns timed; every
 method in the σ table) takes about 1.5 minutes on an idle 2-core CPU; ``--ffn both`` adds the
-gated set, ``--all-methods`` times "cubic" and "svd" too; ``--set 6x384`` is the small run.
+gated set, ``--all-methods`` times "cubic" and "svd" too; ``--set 6x384`` is the small run,
+``--set 2x128`` (cpu-small's matrices) the toy one. ``--device cuda`` runs the timed steps on a
+GPU (synchronised around each), the σ table and the 2-rank step stay on the CPU.
 """
 
 from __future__ import annotations
@@ -66,18 +68,30 @@ SETS = {
         "plain": ("6x384 plain FFN", layer_shapes(6, 384, "plain")),
         "gated": ("6x384 gated FFN (hidden 1024)", layer_shapes(6, 384, "gated")),
     },
+    "2x128": {
+        "plain": ("2x128 plain FFN (cpu-small)", layer_shapes(2, 128, "plain")),
+        "gated": ("2x128 gated FFN (hidden 341)", layer_shapes(2, 128, "gated")),
+    },
 }
 
 
-def matmul_rate(dtype: torch.dtype, seconds: float = 1.0) -> float:
+def sync(device: str) -> None:
+    """Wait for the device's queued work (CUDA runs asynchronously; a CPU needs nothing)."""
+    if torch.device(device).type == "cuda":
+        torch.cuda.synchronize()
+
+
+def matmul_rate(dtype: torch.dtype, device: str, seconds: float = 1.0) -> float:
     """GFLOP/s of a 768×3072 @ 3072×768 matmul in ``dtype`` (best of a ~``seconds`` loop)."""
-    a = torch.randn(768, 3072).to(dtype)
-    b = torch.randn(3072, 768).to(dtype)
+    a = torch.randn(768, 3072).to(device=device, dtype=dtype)
+    b = torch.randn(3072, 768).to(device=device, dtype=dtype)
     a @ b
+    sync(device)
     best, start = float("inf"), time.perf_counter()
     while time.perf_counter() - start < seconds:
         t = time.perf_counter()
         a @ b
+        sync(device)
         best = min(best, time.perf_counter() - t)
     return 2 * 768 * 3072 * 768 / best / 1e9
 
@@ -120,7 +134,7 @@ def flops(shapes: list[tuple[int, int]], method: str) -> int | None:
 
 
 def time_steps(
-    contenders: dict[str, Callable[[], None]], repeats: int
+    contenders: dict[str, Callable[[], None]], repeats: int, device: str
 ) -> dict[str, tuple[float, float]]:
     """Minimum (wall, process CPU) seconds per contender over ``repeats`` interleaved calls.
 
@@ -130,19 +144,26 @@ def time_steps(
     best = {name: (float("inf"), float("inf")) for name in contenders}
     for _ in range(repeats):
         for name, step in contenders.items():
+            sync(device)
             wall, cpu = time.perf_counter(), time.process_time()
             step()
+            sync(device)
             wall, cpu = time.perf_counter() - wall, time.process_time() - cpu
             best[name] = (min(best[name][0], wall), min(best[name][1], cpu))
     return best
 
 
-def bench_set(title: str, shapes: list[tuple[int, int]], methods, repeats, rates) -> None:
-    """Time one step of every contender on ``shapes``; ``rates``: matmul GFLOP/s by dtype."""
+def bench_set(
+    title: str, shapes: list[tuple[int, int]], methods, repeats, rates, device: str
+) -> None:
+    """Time one step of every contender on ``shapes`` on ``device``; ``rates``: matmul GFLOP/s
+    by dtype."""
     gen = torch.Generator().manual_seed(0)
-    params = [torch.nn.Parameter(torch.randn(*s, generator=gen) * 0.02) for s in shapes]
+    params = [
+        torch.nn.Parameter((torch.randn(*s, generator=gen) * 0.02).to(device)) for s in shapes
+    ]
     for p in params:
-        p.grad = torch.randn(p.shape, generator=gen)
+        p.grad = torch.randn(p.shape, generator=gen).to(device)
     hyper = {"lr": 0.02, "momentum": 0.95, "nesterov": True, "weight_decay": 0.0}
     contenders: dict[str, Callable[[], None]] = {
         "torch.optim.Muon (bf16)": torch.optim.Muon(params, **hyper).step,
@@ -154,7 +175,7 @@ def bench_set(title: str, shapes: list[tuple[int, int]], methods, repeats, rates
     adamw = torch.optim.AdamW(params, lr=1e-3)
     adamw.step()  # untimed: its first step's state allocation costs ≈10 steady steps here
     contenders["torch.optim.AdamW"] = adamw.step
-    times = time_steps(contenders, repeats)
+    times = time_steps(contenders, repeats, device)
     reference, reference_cpu = times["torch.optim.Muon (bf16)"]
     print(
         f"\n== {title}: {len(shapes)} matrices, {sum(m * n for m, n in shapes) / 1e6:.1f}M params"
@@ -276,7 +297,8 @@ def bench_distributed(title: str, shapes: list[tuple[int, int]], repeats: int) -
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
-    parser.add_argument("--set", choices=["12x768", "6x384", "all"], default="12x768")
+    parser.add_argument("--set", choices=["12x768", "6x384", "2x128", "all"], default="12x768")
+    parser.add_argument("--device", default="cpu", help="where the optimiser steps run")
     parser.add_argument(
         "--ffn",
         choices=["plain", "gated", "both"],
@@ -294,10 +316,19 @@ def main() -> None:
         action="store_true",
         help="also time 'cubic' and 'svd' (minutes on a 2-core CPU)",
     )
+    parser.add_argument(
+        "--methods",
+        default=None,
+        help="comma-separated methods to time and to list in the σ table (default: the fast "
+        "ones timed, every one in the table)",
+    )
     args = parser.parse_args()
     torch.manual_seed(0)
     print(f"torch {torch.__version__}, {torch.get_num_threads()} threads")
-    rates = {"fp32": matmul_rate(torch.float32), "bf16": matmul_rate(torch.bfloat16)}
+    rates = {
+        dtype: matmul_rate(torch_dtype, args.device)
+        for dtype, torch_dtype in (("fp32", torch.float32), ("bf16", torch.bfloat16))
+    }
     print(
         f"matmul 768x3072x768: fp32 {rates['fp32']:.1f} GFLOP/s, bf16 {rates['bf16']:.1f} GFLOP/s"
     )
@@ -307,16 +338,21 @@ def main() -> None:
             f"(no bf16 units on this CPU: emulated), so bf16 ratios say nothing about a GPU"
         )
     timed = ALL_METHODS if args.all_methods else FAST_METHODS
+    listed = ALL_METHODS
+    if args.methods:
+        timed = listed = tuple(args.methods.split(","))
+        if "ns5" not in timed or not set(timed) <= set(ALL_METHODS):
+            parser.error(f"--methods: expected ns5 and any of {', '.join(ALL_METHODS[1:])}")
     names = ["12x768", "6x384"] if args.set == "all" else [args.set]
     shapes_seen: list[tuple[int, int]] = []
     variants = ["plain", "gated"] if args.ffn == "both" else [args.ffn]
     for name in names:
         for variant in variants:
             title, shapes = SETS[name][variant]
-            bench_set(title, shapes, timed, args.repeats, rates)
+            bench_set(title, shapes, timed, args.repeats, rates, args.device)
             shapes_seen += shapes
-    sigma_report(shapes_seen, ALL_METHODS)
-    if not args.no_distributed:
+    sigma_report(shapes_seen, listed)
+    if not args.no_distributed:  # gloo ranks on the CPU, whatever --device
         bench_distributed(*SETS[names[0]][variants[0]], args.repeats)
     peak = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024
     print(f"\npeak RSS {peak:.0f} MiB")

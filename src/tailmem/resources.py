@@ -21,6 +21,12 @@ from tailmem.errors import ConfigError
 GIB = 1024**3
 
 
+def default_cache_dir() -> Path:
+    """Where tailmem caches what it builds or measures once per machine (corpora, the bf16
+    probe): ``$TAILMEM_CACHE`` if set, else ``~/.cache/tailmem``."""
+    return Path(os.environ.get("TAILMEM_CACHE") or Path.home() / ".cache" / "tailmem")
+
+
 def available_memory() -> int | None:
     """Bytes of memory available now (``MemAvailable`` on Linux; None where unknown)."""
     try:

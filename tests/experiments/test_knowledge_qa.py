@@ -5,6 +5,7 @@ data set's own grouping, run scheduling, tables and claim rules on constructed r
 from __future__ import annotations
 
 import csv
+import dataclasses
 import json
 import shutil
 import time
@@ -29,6 +30,7 @@ from tailmem.experiments.knowledge_qa.fta import (
     answer_loss_sum,
     describe_fta,
     logits_at,
+    sample_questions,
 )
 from tailmem.experiments.knowledge_qa.tables import (
     FAILED_SCORE,
@@ -340,6 +342,35 @@ def test_fta_evaluator_matches_the_data_sets_grouping(dataset):
     out = FTAEvaluator(dataset, batch_size=7)(0, oracle)
     np.testing.assert_allclose(out["fta"], dataset.fta_by_group(known), atol=1e-5)
     assert out["fta_all"] == pytest.approx(known.mean(), abs=1e-5)
+
+
+def test_an_eval_sample_asks_the_same_questions_per_group_and_weighs_fta_all(dataset):
+    rng = np.random.default_rng(1)
+    known = rng.random(len(dataset.eval_items)) < np.linspace(0.9, 0.1, len(dataset.eval_items))
+    oracle = _Oracle(dataset, known)
+    sampled = FTAEvaluator(dataset, batch_size=7, sample=10)
+    asked = sample_questions(dataset.eval_group, 10, dataset.cfg.seed)
+    sizes = np.bincount(dataset.eval_group)  # m = 4: 6, 6, 12, 24, 48 questions
+    np.testing.assert_array_equal(np.bincount(dataset.eval_group[asked]), np.minimum(sizes, 10))
+    assert not np.array_equal(asked, sample_questions(dataset.eval_group, 10, 1))  # the seed's
+    out = sampled(0, oracle)
+    by_group = [known[asked][dataset.eval_group[asked] == g].mean() for g in range(len(sizes))]
+    np.testing.assert_allclose(out["fta"], by_group, atol=1e-5)
+    weighted = float(np.dot(by_group, sizes) / sizes.sum())
+    assert out["fta_all"] == pytest.approx(weighted, abs=1e-5)
+    assert out["fta_all"] != pytest.approx(known[asked].mean(), abs=1e-3)  # not the plain mean
+    assert sampled(5, oracle) == out  # the same questions every time
+    # a sample as large as every group asks every question: the full evaluation, number for number
+    assert FTAEvaluator(dataset, batch_size=7, sample=48)(0, oracle) == FTAEvaluator(
+        dataset, batch_size=7
+    )(0, oracle)
+    whole = QAData(str(dataset.path), dataset.fingerprint, "answer", 64)
+    part = dataclasses.replace(whole, eval_sample=10)
+    assert "eval_sample" not in whole.load(DistContext()).identity  # older runs keep theirs
+    assert part.load(DistContext()).identity == {**whole.load(DistContext()).identity,
+                                                 "eval_sample": 10}  # fmt: skip
+    with pytest.raises(ConfigError, match=r"^eval_sample: got 0; expected null"):
+        load_config(Config, "knowledge-qa", "smoke", ["eval_sample=0"])
 
 
 def test_qa_batches_mask_targets_and_shard_rows(dataset):

@@ -193,7 +193,8 @@ def test_with_single_answer_tokens_fta_is_exact_match(cache, dataset):
 
 
 KNOBS = ["packing=document", "model.tie_weights=true", "model.pos_encoding=learned",
-         "data.answer_tokens=single", "train.steps=8", "optim.muon.lr=[0.02]"]  # fmt: skip
+         "data.answer_tokens=single", "train.steps=8", "optim.muon.lr=[0.02]",
+         "eval_sample=4"]  # fmt: skip
 
 
 def test_every_knob_is_an_override_recorded_in_the_run(tmp_path):
@@ -202,10 +203,11 @@ def test_every_knob_is_an_override_recorded_in_the_run(tmp_path):
     config = yaml.safe_load((out / "config.yaml").read_text())["config"]
     assert config["packing"] == "document" and config["data"]["answer_tokens"] == "single"
     assert config["model"]["tie_weights"] is True and config["model"]["pos_encoding"] == "learned"
+    assert config["eval_sample"] == 4
     specs = [json.loads(p.read_text()) for p in out.glob("runs/*/*/*/spec.json")]
     assert len(specs) == 2
     for spec in specs:
-        assert spec["data"]["packing"] == "document"
+        assert spec["data"]["packing"] == "document" and spec["data"]["eval_sample"] == 4
         assert spec["model"]["tie_weights"] and spec["model"]["pos_encoding"] == "learned"
     for run in json.loads((out / "results.json").read_text())["runs"]:
         for evaluation in run["evals"]:

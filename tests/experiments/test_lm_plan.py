@@ -115,3 +115,22 @@ def test_tidy_deletes_the_sub_runs_no_run_of_the_plan_owns(tmp_path):
     left = {p.relative_to(tmp_path).as_posix() for p in tmp_path.glob("runs/*/*/*")}
     assert left == owned
     assert not (tmp_path / "runs" / "gated").exists()
+
+
+def test_a_fixed_rate_trains_only_its_seed_runs_whatever_the_sweep_length(tmp_path):
+    """One learning rate (nothing to choose): no run at the sweep's seed and length, only the
+    seed runs (found by the paper preset's 2-step test: a fixed rate trained a 2000-step
+    "sweep")."""
+
+    def entry(arm: Arm, points: tuple[float, ...]) -> Entry:
+        return Entry("plain", arm, points, lambda point, best: {"adam": 1.0, arm.name: point})
+
+    plan = Plan([entry(ARMS[0], (2.0,)), entry(ARMS[1], (1.0, 3.0))],
+                lambda e, p, r: r.evals[-1]["fta_all"], [0, 1], 10, 7, 6, TEMPLATE)  # fmt: skip
+    assert plan.total_runs() == (2) + (2 + 2) and plan.total_steps() == 20 + (2 * 6 + 20)
+    run_plan(plan, RunContext(str(tmp_path), data=None), 1, lambda r: "", train=fake_train)
+    trained = sorted((job.arm.name, job.seed, job.steps) for job in plan.results)
+    seed_runs = [(arm, seed, 10) for arm in ("adam", "muon") for seed in (0, 1)]
+    assert trained == sorted([*seed_runs, ("muon", 7, 6), ("muon", 7, 6)])
+    assert [job.seed for _, job in plan.sweeps["plain", "adam"]] == [0]
+    assert plan.best["plain", "adam"] == {"adam": 2.0}

@@ -25,6 +25,7 @@ from tailmem.optim.registry import (
     user_kind,
 )
 from tailmem.train import TrainConfig
+from tailmem.train.precision import resolve_precision
 from tailmem.typecheck import check_range
 
 
@@ -84,7 +85,7 @@ class ModelSection:
 
 
 LOOP_FIELDS = ("schedule", "decay_frac", "min_lr_frac", "grad_clip", "grad_accum", "log_every",
-               "eval_every", "ckpt_every", "precision", "device")  # fmt: skip
+               "eval_every", "ckpt_every", "precision", "compile", "device")  # fmt: skip
 """The :class:`~tailmem.train.TrainConfig` fields a ``train`` section passes on as they are."""
 
 
@@ -97,7 +98,11 @@ class TrainSection:
     batch. A run shorter than ``steps`` (an LR-sweep run) scales ``warmup_steps`` with its length.
     ``keep_checkpoints``: after a study, keep the final checkpoint of ``all`` its runs, of the
     ``first_seed`` run of each arm (the one ``tailmem diagnose`` reads), or ``none``.
-    ``threads``: torch threads of each worker (null: torch's default).
+    ``threads``: torch threads of each worker (null: torch's default). ``precision``: ``fp32``,
+    ``bf16`` (forward and loss autocast to bfloat16, fp32 weights and optimiser state) or
+    ``auto`` (bf16 where this machine's bfloat16 products are clearly faster, measured once per
+    machine: :mod:`tailmem.train.precision`); every run records the resolved one. ``compile``:
+    train through ``torch.compile`` (:func:`tailmem.train.loop.compiled_loss`).
     """
 
     steps: int = 400
@@ -115,7 +120,8 @@ class TrainSection:
     ckpt_every: int = 100
     keep_checkpoints: Literal["all", "first_seed", "none"] = "all"
     device: str = "cpu"
-    precision: str = "fp32"
+    precision: Literal["auto", "fp32", "bf16"] = "fp32"
+    compile: bool = False
     threads: int | None = 1
 
     def validate(self) -> None:
@@ -134,9 +140,15 @@ class TrainSection:
         except ConfigError as exc:
             raise ConfigError(f"train.{exc}") from None
 
-    def loop_config(self, steps: int, seed: int, progress: bool = True) -> TrainConfig:
-        """The loop's config of one run of ``steps`` steps with ``seed``."""
+    def loop_config(
+        self, steps: int, seed: int, progress: bool = True, resolve: bool = False
+    ) -> TrainConfig:
+        """The loop's config of one run of ``steps`` steps with ``seed``; with ``resolve`` its
+        precision is the one ``auto`` resolves to on this machine (what a run's spec records;
+        without, ``auto`` stays, for checking a config without measuring the machine)."""
         same = {name: getattr(self, name) for name in LOOP_FIELDS}
+        if resolve:
+            same["precision"] = resolve_precision(self.precision, self.device)
         warmup = round(self.warmup_steps * steps / self.steps)
         return TrainConfig(
             steps=steps, warmup_steps=warmup, keep_ckpts=1, seed=seed, progress=progress, **same

@@ -35,7 +35,7 @@ from tailmem.errors import ConfigError
 from tailmem.lm.spec import BatchShape
 from tailmem.metrics.token_buckets import bucket_loss_sums, bucket_means, bucket_names
 from tailmem.models.gpt import GPTConfig
-from tailmem.resources import check_writable_folder
+from tailmem.resources import check_writable_folder, default_cache_dir
 from tailmem.train import EvalHook
 from tailmem.train import distributed as D
 
@@ -62,11 +62,6 @@ class CorpusSection:
     @property
     def n_buckets(self) -> int:
         return len(self.bucket_edges) + 1
-
-
-def default_cache_dir() -> Path:
-    """``$TAILMEM_CACHE`` if set, else ``~/.cache/tailmem``."""
-    return Path(os.environ.get("TAILMEM_CACHE") or Path.home() / ".cache" / "tailmem")
 
 
 def cache_dir_of(section: CorpusSection) -> tuple[Path, str]:

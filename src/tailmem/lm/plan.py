@@ -1,8 +1,9 @@
 """Which runs a study trains, in which order, on the shared pool.
 
 For every (FFN type, arm) entry a study declares the candidate points of its learning-rate
-sweep (one point: nothing to tune). Each candidate is a full run at the sweep seed and length;
-the best by the study's score wins, and every seed then runs at the winner. A winner at an end of
+sweep (one point: nothing to tune, so its one "sweep run" is its first seed run, whatever the
+sweep's seed and length). Each candidate is a full run at the sweep seed and length; the best by
+the study's score wins, and every seed then runs at the winner. A winner at an end of
 its grid (of two or more points) may not be the optimum: the plan then runs one more point
 beyond that end, a grid step away (the ratio of the end point to its neighbour), and chooses
 again, until the winner is interior or ``max_extend`` points were added (``extended`` counts
@@ -123,20 +124,29 @@ class Plan:
         """Every optimiser kind the arms use, in registry order."""
         return kind_order(kind for arm in self.catalogue.values() for kind in arm.kinds)
 
-    @property
-    def _overlap(self) -> bool:
-        return self.sweep_steps == self.steps and self.sweep_seed in self.seeds
+    def _sweep_run(self, entry: Entry) -> tuple[int, int]:
+        """Seed and length of an entry's sweep runs: the sweep's, or with one point (nothing to
+        choose) the first seed's, so that that run is trained once, as a seed run."""
+        if len(entry.points) == 1:
+            return self.seeds[0], self.steps
+        return self.sweep_seed, self.sweep_steps
+
+    def _overlap(self, entry: Entry) -> bool:
+        """Whether an entry's sweep and seed runs share a run (the sweep seed's, at full
+        length)."""
+        seed, steps = self._sweep_run(entry)
+        return steps == self.steps and seed in self.seeds
 
     def total_steps(self) -> int:
         """Training steps of every run the plan will train (sweep + seeds, overlap once)."""
         total = 0
         for entry in self.entries:
-            total += self._points(entry) * self.sweep_steps + len(self.seeds) * self.steps
-            total -= self.steps if self._overlap else 0
+            total += self._points(entry) * self._sweep_run(entry)[1] + len(self.seeds) * self.steps
+            total -= self.steps if self._overlap(entry) else 0
         return total
 
     def total_runs(self) -> int:
-        per_entry = [self._points(e) + len(self.seeds) - self._overlap for e in self.entries]
+        per_entry = [self._points(e) + len(self.seeds) - self._overlap(e) for e in self.entries]
         return sum(per_entry)
 
     def _points(self, entry: Entry) -> int:
@@ -156,10 +166,9 @@ class Plan:
             needs = [(entry.ffn, name) for name in entry.needs]
             if entry.id in self.sweeps or not all(n in self.best for n in needs):
                 continue
-            sweep = [
-                (p, self._spec(entry, entry.lrs(p, self.best), self.sweep_seed, self.sweep_steps))
-                for p in entry.points
-            ]
+            seed, steps = self._sweep_run(entry)
+            sweep = [(p, self._spec(entry, entry.lrs(p, self.best), seed, steps))
+                     for p in entry.points]  # fmt: skip
             self.sweeps[entry.id] = sweep
             jobs += [job for _, job in sweep]
             if len(sweep) == 1:  # nothing to choose: the seeds need not wait

@@ -66,8 +66,11 @@ class RunSpec:
         return {setting.kind.name: setting.lr for setting in self.optimizers}
 
     def record(self) -> dict[str, Any]:
-        """What ``spec.json`` stores (besides the digest)."""
+        """What ``spec.json`` stores (besides the digest). The loop's ``compile`` appears only
+        when set: runs trained before it existed were eager, and their digests still hold."""
         loop = {k: v for k, v in dataclasses.asdict(self.loop).items() if k != "progress"}
+        if not self.loop.compile:
+            del loop["compile"]
         return {
             "arm": dataclasses.asdict(self.arm),
             "ffn": self.ffn,

@@ -56,6 +56,7 @@ from tailmem.train import (
     train,
 )
 from tailmem.train import distributed as D
+from tailmem.train.precision import autocast
 from tailmem.train.state import COMPLETE, DIVERGED
 
 StepSink = Callable[[int], None]
@@ -126,7 +127,7 @@ class RunTemplate:
             seed=seed,
             steps=steps,
             model=self.models[ffn],
-            loop=train.loop_config(steps, seed),
+            loop=train.loop_config(steps, seed, resolve=True),
             batch=BatchShape(train.batch_size, train.seq_len, train.eval_batch_size),
             data=dict(self.data),
             optimizers=tuple(self.optim[kind].at(float(lrs[kind])) for kind in arm.kinds),
@@ -180,7 +181,9 @@ def run_job(spec: RunSpec, context: RunContext, on_steps: StepSink | None = None
         write_gpt_config(sub, spec.model)
     D.barrier(ctx)
     hooks = materials.hooks(spec.model, ctx)
-    initial = _initial_eval(sub, model, hooks, device, ctx) if spec.initial_eval else None
+    initial = None
+    if spec.initial_eval:
+        initial = _initial_eval(sub, model, hooks, device, spec.loop.precision, ctx)
     settings = {setting.kind.name: setting for setting in spec.optimizers}
     optimizer = route(model, spec.arm.recipe, settings)
     outcome = train(
@@ -255,9 +258,11 @@ def _reusable(sub: Path, digest: str) -> dict[str, Any] | None:
 
 
 def _initial_eval(
-    sub: Path, model: nn.Module, hooks: Sequence[EvalHook], device: torch.device, ctx: D.DistContext
-) -> dict[str, Any]:
-    """Eval hooks on the freshly initialised model (cached in ``initial.json``)."""
+    sub: Path, model: nn.Module, hooks: Sequence[EvalHook], device: torch.device, precision: str,
+    ctx: D.DistContext,
+) -> dict[str, Any]:  # fmt: skip
+    """Eval hooks on the freshly initialised model, in the run's precision like every later
+    evaluation (cached in ``initial.json``)."""
     path = sub / "initial.json"
     cached = json.loads(path.read_text()) if ctx.is_main and path.is_file() else None
     cached = D.broadcast_object(cached, ctx)
@@ -265,7 +270,7 @@ def _initial_eval(
         return cached
     model.to(device).eval()
     merged: dict[str, Any] = {}
-    with torch.no_grad():
+    with torch.no_grad(), autocast(device, precision):
         for hook in hooks:
             merged.update(hook(0, model))
     model.train()

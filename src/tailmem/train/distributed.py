@@ -138,9 +138,11 @@ def init_distributed(device: str) -> tuple[DistContext, torch.device]:
     if not dist.is_initialized():
         check_launch()
         backend = "nccl" if kind == "cuda" else "gloo"
-        kwargs = {"device_id": rank_device} if kind == "cuda" else {}
+        device_id = rank_device if kind == "cuda" else None
         try:
-            dist.init_process_group(backend=backend, rank=rank, world_size=world_size, **kwargs)
+            dist.init_process_group(
+                backend=backend, rank=rank, world_size=world_size, device_id=device_id
+            )
         except (RuntimeError, ValueError) as exc:  # rendezvous: unreachable master, timeout, ...
             where = f"{os.environ.get('MASTER_ADDR')}:{os.environ.get('MASTER_PORT')}"
             first = (str(exc).strip().splitlines() or [type(exc).__name__])[0][:200]
@@ -173,7 +175,8 @@ def wrap_model(model: nn.Module, ctx: DistContext, device: torch.device) -> nn.M
     # torch >= 2.13 renamed broadcast_buffers to forward_sync_buffers.
     params = inspect.signature(DistributedDataParallel.__init__).parameters
     no_sync = "forward_sync_buffers" if "forward_sync_buffers" in params else "broadcast_buffers"
-    return DistributedDataParallel(model, device_ids=device_ids, **{no_sync: False})
+    options: dict[str, Any] = {no_sync: False}
+    return DistributedDataParallel(model, device_ids=device_ids, **options)
 
 
 def all_reduce_sum(t: Tensor, ctx: DistContext) -> Tensor:

@@ -28,6 +28,7 @@ A run given an ``identity`` resumes only a checkpoint that records the same one.
 from __future__ import annotations
 
 import contextlib
+import dataclasses
 import json
 import math
 import os
@@ -36,7 +37,7 @@ import time
 from collections.abc import Callable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import IO, Any, Protocol
+from typing import IO, Any, Protocol, cast
 
 import torch
 import torch.nn.functional as F
@@ -47,6 +48,7 @@ from tailmem.errors import ConfigError, DataError
 from tailmem.train import distributed as D
 from tailmem.train.checkpoint import latest_checkpoint
 from tailmem.train.data import BatchSource
+from tailmem.train.precision import autocast, check_precision, resolve_precision
 from tailmem.train.schedule import check_schedule, lr_multiplier
 from tailmem.train.state import (
     COMPLETE,
@@ -90,9 +92,18 @@ class TrainConfig:
     ``eval_every = 0`` evaluates only after the last step; ``ckpt_every = 0`` checkpoints only at
     the end (if ``save_final``). ``keep_ckpts`` keeps that many newest checkpoints (None: all).
     ``grad_accum`` splits each rank's share of the batch into that many micro-batches.
-    ``precision="bf16"`` autocasts forward and loss to bfloat16 (weights, gradients and optimiser
-    state stay fp32) and needs a CUDA device. ``deterministic`` turns on
-    ``torch.use_deterministic_algorithms`` (warn-only) for the duration of the run.
+    ``precision="bf16"`` autocasts forward, loss and evaluation to bfloat16 on a CPU or CUDA
+    device (weights, gradients and optimiser state stay fp32); ``"auto"`` is bf16 where this
+    machine's bfloat16 products are clearly faster, else fp32 (:mod:`tailmem.train.precision`;
+    :func:`train` resolves it before the first step and trains, checkpoints and reports the
+    resolved value). ``compile`` trains through ``torch.compile`` of the loss function, which
+    traces the model's forward and the loss (and, through AOTAutograd, their backward); the
+    optimiser step and the evaluation hooks run eagerly (see :func:`compiled_loss`): compiling
+    the step did not pay where measured (cpu-small, one CPU thread: AdamW's step, 1-3% of a
+    training step, went from 1.2 to 0.8 ms; the hybrid Muon step gained nothing, 0.96x, and
+    recompiled per parameter).
+    ``deterministic`` turns on ``torch.use_deterministic_algorithms`` (warn-only) for the
+    duration of the run.
     """
 
     steps: int
@@ -108,6 +119,7 @@ class TrainConfig:
     keep_ckpts: int | None = 3
     save_final: bool = True
     precision: str = "fp32"
+    compile: bool = False
     device: str = "cpu"
     seed: int = 0
     deterministic: bool = True
@@ -130,17 +142,11 @@ class TrainConfig:
                 raise ConfigError(f"{name} must be >= 0 (0 = only at the end)")
         if self.keep_ckpts is not None and self.keep_ckpts < 1:
             raise ConfigError(f"keep_ckpts must be >= 1 or None, got {self.keep_ckpts!r}")
-        if self.precision not in ("fp32", "bf16"):
-            raise ConfigError(f"precision must be 'fp32' or 'bf16', got {self.precision!r}")
-        try:
-            kind = torch.device(self.device).type
-        except RuntimeError:
-            raise ConfigError(f"device {self.device!r} is not a torch device string") from None
-        if self.precision == "bf16" and kind != "cuda":
-            raise ConfigError(
-                f"precision 'bf16' needs a CUDA device (got device {self.device!r}); "
-                "use precision=fp32 on CPU"
-            )
+        check_precision(self.precision, self.device)
+        if not isinstance(self.compile, bool):
+            raise ConfigError(f"compile must be true or false, got {self.compile!r}")
+        if self.compile:
+            check_compile(torch.device(self.device).type)
 
     def due(self, done: int, has_hooks: bool) -> tuple[bool, bool, bool]:
         """Whether to log, to evaluate and to checkpoint after ``done`` updates."""
@@ -165,7 +171,8 @@ class TrainConfig:
 @dataclass
 class TrainResult:
     """Outcome of :func:`train`: ``status`` is "complete" or :data:`DIVERGED` (a non-finite loss
-    or gradient norm at update ``step + 1``; ``loss`` is that non-finite value)."""
+    or gradient norm at update ``step + 1``; ``loss`` is that non-finite value); ``precision``
+    the one it trained in (``auto`` resolved)."""
 
     status: str
     step: int
@@ -173,13 +180,14 @@ class TrainResult:
     resumed_from: int | None
     message: str
     last_eval: dict[str, Any] = field(default_factory=dict)
+    precision: str = "fp32"
 
     @property
     def ok(self) -> bool:
         return self.status == COMPLETE
 
 
-def token_loss_sum(model: nn.Module, x: Tensor, y: Tensor) -> Tensor:
+def token_loss_sum(model: Callable[[Tensor], Any], x: Tensor, y: Tensor) -> Tensor:
     """Summed next-token cross-entropy over targets ``y != -100``.
 
     Works with models returning logits or a tuple whose first element is the logits (our GPT).
@@ -208,6 +216,47 @@ def _run_path(run_dir: Path | Any) -> Path:
     return Path(path)
 
 
+# --- compiled training -------------------------------------------------------------------------
+
+
+def check_compile(kind: str) -> None:
+    """Refuse ``compile`` where torch's default compiler backend (inductor) cannot build kernels:
+    on a CPU without the C++ compiler it calls, on CUDA without Triton."""
+    if kind == "cuda":
+        from torch.utils._triton import has_triton
+
+        if not has_triton():
+            raise ConfigError("compile needs Triton on CUDA, which this torch lacks; use false")
+        return
+    from torch._inductor.cpp_builder import get_cpp_compiler
+
+    try:
+        get_cpp_compiler()
+    except Exception as exc:  # inductor names its search in its own exception types
+        raise ConfigError(
+            f"compile needs a C++ compiler on a CPU and found none ({str(exc).splitlines()[0]}); "
+            "install g++ or use false"
+        ) from None
+
+
+def compiled_loss(loss_fn: LossFn) -> LossFn:
+    """``loss_fn`` through ``torch.compile`` (default backend, shapes specialised until they
+    change, then dynamic). The model is an argument, so the graph covers its forward and the
+    loss; a data-dependent step such as selecting the answer positions splits it into two
+    graphs. A failure to compile is a :class:`ConfigError` at the first step."""
+    compiled = torch.compile(loss_fn)
+
+    def call(model: nn.Module, x: Tensor, y: Tensor) -> Tensor:
+        try:
+            return compiled(model, x, y)
+        except torch._dynamo.exc.BackendCompilerFailed as exc:
+            cause = getattr(exc, "inner_exception", exc)
+            what = f"{type(cause).__name__}: {(str(cause).strip() or '-').splitlines()[0]}"
+            raise ConfigError(f"compile: torch.compile failed here ({what}); use false") from None
+
+    return call
+
+
 # --- the loop ---------------------------------------------------------------------------------
 
 
@@ -224,12 +273,6 @@ def _deterministic(enabled: bool) -> Iterator[None]:
         yield
     finally:
         torch.use_deterministic_algorithms(before, warn_only=before_warn)
-
-
-def _autocast(device: torch.device, precision: str) -> contextlib.AbstractContextManager:
-    if precision == "bf16":
-        return torch.autocast(device_type=device.type, dtype=torch.bfloat16)
-    return contextlib.nullcontext()
 
 
 def describe_scalars(metrics: Mapping[str, Any]) -> str:
@@ -328,14 +371,14 @@ def train_step(
     n_micro = cfg.grad_accum
     for i, (xm, ym) in enumerate(zip(x.chunk(n_micro), y.chunk(n_micro), strict=True)):
         defer_sync = ctx.distributed and i < n_micro - 1
-        with model.no_sync() if defer_sync else contextlib.nullcontext():
-            with _autocast(device, cfg.precision):
+        with cast(Any, model).no_sync() if defer_sync else contextlib.nullcontext():
+            with autocast(device, cfg.precision):
                 part = loss_fn(model, xm, ym)
             (part * scale).backward()
         loss_sum += part.detach().float()
     loss = D.all_reduce_sum(loss_sum / count, ctx)
     params = [p for p in model.parameters() if p.grad is not None]
-    gnorm = torch.nn.utils.get_total_norm([p.grad for p in params])
+    gnorm = torch.nn.utils.get_total_norm([g for p in params if (g := p.grad) is not None])
     loss_f, gnorm_f = torch.stack([loss, gnorm.to(loss.device)]).tolist()
     result = StepResult(loss_f, gnorm_f, tokens)
     if result.finite:
@@ -358,7 +401,7 @@ def _evaluate(
         with (
             torch.random.fork_rng(devices=[device] if device.type == "cuda" else []),
             torch.no_grad(),
-            _autocast(device, precision),
+            autocast(device, precision),
         ):
             for hook in hooks:
                 merged.update(json_value(dict(hook(done, model))))
@@ -463,9 +506,11 @@ def train(
     "diverged" — an expected outcome of a learning-rate sweep that the caller records.
     """
     cfg.validate()
+    cfg = dataclasses.replace(cfg, precision=resolve_precision(cfg.precision, cfg.device))
     run_dir = _run_path(run_dir)
     ctx, device = D.init_distributed(cfg.device)
     model.to(device)
+    step_loss = compiled_loss(loss_fn) if cfg.compile else loss_fn
     with _deterministic(cfg.deterministic), contextlib.ExitStack() as stack:
         run, resumed_from = _start(
             run_dir, model, optimizer, data, cfg, ctx, device, resume, identity
@@ -480,7 +525,8 @@ def train(
         out = _Printer(bar, label, ctx.is_main)
         origin = "fresh" if resumed_from is None else f"resumed at {state.step}"
         where = run_dir.name if label else run_dir  # a labelled line already names the run
-        out.say(f"training {where}: {cfg.steps} steps ({origin})")
+        how = cfg.precision + (", compiled" if cfg.compile else "")
+        out.say(f"training {where}: {cfg.steps} steps ({origin}; {how})")
         metrics: IO[str] | None = None
         if ctx.is_main:
             metrics = stack.enter_context(open(run_dir / "metrics.jsonl", "a", encoding="utf-8"))
@@ -491,14 +537,16 @@ def train(
         for step in range(start, cfg.steps):
             batch = _batch(data, step, ctx, cfg.grad_accum)
             lrs = [base * cfg.lr_at(step) for base in run.base_lrs]
-            result = train_step(wrapped, optimizer, batch, lrs, cfg, ctx, loss_fn)
+            result = train_step(wrapped, optimizer, batch, lrs, cfg, ctx, step_loss)
             now = time.perf_counter()
             elapsed = before + (now - session_start)
             state.record(step, elapsed, result.tokens, result.loss, result.grad_norm)
             if not result.finite:
                 message = _diverged(run_dir, model, step, result, lrs, batch, ctx)
                 out.say(message)
-                return TrainResult(DIVERGED, step, result.loss, resumed_from, message, last_eval)
+                return TrainResult(
+                    DIVERGED, step, result.loss, resumed_from, message, last_eval, cfg.precision
+                )
             last_loss, done = result.loss, state.step
             bar.update(1)
             if on_step is not None:
@@ -525,4 +573,6 @@ def train(
         D.barrier(ctx)
         message = f"trained {cfg.steps} steps, final loss {last_loss}"
         out.say(message)
-        return TrainResult(COMPLETE, cfg.steps, last_loss, resumed_from, message, last_eval)
+        return TrainResult(
+            COMPLETE, cfg.steps, last_loss, resumed_from, message, last_eval, cfg.precision
+        )

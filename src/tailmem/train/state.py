@@ -13,7 +13,7 @@ import warnings
 from collections.abc import Mapping
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import Any, cast
 
 import numpy as np
 import torch
@@ -99,7 +99,7 @@ def json_value(value: Any) -> Any:
 
 
 def rng_state(device: torch.device) -> dict[str, Any]:
-    kind, keys, pos, has_gauss, gauss = np.random.get_state()
+    kind, keys, pos, has_gauss, gauss = cast(tuple[Any, ...], np.random.get_state())
     state = {
         "python": random.getstate(),
         "numpy": {
@@ -138,7 +138,7 @@ def set_rng_state(state: Mapping[str, Any], device: torch.device) -> None:
 
 def read_metrics(path: Path) -> list[dict[str, Any]]:
     """The complete JSON lines of a metrics file (a torn last line is skipped)."""
-    rows = []
+    rows: list[dict[str, Any]] = []
     if not Path(path).exists():
         return rows
     for line in Path(path).read_text(encoding="utf-8").splitlines():

@@ -111,8 +111,12 @@ class Config(LMConfig):
     a question in the context evaluation asks it in (alone). FTA is evaluated
     every ``train.eval_every`` steps; the evaluations nearest to ``table_fracs`` of training and
     the groups ``m - o`` for ``o`` in ``tail_offsets`` make the tail tables; the
-    ``head_groups`` most frequent groups are the "head". ``cache_dir``: where the data set is
-    built (default: the run directory's ``data/``).
+    ``head_groups`` most frequent groups are the "head". ``eval_sample``: questions asked per
+    group at every evaluation (null: all; a number: that many, the same ones each time, with
+    ``fta_all`` weighted by group size, :mod:`.fta`), for a model that asking all
+    2**m · 6 questions would slow down more than training it; it is part of every run's data
+    identity. ``cache_dir``: where the data set is built (default: the run directory's
+    ``data/``).
     """
 
     seeds: int = 3
@@ -124,6 +128,7 @@ class Config(LMConfig):
     table_fracs: list[float] = field(default_factory=lambda: [0.2, 0.5, 1.0])
     tail_offsets: list[int] = field(default_factory=lambda: [2, 1, 0])
     head_groups: int = 3
+    eval_sample: int | None = None
     sweep: SweepSection = field(default_factory=SweepSection)
     cache_dir: str | None = None
     note: str = ""
@@ -155,6 +160,11 @@ class Config(LMConfig):
         if not self.table_fracs or any(not 0 < f <= 1 for f in self.table_fracs):
             raise ConfigError(
                 f"table_fracs: got {self.table_fracs}; expected fractions of training in (0, 1]"
+            )
+        if self.eval_sample is not None and self.eval_sample < 1:
+            raise ConfigError(
+                f"eval_sample: got {self.eval_sample}; expected null (every question) or a "
+                "number of questions per group >= 1"
             )
         if self.train.seq_len > 4096:
             raise ConfigError(f"train.seq_len: got {self.train.seq_len}; expected at most 4096")
@@ -248,8 +258,9 @@ def prepare(cfg: Config, root: Path) -> Prepared:
         stream.steps_per_epoch,
     )
     data = QAData(
-        str(dataset.path), dataset.fingerprint, cfg.loss_on, cfg.train.eval_batch_size, cfg.packing
-    )
+        str(dataset.path), dataset.fingerprint, cfg.loss_on, cfg.train.eval_batch_size,
+        cfg.packing, cfg.eval_sample,
+    )  # fmt: skip
     context = RunContext(
         str(root), data, loss_fn=answer_loss_sum, describe=describe_fta,
         show_progress=cfg.workers == 1, threads=cfg.train.threads,
@@ -532,6 +543,11 @@ def report_summary(
         f"{train.batch_size}×{train.seq_len} tokens, {cfg.seeds} seed(s), chance FTA {chance:.3f}.",
         choices_sentence(cfg),
     ]
+    if cfg.eval_sample is not None:
+        parts.append(
+            f"Evaluations ask a fixed sample of {cfg.eval_sample} questions per group (all of a "
+            "smaller group); FTA over all questions weighs each group by its size."
+        )
     for ffn in measures:  # FFN types with a finished run (every run of one may diverge)
         parts += gaps.summary_sentences(measures[ffn], ffn, labels)
         finals = ", ".join(

@@ -2,7 +2,12 @@
 and first-token accuracy (FTA) and whole-answer exact match (EM) per frequency group as an eval
 hook (paper A3).
 
-The model is asked every evaluation question (one per person and attribute).
+The model is asked every evaluation question (one per person and attribute), or, with a
+``sample`` of ``n`` questions per group, the same ``n`` randomly chosen questions of each group at
+every evaluation (all of a group with fewer): a group's FTA is then the fraction of its sampled
+questions, and ``fta_all`` weighs each group's fraction by its share of all questions (an
+unbiased estimate of the fraction over all of them). Used where asking every question costs
+more than the training it measures (m = 15 has 196,608 questions).
 
 - **FTA**: the question counts as answered when the arg-max of the next-token logits after the
   prompt is the first token of the answer (the paper's metric).
@@ -130,28 +135,52 @@ def answer_batch(dataset: BiosDataset, index: np.ndarray) -> AnswerBatch:
     return AnswerBatch(*(torch.from_numpy(a) for a in arrays))
 
 
+def sample_questions(groups: np.ndarray, per_group: int, seed: int) -> np.ndarray:
+    """Indices of ``per_group`` questions of every group (all of a smaller group), drawn without
+    replacement by a generator seeded with ``seed``, in increasing order."""
+    rng = np.random.default_rng([seed, 0x5A])
+    chosen = []
+    for group in np.unique(groups):
+        members = np.flatnonzero(groups == group)
+        if len(members) > per_group:
+            members = rng.choice(members, per_group, replace=False)
+        chosen.append(members)
+    return np.sort(np.concatenate(chosen))
+
+
 class FTAEvaluator:
     """``hook(step, model) -> {"fta": [per group], "fta_all", "em": [per group], "em_all"}``
     (rounded to :data:`DIGITS` decimals): first-token accuracy and whole-answer exact match.
 
-    The questions are packed once into right-padded batches of ``batch_size`` (sorted by the
-    length of prompt plus answer so that little padding is computed).
+    The questions — every one, or ``sample`` per group (see the module docstring; drawn with the
+    data set's seed) — are packed once into right-padded batches of ``batch_size`` (sorted by
+    the length of prompt plus answer so that little padding is computed).
     """
 
     def __init__(
-        self, dataset: BiosDataset, batch_size: int, ctx: D.DistContext | None = None
+        self,
+        dataset: BiosDataset,
+        batch_size: int,
+        ctx: D.DistContext | None = None,
+        sample: int | None = None,
     ) -> None:
         self.ctx = ctx or D.DistContext()
         self.n_groups = dataset.n_groups
-        lengths = dataset.items.lengths[dataset.eval_items]
-        order = np.argsort(lengths, kind="stable")
+        asked = np.arange(len(dataset.eval_items))
+        if sample is not None:
+            asked = sample_questions(dataset.eval_group, sample, dataset.cfg.seed)
+        lengths = dataset.items.lengths[dataset.eval_items[asked]]
+        order = asked[np.argsort(lengths, kind="stable")]
         self.batches = [
             answer_batch(dataset, order[start : start + batch_size])
             for start in range(0, len(order), batch_size)
         ]
         self.counts = torch.from_numpy(
-            np.bincount(dataset.eval_group, minlength=self.n_groups).astype(np.float64)
+            np.bincount(dataset.eval_group[asked], minlength=self.n_groups).astype(np.float64)
         )
+        everyone = np.bincount(dataset.eval_group, minlength=self.n_groups).astype(np.float64)
+        self.weights = torch.from_numpy(everyone) / self.counts.clamp(min=1)
+        """Questions of a group per question asked (1 without a sample)."""
 
     @torch.no_grad()
     def correct_by_group(self, model: nn.Module) -> tuple[Tensor, Tensor]:
@@ -174,7 +203,9 @@ class FTAEvaluator:
         for name, correct in zip(("fta", "em"), self.correct_by_group(model), strict=True):
             by_group = (correct / self.counts.clamp(min=1)).tolist()
             out[name] = [round(v, DIGITS) for v in by_group]
-            out[f"{name}_all"] = round(float(correct.sum() / self.counts.sum()), DIGITS)
+            everyone = correct * self.weights  # the count over all questions, estimated
+            out[f"{name}_all"] = round(float(everyone.sum() / (self.counts * self.weights).sum()),
+                                       DIGITS)  # fmt: skip
         return out
 
 
@@ -208,12 +239,14 @@ class QABatches:
 
 @dataclass
 class QAMaterials:
-    """The loaded data set with its evaluators (a :class:`~tailmem.lm.subrun.Materials`)."""
+    """The loaded data set with its evaluators (a :class:`~tailmem.lm.subrun.Materials`);
+    ``eval_sample``: questions asked per group (None: all of them)."""
 
     dataset: BiosDataset
     loss_on: Literal["answer", "all"]
     eval_batch_size: int
     packing: Literal["cross", "document"] = "cross"
+    eval_sample: int | None = None
 
     @property
     def vocab_size(self) -> int:
@@ -221,8 +254,11 @@ class QAMaterials:
 
     @property
     def identity(self) -> dict[str, Any]:
+        """What determines a run's numbers; ``eval_sample`` only when set, so runs that ask
+        every question keep the identity they had before the sample existed."""
+        sample = {} if self.eval_sample is None else {"eval_sample": self.eval_sample}
         return {"bios": self.dataset.fingerprint, "loss_on": self.loss_on, "eval": "fta+em",
-                "packing": self.packing}  # fmt: skip
+                "packing": self.packing, **sample}  # fmt: skip
 
     def batches(self, seed: int, batch: BatchShape) -> QABatches:
         return QABatches(
@@ -232,23 +268,29 @@ class QAMaterials:
         )
 
     def hooks(self, model_cfg: GPTConfig, ctx: D.DistContext) -> list[EvalHook]:
-        return [_evaluator(self.dataset.path, self.dataset.fingerprint, self.eval_batch_size, ctx)]
+        dataset = self.dataset
+        return [_evaluator(dataset.path, dataset.fingerprint, self.eval_batch_size, ctx,
+                           self.eval_sample)]  # fmt: skip
 
 
 @dataclass(frozen=True)
 class QAData:
     """Picklable description of the data (a :class:`~tailmem.lm.subrun.DataSpec`): a built data
-    set, what the loss counts, the evaluation batch size and how items share a row."""
+    set, what the loss counts, the evaluation batch size, how items share a row and how many
+    questions per group an evaluation asks (None: all)."""
 
     path: str
     fingerprint: str
     loss_on: Literal["answer", "all"]
     eval_batch_size: int
     packing: Literal["cross", "document"] = "cross"
+    eval_sample: int | None = None
 
     def load(self, ctx: D.DistContext) -> QAMaterials:
         dataset = _dataset(self.path, self.fingerprint)
-        return QAMaterials(dataset, self.loss_on, self.eval_batch_size, self.packing)
+        return QAMaterials(
+            dataset, self.loss_on, self.eval_batch_size, self.packing, self.eval_sample
+        )
 
 
 @functools.lru_cache(maxsize=2)
@@ -258,6 +300,8 @@ def _dataset(path: str, fingerprint: str) -> BiosDataset:
 
 
 @functools.lru_cache(maxsize=4)
-def _evaluator(path: Any, fingerprint: str, batch_size: int, ctx: D.DistContext) -> FTAEvaluator:
+def _evaluator(
+    path: Any, fingerprint: str, batch_size: int, ctx: D.DistContext, sample: int | None
+) -> FTAEvaluator:
     """The evaluator of a data set, packed once per process."""
-    return FTAEvaluator(_dataset(str(path), fingerprint), batch_size, ctx)
+    return FTAEvaluator(_dataset(str(path), fingerprint), batch_size, ctx, sample)

@@ -1,0 +1,125 @@
+#!/usr/bin/env bash
+# The GPU check (issue 25): on one H100, in at most 8 minutes, writes into $OUT at most 8 files:
+#
+#   summary.txt      one line per section: ok / failed (exit code) / timed out / skipped, seconds
+#   env.txt          the GPU, torch, Python, and which of tailmem's packages this machine has
+#   pytest_cuda.txt  the CUDA test paths: pytest -m 'not slow' -k cuda over the test files that
+#                    mention CUDA (elsewhere those tests skip)
+#   optim_step.txt   benchmarks/optim_step.py on the GPU: one Muon step of the 12 x 768 matrices,
+#                    tailmem vs torch.optim.Muon vs AdamW
+#   step_modes.txt   benchmarks/step_modes.py: tokens/s and MFU of a 160M training step (batch
+#                    16 x 1024, vocab 50,304, bf16), eager vs compiled, AdamW vs hybrid Muon, and
+#                    the optimiser's share of the step
+#   qa_point.txt     one paper-width knowledge-QA point (12 x 768, heads of 64, m = 10, batch
+#                    32 x 512, bf16, as many steps as give every rarest fact 24 exposures:
+#                    about 260), Muon (lr 0.02) and Adam (lr 1e-3), one seed: final FTA and the
+#                    exposure-lag ratio
+#   qa_run.tar.gz    that run's folder (checkpoints dropped)
+#
+# Every section has its own time limit (they add up to 7 min 50 s); one that fails or runs out
+# keeps what it printed, says so in summary.txt, and the next one runs. The GPU machine reaches
+# no package registry: the script runs on that machine's own PyTorch with PYTHONPATH=src and
+# skips (saying so) what needs a package it lacks.
+#
+#   OUT=/some/folder bash scripts/gpu_check.sh
+#   GPU_CHECK_TOY=1 OUT=/tmp/x bash scripts/gpu_check.sh   # the same sections on the CPU at toy
+#                                                          # sizes (tests/test_gpu_check.py)
+set -u -o pipefail
+
+: "${OUT:?set OUT to the folder the results go to}"
+cd "$(dirname "$0")/.."
+mkdir -p "$OUT"
+WORK=$(mktemp -d)
+trap 'rm -rf "$WORK"' EXIT
+export PYTHONPATH="src${PYTHONPATH:+:$PYTHONPATH}" MPLBACKEND=Agg TAILMEM_CACHE="$WORK/cache"
+PY=${PYTHON:-python}
+
+if [ "${GPU_CHECK_TOY:-0}" = 1 ]; then
+    DEVICE=cpu
+    PYTEST_FILES=(tests/train/test_precision.py)
+    OPTIM=(--set 2x128 --methods ns5 --no-distributed)
+    STEP=(--size tiny --vocab 64 --seq 32 --batch 4 --precisions fp32 --modes eager --steps 1
+          --warmup 1)
+    QA=(--preset smoke)
+    QA_RUN=(train.precision=fp32 optim.adam.lr=3.0e-3)
+    EXPOSURES=0.5
+    LIMIT_PYTEST=120 LIMIT_OPTIM=120 LIMIT_STEP=120 LIMIT_QA_DATA=120 LIMIT_QA=120
+else
+    DEVICE=cuda
+    mapfile -t PYTEST_FILES < <(grep -rli --include='test_*.py' cuda tests | sort)
+    OPTIM=(--device cuda --set 12x768 --ffn both --repeats 3 --no-distributed)
+    STEP=(--device cuda --size gpt-160m --vocab 50304 --seq 1024 --batch 16 --precisions bf16
+          --modes eager,compiled --arms adamw,hybrid --steps 5 --warmup 2 --threads 0)
+    QA=(--preset paper data.m=10 train.batch_size=32 train.seq_len=512)
+    QA_RUN=(train.precision=bf16 optim.adam.lr=1.0e-3 train.eval_batch_size=512)
+    EXPOSURES=24
+    LIMIT_PYTEST=80 LIMIT_OPTIM=60 LIMIT_STEP=140 LIMIT_QA_DATA=40 LIMIT_QA=120
+fi
+
+: > "$OUT/summary.txt"
+note() { echo "$*" >> "$OUT/summary.txt"; }
+
+# section NAME LIMIT_S FILE COMMAND...: COMMAND's output into $OUT/FILE, its outcome in the summary
+section() {
+    local name=$1 limit=$2 file=$3 start=$SECONDS rc status
+    shift 3
+    timeout --kill-after=10 "$limit" "$@" >> "$OUT/$file" 2>&1
+    rc=$?
+    case $rc in
+        0) status=ok ;;
+        124 | 137) status="timed out after ${limit} s" ;;
+        *) status="failed (exit $rc)" ;;
+    esac
+    note "$name: $status, $((SECONDS - start)) s -> $file"
+}
+
+{
+    date -u
+    nvidia-smi --query-gpu=name,memory.total,driver_version --format=csv 2>&1 || true
+    "$PY" - <<'EOF'
+import importlib.util
+import sys
+
+import torch
+
+print("python", sys.version.split()[0], "| torch", torch.__version__, "| CUDA",
+      torch.version.cuda, "| devices", torch.cuda.device_count())
+for name in ("numpy", "scipy", "matplotlib", "yaml", "tqdm", "tokenizers", "safetensors", "rich",
+             "pytest", "hypothesis", "triton"):
+    print("have" if importlib.util.find_spec(name) else "MISSING", name)
+EOF
+} > "$OUT/env.txt" 2>&1
+note "env: $(grep -c MISSING "$OUT/env.txt") missing package(s) -> env.txt"
+
+if grep -q "^have pytest" "$OUT/env.txt"; then
+    section "CUDA tests" "$LIMIT_PYTEST" pytest_cuda.txt "$PY" -m pytest -q -p no:cacheprovider \
+        -m 'not slow' -k cuda "${PYTEST_FILES[@]}"
+else
+    echo "pytest is not installed here: the CUDA tests were not run" > "$OUT/pytest_cuda.txt"
+    note "CUDA tests: skipped (no pytest) -> pytest_cuda.txt"
+fi
+
+section "optimiser step" "$LIMIT_OPTIM" optim_step.txt "$PY" benchmarks/optim_step.py \
+    "${OPTIM[@]}"
+section "160M step modes" "$LIMIT_STEP" step_modes.txt "$PY" benchmarks/step_modes.py \
+    "${STEP[@]}"
+
+STEPS=$(timeout "$LIMIT_QA_DATA" "$PY" scripts/gpu_check_qa.py steps --exposures "$EXPOSURES" \
+    --cache "$WORK/qa-data" "${QA[@]}" 2> "$WORK/steps.err")
+if [ -n "$STEPS" ]; then
+    echo "steps for $EXPOSURES exposures per rarest fact: $STEPS" > "$OUT/qa_point.txt"
+    section "knowledge-QA point" "$LIMIT_QA" qa_point.txt "$PY" -m tailmem run knowledge-qa \
+        "${QA[@]}" --out "$WORK/qa" "${QA_RUN[@]}" "train.device=$DEVICE" train.threads=null \
+        workers=1 seeds=1 ffn=plain 'arms=[muon,adam]' optim.muon.lr=0.02 "train.steps=$STEPS" \
+        "train.warmup_steps=$(((STEPS + 49) / 50))" "train.eval_every=$(((STEPS + 14) / 15))" \
+        "train.log_every=$(((STEPS + 19) / 20))" train.ckpt_every=0 train.keep_checkpoints=none \
+        "cache_dir=$WORK/qa-data"
+    section "knowledge-QA summary" 30 qa_point.txt "$PY" scripts/gpu_check_qa.py summary \
+        "$WORK/qa"
+else
+    cat "$WORK/steps.err" > "$OUT/qa_point.txt"
+    note "knowledge-QA point: failed (its data or length) -> qa_point.txt"
+fi
+if [ -d "$WORK/qa" ]; then
+    tar -czf "$OUT/qa_run.tar.gz" -C "$WORK" --exclude=ckpt --exclude=data qa
+fi
