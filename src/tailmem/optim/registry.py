@@ -233,18 +233,23 @@ class MARSHParams(HParams):
 @dataclass(frozen=True)
 class LibraryFactory:
     """A well-kept library's optimiser class, imported when first built (``package`` names the
-    pip package and the install hint)."""
+    pip package and the install hint; ``needs``: modules it cannot do without, e.g.
+    ``opt_einsum``, without which ``torch.einsum`` contracts PSGD-Kron's preconditioner left to
+    right through a 16 GiB intermediate)."""
 
     module: str
     attr: str
     package: str
+    needs: tuple[str, ...] = ()
 
     def __call__(self, params: Any, **kwargs: Any) -> torch.optim.Optimizer:
         try:
             cls = getattr(importlib.import_module(self.module), self.attr)
-        except ImportError:
+            for module in self.needs:
+                importlib.import_module(module)
+        except ImportError as exc:
             raise ConfigError(
-                f"{self.module}.{self.attr} needs the package {self.package}; expected it "
+                f"{self.module}.{self.attr} needs {exc.name or self.package}; expected it "
                 "installed (pip install 'tailmem[bench]')"
             ) from None
         optimizer: torch.optim.Optimizer = cls(params, **kwargs)
@@ -372,7 +377,8 @@ REGISTRY: dict[str, OptimizerKind] = {
         OptimizerKind("soap", "SOAP", LibraryFactory("pytorch_optimizer", "SOAP",
                       "pytorch-optimizer"), SOAPHParams, lr=3e-3, family="whitening"),
         OptimizerKind("psgd_kron", "PSGD-Kron", LibraryFactory("pytorch_optimizer", "Kron",
-                      "pytorch-optimizer"), KronHParams, lr=1e-3, family="whitening"),
+                      "pytorch-optimizer", ("opt_einsum",)), KronHParams, lr=1e-3,
+                      family="whitening"),
         OptimizerKind("ademamix", "AdEMAMix", LibraryFactory("pytorch_optimizer", "AdEMAMix",
                       "pytorch-optimizer"), AdEMAMixHParams, lr=1e-3, family="elementwise"),
         OptimizerKind("mars", "MARS", LibraryFactory("pytorch_optimizer", "MARS",
