@@ -220,3 +220,12 @@ def test_a_bad_factory_path_is_one_line(path, message):
 def test_a_user_kind_cannot_reuse_a_registered_name():
     with pytest.raises(ConfigError, match="'adam' is a built-in optimiser kind"):
         user_kind("adam", "torch.optim:SGD", lr=0.1)
+
+
+def test_a_library_kind_refuses_in_one_line_when_a_module_it_needs_is_missing():
+    from tailmem.optim.registry import LibraryFactory
+
+    factory = LibraryFactory("torch.optim", "SGD", "torch", ("tailmem_no_such_module",))
+    with pytest.raises(ConfigError) as err:
+        factory([torch.nn.Parameter(torch.zeros(2))], lr=0.1)
+    assert "needs tailmem_no_such_module" in str(err.value) and "\n" not in str(err.value)
