@@ -45,22 +45,22 @@ CATALOG: dict[str, About] = {
     "assoc-two-group": About(
         "paper A Sec. 5 (Thm 5.3, Fig. 4): one-step balance, Δ–L",
         {"smoke": "", "cpu": "K ≤ 3000", "paper": "K ≤ 30000"},
-        {"smoke": 1.7, "cpu": 6.0, "paper": None},
+        {"smoke": 1.7, "cpu": 5.0, "paper": None},
     ),
     "assoc-scaling": About(
         "paper B: per-group loss curves, noisy scaling laws, TRA-SignGD",
         {"smoke": "", "cpu": "K = 10^4", "paper": "K = 10^5"},
-        {"smoke": 2.4, "cpu": 28.0, "paper": None},
+        {"smoke": 2.4, "cpu": 27.0, "paper": None},
     ),
     "assoc-capacity": About(
         "beyond the papers: Cabannes et al.'s d < K capacity law",
         {"smoke": "", "cpu": "10^3 facts", "paper": "10^4 facts"},
-        {"smoke": 0.4, "cpu": 9.0, "paper": None},
+        {"smoke": 0.4, "cpu": 12.0, "paper": None},
     ),
     "knowledge-qa": About(
         "paper A Sec. 4.3 (Fig. 3, Tables 3–8): tail-fact QA accuracy",
         {"smoke": "", "cpu": "5 arms × 2 FFN types × 3 seeds, d 256", "paper": "160M GPT"},
-        {"smoke": 2.5, "cpu": 2035.0, "paper": None},
+        {"smoke": 2.5, "cpu": 2528.0, "paper": None},
     ),
     "qa-sensitivity": About(
         "paper A Sec. 4.3 (Tables 3–8): the QA lag under unpublished choices",
@@ -77,12 +77,12 @@ CATALOG: dict[str, About] = {
     "ablation": About(
         "paper A Sec. 4.1 (Table 1, Fig. 1): which blocks need Muon",
         {"smoke": "", "cpu": "8 arms × 3 seeds", "paper": "160M GPT"},
-        {"smoke": 0.9, "cpu": 544.0, "paper": None},
+        {"smoke": 0.9, "cpu": 606.0, "paper": None},
     ),
     "spectra": About(
         "paper A Sec. 4.2 (Fig. 2, Table 2): weight isotropy, logits",
         {"smoke": "", "cpu": "2 arms × 3 seeds", "paper": "160M GPT"},
-        {"smoke": 4.6, "cpu": 139.0, "paper": None},
+        {"smoke": 4.6, "cpu": 154.0, "paper": None},
     ),
     "icl-regression": About(
         "paper A (ICLR, reviewers): QK control task, in-context regression",
@@ -92,12 +92,15 @@ CATALOG: dict[str, About] = {
     "optim-bench": About(
         "beyond the papers (C): which optimisers learn the tail",
         {"smoke": "", "cpu": "13 optimisers × 2 QA levels × 3 seeds", "paper": "160M GPT"},
-        {"smoke": 20.0, "cpu": None, "paper": None},
+        {"smoke": 20.0, "cpu": 1632.0, "paper": None},
         in_reproduce=False,
     ),
 }
 """Smoke presets are toy sizes (seconds, for the test suite); the ``paper`` presets carry the
-published sizes and were not timed here."""
+published sizes and were not timed here. The cpu times are each study's wall time in a fresh-clone
+``tailmem reproduce --preset cpu`` of commit f60dcd3 followed by ``--only optim-bench`` (2-core
+AMD EPYC; the README's results come from that folder); qa-sensitivity's and qa-map's were
+measured at an earlier commit."""
 
 
 def about(name: str) -> About | None:
