@@ -62,3 +62,26 @@ def test_bad_benchmark_configs_are_refused_in_one_line(override, needle):
     with pytest.raises(ConfigError) as err:
         load_config(optim_bench.Config, "optim-bench", "smoke", [override])
     assert needle in str(err.value) and "\n" not in str(err.value)
+
+
+def test_the_leaderboard_figure_names_every_point_of_a_cluster_without_overlap():
+    from matplotlib.text import Text
+
+    from tailmem.experiments.optim_bench.board import figure
+
+    adam = {"optimizer": "adam", "label": "Adam", "family": "elementwise", "step_time_vs_adam": 1}
+    rows = [
+        {"optimizer": f"opt{i}", "label": f"Optimiser {i}", "family": "sign",
+         "step_time_vs_adam": 1.0 + 0.002 * i, "lag_vs_adam_0.5": 1.9 + 0.01 * i,
+         "lag_vs_adam_0.5_se": 0.02}
+        for i in range(8)
+    ] + [adam]  # fmt: skip
+    fig = figure(rows, "test")
+    fig.canvas.draw()
+    renderer = fig.canvas.get_renderer()
+    (ax,) = [a for a in fig.axes if a.texts]
+    boxes = [Text.get_window_extent(t, renderer) for t in ax.texts]  # the words, not the leaders
+    assert sorted(t.get_text() for t in ax.texts) == sorted(r["label"] for r in rows)
+    for i, a in enumerate(boxes):
+        for b in boxes[i + 1 :]:
+            assert not a.overlaps(b), (a, b)

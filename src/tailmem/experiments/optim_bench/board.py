@@ -239,6 +239,7 @@ def figure(rows: Sequence[Mapping[str, Any]], level: str) -> Any:
     plt = pyplot()
     fig, ax = plt.subplots(figsize=(6.4, 4.2))
     key = f"lag_vs_adam_{HEADLINE_TAU:g}"
+    points: list[tuple[float, float, str]] = []
     for row in rows:
         y = 1.0 if row["optimizer"] == "adam" else row.get(key)
         x = row.get("step_time_vs_adam")
@@ -248,8 +249,9 @@ def figure(rows: Sequence[Mapping[str, Any]], level: str) -> Any:
         colour = FAMILY_COLOURS.get(row["family"], "black")
         ax.errorbar([x], [y], yerr=[SE_FACTOR * se], fmt="o", color=colour, capsize=3,
                     label=row["family"])  # fmt: skip
-        ax.annotate(row["label"], (x, y), textcoords="offset points", xytext=(4, 3), fontsize=7)
+        points.append((x, y, row["label"]))
     ax.axhline(1.0, color="grey", linestyle=":", linewidth=1)
+    ax.margins(x=0.15)  # room for the rightmost point's name
     handles, names = ax.get_legend_handles_labels()
     unique = dict(zip(names, handles, strict=True))
     ax.set(xlabel="step time ÷ Adam's (same run)",
@@ -259,7 +261,29 @@ def figure(rows: Sequence[Mapping[str, Any]], level: str) -> Any:
     if unique:
         legend_outside(ax, handles=list(unique.values()), labels=list(unique))
     fig.tight_layout()
+    _label_points(ax, points)
     return fig
+
+
+def _label_points(ax: Any, points: Sequence[tuple[float, float, str]], size: float = 7) -> None:
+    """Name each point beside it; a label that would cover one already placed moves down a line
+    (with a leader line to its point), so a cluster of optimisers at the same cost stays
+    readable. Placement is in points on the page, after the axes' limits are final."""
+    to_page = ax.transData.transform
+    line, char = size * 1.25, size * 0.55
+    placed: list[tuple[float, float, float]] = []  # left, bottom, right, in page points
+    for x, y, label in sorted(points, key=lambda p: -p[1]):
+        px, py = to_page((x, y)) * 72.0 / ax.figure.dpi
+        left, bottom, width = px + 5, py + 3, char * len(label)
+        while any(
+            left < r and left + width > lft and abs(bottom - b) < line for lft, b, r in placed
+        ):
+            bottom -= line
+        placed.append((left, bottom, left + width))
+        shifted = bottom != py + 3
+        ax.annotate(label, (x, y), textcoords="offset points", xytext=(left - px, bottom - py),
+                    fontsize=size, arrowprops={"arrowstyle": "-", "color": "grey", "lw": 0.5}
+                    if shifted else None)  # fmt: skip
 
 
 def summary_text(cfg: Any, rows: Sequence[Mapping[str, Any]], claims: Sequence[ClaimResult]) -> str:
