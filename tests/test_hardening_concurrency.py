@@ -13,12 +13,9 @@ import subprocess
 import sys
 import textwrap
 import time
-from collections.abc import Iterator
-from contextlib import contextmanager
 from pathlib import Path
 
 import pytest
-import torch
 
 from signals import terminal_job
 from tailmem.cli import main
@@ -26,11 +23,12 @@ from tailmem.errors import ConfigError
 from tailmem.reproduce import reproduce
 from tailmem.rundir import RunDir
 from tailmem.runner import run_experiment
+from tailmem.threads import torch_threads
 
 SRC = str(Path(__file__).parents[1] / "src")
 ENV = {**os.environ, "PYTHONPATH": SRC, "OMP_NUM_THREADS": "1"}
 """Child processes use one thread; the in-process runs they are compared with do too
-(:func:`one_thread`): on some hosts a float reduction split over two threads differs in its last
+(``torch_threads(1)``): on some hosts a float reduction split over two threads differs in its last
 bit, and a figure drawn from it in its pixels."""
 
 
@@ -158,16 +156,6 @@ def _fingerprint(folder: Path) -> dict[str, object]:
     return out
 
 
-@contextmanager
-def one_thread() -> Iterator[None]:
-    before = torch.get_num_threads()
-    torch.set_num_threads(1)
-    try:
-        yield
-    finally:
-        torch.set_num_threads(before)
-
-
 def _differing(ours: dict[str, object], reference: dict[str, object]) -> list[str]:
     """The entries of two fingerprints that differ (names, not megabytes of PNG in a failure)."""
     return sorted(k for k in ours.keys() | reference.keys() if ours.get(k) != reference.get(k))
@@ -189,7 +177,7 @@ def test_stress_concurrent_runs_and_reproduces_killed_at_random_end_identical(tm
     seed = int(os.environ.get("TAILMEM_STRESS_SEED", "0"))
     rng = random.Random(seed)
     reference = {}
-    with one_thread():
+    with torch_threads(1):
         for name in STRESS_EXPERIMENTS:
             run, _ = run_experiment(name, "smoke", (), out=tmp_path / "reference" / name)
             reference[name] = _fingerprint(run.path)
@@ -246,7 +234,7 @@ def test_stress_concurrent_runs_and_reproduces_killed_at_random_end_identical(tm
     assert _wait_until(lambda: all(unlocked(f) for f in folders), 15.0), seed
 
     # Finish undisturbed; everything must equal the undisturbed reference.
-    with one_thread():
+    with torch_threads(1):
         run, _ = run_experiment("assoc-capacity", "smoke", (), out=tmp_path / "same")
         reproduce("smoke", only=list(STRESS_EXPERIMENTS), out=tmp_path / "results", jobs=1)
     assert _differing(_fingerprint(run.path), reference["assoc-capacity"]) == [], (seed, report)

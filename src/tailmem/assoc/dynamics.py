@@ -21,6 +21,7 @@ from tailmem.assoc.memory import DenseMemory, Memory, StructuredMemory, max_gap
 from tailmem.assoc.optimizers import OptimizerSpec, OptimizerState, as_spec, update_direction
 from tailmem.assoc.spectra import FrequencySpectrum
 from tailmem.errors import ConfigError
+from tailmem.threads import torch_threads
 
 SCHEDULES = ("constant", "log_k_over_t")
 SMALL_DENSE = 5e7
@@ -184,15 +185,9 @@ def small_op_threads(memory: Memory) -> Iterator[None]:
     overhead — and on a busy machine a large one (measured 30× slower for the structured backend
     and 60× for dense K = 200 with two threads under load).
     """
-    if isinstance(memory, DenseMemory) and _dense_work(memory) > SMALL_DENSE:
+    large = isinstance(memory, DenseMemory) and _dense_work(memory) > SMALL_DENSE
+    with torch_threads(None if large else 1):
         yield
-        return
-    previous = torch.get_num_threads()
-    torch.set_num_threads(1)
-    try:
-        yield
-    finally:
-        torch.set_num_threads(previous)
 
 
 def _dense_work(memory: DenseMemory) -> float:

@@ -41,6 +41,7 @@ from typing import Any
 import torch
 
 from tailmem.procs import die_with_parent
+from tailmem.threads import torch_threads
 
 STOP_GRACE_S = 10.0
 """How long interrupted workers get to clean up before they are killed."""
@@ -181,17 +182,6 @@ def _kill(children: list[multiprocessing.process.BaseProcess]) -> None:
             child.kill()
 
 
-@contextlib.contextmanager
-def _threads(threads: int | None) -> Iterator[None]:
-    before = torch.get_num_threads()
-    if threads:
-        torch.set_num_threads(threads)
-    try:
-        yield
-    finally:
-        torch.set_num_threads(before)
-
-
 class Pool:
     """Runs submitted calls on ``workers`` processes (see the module docstring).
 
@@ -257,7 +247,7 @@ class Pool:
         that reached a worker first is raised here."""
         while self._inline:
             tag, fn, args = self._inline.pop(0)
-            with _threads(self.threads):
+            with torch_threads(self.threads):
                 try:
                     result = fn(*args)
                 except Exception as exc:  # the caller decides (reproduce marks it failed)

@@ -32,6 +32,7 @@ import torch
 
 from tailmem.errors import ConfigError
 from tailmem.resources import default_cache_dir
+from tailmem.threads import torch_threads
 
 PRECISIONS = ("auto", "fp32", "bf16")
 """What ``precision`` may be set to; a run trains in one of the last two."""
@@ -104,14 +105,9 @@ def matmul_gflops(shape: tuple[int, int, int], dtype: torch.dtype, device: str,
 def measure(kind: str) -> Probe:
     """Time every probe shape in float32 and bfloat16 on a ``kind`` device (one thread on a
     CPU: the presets train each run on one) and choose."""
-    threads = torch.get_num_threads()
-    if kind == "cpu":
-        torch.set_num_threads(1)
-    try:
+    with torch_threads(1 if kind == "cpu" else None):
         fp32 = tuple(round(matmul_gflops(s, torch.float32, kind), 2) for s in PROBE_SHAPES)
         bf16 = tuple(round(matmul_gflops(s, torch.bfloat16, kind), 2) for s in PROBE_SHAPES)
-    finally:
-        torch.set_num_threads(threads)
     fast = all(b >= BF16_MIN_SPEEDUP * f for b, f in zip(bf16, fp32, strict=True))
     return Probe(device_name(kind), torch.__version__, fp32, bf16, "bf16" if fast else "fp32")
 
