@@ -27,6 +27,8 @@ from typing import Any
 
 import yaml
 
+from tailmem.mdtable import md_table
+
 ROOT = Path(__file__).resolve().parents[1]
 VALUES = ROOT / "docs" / "results_cpu.json"
 TEMPLATE = ROOT / "docs" / "readme_results.md"
@@ -62,13 +64,6 @@ def minutes(seconds: float) -> str:
     """``49 min 11 s`` (``37 s`` under a minute)."""
     whole = round(seconds)
     return f"{whole // 60} min {whole % 60:02d} s" if whole >= 60 else f"{whole} s"
-
-
-def table(header: Sequence[str], rows: Sequence[Sequence[Any]]) -> str:
-    """A Markdown table."""
-    lines = ["| " + " | ".join(header) + " |", "|" + "---|" * len(header)]
-    lines += ["| " + " | ".join(str(cell) for cell in row) + " |" for row in rows]
-    return "\n".join(lines)
 
 
 def _csv(path: Path) -> list[dict[str, str]]:
@@ -109,7 +104,7 @@ def knowledge_qa(run: Path, record: Mapping[str, Any]) -> dict[str, str]:
              f"{r['em_rarest_mean']:.2f}")
             for r in results["head_tail_gap"] if r["ffn"] == ffn
         ]  # fmt: skip
-        out[f"knowledge-qa.{ffn}.rarest"] = table(("arm", "rarest-group FTA", "its EM"), rows)
+        out[f"knowledge-qa.{ffn}.rarest"] = md_table(("arm", "rarest-group FTA", "its EM"), rows)
         for pair in results["gap_measures"][ffn]["pairs"]:
             if (pair["lead"], pair["lag"]) != ("muon", "adam") or pair["status"] != "measured":
                 continue
@@ -142,7 +137,7 @@ def optim_bench(run: Path, record: Mapping[str, Any]) -> dict[str, str]:
                   "Adam's ÷ its", "rarest FTA", "step time ÷ Adam", "memory: rarest group "
                   "halved at step", "placement")  # fmt: skip
         out[f"optim-bench.level{i}"] = level
-        out[f"optim-bench.table{i}"] = table(header, rows)
+        out[f"optim-bench.table{i}"] = md_table(header, rows)
         places = {r["label"]: r["placement"].split(" (")[0] for r in board if r["level"] == level}
         out[f"optim-bench.summary{i}"] = "; ".join(
             f"{place}: {', '.join(n for n, p in places.items() if p == place)}"
@@ -194,7 +189,7 @@ def collect(folders: Sequence[Path]) -> dict[str, Any]:
         verdicts = [c["verdict"] for c in record["claims"]]
         counts.append((f"`{name}`", *(verdicts.count(v) for v in VERDICTS)))
         claims |= {c["id"]: c for c in record["claims"]}
-    values["verdicts.table"] = table(("study", *VERDICTS), counts)
+    values["verdicts.table"] = md_table(("study", *VERDICTS), counts)
     values["verdicts.headlines"] = "\n".join(
         f"- `{i}` ({claims[i]['claim']}): **{claims[i]['verdict']}** — {claims[i]['ours']}"
         + (f" ({claims[i]['reason']})" if claims[i]["reason"] else "")
