@@ -14,6 +14,16 @@ Packed documents: :meth:`GPT.forward` and :meth:`GPT.hidden` take optional per-t
 (a token attends only to earlier tokens with the same id: a block-diagonal causal mask). Without
 ``doc_ids`` attention takes the plain causal path.
 
+Ensembles (``GPT(cfg, members=E)``): E independent models of one shape in one module, every
+parameter with a leading member dimension (``(E, out, in)`` matrices, ``(E, d)`` norm weights),
+inputs and targets ``(E, B, T)``, logits ``(E, B, T, vocab)`` and one mean loss per member
+``(E,)``. Each member's forward is exactly its own model's: the matrix products are batched over
+members (one ``bmm`` per projection) and attention runs over members × batch. Seeds (or sweep
+points) of one arm then train as one model with larger kernels: :meth:`GPT.stack` builds an
+ensemble from single models (each member starts from its own seed's initialisation),
+:meth:`GPT.member` takes one out again (evaluation, diagnostics, checkpoints). Member-aware
+optimisers step each member on its own (``tailmem.train.ensemble``).
+
 Every matrix that an optimiser recipe can address is its own ``nn.Linear`` with a fixed name, so
 roles can be read off the module tree::
 
@@ -31,6 +41,7 @@ roles can be read off the module tree::
 from __future__ import annotations
 
 import math
+from collections.abc import Sequence
 from dataclasses import dataclass, replace
 
 import torch
@@ -178,6 +189,68 @@ def rope_tables(head_dim: int, max_seq_len: int, base: float) -> tuple[Tensor, T
     return angles.cos().float(), angles.sin().float()
 
 
+class MemberLinear(nn.Module):
+    """``members`` bias-free linear maps in one ``(members, out, in)`` weight: member ``e`` of an
+    input ``(members, ..., in)`` goes through matrix ``e`` (one batched matmul for all)."""
+
+    def __init__(self, d_in: int, d_out: int, members: int) -> None:
+        super().__init__()
+        self.weight = nn.Parameter(torch.empty(members, d_out, d_in))
+
+    def forward(self, x: Tensor) -> Tensor:
+        rows = x.reshape(x.shape[0], -1, x.shape[-1])
+        return torch.bmm(rows, self.weight.mT).view(*x.shape[:-1], self.weight.shape[1])
+
+
+class MemberRMSNorm(nn.Module):
+    """``members`` RMSNorms of width ``dim`` (weight ``(members, dim)``) over inputs
+    ``(members, ..., dim)``."""
+
+    def __init__(self, dim: int, members: int, eps: float) -> None:
+        super().__init__()
+        self.eps = eps
+        self.weight = nn.Parameter(torch.ones(members, dim))
+
+    def forward(self, x: Tensor) -> Tensor:
+        weight = self.weight.view(self.weight.shape[0], *(1,) * (x.ndim - 2), -1)
+        return F.rms_norm(x, (x.shape[-1],), eps=self.eps) * weight
+
+
+class MemberEmbedding(nn.Module):
+    """``members`` embedding tables in one ``(members, num_embeddings, dim)`` weight; ids
+    ``(members, ...)`` look up their own member's table."""
+
+    def __init__(self, num_embeddings: int, dim: int, members: int) -> None:
+        super().__init__()
+        self.num_embeddings = num_embeddings
+        self.weight = nn.Parameter(torch.empty(members, num_embeddings, dim))
+
+    def forward(self, ids: Tensor) -> Tensor:
+        member = torch.arange(ids.shape[0], device=ids.device)
+        return self.weight[member.view(-1, *(1,) * (ids.ndim - 1)), ids]
+
+
+def _linear(d_in: int, d_out: int, members: int) -> nn.Module:
+    """A bias-free projection: ``nn.Linear`` for one model, :class:`MemberLinear` for more."""
+    if members == 1:
+        return nn.Linear(d_in, d_out, bias=False)
+    return MemberLinear(d_in, d_out, members)
+
+
+def _norm(dim: int, members: int, eps: float) -> nn.Module:
+    """An RMSNorm: ``nn.RMSNorm`` for one model, :class:`MemberRMSNorm` for more."""
+    return nn.RMSNorm(dim, eps=eps) if members == 1 else MemberRMSNorm(dim, members, eps)
+
+
+def _embedding(num: int, dim: int, members: int) -> nn.Module:
+    """A lookup table: ``nn.Embedding`` for one model, :class:`MemberEmbedding` for more."""
+    return nn.Embedding(num, dim) if members == 1 else MemberEmbedding(num, dim, members)
+
+
+_NORMS = (nn.RMSNorm, MemberRMSNorm)
+_TABLES = (nn.Linear, nn.Embedding, MemberLinear, MemberEmbedding)
+
+
 def apply_rope(x: Tensor, cos: Tensor, sin: Tensor) -> Tensor:
     """Rotate ``x`` of shape ``(..., T, head_dim)`` by the tables' rows of its positions
     (``cos`` and ``sin`` broadcast to ``(..., T, head_dim/2)``: the first T rows of
@@ -194,48 +267,53 @@ def apply_rope(x: Tensor, cos: Tensor, sin: Tensor) -> Tensor:
 class Attention(nn.Module):
     """Causal multi-head self-attention with separate Q, K, V, O projections.
 
-    ``rope``: the ``(cos, sin)`` rows of the tokens' positions (None: no rotation); ``mask``: a
-    boolean ``(B, 1, T, T)`` "may attend" mask replacing the plain causal one (None: causal).
+    Inputs ``(B, T, d)``, or ``(members, B, T, d)`` in an ensemble (attention then runs over
+    members × batch). ``rope``: the ``(cos, sin)`` rows of the tokens' positions (None: no
+    rotation); ``mask``: a boolean ``(B, 1, T, T)`` (ensemble: ``(members, B, 1, T, T)``) "may
+    attend" mask replacing the plain causal one (None: causal).
     """
 
-    def __init__(self, cfg: GPTConfig) -> None:
+    def __init__(self, cfg: GPTConfig, members: int = 1) -> None:
         super().__init__()
         d = cfg.d_model
         self.n_head, self.head_dim, self.dropout = cfg.n_head, cfg.head_dim, cfg.dropout
-        self.q = nn.Linear(d, d, bias=False)
-        self.k = nn.Linear(d, d, bias=False)
-        self.v = nn.Linear(d, d, bias=False)
-        self.o = nn.Linear(d, d, bias=False)
+        self.q = _linear(d, d, members)
+        self.k = _linear(d, d, members)
+        self.v = _linear(d, d, members)
+        self.o = _linear(d, d, members)
+        self.q_norm: nn.Module | None
+        self.k_norm: nn.Module | None
         if cfg.qk_norm:
-            self.q_norm = nn.RMSNorm(cfg.head_dim, eps=cfg.norm_eps)
-            self.k_norm = nn.RMSNorm(cfg.head_dim, eps=cfg.norm_eps)
+            self.q_norm = _norm(cfg.head_dim, members, cfg.norm_eps)
+            self.k_norm = _norm(cfg.head_dim, members, cfg.norm_eps)
         else:
             self.q_norm = self.k_norm = None
         self.record_logit_max = False
         self.logit_max: Tensor | None = None
 
     def _heads(self, x: Tensor) -> Tensor:
-        b, t, _ = x.shape
-        return x.view(b, t, self.n_head, self.head_dim)
+        return x.view(*x.shape[:-1], self.n_head, self.head_dim)
 
     def forward(
         self, x: Tensor, rope: tuple[Tensor, Tensor] | None, mask: Tensor | None = None
     ) -> Tensor:
-        b, t, d = x.shape
+        *lead, t, d = x.shape
         q, k = self._heads(self.q(x)), self._heads(self.k(x))
-        v = self._heads(self.v(x)).transpose(1, 2)
-        if self.q_norm is not None:
+        v = self._heads(self.v(x)).transpose(-3, -2)
+        if self.q_norm is not None and self.k_norm is not None:
             q, k = self.q_norm(q), self.k_norm(k)
-        q, k = q.transpose(1, 2), k.transpose(1, 2)
+        q, k = q.transpose(-3, -2), k.transpose(-3, -2)
         if rope is not None:
             q, k = apply_rope(q, *rope), apply_rope(k, *rope)
         if self.record_logit_max:
             self.logit_max = _causal_logit_max(q, k, mask)
+        q, k, v = q.flatten(0, -4), k.flatten(0, -4), v.flatten(0, -4)  # (members·B, H, T, hd)
         y = F.scaled_dot_product_attention(
-            q, k, v, attn_mask=mask, dropout_p=self.dropout if self.training else 0.0,
-            is_causal=mask is None,
+            q, k, v, attn_mask=None if mask is None else mask.flatten(0, -4),
+            dropout_p=self.dropout if self.training else 0.0, is_causal=mask is None,
         )  # fmt: skip
-        return self.o(y.transpose(1, 2).reshape(b, t, d))
+        y = y.view(*lead, self.n_head, t, self.head_dim).transpose(-3, -2)
+        return self.o(y.reshape(*lead, t, d))
 
 
 def _causal_logit_max(q: Tensor, k: Tensor, mask: Tensor | None = None) -> Tensor:
@@ -249,23 +327,23 @@ def _causal_logit_max(q: Tensor, k: Tensor, mask: Tensor | None = None) -> Tenso
 
 
 def document_mask(doc_ids: Tensor) -> Tensor:
-    """Boolean ``(B, 1, T, T)`` attention mask of packed documents: query ``i`` may attend to key
-    ``j`` when ``j <= i`` and both tokens carry the same id in ``doc_ids`` ``(B, T)``."""
+    """Boolean ``(..., B, 1, T, T)`` attention mask of packed documents: query ``i`` may attend to
+    key ``j`` when ``j <= i`` and both tokens carry the same id in ``doc_ids`` ``(..., B, T)``."""
     t = doc_ids.shape[-1]
     causal = torch.ones(t, t, dtype=torch.bool, device=doc_ids.device).tril()
-    same = doc_ids[:, :, None] == doc_ids[:, None, :]
-    return (same & causal).unsqueeze(1)
+    same = doc_ids[..., :, None] == doc_ids[..., None, :]
+    return (same & causal).unsqueeze(-3)
 
 
 class FFN(nn.Module):
     """Plain ``w_out(gelu(w_in h))`` or gated ``w_out(silu(w_in h) * w_gate h)`` feed-forward."""
 
-    def __init__(self, cfg: GPTConfig) -> None:
+    def __init__(self, cfg: GPTConfig, members: int = 1) -> None:
         super().__init__()
         self.gated = cfg.ffn == "gated"
-        self.w_in = nn.Linear(cfg.d_model, cfg.d_ff, bias=False)
-        self.w_gate = nn.Linear(cfg.d_model, cfg.d_ff, bias=False) if self.gated else None
-        self.w_out = nn.Linear(cfg.d_ff, cfg.d_model, bias=False)
+        self.w_in = _linear(cfg.d_model, cfg.d_ff, members)
+        self.w_gate = _linear(cfg.d_model, cfg.d_ff, members) if self.gated else None
+        self.w_out = _linear(cfg.d_ff, cfg.d_model, members)
 
     def forward(self, h: Tensor) -> Tensor:
         if self.w_gate is not None:
@@ -276,12 +354,12 @@ class FFN(nn.Module):
 class Block(nn.Module):
     """Pre-norm residual block: ``x + attn(norm(x))`` then ``x + ffn(norm(x))``."""
 
-    def __init__(self, cfg: GPTConfig) -> None:
+    def __init__(self, cfg: GPTConfig, members: int = 1) -> None:
         super().__init__()
-        self.attn_norm = nn.RMSNorm(cfg.d_model, eps=cfg.norm_eps)
-        self.attn = Attention(cfg)
-        self.ffn_norm = nn.RMSNorm(cfg.d_model, eps=cfg.norm_eps)
-        self.ffn = FFN(cfg)
+        self.attn_norm = _norm(cfg.d_model, members, cfg.norm_eps)
+        self.attn = Attention(cfg, members)
+        self.ffn_norm = _norm(cfg.d_model, members, cfg.norm_eps)
+        self.ffn = FFN(cfg, members)
         self.drop = nn.Dropout(cfg.dropout)
 
     def forward(
@@ -292,19 +370,27 @@ class Block(nn.Module):
 
 
 class GPT(nn.Module):
-    """Decoder-only language model; ``model(idx, targets) -> (logits, loss)``."""
+    """Decoder-only language model; ``model(idx, targets) -> (logits, loss)``.
 
-    def __init__(self, cfg: GPTConfig) -> None:
+    ``members``: how many independent models of this shape the module holds (an ensemble, see
+    the module docstring); 1 is a plain model.
+    """
+
+    def __init__(self, cfg: GPTConfig, members: int = 1) -> None:
         super().__init__()
         cfg.validate()
-        self.cfg = cfg
-        self.embed = nn.Embedding(cfg.vocab_size, cfg.d_model)
+        if isinstance(members, bool) or not isinstance(members, int) or members < 1:
+            raise ConfigError(f"GPT members must be a positive integer, got {members!r}")
+        self.cfg, self.members = cfg, members
+        self.member_dims = 0 if members == 1 else 1
+        """Leading parameter dimensions that index members (what member-aware optimisers read)."""
+        self.embed = _embedding(cfg.vocab_size, cfg.d_model, members)
         learned = cfg.pos_encoding == "learned"
-        self.pos_embed = nn.Embedding(cfg.max_seq_len, cfg.d_model) if learned else None
+        self.pos_embed = _embedding(cfg.max_seq_len, cfg.d_model, members) if learned else None
         self.drop = nn.Dropout(cfg.dropout)
-        self.blocks = nn.ModuleList(Block(cfg) for _ in range(cfg.n_layer))
-        self.final_norm = nn.RMSNorm(cfg.d_model, eps=cfg.norm_eps)
-        self.head = nn.Linear(cfg.d_model, cfg.vocab_size, bias=False)
+        self.blocks = nn.ModuleList(Block(cfg, members) for _ in range(cfg.n_layer))
+        self.final_norm = _norm(cfg.d_model, members, cfg.norm_eps)
+        self.head = _linear(cfg.d_model, cfg.vocab_size, members)
         if cfg.tie_weights:
             self.head.weight = self.embed.weight
         if cfg.pos_encoding == "rope":
@@ -318,11 +404,32 @@ class GPT(nn.Module):
         std = self.cfg.init_std
         residual_std = std / math.sqrt(2 * self.cfg.n_layer)
         for name, module in self.named_modules():
-            if isinstance(module, nn.Linear | nn.Embedding):
+            if isinstance(module, _TABLES):
                 last = name.rsplit(".", 1)[-1]
                 nn.init.normal_(module.weight, 0.0, residual_std if last in ("o", "w_out") else std)
-            elif isinstance(module, nn.RMSNorm):
+            elif isinstance(module, _NORMS):
                 nn.init.ones_(module.weight)
+
+    @classmethod
+    def stack(cls, models: Sequence[GPT]) -> GPT:
+        """An ensemble whose member ``k`` is a copy of ``models[k]`` (single models of one
+        config, e.g. one per seed)."""
+        if not models or any(m.members != 1 or m.cfg != models[0].cfg for m in models):
+            raise ValueError("GPT.stack needs one or more single models of one config")
+        ensemble = cls(models[0].cfg, members=len(models))
+        states = [m.state_dict() for m in models]
+        ensemble.load_state_dict(
+            {name: torch.stack([s[name] for s in states]) for name in states[0]}
+        )
+        return ensemble.to(next(models[0].parameters()).device)
+
+    def member(self, k: int) -> GPT:
+        """Member ``k`` of an ensemble as a single model (a copy of its weights)."""
+        if not 0 <= k < self.members:
+            raise IndexError(f"member {k} of an ensemble of {self.members}")
+        single = type(self)(self.cfg).to(next(self.parameters()).device)
+        single.load_state_dict({name: t[k].clone() for name, t in self.state_dict().items()})
+        return single
 
     def forward(
         self,
@@ -333,39 +440,47 @@ class GPT(nn.Module):
         doc_ids: Tensor | None = None,
     ) -> tuple[Tensor, Tensor | None]:
         """Logits ``(B, T, vocab)`` for token ids ``idx`` ``(B, T)`` (``positions`` and
-        ``doc_ids``: see :meth:`hidden`).
+        ``doc_ids``: see :meth:`hidden`); an ensemble takes ``(members, B, T)``.
 
         With ``targets`` (same shape, ``-100`` = ignored position) also the mean cross-entropy
-        over the non-ignored positions.
+        over the non-ignored positions; an ensemble's is one per member, ``(members,)``, so that
+        the gradient of their sum is every member's own.
         """
         logits = self.head(self.hidden(idx, positions=positions, doc_ids=doc_ids))
         loss = None
-        if targets is not None:
+        if targets is not None and self.members == 1:
             loss = F.cross_entropy(
                 logits.flatten(0, 1).float(), targets.flatten(), ignore_index=-100
             )
+        elif targets is not None:
+            per_token = F.cross_entropy(
+                logits.flatten(0, -2).float(), targets.reshape(-1), ignore_index=-100,
+                reduction="none",
+            ).view(self.members, -1)  # fmt: skip
+            counted = (targets.reshape(self.members, -1) != -100).sum(dim=1)
+            loss = per_token.sum(dim=1) / counted
         return logits, loss
 
     def hidden(
         self, inputs: Tensor, *, positions: Tensor | None = None, doc_ids: Tensor | None = None
     ) -> Tensor:
-        """The final-normed hidden states ``(B, T, d_model)`` the head reads: ``embed`` (token
-        ids here; a subclass may embed other inputs) plus the learned position embedding, the
-        blocks, the final norm.
+        """The final-normed hidden states ``(B, T, d_model)`` the head reads (an ensemble's:
+        ``(members, B, T, d_model)``): ``embed`` (token ids here; a subclass may embed other
+        inputs) plus the learned position embedding, the blocks, the final norm.
 
         ``positions`` (``(B, T)`` or ``(T,)``, each below ``max_seq_len``; default ``0..T-1``):
         the position of every token, as RoPE or the learned embedding read it. ``doc_ids``
         (``(B, T)``): a token attends only to tokens at or before it with the same id (packed
         documents, each on its own); default: every earlier token of the row.
         """
-        t = inputs.shape[1]
+        x = self.embed(inputs)
+        t = x.shape[-2]
         if t > self.cfg.max_seq_len:
             raise ValueError(f"sequence length {t} exceeds max_seq_len {self.cfg.max_seq_len}")
         if positions is None:
             positions = torch.arange(t, device=inputs.device)
-        x = self.embed(inputs)
         if self.pos_embed is not None:
-            x = x + self.pos_embed(positions)
+            x = x + self.pos_embed(positions.expand(x.shape[:-1]))
         x = self.drop(x)
         rope = self._rope(positions)
         mask = None if doc_ids is None else document_mask(doc_ids)
@@ -386,7 +501,7 @@ class GPT(nn.Module):
         A tied head shares ``embed.weight``, which ``named_parameters()`` lists once, as embed;
         the learned position embedding is an embedding too.
         """
-        norm_names = {n for n, m in self.named_modules() if isinstance(m, nn.RMSNorm)}
+        norm_names = {n for n, m in self.named_modules() if isinstance(m, _NORMS)}
         roles = {}
         for name, _ in self.named_parameters():
             owner, _, leaf = name.rpartition(".")
@@ -412,6 +527,8 @@ class GPT(nn.Module):
         per layer). It materialises a ``(B, n_head, T, T)`` score tensor per layer, so pass a modest
         batch; the normal forward never computes it.
         """
+        if self.members != 1:
+            raise ValueError("attention_logit_max measures one model: use ensemble.member(k)")
         attns = [block.attn for block in self.blocks]
         for attn in attns:
             attn.record_logit_max = True
@@ -434,7 +551,7 @@ def count_params(cfg: GPTConfig, *, non_embedding: bool = False) -> int:
     total = sum(p.numel() for p in model.parameters())
     if non_embedding:
         embeddings = [model.embed, model.pos_embed]
-        total -= sum(e.weight.numel() for e in embeddings if e is not None)
+        total -= sum(p.numel() for e in embeddings if e is not None for p in e.parameters())
     return total
 
 

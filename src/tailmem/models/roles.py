@@ -74,6 +74,8 @@ from dataclasses import dataclass
 
 from torch import nn
 
+from tailmem.models.gpt import MemberEmbedding
+
 ROLES: tuple[str, ...] = (
     "q",
     "k",
@@ -266,8 +268,10 @@ def _explicit_roles(params: dict[str, nn.Parameter], roles: RoleSpec) -> dict[st
 
 
 def vocab_size(model: nn.Module) -> int | None:
-    """Rows of the largest ``nn.Embedding`` of ``model`` (its token vocabulary), or None."""
-    sizes = [m.num_embeddings for m in model.modules() if isinstance(m, nn.Embedding)]
+    """Rows of the largest embedding table of ``model`` (its token vocabulary), or None: an
+    ``nn.Embedding`` or an ensemble's :class:`~tailmem.models.gpt.MemberEmbedding`."""
+    tables = (nn.Embedding, MemberEmbedding)
+    sizes = [m.num_embeddings for m in model.modules() if isinstance(m, tables)]
     return max(sizes) if sizes else None
 
 

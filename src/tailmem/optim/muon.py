@@ -19,15 +19,19 @@ divides by ``max(‖D‖_F, eps)``.
 Beyond torch (a superset; ``steps`` and ``scale`` are tailmem's older names of ``ns_steps`` and
 ``adjust_lr_fn``): any :data:`~tailmem.optim.orthogonalize.METHODS` (``method="polar_express"``…),
 any compute ``dtype`` (``None``: the gradient's), parameters with more than two dimensions,
-row blocks (``num_heads`` / ``row_splits``), ``fan_out_dim``, NorMuon (``normuon=True``), and
-explicit distribution (below).
+row blocks (``num_heads`` / ``row_splits``), ``fan_out_dim``, leading ``batch_dims``, NorMuon
+(``normuon=True``), and explicit distribution (below).
 
 Matrix view of a parameter: the output (fan-out) dimension ``fan_out_dim`` is moved first and
 all other dimensions are flattened, so a conv weight ``(out, in, kh, kw)`` is the matrix
 ``(out, in·kh·kw)`` and a Hugging Face ``Conv1D`` weight ``(in, out)`` with ``fan_out_dim=1`` is
 ``(out, in)``. Its rows may be split into blocks (``num_heads`` equal blocks, or ``row_splits``
-sizes, e.g. a fused q/k/v) that are orthogonalised and scaled separately. ``scale`` always uses the
-block's ``(rows, cols)`` in that ``(out, in)`` view:
+sizes, e.g. a fused q/k/v) that are orthogonalised and scaled separately. ``batch_dims`` leading
+dimensions index independent parameters stacked in one tensor (an ensemble's members,
+:class:`tailmem.models.gpt.GPT` with ``members``): each index is its own parameter, with its own
+matrix view, blocks and NorMuon rows, so member ``k`` steps exactly as a single model would;
+``fan_out_dim`` counts after them. ``scale`` always uses the block's ``(rows, cols)`` in that
+``(out, in)`` view:
 
 * ``"original"`` (or ``None``): ``sqrt(max(1, rows/cols))`` (Keller Jordan; torch's default),
 * ``"match_rms_adamw"``: ``0.2·sqrt(max(rows, cols))`` (Moonlight: update RMS ≈ AdamW's),
@@ -147,11 +151,13 @@ def muon_update(
 
 @dataclass
 class _Job:
-    """One parameter's update: its full ``(out, in)`` direction cut into row blocks."""
+    """One parameter's update: its full ``(out, in)`` direction (one per batch index) cut into
+    row blocks. ``pieces`` are ``(n, rows, cols)`` stacks of equal blocks; ``block_rows`` the rows
+    of every block in the order the pieces unbind."""
 
     param: Tensor
     group: dict[str, Any]
-    moved_shape: tuple[int, ...]
+    moved_shape: tuple[int, ...]  # (count, out, other dims...): count = product of batch dims
     block_rows: tuple[int, ...]
     equal_blocks: bool
     pieces: list[Tensor]
@@ -177,7 +183,9 @@ class Muon(Optimizer):
         num_heads: split the output rows into this many equal blocks.
         row_splits: split the output rows into blocks of these sizes (exclusive with num_heads).
         fan_out_dim: which dimension of the parameter is the output (0: ``nn.Linear`` (out, in);
-            1: Hugging Face ``Conv1D`` (in, out)).
+            1: Hugging Face ``Conv1D`` (in, out)), counted after the batch dimensions.
+        batch_dims: leading dimensions that index independent matrices (an ensemble's members),
+            each orthogonalised, scaled and NorMuon-normalised on its own.
         normuon: NorMuon per-row normalisation after orthogonalisation; ``normuon_beta2`` its
             second-moment decay in ``[0, 1)``.
         process_group: share the orthogonalisation across this group (DDP); ``None``: local.
@@ -212,6 +220,7 @@ class Muon(Optimizer):
         num_heads: int | None = None,
         row_splits: tuple[int, ...] | None = None,
         fan_out_dim: int = 0,
+        batch_dims: int = 0,
         normuon: bool = False,
         normuon_beta2: float = 0.95,
         steps: int | None = None,
@@ -239,6 +248,7 @@ class Muon(Optimizer):
             "num_heads": num_heads,
             "row_splits": row_splits,
             "fan_out_dim": fan_out_dim,
+            "batch_dims": batch_dims,
             "normuon": normuon,
             "normuon_beta2": normuon_beta2,
         }
@@ -403,13 +413,14 @@ class Muon(Optimizer):
             update = job.pieces[0].reshape(job.moved_shape)
             alpha = -lr * update_scale(job.block_rows[0], cols, scale)
         else:
-            scaled = [
+            scaled = iter(
                 b * update_scale(rows, cols, scale)
                 for b, rows in zip(blocks, job.block_rows, strict=True)
-            ]
-            update = torch.cat(scaled).reshape(job.moved_shape)
+            )
+            pieces = [torch.stack([next(scaled) for _ in piece]) for piece in job.pieces]
+            update = torch.cat(pieces, dim=0 if job.equal_blocks else 1).reshape(job.moved_shape)
             alpha = -lr
-        update = update.movedim(0, group["fan_out_dim"])
+        update = update.movedim(1, group["fan_out_dim"] + 1).reshape(p.shape)
         target = D.local(p)
         if D.is_dtensor(p):
             update = D.local_shard(p, update)
@@ -428,19 +439,23 @@ def _alias(value: Any, alias_value: Any, name: str, alias: str, default: Any) ->
 
 
 def _split(p: Tensor, group: dict[str, Any], direction: Tensor) -> _Job:
-    """Cut a parameter's direction into ``(count, rows, cols)`` pieces of equal-shaped blocks."""
-    fan_out_dim = group["fan_out_dim"]
-    moved = direction.movedim(fan_out_dim, 0)
-    out = moved.shape[0]
-    matrix = moved.reshape(out, -1)
+    """Cut a parameter's direction into ``(n, rows, cols)`` pieces of equal-shaped blocks: per
+    batch index, its ``(out, in)`` matrix view split into row blocks."""
+    batch = group["batch_dims"]
+    count = math.prod(direction.shape[:batch])
+    per_index = direction.reshape(count, *direction.shape[batch:])
+    moved = per_index.movedim(group["fan_out_dim"] + 1, 1)
+    out = moved.shape[1]
+    matrices = moved.reshape(count, out, -1)
     if group["row_splits"] is not None:
-        rows = tuple(group["row_splits"])
-        pieces = [block.unsqueeze(0) for block in matrix.split(rows, dim=0)]
+        splits = tuple(group["row_splits"])
+        pieces = list(matrices.split(splits, dim=1))
+        rows = tuple(r for r in splits for _ in range(count))
         equal = False
     else:
         heads = group["num_heads"] or 1
-        rows = (out // heads,) * heads
-        pieces = [matrix.reshape(heads, out // heads, -1)]
+        rows = (out // heads,) * (heads * count)
+        pieces = [matrices.reshape(count * heads, out // heads, -1)]
         equal = True
     return _Job(p, group, tuple(moved.shape), rows, equal, pieces)
 
@@ -520,27 +535,30 @@ def _check_group(group: dict[str, Any]) -> None:
             raise ValueError(f"Muon row_splits must be a non-empty tuple of sizes, got {splits!r}")
         if any(isinstance(s, bool) or not isinstance(s, int) or s < 1 for s in splits):
             raise ValueError(f"Muon row_splits must be positive integers, got {splits!r}")
-    fan_out_dim = group["fan_out_dim"]
+    fan_out_dim, batch = group["fan_out_dim"], group["batch_dims"]
     if isinstance(fan_out_dim, bool) or not isinstance(fan_out_dim, int) or fan_out_dim < 0:
         raise ValueError(f"Muon fan_out_dim must be an integer >= 0, got {fan_out_dim!r}")
+    if isinstance(batch, bool) or not isinstance(batch, int) or batch < 0:
+        raise ValueError(f"Muon batch_dims must be an integer >= 0, got {batch!r}")
     for p in group["params"]:
-        _check_param(p, heads, splits, fan_out_dim)
+        _check_param(p, heads, splits, fan_out_dim, batch)
 
 
 def _check_param(
-    p: Tensor, heads: int | None, splits: tuple[int, ...] | None, fan_out_dim: int
+    p: Tensor, heads: int | None, splits: tuple[int, ...] | None, fan_out_dim: int, batch: int
 ) -> None:
     shape = tuple(p.shape)
-    if p.ndim < 2:
+    if p.ndim - batch < 2:
+        batched = f" after its {batch} batch dimension(s)" if batch else ""
         raise ValueError(
             f"Muon only handles matrices; route 1-D params like norms/biases to Adam "
-            f"(got a parameter of shape {shape})"
+            f"(got a parameter of shape {shape}{batched})"
         )
     if torch.is_complex(p):
         raise TypeError(f"Muon does not support complex parameters (shape {shape})")
-    if fan_out_dim >= p.ndim:
+    if fan_out_dim >= p.ndim - batch:
         raise ValueError(f"Muon fan_out_dim={fan_out_dim} is out of range for shape {shape}")
-    out = shape[fan_out_dim]
+    out = shape[batch + fan_out_dim]
     if heads is not None and out % heads != 0:
         raise ValueError(f"Muon num_heads={heads} does not divide the output size {out} of {shape}")
     if splits is not None and sum(splits) != out:

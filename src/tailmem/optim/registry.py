@@ -273,7 +273,7 @@ def _signgd(params: Any, **kwargs: Any) -> torch.optim.Optimizer:
     return SignGD(params, **kwargs)
 
 
-MUON_LAYOUT_KEYS: tuple[str, ...] = ("row_splits", "fan_out_dim", "num_heads")
+MUON_LAYOUT_KEYS: tuple[str, ...] = ("row_splits", "fan_out_dim", "num_heads", "batch_dims")
 
 FAMILIES: dict[str, str] = {
     "orthogonalised": "the update's singular values set to (about) 1: Muon and its variants",
@@ -297,6 +297,10 @@ class OptimizerKind:
     layout (Muon's ``fan_out_dim`` / ``row_splits``) and that ``role_overrides`` may set.
     ``path``: the import path of a user's factory (None for the built-in kinds). ``family``:
     what kind of update it is (:data:`FAMILIES`), for tables that compare families.
+    ``per_member``: it can train an ensemble (``GPT(cfg, members=E)``): each index of a
+    parameter's leading member dimension steps as its own parameter would, because the update is
+    elementwise or (Muon) told the member dimension through ``batch_dims``. Kinds that mix a
+    tensor's entries (whitening, a per-tensor norm, torch's Muon) are refused for ensembles.
     """
 
     name: str
@@ -308,6 +312,7 @@ class OptimizerKind:
     layout_keys: tuple[str, ...] = ()
     path: str | None = None
     family: str = "yours"
+    per_member: bool = False
 
     def options(self) -> set[str] | None:
         """Names a param group of this kind may set (None: any, a factory taking ``**kwargs``)."""
@@ -359,21 +364,24 @@ REGISTRY: dict[str, OptimizerKind] = {
     kind.name: kind
     for kind in (
         OptimizerKind("muon", "Muon", _muon, MuonHParams, lr=0.02, matrices_only=True,
-                      layout_keys=MUON_LAYOUT_KEYS, family="orthogonalised"),
+                      layout_keys=MUON_LAYOUT_KEYS, family="orthogonalised", per_member=True),
         OptimizerKind("adam", "Adam", torch.optim.Adam, AdamHParams, lr=3e-3,
-                      family="elementwise"),
-        OptimizerKind("sgd", "SGD+M", torch.optim.SGD, SGDHParams, lr=0.1, family="plain"),
+                      family="elementwise", per_member=True),
+        OptimizerKind("sgd", "SGD+M", torch.optim.SGD, SGDHParams, lr=0.1, family="plain",
+                      per_member=True),
         OptimizerKind("adamw", "AdamW", torch.optim.AdamW, AdamWHParams, lr=1e-3,
-                      family="elementwise"),
-        OptimizerKind("signgd", "SignGD", _signgd, SignGDHParams, lr=1e-3, family="sign"),
+                      family="elementwise", per_member=True),
+        OptimizerKind("signgd", "SignGD", _signgd, SignGDHParams, lr=1e-3, family="sign",
+                      per_member=True),
         OptimizerKind("normuon", "NorMuon", _muon, NorMuonHParams, lr=0.02, matrices_only=True,
-                      layout_keys=MUON_LAYOUT_KEYS, family="orthogonalised"),
+                      layout_keys=MUON_LAYOUT_KEYS, family="orthogonalised", per_member=True),
         OptimizerKind("muon_pe", "Muon (Polar Express)", _muon, MuonPEHParams, lr=0.02,
-                      matrices_only=True, layout_keys=MUON_LAYOUT_KEYS, family="orthogonalised"),
+                      matrices_only=True, layout_keys=MUON_LAYOUT_KEYS, family="orthogonalised",
+                      per_member=True),
         OptimizerKind("torch_muon", "torch.optim.Muon", torch.optim.Muon, TorchMuonHParams,
                       lr=0.02, matrices_only=True, family="orthogonalised"),
         OptimizerKind("lion", "Lion", LibraryFactory("lion_pytorch", "Lion", "lion-pytorch"),
-                      LionHParams, lr=1e-4, family="sign"),
+                      LionHParams, lr=1e-4, family="sign", per_member=True),
         OptimizerKind("soap", "SOAP", LibraryFactory("pytorch_optimizer", "SOAP",
                       "pytorch-optimizer"), SOAPHParams, lr=3e-3, family="whitening"),
         OptimizerKind("psgd_kron", "PSGD-Kron", LibraryFactory("pytorch_optimizer", "Kron",

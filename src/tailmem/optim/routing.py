@@ -136,6 +136,11 @@ def plan_param_groups(
     ``roles`` (``{name pattern: role}`` or ``(name, param) -> role | None``) is consulted before
     the built-in roles (:func:`~tailmem.models.roles.resolve_roles`).
 
+    Ensembles: a model with ``member_dims`` (``GPT(cfg, members=E)``: 1) has that many leading
+    member dimensions on every parameter. They do not count as matrix dimensions, every group of
+    a Muon-like kind gets ``batch_dims`` (each member's matrix orthogonalised on its own), and a
+    kind that is not ``per_member`` (it would mix members) is a :class:`ConfigError`.
+
     Vocabulary guard: a parameter whose shape contains the token vocabulary size (rows of the
     model's largest ``nn.Embedding``) and whose role is not one of the matrix roles (an
     embedding, an LM head, an unrecognised ``other``) is never given to a matrices-only kind
@@ -149,6 +154,14 @@ def plan_param_groups(
     except ValueError as err:
         raise ConfigError(str(err)) from None
     vocab = None if force_muon_vocab else vocab_size(model)
+    member_dims = getattr(model, "member_dims", 0)
+    mixing = [kind for kind in routes if member_dims and not known[kind].per_member]
+    if mixing:
+        safe = [k for k, spec in known.items() if spec.per_member]
+        raise ConfigError(
+            f"{mixing[0]} cannot train an ensemble (its step mixes the members of a stacked "
+            f"parameter); ensembles take {', '.join(safe)}"
+        )
     buckets: dict[tuple[Any, ...], list[tuple[str, nn.Parameter]]] = {}
     unassigned: list[tuple[str, str]] = []
     non_matrix: list[tuple[str, str, str, tuple[int, ...]]] = []
@@ -169,7 +182,7 @@ def plan_param_groups(
             )
         kind = kind_of_role[pr.roles[0]]  # every part of a fused tensor goes to this one kind
         matrices_only = known[kind].matrices_only
-        if matrices_only and p.ndim < 2:
+        if matrices_only and p.ndim - member_dims < 2:
             non_matrix.append((kind, name, pr.role, tuple(p.shape)))
         elif matrices_only and vocab in p.shape and not set(pr.roles) & set(MATRIX_ROLES):
             vocab_shaped.append((kind, name, pr.role, tuple(p.shape)))
@@ -234,6 +247,8 @@ def plan_param_groups(
             group["fan_out_dim"] = fan_out_dim
             if row_splits is not None:
                 group["row_splits"] = row_splits
+            if member_dims:
+                group["batch_dims"] = member_dims
         plan[kind].append(group)
     return plan
 
