@@ -10,6 +10,9 @@
 #   step_modes.txt   benchmarks/step_modes.py: tokens/s and MFU of a 160M training step (batch
 #                    16 x 1024, vocab 50,304, bf16), eager vs compiled, AdamW vs hybrid Muon, and
 #                    the optimiser's share of the step
+#   ensemble.txt     benchmarks/ensemble_step.py: 3 seeds of the knowledge-qa cpu model (2 x 256)
+#                    as one ensemble vs 3 single steps, fp32 and bf16 (on 2 CPU cores the
+#                    ensemble did not pay: 0.94-0.99x; small models on a GPU are where it should)
 #   qa_point.txt     one paper-width knowledge-QA point (12 x 768, heads of 64, m = 10, batch
 #                    32 x 512, bf16, as many steps as give every rarest fact 24 exposures:
 #                    about 260), Muon (lr 0.02) and Adam (lr 1e-3), one seed: final FTA and the
@@ -42,8 +45,10 @@ if [ "${GPU_CHECK_TOY:-0}" = 1 ]; then
           --warmup 1)
     QA=(--preset smoke)
     QA_RUN=(train.precision=fp32 optim.adam.lr=3.0e-3)
+    ENSEMBLE=(--size tiny --vocab 64 --seq 32 --batch 4 --repeats 1 --window 1)
     EXPOSURES=0.5
-    LIMIT_PYTEST=120 LIMIT_OPTIM=120 LIMIT_STEP=120 LIMIT_QA_DATA=120 LIMIT_QA=120
+    LIMIT_PYTEST=120 LIMIT_OPTIM=120 LIMIT_STEP=120 LIMIT_ENSEMBLE=120 LIMIT_QA_DATA=120
+    LIMIT_QA=120
 else
     DEVICE=cuda
     mapfile -t PYTEST_FILES < <(grep -rli --include='test_*.py' cuda tests | sort)
@@ -52,8 +57,10 @@ else
           --modes eager,compiled --arms adamw,hybrid --steps 5 --warmup 2 --threads 0)
     QA=(--preset paper data.m=10 train.batch_size=32 train.seq_len=512)
     QA_RUN=(train.precision=bf16 optim.adam.lr=1.0e-3 train.eval_batch_size=512)
+    ENSEMBLE=(--device cuda --members 3 --repeats 5 --window 5)
     EXPOSURES=24
-    LIMIT_PYTEST=80 LIMIT_OPTIM=60 LIMIT_STEP=140 LIMIT_QA_DATA=40 LIMIT_QA=120
+    LIMIT_PYTEST=70 LIMIT_OPTIM=60 LIMIT_STEP=140 LIMIT_ENSEMBLE=20 LIMIT_QA_DATA=30
+    LIMIT_QA=120
 fi
 
 : > "$OUT/summary.txt"
@@ -103,6 +110,10 @@ section "optimiser step" "$LIMIT_OPTIM" optim_step.txt "$PY" benchmarks/optim_st
     "${OPTIM[@]}"
 section "160M step modes" "$LIMIT_STEP" step_modes.txt "$PY" benchmarks/step_modes.py \
     "${STEP[@]}"
+section "ensemble step fp32" "$((LIMIT_ENSEMBLE / 2))" ensemble.txt "$PY" \
+    benchmarks/ensemble_step.py "${ENSEMBLE[@]}"
+section "ensemble step bf16" "$((LIMIT_ENSEMBLE / 2))" ensemble.txt "$PY" \
+    benchmarks/ensemble_step.py "${ENSEMBLE[@]}" --bf16
 
 STEPS=$(timeout "$LIMIT_QA_DATA" "$PY" scripts/gpu_check_qa.py steps --exposures "$EXPOSURES" \
     --cache "$WORK/qa-data" "${QA[@]}" 2> "$WORK/steps.err")
