@@ -12,7 +12,7 @@
 #                    the optimiser's share of the step
 #   ensemble.txt     benchmarks/ensemble_step.py: 3 seeds of the knowledge-qa cpu model (2 x 256)
 #                    as one ensemble vs 3 single steps, fp32 and bf16 (on 2 CPU cores the
-#                    ensemble did not pay: 0.94-0.99x; small models on a GPU are where it should)
+#                    ensemble did not pay: 0.84-0.95x; small models on a GPU are where it may)
 #   qa_point.txt     one paper-width knowledge-QA point (12 x 768, heads of 64, m = 10, batch
 #                    32 x 512, bf16, as many steps as give every rarest fact 24 exposures:
 #                    about 260), Muon (lr 0.02) and Adam (lr 1e-3), one seed: final FTA and the
