@@ -12,6 +12,7 @@ import torch
 
 from tailmem.errors import ConfigError
 from tailmem.models.gpt import GPT, gpt_config
+from tailmem.models.icl import ICLRegressor
 from tailmem.optim.registry import REGISTRY
 from tailmem.optim.routing import route
 from tailmem.train.distributed import DistContext
@@ -95,6 +96,8 @@ def test_member_k_is_model_k_and_its_weights_are_a_copy():
         ensemble.member(3)
     with pytest.raises(ValueError, match="single models of one config"):
         GPT.stack([singles[0], GPT(gpt_config("tiny", vocab_size=VOCAB + 1))])
+    with pytest.raises(ValueError, match="stacks language models \\(GPT\\), got ICLRegressor"):
+        GPT.stack([ICLRegressor(cfg, features=3)])
 
 
 @pytest.mark.parametrize(("ffn", "recipe"), [("gated", HYBRID), ("plain", "normuon:q,k,v,o sgd:*")])

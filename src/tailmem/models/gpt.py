@@ -413,9 +413,13 @@ class GPT(nn.Module):
     @classmethod
     def stack(cls, models: Sequence[GPT]) -> GPT:
         """An ensemble whose member ``k`` is a copy of ``models[k]`` (single models of one
-        config, e.g. one per seed)."""
+        config, e.g. one per seed). With ``dropout > 0`` the members draw their masks from one
+        generator, so they match single runs only in distribution."""
         if not models or any(m.members != 1 or m.cfg != models[0].cfg for m in models):
             raise ValueError("GPT.stack needs one or more single models of one config")
+        if any(type(m) is not GPT for m in models):
+            kinds = sorted({type(m).__name__ for m in models} - {"GPT"})
+            raise ValueError(f"GPT.stack stacks language models (GPT), got {', '.join(kinds)}")
         ensemble = cls(models[0].cfg, members=len(models))
         states = [m.state_dict() for m in models]
         ensemble.load_state_dict(
