@@ -37,19 +37,16 @@ from tailmem.train.loop import TrainConfig, train_step
 RECIPE = "muon:q,k,v,o,w_in,w_gate,w_out adam:*"
 
 
-def best_window(step: Callable[[], None], windows: int, length: int, device: torch.device) -> float:
-    """Seconds per step: the fastest of ``windows`` windows of ``length`` steps."""
-    times = []
-    for _ in range(windows):
-        if device.type == "cuda":
-            torch.cuda.synchronize()
-        start = time.perf_counter()
-        for _ in range(length):
-            step()
-        if device.type == "cuda":
-            torch.cuda.synchronize()
-        times.append((time.perf_counter() - start) / length)
-    return min(times)
+def window_seconds(step: Callable[[], None], length: int, device: torch.device) -> float:
+    """Seconds per step over a window of ``length`` steps."""
+    if device.type == "cuda":
+        torch.cuda.synchronize()
+    start = time.perf_counter()
+    for _ in range(length):
+        step()
+    if device.type == "cuda":
+        torch.cuda.synchronize()
+    return (time.perf_counter() - start) / length
 
 
 def main() -> None:
@@ -102,8 +99,8 @@ def main() -> None:
     ensemble_step_once()
     single_times, ensemble_times = [], []
     for _ in range(args.repeats):  # interleaved: load from elsewhere hits both ways alike
-        single_times.append(best_window(singles_step, 1, args.window, device))
-        ensemble_times.append(best_window(ensemble_step_once, 1, args.window, device))
+        single_times.append(window_seconds(singles_step, args.window, device))
+        ensemble_times.append(window_seconds(ensemble_step_once, args.window, device))
     t_single, t_ensemble = min(single_times), min(ensemble_times)
     step_tokens = args.members * args.batch * args.seq
     worst = 0.0

@@ -382,8 +382,8 @@ class GPT(nn.Module):
         if isinstance(members, bool) or not isinstance(members, int) or members < 1:
             raise ConfigError(f"GPT members must be a positive integer, got {members!r}")
         self.cfg, self.members = cfg, members
+        # leading parameter dimensions that index members (routing reads it for the optimisers)
         self.member_dims = 0 if members == 1 else 1
-        """Leading parameter dimensions that index members (what member-aware optimisers read)."""
         self.embed = _embedding(cfg.vocab_size, cfg.d_model, members)
         learned = cfg.pos_encoding == "learned"
         self.pos_embed = _embedding(cfg.max_seq_len, cfg.d_model, members) if learned else None

@@ -418,7 +418,8 @@ class Muon(Optimizer):
                 for b, rows in zip(blocks, job.block_rows, strict=True)
             )
             pieces = [torch.stack([next(scaled) for _ in piece]) for piece in job.pieces]
-            update = torch.cat(pieces, dim=0 if job.equal_blocks else 1).reshape(job.moved_shape)
+            update = pieces[0] if job.equal_blocks else torch.cat(pieces, dim=1)  # rows per index
+            update = update.reshape(job.moved_shape)
             alpha = -lr
         update = update.movedim(1, group["fan_out_dim"] + 1).reshape(p.shape)
         target = D.local(p)
