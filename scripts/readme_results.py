@@ -215,10 +215,15 @@ def render(template: str, values: Mapping[str, str]) -> str:
     return PLACEHOLDER.sub(lambda m: values[m.group(1)], template)
 
 
+def _block_span(readme: str) -> tuple[int, int]:
+    """Where the generated results section lies in the README: after BEGIN, up to END."""
+    return readme.index(BEGIN) + len(BEGIN), readme.index(END)
+
+
 def readme_block(readme: str) -> str:
     """The README's generated results section (between the markers)."""
-    start = readme.index(BEGIN) + len(BEGIN)
-    return readme[start : readme.index(END)].strip("\n")
+    start, end = _block_span(readme)
+    return readme[start:end].strip("\n")
 
 
 def main(argv: Sequence[str] | None = None) -> int:
@@ -236,8 +241,8 @@ def main(argv: Sequence[str] | None = None) -> int:
     values = json.loads(VALUES.read_text())["values"]
     text = README.read_text()
     block = render(TEMPLATE.read_text(), values).strip("\n")
-    start = text.index(BEGIN) + len(BEGIN)
-    README.write_text(text[:start] + "\n" + block + "\n" + text[text.index(END) :])
+    start, end = _block_span(text)
+    README.write_text(text[:start] + "\n" + block + "\n" + text[end:])
     print(f"README results block rewritten ({len(block.splitlines())} lines)")
     return 0
 
