@@ -12,10 +12,11 @@ from __future__ import annotations
 import math
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
+from statistics import NormalDist
 
 from tailmem.claims.core import (
+    CONFIDENCE,
     MIN_SEEDS,
-    SE_FACTOR,
     Claim,
     ClaimInputs,
     Comparison,
@@ -141,24 +142,28 @@ def check_seed_spread(claim: Claim, inputs: A2Inputs) -> Outcome:
         reason = f"{min(counts)} seed(s); a seed SD needs ≥ {MIN_SEEDS}"
         return inconclusive("—", reason, seeds=seeds, values=values)
     se = math.hypot(*(log_sd_se(n) for n in counts))
+    z = NormalDist().inv_cdf(0.5 + CONFIDENCE / 2)
     spread = inputs.seed_spread
     wins = losses = 0
     for m, k in pairs:
         muon, adam = spread["muon"][m][k], spread["adam"][m][k]
         if muon > 0 and adam > 0:
             ratio = math.log(adam / muon)
-            wins += ratio > SE_FACTOR * se
-            losses += ratio < -SE_FACTOR * se
+            wins += ratio > z * se
+            losses += ratio < -z * se
     ours = (
-        f"Muon's seed SD smaller beyond 2 SE in {wins}/{len(pairs)} (matrix, metric) pairs, "
-        f"larger in {losses} (2 SE of a log SD ratio: {SE_FACTOR * se:.2f}, a factor "
-        f"{math.exp(SE_FACTOR * se):.1f})"
+        f"Muon's seed SD smaller beyond the {CONFIDENCE:.0%} interval in {wins}/{len(pairs)} "
+        f"(matrix, metric) pairs, larger in {losses} (half-width of a log SD ratio: "
+        f"{z * se:.2f}, a factor {math.exp(z * se):.1f})"
     )
     if wins >= claim["min_pairs"]:
         return Outcome("reproduced", ours, seeds=seeds, values=values)
     if losses > len(pairs) - claim["min_pairs"]:
         return Outcome("not reproduced", ours, seeds=seeds, values=values)
-    reason = f"{len(pairs) - wins - losses} pair(s) within 2 SE: {claim['min_pairs']} not reached"
+    reason = (
+        f"{len(pairs) - wins - losses} pair(s) within the interval: {claim['min_pairs']} not "
+        "reached"
+    )
     return inconclusive(ours, reason, seeds=seeds, values=values)
 
 

@@ -1,7 +1,7 @@
 """Claim types, the four verdicts and the statistics every rule shares.
 
-A leaf module: it imports nothing from ``tailmem.experiments`` or ``tailmem.report`` (only the
-standard library and :mod:`tailmem.errors`), so experiments, the report and the CLI can all use it.
+A leaf module: it imports nothing from ``tailmem`` (only the standard library and SciPy's
+Student-t distribution), so experiments, the report and the CLI can all use it.
 
 A :class:`Claim` is one unit: its id, where it stands in PAPERS.md, the statement, the published
 value (per paper version where two versions differ), the rule in words, the rule's numbers
@@ -14,9 +14,20 @@ it (:attr:`Claim.inputs`). :meth:`Claim.evaluate` fills the templates and gives 
 Verdicts:
 
 - ``reproduced`` / ``not reproduced``: the rule decided;
-- ``inconclusive``: the run cannot resolve the effect — a difference within 2 standard errors over
-  seeds, a model at chance, fewer points than a fit needs;
+- ``inconclusive``: the run cannot resolve the effect — a difference inside its 95 % two-sided
+  Student-t interval over seeds, a model at chance, fewer points than a fit needs;
 - ``not measured``: this configuration does not measure the claim; ``reason`` says why.
+
+Statistics (one set, used by every verdict and every leaderboard place)
+    Every interval is a two-sided Student-t interval at :data:`CONFIDENCE` (95 %), with Welch–
+    Satterthwaite degrees of freedom when several arms' noise adds up (:func:`welch_df`): with
+    3 seeds per arm that is about 2.8–4.3 standard errors, not the flat 2 SE (an 82–88 %
+    interval at 3 seeds) used before. Every standard error is floored at the measurement's
+    resolution (:func:`floored_se`), so seeds that agree exactly are not certainty. "The same"
+    is never read from "no difference shown": it needs an equivalence test — two one-sided
+    tests at level :data:`ALPHA` each (:func:`equivalence`), with a margin the claim declares
+    and justifies. A family of comparisons (a leaderboard's) is corrected by Holm's step-down
+    rule (:func:`holm`).
 """
 
 from __future__ import annotations
@@ -33,12 +44,16 @@ from dataclasses import dataclass, field
 from types import MappingProxyType
 from typing import Any, Literal, TypeVar
 
+from scipy import stats as _scipy_stats
+
 Verdict = Literal["reproduced", "not reproduced", "inconclusive", "not measured"]
 VERDICTS: tuple[str, ...] = ("reproduced", "not reproduced", "inconclusive", "not measured")
 MIN_SEEDS = 3
 """Comparisons between arms need at least this many seeds per arm to be decided."""
-SE_FACTOR = 2.0
-"""A difference smaller than this many standard errors is within the noise: ``inconclusive``."""
+CONFIDENCE = 0.95
+"""Every interval is two-sided at this level; a difference inside it is within the noise."""
+ALPHA = 1.0 - CONFIDENCE
+"""The level of every test: a two-sided difference, or each one-sided test of an equivalence."""
 MIN_TREND_POINTS = 3
 """A trend (a fitted slope) needs at least this many points to be decided."""
 
@@ -136,6 +151,33 @@ def floored_se(stats: MeanSE, resolution: float) -> float:
     return max(stats.se or 0.0, floor)
 
 
+def t_quantile(df: float, confidence: float = CONFIDENCE) -> float:
+    """The Student-t quantile of a two-sided ``confidence`` interval with ``df`` degrees of
+    freedom (4.30 at df 2, 2.78 at df 4, 1.96 as df grows)."""
+    if not df > 0:
+        raise ValueError(f"degrees of freedom must be positive, got {df}")
+    return float(_scipy_stats.t.ppf(0.5 + confidence / 2.0, df))
+
+
+def welch_df(parts: Sequence[tuple[float, int]]) -> float:
+    """Welch–Satterthwaite degrees of freedom of a sum of independent means' noise: ``parts``
+    holds each term's variance contribution ``c²·SE²`` and its seed count ``n``. One term:
+    ``n − 1``; a term of zero variance adds nothing (a fixed reference)."""
+    used = [(v, n) for v, n in parts if v > 0 and n > 1]
+    if not used:
+        return float(max(min((n for _, n in parts), default=2) - 1, 1))
+    total = sum(v for v, _ in used)
+    return total**2 / sum(v**2 / (n - 1) for v, n in used)
+
+
+def two_sided_p(estimate: float, se: float, df: float) -> float:
+    """The two-sided p-value of ``estimate / se`` under Student's t with ``df`` degrees of
+    freedom (1 for an estimate of 0; 0 for a non-zero estimate with no noise)."""
+    if se <= 0:
+        return 1.0 if estimate == 0 else 0.0
+    return float(2.0 * _scipy_stats.t.sf(abs(estimate) / se, df))
+
+
 @dataclass(frozen=True)
 class Bound:
     """A censored per-seed value: the true value is at least (``side="lower"``) or at most
@@ -165,7 +207,9 @@ value nor a bound: the seed leaves the comparison undecidable)."""
 
 @dataclass(frozen=True)
 class Comparison:
-    """``a − b − margin`` over seeds, with its standard error and the verdict it supports."""
+    """``a − b − margin`` over seeds: its standard error, Welch degrees of freedom, the
+    half-width of its :data:`CONFIDENCE` interval (``t·SE``), its two-sided p-value and the
+    verdict it supports."""
 
     a: MeanSE
     b: MeanSE
@@ -176,12 +220,23 @@ class Comparison:
     reason: str
     censored: int = 0
     empty: int = 0
+    df: float | None = None
+    half_width: float | None = None
+    p: float | None = None
+
+    @property
+    def interval(self) -> tuple[float, float] | None:
+        """The :data:`CONFIDENCE` interval of ``a − b`` (the margin not subtracted)."""
+        if self.half_width is None:
+            return None
+        centre = self.difference + self.margin
+        return centre - self.half_width, centre + self.half_width
 
     def __str__(self) -> str:
-        se = "" if self.se is None else f" ± {self.se:.2g}"
+        ci = "" if self.interval is None else " (95 % CI {:+.3g} to {:+.3g})".format(*self.interval)
         bounds = f"; {self.censored} censored seed(s) kept as bounds" if self.censored else ""
         bounds += f"; {self.empty} seed(s) with neither a value nor a bound" if self.empty else ""
-        return f"{self.a} vs {self.b} (difference {self.a.mean - self.b.mean:+.4g}{se}{bounds})"
+        return f"{self.a} vs {self.b} (difference {self.a.mean - self.b.mean:+.4g}{ci}{bounds})"
 
 
 def _values(sample: Sample, sign: float) -> tuple[list[float], set[str], int, int]:
@@ -202,24 +257,33 @@ def _values(sample: Sample, sign: float) -> tuple[list[float], set[str], int, in
     return values, directions, bounds, empty
 
 
+def _within_noise(estimate: float, half_width: float) -> str:
+    return (
+        f"|difference − margin| {abs(estimate):.3g} ≤ the {CONFIDENCE:.0%} t interval's "
+        f"half-width {half_width:.3g}"
+    )
+
+
 def compare_seeds(
     a: Sample,
     b: Sample | float,
     *,
     margin: float = 0.0,
     min_seeds: int = MIN_SEEDS,
-    se_factor: float = SE_FACTOR,
     resolution: float = 0.0,
+    confidence: float = CONFIDENCE,
 ) -> Comparison:
     """Is ``mean(a) − mean(b) > margin``, beyond the noise of every arm over seeds?
 
-    Unpaired: SE = √(SE_a² + SE_b²), each arm's SE floored by the measurement's ``resolution``
-    (:func:`floored_se`); ``b`` may be one number, a fixed reference without noise.
-    ``reproduced`` when ``a − b − margin > se_factor·SE``, ``not reproduced`` when it is
-    ``< −se_factor·SE``, otherwise ``inconclusive``; ``inconclusive`` too with fewer than
-    ``min_seeds`` seeds in an arm (a single-seed SD is unknown), with an SE of 0 and no
-    resolution to floor it (no noise estimate is not certainty), or with a seed that has
-    neither a value nor a bound.
+    Unpaired (Welch): SE = √(SE_a² + SE_b²), each arm's SE floored by the measurement's
+    ``resolution`` (:func:`floored_se`), degrees of freedom by :func:`welch_df`; ``b`` may be
+    one number, a fixed reference without noise (df = n_a − 1). ``reproduced`` when
+    ``a − b − margin`` exceeds the half-width ``t·SE`` of the two-sided ``confidence``
+    interval, ``not reproduced`` when it is below minus it, otherwise ``inconclusive``;
+    ``inconclusive`` too with fewer than ``min_seeds`` seeds in an arm (a single-seed SD is
+    unknown), with an SE of 0 and no resolution to floor it (no noise estimate is not
+    certainty), or with a seed that has neither a value nor a bound. For paired seeds, pass
+    the per-seed differences as ``a`` and 0 as ``b``.
 
     Censored seeds (:class:`Bound`) count at their bound. A lower bound in ``a`` (an upper
     bound in ``b``) means the true difference is at least the one computed: it can confirm
@@ -242,42 +306,48 @@ def compare_seeds(
 
     empty = empty_a + empty_b
 
-    def undecided(reason: str, se: float | None = None) -> Comparison:
-        return Comparison(ma, mb, margin, diff, se, "inconclusive", reason, censored, empty)
+    def undecided(reason: str, se: float | None = None, **kw: Any) -> Comparison:
+        return Comparison(ma, mb, margin, diff, se, "inconclusive", reason, censored, empty, **kw)
 
     if empty:
         return undecided(f"{empty} seed(s) with neither a value nor a bound")
     arms = [ma] if reference else [ma, mb]
     if min(m.n for m in arms) < min_seeds:
         return undecided(f"{min(m.n for m in arms)} seed(s) per arm; the rule needs ≥ {min_seeds}")
-    se = math.hypot(*(floored_se(m, resolution) for m in arms))
+    ses = [floored_se(m, resolution) for m in arms]
+    se = math.hypot(*ses)
     if se == 0:
         return undecided("SE 0 with no measurement resolution to floor it: no noise estimate", se)
-    if abs(diff) <= se_factor * se:
-        return undecided(
-            f"|difference − margin| {abs(diff):.3g} ≤ {se_factor:g} SE ({se_factor * se:.3g})", se
-        )
+    df = welch_df([(s**2, m.n) for s, m in zip(ses, arms, strict=True)])
+    half = t_quantile(df, confidence) * se
+    kw = {"df": df, "half_width": half, "p": two_sided_p(diff, se, df)}
+    if abs(diff) <= half:
+        return undecided(_within_noise(diff, half), se, **kw)
     verdict: Verdict = "reproduced" if diff > 0 else "not reproduced"
     against = "down" if diff > 0 else "up"
     if against in dir_a | dir_b:
         return undecided(
             f"the {censored} censored seed(s) are bounds that cannot "
             + ("confirm" if diff > 0 else "refute")
-            + " it (the difference is beyond 2 SE only at their bounds)",
+            + " it (the difference is beyond the interval only at their bounds)",
             se,
+            **kw,
         )
-    return Comparison(ma, mb, margin, diff, se, verdict, "", censored)
+    return Comparison(ma, mb, margin, diff, se, verdict, "", censored, **kw)
 
 
 @dataclass(frozen=True)
 class Contrast:
-    """A linear combination Σ cᵢ·mean(armᵢ) − margin, its SE from every arm's noise and the
-    verdict it supports (:func:`contrast`)."""
+    """A linear combination Σ cᵢ·mean(armᵢ) − margin, its SE from every arm's noise, its Welch
+    degrees of freedom, the half-width of its :data:`CONFIDENCE` interval and the verdict it
+    supports (:func:`contrast`)."""
 
     estimate: float
     se: float | None
     verdict: Verdict
     reason: str
+    df: float | None = None
+    half_width: float | None = None
 
 
 def contrast(
@@ -285,15 +355,15 @@ def contrast(
     *,
     margin: float = 0.0,
     min_seeds: int = MIN_SEEDS,
-    se_factor: float = SE_FACTOR,
     resolution: float = 0.0,
+    confidence: float = CONFIDENCE,
 ) -> Contrast:
     """Is ``Σ c·mean(values) > margin`` beyond the noise of every arm it involves?
 
     The arms are independent (unpaired, like :func:`compare_seeds`): SE = √(Σ c²·SE²), each SE
-    floored by ``resolution``. A ratio bound such as ``g(x)/g(full) ≥ f`` is the contrast
-    ``g(x) − f·g(full) > 0``, so every arm's noise enters, not the point estimate of a ratio.
-    The verdicts are those of :func:`compare_seeds`.
+    floored by ``resolution``, degrees of freedom by :func:`welch_df`. A ratio bound such as
+    ``g(x)/g(full) ≥ f`` is the contrast ``g(x) − f·g(full) > 0``, so every arm's noise
+    enters, not the point estimate of a ratio. The verdicts are those of :func:`compare_seeds`.
     """
     stats = [(c, mean_se(v)) for c, v in terms if c]
     estimate = sum(c * m.mean for c, m in stats) - margin
@@ -301,14 +371,88 @@ def contrast(
     if n < min_seeds:
         return Contrast(estimate, None, "inconclusive",
                         f"{n} seed(s) per arm; the rule needs ≥ {min_seeds}")  # fmt: skip
-    se = math.sqrt(sum((c * floored_se(m, resolution)) ** 2 for c, m in stats))
+    parts = [((c * floored_se(m, resolution)) ** 2, m.n) for c, m in stats]
+    se = math.sqrt(sum(v for v, _ in parts))
     if se == 0:
         reason = "SE 0 with no measurement resolution to floor it: no noise estimate"
         return Contrast(estimate, se, "inconclusive", reason)
-    if abs(estimate) <= se_factor * se:
-        reason = f"|estimate| {abs(estimate):.3g} ≤ {se_factor:g} SE ({se_factor * se:.3g})"
-        return Contrast(estimate, se, "inconclusive", reason)
-    return Contrast(estimate, se, "reproduced" if estimate > 0 else "not reproduced", "")
+    df = welch_df(parts)
+    half = t_quantile(df, confidence) * se
+    if abs(estimate) <= half:
+        return Contrast(estimate, se, "inconclusive", _within_noise(estimate, half), df, half)
+    verdict: Verdict = "reproduced" if estimate > 0 else "not reproduced"
+    return Contrast(estimate, se, verdict, "", df, half)
+
+
+Equivalence = Literal["equivalent", "different", "not distinguished"]
+
+
+@dataclass(frozen=True)
+class EquivalenceTest:
+    """Two one-sided tests of ``|mean| < margin`` on per-seed values (:func:`equivalence`):
+    the mean, its floored SE and degrees of freedom, the p-value of equivalence (the larger
+    one-sided p), the two-sided p-value of a difference from 0, and the finding."""
+
+    mean: float
+    se: float
+    df: float
+    margin: float
+    p_equivalent: float
+    p_different: float
+    finding: Equivalence
+    reason: str = ""
+
+
+def equivalence(
+    values: Sequence[float],
+    margin: float,
+    *,
+    resolution: float = 0.0,
+    min_seeds: int = MIN_SEEDS,
+    alpha: float = ALPHA,
+) -> EquivalenceTest:
+    """Is the mean of ``values`` (e.g. per-seed log ratios) inside ``(−margin, margin)``?
+
+    Two one-sided t tests (TOST) at level ``alpha`` each — ``mean > −margin`` and ``mean <
+    margin`` — give ``equivalent`` when both reject (the (1 − 2α) interval lies inside the
+    margin); a two-sided t test of ``mean = 0`` at ``alpha`` gives ``different``; otherwise —
+    or with fewer than ``min_seeds`` values — ``not distinguished``: no difference shown is
+    not sameness. The SE is floored by ``resolution`` (:func:`floored_se`)."""
+    if not margin > 0:
+        raise ValueError(f"an equivalence margin must be positive, got {margin}")
+    stats = mean_se(values)
+    if stats.n < min_seeds:
+        reason = f"{stats.n} seed(s); the test needs ≥ {min_seeds}"
+        return EquivalenceTest(stats.mean, math.nan, math.nan, margin, 1.0, 1.0,
+                               "not distinguished", reason)  # fmt: skip
+    se = floored_se(stats, resolution)
+    df = float(stats.n - 1)
+    if se == 0:
+        reason = "SE 0 with no measurement resolution to floor it: no noise estimate"
+        return EquivalenceTest(stats.mean, se, df, margin, 1.0, 1.0, "not distinguished", reason)
+    lower = float(_scipy_stats.t.sf((stats.mean + margin) / se, df))  # H0: mean ≤ −margin
+    upper = float(_scipy_stats.t.cdf((stats.mean - margin) / se, df))  # H0: mean ≥ margin
+    p_eq = max(lower, upper)
+    p_diff = two_sided_p(stats.mean, se, df)
+    finding: Equivalence = "not distinguished"
+    if p_eq < alpha:
+        finding = "equivalent"
+    elif p_diff < alpha:
+        finding = "different"
+    return EquivalenceTest(stats.mean, se, df, margin, p_eq, p_diff, finding)
+
+
+def holm(p_values: Sequence[float], alpha: float = ALPHA) -> list[bool]:
+    """Holm's step-down rule: which of a family's hypotheses are rejected at family-wise level
+    ``alpha`` (the k-th smallest p-value against ``alpha / (m − k)``, stopping at the first
+    that fails). Valid under any dependence between the tests."""
+    order = sorted(range(len(p_values)), key=lambda i: p_values[i])
+    rejected = [False] * len(p_values)
+    for rank, i in enumerate(order):
+        if p_values[i] > alpha / (len(p_values) - rank):
+            break
+        rejected[i] = True
+    return rejected
 
 
 def both(*verdicts: Verdict) -> Verdict:
@@ -384,16 +528,17 @@ def at_chance(
     higher_is_better: bool = True,
     resolution: float = 0.0,
 ) -> bool:
-    """Whether an arm's per-seed score is not resolved beyond chance: its mean, moved
-    ``SE_FACTOR`` SE towards chance (SE floored by ``resolution``), is within ``tol`` of the
-    chance level (accuracy-like scores: ≤ chance + tol; losses, ``higher_is_better=False``:
-    ≥ chance − tol). An arm at chance learned nothing, so any claim that needs it is
-    undecidable, whatever the other arms did."""
+    """Whether an arm's per-seed score is not resolved beyond chance: its mean, moved the
+    half-width of its :data:`CONFIDENCE` t interval towards chance (SE floored by
+    ``resolution``, df n − 1), is within ``tol`` of the chance level (accuracy-like scores: ≤
+    chance + tol; losses, ``higher_is_better=False``: ≥ chance − tol). An arm at chance
+    learned nothing, so any claim that needs it is undecidable, whatever the other arms did."""
     stats = mean_se(values)
     se = floored_se(stats, resolution)
+    half = t_quantile(max(stats.n - 1, 1)) * se
     if higher_is_better:
-        return stats.mean - SE_FACTOR * se <= chance + tol
-    return stats.mean + SE_FACTOR * se >= chance - tol
+        return stats.mean - half <= chance + tol
+    return stats.mean + half >= chance - tol
 
 
 def grid_edge(value: float, grid: Sequence[float]) -> str | None:

@@ -19,7 +19,7 @@ from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
-from tailmem.claims.core import SE_FACTOR, ClaimResult, mean_se
+from tailmem.claims.core import ClaimResult, mean_se
 from tailmem.diagnose import diagnose
 from tailmem.errors import DataError
 from tailmem.experiments.knowledge_qa import grid, tables
@@ -64,8 +64,8 @@ def placement(vs_muon: Mapping[str, Any] | None, vs_adam: Mapping[str, Any] | No
     (m, m_se), (a, a_se) = _ratio(vs_muon), _ratio(vs_adam)
     if m is None or a is None or m_se is None or a_se is None:
         return "inconclusive (a ratio is not measured in every seed)"
-    like_muon = abs(m - 1) <= SE_FACTOR * m_se
-    like_adam = abs(a - 1) <= SE_FACTOR * a_se
+    like_muon = abs(m - 1) <= 2.0 * m_se
+    like_adam = abs(a - 1) <= 2.0 * a_se
     if like_muon and like_adam:
         return "inconclusive (within 2 SE of both Muon and Adam)"
     if like_muon:
@@ -247,7 +247,7 @@ def figure(rows: Sequence[Mapping[str, Any]], level: str) -> Any:
             continue
         se = 0.0 if row["optimizer"] == "adam" else row.get(f"{key}_se") or 0.0
         colour = FAMILY_COLOURS.get(row["family"], "black")
-        ax.errorbar([x], [y], yerr=[SE_FACTOR * se], fmt="o", color=colour, capsize=3,
+        ax.errorbar([x], [y], yerr=[2.0 * se], fmt="o", color=colour, capsize=3,
                     label=row["family"])  # fmt: skip
         points.append((x, y, row["label"]))
     ax.axhline(1.0, color="grey", linestyle=":", linewidth=1)
