@@ -333,7 +333,7 @@ def compare_seeds(
             se,
             **kw,
         )
-    return Comparison(ma, mb, margin, diff, se, verdict, "", censored, **kw)
+    return Comparison(ma, mb, margin, diff, se, verdict, "", censored, 0, **kw)
 
 
 @dataclass(frozen=True)
