@@ -10,11 +10,13 @@ section, its arms (:meth:`LMConfig.run_arms`) and study fields.
 from __future__ import annotations
 
 from collections.abc import Iterable, Iterator, Mapping, Sequence
-from dataclasses import dataclass, field
-from typing import Any, Literal
+from dataclasses import asdict, dataclass, field, fields, is_dataclass
+from typing import TYPE_CHECKING, Any, Literal
 
 from tailmem.errors import ConfigError
 from tailmem.lm.arms import Arm
+from tailmem.lm.store import StoredRate, load_store, missing_rates, stored_choices
+from tailmem.lm.tuning import TuningSection
 from tailmem.models.gpt import SIZES, GPTConfig, gated_d_ff, gpt_config
 from tailmem.optim.registry import (
     HParams,
@@ -27,6 +29,9 @@ from tailmem.optim.registry import (
 from tailmem.train import TrainConfig
 from tailmem.train.precision import resolve_precision
 from tailmem.typecheck import check_range
+
+if TYPE_CHECKING:
+    from tailmem.lm.plan import Entry
 
 
 @dataclass
@@ -171,7 +176,13 @@ class KindSection:
 
     @property
     def swept(self) -> bool:
+        """The rate was given as a list (a grid)."""
         return isinstance(self.lr, tuple)
+
+    @property
+    def tuned(self) -> bool:
+        """The grid has candidates to choose between (a one-point list is a set rate)."""
+        return len(self.grid) > 1
 
     @property
     def grid(self) -> tuple[float, ...]:
@@ -183,7 +194,11 @@ class KindSection:
         return OptimizerSetting(self.kind, lr, self.hparams)
 
     def to_config(self) -> dict[str, Any]:
+        """The section as config (a twin kind's: its rate alone; its twin's section holds the
+        rest)."""
         lr = list(self.lr) if isinstance(self.lr, tuple) else self.lr
+        if self.kind.twin is not None:
+            return {"lr": lr}
         factory = {} if self.kind.path is None else {"factory": self.kind.path}
         return {**factory, "lr": lr, **self.hparams.record()}
 
@@ -211,9 +226,11 @@ class OptimSection(Mapping[str, KindSection]):
           mine: {factory: mypkg.opt:Lion, lr: 1.0e-4, weight_decay: 0.1}
 
     A registered kind's fields not given keep the registry's defaults; a user's kind needs
-    ``factory`` and ``lr``, and its other keys must be arguments its factory accepts. Every
-    kind an arm uses gets a section (:meth:`with_kinds`), so the resolved config shows what
-    each run trains with.
+    ``factory`` and ``lr``, and its other keys must be arguments its factory accepts. A twin
+    kind (``adam_split``: Adam at a rate of its own) takes only ``lr``: every other
+    hyper-parameter is its twin's (``optim.adam``'s), so the two differ in the rate alone.
+    Every kind an arm uses gets a section (:meth:`with_kinds`), so the resolved config shows
+    what each run trains with.
     """
 
     def __init__(self, sections: Mapping[str, KindSection] | None = None) -> None:
@@ -260,9 +277,27 @@ class OptimSection(Mapping[str, KindSection]):
             else:
                 kind = get_kind(str(kind_name))
             lr = _rate(given.pop("lr"), f"{where}.lr") if "lr" in given else kind.lr
+            if kind.twin is not None and given:
+                key = next(iter(given))
+                raise ConfigError(
+                    f"{where}.{key}: {kind_name} is {kind.twin} at a learning rate of its own and "
+                    f"takes only lr; expected optim.{kind.twin}.{key} (it sets both)"
+                )
             hparams = kind.parse(given, f"{where}.")
             sections[str(kind_name)] = KindSection(kind, lr, hparams)
-        return cls(sections)
+        return cls(sections)._twins_synced()
+
+    def _twins_synced(self) -> OptimSection:
+        """Every twin kind's hyper-parameters set to its twin's (the registry's defaults when
+        the twin has no section)."""
+        sections = dict(self._sections)
+        for name, section in sections.items():
+            twin = section.kind.twin
+            if twin is not None:
+                source = sections.get(twin)
+                hparams = source.hparams if source is not None else get_kind(twin).hparams()
+                sections[name] = KindSection(section.kind, section.lr, hparams)
+        return OptimSection(sections)
 
     def to_config(self) -> dict[str, Any]:
         return {name: section.to_config() for name, section in self._sections.items()}
@@ -278,7 +313,7 @@ class OptimSection(Mapping[str, KindSection]):
             if name not in sections:
                 kind = get_kind(name, self.kinds())
                 sections[name] = KindSection(kind, kind.lr, kind.hparams())
-        return OptimSection(sections)
+        return OptimSection(sections)._twins_synced()
 
 
 @dataclass
@@ -294,12 +329,14 @@ class LMConfig:
     model: ModelSection = field(default_factory=ModelSection)
     train: TrainSection = field(default_factory=TrainSection)
     optim: OptimSection = field(default_factory=OptimSection)
+    tuning: TuningSection = field(default_factory=TuningSection)
 
     def validate(self) -> None:
         """Check the shared fields; every optimiser kind the arms use must be registered or
         defined in ``optim`` (``factory``), and gets a section (the registry's defaults)."""
         if self.seeds < 1:
             raise ConfigError(f"seeds: got {self.seeds}; expected >= 1")
+        self.tuning.validate(self.tuning_scores(), self.seeds)
         if self.workers < 1:
             raise ConfigError(f"workers: got {self.workers}; expected >= 1")
         used = []
@@ -315,6 +352,49 @@ class LMConfig:
     def run_arms(self) -> list[Arm]:
         """The arms this config trains (every study defines its own)."""
         return []
+
+    def tuning_scores(self) -> dict[str, str]:
+        """The scores a sweep of this study may be ranked by (name → what it is; the first
+        is the default). A study that sweeps learning rates defines its own."""
+        return {"none": "this study tunes no learning rate"}
+
+    def entries(self) -> list[Entry]:
+        """The study's plan entries (a study that trains defines its own)."""
+        return []
+
+    def tuning_record(self) -> dict[str, Any]:
+        """Every field that may determine a tuning trial's numbers: the rate store's problem
+        record (:mod:`tailmem.lm.store`). Left out: the evaluation seed count, the arms (each
+        entry's own recipe and borrowed rates enter its key), workers, threads, checkpoints
+        kept, the note and where the tuning's rates come from; a study drops its own output
+        fields too."""
+        skip = {"seeds", "workers", "arms", "note", "cache_dir"}
+        out: dict[str, Any] = {}
+        for spec in fields(self):
+            if spec.name in skip:
+                continue
+            value = getattr(self, spec.name)
+            if isinstance(value, OptimSection):
+                value = value.to_config()
+            elif is_dataclass(value) and not isinstance(value, type):
+                value = asdict(value)
+            out[spec.name] = value
+        out["train"] = {k: v for k, v in out["train"].items()
+                        if k not in ("threads", "keep_checkpoints")}  # fmt: skip
+        out["tuning"] = {k: v for k, v in out["tuning"].items()
+                         if k not in ("rates", "store", "only")}  # fmt: skip
+        return out
+
+    def stored_rates(self) -> dict[tuple[str, str], StoredRate]:
+        """With ``tuning.rates: stored``, every tuned entry's stored rate (refused in one line
+        when one is missing, before anything is written); else none."""
+        if self.tuning.rates != "stored":
+            return {}
+        store = load_store(self.tuning.store)
+        found, missing = stored_choices(self.entries(), self.tuning_record(), store)
+        if missing:
+            raise missing_rates(missing, self.tuning.store or "the package's rate store")
+        return found
 
     def fixed_rates(self, why: str) -> dict[str, float]:
         """Every kind's learning rate, for a study that sweeps none (``why`` says so in the

@@ -1,32 +1,31 @@
 """Which runs a study trains, in which order, on the shared pool.
 
-For every (FFN type, arm) entry a study declares the candidate points of its learning-rate
-sweep (one point: nothing to tune, so its one "sweep run" is its first seed run, whatever the
-sweep's seed and length). Each candidate is a full run at the sweep seed and length; the best by
-the study's score wins, and every seed then runs at the winner. A winner at an end of
-its grid (of two or more points) may not be the optimum: the plan then runs one more point
-beyond that end, a grid step away (the ratio of the end point to its neighbour), and chooses
-again, until the winner is interior or ``max_extend`` points were added (``extended`` counts
-them; 0, the default, keeps the grid as declared). An entry may borrow the winning learning
-rates of other arms (``needs``): its sweep starts once those are chosen.
-A seed run identical to a sweep run (same learning rates, seed and length) is trained once.
-Every run is deterministic, so the results do not depend on the number of workers or on the
-order in which runs finish.
+A :class:`Plan` is a frozen declaration: one :class:`Entry` per (FFN type, arm) — how its
+learning rates follow from a sweep point (:class:`Rates`), its tuning problem
+(:class:`~tailmem.lm.tuning.Sweep`, or none when every rate is set) — the evaluation seeds and
+length, and the study's score. Everything else is *derived* from the runs finished so far by
+:meth:`Plan.status`, a pure function: which trials each sweep has run, what
+:func:`~tailmem.lm.tuning.choose` decided, and the evaluation runs of the arms whose rates are
+known. An entry may borrow another arm's chosen rate for one of its kinds (:class:`Rates`): its
+sweep starts once the lender has chosen. A rate stored for exactly this tuning problem
+(:mod:`tailmem.lm.store`, ``tuning.rates: stored``; ``Plan.stored``) decides an entry without
+any trial.
 
-:func:`run_plan` declares the steps of every run up front (``progress.json`` then moves
-smoothly over the whole study), trains the plan on a :class:`~tailmem.lm.pool.Pool`, and prints
-one labelled line per finished run with that run's own wall time. :func:`run_plans` trains
-several plans (each with its own :class:`~tailmem.lm.subrun.RunContext`: data, root) on one
-pool, so the workers stay busy across them.
+Every run is deterministic, so the results do not depend on the number of workers or on the
+order in which runs finish. :func:`run_plans` trains several plans on one
+:class:`~tailmem.lm.pool.Pool` (submitting whatever the finished runs unlock), declares their
+steps to :mod:`tailmem.progress` (growing as sweeps widen), prints one labelled line per
+finished run, and returns each plan's :class:`TrainedPlan`.
 """
 
 from __future__ import annotations
 
-import dataclasses
 import shutil
 import sys
-from collections.abc import Callable, Mapping, Sequence
-from dataclasses import dataclass, field
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass, field, replace
+from datetime import date
+from functools import cached_property
 from pathlib import Path
 from typing import Any, Protocol
 
@@ -34,12 +33,15 @@ from tailmem import progress
 from tailmem.lm.arms import Arm
 from tailmem.lm.pool import Pool
 from tailmem.lm.spec import RunResult, RunSpec
+from tailmem.lm.store import StoredRate, StoredTrial, tuning_key
 from tailmem.lm.subrun import RunContext, drop_checkpoints, run_job
+from tailmem.lm.tuning import Choice, Sweep, Trial, Widen, choose
 from tailmem.optim.registry import kind_order
+from tailmem.rundir import environment
 from tailmem.train import distributed as D
 
-Best = Mapping[tuple[str, str], Mapping[str, float]]
-"""The chosen learning rates so far, by (FFN type, arm name)."""
+EntryId = tuple[str, str]
+"""(FFN type, arm name)."""
 
 
 class Template(Protocol):
@@ -53,186 +55,296 @@ class Template(Protocol):
 
 Train = Callable[[RunSpec, RunContext, Callable[[int], None]], RunResult]
 """Trains one run (:func:`~tailmem.lm.subrun.run_job`)."""
+Score = Callable[[RunResult], "float | None"]
+"""A study's tuning score of a finished run: higher is better; None when the run failed."""
+
+
+@dataclass(frozen=True)
+class Rates:
+    """How an entry's learning rates follow from its sweep point: ``fixed`` kinds at a set
+    rate; ``borrowed`` kinds at the rate another arm chose (kind → (lender arm, lender's
+    kind)); ``swept`` kinds at the point itself, or at ``base[kind] × point`` when ``base``
+    names them (a sweep of a factor of the base rates)."""
+
+    fixed: Mapping[str, float] = field(default_factory=dict)
+    borrowed: Mapping[str, tuple[str, str]] = field(default_factory=dict)
+    swept: tuple[str, ...] = ()
+    base: Mapping[str, float] = field(default_factory=dict)
+
+    @property
+    def lenders(self) -> tuple[str, ...]:
+        """The arms whose chosen rates this entry waits for."""
+        return tuple(dict.fromkeys(arm for arm, _ in self.borrowed.values()))
+
+    def at(self, point: float, chosen: Mapping[str, Mapping[str, float]]) -> dict[str, float]:
+        """Every kind's rate at ``point``, borrowed rates read from ``chosen`` (arm → its
+        chosen rates)."""
+        taken = {kind: chosen[arm][theirs] for kind, (arm, theirs) in self.borrowed.items()}
+        swept = {k: self.base.get(k, 1.0) * point for k in self.swept}
+        return {**self.fixed, **taken, **swept}
 
 
 @dataclass(frozen=True)
 class Entry:
-    """One arm of one FFN type: its sweep points, the arms whose chosen LRs it borrows, and
-    ``lrs(point, best)`` — the learning rate of every kind the arm uses at a point."""
+    """One arm of one FFN type: its :class:`Rates` and its :class:`~tailmem.lm.tuning.Sweep`
+    (None: nothing to tune — the rates at point 1.0 are its rates)."""
 
     ffn: str
     arm: Arm
-    points: tuple[float, ...]
-    lrs: Callable[[float, Best], dict[str, float]]
-    needs: tuple[str, ...] = ()
+    rates: Rates
+    sweep: Sweep | None = None
 
     @property
-    def id(self) -> tuple[str, str]:
+    def id(self) -> EntryId:
         return (self.ffn, self.arm.name)
 
 
-@dataclass
-class Plan:
-    """Sweep and seed runs of a study's entries (see the module docstring). ``score(entry,
-    point, result)`` ranks sweep runs (higher wins; ties go to the point listed first: the
-    declared grid in its order, then the widened points in the order they were added); a
-    diverged sweep run ranks below every other, whatever its score."""
+@dataclass(frozen=True)
+class EntryStatus:
+    """What is known of an entry given the finished runs: the trials of its sweep so far
+    (point, seed, spec), its choice (None while it tunes or waits for a lender) and its
+    evaluation runs (empty until chosen)."""
 
-    entries: Sequence[Entry]
-    score: Callable[[Entry, float, RunResult], Any]
-    seeds: Sequence[int]
+    entry: Entry
+    trials: tuple[tuple[float, int, RunSpec], ...] = ()
+    choice: Choice | None = None
+    lrs: Mapping[str, float] | None = None
+    seed_runs: tuple[RunSpec, ...] = ()
+    stored: StoredRate | None = None
+
+    @property
+    def waiting(self) -> bool:
+        return self.lrs is None and not self.trials
+
+
+@dataclass(frozen=True)
+class Plan:
+    """A study's runs (module docstring): ``entries``, evaluation ``seeds`` of ``steps`` steps,
+    the ``template`` that builds each run's spec, the tuning ``score`` and, per entry, the rate
+    ``stored`` for its tuning problem (:func:`~tailmem.lm.store.stored_choices`), which decides
+    it without a trial."""
+
+    entries: tuple[Entry, ...]
+    seeds: tuple[int, ...]
     steps: int
-    sweep_seed: int
-    sweep_steps: int
     template: Template
-    results: dict[RunSpec, RunResult] = field(default_factory=dict)
-    sweeps: dict[tuple[str, str], list[tuple[float, RunSpec]]] = field(default_factory=dict)
-    best: dict[tuple[str, str], dict[str, float]] = field(default_factory=dict)
-    chosen: dict[tuple[str, str], float] = field(default_factory=dict)
-    seed_runs: dict[tuple[str, str], list[RunSpec]] = field(default_factory=dict)
-    max_extend: int = 0
-    extended: dict[tuple[str, str], int] = field(default_factory=dict)
-    catalogue: dict[str, Arm] = field(default_factory=dict)
-    """Every arm the plan was made with, by name (kept by :meth:`completed`, which may drop an
-    arm's entries, so that sweeps and labels still name it)."""
+    score: Score
+    stored: Mapping[EntryId, StoredRate] = field(default_factory=dict)
+    catalogue: Mapping[str, Arm] = field(default_factory=dict)
+    """Every arm by name (kept by :meth:`TrainedPlan.completed`, which may drop entries)."""
 
     def __post_init__(self) -> None:
         if not self.catalogue:
-            self.catalogue = {e.arm.name: e.arm for e in self.entries}
+            object.__setattr__(self, "catalogue", {e.arm.name: e.arm for e in self.entries})
+
+    def spec(self, entry: Entry, lrs: Mapping[str, float], seed: int, steps: int) -> RunSpec:
+        return self.template.spec(entry.arm, entry.ffn, lrs, seed, steps)
+
+    def status(self, results: Mapping[RunSpec, RunResult]) -> dict[EntryId, EntryStatus]:
+        """Every entry's :class:`EntryStatus` given the finished ``results`` (pure: the same
+        results give the same status)."""
+        out: dict[EntryId, EntryStatus] = {}
+        pending = list(self.entries)
+        while pending:
+            progressed = False
+            for entry in list(pending):
+                chosen = {
+                    state.entry.arm.name: state.lrs
+                    for state in out.values()
+                    if state.entry.ffn == entry.ffn and state.lrs is not None
+                }
+                if not all(arm in chosen for arm in entry.rates.lenders):
+                    continue
+                out[entry.id] = self._resolve(entry, chosen, results)
+                pending.remove(entry)
+                progressed = True
+            if not progressed:  # lenders still tuning (or never run): these wait
+                for entry in pending:
+                    out[entry.id] = EntryStatus(entry)
+                break
+        return {e.id: out[e.id] for e in self.entries}
+
+    def _resolve(
+        self,
+        entry: Entry,
+        chosen: Mapping[str, Mapping[str, float]],
+        results: Mapping[RunSpec, RunResult],
+    ) -> EntryStatus:
+        sweep = entry.sweep
+        if sweep is None:
+            return self._evaluated(EntryStatus(entry), entry.rates.at(1.0, chosen))
+        stored = self.stored.get(entry.id)
+        if stored is not None:
+            lrs = entry.rates.at(stored.point, chosen)
+            return self._evaluated(EntryStatus(entry, stored=stored), lrs)
+        points = list(sweep.grid)
+        while True:
+            trials = [
+                (p, s, self.spec(entry, entry.rates.at(p, chosen), s, sweep.steps))
+                for p in points
+                for s in sweep.seeds
+            ]
+            if any(spec not in results for _, _, spec in trials):
+                return EntryStatus(entry, tuple(trials))
+            scored = [Trial(p, s, self._score(results[spec])) for p, s, spec in trials]
+            decision = choose(sweep, points, scored)
+            if isinstance(decision, Widen):
+                points.append(decision.point)
+                continue
+            status = EntryStatus(entry, tuple(trials), decision)
+            return self._evaluated(status, entry.rates.at(decision.point, chosen))
+
+    def _score(self, result: RunResult) -> float | None:
+        return None if not result.ok else self.score(result)
+
+    def _evaluated(self, status: EntryStatus, lrs: Mapping[str, float]) -> EntryStatus:
+        runs = tuple(self.spec(status.entry, lrs, s, self.steps) for s in self.seeds)
+        return replace(status, lrs=dict(lrs), seed_runs=runs)
+
+    def ready(self, results: Mapping[RunSpec, RunResult]) -> list[RunSpec]:
+        """Every run the status asks for that has not finished (trials, then seed runs)."""
+        wanted: list[RunSpec] = []
+        for state in self.status(results).values():
+            wanted += [spec for _, _, spec in state.trials] + list(state.seed_runs)
+        return [spec for spec in dict.fromkeys(wanted) if spec not in results]
+
+    def declared_steps(self, results: Mapping[RunSpec, RunResult]) -> int:
+        """Steps of every run known to be needed: trials so far (each undecided sweep at its
+        declared grid at least, a waiting one at its grid) and every entry's seed runs."""
+        total = 0
+        for state in self.status(results).values():
+            sweep = state.entry.sweep
+            if state.trials:
+                total += len(state.trials) * state.trials[0][2].steps
+            elif sweep is not None and state.stored is None and state.lrs is None:
+                total += len(sweep.grid) * len(sweep.seeds) * sweep.steps
+            total += len(self.seeds) * self.steps
+        return total
+
+
+@dataclass(frozen=True)
+class TrainedPlan:
+    """A plan with its finished runs: the tables' view of a study (chosen rates, sweeps, seed
+    runs), all derived from ``plan.status(results)``."""
+
+    plan: Plan
+    results: Mapping[RunSpec, RunResult]
+    dropped: frozenset[RunSpec] = frozenset()
+    """Seed runs left out of the tables (diverged: :meth:`completed`)."""
+
+    @cached_property
+    def states(self) -> dict[EntryId, EntryStatus]:
+        return self.plan.status(self.results)
+
+    @property
+    def entries(self) -> list[Entry]:
+        """The entries with at least one seed run kept."""
+        return [s.entry for s in self.states.values() if self.seed_runs.get(s.entry.id)]
 
     @property
     def ffns(self) -> list[str]:
-        """The FFN types of the entries, in order."""
         return list(dict.fromkeys(e.ffn for e in self.entries))
 
     @property
     def arms(self) -> list[str]:
-        """The arm names of the entries, in order."""
         return list(dict.fromkeys(e.arm.name for e in self.entries))
 
     def arm(self, name: str) -> Arm:
-        """The arm called ``name`` (its label, recipe and kinds)."""
-        return self.catalogue[name]
+        return self.plan.catalogue[name]
 
     @property
     def labels(self) -> dict[str, str]:
-        """Every arm's label, by name."""
-        return {name: arm.label for name, arm in self.catalogue.items()}
+        return {name: arm.label for name, arm in self.plan.catalogue.items()}
 
     @property
     def kinds(self) -> list[str]:
         """Every optimiser kind the arms use, in registry order."""
-        return kind_order(kind for arm in self.catalogue.values() for kind in arm.kinds)
+        return kind_order(k for arm in self.plan.catalogue.values() for k in arm.kinds)
 
-    def _sweep_run(self, entry: Entry) -> tuple[int, int]:
-        """Seed and length of an entry's sweep runs: the sweep's, or with one point (nothing to
-        choose) the first seed's, so that that run is trained once, as a seed run."""
-        if len(entry.points) == 1:
-            return self.seeds[0], self.steps
-        return self.sweep_seed, self.sweep_steps
+    @property
+    def steps(self) -> int:
+        return self.plan.steps
 
-    def _overlap(self, entry: Entry) -> bool:
-        """Whether an entry's sweep and seed runs share a run (the sweep seed's, at full
-        length)."""
-        seed, steps = self._sweep_run(entry)
-        return steps == self.steps and seed in self.seeds
+    @property
+    def seeds(self) -> tuple[int, ...]:
+        return self.plan.seeds
 
-    def total_steps(self) -> int:
-        """Training steps of every run the plan will train (sweep + seeds, overlap once)."""
-        total = 0
-        for entry in self.entries:
-            total += self._points(entry) * self._sweep_run(entry)[1] + len(self.seeds) * self.steps
-            total -= self.steps if self._overlap(entry) else 0
-        return total
+    @property
+    def best(self) -> dict[EntryId, dict[str, float]]:
+        """Every decided entry's learning rates, by entry."""
+        return {i: dict(s.lrs) for i, s in self.states.items() if s.lrs is not None}
 
-    def total_runs(self) -> int:
-        per_entry = [self._points(e) + len(self.seeds) - self._overlap(e) for e in self.entries]
-        return sum(per_entry)
+    @property
+    def choices(self) -> dict[EntryId, Choice]:
+        """The sweep's choice of every entry that tuned in this run."""
+        return {i: s.choice for i, s in self.states.items() if s.choice is not None}
 
-    def _points(self, entry: Entry) -> int:
-        """Sweep points of ``entry`` so far (its grid plus the points added beyond its ends)."""
-        return len(self.sweeps.get(entry.id, entry.points))
+    @property
+    def stored(self) -> dict[EntryId, StoredRate]:
+        """The stored rate of every entry decided by the store."""
+        return {i: s.stored for i, s in self.states.items() if s.stored is not None}
 
-    def _spec(self, entry: Entry, lrs: Mapping[str, float], seed: int, steps: int) -> RunSpec:
-        return self.template.spec(entry.arm, entry.ffn, lrs, seed, steps)
-
-    def start(self) -> list[RunSpec]:
-        """The runs that can start at once."""
-        return self._start_sweeps()
-
-    def _start_sweeps(self) -> list[RunSpec]:
-        jobs = []
-        for entry in self.entries:
-            needs = [(entry.ffn, name) for name in entry.needs]
-            if entry.id in self.sweeps or not all(n in self.best for n in needs):
-                continue
-            seed, steps = self._sweep_run(entry)
-            sweep = [(p, self._spec(entry, entry.lrs(p, self.best), seed, steps))
-                     for p in entry.points]  # fmt: skip
-            self.sweeps[entry.id] = sweep
-            jobs += [job for _, job in sweep]
-            if len(sweep) == 1:  # nothing to choose: the seeds need not wait
-                jobs += self._choose(entry)
-        return list(dict.fromkeys(jobs))
-
-    def _choose(self, entry: Entry) -> list[RunSpec]:
-        sweep = self.sweeps[entry.id]
-        scores = [
-            (not self.results[job].is_diverged, self.score(entry, p, self.results[job]))
-            if job in self.results
-            else (True, 0)
-            for p, job in sweep
-        ]
-        winner = max(range(len(sweep)), key=scores.__getitem__)
-        point, job = sweep[winner]
-        beyond = self._extend(entry, point)
-        if beyond is not None:
-            return [beyond] if beyond not in self.results else self._choose(entry)
-        self.best[entry.id], self.chosen[entry.id] = job.lrs, point
-        seeds = [self._spec(entry, job.lrs, s, self.steps) for s in self.seeds]
-        self.seed_runs[entry.id] = seeds
-        return [s for s in seeds if s not in self.results and s not in dict(sweep).values()]
-
-    def _extend(self, entry: Entry, winner: float) -> RunSpec | None:
-        """The sweep run one grid step beyond the end ``winner`` sits at (added to the sweep),
-        or None: the winner is interior, the grid has one point, or ``max_extend`` is used."""
-        points = sorted(p for p, _ in self.sweeps[entry.id])
-        used = self.extended.get(entry.id, 0)
-        if len(points) < 2 or used >= self.max_extend or winner not in (points[0], points[-1]):
-            return None
-        low = winner == points[0]
-        point = points[0] ** 2 / points[1] if low else points[-1] ** 2 / points[-2]
-        job = self._spec(entry, entry.lrs(point, self.best), self.sweep_seed, self.sweep_steps)
-        self.sweeps[entry.id].append((point, job))
-        self.extended[entry.id] = used + 1
-        return job
-
-    def done(self, job: RunSpec, result: RunResult) -> list[RunSpec]:
-        """Record a finished run; returns the runs that it unlocks."""
-        self.results[job] = result
-        unlocked: list[RunSpec] = []
-        for entry in self.entries:
-            sweep = self.sweeps.get(entry.id, [])
-            if entry.id in self.best or not all(j in self.results for _, j in sweep) or not sweep:
-                continue
-            unlocked += self._choose(entry)
-        return unlocked + self._start_sweeps()
-
-    def seed_results(self, entry_id: tuple[str, str]) -> list[RunResult]:
-        """The finished seed runs of an entry, in seed order (empty if it was not run)."""
-        return [self.results[job] for job in self.seed_runs.get(entry_id, [])]
-
-    def completed(self) -> Plan:
-        """This plan as its tables see it: seed runs that diverged left out, and entries with
-        no seed run left dropped (so they read as not run). Sweeps and ``results`` stay whole:
-        the sweep table shows diverged points and :func:`~tailmem.lm.subrun.diverged_runs`
-        lists every diverged run."""
-        seed_runs = {
-            entry_id: [job for job in jobs if not self.results[job].is_diverged]
-            for entry_id, jobs in self.seed_runs.items()
+    @property
+    def seed_runs(self) -> dict[EntryId, list[RunSpec]]:
+        return {
+            i: [spec for spec in s.seed_runs if spec not in self.dropped]
+            for i, s in self.states.items()
+            if s.seed_runs
         }
-        entries = [e for e in self.entries if seed_runs.get(e.id)]
-        return dataclasses.replace(self, entries=entries, seed_runs=seed_runs)
+
+    def seed_results(self, entry: EntryId) -> list[RunResult]:
+        """The finished seed runs of an entry, in seed order (empty if it was not run)."""
+        return [self.results[spec] for spec in self.seed_runs.get(entry, [])]
+
+    def edge(self, entry: EntryId) -> str | None:
+        """Where the entry's chosen rate sits among the points tried (or stored), or None."""
+        state = self.states[entry]
+        if state.choice is not None:
+            return state.choice.edge
+        return None if state.stored is None else state.stored.edge
+
+    def tuning_cost(self, entry: EntryId) -> tuple[int, int]:
+        """Trials run (in this run, or by the stored tuning) and their budget."""
+        state = self.states[entry]
+        sweep = state.entry.sweep
+        if sweep is None:
+            return 0, 0
+        if state.stored is not None:
+            return len(state.stored.trials), sweep.budget
+        return len(state.trials), sweep.budget
+
+    def tuned_rates(
+        self, problem: Mapping[str, Any], study: str, preset: str, command: str
+    ) -> list[StoredRate]:
+        """Every choice made in this run as a :class:`~tailmem.lm.store.StoredRate` of the
+        tuning problem ``problem`` (the study's problem record), with its provenance."""
+        env = environment()
+        out = []
+        for state in self.states.values():
+            entry, choice, sweep = state.entry, state.choice, state.entry.sweep
+            if choice is None or sweep is None or state.lrs is None:
+                continue
+            borrowed = {kind: self.best[entry.ffn, arm][theirs]
+                        for kind, (arm, theirs) in entry.rates.borrowed.items()}  # fmt: skip
+            trials = tuple(StoredTrial(t.point, t.seed, t.score) for t in choice.trials)
+            out.append(StoredRate(
+                tuning_key(problem, entry, borrowed), study, preset, entry.ffn, entry.arm.name,
+                choice.point, dict(state.lrs), choice.edge, sweep.score, trials, sweep.budget,
+                env.get("git_commit"), str(env.get("tailmem")), date.today().isoformat(), command,
+            ))  # fmt: skip
+        return out
+
+    def completed(self) -> TrainedPlan:
+        """This plan as its tables see it: diverged seed runs left out (an entry without a
+        seed run left reads as not run). ``results`` stay whole: the sweep table shows
+        diverged trials and :func:`~tailmem.lm.spec.diverged_runs` lists every diverged run."""
+        diverged = frozenset(
+            spec
+            for state in self.states.values()
+            for spec in state.seed_runs
+            if spec in self.results and self.results[spec].is_diverged
+        )
+        return replace(self, dropped=diverged)
 
 
 def run_plan(
@@ -241,14 +353,12 @@ def run_plan(
     workers: int,
     summary: Callable[[RunResult], str],
     train: Train = run_job,
-) -> Plan:
-    """Train every run of ``plan`` with ``train(spec, context, on_steps)`` (default
-    :func:`~tailmem.lm.subrun.run_job`) on a pool of ``workers`` processes (1, or under
-    torchrun: in this process); rank 0 prints ``[n/N] <run>: <status>, <summary(result)>
-    (<that run's own seconds, or "reused">)``, or ``diverged at step N`` for a diverged run; a
-    diverged run is a result like any other (the plan carries on)."""
-    run_plans({"": (plan, context)}, workers, summary, train)
-    return plan
+) -> TrainedPlan:
+    """Train every run of ``plan`` with ``train(spec, context, on_steps)`` on a pool of
+    ``workers`` processes (1, or under torchrun: in this process); rank 0 prints ``[n/N]
+    <run>: <status>, <summary(result)> (<that run's own seconds, or "reused">)``, or
+    ``diverged at step N``; a diverged run is a result like any other (the plan carries on)."""
+    return run_plans({"": (plan, context)}, workers, summary, train)[""]
 
 
 def run_plans(
@@ -257,7 +367,7 @@ def run_plans(
     summary: Callable[[RunResult], str],
     train: Train = run_job,
     more: bool = False,
-) -> None:
+) -> dict[str, TrainedPlan]:
     """:func:`run_plan` for several plans, by name, on one pool: a run of any plan starts as
     soon as a worker is free, and each printed line starts with its plan's name (``name: ``;
     none for the name ""). Every plan's ``context.threads`` should agree (the pool's workers
@@ -266,12 +376,14 @@ def run_plans(
     if D.launched_world_size() > 1:
         workers = 1
     main = D.is_main_process()
-    declared = sum(plan.total_steps() for plan, _ in plans.values())
+    results: dict[str, dict[RunSpec, RunResult]] = {name: {} for name in plans}
+    declared = sum(plan.declared_steps({}) for plan, _ in plans.values())
     if more:
         progress.extend(declared)
     else:
         progress.plan(declared, "steps")
     trained: dict[tuple[str, RunSpec], int] = {}
+    submitted: set[tuple[str, RunSpec]] = set()
 
     def on_steps(tag: tuple[str, RunSpec], n: int) -> None:
         trained[tag] = trained.get(tag, 0) + n
@@ -281,13 +393,16 @@ def run_plans(
     threads = next(iter(plans.values()))[1].threads
     with Pool(workers, threads, on_steps=on_steps) as pool:
 
-        def submit(name: str, jobs: Sequence[RunSpec]) -> None:
-            for job in jobs:
+        def submit(name: str) -> None:
+            plan, context = plans[name]
+            for job in plan.ready(results[name]):
                 tag = (name, job)
-                pool.submit(tag, train, job, plans[name][1], pool.sink(tag))
+                if tag not in submitted:
+                    submitted.add(tag)
+                    pool.submit(tag, train, job, context, pool.sink(tag))
 
-        for name, (plan, _) in plans.items():
-            submit(name, plan.start())
+        for name in plans:
+            submit(name)
         for outcome in pool.finished():
             if outcome.error is not None:
                 pool.cancel_pending()
@@ -295,33 +410,33 @@ def run_plans(
             (name, job), result = outcome.tag, outcome.result
             progress.skip(job.steps - trained.get(outcome.tag, 0))  # reused, resumed or diverged
             count += 1
+            results[name][job] = result
+            submit(name)
             took = "reused" if result.reused else f"{result.wall_seconds:.0f}s"
-            outcome_text = f"{result.status}, {summary(result)}"
+            text = f"{result.status}, {summary(result)}"
             if result.diverged is not None:
-                outcome_text = f"diverged at step {result.diverged.step}"
-            plan = plans[name][0]
-            submit(name, plan.done(job, result))
-            total = sum(p.total_runs() for p, _ in plans.values())
-            if main:
+                text = f"diverged at step {result.diverged.step}"
+            if main:  # every run known so far has been submitted
                 print(
-                    f"[{count}/{total}] {name + ': ' if name else ''}{job.label} "
-                    f"steps={job.steps}: {outcome_text} ({took})",
+                    f"[{count}/{len(submitted)}] {name + ': ' if name else ''}{job.label} "
+                    f"steps={job.steps}: {text} ({took})",
                     file=sys.stderr,
                     flush=True,
                 )
-            grown = sum(p.total_steps() for p, _ in plans.values())
-            progress.extend(grown - declared)  # sweep points added beyond a grid's end
-            declared = grown
+            grown = sum(plan.declared_steps(results[n]) for n, (plan, _) in plans.items())
+            progress.extend(max(grown - declared, 0))  # a sweep widened beyond its grid
+            declared = max(grown, declared)
+    return {name: TrainedPlan(plan, results[name]) for name, (plan, _) in plans.items()}
 
 
-def tidy(plan: Plan, root: str, policy: str) -> None:
-    """After a study: delete the sub-run folders under ``root/runs`` that no run of ``plan``
+def tidy(trained: TrainedPlan, root: str, policy: str) -> None:
+    """After a study: delete the sub-run folders under ``root/runs`` that no run of the plan
     owns (an earlier config's, kept by an update so that the runs it shares are reused), then
     apply ``train.keep_checkpoints``: keep the final checkpoint of ``all`` runs, of each entry's
     ``first_seed`` run, or of ``none``."""
     if not D.is_main_process():
         return
-    used = {spec.key for spec in plan.results}
+    used = {spec.key for spec in trained.results}
     base = Path(root)
     for sub in sorted((base / "runs").glob("*/*/*")):  # runs/<ffn>/<arm>/<rates-seed-steps>
         if sub.is_dir() and sub.relative_to(base).as_posix() not in used:
@@ -333,5 +448,5 @@ def tidy(plan: Plan, root: str, policy: str) -> None:
         return
     kept = set()
     if policy == "first_seed":
-        kept = {jobs[0].key for jobs in plan.seed_runs.values() if jobs}
-    drop_checkpoints(root, [spec.key for spec in plan.results if spec.key not in kept])
+        kept = {jobs[0].key for jobs in trained.seed_runs.values() if jobs}
+    drop_checkpoints(root, [spec.key for spec in trained.results if spec.key not in kept])

@@ -1,13 +1,17 @@
 """Each arm's learning rates, from one field per optimiser kind: ``optim.<kind>.lr``.
 
-A kind's rate is one number (every arm uses it) or a grid (a list: swept). An arm *tunes* the
+A kind's rate is one number (every arm uses it) or a grid (a list of two or more: tuned; a
+one-point list is that number). An arm *tunes* the
 kind that trains most of its hidden matrices (:attr:`~tailmem.lm.arms.Arm.tuned`): its plan
-entry sweeps that kind's grid (one point when the rate is a number). Every other kind of the arm
-takes the number, or — when that kind is swept — borrows the rate chosen for the kind's *base
-arm*: the arm among those run that trains every hidden matrix with it (Adam's arm for the Adam
-embedding and head of a Muon arm; Muon's for the Q and K of ``muon_qk``). That is fair tuning as
-paper A does it: the Muon rate is held across its ablation arms. A swept kind with no base arm
-among those run is refused: set its rate to a number, or add the arm.
+entry sweeps that kind's grid (:class:`~tailmem.lm.tuning.Sweep`; no sweep when the rate is a
+number). Every other kind of the arm takes the number, or — when that kind is swept — borrows
+the rate chosen for the kind's *base arm*: the arm among those run that trains every hidden
+matrix with it (Adam's arm for the Adam embedding and head of a Muon arm; Muon's for the Q and
+K of ``muon_qk``). So every arm tunes exactly one rate by the same rule and budget, and the rate
+of the parameters it shares with the base arm is that arm's: Muon on the hidden matrices and
+``adam_split`` (Adam at its own rate there) tune the same one rate over the same Adam-trained
+embedding, head and norms — equal tuning freedom. A swept kind with no base arm among those run
+is refused: set its rate to a number, or add the arm.
 """
 
 from __future__ import annotations
@@ -17,7 +21,8 @@ from collections.abc import Mapping, Sequence
 from tailmem.errors import ConfigError
 from tailmem.lm.arms import Arm
 from tailmem.lm.config import OptimSection
-from tailmem.lm.plan import Best, Entry
+from tailmem.lm.plan import Entry, Rates
+from tailmem.lm.tuning import TuningSection
 
 
 def base_arm(kind: str, arms: Sequence[Arm]) -> Arm | None:
@@ -29,7 +34,7 @@ def lenders(arm: Arm, arms: Sequence[Arm], optim: OptimSection) -> dict[str, Arm
     """Per swept kind ``arm`` uses but does not tune: the arm whose chosen rate it borrows."""
     out = {}
     for kind in arm.kinds:
-        if kind == arm.tuned or not optim[kind].swept:
+        if kind == arm.tuned or not optim[kind].tuned:
             continue
         base = base_arm(kind, arms)
         if base is None:
@@ -42,22 +47,34 @@ def lenders(arm: Arm, arms: Sequence[Arm], optim: OptimSection) -> dict[str, Arm
     return out
 
 
-def rate_entries(ffns: Sequence[str], arms: Sequence[Arm], optim: OptimSection) -> list[Entry]:
-    """One plan entry per FFN type and arm (see the module docstring); refuses a cycle of
-    borrowed rates."""
+def rate_entries(
+    ffns: Sequence[str],
+    arms: Sequence[Arm],
+    optim: OptimSection,
+    tuning: TuningSection,
+    seed: int,
+    steps: int,
+    scores: Mapping[str, str],
+) -> list[Entry]:
+    """One plan entry per FFN type and arm (see the module docstring); its sweep's trials on
+    ``tuning``'s seeds (from ``seed``), ``steps`` long unless ``tuning.steps`` says otherwise,
+    ranked by the declared score of ``scores``. Refuses a cycle of borrowed rates."""
     borrowed = {arm.name: lenders(arm, arms, optim) for arm in arms}
     _refuse_cycles(borrowed)
 
     def entry(ffn: str, arm: Arm) -> Entry:
         sources = borrowed[arm.name]
+        section = optim[arm.tuned]
         fixed = {k: optim[k].grid[0] for k in arm.kinds if k != arm.tuned and k not in sources}
-
-        def lrs(point: float, best: Best) -> dict[str, float]:
-            taken = {kind: best[(ffn, lender.name)][kind] for kind, lender in sources.items()}
-            return {**fixed, **taken, arm.tuned: point}
-
-        needs = tuple(dict.fromkeys(lender.name for lender in sources.values()))
-        return Entry(ffn, arm, optim[arm.tuned].grid, lrs, needs)
+        if not section.tuned:
+            fixed[arm.tuned] = section.grid[0]
+        rates = Rates(
+            fixed=fixed,
+            borrowed={kind: (lender.name, kind) for kind, lender in sources.items()},
+            swept=(arm.tuned,) if section.tuned else (),
+        )
+        sweep = tuning.sweep(section.grid, seed, steps, scores) if section.tuned else None
+        return Entry(ffn, arm, rates, sweep)
 
     return [entry(ffn, arm) for ffn in ffns for arm in arms]
 

@@ -301,6 +301,9 @@ class OptimizerKind:
     parameter's leading member dimension steps as its own parameter would, because the update is
     elementwise or (Muon) told the member dimension through ``batch_dims``. Kinds that mix a
     tensor's entries (whitening, a per-tensor norm, torch's Muon) are refused for ensembles.
+    ``twin``: this kind is another kind at a learning rate of its own, with every other
+    hyper-parameter the other's (``adam_split``: Adam on the hidden matrices, its rate tuned
+    apart from the embedding's, for comparisons with equal tuning freedom).
     """
 
     name: str
@@ -313,6 +316,7 @@ class OptimizerKind:
     path: str | None = None
     family: str = "yours"
     per_member: bool = False
+    twin: str | None = None
 
     def options(self) -> set[str] | None:
         """Names a param group of this kind may set (None: any, a factory taking ``**kwargs``)."""
@@ -367,6 +371,8 @@ REGISTRY: dict[str, OptimizerKind] = {
                       layout_keys=MUON_LAYOUT_KEYS, family="orthogonalised", per_member=True),
         OptimizerKind("adam", "Adam", torch.optim.Adam, AdamHParams, lr=3e-3,
                       family="elementwise", per_member=True),
+        OptimizerKind("adam_split", "Adam (own rate)", torch.optim.Adam, AdamHParams, lr=3e-3,
+                      family="elementwise", per_member=True, twin="adam"),
         OptimizerKind("sgd", "SGD+M", torch.optim.SGD, SGDHParams, lr=0.1, family="plain",
                       per_member=True),
         OptimizerKind("adamw", "AdamW", torch.optim.AdamW, AdamWHParams, lr=1e-3,

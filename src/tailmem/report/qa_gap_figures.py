@@ -6,19 +6,19 @@ Both return the matplotlib figure; save it with :meth:`tailmem.rundir.RunDir.sav
 - :func:`fta_vs_exposures_figure`: FTA against exposures per group for two arms, seed mean with a
   ± standard-error band, the tau levels as dotted lines: how far right the lagging arm's
   curves sit is the exposure-lag ratio.
-- :func:`lag_ratio_figure`: the lag ratio against tau per group for one pair of arms, seed mean
-  ± SE where measured, bounds as triangles (▲ at least, ▼ at most), optionally beside a
-  reference (the paper's values computed the same way) in grey.
+- :func:`lag_ratio_figure`: the lag ratio against tau per group for one pair of arms, geometric
+  mean over seeds with its 95 % interval where measured, bounds as triangles (▲ at least, ▼ at
+  most), optionally beside a reference (the paper's values computed the same way) in grey.
 """
 
 from __future__ import annotations
 
-from collections.abc import Mapping, Sequence
+from collections.abc import Sequence
 from typing import Any
 
 import numpy as np
 
-from tailmem.metrics.qa_gaps import FTACurves, band
+from tailmem.metrics.qa_gaps import FTACurves, LagRatio, PairMeasure, band
 from tailmem.plotting import legend_outside, pyplot
 
 
@@ -57,74 +57,61 @@ def fta_vs_exposures_figure(
     return fig
 
 
-def _ratio_points(
-    rows: Sequence[Mapping[str, Any]],
-) -> dict[str, list[tuple[float, float, float | None]]]:
-    """(tau, value, se) of each kind: measured seed means, lower bounds, upper bounds."""
-    points: dict[str, list[tuple[float, float, float | None]]] = {
-        "measured": [],
-        "lower": [],
-        "upper": [],
-    }
+def _ratio_points(rows: Sequence[LagRatio]) -> dict[str, list[tuple[float, float, Any]]]:
+    """(tau, value, error bar) of each kind: measured geometric means with their 95 % interval
+    (as a lower and upper distance), lower bounds, upper bounds of the seed-mean curves."""
+    points: dict[str, list[tuple[float, float, Any]]] = {"measured": [], "lower": [], "upper": []}
     for row in rows:
-        tau, central = row["tau"], row["of_mean"]
-        if row["mean"] is not None:
-            points["measured"].append((tau, row["mean"], row["se"]))
-        elif central["lower"] is not None:
-            points["lower"].append((tau, central["lower"], None))
-        elif central["upper"] is not None:
-            points["upper"].append((tau, central["upper"], None))
+        central = row.of_mean
+        if row.ratio is not None:
+            interval = row.interval()
+            err = (0.0, 0.0) if interval is None else (row.ratio - interval[0],
+                                                        interval[1] - row.ratio)  # fmt: skip
+            points["measured"].append((row.tau, row.ratio, err))
+        elif central.ratio is not None:
+            points["measured"].append((row.tau, central.ratio, (0.0, 0.0)))
+        elif central.lower is not None:
+            points["lower"].append((row.tau, central.lower, (0.0, 0.0)))
+        elif central.upper is not None:
+            points["upper"].append((row.tau, central.upper, (0.0, 0.0)))
     return points
 
 
-def _pair(measures: Mapping[str, Any], lead: str, lag: str) -> list[Mapping[str, Any]]:
-    for pair in measures["pairs"]:
-        if (pair["lead"], pair["lag"]) == (lead, lag):
-            return pair["lag_ratio"]
-    raise ValueError(f"no pair ({lead!r}, {lag!r}) in the gap measures")
-
-
 def lag_ratio_figure(
-    measures: Mapping[str, Any],
-    lead: str,
-    lag: str,
-    reference: Mapping[str, Any] | None = None,
+    pair: PairMeasure,
+    reference: PairMeasure | None = None,
     reference_label: str = "paper",
     title: str | None = None,
 ) -> Any:
-    """Lag ratio of ``lag`` behind ``lead`` against tau, one colour per group (and pooled),
-    from :func:`~tailmem.metrics.qa_gaps.gap_measures` output."""
+    """Lag ratio of ``pair.lag`` behind ``pair.lead`` against τ, one colour per group (and
+    pooled): geometric mean over seeds with its 95 % t interval, bounds as triangles; beside
+    it, in grey, ``reference`` (the paper's tables computed the same way)."""
     plt = pyplot()
     fig, ax = plt.subplots(figsize=(6.4, 4.2))
-    sources = [(measures, None, "")]
+    sources: list[tuple[PairMeasure, str | None, str]] = [(pair, None, "")]
     if reference is not None:
         sources.append((reference, "grey", f"{reference_label} "))
     markers = {"measured": "o", "lower": "^", "upper": "v"}
     for source, fixed, prefix in sources:
-        rows = _pair(source, lead, lag)
-        labels = list(dict.fromkeys(row["group"] for row in rows))
+        rows = source.lag_ratios
+        labels = list(dict.fromkeys(row.group for row in rows))
         colours = plt.cm.plasma(np.linspace(0.0, 0.85, max(len(labels), 1)))
         for i, (label, colour) in enumerate(zip(labels, colours, strict=True)):
-            points = _ratio_points([row for row in rows if row["group"] == label])
+            points = _ratio_points([row for row in rows if row.group == label])
             offset = 0.006 * (i - len(labels) / 2) + (0.012 if fixed else 0.0)  # apart
             name: str | None = f"{prefix}group {label}"
             for kind, entries in points.items():
                 if not entries:
                     continue
-                tau, value, se = (np.array(v, dtype=float) for v in zip(*entries, strict=True))
-                err = np.nan_to_num(se) if np.isfinite(se).any() else None
-                ax.errorbar(
-                    tau + offset,
-                    value,
-                    yerr=err,
-                    fmt=markers[kind],
-                    color=fixed or colour,
-                    mfc="none" if fixed else None,
-                    capsize=2,
-                    label=name,
-                )
+                tau = np.array([e[0] for e in entries], dtype=float)
+                value = np.array([e[1] for e in entries], dtype=float)
+                err = np.array([e[2] for e in entries], dtype=float).T
+                ax.errorbar(tau + offset, value, yerr=err if err.any() else None,
+                            fmt=markers[kind], color=fixed or colour,
+                            mfc="none" if fixed else None, capsize=2, label=name)  # fmt: skip
                 name = None
     ax.axhline(1.0, color="black", linewidth=0.8)
+    lead, lag = pair.lead, pair.lag
     ax.set(xlabel="FTA level tau", ylabel=f"exposures {lag} needs / {lead} needs")
     ax.set(title=title or f"exposure-lag ratio of {lag} behind {lead} (▲ at least, ▼ at most)")
     ax.grid(True, alpha=0.3)

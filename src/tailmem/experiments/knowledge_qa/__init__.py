@@ -6,16 +6,21 @@ paper's power law (:mod:`tailmem.data.bios`: group ``g`` has ``2**(g-1)`` people
 frequency group (:mod:`.fta`) is measured during training for the five arms of :mod:`.arms` —
 Muon, Adam, SGD+momentum and the two hybrids — for a plain and/or gated FFN.
 
-Protocol (run by :mod:`tailmem.lm.plan` on the shared worker pool)
-    1. LR sweep per arm: one run per learning rate of the grid of the kind the arm tunes
-       (``optim.<kind>.lr`` given as a list; one number: nothing to sweep), scored by the FTA
-       over *all* questions at its end (not the tail: tuning on the tail would choose for the
-       claim being tested). A winner at an end of its grid widens the grid by one point beyond
-       that end, up to ``sweep.max_extend`` times (:class:`~tailmem.lm.plan.Plan`). Hybrids
-       borrow the tuned LRs of the base arms for their other optimiser
-       (:mod:`tailmem.lm.rates`).
-    2. ``seeds`` runs per arm at its best learning rate; seeds change the initialisation and the
-       data order, not the people.
+Protocol (run by :mod:`tailmem.lm.plan` on the shared worker pool; :mod:`tailmem.lm.tuning`)
+    1. Tuning per arm: every candidate of the grid of the kind the arm tunes (``optim.<kind>.lr``
+       given as a list; one number: nothing to tune) trains on ``tuning.seeds`` tuning seeds,
+       apart from the evaluation seeds, and is ranked by the mean of the declared score
+       (``tuning.score``; default ``answer_loss``: the answer-token loss weighted as training
+       weighs each group — the training objective, in which the rarest group carries about
+       1/(m+1) — not the tail FTA the claims measure; ``fta_all``, FTA over all questions, gives
+       the rarest group half the weight). A winner at an end widens the grid by one point beyond
+       it, up to ``tuning.max_extend`` times: the same budget for every arm. Hybrids borrow the
+       tuned LRs of the base arms for their other optimiser (:mod:`tailmem.lm.rates`), so Muon
+       and ``adam_split`` each tune one rate over the same Adam-trained rest.
+       ``tuning.rates: stored`` evaluates at the rates stored for exactly this config
+       (:mod:`tailmem.lm.store`; ``tailmem tune`` re-tunes) and trains no trial.
+    2. ``seeds`` evaluation runs per arm at its chosen learning rate; seeds change the
+       initialisation and the data order, not the people.
     Every run has its own resumable sub-run directory (:mod:`tailmem.lm.subrun`): re-running
     after an interruption reuses finished runs and resumes unfinished ones from their
     checkpoints. ``train.keep_checkpoints`` (``first_seed`` in the presets) keeps the final
@@ -35,21 +40,26 @@ Outputs (in the run directory), the gap measures first (:mod:`.gaps`)
     ``fta_final_<ffn>`` (final FTA and EM by group), ``lr_sweep_<ffn>`` figures;
     ``tail_table_<ffn>.csv`` (paper Tables 3–8: the tail groups at 20/50/100% of training, mean ±
     std over seeds, published values and EM beside); ``tail_table_long.csv``,
-    ``head_tail_gap.csv``, ``lr_sweep.csv``, ``results.json`` (with ``gap_measures`` and
-    ``final_by_group``), ``claims.json`` and ``report.json``.
+    ``head_tail_gap.csv``, ``lr_sweep.csv`` (every trial), ``tuning.csv`` (every arm's choice,
+    cost and budget), ``tuned_rates.json`` (the choices made in this run, for the rate store),
+    ``results.json`` (with ``gap_measures``, ``final_by_group`` and every seed run),
+    ``claims.json`` and ``report.json``. With ``tuning.only`` (``tailmem tune``) the run trains
+    the trials alone and writes the tuning tables and ``tuned_rates.json``.
 
 ``note`` (free text, e.g. what the preset's scale was chosen to show) ends the report summary.
 
 Unpublished choices (documented here and in the presets): batch size, sequence length, schedule
 (warmup, then constant, then a linear decay to 0 over the last ``train.decay_frac``), no gradient
-clipping, SGD momentum 0.9, the learning-rate grids and the seed count.
+clipping, SGD momentum 0.9, the learning-rate grids, the tuning score and the seed count.
 """
 
 from __future__ import annotations
 
 import dataclasses
+import math
 import re
-from collections.abc import Sequence
+import sys
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Literal
@@ -64,11 +74,13 @@ from tailmem.experiments.knowledge_qa.arms import ARMS
 from tailmem.experiments.knowledge_qa.fta import QAData, answer_loss_sum, chance_fta, describe_fta
 from tailmem.lm.arms import Arm, select_arms
 from tailmem.lm.config import LMConfig
-from tailmem.lm.plan import Entry, Plan, run_plan, tidy
+from tailmem.lm.plan import Entry, Plan, TrainedPlan, run_plan, tidy
 from tailmem.lm.preflight import check_lm
 from tailmem.lm.rates import rate_entries
 from tailmem.lm.spec import RunResult, diverged_runs
+from tailmem.lm.store import write_store
 from tailmem.lm.subrun import RunContext, template
+from tailmem.lm.sweeps import CHOICE_COLUMNS, TRIAL_COLUMNS, choice_rows, trial_rows
 from tailmem.optim.registry import AdamHParams, MuonHParams
 from tailmem.report.qa_gap_figures import fta_vs_exposures_figure, lag_ratio_figure
 from tailmem.resources import check_writable_folder
@@ -79,23 +91,29 @@ NAME = "knowledge-qa"
 FFNS = ("plain", "gated")
 
 
-@dataclass
-class SweepSection:
-    """How the learning rates given as grids (``optim.<kind>.lr: [...]``) are swept: the
-    length and seed of the sweep runs (None: ``train.steps`` and the first seed, in which case
-    the winning sweep run is also that seed's run) and ``max_extend``, how many points a grid
-    may grow beyond an end its winner sits at (:class:`~tailmem.lm.plan.Plan`), so the chosen
-    rate is interior where that suffices."""
+SCORES = {
+    "answer_loss": "minus the answer-token cross-entropy on every evaluation question, each "
+    "group weighted as training weighs it (loss_train at the last evaluation): the training "
+    "objective, in which the rarest group carries about 1/(m+1)",
+    "fta_all": "FTA over all questions at the last evaluation (about half of them are the "
+    "rarest group's: it tunes on the tail the claims measure)",
+}
+"""The tuning scores a knowledge-QA sweep may be ranked by (``tuning.score``; the first is the
+default)."""
 
-    steps: int | None = None
-    seed: int | None = None
-    max_extend: int = 2
 
-    def validate(self) -> None:
-        if self.max_extend < 0:
-            raise ConfigError(f"sweep.max_extend: got {self.max_extend}; expected >= 0")
-        if self.steps is not None and self.steps < 1:
-            raise ConfigError(f"sweep.steps: got {self.steps!r}; expected a positive integer")
+def score_of(name: str) -> Callable[[RunResult], float | None]:
+    """The score :data:`SCORES` names, of a finished run's last evaluation (higher is better;
+    None when the run has no finite value)."""
+    key, sign = {"answer_loss": ("loss_train", -1.0), "fta_all": ("fta_all", 1.0)}[name]
+
+    def score(result: RunResult) -> float | None:
+        value = result.evals[-1].get(key) if result.evals else None
+        if not isinstance(value, (int, float)) or not math.isfinite(value):
+            return None
+        return sign * float(value)
+
+    return score
 
 
 @dataclass
@@ -116,7 +134,7 @@ class Config(LMConfig):
     ``fta_all`` weighted by group size, :mod:`.fta`), for a model that asking all
     2**m · 6 questions would slow down more than training it; it is part of every run's data
     identity. ``cache_dir``: where the data set is built (default: the run directory's
-    ``data/``).
+    ``data/``). ``tuning``: how the grids are tuned (module docstring).
     """
 
     seeds: int = 3
@@ -129,7 +147,6 @@ class Config(LMConfig):
     tail_offsets: list[int] = field(default_factory=lambda: [2, 1, 0])
     head_groups: int = 3
     eval_sample: int | None = None
-    sweep: SweepSection = field(default_factory=SweepSection)
     cache_dir: str | None = None
     note: str = ""
 
@@ -137,12 +154,18 @@ class Config(LMConfig):
     def ffns(self) -> list[str]:
         return list(FFNS) if self.ffn == "both" else [self.ffn]
 
-    @property
-    def sweep_steps(self) -> int:
-        return self.train.steps if self.sweep.steps is None else self.sweep.steps
-
     def run_arms(self) -> list[Arm]:
         return select_arms(self.arms, ARMS)
+
+    def tuning_scores(self) -> dict[str, str]:
+        return dict(SCORES)
+
+    def tuning_record(self) -> dict[str, Any]:
+        """:meth:`LMConfig.tuning_record` without the output fields (tables and heads)."""
+        record = super().tuning_record()
+        for name in ("table_fracs", "tail_offsets", "head_groups", "ffn"):
+            record.pop(name, None)
+        return record
 
     def validate(self) -> None:
         """One-line :class:`ConfigError` for the first invalid field."""
@@ -168,25 +191,27 @@ class Config(LMConfig):
             )
         if self.train.seq_len > 4096:
             raise ConfigError(f"train.seq_len: got {self.train.seq_len}; expected at most 4096")
-        try:
-            self.train.loop_config(self.sweep_steps, seed=0).validate()
-        except ConfigError as exc:
-            raise ConfigError(f"sweep.steps: {exc}") from None
+        if self.tuning.steps is not None:
+            try:
+                self.train.loop_config(self.tuning.steps, seed=0).validate()
+            except ConfigError as exc:
+                raise ConfigError(f"tuning.steps: {exc}") from None
 
     def entries(self) -> list[Entry]:
         """One plan entry per FFN type and arm (:func:`~tailmem.lm.rates.rate_entries`)."""
-        return rate_entries(self.ffns, self.run_arms(), self.optim)
+        return rate_entries(self.ffns, self.run_arms(), self.optim, self.tuning, self.seed,
+                            self.train.steps, SCORES)  # fmt: skip
 
     def check_overrides(self, keys: Sequence[str]) -> None:
-        """Besides :meth:`LMConfig.check_overrides`: ``sweep.*`` reaches nothing when no rate
+        """Besides :meth:`LMConfig.check_overrides`: ``tuning.*`` reaches nothing when no rate
         the arms use is a grid."""
         super().check_overrides(keys)
-        swept = any(self.optim[k].swept for arm in self.run_arms() for k in arm.kinds)
+        tuned = any(self.optim[k].tuned for arm in self.run_arms() for k in arm.kinds)
         for key in keys:
-            if key.startswith("sweep.") and not swept:
+            if key.startswith("tuning.") and not tuned:
                 raise ConfigError(
-                    f"{key}: no learning rate of this run is swept (every optim.<kind>.lr the "
-                    "arms use is one number); expected a list of rates to sweep"
+                    f"{key}: no learning rate of this run is tuned (every optim.<kind>.lr the "
+                    "arms use is one number); expected a list of rates to tune"
                 )
 
 
@@ -214,6 +239,7 @@ def preflight(cfg: Config) -> None:
     items = cfg.data.train_items
     what = f"a data set of {items} training items (data.m {cfg.data.m}, data.n_qa {cfg.data.n_qa})"
     check_lm(cfg, cfg.ffns, items * (8 + 2 * shortest), extra=what)
+    cfg.stored_rates()  # tuning.rates: stored with a rate missing is refused here
     if cfg.train.seq_len + 1 < shortest:
         raise ConfigError(
             f"train.seq_len: got {cfg.train.seq_len}; expected at least {shortest - 1} (a row of "
@@ -222,16 +248,14 @@ def preflight(cfg: Config) -> None:
         )
 
 
-def score(entry: Entry, point: float, result: RunResult) -> float:
-    """The sweep's score of a run (:func:`.tables.score`: FTA over all questions)."""
-    return tables.score(result)
-
-
 def summary(result: RunResult) -> str:
     """A finished run's printed summary: FTA over all questions and of the rarest group."""
     if not result.evals:
         return "no evaluation"
-    return f"FTA all questions {tables.score(result):.3f}, rarest group {tables.rarest(result):.3f}"
+    return (
+        f"FTA all questions {tables.fta_all(result):.3f}, rarest group "
+        f"{tables.rarest(result):.3f}, answer loss {result.evals[-1].get('loss_train', 0):.3f}"
+    )
 
 
 @dataclass(frozen=True)
@@ -266,38 +290,53 @@ def prepare(cfg: Config, root: Path) -> Prepared:
         show_progress=cfg.workers == 1, threads=cfg.train.threads,
     )  # fmt: skip
     runs = template(data.load(D.DistContext()), cfg.model, cfg.train, cfg.optim, cfg.ffns, True)
-    sweep_seed = cfg.seed if cfg.sweep.seed is None else cfg.sweep.seed
-    plan = Plan(
-        cfg.entries(), score, cfg.seed_list, cfg.train.steps, sweep_seed, cfg.sweep_steps, runs,
-        max_extend=cfg.sweep.max_extend,
-    )  # fmt: skip
+    seeds = () if cfg.tuning.only else tuple(cfg.seed_list)
+    score = score_of(cfg.tuning.score_name(SCORES))
+    plan = Plan(tuple(cfg.entries()), seeds, cfg.train.steps, runs, score, cfg.stored_rates())
     return Prepared(context, plan, exposures, chance_fta(dataset), dataset.summary())
 
 
 def run(cfg: Config, run: RunDir) -> None:
-    """Sweep, train every seed, then write tables, figures, claims and ``report.json``."""
+    """Tune, train every seed, then write tables, figures, claims and ``report.json`` (with
+    ``tuning.only``: tune, then write the tuning tables alone)."""
     study = prepare(cfg, run.path)
-    run_plan(study.plan, study.context, cfg.workers, summary)
-    tidy(study.plan, study.context.root, cfg.train.keep_checkpoints)
-    if D.is_main_process():
-        write_outputs(cfg, run, study.plan, study.chance, study.data_summary, study.exposures)
+    trained = run_plan(study.plan, study.context, cfg.workers, summary)
+    tidy(trained, study.context.root, cfg.train.keep_checkpoints)
+    if not D.is_main_process():
+        return
+    write_tuning(cfg, run, trained)
+    if not cfg.tuning.only:
+        write_outputs(cfg, run, trained, study.chance, study.data_summary, study.exposures)
+
+
+def write_tuning(cfg: Config, run: RunDir, trained: TrainedPlan) -> None:
+    """The tuning tables (``lr_sweep.csv``: every trial; ``tuning.csv``: every arm's choice,
+    cost and budget) and the choices made in this run as ``tuned_rates.json`` (a rate store,
+    :mod:`tailmem.lm.store`)."""
+    run.write_csv("lr_sweep.csv", [r.record(trained.kinds) for r in trial_rows(trained)])
+    run.write_csv("tuning.csv", [r.record() for r in choice_rows(trained)])
+    command = " ".join(sys.argv[1:]) or "tailmem.experiments.knowledge_qa.run"
+    preset = run.read_config().get("preset", "") if run.file("config.yaml").is_file() else ""
+    tuned = trained.tuned_rates(cfg.tuning_record(), NAME, str(preset), command)
+    if tuned:
+        write_store(run.path / "tuned_rates.json", tuned, merge=False)
 
 
 def write_outputs(
     cfg: Config,
     run: RunDir,
-    plan: Plan,
+    trained: TrainedPlan,
     chance: float,
     data_summary: dict[str, Any],
     exposures: gaps.Exposures,
 ) -> None:
     """Tables, figures, results, claims and the report layout of a finished plan (its tables
     read the runs that did not diverge; ``results.json`` lists those that did)."""
-    diverged = diverged_runs(list(plan.results.values()))
-    plan = plan.completed()
+    diverged = diverged_runs(list(trained.results.values()))
+    plan = trained.completed()
     m = cfg.data.m
-    sweep_rows = tables.sweep_rows(plan)
-    run.write_csv("lr_sweep.csv", sweep_rows)
+    sweep_rows = [r.record(plan.kinds) for r in trial_rows(plan)]
+    choices = [r.record() for r in choice_rows(plan)]
     long_rows, gaps_rows = [], []
     measures, figures, layout_tables = {}, [], []
     for ffn in plan.ffns:  # the gap measures lead the report
@@ -325,12 +364,14 @@ def write_outputs(
                 f"decoding reproduces every answer token) at the last step by frequency group, "
                 f"{ffn} FFN, mean ± std over seeds",
             ),
-            run.save_report_figure(
+        ]
+        if any(r["ffn"] == ffn for r in sweep_rows):
+            figures.append(run.save_report_figure(
                 plots.sweep_figure(sweep_rows, ffn, plan.labels),
                 f"lr_sweep_{ffn}",
-                f"LR sweep, {ffn} FFN: FTA over all questions per learning rate",
-            ),
-        ]
+                f"Tuning, {ffn} FFN: each candidate's score ({cfg.tuning.score_name(SCORES)}), "
+                f"mean over the tuning seeds (dots: each seed; star: chosen)",
+            ))  # fmt: skip
         layout_tables.append(
             {
                 "file": f"tail_table_{ffn}.csv",
@@ -351,10 +392,12 @@ def write_outputs(
             "columns": HEAD_TAIL_COLUMNS,
         },
         {
-            "file": "lr_sweep.csv",
-            "caption": "LR sweep (score: FTA over all questions)",
-            "columns": LR_SWEEP_COLUMNS,
+            "file": "tuning.csv",
+            "caption": f"Tuning: every arm's choice, cost and budget (score "
+            f"{cfg.tuning.score_name(SCORES)}: {SCORES[cfg.tuning.score_name(SCORES)]})",
+            "columns": CHOICE_COLUMNS,
         },
+        {"file": "lr_sweep.csv", "caption": "Every tuning trial", "columns": TRIAL_COLUMNS},
     ]
     claims = tables.claims(plan, m, cfg.head_groups, chance)
     write_claims(run, claims)
@@ -362,11 +405,16 @@ def write_outputs(
         "data": data_summary,
         "chance_fta": chance,
         "best_lr": {f"{ffn}/{arm}": lrs for (ffn, arm), lrs in plan.best.items()},
+        "tuning": {
+            "score": cfg.tuning.score_name(SCORES),
+            "choices": choices,
+            "trials": sweep_rows,
+        },
         "runs": [plan.results[job].to_json() for jobs in plan.seed_runs.values() for job in jobs],
         "diverged": diverged,
         "head_tail_gap": gaps_rows,
         "tail_table": long_rows,
-        "gap_measures": measures,
+        "gap_measures": {ffn: found.to_json() for ffn, found in measures.items()},
         "final_by_group": {ffn: final_by_group(plan, ffn) for ffn in cfg.ffns},
         "config_model": dataclasses.asdict(cfg.model),
     }
@@ -376,7 +424,7 @@ def write_outputs(
         {
             "title": "Knowledge QA: FTA of rare facts by optimiser (paper A, Sec. 4.3)",
             "summary": report_summary(
-                cfg, gaps_rows, claims, sweep_rows, data_summary, chance, measures
+                cfg, gaps_rows, claims, choices, data_summary, chance, measures
             ),
             "figures": figures,
             "tables": layout_tables,
@@ -385,72 +433,76 @@ def write_outputs(
 
 
 def write_gap_measures(
-    cfg: Config, run: RunDir, plan: Plan, ffn: str, exposures: gaps.Exposures
-) -> tuple[dict[str, Any], list[dict[str, str]], list[dict[str, Any]]]:
-    """The gap measures of one FFN type: written to CSVs and figures; returns them with the
-    report's figure and table entries."""
-    measures, curves = gaps.measure(plan, ffn, exposures)
-    run.write_csv(f"lag_ratio_{ffn}.csv", gaps.lag_ratio_rows(ffn, measures))
-    run.write_csv(f"peak_gap_{ffn}.csv", gaps.peak_gap_rows(ffn, measures, plan.steps))
+    cfg: Config, run: RunDir, plan: TrainedPlan, ffn: str, exposures: gaps.Exposures
+) -> tuple[gaps.QAGaps, list[dict[str, str]], list[dict[str, Any]]]:
+    """The gap measures of one FFN type: written to CSVs and figures (per headline pair: the
+    fair comparison, then paper A's); returns them with the report's figure and table
+    entries."""
+    found, curves = gaps.measure(plan, ffn, exposures)
+    run.write_csv(f"lag_ratio_{ffn}.csv", gaps.lag_ratio_rows(ffn, found))
+    run.write_csv(f"gap_{ffn}.csv", gaps.gap_rows(ffn, found, plan.steps))
     figures, listed = [], []
-    pair = gaps.headline_pair(measures)
-    if pair is not None:
-        lead, lag = (plan.arm(arm).label for arm in pair)
-        tail = sorted({cfg.data.m - o for o in cfg.tail_offsets if o <= cfg.data.m})
-        paper = measures["paper"][gaps.REFERENCE]
-        labels = {arm: plan.arm(arm).label for arm in pair}
-        run.write_csv(f"lag_ratio_summary_{ffn}.csv", gaps.lag_ratio_table(measures, *pair, labels))
+    tail = sorted({cfg.data.m - o for o in cfg.tail_offsets if o <= cfg.data.m})
+    for lead_arm, lag_arm in found.headlines():
+        pair = found.pair(lead_arm, lag_arm)
+        assert pair is not None
+        lead, lag = plan.arm(lead_arm).label, plan.arm(lag_arm).label
+        stem = f"{ffn}" if (lead_arm, lag_arm) == found.headline() else f"{ffn}_{lag_arm}"
+        labels = {lead_arm: lead, lag_arm: lag}
+        reference = found.paper[gaps.REFERENCE].pair(lead_arm, lag_arm)
+        run.write_csv(f"lag_ratio_summary_{stem}.csv",
+                      gaps.lag_ratio_table(found, lead_arm, lag_arm, labels))  # fmt: skip
+        paper_note = (
+            "beside the paper's tables computed the same way (grey, arXiv v2; the ICLR values "
+            "are in the table; the paper's groups 11/13/15 are our m−4/m−2/m)"
+            if reference is not None else "(the paper did not run this pair)"
+        )  # fmt: skip
         figures += [
             run.save_report_figure(
                 fta_vs_exposures_figure(
-                    curves[pair], *pair, groups=tail, taus=measures["taus"],
-                    title=f"{lead} (solid) vs {lag} (dashed), {ffn} FFN",
+                    curves[lead_arm, lag_arm], lead_arm, lag_arm, groups=tail,
+                    taus=found.ours.taus, title=f"{lead} (solid) vs {lag} (dashed), {ffn} FFN",
                 ),
-                f"fta_vs_exposures_{ffn}",
+                f"fta_vs_exposures_{stem}",
                 f"FTA of the tail groups against exposures per fact (times one fact has been "
                 f"trained), {lead} vs {lag}, {ffn} FFN, mean ± SE band over "
-                f"{curves[pair].n_seeds} paired seed(s): how far right {lag}'s curve sits at an "
-                "FTA level (dotted) is the exposure-lag ratio",
+                f"{curves[lead_arm, lag_arm].n_seeds} paired seed(s): how far right {lag}'s "
+                "curve sits at an FTA level (dotted) is the exposure-lag ratio",
             ),
             run.save_report_figure(
                 lag_ratio_figure(
-                    measures, *pair, reference=paper,
+                    pair, reference=reference,
                     reference_label=gaps.VERSION_LABELS[gaps.REFERENCE],
                     title=f"Exposure-lag ratio of {lag} behind {lead}, {ffn} FFN "
                     "(▲ at least, ▼ at most)",
                 ),
-                f"lag_ratio_{ffn}",
+                f"lag_ratio_{stem}",
                 f"Exposure-lag ratio, {ffn} FFN: exposures {lag} needs ÷ exposures {lead} needs "
-                "to bring a group to FTA τ (interpolated between evaluations; seed mean ± SE; "
-                "▲/▼: bounds where a crossing is not bracketed), beside the paper's tables "
-                "computed the same way (grey, arXiv v2; the ICLR values are in the table). The "
-                "paper's groups 11/13/15 are our m−4/m−2/m; the two 'pooled' differ (ours pools "
-                "every group and evaluation, the paper's its 3 groups × 3 steps), so compare "
-                "per group, or with our ratios on the paper's cells (the table)",
+                "to bring a group to FTA τ (read on each curve's monotone envelope, "
+                "interpolated between evaluations; geometric mean over seeds with its 95 % t "
+                "interval; ▲/▼: bounds where a crossing is not bracketed; pooled: the geometric "
+                f"mean over the groups measured in every seed), {paper_note}",
             ),
         ]  # fmt: skip
-        listed.append(
-            {
-                "file": f"lag_ratio_summary_{ffn}.csv",
-                "caption": f"Exposure-lag ratio of {lag} behind {lead}, {ffn} FFN, per group "
-                "(pooled: every group's points as one curve against exposures) and FTA level τ; "
-                f"ours (mean ± SE over seeds) and the paper's m = 15 tables. Every pair of "
-                f"arms: lag_ratio_{ffn}.csv",
-                "columns": gaps.LAG_RATIO_COLUMNS,
-            }
-        )
-    listed.append(
-        {
-            "file": f"peak_gap_{ffn}.csv",
-            "caption": f"Peak FTA gap per pair of arms, {ffn} FFN: the largest seed-mean gap "
-            "lead − lag over groups and evaluations, and where it occurs; ours and the paper's",
-            "columns": gaps.PEAK_GAP_COLUMNS,
-        }
-    )
-    return measures, figures, listed
+        listed.append({
+            "file": f"lag_ratio_summary_{stem}.csv",
+            "caption": f"Exposure-lag ratio of {lag} behind {lead}, {ffn} FFN, per group "
+            "(pooled: the geometric mean over the groups measured in every seed) and FTA level "
+            "τ; ours (geometric mean [95 % t interval] over seeds) and the paper's m = 15 "
+            f"tables. Every pair of arms: lag_ratio_{ffn}.csv",
+            "columns": gaps.LAG_RATIO_COLUMNS,
+        })  # fmt: skip
+    listed.append({
+        "file": f"gap_{ffn}.csv",
+        "caption": f"FTA gaps per pair of arms, {ffn} FFN: the tail gap (rarest group at the "
+        "end, the pre-specified cell) and, descriptive only, the peak gap (the largest "
+        "seed-mean gap over groups and evaluations); ours and the paper's",
+        "columns": gaps.GAP_COLUMNS,
+    })  # fmt: skip
+    return found, figures, listed
 
 
-def tail_columns(plan: Plan) -> dict[str, str]:
+def tail_columns(plan: TrainedPlan) -> dict[str, str]:
     """Explanations of the tail table's headers."""
     columns = {
         "step": "the evaluated step nearest to the fraction",
@@ -475,19 +527,7 @@ HEAD_TAIL_COLUMNS = {
 }
 
 
-LR_SWEEP_COLUMNS = {
-    "swept": "the optimiser kind whose learning rate the arm sweeps",
-    "lr_muon": "learning rate of each kind (lr_adam, lr_sgd alike; empty: the arm does not use it)",
-    "fta_all": "FTA over all questions at the end (the score; -1: diverged)",
-    "fta_rarest": "FTA of the rarest group at the end",
-    "chosen": "the arm's best learning rate",
-    "grid_edge": "the swept rate is at an end of its grid (a chosen one may not be the optimum)",
-    "extended": "a rate added beyond an end of the declared grid, because the winner sat there "
-    "(up to sweep.max_extend of them)",
-}
-
-
-def final_by_group(plan: Plan, ffn: str) -> dict[str, dict[str, list[float]]]:
+def final_by_group(plan: TrainedPlan, ffn: str) -> dict[str, dict[str, list[float]]]:
     """Per arm, FTA and EM of every group at the end: seed mean and standard deviation."""
     out = {}
     for arm in plan.arms:
@@ -526,10 +566,10 @@ def report_summary(
     cfg: Config,
     head_tail: list[dict[str, Any]],
     claims: list[Any],
-    sweep_rows: list[dict[str, Any]],
+    choices: list[dict[str, Any]],
     data_summary: dict[str, Any],
     chance: float,
-    measures: dict[str, dict[str, Any]],
+    measures: dict[str, gaps.QAGaps],
 ) -> str:
     """One paragraph: the setting, the lag ratio and peak gap of the headline pair beside the
     paper's, the final rarest-group FTA and EM per arm, and the verdicts."""
@@ -561,10 +601,20 @@ def report_summary(
     for c in claims:
         counts[c.verdict] = counts.get(c.verdict, 0) + 1
     parts.append("Claims: " + ", ".join(f"{n} {v}" for v, n in counts.items()) + ".")
-    edges = [f"{r['ffn']}/{r['arm']}" for r in sweep_rows if r["chosen"] and r["grid_edge"]]
+    score = cfg.tuning.score_name(SCORES)
+    tuned = [r for r in choices if r["trials"]]
+    if tuned:
+        sources = sorted({r["source"] for r in tuned})
+        parts.append(
+            f"Every arm tuned its one rate by the same rule ({cfg.tuning.seeds} tuning seeds "
+            f"apart from the evaluation seeds, score {score}, up to {cfg.tuning.max_extend} "
+            f"widenings; {', '.join(sources)})."
+        )
+    edges = [f"{r['ffn']}/{r['arm']}" for r in choices if r["edge"]]
     if edges:
         parts.append(
-            f"Chosen LR at the end of its grid (may not be the optimum): {', '.join(edges)}."
+            f"Chosen LR at the end of the candidates tried (may not be the optimum): "
+            f"{', '.join(edges)}."
         )
     if cfg.note:
         parts.append(cfg.note.strip())

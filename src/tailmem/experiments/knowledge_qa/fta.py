@@ -17,6 +17,12 @@ more than the training it measures (m = 15 has 196,608 questions).
   always. Decoding stops at the answer's length and does not ask for EOS afterwards (with
   ``loss_on="answer"`` EOS is never a training target).
 
+- **Answer loss**: the mean next-token cross-entropy of each group's answer tokens (``loss``),
+  and ``loss_train``, the answer loss with every group weighted as training weighs it (its
+  answer tokens times its selections ``S_g``): the training objective on the answers, measured
+  on the whole evaluation set instead of one batch. It is the LR sweeps' default score: the
+  rarest group carries about 1/(m+1) of it (FTA over all questions gives it half).
+
 Greedy decoding needs no loop: it reproduces the answer exactly when, at every answer
 position, the arg-max given the prompt and the *true* earlier answer tokens is the true next
 token (by induction, greedy decoding then sees exactly those earlier tokens). So one forward
@@ -149,8 +155,9 @@ def sample_questions(groups: np.ndarray, per_group: int, seed: int) -> np.ndarra
 
 
 class FTAEvaluator:
-    """``hook(step, model) -> {"fta": [per group], "fta_all", "em": [per group], "em_all"}``
-    (rounded to :data:`DIGITS` decimals): first-token accuracy and whole-answer exact match.
+    """``hook(step, model) -> {"fta": [per group], "fta_all", "em": [per group], "em_all",
+    "loss": [per group], "loss_train"}`` (rounded to :data:`DIGITS` decimals): first-token
+    accuracy, whole-answer exact match and the answer loss (module docstring).
 
     The questions — every one, or ``sample`` per group (see the module docstring; drawn with the
     data set's seed) — are packed once into right-padded batches of ``batch_size`` (sorted by
@@ -181,31 +188,44 @@ class FTAEvaluator:
         everyone = np.bincount(dataset.eval_group, minlength=self.n_groups).astype(np.float64)
         self.weights = torch.from_numpy(everyone) / self.counts.clamp(min=1)
         """Questions of a group per question asked (1 without a sample)."""
+        self.selections = torch.from_numpy(dataset.selections_per_group().astype(np.float64))
+        """How often training sees each fact of a group per epoch (``S_g``)."""
 
     @torch.no_grad()
-    def correct_by_group(self, model: nn.Module) -> tuple[Tensor, Tensor]:
-        """Questions per group answered by their first token and by the whole answer (summed
-        over ranks), float64, each of shape ``(n_groups,)``."""
+    def correct_by_group(self, model: nn.Module) -> tuple[Tensor, Tensor, Tensor, Tensor]:
+        """Per group (summed over ranks, float64, each ``(n_groups,)``): questions answered by
+        their first token, questions answered whole, the answer tokens' summed cross-entropy
+        and the number of answer tokens."""
         first = next(model.parameters(), None)  # a model without parameters runs on the CPU
         device = first.device if first is not None else torch.device("cpu")
-        correct = torch.zeros(2, self.n_groups, dtype=torch.float64, device=device)
+        sums = torch.zeros(4, self.n_groups, dtype=torch.float64, device=device)
         for batch in self.batches[self.ctx.rank :: self.ctx.world_size]:
             b = AnswerBatch(*(getattr(batch, f.name).to(device) for f in fields(batch)))
-            hit = logits_of(model, b.tokens, b.row, b.position).argmax(-1) == b.target
+            logits = logits_of(model, b.tokens, b.row, b.position).float()
+            hit = logits.argmax(-1) == b.target
+            loss = F.cross_entropy(logits, b.target, reduction="none").double()
             misses = torch.zeros(len(b.group), device=device).index_add_(0, b.row, (~hit).float())
-            correct[0].index_add_(0, b.group[b.row[b.first]], hit[b.first].double())
-            correct[1].index_add_(0, b.group, (misses == 0).double())
-        fta, em = D.all_reduce_sum(correct, self.ctx).cpu()
-        return fta, em
+            token_group = b.group[b.row]
+            sums[0].index_add_(0, b.group[b.row[b.first]], hit[b.first].double())
+            sums[1].index_add_(0, b.group, (misses == 0).double())
+            sums[2].index_add_(0, token_group, loss)
+            sums[3].index_add_(0, token_group, torch.ones_like(loss))
+        fta, em, loss_sum, tokens = D.all_reduce_sum(sums, self.ctx).cpu()
+        return fta, em, loss_sum, tokens
 
     def __call__(self, step: int, model: nn.Module) -> dict[str, Any]:
         out: dict[str, Any] = {}
-        for name, correct in zip(("fta", "em"), self.correct_by_group(model), strict=True):
+        fta, em, loss_sum, tokens = self.correct_by_group(model)
+        for name, correct in (("fta", fta), ("em", em)):
             by_group = (correct / self.counts.clamp(min=1)).tolist()
             out[name] = [round(v, DIGITS) for v in by_group]
             everyone = correct * self.weights  # the count over all questions, estimated
             out[f"{name}_all"] = round(float(everyone.sum() / (self.counts * self.weights).sum()),
                                        DIGITS)  # fmt: skip
+        out["loss"] = [round(v, DIGITS) for v in (loss_sum / tokens.clamp(min=1)).tolist()]
+        trained = self.weights * self.selections  # training's weight of an asked answer token
+        out["loss_train"] = round(float((loss_sum * trained).sum() / (tokens * trained).sum()),
+                                  DIGITS)  # fmt: skip
         return out
 
 
@@ -257,7 +277,7 @@ class QAMaterials:
         """What determines a run's numbers; ``eval_sample`` only when set, so runs that ask
         every question keep the identity they had before the sample existed."""
         sample = {} if self.eval_sample is None else {"eval_sample": self.eval_sample}
-        return {"bios": self.dataset.fingerprint, "loss_on": self.loss_on, "eval": "fta+em",
+        return {"bios": self.dataset.fingerprint, "loss_on": self.loss_on, "eval": "fta+em+loss",
                 "packing": self.packing, **sample}  # fmt: skip
 
     def batches(self, seed: int, batch: BatchShape) -> QABatches:

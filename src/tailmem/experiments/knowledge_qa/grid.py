@@ -33,18 +33,17 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from tailmem.claims.core import grid_edge
 from tailmem.config import load_config
 from tailmem.errors import ConfigError
 from tailmem.experiments import knowledge_qa as kqa
 from tailmem.experiments.knowledge_qa import gaps
-from tailmem.lm.plan import Best, Entry, Plan, Train, run_plans, tidy
+from tailmem.lm.plan import Entry, Plan, Rates, Train, TrainedPlan, run_plans, tidy
 from tailmem.lm.subrun import run_job
 from tailmem.resources import check_devices
+from tailmem.rundir import RunDir
+from tailmem.train import distributed as D
 
 EXPERIMENT = "knowledge-qa"
-SHARED_LR_POINT = 0.0
-"""The sweep point recorded for a Muon arm that runs at Adam's chosen rate (it sweeps none)."""
 
 
 @dataclass(frozen=True)
@@ -58,18 +57,19 @@ class Point:
     shared_lr: bool = False
 
 
-@dataclass
+@dataclass(frozen=True)
 class PointResult:
-    """A finished point: its config, plan (diverged seed runs left out, :meth:`Plan.completed`),
-    exposures, chance FTA, data summary and gap measures by FFN type."""
+    """A finished point: its config, trained plan (diverged seed runs left out,
+    :meth:`~tailmem.lm.plan.TrainedPlan.completed`), exposures, chance FTA, data summary and
+    gap measures by FFN type."""
 
     point: Point
     config: kqa.Config
-    plan: Plan
+    plan: TrainedPlan
     exposures: gaps.Exposures
     chance: float
     data_summary: dict[str, Any]
-    measures: dict[str, dict[str, Any]]
+    measures: dict[str, gaps.QAGaps]
 
 
 def slug(label: str) -> str:
@@ -125,18 +125,15 @@ def preflight(configs: Mapping[str, tuple[Point, kqa.Config]], common: Mapping[s
             raise ConfigError(f"point {label!r}: {exc}") from None
 
 
-def shared_lr_entries(entries: Sequence[Entry]) -> list[Entry]:
+def shared_lr_entries(entries: Sequence[Entry]) -> tuple[Entry, ...]:
     """``entries`` with the Muon arm running, for every kind it uses, at the rate the Adam arm
     of its FFN type chose (no sweep of its own)."""
 
     def shared(entry: Entry) -> Entry:
-        def lrs(point: float, best: Best) -> dict[str, float]:
-            rate = best[entry.ffn, "adam"]["adam"]
-            return {kind: rate for kind in entry.arm.kinds}
+        rates = Rates(borrowed={kind: ("adam", "adam") for kind in entry.arm.kinds})
+        return Entry(entry.ffn, entry.arm, rates)
 
-        return Entry(entry.ffn, entry.arm, (SHARED_LR_POINT,), lrs, ("adam",))
-
-    return [shared(e) if e.arm.name == "muon" else e for e in entries]
+    return tuple(shared(e) if e.arm.name == "muon" else e for e in entries)
 
 
 def run_points(
@@ -144,7 +141,7 @@ def run_points(
     root: Path,
     workers: int,
     train: Train = run_job,
-    pairs: Callable[[Plan], Sequence[tuple[str, str]]] | None = None,
+    pairs: Callable[[TrainedPlan], Sequence[tuple[str, str]]] | None = None,
     more: bool = False,
 ) -> dict[str, PointResult]:
     """Train every point of ``configs`` (from :func:`configure`) on one pool of ``workers``;
@@ -157,15 +154,18 @@ def run_points(
             cfg = dataclasses.replace(cfg, cache_dir=str(root / "data"))
         study = kqa.prepare(cfg, root / "points" / slug(label))
         if point.shared_lr:
-            study.plan.entries = shared_lr_entries(study.plan.entries)
+            shared = dataclasses.replace(study.plan, entries=shared_lr_entries(study.plan.entries))
+            study = dataclasses.replace(study, plan=shared)
         prepared[label] = study
-    run_plans({label: (s.plan, s.context) for label, s in prepared.items()}, workers, kqa.summary,
-              train, more)  # fmt: skip
+    trained = run_plans({label: (s.plan, s.context) for label, s in prepared.items()}, workers,
+                        kqa.summary, train, more)  # fmt: skip
     out = {}
     for label, study in prepared.items():
         point, cfg = configs[label]
-        tidy(study.plan, study.context.root, cfg.train.keep_checkpoints)
-        plan = study.plan.completed()
+        tidy(trained[label], study.context.root, cfg.train.keep_checkpoints)
+        if D.is_main_process():
+            kqa.write_tuning(cfg, RunDir(study.context.root), trained[label])
+        plan = trained[label].completed()
         chosen = None if pairs is None else pairs(plan)
         measures = {
             ffn: gaps.measure(plan, ffn, study.exposures, chosen=chosen)[0] for ffn in plan.ffns
@@ -185,10 +185,8 @@ def prune_points(root: Path, labels: Sequence[str]) -> None:
             shutil.rmtree(folder)
 
 
-def chosen_edge(plan: Plan, ffn: str, arm: str) -> str | None:
-    """``"lowest"``/``"highest"`` when the arm's chosen learning rate sits at an end of its
-    (widened) sweep, None when it is interior or the arm chose none (check ``plan.chosen``)."""
-    entry = (ffn, arm)
-    if entry not in plan.chosen:
-        return None
-    return grid_edge(plan.chosen[entry], [point for point, _ in plan.sweeps[entry]])
+def chosen_edge(plan: TrainedPlan, ffn: str, arm: str) -> str | None:
+    """``"lowest"``/``"highest"`` when the arm's chosen learning rate sits at an end of the
+    candidates it tried (or the stored tuning tried), None when it is interior or the arm tuned
+    nothing."""
+    return plan.edge((ffn, arm)) if (ffn, arm) in plan.states else None

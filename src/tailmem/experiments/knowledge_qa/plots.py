@@ -8,13 +8,13 @@ from typing import Any
 import numpy as np
 
 from tailmem.experiments.knowledge_qa.tables import METRICS, history, mean_std, seed_results
-from tailmem.lm.plan import Plan
+from tailmem.lm.plan import TrainedPlan
 from tailmem.plotting import integer_ticks, legend_outside, pyplot
 
 plt = pyplot()
 
 
-def fta_by_group_figure(plan: Plan, ffn: str, chance: float) -> Any:
+def fta_by_group_figure(plan: TrainedPlan, ffn: str, chance: float) -> Any:
     """Paper Fig. 3 style: one panel per arm, FTA of every frequency group over the steps (mean
     over seeds, band = ± std), rare groups in light colours; dashed line = chance level."""
     arms = list(plan.arms)
@@ -60,7 +60,7 @@ def fta_by_group_figure(plan: Plan, ffn: str, chance: float) -> Any:
     return fig
 
 
-def final_fta_figure(plan: Plan, ffn: str, chance: float) -> Any:
+def final_fta_figure(plan: TrainedPlan, ffn: str, chance: float) -> Any:
     """At the last step, against the frequency group, one line per arm (± std over seeds):
     first-token accuracy (left) and whole-answer exact match (right; at most the FTA)."""
     fig, axes = plt.subplots(1, 2, figsize=(11.0, 3.6), sharey=True)
@@ -86,28 +86,30 @@ def final_fta_figure(plan: Plan, ffn: str, chance: float) -> Any:
 
 
 def sweep_figure(rows: list[dict[str, Any]], ffn: str, labels: Mapping[str, str]) -> Any:
-    """FTA over all questions (the sweep criterion) against the swept LR, one line per arm
-    (named by ``labels``)."""
+    """Each candidate's tuning score (higher is better) against the swept rate, one line per arm
+    (named by ``labels``) through the means over the tuning seeds, a dot per trial, a star at
+    the choice; failed trials are left out (their candidate ranks last)."""
     fig, ax = plt.subplots(figsize=(5.5, 3.4))
     for arm in dict.fromkeys(r["arm"] for r in rows if r["ffn"] == ffn):
         mine = [r for r in rows if r["ffn"] == ffn and r["arm"] == arm]
         kind = mine[0]["swept"]
-        lrs = [r[f"lr_{kind}"] for r in mine]
-        scores = [max(r["fta_all"], 0.0) for r in mine]
-        (line,) = ax.plot(lrs, scores, marker="o", ms=3, label=f"{labels[arm]} ({kind} LR)")
-        chosen = [r for r in mine if r["chosen"]]
+        means = {r[f"lr_{kind}"]: r["point_score"] for r in mine if r["point_score"] is not None}
+        xs = sorted(means)
+        (line,) = ax.plot(xs, [means[x] for x in xs], marker="", label=f"{labels[arm]} ({kind})")
+        trials = [r for r in mine if r["score"] is not None]
+        ax.plot([r[f"lr_{kind}"] for r in trials], [r["score"] for r in trials], "o", ms=3,
+                color=line.get_color())  # fmt: skip
+        chosen = [r for r in mine if r["chosen"] and r["point_score"] is not None]
         if chosen:
-            ax.plot(
-                [chosen[0][f"lr_{kind}"]],
-                [chosen[0]["fta_all"]],
-                marker="*",
-                ms=11,
-                color=line.get_color(),
-            )
+            ax.plot([chosen[0][f"lr_{kind}"]], [chosen[0]["point_score"]], marker="*", ms=11,
+                    color=line.get_color())  # fmt: skip
     ax.set_xscale("log")
-    ax.set_xlabel("learning rate of the swept optimiser")
-    ax.set_ylabel("FTA over all questions")
-    return _finish(fig, ax, f"LR sweep, {ffn} FFN (star: chosen; diverged runs at 0)")
+    ax.set(xlabel="learning rate of the tuned optimiser", ylabel="tuning score (higher is better)")
+    ax.grid(alpha=0.3)
+    legend_outside(ax)
+    ax.set_title(f"Tuning, {ffn} FFN (star: chosen)")
+    fig.tight_layout()
+    return fig
 
 
 def _finish(fig: Any, ax: Any, title: str) -> Any:

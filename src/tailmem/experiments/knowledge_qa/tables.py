@@ -7,7 +7,6 @@ seed). A fraction of training is read at the evaluated step nearest to it.
 
 from __future__ import annotations
 
-import math
 from collections.abc import Iterator, Sequence
 from typing import Any
 
@@ -16,21 +15,16 @@ import numpy as np
 from tailmem.claims.a3 import A3_PUBLISHED_FTA, A3Inputs, evaluate_per_ffn
 from tailmem.claims.core import ClaimResult
 from tailmem.data.bios import N_ATTRIBUTES, group_sizes
-from tailmem.lm.plan import Plan
+from tailmem.lm.plan import TrainedPlan
 from tailmem.lm.spec import RunResult
 
-FAILED_SCORE = -1.0
 METRICS = ("fta", "em")
 """The per-group metrics of every evaluation: first-token accuracy and whole-answer exact match."""
 
 
-def score(result: RunResult) -> float:
-    """The sweep's criterion: FTA over all questions at the last evaluation; a diverged run
-    scores :data:`FAILED_SCORE` (below any accuracy)."""
-    if not result.ok or not result.evals:
-        return FAILED_SCORE
-    value = result.evals[-1]["fta_all"]
-    return float(value) if math.isfinite(value) else FAILED_SCORE
+def fta_all(result: RunResult) -> float:
+    """FTA over all questions at the last evaluation (NaN when the run has none)."""
+    return float(result.evals[-1]["fta_all"]) if result.evals else float("nan")
 
 
 def rarest(result: RunResult) -> float:
@@ -38,44 +32,16 @@ def rarest(result: RunResult) -> float:
     return float(result.evals[-1]["fta"][-1]) if result.evals else float("nan")
 
 
-def seed_results(plan: Plan, ffn: str, arm: str) -> list[RunResult]:
+def seed_results(plan: TrainedPlan, ffn: str, arm: str) -> list[RunResult]:
     """The finished seed runs of ``arm`` (empty if it was not run)."""
     return plan.seed_results((ffn, arm))
 
 
-def evaluated_step(plan: Plan, frac: float) -> int:
+def evaluated_step(plan: TrainedPlan, frac: float) -> int:
     """The evaluated step nearest to ``frac`` of training (ties: the earlier one)."""
     first = next(plan.results[jobs[0]] for jobs in plan.seed_runs.values() if jobs)
     steps = [e["step"] for e in first.evals]
     return min(steps, key=lambda s: (abs(s - frac * plan.steps), s))
-
-
-def sweep_rows(plan: Plan) -> list[dict[str, Any]]:
-    """One row per sweep run: FFN, arm, learning rates, score, status, whether it was chosen,
-    whether its swept LR is at an end of the grid, points added beyond the declared grid
-    included (a chosen LR there may not be the optimum), and whether it is such an added
-    point."""
-    rows = []
-    for (ffn, arm), sweep in plan.sweeps.items():
-        points = [p for p, _ in sweep]
-        declared = len(sweep) - plan.extended.get((ffn, arm), 0)  # added points come last
-        for i, (point, job) in enumerate(sweep):
-            result = plan.results[job]
-            rows.append(
-                {
-                    "ffn": ffn,
-                    "arm": arm,
-                    "swept": plan.arm(arm).tuned,
-                    **{f"lr_{k}": job.lrs.get(k) for k in plan.kinds},
-                    "fta_all": score(result),
-                    "fta_rarest": rarest(result),
-                    "status": result.status,
-                    "chosen": job.lrs == plan.best.get((ffn, arm)),
-                    "grid_edge": point in (min(points), max(points)),
-                    "extended": i >= declared,
-                }
-            )
-    return rows
 
 
 def history(results: Sequence[RunResult], metric: str = "fta") -> tuple[np.ndarray, np.ndarray]:
@@ -111,7 +77,7 @@ def fmt(mean: float, std: float) -> str:
 
 
 def tail_table(
-    plan: Plan, ffn: str, fracs: Sequence[float], offsets: Sequence[int], m: int
+    plan: TrainedPlan, ffn: str, fracs: Sequence[float], offsets: Sequence[int], m: int
 ) -> list[dict[str, Any]]:
     """Rows like the paper's Tables 3–8: one per (fraction of training, tail group); per arm its
     FTA (mean ± std over seeds), the published FTA where there is one, and its exact match."""
@@ -129,7 +95,7 @@ def tail_table(
 
 
 def tail_table_long(
-    plan: Plan, ffn: str, fracs: Sequence[float], offsets: Sequence[int], m: int
+    plan: TrainedPlan, ffn: str, fracs: Sequence[float], offsets: Sequence[int], m: int
 ) -> list[dict[str, Any]]:
     """The numbers of :func:`tail_table`, one row per (fraction, group, arm), for analysis:
     FTA ``mean``/``std``, exact match ``em_mean``/``em_std``."""
@@ -159,7 +125,7 @@ def tail_table_long(
 
 
 def _tail_cells(
-    plan: Plan, ffn: str, fracs: Sequence[float], offsets: Sequence[int], m: int
+    plan: TrainedPlan, ffn: str, fracs: Sequence[float], offsets: Sequence[int], m: int
 ) -> Iterator[tuple[float, int, int, dict[str, float]]]:
     """(fraction, step, group, published FTA by arm) of every existing tail-table cell."""
     for frac in fracs:
@@ -169,7 +135,7 @@ def _tail_cells(
                 yield frac, step, m - offset, A3_PUBLISHED_FTA.get(ffn, {}).get((frac, offset), {})
 
 
-def gap_rows(plan: Plan, ffn: str, head_groups: int) -> list[dict[str, Any]]:
+def gap_rows(plan: TrainedPlan, ffn: str, head_groups: int) -> list[dict[str, Any]]:
     """Per arm at the end: head FTA (the ``head_groups`` most frequent groups), rarest-group FTA,
     and the head–tail gap (head minus rarest), each mean ± std over seeds; the same three of
     exact match (``em_`` prefix); FTA and EM over all questions."""
@@ -196,7 +162,7 @@ def gap_rows(plan: Plan, ffn: str, head_groups: int) -> list[dict[str, Any]]:
 # --------------------------------------------------------------------------- claims
 
 
-def claim_inputs(plan: Plan, ffn: str, m: int, head_groups: int, chance: float) -> A3Inputs:
+def claim_inputs(plan: TrainedPlan, ffn: str, m: int, head_groups: int, chance: float) -> A3Inputs:
     """The inputs of the A3 checks (:class:`~tailmem.claims.a3.A3Inputs`) for one FFN type: per
     arm, the FTA per group of every complete seed run at the last step and at the evaluation
     nearest half-way, and the evaluation questions of each group (one per person and
@@ -224,7 +190,7 @@ def claim_inputs(plan: Plan, ffn: str, m: int, head_groups: int, chance: float) 
     )
 
 
-def claims(plan: Plan, m: int, head_groups: int, chance: float) -> list[ClaimResult]:
+def claims(plan: TrainedPlan, m: int, head_groups: int, chance: float) -> list[ClaimResult]:
     """Every A3 claim, each checked against the runs of its own FFN type (one not run leaves
     its claims not measured)."""
     per_ffn = {ffn: claim_inputs(plan, ffn, m, head_groups, chance) for ffn in plan.ffns}

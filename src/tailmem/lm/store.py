@@ -1,0 +1,175 @@
+"""Chosen learning rates kept with their provenance, so a preset evaluates fresh seeds at them.
+
+A *tuning problem* is identified by one digest (:func:`tuning_key`): the study's *problem
+record* — every config field that determines a trial's numbers (model, training, data, every
+optimiser's hyper-parameters, the tuning section; each study's ``tuning_record``: not the
+evaluation seed count, workers, threads or output fields) — and the entry's own FFN type,
+recipe, sweep (grid, tuning seeds, length, score, widening rule), set rates and borrowed rates.
+Change anything that would change a trial's numbers and the key changes, so a stored rate is
+only ever used for the problem it was tuned on; :func:`stored_choices` finds every entry's in
+the order the entries borrow from each other (no data need be built: a preset's missing rates
+are refused before anything is written). A :class:`StoredRate` holds the choice, every trial's
+score and where it came from (commit, tailmem version, date, command).
+
+The package's store is ``configs/tuned_rates.json`` (:data:`PACKAGE_STORE`); a study reads it
+with ``tuning.rates: stored`` (or another file: ``tuning.store``), and ``tailmem tune`` writes
+one, which ``--store`` merges into the package's.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Iterable, Mapping, Sequence
+from dataclasses import asdict, dataclass
+from pathlib import Path
+from typing import TYPE_CHECKING, Any, Literal
+
+from tailmem.errors import ConfigError, DataError
+from tailmem.rundir import atomic_write_text, config_digest
+
+if TYPE_CHECKING:
+    from tailmem.lm.plan import Entry, EntryId
+
+PACKAGE_STORE = Path(__file__).resolve().parents[1] / "configs" / "tuned_rates.json"
+"""The rates tailmem's presets evaluate at (``tuning.rates: stored``)."""
+
+
+def tuning_key(problem: Mapping[str, Any], entry: Entry, borrowed: Mapping[str, float]) -> str:
+    """The digest of one entry's tuning problem (module docstring); ``borrowed`` holds the
+    rates its borrowed kinds take (the lenders' choices)."""
+    sweep = None if entry.sweep is None else asdict(entry.sweep)
+    record = {
+        "problem": dict(problem),
+        "ffn": entry.ffn,
+        "recipe": entry.arm.recipe,
+        "sweep": sweep,
+        "fixed": dict(entry.rates.fixed),
+        "swept": list(entry.rates.swept),
+        "base": dict(entry.rates.base),
+        "borrowed": dict(sorted(borrowed.items())),
+    }
+    return config_digest("tuning", record)
+
+
+def stored_choices(
+    entries: Sequence[Entry], problem: Mapping[str, Any], store: Mapping[str, StoredRate]
+) -> tuple[dict[EntryId, StoredRate], dict[EntryId, str]]:
+    """The stored rate of every entry that tunes, and the keys of those with none stored (by
+    entry). Entries are resolved in borrowing order: an entry's key holds its lenders' rates,
+    which are their stored choices (or their set rates); an entry whose lender has no stored
+    rate is missing too."""
+    found: dict[EntryId, StoredRate] = {}
+    missing: dict[EntryId, str] = {}
+    rates: dict[tuple[str, str], dict[str, float]] = {}  # (ffn, arm) -> its chosen rates
+    pending = list(entries)
+    while pending:
+        ready = [e for e in pending if all((e.ffn, arm) in rates for arm in e.rates.lenders)]
+        if not ready:  # a lender has no rate: everything waiting on it is missing too
+            missing |= {e.id: "" for e in pending}
+            break
+        for entry in ready:
+            pending.remove(entry)
+            chosen = {arm: rates[entry.ffn, arm] for arm in entry.rates.lenders}
+            borrowed = {k: chosen[arm][theirs] for k, (arm, theirs) in entry.rates.borrowed.items()}
+            if entry.sweep is None:
+                rates[entry.id] = entry.rates.at(1.0, chosen)
+                continue
+            key = tuning_key(problem, entry, borrowed)
+            stored = store.get(key)
+            if stored is None:
+                missing[entry.id] = key
+                continue
+            found[entry.id] = stored
+            rates[entry.id] = entry.rates.at(stored.point, chosen)
+    return found, missing
+
+
+@dataclass(frozen=True)
+class StoredTrial:
+    """One trial of a stored tuning: the candidate point, tuning seed and score (None:
+    failed)."""
+
+    point: float
+    seed: int
+    score: float | None
+
+
+@dataclass(frozen=True)
+class StoredRate:
+    """A tuned entry's choice and its provenance (module docstring): ``point`` is the chosen
+    sweep point, ``lrs`` every kind's rate at it, ``edge`` where it sat among the points
+    tried, ``score`` the score's name, ``trials`` every trial with its score, ``budget`` the
+    sweep's trial budget."""
+
+    key: str
+    study: str
+    preset: str
+    ffn: str
+    arm: str
+    point: float
+    lrs: Mapping[str, float]
+    edge: Literal["lowest", "highest"] | None
+    score: str
+    trials: tuple[StoredTrial, ...]
+    budget: int
+    commit: str | None
+    version: str
+    date: str
+    command: str
+
+    def to_json(self) -> dict[str, Any]:
+        out = asdict(self)
+        out["lrs"] = dict(self.lrs)
+        out["trials"] = [asdict(t) for t in self.trials]
+        return out
+
+    @staticmethod
+    def from_json(data: Mapping[str, Any]) -> StoredRate:
+        values = dict(data)
+        values["trials"] = tuple(StoredTrial(**t) for t in values["trials"])
+        values["lrs"] = {str(k): float(v) for k, v in values["lrs"].items()}
+        return StoredRate(**values)
+
+
+def load_store(path: Path | str | None = None) -> dict[str, StoredRate]:
+    """The stored rates by key (the package's store when ``path`` is None; an absent package
+    store is empty). A named file that is missing or damaged is one :class:`DataError`."""
+    where = Path(path) if path is not None else PACKAGE_STORE
+    if not where.is_file():
+        if path is None:
+            return {}
+        raise DataError(
+            f"tuning.store: {where} does not exist; expected a tuned_rates.json "
+            "written by `tailmem tune`"
+        )
+    try:
+        data = json.loads(where.read_text())
+        return {key: StoredRate.from_json(entry) for key, entry in data["rates"].items()}
+    except (ValueError, KeyError, TypeError) as exc:
+        raise DataError(
+            f"{where}: not a store of tuned rates ({exc}); expected the file `tailmem tune` writes"
+        ) from None
+
+
+def write_store(path: Path | str, rates: Iterable[StoredRate], merge: bool = True) -> int:
+    """Write ``rates`` to the store at ``path`` (atomically), merged into what it holds when
+    ``merge``; returns how many entries it holds."""
+    where = Path(path)
+    held = load_store(where) if merge and where.is_file() else {}
+    held |= {rate.key: rate for rate in rates}
+    body = {
+        "note": "learning rates chosen by `tailmem tune`, keyed by tuning problem "
+        "(tailmem.lm.store)",
+        "rates": {k: r.to_json() for k, r in sorted(held.items())},
+    }
+    atomic_write_text(where, json.dumps(body, indent=1, sort_keys=False) + "\n")
+    return len(held)
+
+
+def missing_rates(missing: Iterable[tuple[str, str]], where: str) -> ConfigError:
+    """The refusal of ``tuning.rates: stored`` when entries (FFN, arm) have no stored rate."""
+    names = ", ".join(f"{ffn}/{arm}" for ffn, arm in missing)
+    return ConfigError(
+        f"tuning.rates: stored, but {where} holds no rate tuned for exactly this config for "
+        f"{names}; expected tuning.rates=sweep (tune in this run) or `tailmem tune` first"
+    )
