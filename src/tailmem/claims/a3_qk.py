@@ -61,7 +61,7 @@ def check_qk_tail_edge(claim: Claim, inputs: A3QKInputs) -> Outcome:
     if tail is None:
         return unmeasured(f"Muon and Adam were not both run, or tau {tau} was not measured")
     head = _row(inputs, 0, tau)
-    head_text = "" if head is None or head["mean"] is None else f"; head group {head['mean']:.3g}"
+    head_text = "" if head is None or head["ratio"] is None else f"; head group {head['ratio']:.3g}"
     statuses = ", ".join(f"{k} {v}" for k, v in tail["statuses"].items())
     c = compare_seeds([bound_of(s) for s in tail["seeds"]], limit)
     ours = (

@@ -44,7 +44,7 @@ from tailmem.errors import ConfigError
 from tailmem.lm.arms import HIDDEN_MATRICES, Arm, muon_recipe, select_arms
 from tailmem.lm.config import LMConfig
 from tailmem.lm.corpus import CorpusData, CorpusSection, LMData, corpus_preflight
-from tailmem.lm.plan import Entry, Plan, run_plan, tidy
+from tailmem.lm.plan import Entry, Plan, Rates, run_plan, tidy
 from tailmem.lm.spec import RunResult, diverged_runs
 from tailmem.lm.subrun import RunContext, template
 from tailmem.metrics.curves import first_crossing
@@ -172,6 +172,12 @@ class Config(LMConfig):
                 "muon or both with it"
             )
 
+    def entries(self) -> list[Entry]:
+        return plan_entries(self)
+
+    def tuning_scores(self) -> dict[str, str]:
+        return dict(SCORES)
+
     def tuned_kinds(self, row: Row) -> tuple[str, ...]:
         """The kinds whose learning rate the sweep scales for ``row`` (adam before muon)."""
         kinds = {"adam": ("adam",), "muon": ("muon",), "both": ("adam", "muon"), "off": ()}
@@ -193,24 +199,34 @@ def _final_loss(result: RunResult) -> float:
     return float(value) if isinstance(value, (int, float)) and math.isfinite(value) else math.inf
 
 
-def entries(cfg: Config) -> list[Entry]:
-    """One plan entry per selected row: the base learning rates scaled by each factor."""
+SCORES = {"val_loss": "minus the validation loss at the end (the paper's Table 1 metric)"}
+"""The tuning score of the factor sweep (``tune_lr``)."""
+
+
+def plan_entries(cfg: Config) -> list[Entry]:
+    """One plan entry per selected row: with ``tune_lr``, a sweep of a factor of the base rates
+    of its tuned kinds (:data:`SCORES`; the factor 1 first, so a tie keeps the base rates)."""
     base = cfg.fixed_rates("ablation")
 
     def entry(row: Row) -> Entry:
         tuned = cfg.tuned_kinds(row)
-
-        def lrs(point: float, best: Any) -> dict[str, float]:
-            return {k: base[k] * (point if k in tuned else 1.0) for k in row.arm(cfg.ffn).kinds}
-
-        return Entry(cfg.ffn, row.arm(cfg.ffn), cfg.points(row), lrs)
+        kinds = row.arm(cfg.ffn).kinds
+        rates = Rates(fixed={k: base[k] for k in kinds if k not in tuned}, swept=tuned,
+                      base={k: base[k] for k in tuned})  # fmt: skip
+        points = cfg.points(row)
+        sweep = None if len(points) < 2 else cfg.tuning.sweep(points, cfg.seed, cfg.train.steps,
+                                                              SCORES)  # fmt: skip
+        if sweep is None:
+            rates = Rates(fixed={k: base[k] for k in kinds})
+        return Entry(cfg.ffn, row.arm(cfg.ffn), rates, sweep)
 
     return [entry(row) for row in cfg.selected()]
 
 
-def _score(entry: Entry, point: float, result: RunResult) -> tuple[float, float]:
-    """Lowest final validation loss wins; a tie goes to the factor nearest 1."""
-    return (-_final_loss(result), -abs(math.log(point)))
+def _score(result: RunResult) -> float | None:
+    """Lowest final validation loss wins."""
+    loss = _final_loss(result)
+    return -loss if math.isfinite(loss) else None
 
 
 def preflight(cfg: Config) -> None:
@@ -227,19 +243,22 @@ def run(cfg: Config, run: RunDir) -> None:
         str(run.path), spec, show_progress=cfg.workers == 1, threads=cfg.train.threads
     )
     runs = template(data, cfg.model, cfg.train, cfg.optim, [cfg.ffn], initial_eval=True)
-    seeds = cfg.seed_list
-    plan = Plan(entries(cfg), _score, seeds, cfg.train.steps, seeds[0], cfg.train.steps, runs)
-    run_plan(plan, context, cfg.workers, _summary)
-    tidy(plan, context.root, cfg.train.keep_checkpoints)
-    results = {row.id: plan.seed_results((cfg.ffn, row.id)) for row in cfg.selected()}
+    plan = Plan(tuple(cfg.entries()), tuple(cfg.seed_list), cfg.train.steps, runs, _score,
+                cfg.stored_rates())  # fmt: skip
+    trained = run_plan(plan, context, cfg.workers, _summary)
+    tidy(trained, context.root, cfg.train.keep_checkpoints)
+    results = {row.id: trained.seed_results((cfg.ffn, row.id)) for row in cfg.selected()}
+    chosen = {entry_id: choice.point for entry_id, choice in trained.choices.items()}
+    chosen |= {entry_id: stored.point for entry_id, stored in trained.stored.items()}
     factors = {
-        row.id: {k: plan.chosen[(cfg.ffn, row.id)] for k in cfg.tuned_kinds(row)}
+        row.id: {k: chosen.get((cfg.ffn, row.id), 1.0) for k in cfg.tuned_kinds(row)}
         for row in cfg.selected()
     }
     tuning = {
-        arm_id: {_factor_name(p): _final_loss(plan.results[job]) for p, job in sweep}
-        for (_, arm_id), sweep in plan.sweeps.items()
-    }
+        arm_id: {_factor_name(p): -m if m is not None else math.inf
+                 for p, m in zip(choice.points, choice.means, strict=True)}
+        for (_, arm_id), choice in trained.choices.items()
+    }  # fmt: skip
     if ctx.is_main:
         _write_outputs(cfg, run, data, results, factors, tuning)
     D.barrier(ctx)

@@ -51,18 +51,18 @@ import torch
 from torch import Tensor, nn
 
 from tailmem.claims.a3_qk import A3QKInputs
-from tailmem.claims.core import grid_edge
 from tailmem.claims.registry import evaluate, write_claims
 from tailmem.data.icl_tasks import ICLBatches, ICLTaskConfig, ICLTasks
 from tailmem.errors import ConfigError
 from tailmem.lm.arms import Arm, matrix_recipe, select_arms
 from tailmem.lm.config import LMConfig
-from tailmem.lm.plan import Entry, Plan, run_plan, tidy
+from tailmem.lm.plan import Entry, Plan, TrainedPlan, run_plan, tidy
 from tailmem.lm.preflight import check_lm
 from tailmem.lm.rates import rate_entries
 from tailmem.lm.spec import BatchShape, RunResult
 from tailmem.lm.subrun import RunContext, template
-from tailmem.metrics.qa_gaps import TAUS, FTACurves, band, gap_measures
+from tailmem.lm.sweeps import CHOICE_COLUMNS, TRIAL_COLUMNS, choice_rows, trial_rows
+from tailmem.metrics.qa_gaps import TAUS, FTACurves, GapMeasures, band, gap_measures
 from tailmem.models.gpt import GPTConfig
 from tailmem.models.icl import ICLRegressor
 from tailmem.plotting import legend_outside, pyplot
@@ -80,8 +80,11 @@ ARMS: dict[str, Arm] = {
 """The arms: Muon on every hidden matrix (Adam on read-in, read-out, norms), and all-Adam."""
 DIGITS = 5
 """Normalised MSEs are rounded to this many decimals in metrics."""
-FAILED_SCORE = -1e9
-"""Sweep score of a run that diverged (any finished run beats it)."""
+SCORES = {
+    "nmse_mix": "minus the test nMSE on the training mixture at the end (groups weighted by "
+    "frequency: what a practitioner would tune on; the tail is 1/73 of it at ratio 8)"
+}
+"""The tuning score of the LR sweeps (``tuning.score``)."""
 
 
 @dataclass
@@ -114,9 +117,13 @@ class Config(LMConfig):
                 f"{self.data.seq_len} (an x and a y token per example)"
             )
 
+    def tuning_scores(self) -> dict[str, str]:
+        return dict(SCORES)
+
     def entries(self) -> list[Entry]:
         """One plan entry per arm: its grid; Muon borrows Adam's chosen rate for its Adam part."""
-        return rate_entries([FFN], self.run_arms(), self.optim)
+        return rate_entries([FFN], self.run_arms(), self.optim, self.tuning, self.seed,
+                            self.train.steps, SCORES)  # fmt: skip
 
 
 def bayes_floor(k: int, n_points: int) -> float:
@@ -216,9 +223,9 @@ def _final_mix(result: RunResult) -> float | None:
     return float(value) if isinstance(value, int | float) and math.isfinite(value) else None
 
 
-def _score(entry: Entry, point: float, result: RunResult) -> float:
+def _score(result: RunResult) -> float | None:
     mix = _final_mix(result)
-    return FAILED_SCORE if mix is None else -mix
+    return None if mix is None else -mix
 
 
 def _summary(result: RunResult) -> str:
@@ -256,15 +263,17 @@ def run(cfg: Config, run: RunDir) -> None:
         show_progress=cfg.workers == 1, threads=cfg.train.threads, model_fn=model_fn,
     )  # fmt: skip
     runs = template(spec.load(D.DistContext()), cfg.model, cfg.train, cfg.optim, [FFN], True)
-    seeds = cfg.seed_list
-    plan = Plan(cfg.entries(), _score, seeds, cfg.train.steps, seeds[0], cfg.train.steps, runs)
-    run_plan(plan, context, cfg.workers, _summary)
-    tidy(plan, context.root, cfg.train.keep_checkpoints)
+    plan = Plan(tuple(cfg.entries()), tuple(cfg.seed_list), cfg.train.steps, runs, _score,
+                cfg.stored_rates())  # fmt: skip
+    trained = run_plan(plan, context, cfg.workers, _summary)
+    tidy(trained, context.root, cfg.train.keep_checkpoints)
     if D.is_main_process():
-        write_outputs(cfg, run, plan)
+        write_outputs(cfg, run, trained)
 
 
-def curves(cfg: Config, plan: Plan) -> tuple[FTACurves | None, dict[str, np.ndarray], list[int]]:
+def curves(
+    cfg: Config, plan: TrainedPlan
+) -> tuple[FTACurves | None, dict[str, np.ndarray], list[int]]:
     """The score ``1 − nMSE`` of every arm as :class:`FTACurves` (exposures: sequences of each
     group trained by each evaluation step), the nMSE arrays ``(seeds, groups, steps)`` and the
     seeds they hold: those whose run completed in every arm (seeds stay paired across arms; a
@@ -283,57 +292,46 @@ def curves(cfg: Config, plan: Plan) -> tuple[FTACurves | None, dict[str, np.ndar
     exposures = np.outer(probs * cfg.train.batch_size, np.asarray(steps, dtype=np.float64))
     scores = {name: 1.0 - values for name, values in nmse.items()}
     seeds = [cfg.seed_list[i] for i in kept]
-    return FTACurves(scores, np.asarray(steps), exposures), nmse, seeds
+    return FTACurves(scores, np.asarray(steps), exposures, seeds=tuple(seeds)), nmse, seeds
 
 
-def sweep_rows(cfg: Config, plan: Plan) -> list[dict[str, Any]]:
-    """One row per sweep run: arm, learning rate, final mixture nMSE, chosen, grid edge."""
+def _ratio_rows(measures: GapMeasures) -> list[dict[str, Any]]:
     rows = []
-    for (_, name), sweep in plan.sweeps.items():
-        kind = plan.arm(name).tuned
-        grid = [p for p, _ in sweep]
-        for point, job in sweep:
-            chosen = plan.chosen.get((FFN, name)) == point
+    for pair in measures.measured:
+        for row in pair.lag_ratios:
+            interval = row.interval()
             rows.append({
-                "arm": name, "kind": kind, "lr": point, "lrs": job.lrs,
-                "nmse_mix": _final_mix(plan.results[job]),
-                "status": plan.results[job].status, "chosen": chosen,
-                "grid_edge": (grid_edge(point, grid) or "") if chosen else "",
+                "lead": pair.lead, "lag": pair.lag, "group": row.group, "tau": row.tau,
+                "ratio": row.ratio, "ci_low": None if interval is None else interval[0],
+                "ci_high": None if interval is None else interval[1], "se_log": row.se_log,
+                "n_measured": row.n_measured, "n_seeds": row.n_seeds,
+                "of_mean": row.of_mean.ratio, "of_mean_status": row.of_mean.status,
             })  # fmt: skip
     return rows
 
 
-def _ratio_rows(measures: Mapping[str, Any]) -> list[dict[str, Any]]:
-    rows = []
-    for pair in measures["pairs"]:
-        for row in pair["lag_ratio"]:
-            rows.append({
-                "lead": pair["lead"], "lag": pair["lag"], "group": row["group"],
-                "tau": row["tau"], "ratio_mean": row["mean"], "ratio_se": row["se"],
-                "n_measured": row["n_measured"], "n_seeds": row["n_seeds"],
-                "statuses": "; ".join(f"{k} {v}" for k, v in row["statuses"].items()),
-                "of_mean": row["of_mean"]["ratio"], "of_mean_status": row["of_mean"]["status"],
-            })  # fmt: skip
-    return rows
-
-
-def _peak_rows(measures: Mapping[str, Any]) -> list[dict[str, Any]]:
+def _gap_rows(measures: GapMeasures) -> list[dict[str, Any]]:
     return [
-        {"lead": pair["lead"], "lag": pair["lag"], **row}
-        for pair in measures["pairs"]
-        for row in pair["peak_gap"]["per_group"]
-    ]
+        {"lead": pair.lead, "lag": pair.lag, **gap.to_json(),
+         "kind": "tail (pre-specified)" if gap is pair.tail_gap else "peak (descriptive)"}
+        for pair in measures.measured
+        for gap in (pair.tail_gap, *pair.peak_per_group)
+    ]  # fmt: skip
 
 
-def write_outputs(cfg: Config, run: RunDir, plan: Plan) -> None:
+def write_outputs(cfg: Config, run: RunDir, trained: TrainedPlan) -> None:
     """Tables, figures, results, claims and the report layout of a finished plan."""
+    plan = trained.completed()
     score_curves, nmse, seeds = curves(cfg, plan)
     pairs = [("muon", "adam")] if {"muon", "adam"} <= set(plan.arms) and seeds else []
-    measures = gap_measures(score_curves, TAUS, pairs) if score_curves else {"pairs": []}
-    rows = sweep_rows(cfg, plan)
-    run.write_csv("lr_sweep.csv", [{**r, "lrs": str(r["lrs"])} for r in rows])
+    measures = (gap_measures(score_curves, TAUS, pairs) if score_curves
+                else GapMeasures(tuple(TAUS), ()))  # fmt: skip
+    trials = [r.record(plan.kinds) for r in trial_rows(plan)]
+    choices = [r.record() for r in choice_rows(plan)]
+    run.write_csv("lr_sweep.csv", trials)
+    run.write_csv("tuning.csv", choices)
     run.write_csv("lag_ratio.csv", _ratio_rows(measures))
-    run.write_csv("peak_gap.csv", _peak_rows(measures))
+    run.write_csv("gap.csv", _gap_rows(measures))
     floor = bayes_floor(cfg.data.k, cfg.data.n_points)
     results = {
         "seeds": seeds,
@@ -344,11 +342,11 @@ def write_outputs(cfg: Config, run: RunDir, plan: Plan) -> None:
         "group_probs": ICLTasks(cfg.data).probs.tolist(),
         "bayes_floor_nmse": floor,
         "best_lr": {arm: lrs for (_, arm), lrs in plan.best.items()},
-        "lr_sweep": rows,
+        "tuning": {"score": cfg.tuning.score_name(SCORES), "choices": choices, "trials": trials},
         "steps": score_curves.steps.tolist() if score_curves else [],
         "exposures": score_curves.exposures.tolist() if score_curves else [],
         "nmse": {arm: values.tolist() for arm, values in nmse.items()},
-        "gap_measures": measures,
+        "gap_measures": measures.to_json(),
         "runs": [r.key for name in plan.arms for r in plan.seed_results((FFN, name))],
     }
     run.write_json("results.json", results)
@@ -365,15 +363,17 @@ def write_outputs(cfg: Config, run: RunDir, plan: Plan) -> None:
                 f"{len(seeds)} seed(s); dotted: the Bayes floor {floor:.3f}",
             )
         )
-    if pairs:
-        fig = lag_ratio_figure(measures, "muon", "adam")
+    pair = measures.pair("muon", "adam")
+    if pair is not None:
+        fig = lag_ratio_figure(pair)
         fig.axes[0].set_xlabel("score level tau (1 − normalised MSE)")
         figures.append(
             run.save_report_figure(
                 fig,
                 "lag_ratio",
                 "Exposure-lag ratio of Adam behind Muon per group (sequences "
-                "of the group Adam needs ÷ Muon needs to reach 1 − nMSE = tau), mean ± SE",
+                "of the group Adam needs ÷ Muon needs to reach 1 − nMSE = tau), geometric mean "
+                "over seeds with its 95 % t interval",
             )
         )
     run.write_json(
@@ -384,8 +384,21 @@ def write_outputs(cfg: Config, run: RunDir, plan: Plan) -> None:
             "figures": figures,
             "tables": [
                 {"file": "lag_ratio.csv", "caption": "Exposure-lag ratio per group and tau"},
-                {"file": "peak_gap.csv", "caption": "Peak gap of the score 1 − nMSE per group"},
-                {"file": "lr_sweep.csv", "caption": "LR sweep (score: mixture nMSE at the end)"},
+                {
+                    "file": "gap.csv",
+                    "caption": "Gaps of the score 1 − nMSE: the tail gap "
+                    "(rarest group at the end, pre-specified) and each group's peak (descriptive)",
+                },
+                {
+                    "file": "tuning.csv",
+                    "caption": "Every arm's tuning choice, cost and budget",
+                    "columns": CHOICE_COLUMNS,
+                },
+                {
+                    "file": "lr_sweep.csv",
+                    "caption": "Every tuning trial (score: mixture nMSE at the end)",
+                    "columns": TRIAL_COLUMNS,
+                },
             ],
         },
     )
@@ -441,10 +454,11 @@ def report_summary(cfg: Config, results: Mapping[str, Any], claims: Sequence[Any
     if results["seeds_left_out"]:
         left = ", ".join(map(str, results["seeds_left_out"]))
         parts.append(f"Seeds left out (a run diverged): {left}.")
-    edges = [f"{r['arm']} ({r['grid_edge']})" for r in results["lr_sweep"] if r["grid_edge"]]
+    edges = [f"{r['arm']} ({r['edge']})" for r in results["tuning"]["choices"] if r["edge"]]
     if edges:
         parts.append(
-            f"Chosen LR at an end of its grid (may not be the optimum): {', '.join(edges)}."
+            f"Chosen LR at an end of the candidates tried (may not be the optimum): "
+            f"{', '.join(edges)}."
         )
     parts += [f"{c.id}: {c.verdict} — {c.ours}." for c in claims]
     if cfg.note:

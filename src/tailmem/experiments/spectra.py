@@ -81,6 +81,11 @@ class Config(LMConfig):
     def run_arms(self) -> list[Arm]:
         return list(ARMS)
 
+    def entries(self) -> list[Entry]:
+        """One entry per arm, at the given rates (spectra tunes none)."""
+        return rate_entries([self.ffn], ARMS, self.optim, self.tuning, self.seed, self.train.steps,
+                            self.tuning_scores())  # fmt: skip
+
     def validate(self) -> None:
         super().validate()
         self.fixed_rates("spectra trains Muon and Adam at one given rate each, as paper A2")
@@ -171,21 +176,25 @@ def run(cfg: Config, run: RunDir) -> None:
         str(run.path), spec, show_progress=cfg.workers == 1, threads=cfg.train.threads
     )
     runs = template(data, cfg.model, cfg.train, cfg.optim, [cfg.ffn], initial_eval=True)
-    entries = rate_entries([cfg.ffn], ARMS, cfg.optim)
-    seeds = cfg.seed_list
-    plan = Plan(entries, _no_score, seeds, cfg.train.steps, seeds[0], cfg.train.steps, runs)
-    run_plan(plan, context, cfg.workers, _summary)
-    tidy(plan, context.root, cfg.train.keep_checkpoints)
-    results = {arm.name: plan.seed_results((cfg.ffn, arm.name)) for arm in ARMS}
+    entries = tuple(cfg.entries())
+    plan = Plan(entries, tuple(cfg.seed_list), cfg.train.steps, runs, val_loss_score,
+                cfg.stored_rates())  # fmt: skip
+    trained = run_plan(plan, context, cfg.workers, _summary)
+    tidy(trained, context.root, cfg.train.keep_checkpoints)
+    results = {arm.name: trained.seed_results((cfg.ffn, arm.name)) for arm in ARMS}
     model_cfg = cfg.model.build(data.vocab_size, cfg.ffn, cfg.train.seq_len)
     if ctx.is_main:
         _write_outputs(cfg, run, model_cfg, results, data.data.provenance())
     D.barrier(ctx)
 
 
-def _no_score(entry: Entry, point: float, result: RunResult) -> int:
-    """Spectra sweeps nothing (every entry has one point)."""
-    return 0
+def val_loss_score(result: RunResult) -> float | None:
+    """The tuning score of a run whose rates are given as a grid: minus its final validation
+    loss (None when not finite)."""
+    value = result.final.get("val_loss")
+    if not isinstance(value, (int, float)) or not math.isfinite(value):
+        return None
+    return -float(value)
 
 
 def _summary(result: RunResult) -> str:

@@ -37,7 +37,7 @@ from tailmem.config import load_config
 from tailmem.errors import ConfigError
 from tailmem.experiments import knowledge_qa as kqa
 from tailmem.experiments.knowledge_qa import gaps
-from tailmem.lm.plan import Entry, Plan, Rates, Train, TrainedPlan, run_plans, tidy
+from tailmem.lm.plan import Entry, Rates, Train, TrainedPlan, run_plans, tidy
 from tailmem.lm.subrun import run_job
 from tailmem.resources import check_devices
 from tailmem.rundir import RunDir
