@@ -89,6 +89,12 @@ class ModelSection:
         )
 
 
+TRAIN_RECORD = ("steps", "batch_size", "seq_len", "grad_accum", "grad_clip", "schedule",
+                "warmup_steps", "decay_frac", "min_lr_frac", "eval_every", "eval_batch_size",
+                "log_every", "ckpt_every", "device", "precision", "compile")  # fmt: skip
+"""The ``train`` fields a tuning problem's record holds (:meth:`LMConfig.tuning_record`): those
+a run's spec holds; not the threads, the checkpoints kept or how metrics are reported."""
+
 LOOP_FIELDS = ("schedule", "decay_frac", "min_lr_frac", "grad_clip", "grad_accum", "log_every",
                "eval_every", "ckpt_every", "precision", "compile", "device")  # fmt: skip
 """The :class:`~tailmem.train.TrainConfig` fields a ``train`` section passes on as they are."""
@@ -336,7 +342,7 @@ class LMConfig:
         defined in ``optim`` (``factory``), and gets a section (the registry's defaults)."""
         if self.seeds < 1:
             raise ConfigError(f"seeds: got {self.seeds}; expected >= 1")
-        self.tuning.validate(self.tuning_scores(), self.seeds)
+        self.tuning.check(self.tuning_scores(), self.seeds)
         if self.workers < 1:
             raise ConfigError(f"workers: got {self.workers}; expected >= 1")
         used = []
@@ -379,8 +385,7 @@ class LMConfig:
             elif is_dataclass(value) and not isinstance(value, type):
                 value = asdict(value)
             out[spec.name] = value
-        out["train"] = {k: v for k, v in out["train"].items()
-                        if k not in ("threads", "keep_checkpoints")}  # fmt: skip
+        out["train"] = {k: v for k, v in out["train"].items() if k in TRAIN_RECORD}
         out["tuning"] = {k: v for k, v in out["tuning"].items()
                          if k not in ("rates", "store", "only")}  # fmt: skip
         return out

@@ -178,22 +178,13 @@ class TuningSection:
     store: str | None = None
     only: bool = False
 
-    def validate(self, scores: Mapping[str, str], eval_seeds: int) -> None:
-        """One-line :class:`ConfigError` for a bad field; ``scores`` are the study's named
-        scores (name → what it is), ``eval_seeds`` its evaluation seed count."""
+    def validate(self) -> None:
+        """One-line :class:`ConfigError` for a bad field (the study's own checks:
+        :meth:`check`)."""
         if self.seeds < MIN_TUNING_SEEDS:
             raise ConfigError(
                 f"tuning.seeds: got {self.seeds}; expected >= {MIN_TUNING_SEEDS} (a candidate's "
                 "score is a mean over tuning seeds apart from the evaluation seeds)"
-            )
-        if eval_seeds >= TUNING_SEED_OFFSET:
-            raise ConfigError(
-                f"seeds: got {eval_seeds}; expected < {TUNING_SEED_OFFSET} (tuning seeds start "
-                f"{TUNING_SEED_OFFSET} above the first evaluation seed)"
-            )
-        if self.score is not None and self.score not in scores:
-            raise ConfigError(
-                f"tuning.score: got {self.score!r}; expected one of {', '.join(scores)}"
             )
         if self.max_extend < 0:
             raise ConfigError(f"tuning.max_extend: got {self.max_extend}; expected >= 0")
@@ -202,6 +193,18 @@ class TuningSection:
         if self.only and self.rates == "stored":
             raise ConfigError("tuning.only: true with tuning.rates: stored trains nothing; "
                               "expected tuning.rates=sweep to tune")  # fmt: skip
+
+    def check(self, scores: Mapping[str, str], eval_seeds: int) -> None:
+        """One-line :class:`ConfigError` for a score the study does not have (``scores``: its
+        named scores) or evaluation seeds that would reach the tuning seeds."""
+        if eval_seeds >= TUNING_SEED_OFFSET:
+            raise ConfigError(
+                f"seeds: got {eval_seeds}; expected < {TUNING_SEED_OFFSET} (tuning seeds start "
+                f"{TUNING_SEED_OFFSET} above the first evaluation seed)"
+            )
+        if self.score is not None and self.score not in scores:
+            raise ConfigError(f"tuning.score: got {self.score!r}; expected one of "
+                              f"{', '.join(scores)}")  # fmt: skip
 
     def score_name(self, scores: Mapping[str, str]) -> str:
         """The declared score, or the study's default (the first of ``scores``)."""

@@ -9,24 +9,31 @@ optimiser changes; ``adam`` is Adam on everything. Measured on:
 
 - **knowledge QA** (paper A Sec. 4.3; :mod:`tailmem.experiments.knowledge_qa`): at every level
   (``levels``: the base, BPE answers; then one token per answer value), each optimiser at its own
-  learning rate — a sweep of ``optim.<kind>.lr``, widened until the choice is interior, scored on
-  FTA over all questions — then ``seeds`` seeds; the Adam part of every hybrid at the rate the
-  Adam arm chose. Per optimiser: the exposure-lag ratio of Adam behind it and of it behind Muon
-  (τ 0.3/0.5/0.8, pooled and per group, mean ± SE over seeds), the final FTA and exact match of
-  the rarest and second-rarest groups, the peak gap over Adam, the isotropy (eRank, entropy) of
-  its V, O and FFN matrices at the end, and its step time relative to Adam's in the same run;
+  learning rate — tuned by knowledge-QA's protocol (:mod:`tailmem.lm.tuning`: tuning seeds apart
+  from the evaluation seeds, a declared score, one widening rule and budget; or the rates stored
+  for exactly this config) — then ``seeds`` evaluation seeds. Per optimiser: the exposure-lag
+  ratio of Adam (own rate) behind it and of it behind Muon (τ 0.3/0.5/0.8, pooled as the
+  geometric mean over groups, 95 % t intervals over seeds), the final FTA and exact match of the
+  rarest and second-rarest groups, the tail gap over Adam (rarest group at the end; the peak gap
+  descriptive), the isotropy (eRank, entropy) of its V, O and FFN matrices at the end, its step
+  time relative to Adam's in the same run, and its tuning cost;
 - **the one-layer associative memory** (:mod:`.memory`): the time each frequency group takes to
   halve its loss, and the one-step balance ϱ^ε, with d < K so that the families can differ.
 
-The leaderboard (:mod:`.board`) puts the tail measure — the lag ratio with its SE — beside the
-cost — the step-time ratio — and says of every optimiser whether it shares Muon's tail edge
-(its lag behind Muon within 2 SE of 1), behaves like Adam (Adam's lag behind it within 2 SE of
-1), lies between, or is inconclusive. Claims: ``kunstner.heavy_tail_adam`` and
-``vasudeva.spectral_gd`` (:mod:`tailmem.claims.related`), judged on the memory.
+The leaderboard (:mod:`.board`) puts the tail measure — the lag ratios with their intervals —
+beside the cost — the step-time ratio and the tuning trials — and places every optimiser by one
+statistics (:mod:`.places`): ahead of Muon, equivalent to Muon, between, equivalent to Adam,
+behind Adam, or not distinguished (t tests and equivalence tests with a declared margin, Holm
+across the level). Whether ``adam_split`` shares Muon's edge is one pre-specified comparison.
+Claims: ``kunstner.heavy_tail_adam`` and ``vasudeva.spectral_gd`` (:mod:`tailmem.claims.
+related`), judged on the memory.
 
-Outputs: ``leaderboard.csv`` and ``leaderboard_<level>`` figures, ``lag_ratio.csv`` (every
-optimiser, level, pair, group and τ), ``memory.csv``, ``memory_sweep.csv``, ``results.json``,
-``claims.json``, ``report.json``; each level's runs under ``points/<level>/``.
+Outputs: ``leaderboard.csv`` (every number and test; columns documented by
+:class:`.board.LeaderboardRow`), ``leaderboard_view.csv`` (the report's curated table),
+``leaderboard_<level>`` (ranked intervals) and ``cost_<level>`` figures, ``lag_ratio.csv``
+(every optimiser, level, pair, group and τ), ``memory.csv``, ``memory_sweep.csv``,
+``results.json``, ``claims.json``, ``report.json``; each level's runs (and its tuning tables)
+under ``points/<level>/``.
 """
 
 from __future__ import annotations
@@ -43,14 +50,15 @@ from tailmem.experiments.optim_bench import board
 from tailmem.experiments.optim_bench.memory import MemorySection, run_memory
 from tailmem.lm.arms import Arm, matrix_recipe
 from tailmem.lm.config import OptimSection
-from tailmem.lm.plan import Plan
+from tailmem.lm.plan import TrainedPlan
 from tailmem.optim.registry import OptimizerSetting, get_kind
 from tailmem.rundir import RunDir
 from tailmem.train import distributed as D
 
 NAME = "optim-bench"
-REFERENCES = ("muon", "adam")
-"""The two optimisers every other is placed between (paper A's headline pair)."""
+REFERENCES = ("muon", "adam_split", "adam")
+"""The optimisers every run needs: the two every other is placed between (Muon; Adam on the
+hidden matrices at its own rate) and Adam everywhere (it lends the rest its rate)."""
 
 
 @dataclass
@@ -74,7 +82,7 @@ class Config:
     config every level starts from; ``workers``: runs trained at once, over all levels."""
 
     seed: int = 0
-    optimizers: list[str] = field(default_factory=lambda: ["muon", "adam", "sgd"])
+    optimizers: list[str] = field(default_factory=lambda: ["muon", "adam_split", "adam", "sgd"])
     optim: OptimSection = field(default_factory=OptimSection)
     preset: str = "cpu"
     common: dict[str, Any] = field(default_factory=dict)
@@ -90,8 +98,9 @@ class Config:
         missing = [name for name in REFERENCES if name not in self.optimizers]
         if missing:
             raise ConfigError(
-                f"optimizers: got {self.optimizers}; expected {' and '.join(REFERENCES)} among "
-                "them (every optimiser is placed between them)"
+                f"optimizers: got {self.optimizers}; expected {', '.join(REFERENCES)} among "
+                "them (every optimiser is placed between Muon and Adam at its own rate; Adam "
+                "everywhere lends the rest its rate)"
             )
         for name in self.optimizers:
             try:
@@ -124,7 +133,8 @@ class Config:
                 )
 
     def arms(self) -> list[str]:
-        """Each optimiser as a knowledge-QA arm: on the hidden matrices, Adam on the rest."""
+        """Each optimiser as a knowledge-QA arm: on the hidden matrices, Adam on the rest
+        (``adam``: Adam on everything)."""
         return [f"{name}:*" if name == "adam" else matrix_recipe(name) for name in self.optimizers]
 
     def qa_overrides(self) -> dict[str, Any]:
@@ -152,7 +162,7 @@ class Config:
         if rates == "base":
             if chosen is None:
                 chosen = {name: section.grid[0] for name, section in self.optim.items()}
-            overrides = {k: v for k, v in overrides.items() if not k.startswith("sweep.")}
+            overrides = {k: v for k, v in overrides.items() if not k.startswith("tuning.")}
             overrides |= {f"optim.{name}.lr": lr for name, lr in chosen.items()}
         return grid.configure(points, self.preset, overrides)
 
@@ -174,13 +184,14 @@ def preflight(cfg: Config) -> None:
     grid.preflight({**cfg.qa_configs(), **cfg.qa_configs("base")}, cfg.common)
 
 
-def bench_pairs(plan: Plan) -> list[tuple[str, str]]:
-    """The pairs measured per level: every optimiser against Adam (it leads) and against Muon
-    (Muon leads): ``lag`` needs ``ratio`` times ``lead``'s exposures."""
+def bench_pairs(plan: TrainedPlan) -> list[tuple[str, str]]:
+    """The pairs measured per level: every optimiser against Adam at its own rate (the
+    optimiser leads) and against Muon (Muon leads): ``lag`` needs ``ratio`` times ``lead``'s
+    exposures."""
     arms = plan.arms
-    against_adam = [(arm, "adam") for arm in arms if arm != "adam"]
-    against_muon = [("muon", arm) for arm in arms if arm not in ("muon", "adam")]
-    return against_adam + against_muon
+    against_adam = [(arm, "adam_split") for arm in arms if arm != "adam_split"]
+    against_muon = [("muon", arm) for arm in arms if arm != "muon"]
+    return against_muon + [p for p in against_adam if p not in against_muon]
 
 
 def chosen_rates(point: grid.PointResult) -> dict[str, float]:

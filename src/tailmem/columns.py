@@ -1,0 +1,55 @@
+"""Table rows as frozen dataclasses whose fields carry their column documentation.
+
+A study's table is a list of rows of one dataclass; each field is declared with :func:`column`,
+so a column cannot exist without its explanation, and the report's column notes come from the
+same place as the CSV's header (:func:`column_docs`)::
+
+    @dataclass(frozen=True)
+    class Row:
+        optimizer: str = column("the optimiser on the hidden matrices")
+        lag: float | None = column("exposures it needs ÷ Muon's", None)
+
+    rows = [Row("adam", 1.9)]
+    run.write_csv("board.csv", records(rows))            # the header is the fields' names
+    {"file": "board.csv", "columns": column_docs(Row)}   # the report's notes
+"""
+
+from __future__ import annotations
+
+import dataclasses
+from collections.abc import Iterable
+from typing import Any
+
+DOC = "doc"
+"""The field-metadata key holding a column's explanation."""
+_MISSING: Any = dataclasses.MISSING
+
+
+def column(doc: str, default: Any = _MISSING) -> Any:
+    """A documented column (a dataclass field), required unless ``default`` is given."""
+    if default is _MISSING:
+        return dataclasses.field(metadata={DOC: doc})
+    return dataclasses.field(default=default, metadata={DOC: doc})
+
+
+def column_docs(cls: type) -> dict[str, str]:
+    """Every column of the row class ``cls`` with its explanation, in field order; a field
+    declared without :func:`column` is a TypeError naming it."""
+    out = {}
+    for spec in dataclasses.fields(cls):
+        if DOC not in spec.metadata:
+            raise TypeError(f"{cls.__qualname__}.{spec.name} has no column documentation")
+        out[spec.name] = str(spec.metadata[DOC])
+    return out
+
+
+def records(rows: Iterable[Any]) -> list[dict[str, Any]]:
+    """The rows as CSV records (field name → value; tuples as space-separated text)."""
+    out = []
+    for row in rows:
+        record = {}
+        for spec in dataclasses.fields(row):
+            value = getattr(row, spec.name)
+            record[spec.name] = " ".join(map(str, value)) if isinstance(value, tuple) else value
+        out.append(record)
+    return out
