@@ -102,7 +102,7 @@ class _Rules:
     seed: bool = False
 
     @staticmethod
-    def of(spec: dataclasses.Field) -> _Rules:
+    def of(spec: dataclasses.Field[object]) -> _Rules:
         seed = spec.name == "seed" or spec.name.endswith("_seed")
         return _Rules(bool(spec.metadata.get(NONFINITE)), bool(spec.metadata.get(DUPLICATES)), seed)
 

@@ -73,6 +73,7 @@ __all__ = [
     "population_grad",
     "population_loss",
     "rotation_zyz",
+    "small_op_threads",
     "train",
     "two_group",
     "uniform",

@@ -6,7 +6,10 @@ import math
 
 import torch
 
-from tailmem.assoc.embeddings import PAPER_KEY_ANGLES, PAPER_OBJECT_ANGLES, coupled, rotation_zyz
+# The paper's rotation angles are re-exported: the experiments read them with its numbers here.
+from tailmem.assoc.embeddings import PAPER_KEY_ANGLES as PAPER_KEY_ANGLES
+from tailmem.assoc.embeddings import PAPER_OBJECT_ANGLES as PAPER_OBJECT_ANGLES
+from tailmem.assoc.embeddings import coupled, rotation_zyz
 from tailmem.assoc.spectra import head_size
 
 PRINTED_COUPLED_ROW = (1.4655, 1.0133, -0.1118)

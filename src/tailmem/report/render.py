@@ -483,8 +483,8 @@ def summary_rows(results: Results) -> list[list[str]]:
     return rows
 
 
-def verdict_counts(rows: list[list[str]]) -> Counter:
-    counts: Counter = Counter()
+def verdict_counts(rows: list[list[str]]) -> Counter[str]:
+    counts: Counter[str] = Counter()
     for row in rows:
         for v, n in zip(VERDICTS, row[1:], strict=True):
             counts[v] += int(n)
