@@ -23,10 +23,13 @@ import time
 from collections.abc import Callable, Iterator, Mapping
 from dataclasses import dataclass
 from pathlib import Path
-from typing import IO, Any
+from typing import IO, TYPE_CHECKING
 
 from tailmem import progress
 from tailmem.progress import Snapshot, format_seconds
+
+if TYPE_CHECKING:  # rich is imported when the board is first drawn
+    from rich.table import Table
 
 STATUSES = ("queued", "running", "resuming", "skipped", "done", "failed")
 
@@ -184,7 +187,7 @@ class Board:
                 text += f" (+{unknown} not estimated yet)"
         return text
 
-    def table(self) -> Any:
+    def table(self) -> Table:
         """The ``rich`` renderable of the board."""
         from rich.table import Table
 
