@@ -3,13 +3,13 @@
 from __future__ import annotations
 
 from collections.abc import Sequence
-from typing import Any
 
 
-def md_table(header: Sequence[Any], rows: Sequence[Sequence[Any]]) -> str:
-    """A GitHub-flavoured Markdown table; ``|`` and newlines in cells are escaped."""
+def md_table(header: Sequence[object], rows: Sequence[Sequence[object]]) -> str:
+    """A GitHub-flavoured Markdown table of any values written with ``str``; ``|`` and newlines in
+    cells are escaped."""
 
-    def cell(text: Any) -> str:
+    def cell(text: object) -> str:
         return str(text).replace("|", "\\|").replace("\n", " ")
 
     lines = ["| " + " | ".join(cell(h) for h in header) + " |"]

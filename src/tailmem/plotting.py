@@ -7,11 +7,17 @@ set so that a figure shown at the report's width (about 1100 px) keeps tick labe
 
 from __future__ import annotations
 
-from typing import Any
+import types
+from typing import TYPE_CHECKING, Any
+
+if TYPE_CHECKING:  # matplotlib itself is imported on first use
+    from matplotlib.axes import Axes
+    from matplotlib.legend import Legend
+    from matplotlib.typing import RcKeyType
 
 MIN_FONT = 9
 """The smallest font (points) of any text the helpers draw: tick labels, legends."""
-READABLE = {
+READABLE: dict[RcKeyType, int] = {
     "font.size": 10,
     "axes.labelsize": 10,
     "axes.titlesize": 11,
@@ -24,7 +30,7 @@ READABLE = {
 """matplotlib rcParams every figure starts from."""
 
 
-def pyplot() -> Any:
+def pyplot() -> types.ModuleType:
     """``matplotlib.pyplot`` on the Agg backend (figures go to files, never to a screen), with
     the :data:`READABLE` font sizes."""
     import matplotlib
@@ -36,14 +42,15 @@ def pyplot() -> Any:
     return plt
 
 
-def legend_outside(ax: Any, **kwargs: Any) -> Any:
-    """A legend to the right of ``ax``, outside the data (saved figures grow to hold it)."""
+def legend_outside(ax: Axes, **kwargs: Any) -> Legend:
+    """A legend to the right of ``ax``, outside the data (saved figures grow to hold it);
+    ``kwargs`` go to ``ax.legend`` as they are."""
     kwargs.setdefault("fontsize", MIN_FONT)
     kwargs["fontsize"] = max(kwargs["fontsize"], MIN_FONT)
     return ax.legend(loc="upper left", bbox_to_anchor=(1.02, 1.0), borderaxespad=0.0, **kwargs)
 
 
-def integer_ticks(ax: Any, axis: str = "x") -> None:
+def integer_ticks(ax: Axes, axis: str = "x") -> None:
     """Ticks only at integers on ``axis`` (layers, groups): a 2-layer axis reads 0, 1, not 0.2."""
     from matplotlib.ticker import MaxNLocator
 
@@ -51,9 +58,10 @@ def integer_ticks(ax: Any, axis: str = "x") -> None:
     target.set_major_locator(MaxNLocator(integer=True))
 
 
-def style_loglog(ax: Any, legend_size: int = MIN_FONT, **labels: Any) -> None:
-    """Log scales on both axes, ``labels`` (xlabel, ylabel, title, ylim ...), a grid on major
-    and minor ticks and a legend outside the data: the look of every scaling-law figure."""
+def style_loglog(ax: Axes, legend_size: int = MIN_FONT, **labels: Any) -> None:
+    """Log scales on both axes, ``labels`` (xlabel, ylabel, title, ylim ...: ``ax.set``'s
+    properties, whatever their types), a grid on major and minor ticks and a legend outside the
+    data: the look of every scaling-law figure."""
     ax.set(xscale="log", yscale="log", **labels)
     ax.grid(True, which="both", alpha=0.3)
     legend_outside(ax, fontsize=legend_size)

@@ -23,10 +23,13 @@ import time
 from collections.abc import Callable, Iterator, Mapping
 from dataclasses import dataclass
 from pathlib import Path
-from typing import IO, Any
+from typing import IO, TYPE_CHECKING
 
 from tailmem import progress
 from tailmem.progress import Snapshot, format_seconds
+
+if TYPE_CHECKING:  # rich is imported when the board is first drawn
+    from rich.table import Table
 
 STATUSES = ("queued", "running", "resuming", "skipped", "done", "failed")
 
@@ -125,9 +128,10 @@ class Board:
         over total, so a long experiment weighs more than a short one); 1 before any has."""
         took = expected = 0.0
         for r in rows:
-            if r.status == "done" and r.elapsed is not None and self.expected.get(r.name):
+            prior = self.expected.get(r.name)
+            if r.status == "done" and r.elapsed is not None and prior:
                 took += r.elapsed
-                expected += self.expected[r.name]
+                expected += prior
         return took / expected if expected > 0 else 1.0
 
     def remaining(self, rows: list[Row]) -> tuple[float | None, int]:
@@ -141,18 +145,23 @@ class Board:
         the first of ``parallel`` slots to free up.
         """
         speed = self.speed(rows)
-        running, queued, unknown = [], [], 0
+        running: list[float] = []
+        queued: list[float] = []
+        unknown = 0
         for r in rows:
             if r.status not in ("queued", "running", "resuming"):
                 continue
             prior = None
-            if self.expected.get(r.name) is not None:
-                prior = max(self.expected[r.name] * speed - (r.elapsed or 0.0), 0.0)
-            if r.eta is None and prior is None:
-                unknown += 1
-                continue
-            if r.eta is None or prior is None:
-                left = prior if r.eta is None else r.eta
+            expected = self.expected.get(r.name)
+            if expected is not None:
+                prior = max(expected * speed - (r.elapsed or 0.0), 0.0)
+            if r.eta is None:
+                if prior is None:
+                    unknown += 1
+                    continue
+                left = prior
+            elif prior is None:
+                left = r.eta
             else:
                 done = r.fraction or 0.0
                 left = done * r.eta + (1.0 - done) * prior
@@ -178,7 +187,7 @@ class Board:
                 text += f" (+{unknown} not estimated yet)"
         return text
 
-    def table(self) -> Any:
+    def table(self) -> Table:
         """The ``rich`` renderable of the board."""
         from rich.table import Table
 

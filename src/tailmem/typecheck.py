@@ -42,8 +42,11 @@ SEED_MAX = 2**32 - 1
 """The largest seed: NumPy's legacy seeding takes ``[0, 2**32 − 1]``, torch takes more."""
 
 
-def from_dict(cls: type[T], values: Mapping[str, Any], prefix: str = "") -> T:
-    """Type-check ``values`` against dataclass ``cls`` and build it, then run ``validate()``."""
+def from_dict(cls: type[T], values: object, prefix: str = "") -> T:
+    """Type-check ``values`` (as read: anything but a mapping is a ConfigError) against dataclass
+    ``cls`` and build it, then run ``validate()``."""
+    if not dataclasses.is_dataclass(cls):
+        raise TypeError(f"from_dict builds dataclasses; got {cls!r}")
     if not isinstance(values, Mapping):
         raise ConfigError(f"{prefix.rstrip('.') or 'config'}: expected a mapping, got {values!r}")
     hints = typing.get_type_hints(cls)
@@ -67,7 +70,7 @@ def from_dict(cls: type[T], values: Mapping[str, Any], prefix: str = "") -> T:
     return cfg
 
 
-def _dotted(message: str, prefix: str, fields: Mapping[str, Any]) -> str:
+def _dotted(message: str, prefix: str, fields: Mapping[str, object]) -> str:
     """``message`` of a nested section's ``validate()`` with its field named by the full key:
     ``m: got 99`` from the ``data`` section becomes ``data.m: got 99``."""
     name = re.match(r"[A-Za-z_]\w*", message)
@@ -76,7 +79,7 @@ def _dotted(message: str, prefix: str, fields: Mapping[str, Any]) -> str:
     return message
 
 
-def _type_name(tp: Any) -> str:
+def _type_name(tp: object) -> str:
     origin = get_origin(tp)
     if origin is Literal:
         return "one of " + ", ".join(repr(a) for a in get_args(tp))
@@ -99,7 +102,7 @@ class _Rules:
     seed: bool = False
 
     @staticmethod
-    def of(spec: dataclasses.Field) -> _Rules:
+    def of(spec: dataclasses.Field[object]) -> _Rules:
         seed = spec.name == "seed" or spec.name.endswith("_seed")
         return _Rules(bool(spec.metadata.get(NONFINITE)), bool(spec.metadata.get(DUPLICATES)), seed)
 
@@ -138,13 +141,13 @@ def check_range(
     raise ConfigError(f"{name}: got {value!r}; {expected}{suffix}")
 
 
-def check_value(value: Any, tp: Any, name: str) -> Any:
+def check_value(value: object, tp: object, name: str) -> Any:
     """Check one value against annotation ``tp`` with the strict rules of the module docstring
     (for values outside a config dataclass, e.g. the entries of a free-form overrides mapping)."""
     return _coerce(value, tp, name, _Rules())
 
 
-def _coerce(value: Any, tp: Any, name: str, rules: _Rules) -> Any:
+def _coerce(value: object, tp: object, name: str, rules: _Rules) -> Any:
     """Check ``value`` against annotation ``tp``; ints are accepted where floats are expected."""
     origin = get_origin(tp)
     expected = _type_name(tp)
@@ -181,7 +184,7 @@ def _coerce(value: Any, tp: Any, name: str, rules: _Rules) -> Any:
     parse = getattr(tp, "from_config", None)
     if isinstance(tp, type) and callable(parse):  # a type that parses its own section
         return parse(value, name)
-    if dataclasses.is_dataclass(tp):
+    if isinstance(tp, type) and dataclasses.is_dataclass(tp):
         return from_dict(tp, value, prefix=f"{name}.")
     if tp is bool:
         if isinstance(value, bool):
@@ -213,7 +216,7 @@ def _coerce(value: Any, tp: Any, name: str, rules: _Rules) -> Any:
     raise ConfigError(f"{name}: got {value!r}; expected {expected}")
 
 
-def _same_kind(value: Any, tp: Any) -> bool:
+def _same_kind(value: object, tp: object) -> bool:
     """Whether ``value`` has the Python type annotation ``tp`` asks for (a list for a list, a
     mapping for a dict or section, an int for an int...), so that its own checks, not the
     type, decide; a literal never counts (its choices make the message)."""
@@ -234,7 +237,7 @@ def _short(value: int) -> str:
     return str(value) if value.bit_length() <= 80 else f"an integer of {value.bit_length()} bits"
 
 
-def _coerce_sequence(value: Any, tp: Any, name: str, rules: _Rules) -> Any:
+def _coerce_sequence(value: object, tp: object, name: str, rules: _Rules) -> Any:
     """A fixed-length tuple item by item, or a variable-length list without repeated values."""
     origin = get_origin(tp)
     expected = _type_name(tp)

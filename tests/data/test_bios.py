@@ -23,6 +23,7 @@ from tailmem.data.bios import (
     num_train_qa,
     selections_per_group,
 )
+from tailmem.data.pools import Pools
 from tailmem.data.ragged import Ragged, concat_rows
 from tailmem.data.stream import QATrainStream, pack_rows
 from tailmem.data.templates import N_QA_TEMPLATES, QA_TEMPLATES
@@ -236,10 +237,10 @@ def test_fta_by_group_averages_per_group(ds10):
 
 def test_same_seed_same_arrays_different_seed_different():
     cfg = BiosConfig(**SMALL)
-    a, b = bios.generate(cfg)["arrays"], bios.generate(cfg)["arrays"]
+    a, b = bios.generate(cfg).arrays, bios.generate(cfg).arrays
     for name in a:
         assert np.array_equal(a[name], b[name]), name
-    c = bios.generate(dataclasses.replace(cfg, seed=1))["arrays"]
+    c = bios.generate(dataclasses.replace(cfg, seed=1)).arrays
     assert not np.array_equal(a["item_tokens"][:2000], c["item_tokens"][:2000])
     assert not np.array_equal(a["name_parts"], c["name_parts"])
 
@@ -438,6 +439,16 @@ def test_corrupt_cache_raises_data_error_and_rebuild_repairs_it(tmp_path):
         build_dataset(cfg, tmp_path)
     with pytest.raises(DataError, match="does not exist"):
         bios.load_dataset(tmp_path / "nothing")
+
+
+def test_pools_json_round_trips_and_a_mistyped_value_is_a_type_error(ds10):
+    pools = ds10.pools
+    assert Pools.from_json(json.loads(json.dumps(pools.to_json()))) == pools
+    for key, bad in (("cities", "Ashford"), ("majors", [1, 2]), ("birth_year_min", "1950")):
+        with pytest.raises(TypeError, match=key):  # what load_dataset reports as corrupt
+            Pools.from_json({**pools.to_json(), key: bad})
+    with pytest.raises(KeyError):
+        Pools.from_json({k: v for k, v in pools.to_json().items() if k != "surnames"})
 
 
 def test_given_tokenizer_file_is_used_and_fingerprinted(tmp_path, ds10):

@@ -163,7 +163,7 @@ def test_single_answer_tokens_make_each_answer_one_token(cache, dataset):
         assert single.tokenizer.id_to_token(int(single.item(item)[start])) == answer
     texts = bios._value_texts(single.pools, single.arrays["attr_values"])
     assert single.vocab_size == dataset.vocab_size + len(set(texts))
-    again = bios.generate(cfg)["arrays"]
+    again = bios.generate(cfg).arrays
     for name, array in single.arrays.items():
         assert np.array_equal(array, again[name]), name
 

@@ -32,6 +32,8 @@ from tailmem.assoc.embeddings import (
 )
 from tailmem.assoc.memory import (
     DenseMemory,
+    Matrix,
+    Memory,
     StructuredMemory,
     correct_probabilities,
     loss_floor,
@@ -71,6 +73,7 @@ __all__ = [
     "population_grad",
     "population_loss",
     "rotation_zyz",
+    "small_op_threads",
     "train",
     "two_group",
     "uniform",
@@ -86,7 +89,8 @@ def _two_group_memory(
     head_mass: float,
     head_fraction: float,
     head_rounding: str,
-) -> tuple[object, object]:
+) -> tuple[Memory, Matrix]:
+    """The memory of the two-group problem and the optimiser's first update direction on it."""
     emb = make_embedding(embedding, K) if isinstance(embedding, str) else embedding
     spectrum = two_group(K, head_mass, head_fraction, head_rounding)
     memory = build_memory(spectrum, emb, optimizer)

@@ -29,7 +29,14 @@ from dataclasses import dataclass
 import torch
 
 from tailmem.assoc.dynamics import small_op_threads
-from tailmem.assoc.memory import DenseMemory, Memory
+from tailmem.assoc.memory import (
+    DenseMemory,
+    Matrix,
+    Memory,
+    StructuredMemory,
+    dense_matrix,
+    orbit_matrix,
+)
 from tailmem.assoc.structure import OrbitMatrix
 
 _CHUNK = 2**22  # elements per batched evaluation (bounds memory for dense K×K tables)
@@ -63,21 +70,27 @@ class GapTable:
         return torch.cat(out)
 
 
-def gap_table(memory: Memory, direction: object) -> GapTable:
+def gap_table(memory: Memory, direction: Matrix) -> GapTable:
     """The gap table of the one-step logits ``D = −Ẽᵀ U E`` for update direction ``U``."""
     if isinstance(memory, DenseMemory):
-        assert isinstance(direction, torch.Tensor)
-        D = -memory.to_task(direction)
-        diag = torch.diagonal(D)
-        gaps = (D - diag[None, :]).T.contiguous()
-        K = memory.K
-        return GapTable(
-            gaps,
-            torch.zeros_like(gaps),
-            torch.ones(K, dtype=torch.float64),
-            memory.spectrum.group.clone(),
-        )
-    assert isinstance(direction, OrbitMatrix)
+        return _dense_gap_table(memory, dense_matrix(direction))
+    return _structured_gap_table(memory, orbit_matrix(direction))
+
+
+def _dense_gap_table(memory: DenseMemory, direction: torch.Tensor) -> GapTable:
+    D = -memory.to_task(direction)
+    diag = torch.diagonal(D)
+    gaps = (D - diag[None, :]).T.contiguous()
+    K = memory.K
+    return GapTable(
+        gaps,
+        torch.zeros_like(gaps),
+        torch.ones(K, dtype=torch.float64),
+        memory.spectrum.group.clone(),
+    )
+
+
+def _structured_gap_table(memory: StructuredMemory, direction: OrbitMatrix) -> GapTable:
     D = -memory.to_task(direction)
     lay = memory.layout
     C, u = lay.n_cells, lay.unit
@@ -109,7 +122,7 @@ class OneStepBalance:
     group_prob: list[float]
 
 
-def one_step_balance(memory: Memory, direction: object, eps: float) -> OneStepBalance:
+def one_step_balance(memory: Memory, direction: Matrix, eps: float) -> OneStepBalance:
     """``ϱ^ε`` of update direction ``U`` (see the module docstring for the exact definition)."""
     if not 0.0 < eps < 1.0:
         raise ValueError(f"eps={eps}: expected a number strictly between 0 and 1")
@@ -117,7 +130,7 @@ def one_step_balance(memory: Memory, direction: object, eps: float) -> OneStepBa
         return _one_step_balance(memory, direction, eps)
 
 
-def _one_step_balance(memory: Memory, direction: object, eps: float) -> OneStepBalance:
+def _one_step_balance(memory: Memory, direction: Matrix, eps: float) -> OneStepBalance:
     table = gap_table(memory, direction)
     target = math.log1p(-eps)
     live = torch.isfinite(table.logw)
@@ -164,7 +177,7 @@ def _one_step_balance(memory: Memory, direction: object, eps: float) -> OneStepB
 
 
 def one_step_curve(
-    memory: Memory, direction: object, etas: torch.Tensor
+    memory: Memory, direction: Matrix, etas: torch.Tensor
 ) -> dict[str, torch.Tensor]:
     """Loss, Δ, min/max probability after one step of each size in ``etas`` (Figure 4(b)).
 
@@ -190,7 +203,7 @@ def _type_probabilities(memory: Memory) -> torch.Tensor:
     return memory.layout.p.reshape(-1)
 
 
-def update_spectrum(memory: Memory, direction: object) -> dict[str, float]:
+def update_spectrum(memory: Memory, direction: Matrix) -> dict[str, float]:
     """Singular-value statistics of an update direction (Theorem 5.3's σ_min/σ_max).
 
     ``ratio``: σ_min/σ_max over the non-zero singular values (numerical rank, ``K·eps``).
@@ -204,7 +217,8 @@ def update_spectrum(memory: Memory, direction: object) -> dict[str, float]:
         tol = memory.K * torch.finfo(torch.float64).eps * float(s[0])
         nonzero = s[s > tol]
         block = float("nan")
-        if isinstance(direction, OrbitMatrix):
+        if isinstance(memory, StructuredMemory):
+            direction = orbit_matrix(direction)
             live = direction.layout.counts > 1
             if live.any():
                 sb = torch.linalg.svdvals(direction.A[live])
@@ -216,9 +230,8 @@ def update_spectrum(memory: Memory, direction: object) -> dict[str, float]:
                 float(_off_diagonal_blocks(task).abs().max()) if task.layout.K > 1 else 0.0,
             )
         else:
-            assert isinstance(direction, torch.Tensor)
-            task = memory.to_task(direction)
-            dev = float((task + torch.eye(memory.K, dtype=torch.float64)).abs().max())
+            dense_task = memory.to_task(dense_matrix(direction))
+            dev = float((dense_task + torch.eye(memory.K, dtype=torch.float64)).abs().max())
     return {
         "sigma_max": float(s[0]),
         "sigma_min_nonzero": float(nonzero[-1]),

@@ -11,15 +11,24 @@ import math
 from collections.abc import Callable, Iterator, Sequence
 from contextlib import contextmanager
 from dataclasses import dataclass
-from typing import Any
+from typing import Generic, overload
 
 import torch
 from tqdm.auto import tqdm
 
 from tailmem.assoc.embeddings import Embedding
-from tailmem.assoc.memory import DenseMemory, Memory, StructuredMemory, max_gap
+from tailmem.assoc.memory import (
+    DenseMemory,
+    EitherBackend,
+    Mat,
+    Memory,
+    MemoryBackend,
+    StructuredMemory,
+    max_gap,
+)
 from tailmem.assoc.optimizers import OptimizerSpec, OptimizerState, as_spec, update_direction
 from tailmem.assoc.spectra import FrequencySpectrum
+from tailmem.assoc.structure import OrbitMatrix
 from tailmem.errors import ConfigError
 from tailmem.threads import torch_threads
 
@@ -86,12 +95,12 @@ def build_memory(
 
 
 @dataclass(frozen=True)
-class Trajectory:
+class Trajectory(Generic[Mat]):
     """What a run recorded. ``loss`` has every step ``0..T``; the rest only the recorded steps.
 
     Shapes: ``loss (T+1, *batch)``; ``gap``, ``min_prob``, ``max_prob`` ``(R, *batch)``;
     ``group_loss``, ``group_prob`` ``(R, *batch, n_groups)`` (means over the facts of a group);
-    ``steps`` lists the ``R`` recorded steps.
+    ``steps`` lists the ``R`` recorded steps; ``final`` is ``W_T`` in the backend's matrix type.
     """
 
     steps: list[int]
@@ -101,20 +110,46 @@ class Trajectory:
     max_prob: torch.Tensor
     group_loss: torch.Tensor
     group_prob: torch.Tensor
-    final: Any
+    final: Mat
 
 
+# One overload per backend: a caller holding a DenseMemory gets a Trajectory[Tensor] (and may
+# pass a callback that takes tensors); one holding a Memory chosen at run time gets either.
+@overload
 def train(
-    memory: Memory,
+    memory: DenseMemory,
     optimizer: str | OptimizerSpec,
     lrs: torch.Tensor,
     record: Sequence[int] | None = None,
     progress: bool = False,
     desc: str | None = None,
-    callback: Callable[[int, Any], None] | None = None,
+    callback: Callable[[int, torch.Tensor], None] | None = None,
     batch_size: int | None = None,
     seed: int = 0,
-) -> Trajectory:
+) -> Trajectory[torch.Tensor]: ...
+@overload
+def train(
+    memory: StructuredMemory,
+    optimizer: str | OptimizerSpec,
+    lrs: torch.Tensor,
+    record: Sequence[int] | None = None,
+    progress: bool = False,
+    desc: str | None = None,
+    callback: Callable[[int, OrbitMatrix], None] | None = None,
+    batch_size: int | None = None,
+    seed: int = 0,
+) -> Trajectory[OrbitMatrix]: ...
+def train(
+    memory: MemoryBackend[Mat],
+    optimizer: str | OptimizerSpec,
+    lrs: torch.Tensor,
+    record: Sequence[int] | None = None,
+    progress: bool = False,
+    desc: str | None = None,
+    callback: Callable[[int, Mat], None] | None = None,
+    batch_size: int | None = None,
+    seed: int = 0,
+) -> Trajectory[Mat]:
     """Run ``len(lrs)`` steps from ``W_0 = 0``; ``lrs`` is ``(T,)`` or ``(T, *batch)``.
 
     Full statistics are recorded at the steps in ``record`` (default: every step);
@@ -136,7 +171,7 @@ def train(
     rec_set = set(rec)
     avg = memory.types.group_average(memory.spectrum.n_groups)
     W = memory.zeros(batch)
-    state = OptimizerState()
+    state = OptimizerState[Mat]()
     # Preallocated: thousands of tiny per-step tensors kept between the large temporaries
     # fragment the heap (measured: +0.3 MB of peak RSS per step at K = 200).
     losses = torch.empty(T + 1, *batch, dtype=torch.float64)
@@ -177,7 +212,7 @@ def train(
 
 
 @contextmanager
-def small_op_threads(memory: Memory) -> Iterator[None]:
+def small_op_threads(memory: EitherBackend) -> Iterator[None]:
     """Run small problems single-threaded.
 
     The structured backend's tensors have a few dozen entries and small dense problems (up to
@@ -196,7 +231,7 @@ def _dense_work(memory: DenseMemory) -> float:
     return float(memory.K * e.d_key * e.d_obj + memory.n_obj * memory.K * (e.d_key + e.d_obj))
 
 
-def _scaled(U: Any, lr: torch.Tensor) -> Any:
+def _scaled(U: Mat, lr: torch.Tensor) -> Mat:
     """``lr · U`` with a scalar or batch-shaped ``lr`` (dense tensors and OrbitMatrix alike)."""
     if lr.ndim == 0:
         return U * float(lr)
@@ -205,7 +240,11 @@ def _scaled(U: Any, lr: torch.Tensor) -> Any:
     return U * lr
 
 
-def first_direction(memory: Memory, optimizer: str | OptimizerSpec) -> Any:
+@overload
+def first_direction(memory: DenseMemory, optimizer: str | OptimizerSpec) -> torch.Tensor: ...
+@overload
+def first_direction(memory: StructuredMemory, optimizer: str | OptimizerSpec) -> OrbitMatrix: ...
+def first_direction(memory: MemoryBackend[Mat], optimizer: str | OptimizerSpec) -> Mat:
     """The optimiser's first update direction ``U_0`` at ``W_0 = 0`` (so ``W_1 = −η U_0``)."""
     grad = memory.evaluate(memory.zeros()).grad
-    return update_direction(as_spec(optimizer), grad, OptimizerState(), memory)
+    return update_direction(as_spec(optimizer), grad, OptimizerState[Mat](), memory)

@@ -24,8 +24,9 @@ with ``E = Ẽ = I`` (the structured backend then runs in the task basis; ``basi
 from __future__ import annotations
 
 import math
+from collections.abc import Callable
 from dataclasses import dataclass
-from typing import Any
+from typing import Generic, Protocol, TypeVar
 
 import torch
 
@@ -33,6 +34,14 @@ from tailmem.assoc.embeddings import Embedding
 from tailmem.assoc.spectra import FrequencySpectrum
 from tailmem.assoc.structure import Layout, OrbitMatrix
 from tailmem.optim.orthogonalize import NS5_COEFFICIENTS, orthogonalize
+
+Mat = TypeVar("Mat", torch.Tensor, OrbitMatrix)
+"""A backend's matrix type (``W``, gradients, update directions): ``torch.Tensor`` for
+:class:`DenseMemory`, :class:`OrbitMatrix` for :class:`StructuredMemory`. Code generic in it is
+checked once for each."""
+
+Matrix = torch.Tensor | OrbitMatrix
+"""A matrix of either backend, where the backend is only known at run time."""
 
 # --------------------------------------------------------------------------- dense functions
 
@@ -113,13 +122,14 @@ class FactTypes:
 
 
 @dataclass(frozen=True)
-class Evaluation:
-    """Loss ``(...)``, per-type loss and correct-class probability ``(..., T)``, the W-gradient."""
+class Evaluation(Generic[Mat]):
+    """Loss ``(...)``, per-type loss and correct-class probability ``(..., T)``, the W-gradient
+    (in the backend's matrix type)."""
 
     loss: torch.Tensor
     type_loss: torch.Tensor
     type_prob: torch.Tensor
-    grad: Any  # torch.Tensor (dense) or OrbitMatrix (structured)
+    grad: Mat
     types: FactTypes
 
     @property
@@ -176,7 +186,9 @@ class DenseMemory:
     def zeros(self, batch: tuple[int, ...] = ()) -> torch.Tensor:
         return torch.zeros(*batch, self.embedding.d_obj, self.embedding.d_key, dtype=torch.float64)
 
-    def evaluate(self, W: torch.Tensor, weights: torch.Tensor | None = None) -> Evaluation:
+    def evaluate(
+        self, W: torch.Tensor, weights: torch.Tensor | None = None
+    ) -> Evaluation[torch.Tensor]:
         """Loss and gradient; ``weights`` replaces ``p`` (e.g. a sampled batch's frequencies)."""
         p = self.p if weights is None else weights
         Z = logits(W, self.E, self.Et)
@@ -205,7 +217,7 @@ class DenseMemory:
         return self.Et @ Y @ self.E.T
 
     @staticmethod
-    def map(X: torch.Tensor, fn: Any) -> torch.Tensor:
+    def map(X: torch.Tensor, fn: Callable[[torch.Tensor], torch.Tensor]) -> torch.Tensor:
         return fn(X)
 
     def polar(self, X: torch.Tensor) -> torch.Tensor:
@@ -226,8 +238,10 @@ class DenseMemory:
         return X.flatten(-2).norm(dim=-1)
 
     @staticmethod
-    def singular_values(X: torch.Tensor) -> torch.Tensor:
-        return torch.linalg.svdvals(X)
+    def singular_values(X: Matrix) -> torch.Tensor:
+        """Singular values, descending. Takes :data:`Matrix` so that code holding a memory and
+        a direction of a backend chosen at run time can call it; an OrbitMatrix is a TypeError."""
+        return torch.linalg.svdvals(dense_matrix(X))
 
     @staticmethod
     def dense(X: torch.Tensor) -> torch.Tensor:
@@ -288,7 +302,7 @@ class StructuredMemory:
     def from_task(self, Y: OrbitMatrix) -> OrbitMatrix:
         return Y.sandwich(self.R_o, self.R_s.T)
 
-    def evaluate(self, W: OrbitMatrix) -> Evaluation:
+    def evaluate(self, W: OrbitMatrix) -> Evaluation[OrbitMatrix]:
         Z = self.to_task(W)
         S, log_correct, sum_log = Z.column_log_softmax()
         a = self.label_noise
@@ -301,7 +315,7 @@ class StructuredMemory:
         )
 
     @staticmethod
-    def map(X: OrbitMatrix, fn: Any) -> OrbitMatrix:
+    def map(X: OrbitMatrix, fn: Callable[[torch.Tensor], torch.Tensor]) -> OrbitMatrix:
         return X.map(fn)
 
     @staticmethod
@@ -328,12 +342,51 @@ class StructuredMemory:
         return X.frobenius()
 
     @staticmethod
-    def singular_values(X: OrbitMatrix) -> torch.Tensor:
-        return X.singular_values()
+    def singular_values(X: Matrix) -> torch.Tensor:
+        """Singular values, descending (a dense tensor is a TypeError; see DenseMemory's)."""
+        return orbit_matrix(X).singular_values()
 
     @staticmethod
     def dense(X: OrbitMatrix) -> torch.Tensor:
         return X.dense()
 
 
+class MemoryBackend(Protocol[Mat]):
+    """What the optimisers and the training loop use of a backend, typed by its matrix type
+    (both :class:`DenseMemory` and :class:`StructuredMemory` have it)."""
+
+    spectrum: FrequencySpectrum
+    K: int
+    types: FactTypes
+
+    def zeros(self, batch: tuple[int, ...] = ()) -> Mat: ...
+    def evaluate(self, W: Mat) -> Evaluation[Mat]: ...
+    def to_task(self, X: Mat) -> Mat: ...
+    def from_task(self, Y: Mat) -> Mat: ...
+    def map(self, X: Mat, fn: Callable[[torch.Tensor], torch.Tensor]) -> Mat: ...
+    def polar(self, X: Mat) -> Mat: ...
+    def ns5(self, X: Mat, steps: int = 5) -> Mat: ...
+    def singular_values(self, X: Mat) -> torch.Tensor: ...
+
+
 Memory = DenseMemory | StructuredMemory
+"""A backend chosen at run time (:func:`~tailmem.assoc.dynamics.build_memory`)."""
+
+
+def dense_matrix(X: Matrix) -> torch.Tensor:
+    """``X`` as a :class:`DenseMemory` matrix: a TypeError for an OrbitMatrix (the backends'
+    matrices do not mix)."""
+    if not isinstance(X, torch.Tensor):
+        raise TypeError("a DenseMemory takes dense matrices; got an OrbitMatrix")
+    return X
+
+
+def orbit_matrix(X: Matrix) -> OrbitMatrix:
+    """``X`` as a :class:`StructuredMemory` matrix: a TypeError for a dense tensor."""
+    if not isinstance(X, OrbitMatrix):
+        raise TypeError("a StructuredMemory takes OrbitMatrix matrices; got a dense tensor")
+    return X
+
+
+EitherBackend = MemoryBackend[torch.Tensor] | MemoryBackend[OrbitMatrix]
+"""Either backend, also inside code generic in :data:`Mat` (where ``Memory`` cannot narrow)."""

@@ -30,11 +30,12 @@ of step sizes).
 from __future__ import annotations
 
 import math
-from dataclasses import dataclass, field
-from typing import Any
+from dataclasses import dataclass
+from typing import Any, Generic
 
 import torch
 
+from tailmem.assoc.memory import Mat, MemoryBackend
 from tailmem.errors import ConfigError
 from tailmem.optim.registry import OptimizerSetting
 
@@ -58,9 +59,11 @@ class OptimizerSpec:
 
     def __post_init__(self) -> None:
         if self.setting is not None:
-            if getattr(self.setting.hparams, "weight_decay", 0.0):
+            # Not every kind's hyper-parameters have a weight decay; those that do must set it 0.
+            weight_decay = getattr(self.setting.hparams, "weight_decay", 0.0)
+            if weight_decay:
                 raise ConfigError(
-                    f"{self.name}: weight_decay {self.setting.hparams.weight_decay}; expected 0 "
+                    f"{self.name}: weight_decay {weight_decay}; expected 0 "
                     "(the lab scales each step by the schedule's step size)"
                 )
             return
@@ -86,23 +89,30 @@ def as_spec(optimizer: str | OptimizerSpec) -> OptimizerSpec:
 
 
 @dataclass
-class OptimizerState:
-    """Buffers carried between steps (momentum buffer, Adam moments, step count)."""
+class OptimizerState(Generic[Mat]):
+    """What is carried between steps: the step count, the heavy-ball buffer, Adam's moments,
+    and for a registry optimiser the parameter it steps and the optimiser itself."""
 
     step: int = 0
-    buffers: dict[str, Any] = field(default_factory=dict)
+    momentum: Mat | None = None
+    m: Mat | None = None
+    v: Mat | None = None
+    param: torch.nn.Parameter | None = None
+    optimizer: torch.optim.Optimizer | None = None
 
 
-def update_direction(spec: OptimizerSpec, grad: Any, state: OptimizerState, memory: Any) -> Any:
+def update_direction(
+    spec: OptimizerSpec, grad: Mat, state: OptimizerState[Mat], memory: MemoryBackend[Mat]
+) -> Mat:
     """The direction ``U_t`` for gradient ``grad``; updates ``state`` in place."""
     state.step += 1
     if spec.setting is not None:
         return _registry_direction(spec.setting, grad, state)
     g = grad
     if spec.name != "adam" and spec.momentum > 0.0:
-        buf = state.buffers.get("momentum")
+        buf = state.momentum
         g = grad if buf is None else buf * spec.momentum + grad
-        state.buffers["momentum"] = g
+        state.momentum = g
     if spec.name == "gd":
         return g
     if spec.name == "signgd":
@@ -116,13 +126,14 @@ def update_direction(spec: OptimizerSpec, grad: Any, state: OptimizerState, memo
     return _adam(spec, grad, state, memory)
 
 
-def _adam(spec: OptimizerSpec, grad: Any, state: OptimizerState, memory: Any) -> Any:
-    m = state.buffers.get("m")
-    v = state.buffers.get("v")
+def _adam(
+    spec: OptimizerSpec, grad: Mat, state: OptimizerState[Mat], memory: MemoryBackend[Mat]
+) -> Mat:
+    m, v = state.m, state.v
     sq = grad * grad
     m = grad * (1.0 - spec.beta1) if m is None else m * spec.beta1 + grad * (1.0 - spec.beta1)
     v = sq * (1.0 - spec.beta2) if v is None else v * spec.beta2 + sq * (1.0 - spec.beta2)
-    state.buffers["m"], state.buffers["v"] = m, v
+    state.m, state.v = m, v
     t = state.step
     c1 = 1.0 - spec.beta1**t
     c2 = math.sqrt(1.0 - spec.beta2**t)
@@ -131,7 +142,7 @@ def _adam(spec: OptimizerSpec, grad: Any, state: OptimizerState, memory: Any) ->
     return (m * (1.0 / c1)) / denom
 
 
-def _registry_direction(setting: OptimizerSetting, grad: Any, state: OptimizerState) -> Any:
+def _registry_direction(setting: OptimizerSetting, grad: Mat, state: OptimizerState[Mat]) -> Mat:
     """``W − W'`` where ``W'`` is one step of ``setting``'s optimiser at learning rate 1 from
     ``W`` (its state kept in ``state``); ``W`` only carries the optimiser's state here, so it
     is reset to zero before each step (the direction does not depend on ``W`` without weight
@@ -140,14 +151,14 @@ def _registry_direction(setting: OptimizerSetting, grad: Any, state: OptimizerSt
         raise ConfigError(
             f"{setting.kind.name} needs the dense backend with one W (backend=dense, one step size)"
         )
-    if "param" not in state.buffers:
+    if state.param is None or state.optimizer is None:
         param = torch.nn.Parameter(torch.zeros_like(grad))
-        groups = [{"params": [param], "fan_out_dim": 0}] if setting.kind.layout_keys else [param]
-        state.buffers["param"] = param
-        state.buffers["optimizer"] = OptimizerSetting(setting.kind, 1.0, setting.hparams).build(
-            groups  # type: ignore[arg-type]
-        )
-    param, optimizer = state.buffers["param"], state.buffers["optimizer"]
+        group: dict[str, Any] = {"params": [param]}
+        if setting.kind.layout_keys:
+            group["fan_out_dim"] = 0
+        state.param = param
+        state.optimizer = OptimizerSetting(setting.kind, 1.0, setting.hparams).build([group])
+    param, optimizer = state.param, state.optimizer
     with torch.no_grad():
         param.zero_()
     param.grad = grad.detach().clone()

@@ -6,7 +6,10 @@ import math
 
 import torch
 
-from tailmem.assoc.embeddings import PAPER_KEY_ANGLES, PAPER_OBJECT_ANGLES, coupled, rotation_zyz
+# The paper's rotation angles are re-exported: the experiments read them with its numbers here.
+from tailmem.assoc.embeddings import PAPER_KEY_ANGLES as PAPER_KEY_ANGLES
+from tailmem.assoc.embeddings import PAPER_OBJECT_ANGLES as PAPER_OBJECT_ANGLES
+from tailmem.assoc.embeddings import coupled, rotation_zyz
 from tailmem.assoc.spectra import head_size
 
 PRINTED_COUPLED_ROW = (1.4655, 1.0133, -0.1118)
@@ -146,12 +149,12 @@ def coupled_construction_check(
     The transposed product equals the transpose of our task-basis block ``Ẽᵀ(−sign ∇L)E``, whose
     column ``j`` holds the logits query ``j`` gives the three objects of its block.
     """
-    from tailmem.assoc.dynamics import build_memory, first_direction
+    from tailmem.assoc.dynamics import first_direction
+    from tailmem.assoc.memory import StructuredMemory
     from tailmem.assoc.spectra import two_group
 
-    emb = coupled(K)
-    spec = two_group(K, head_mass, head_fraction)
-    memory = build_memory(spec, emb, "signgd")
+    # The coupled embedding is block-structured: the backend build_memory picks for it.
+    memory = StructuredMemory(two_group(K, head_mass, head_fraction), coupled(K))
     U = first_direction(memory, "signgd")
     minus = -U
     diag_block = (minus.A + minus.diag_B())[0]

@@ -63,10 +63,10 @@ import os
 import shutil
 import tempfile
 import time
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Literal
+from typing import Any, Literal
 
 import numpy as np
 from tokenizers import Tokenizer
@@ -457,14 +457,28 @@ class _Pieces:
     eos: Ragged
 
 
+@dataclass(frozen=True)
+class _ItemTable:
+    """Token rows of one kind of item and, per row, where the loss starts, whose and which
+    attribute and template it is (attribute −1: a biography); ``train`` lists the row of every
+    training sample."""
+
+    rows: Ragged
+    loss_start: np.ndarray
+    person: np.ndarray
+    attr: np.ndarray
+    template: np.ndarray
+    train: np.ndarray
+
+
 def _qa_table(
-    cfg: BiosConfig, groups: np.ndarray, pieces: _Pieces, dtype: type
-) -> dict[str, np.ndarray]:
-    """Rows of every distinct (person, attribute, template) in training or evaluation.
+    cfg: BiosConfig, groups: np.ndarray, pieces: _Pieces, dtype: np.dtype
+) -> tuple[_ItemTable, np.ndarray]:
+    """Rows of every distinct (person, attribute, template) in training or evaluation, and the
+    row asked for each (person, attribute) in evaluation.
 
     A row is ``prefix, " " + name, suffix, " " + value, EOS``; ``loss_start`` is where the value
-    begins. ``train`` holds the row of every training sample, ``eval`` the row asked for each
-    (person, attribute).
+    begins.
     """
     n_people = len(groups)
     person, attr, template, _, first_item = _qa_training_items(cfg, groups)
@@ -492,15 +506,15 @@ def _qa_table(
         ],
         dtype,
     )
-    return {
-        "rows": rows,
-        "loss_start": starts[:, 3],
-        "person": qa_person,
-        "attr": qa_attr,
-        "template": qa_template,
-        "train": row_of_key[: len(person)],
-        "eval": row_of_key[len(person) :],
-    }
+    table = _ItemTable(
+        rows=rows,
+        loss_start=starts[:, 3],
+        person=qa_person,
+        attr=qa_attr,
+        template=qa_template,
+        train=row_of_key[: len(person)],
+    )
+    return table, row_of_key[len(person) :]
 
 
 def _bio_table(
@@ -509,8 +523,8 @@ def _bio_table(
     groups: np.ndarray,
     pieces: _Pieces,
     tokenizer: Tokenizer,
-    dtype: type,
-) -> dict[str, np.ndarray]:
+    dtype: np.dtype,
+) -> _ItemTable:
     """Rows of the ``bio_variants`` biographies of every person (``person * V + variant``).
 
     ``train`` holds, for every selection ``s`` of every person, the row of variant ``s mod V``.
@@ -536,20 +550,30 @@ def _bio_table(
         np.cumsum(per_person) - per_person, per_person
     )
     sel_person = np.repeat(np.arange(n_people), per_person)
-    return {
-        "rows": rows,
-        "loss_start": np.ones(len(bio_person), dtype=np.int64),
-        "person": bio_person,
-        "attr": np.full(len(bio_person), -1),
-        "template": np.tile(np.arange(n_var), n_people),
-        "train": sel_person * n_var + selection % n_var,
-    }
+    return _ItemTable(
+        rows=rows,
+        loss_start=np.ones(len(bio_person), dtype=np.int64),
+        person=bio_person,
+        attr=np.full(len(bio_person), -1),
+        template=np.tile(np.arange(n_var), n_people),
+        train=sel_person * n_var + selection % n_var,
+    )
 
 
-def generate(cfg: BiosConfig, tokenizer: Tokenizer | None = None) -> dict[str, object]:
+@dataclass(frozen=True)
+class GeneratedData:
+    """A data set built in memory: ``arrays`` (one per name of :data:`ARRAYS`), the value
+    pools, the tokenizer and its end-of-text id."""
+
+    arrays: dict[str, np.ndarray]
+    pools: Pools
+    tokenizer: Tokenizer
+    eos_id: int
+
+
+def generate(cfg: BiosConfig, tokenizer: Tokenizer | None = None) -> GeneratedData:
     """Build the whole data set in memory (a pure function of ``cfg`` and the tokenizer).
 
-    Returns ``{"arrays": {name: array for name in ARRAYS}, "pools", "tokenizer", "eos_id"}``.
     Without ``tokenizer`` a BPE is trained on :func:`tokenizer_corpus`.
     """
     cfg.validate()
@@ -576,36 +600,37 @@ def generate(cfg: BiosConfig, tokenizer: Tokenizer | None = None) -> dict[str, o
         value_row=value_row,
         eos=Ragged(np.array([eos], dtype=dtype), np.array([0, 1], dtype=np.int64)),
     )
-    tables = [_qa_table(cfg, groups, pieces, dtype)]
+    qa, eval_rows = _qa_table(cfg, groups, pieces, dtype)
+    tables = [qa]
     if cfg.train_on == "qa+bios":
         tables.append(_bio_table(cfg, people, groups, pieces, tokenizer, dtype))
-    first_row = np.cumsum([0] + [len(t["rows"]) for t in tables])
-    items = stack_rows([t["rows"] for t in tables])
+    first_row = np.cumsum([0] + [len(t.rows) for t in tables])
+    items = stack_rows([t.rows for t in tables])
 
-    def joined(key: str, dtype: type) -> np.ndarray:
-        return np.concatenate([t[key] for t in tables]).astype(dtype)
+    def joined(column: Callable[[_ItemTable], np.ndarray], dtype: type) -> np.ndarray:
+        return np.concatenate([column(t) for t in tables]).astype(dtype)
 
-    arrays = {
+    arrays: dict[str, np.ndarray] = {
         "group_of_person": groups.astype(np.int32),
         "name_parts": name_parts.astype(np.int32),
         "attr_values": attr_values.astype(np.int32),
         "bio_templates": bio_templates.astype(np.int8),
         "item_tokens": items.flat,
         "item_offsets": items.offsets,
-        "item_loss_start": joined("loss_start", np.int32),
+        "item_loss_start": joined(lambda t: t.loss_start, np.int32),
         "item_kind": np.repeat([KIND_QA, KIND_BIO][: len(tables)], np.diff(first_row)).astype(
             np.int8
         ),
-        "item_person": joined("person", np.int32),
-        "item_attr": joined("attr", np.int8),
-        "item_template": joined("template", np.int8),
+        "item_person": joined(lambda t: t.person, np.int32),
+        "item_attr": joined(lambda t: t.attr, np.int8),
+        "item_template": joined(lambda t: t.template, np.int8),
         "train_items": np.concatenate(
-            [t["train"] + first for t, first in zip(tables, first_row, strict=False)]
+            [t.train + first for t, first in zip(tables, first_row, strict=False)]
         ).astype(np.int32),
-        "eval_items": tables[0]["eval"].astype(np.int32),
+        "eval_items": eval_rows.astype(np.int32),
     }
     _verify_composition(arrays, people, tokenizer, eos)
-    return {"arrays": arrays, "pools": pools, "tokenizer": tokenizer, "eos_id": eos}
+    return GeneratedData(arrays, pools, tokenizer, eos)
 
 
 def _dense_unique(keys: np.ndarray, size: int) -> tuple[np.ndarray, np.ndarray]:
@@ -616,7 +641,7 @@ def _dense_unique(keys: np.ndarray, size: int) -> tuple[np.ndarray, np.ndarray]:
 
 
 def _name_tokens(
-    tokenizer: Tokenizer, pools: Pools, name_parts: np.ndarray, dtype: type, *, spaced: bool
+    tokenizer: Tokenizer, pools: Pools, name_parts: np.ndarray, dtype: np.dtype, *, spaced: bool
 ) -> Ragged:
     """Token ids of every full name, with or without the leading space, from its words' ids."""
     lead = " " if spaced else ""
@@ -631,7 +656,7 @@ def _name_tokens(
     return names
 
 
-def _date_tokens(tokenizer: Tokenizer, pools: Pools, days: np.ndarray, dtype: type) -> Ragged:
+def _date_tokens(tokenizer: Tokenizer, pools: Pools, days: np.ndarray, dtype: np.dtype) -> Ragged:
     """Token ids of " March 3, 1950" for every day offset, from month, day and year pieces."""
     start = np.datetime64(f"{pools.birth_year_min:04d}-01-01", "D")
     date = start + days.astype("timedelta64[D]")
@@ -662,7 +687,7 @@ def _value_texts(pools: Pools, attr_values: np.ndarray) -> list[str]:
 
 
 def _value_tokens(
-    tokenizer: Tokenizer, pools: Pools, attr_values: np.ndarray, dtype: type, single: bool
+    tokenizer: Tokenizer, pools: Pools, attr_values: np.ndarray, dtype: np.dtype, single: bool
 ) -> tuple[Ragged, np.ndarray]:
     """Token ids of every answer ``" " + value`` and the row of each (person, attribute).
 
@@ -746,7 +771,7 @@ def fingerprint(cfg: BiosConfig) -> str:
 def _tokenizer_sha(path: str) -> str:
     if not Path(path).is_file():
         raise DataError(f"tokenizer_path {path} does not exist; expected a tokenizer.json file")
-    return file_sha256(path)
+    return file_sha256(Path(path))
 
 
 def build_dataset(cfg: BiosConfig, cache_dir: str | Path, *, rebuild: bool = False) -> BiosDataset:
@@ -785,13 +810,13 @@ def _write_dataset(cfg: BiosConfig, folder: Path) -> None:
     start = time.perf_counter()
     tokenizer = load_tokenizer(cfg.tokenizer_path) if cfg.tokenizer_path else None
     built = generate(cfg, tokenizer)
-    arrays: dict[str, np.ndarray] = built["arrays"]
+    arrays = built.arrays
     files = {}
     for name, array in arrays.items():
         np.save(folder / f"{name}.npy", array, allow_pickle=False)
         files[f"{name}.npy"] = file_sha256(folder / f"{name}.npy")
-    built["tokenizer"].save(str(folder / "tokenizer.json"))
-    (folder / "pools.json").write_text(json.dumps(built["pools"].to_json()))
+    built.tokenizer.save(str(folder / "tokenizer.json"))
+    (folder / "pools.json").write_text(json.dumps(built.pools.to_json()))
     for name in ("tokenizer.json", "pools.json"):
         files[name] = file_sha256(folder / name)
     meta = {
@@ -799,8 +824,8 @@ def _write_dataset(cfg: BiosConfig, folder: Path) -> None:
         "version": DATA_VERSION,
         "fingerprint": fingerprint(cfg),
         "config": dataclasses.asdict(cfg),
-        "vocab_size": built["tokenizer"].get_vocab_size(),
-        "eos_id": built["eos_id"],
+        "vocab_size": built.tokenizer.get_vocab_size(),
+        "eos_id": built.eos_id,
         "n_people": len(arrays["group_of_person"]),
         "n_items": len(arrays["item_offsets"]) - 1,
         "n_train_items": len(arrays["train_items"]),
@@ -889,7 +914,7 @@ class BiosDataset:
         self,
         cfg: BiosConfig,
         path: Path,
-        meta: dict,
+        meta: dict[str, Any],
         arrays: dict[str, np.ndarray],
         pools: Pools,
         tokenizer: Tokenizer,

@@ -75,7 +75,7 @@ def add_whole_tokens(tokenizer: Tokenizer, texts: Iterable[str]) -> None:
     tokenizer.add_tokens([AddedToken(text, normalized=False) for text in distinct])
 
 
-def encode_pieces(tokenizer: Tokenizer, strings: Sequence[str], dtype: type) -> Ragged:
+def encode_pieces(tokenizer: Tokenizer, strings: Sequence[str], dtype: np.dtype | type) -> Ragged:
     """Token ids of every string (no special tokens added), as a ragged array."""
     encodings = tokenizer.encode_batch(list(strings), add_special_tokens=False)
     return Ragged.from_lists([e.ids for e in encodings], dtype=dtype)

@@ -51,13 +51,13 @@ import time
 from collections.abc import Sequence
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
-from typing import Any, Literal
+from typing import Any, Literal, TypeGuard
 
 import numpy as np
 import tokenizers
 from tokenizers import Tokenizer
 
-from tailmem.data.bpe import load_tokenizer, token_dtype, train_bpe
+from tailmem.data.bpe import load_tokenizer, token_dtype, token_id, train_bpe
 from tailmem.data.text_sources import (
     Document,
     digest,
@@ -136,7 +136,7 @@ class CorpusConfig:
                 raise ConfigError(f"{name}: got an empty string; expected a non-empty one")
 
 
-def _is_int(value: Any) -> bool:
+def _is_int(value: object) -> TypeGuard[int]:
     return isinstance(value, int) and not isinstance(value, bool)
 
 
@@ -381,7 +381,7 @@ def _write_corpus(
     else:
         tok = given
     t1 = time.perf_counter()
-    eos_id = int(tok.token_to_id(cfg.eos_token))
+    eos_id = token_id(tok, cfg.eos_token)
     vocab_size = tok.get_vocab_size()
     dtype = token_dtype(vocab_size)
     tok.save(str(out / "tokenizer.json"))

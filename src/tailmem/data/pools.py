@@ -15,7 +15,7 @@ first allowed year and printed as "March 3, 1950" by :func:`date_string`.
 from __future__ import annotations
 
 import datetime
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 
 import numpy as np
@@ -93,13 +93,31 @@ class Pools:
         }
 
     @classmethod
-    def from_json(cls, data: dict[str, object]) -> Pools:
-        """Inverse of :meth:`to_json`."""
-        lists = {k: tuple(v) for k, v in data.items() if isinstance(v, list)}
+    def from_json(cls, data: Mapping[str, object]) -> Pools:
+        """Inverse of :meth:`to_json`; a missing value is a KeyError, a mistyped one a
+        TypeError (what a reader of a damaged file catches)."""
+
+        def pool(key: str) -> tuple[str, ...]:
+            values = data[key]
+            if not isinstance(values, list) or not all(isinstance(v, str) for v in values):
+                raise TypeError(f"pools {key}: expected a list of strings")
+            return tuple(values)
+
+        def year(key: str) -> int:
+            value = data[key]
+            if not isinstance(value, int):
+                raise TypeError(f"pools {key}: got {value!r}; expected an integer")
+            return value
+
         return cls(
-            **lists,
-            birth_year_min=int(data["birth_year_min"]),
-            birth_year_max=int(data["birth_year_max"]),
+            first_names=pool("first_names"),
+            surnames=pool("surnames"),
+            cities=pool("cities"),
+            universities=pool("universities"),
+            majors=pool("majors"),
+            employers=pool("employers"),
+            birth_year_min=year("birth_year_min"),
+            birth_year_max=year("birth_year_max"),
         )
 
 

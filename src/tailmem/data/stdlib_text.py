@@ -33,6 +33,7 @@ import json
 import os
 import pkgutil
 import sys
+import types
 import warnings
 
 #: Bump when the extraction rules change; part of the cache key of the extracted text.
@@ -56,7 +57,7 @@ def wanted(name: str) -> bool:
     return not any(p.startswith("_") or p in SKIP_PART for p in parts)
 
 
-def _import_quietly(name: str):
+def _import_quietly(name: str) -> types.ModuleType | None:
     sink = io.StringIO()
     try:
         with warnings.catch_warnings(), contextlib.redirect_stdout(sink):
@@ -69,9 +70,9 @@ def _import_quietly(name: str):
         return None
 
 
-def iter_modules() -> list:
+def iter_modules() -> list[types.ModuleType]:
     """Imported modules in extraction order."""
-    found = []
+    found: list[types.ModuleType] = []
 
     def walk(name: str) -> None:
         if not wanted(name):
@@ -90,7 +91,7 @@ def iter_modules() -> list:
     return found
 
 
-def _own_doc(obj) -> str | None:
+def _own_doc(obj: object) -> str | None:
     if isinstance(obj, (staticmethod, classmethod)):
         obj = obj.__func__
     own = vars(obj) if isinstance(obj, type) else {"__doc__": getattr(obj, "__doc__", None)}
@@ -98,7 +99,7 @@ def _own_doc(obj) -> str | None:
     return doc if isinstance(doc, str) else None
 
 
-def module_docstrings(module) -> list[str]:
+def module_docstrings(module: types.ModuleType) -> list[str]:
     """Raw docstrings of ``module`` in extraction order (before cleaning and de-duplication)."""
     docs = [module.__doc__ if isinstance(module.__doc__, str) else None]
     namespace = vars(module)

@@ -14,12 +14,13 @@ import re
 import socket
 import subprocess
 import sys
+import types
 import urllib.parse
 import urllib.request
 from collections.abc import Iterable, Iterator, Sequence
 from dataclasses import dataclass
 from pathlib import Path
-from typing import IO, Any, Literal
+from typing import IO, Literal, overload
 
 from tailmem.data import stdlib_text
 from tailmem.errors import ConfigError, DataError
@@ -112,7 +113,7 @@ def _jsonl_row(path: Path, lineno: int, line: str, text_field: str) -> list[Docu
     return [Document(str(row.get("name", f"{path}:{lineno}")), text)] if text else []
 
 
-def _field_kind(row: Any, text_field: str) -> str:
+def _field_kind(row: object, text_field: str) -> str:
     if not isinstance(row, dict):
         return f"a JSON {type(row).__name__}"
     if text_field not in row:
@@ -120,7 +121,11 @@ def _field_kind(row: Any, text_field: str) -> str:
     return f"{text_field!r} of type {type(row[text_field]).__name__}"
 
 
-def _open_file(path: Path, mode: str = "r") -> IO[Any]:
+@overload
+def _open_file(path: Path, mode: Literal["r"] = "r") -> IO[str]: ...
+@overload
+def _open_file(path: Path, mode: Literal["rb"]) -> IO[bytes]: ...
+def _open_file(path: Path, mode: Literal["r", "rb"] = "r") -> IO[str] | IO[bytes]:
     """``open(path, mode)`` (UTF-8 in text mode), with a :class:`DataError` for a missing file."""
     try:
         return open(path, mode, encoding=None if "b" in mode else "utf-8")
@@ -298,7 +303,7 @@ def check_hf_source(
         ) from None
 
 
-def _import_datasets() -> Any:
+def _import_datasets() -> types.ModuleType:
     """The ``datasets`` package, or a :class:`ConfigError` saying how to install it."""
     try:
         import datasets
@@ -312,7 +317,9 @@ def _import_datasets() -> Any:
 
 def _hf_rows(
     name: str, config: str | None, split: str, data_files: Sequence[str]
-) -> Iterable[dict]:
+) -> Iterable[object]:
+    """The rows of a Hugging Face data set (dicts when it is a text data set; the caller
+    checks)."""
     datasets = _import_datasets()
     if Path(name).is_dir():
         loaded = datasets.load_from_disk(name)
@@ -326,6 +333,6 @@ def _first_line(exc: BaseException) -> str:
     return (str(exc).strip().splitlines() or [type(exc).__name__])[0]
 
 
-def digest(data: Any) -> str:
+def digest(data: object) -> str:
     """SHA-256 (hex) of the canonical JSON of ``data``."""
     return hashlib.sha256(json.dumps(data, sort_keys=True).encode()).hexdigest()

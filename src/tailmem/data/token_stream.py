@@ -9,7 +9,7 @@ see :mod:`tailmem.data.corpus`), or paths to such ``.npy`` files.
 from __future__ import annotations
 
 from pathlib import Path
-from typing import Any
+from typing import TypeGuard
 
 import numpy as np
 import torch
@@ -21,7 +21,7 @@ _STREAM_TAG = 0xC0DE  # keeps chunk permutations apart from other random streams
 _EPOCH_CACHE = 4
 
 
-def _is_int(value: Any) -> bool:
+def _is_int(value: object) -> TypeGuard[int]:
     return isinstance(value, int) and not isinstance(value, bool)
 
 
@@ -35,20 +35,24 @@ def _shard_rows(batch_size: int, rank: int, world_size: int) -> slice:
 
 
 def _as_tokens(shard: np.ndarray | str | Path) -> np.ndarray:
-    if isinstance(shard, (str, Path)):
-        path = Path(shard)
-        if not path.is_file():
-            raise DataError(f"{path}: token shard not found; expected a .npy file")
-        try:
-            shard = np.load(path, mmap_mode="r")
-        except ValueError as exc:
-            raise DataError(f"{path}: not a .npy token shard ({exc})") from None
-    if shard.ndim != 1 or not np.issubdtype(shard.dtype, np.integer):
-        raise DataError(f"token shard must be 1-D integers, got {shard.shape} {shard.dtype}")
-    return shard
+    tokens = _load_shard(Path(shard)) if isinstance(shard, (str, Path)) else shard
+    if tokens.ndim != 1 or not np.issubdtype(tokens.dtype, np.integer):
+        raise DataError(f"token shard must be 1-D integers, got {tokens.shape} {tokens.dtype}")
+    return tokens
 
 
-def _positive(name: str, value: Any) -> int:
+def _load_shard(path: Path) -> np.ndarray:
+    """The ``.npy`` token shard at ``path``, memory-mapped."""
+    if not path.is_file():
+        raise DataError(f"{path}: token shard not found; expected a .npy file")
+    try:
+        tokens: np.ndarray = np.load(path, mmap_mode="r")
+    except ValueError as exc:
+        raise DataError(f"{path}: not a .npy token shard ({exc})") from None
+    return tokens
+
+
+def _positive(name: str, value: object) -> int:
     if not _is_int(value) or value < 1:
         raise ConfigError(f"{name}: got {value!r}; expected a positive integer")
     return value

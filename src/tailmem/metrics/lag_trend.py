@@ -54,6 +54,8 @@ COLLINEAR_TOL = 1e-2
 """A design whose standardised features have a singular value below this fraction of the
 largest is (nearly) collinear: the slopes would be set by rounding, not by data."""
 INTERCEPT = "intercept"
+Values = Sequence[float] | np.ndarray
+"""One positive value per point: a list or a 1-D array."""
 
 
 class TrendError(ValueError):
@@ -169,7 +171,7 @@ class TrendFit:
         }
 
 
-def _design(columns: Sequence[Sequence[float]], n: int) -> np.ndarray:
+def _design(columns: Sequence[Values], n: int) -> np.ndarray:
     """``[1, log x_1, ..., log x_K]`` for each of ``n`` points from K columns of positive
     values."""
     logs = [np.log(np.asarray(c, dtype=np.float64)) for c in columns]
@@ -181,7 +183,7 @@ def _positive(name: str, values: np.ndarray) -> None:
         raise TrendError(f"{name}: expected finite positive values, got {values.tolist()}")
 
 
-def collinear(features: Mapping[str, Sequence[float]], tol: float = COLLINEAR_TOL) -> bool:
+def collinear(features: Mapping[str, Values], tol: float = COLLINEAR_TOL) -> bool:
     """Whether the logs of ``features`` (centred, scaled to unit length) are (nearly) linearly
     dependent, or one of them is (nearly) constant: their slopes cannot all be fitted."""
     if not features:
@@ -198,9 +200,7 @@ def collinear(features: Mapping[str, Sequence[float]], tol: float = COLLINEAR_TO
     return bool(singular[-1] < tol * singular[0]) or len(columns) > len(columns[0]) - 1
 
 
-def independent_features(
-    features: Mapping[str, Sequence[float]], tol: float = COLLINEAR_TOL
-) -> list[str]:
+def independent_features(features: Mapping[str, Values], tol: float = COLLINEAR_TOL) -> list[str]:
     """The features, in the given order of preference, that a fit can resolve: each is kept
     unless it is (nearly) constant or collinear with those kept before it."""
     kept: list[str] = []

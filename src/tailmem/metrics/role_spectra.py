@@ -84,7 +84,8 @@ def role_matrices(
         if pr is None or not set(pr.roles) & set(MATRIX_ROLES) or w.ndim != 2:
             continue
         mat = w.detach().mT if pr.fan_out_dim == 1 else w.detach()
-        parts = mat.split(list(pr.row_splits)) if pr.parts else (mat,)
+        # a fused tensor (ParamRole gives its parts row splits) is one matrix per part
+        parts = mat.split(list(pr.row_splits)) if pr.parts and pr.row_splits is not None else (mat,)
         layer = layer_index(name)
         for role, part in zip(pr.roles, parts, strict=True):
             key = (0 if layer is None else layer, role)

@@ -36,7 +36,6 @@ For Hugging Face GPT-2 ``Conv1D`` weights, stored (in, out), pass the transposes
 from __future__ import annotations
 
 from collections.abc import Mapping
-from typing import Any
 
 import torch
 from torch import Tensor
@@ -222,7 +221,7 @@ def isotropy_metrics_many(
     A wide matrix joins the group of its transpose's shape. Returns
     ``{name: {metric: value}}`` in the order of ``named``.
     """
-    groups: dict[tuple[Any, ...], list[str]] = {}
+    groups: dict[tuple[tuple[int, int], torch.dtype], list[str]] = {}
     for name, w in named.items():
         if w.ndim != 2:
             raise ValueError(f"{name}: expected a 2-D matrix, got shape {tuple(w.shape)}")
@@ -230,8 +229,8 @@ def isotropy_metrics_many(
         groups.setdefault((tall, _compute_dtype(w.dtype)), []).append(name)
     results: dict[str, dict[str, float]] = {}
     for (shape, dtype), names in groups.items():
-        tall = [named[n] if named[n].shape == shape else named[n].mT for n in names]
-        stack = torch.stack([w.detach().to(dtype) for w in tall])
+        mats = [named[n] if named[n].shape == shape else named[n].mT for n in names]
+        stack = torch.stack([w.detach().to(dtype) for w in mats])
         metrics = isotropy_metrics(stack, k, rtol)
         for i, name in enumerate(names):
             results[name] = {key: float(value[i]) for key, value in metrics.items()}

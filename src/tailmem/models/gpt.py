@@ -169,11 +169,19 @@ def gpt_config(size: str, *, vocab_size: int, ffn: str = "plain", **overrides: o
     """
     if size not in SIZES:
         raise ConfigError(f"unknown GPT size {size!r}; expected one of {', '.join(SIZES)}")
-    fields = dict(SIZES[size])
-    if ffn == "gated":
-        fields["d_ff"] = gated_d_ff(fields["d_ff"])
-    cfg = GPTConfig(vocab_size=vocab_size, ffn=ffn, **fields)
-    cfg = replace(cfg, **overrides)
+    shape = SIZES[size]
+    cfg = GPTConfig(
+        vocab_size=vocab_size,
+        n_layer=shape["n_layer"],
+        n_head=shape["n_head"],
+        d_model=shape["d_model"],
+        d_ff=gated_d_ff(shape["d_ff"]) if ffn == "gated" else shape["d_ff"],
+        max_seq_len=shape["max_seq_len"],
+        ffn=ffn,
+    )
+    # The overrides come from configs and tests as loose keywords: validate() checks them at
+    # run time (wrong types included), which is why they are objects here.
+    cfg = replace(cfg, **overrides)  # type: ignore[arg-type]
     cfg.validate()
     return cfg
 
@@ -376,6 +384,9 @@ class GPT(nn.Module):
     the module docstring); 1 is a plain model.
     """
 
+    rope_cos: Tensor  # (max_seq_len, head_dim/2) buffers, with RoPE only
+    rope_sin: Tensor
+
     def __init__(self, cfg: GPTConfig, members: int = 1) -> None:
         super().__init__()
         cfg.validate()
@@ -533,12 +544,15 @@ class GPT(nn.Module):
         """
         if self.members != 1:
             raise ValueError("attention_logit_max measures one model: use ensemble.member(k)")
-        attns = [block.attn for block in self.blocks]
+        attns = [m for m in self.modules() if isinstance(m, Attention)]  # one per block, in order
         for attn in attns:
             attn.record_logit_max = True
         try:
             self(idx)
-            return torch.stack([attn.logit_max for attn in attns])
+            maxima = [attn.logit_max for attn in attns if attn.logit_max is not None]
+            if len(maxima) != len(attns):  # a subclass whose forward skips some attention
+                raise RuntimeError("attention_logit_max: some layer's attention did not run")
+            return torch.stack(maxima)
         finally:
             for attn in attns:
                 attn.record_logit_max, attn.logit_max = False, None

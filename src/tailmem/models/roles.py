@@ -256,11 +256,11 @@ def _explicit_roles(params: dict[str, nn.Parameter], roles: RoleSpec) -> dict[st
             f"role, got {type(roles).__name__}"
         )
     resolved = {}
-    for name, role in chosen.items():
-        if role is None:
+    for name, given in chosen.items():
+        if given is None:
             continue
         try:
-            resolved[name] = role if isinstance(role, ParamRole) else ParamRole(role)
+            resolved[name] = given if isinstance(given, ParamRole) else ParamRole(given)
         except (ValueError, TypeError) as err:
             raise ValueError(f"roles gives parameter {name!r} a bad role: {err}") from None
         _check_layout(name, tuple(params[name].shape), resolved[name])
@@ -331,7 +331,8 @@ def matrix_roles_by_name(names: Sequence[str]) -> dict[str, tuple[str, ...]]:
 
 
 def _from_param_roles(model: nn.Module, params: dict[str, nn.Parameter]) -> dict[str, ParamRole]:
-    declared = model.param_roles()
+    method = getattr(model, "param_roles", None)  # there: model is one of _role_owners
+    declared: object = method() if callable(method) else None
     if not isinstance(declared, Mapping):
         raise ValueError(
             f"{type(model).__name__}.param_roles() must return a mapping of parameter name to "
@@ -435,7 +436,7 @@ def _short_list(items: list[str], limit: int = 6) -> str:
     return shown + (f" (+{len(items) - limit} more)" if len(items) > limit else "")
 
 
-def _format_table(headers: tuple[str, ...], rows: list[tuple[object, ...]]) -> str:
+def _format_table(headers: tuple[str, ...], rows: Sequence[tuple[object, ...]]) -> str:
     """A plain-text table with left-aligned columns, for logs."""
     cells = [tuple(str(c) for c in headers)] + [tuple(str(c) for c in row) for row in rows]
     widths = [max(len(row[i]) for row in cells) for i in range(len(headers))]

@@ -16,14 +16,19 @@ from __future__ import annotations
 import math
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
-from typing import Any, Literal
+from typing import TYPE_CHECKING, Literal
 
 import numpy as np
 
 from tailmem.metrics.lag_trend import TrendFit
 from tailmem.plotting import legend_outside, pyplot
 
+if TYPE_CHECKING:
+    from matplotlib.figure import Figure
+
 Kind = Literal["measured", "lower", "upper"]
+AxisValue = float | str
+"""A value of a grid axis: a number (a size, a rate) or a name."""
 BOUND_TEXT = {"lower": "≥", "upper": "≤"}
 
 
@@ -44,16 +49,16 @@ class Cell:
 
 
 def heat_map_figure(
-    cells: Mapping[tuple[Any, Any], Cell | None],
-    x: tuple[str, Sequence[Any]],
-    y: tuple[str, Sequence[Any]],
+    cells: Mapping[tuple[AxisValue, AxisValue], Cell | None],
+    x: tuple[str, Sequence[AxisValue]],
+    y: tuple[str, Sequence[AxisValue]],
     *,
     title: str,
     colorbar: str,
     center: float,
     log: bool = False,
     digits: int = 2,
-) -> Any:
+) -> Figure:
     """A grid of ``cells[(x_value, y_value)]`` over the axes ``x = (label, values)`` and ``y``;
     colours diverge about ``center`` (1 for a ratio, 0 for a gap), on a log scale if ``log``."""
     from matplotlib.colors import LogNorm, Normalize
@@ -97,7 +102,7 @@ def heat_map_figure(
     return fig
 
 
-def _tick(value: Any) -> str:
+def _tick(value: AxisValue) -> str:
     return f"{value:g}" if isinstance(value, float) else str(value)
 
 
@@ -121,7 +126,7 @@ def trend_figure(
     published: Mapping[str, float] | None = None,
     title: str,
     ylabel: str = "exposure-lag ratio",
-) -> Any:
+) -> Figure:
     """The trend along feature ``along`` (log-log axes) through the points, extended to ``at``.
 
     With more than one feature, each point is moved to ``at``'s values of the other features
@@ -133,16 +138,16 @@ def trend_figure(
     from matplotlib.ticker import LogLocator, NullFormatter, ScalarFormatter
 
     plt = pyplot()
-    ratio = np.asarray(ratio, dtype=np.float64)
-    se = np.asarray(se, dtype=np.float64)
-    moved = ratio.copy()
+    ratios = np.asarray(ratio, dtype=np.float64)
+    errors = np.asarray(se, dtype=np.float64)
+    moved = ratios.copy()
     for feature in fit.features:
         if feature != along:
             slope, _ = fit.slope(feature)
             moved *= (at[feature] / np.asarray(features[feature], dtype=np.float64)) ** slope
     xs = np.asarray(features[along], dtype=np.float64)
     fig, ax = plt.subplots(figsize=(6.4, 4.2))
-    ax.errorbar(xs, moved, yerr=se * moved / ratio, fmt="o", color="C0", capsize=2,
+    ax.errorbar(xs, moved, yerr=errors * moved / ratios, fmt="o", color="C0", capsize=2,
                 label="measured (mean ± SE)")  # fmt: skip
     grid = np.geomspace(min(xs.min(), at[along]), max(xs.max(), at[along]), 60)
     line = [fit.predict({**at, along: float(v)}) for v in grid]

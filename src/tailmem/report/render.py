@@ -47,6 +47,7 @@ import io
 import math
 import sys
 from collections import Counter
+from collections.abc import Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -271,7 +272,7 @@ def _read_layout(run: RunDir) -> dict[str, Any]:
     return layout
 
 
-def _check_data(source: Path, data: Any) -> None:
+def _check_data(source: Path, data: object) -> None:
     """``report.json``'s ``data``: a corpus named in text, whole token counts (other keys, such
     as a fingerprint, are provenance kept in the file)."""
     if not isinstance(data, dict) or not isinstance(data.get("corpus"), str):
@@ -482,8 +483,8 @@ def summary_rows(results: Results) -> list[list[str]]:
     return rows
 
 
-def verdict_counts(rows: list[list[str]]) -> Counter:
-    counts: Counter = Counter()
+def verdict_counts(rows: list[list[str]]) -> Counter[str]:
+    counts: Counter[str] = Counter()
     for row in rows:
         for v, n in zip(VERDICTS, row[1:], strict=True):
             counts[v] += int(n)
@@ -586,7 +587,7 @@ def _html_table(
     header: list[str],
     rows: list[list[str]],
     css_class: str = "",
-    verdicts: list[str] | None = None,
+    verdicts: Sequence[str] | None = None,
 ) -> str:
     """A table in a horizontally scrolling box (wide tables never clip); ``verdicts`` colour
     the rows."""

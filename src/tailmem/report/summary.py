@@ -30,7 +30,7 @@ def run_summary(path: str | Path) -> str:
     """The end-of-run summary of the run directory ``path``."""
     path = Path(path)
     run = read_run(path)
-    counts = Counter(c.verdict for c in run.claims)
+    counts: Counter[str] = Counter(c.verdict for c in run.claims)
     preset = run.record.get("preset", "?")
     tally = ", ".join(f"{counts.get(v, 0)} {v}" for v in VERDICTS)
     lines = [f"{run.record['experiment']} ({preset}): {tally} (claims: {len(run.claims)})"]

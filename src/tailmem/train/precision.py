@@ -166,7 +166,7 @@ def probe(kind: str) -> Probe:
         return found
 
 
-def autocast(device: torch.device, precision: str) -> contextlib.AbstractContextManager:
+def autocast(device: torch.device, precision: str) -> contextlib.AbstractContextManager[None]:
     """The context a resolved ``precision`` computes forward passes in on ``device``: bfloat16
     autocast for ``bf16``, nothing for ``fp32``."""
     if precision == "bf16":
