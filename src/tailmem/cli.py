@@ -126,17 +126,9 @@ def _cmd_claims(args: argparse.Namespace) -> int:
 
 
 def _cmd_diagnose(args: argparse.Namespace) -> int:
-    from tailmem.diagnose import diagnose, format_table, write_outputs
+    from tailmem.diagnose_view import command
 
-    loaded, rows = diagnose(args.path, top_k=args.top_k)
-    print(f"{loaded.source}\n{format_table(rows, args.top_k)}")
-    if args.out:
-        from tailmem.rundir import claim
-
-        with claim(args.out, ("diagnose",), "diagnose"):
-            folder = write_outputs(args.out, rows, loaded.source, args.top_k)
-        print(f"wrote {folder.path / 'isotropy.csv'} and isotropy.png/.svg")
-    return 0
+    return command(args.path, args.out, args.top_k)
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -206,7 +198,11 @@ def build_parser() -> argparse.ArgumentParser:
     p.set_defaults(func=_cmd_reproduce)
 
     p = sub.add_parser("diagnose", help="spectral isotropy of a model's matrices by role and layer")
-    p.add_argument("path", help="checkpoint, training run dir or Hugging Face model folder")
+    p.add_argument(
+        "path",
+        help="checkpoint, training run dir, Hugging Face model folder, or a study or results "
+        "folder (every run in it that kept a checkpoint, side by side)",
+    )
     p.add_argument(
         "--out",
         default=None,
