@@ -25,6 +25,7 @@ from pathlib import Path
 
 from tailmem import __version__
 from tailmem.errors import DataError, TailmemError
+from tailmem.install import missing_dependency
 
 EXIT_USAGE = 2
 
@@ -248,6 +249,8 @@ def expected_failure(exc: BaseException) -> str | None:
     """The one-line message of a failure that is not a bug (None: it is a bug)."""
     if isinstance(exc, TailmemError):
         return str(exc)
+    if (missing := missing_dependency(exc)) is not None:
+        return missing
     if isinstance(exc, OSError):
         where = " -> ".join(str(f) for f in (exc.filename, exc.filename2) if f is not None)
         what = exc.strerror or type(exc).__name__
