@@ -67,10 +67,10 @@ def _cmd_config(args: argparse.Namespace) -> int:
 
 def _cmd_run(args: argparse.Namespace) -> int:
     from tailmem.report.summary import run_summary
-    from tailmem.runner import run_experiment
+    from tailmem.run_progress import run_shown
     from tailmem.train.distributed import is_main_process
 
-    run, status = run_experiment(
+    run, status = run_shown(
         args.experiment, args.preset, args.overrides, out=args.out, force=args.force
     )
     if status == "skipped":
