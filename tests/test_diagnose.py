@@ -459,3 +459,14 @@ def test_a_hugging_face_folder_says_why_it_has_no_baseline(tmp_path, capsys):
     assert "init:" not in printed
     _, rows = _csv(out / "isotropy.csv")
     assert {key[0] for key in rows} == {"gpt2"}
+
+
+def test_a_damaged_spec_is_one_line(spectra_study, tmp_path, capsys):
+    run = tmp_path / "run"
+    shutil.copytree(spectra_study / "runs" / "plain" / "adam" / "adam0.005-seed0-steps16", run)
+    spec = json.loads((run / "spec.json").read_text())
+    for damage in ({"seed": "0"}, {"lrs": [0.005]}, {"arm": None}):
+        (run / "spec.json").write_text(json.dumps({**spec, **damage}))
+        assert main(["diagnose", str(run)]) == 2
+        (line,) = capsys.readouterr().err.strip().splitlines()
+        assert line.endswith("spec.json is damaged; expected the spec.json a tailmem run wrote")

@@ -72,9 +72,8 @@ def collect(path: str | Path, top_k: int = 10) -> Diagnosis:
     path = Path(path)
     if not path.is_dir() or _one_model(path):
         return _single(path, top_k)
-    runs = sorted(p.parent for p in path.rglob(GPT_CONFIG_FILE) if (p.parent / "ckpt").is_dir())
-    kept = [run for run in runs if latest_checkpoint(run / "ckpt") is not None]
     found = sorted({p.parent for p in path.rglob(GPT_CONFIG_FILE)})
+    kept = [r for r in found if (r / "ckpt").is_dir() and latest_checkpoint(r / "ckpt") is not None]
     if not found:
         return _single(path, top_k)  # no model at all: load_weights says so in one line
     if not kept:
@@ -86,7 +85,7 @@ def collect(path: str | Path, top_k: int = 10) -> Diagnosis:
     if len(found) > len(kept):
         notes.append(
             f"{len(found) - len(kept)} of the {len(found)} runs below {path} kept no checkpoint "
-            "(train.keep_checkpoints) and are not measured"
+            "(train.keep_checkpoints): not measured"
         )
     specs = {run: _spec(run) for run in kept}
     labels = _labels(specs, path)
@@ -130,23 +129,26 @@ def _spec(run: Path) -> dict[str, Any] | None:
         return None
     try:
         spec = json.loads(file.read_text())
-        seed = spec["seed"]
-        if isinstance(seed, bool) or not isinstance(seed, int):
+        numbers = [spec["seed"], spec["steps"], *spec["lrs"].values()]
+        if not isinstance(spec["arm"]["name"], str) or not isinstance(spec["ffn"], str):
             raise TypeError
-    except (json.JSONDecodeError, KeyError, TypeError):
+        if any(isinstance(n, bool) or not isinstance(n, int | float) for n in numbers):
+            raise TypeError
+        if not isinstance(spec["seed"], int):
+            raise TypeError
+    except (json.JSONDecodeError, KeyError, TypeError, AttributeError):
         raise DataError(f"{file} is damaged; expected the spec.json a tailmem run wrote") from None
     return dict(spec)
 
 
 def _parts(spec: Mapping[str, Any]) -> dict[str, str]:
     """What may tell one run of a study from another, as label parts."""
-    lrs = spec.get("lrs") or {}
     return {
-        "ffn": str(spec.get("ffn", "")),
-        "arm": str((spec.get("arm") or {}).get("name", "")),
-        "lrs": " ".join(f"{kind}={lr:.3g}" for kind, lr in lrs.items()),
+        "ffn": spec["ffn"],
+        "arm": spec["arm"]["name"],
+        "lrs": " ".join(f"{kind}={lr:.3g}" for kind, lr in spec["lrs"].items()),
         "seed": f"seed {spec['seed']}",
-        "steps": f"{spec.get('steps')} steps",
+        "steps": f"{spec['steps']} steps",
     }
 
 
