@@ -4,6 +4,8 @@ checked against a float64 SVD written out by hand; bad paths and corrupt files e
 from __future__ import annotations
 
 import csv
+import json
+import shutil
 from pathlib import Path
 
 import numpy as np
@@ -18,6 +20,9 @@ from tailmem.models.gpt_io import write_gpt_config
 from tailmem.train import RandomWindows, TrainConfig, train
 
 torch.set_num_threads(1)
+
+CSV_NAMES = {"svd_entropy": "H_norm", "erank": "eRank", "topk_energy": "Top10E", "q75_25": "Q75/25"}
+"""The metrics' names in isotropy.csv: those printed (the paper's)."""
 
 
 def table(rows: list[dict]) -> dict[tuple[int, str], dict]:
@@ -49,7 +54,9 @@ def test_pretrained_minilm_offline(minilm_dir, tmp_path, monkeypatch, capsys, is
     }
     for matrix, metrics in expected.items():
         for metric, value in metrics.items():
-            assert float(found[(layer, matrix)][metric]) == pytest.approx(value, rel=1e-4)
+            assert float(found[(layer, matrix)][CSV_NAMES[metric]]) == pytest.approx(
+                value, rel=1e-4
+            )
     assert float(found[(layer, "vo_head")]["rank"]) == 32  # 384 / 12 heads
 
 
@@ -110,7 +117,7 @@ def test_bad_paths_and_corrupt_files_exit_2_with_one_line(tiny_run, tmp_path, ca
     cases = [
         (tmp_path / "missing", "does not exist"),
         (broken / "step_000001.pt", "truncated or corrupt"),
-        (two, "holds 2 training runs"),
+        (two, "holds 2 training runs, none with a checkpoint"),
         (no_cfg, "gpt_config.json not found"),
         (hf, "corrupt safetensors"),
         (tmp_path / "empty", "holds no step_*.pt"),
@@ -152,7 +159,7 @@ def _weights(folder: Path) -> dict[str, torch.Tensor]:
 def _numbers_finite_and_blanks_explained(csv_path: Path) -> list[dict]:
     rows = list(csv.DictReader(csv_path.open()))
     for row in rows:
-        for column in ("svd_entropy", "erank", "topk_energy", "q75_25", "rank"):
+        for column in (*CSV_NAMES.values(), "rank"):
             assert (row[column] == "" and row["note"]) or np.isfinite(float(row[column])), row
     return rows
 
@@ -166,10 +173,10 @@ def test_an_int8_fused_qkv_is_named_as_skipped_not_dropped(tmp_path, capsys, iso
     assert printed.count(note) == 3
     rows = table(_numbers_finite_and_blanks_explained(tmp_path / "out" / "isotropy.csv"))
     for role in ("q", "k", "v"):
-        assert rows[(0, role)]["erank"] == "" and rows[(0, role)]["note"].startswith(note)
+        assert rows[(0, role)]["eRank"] == "" and rows[(0, role)]["note"].startswith(note)
     assert (0, "vo_stacked") not in rows and (1, "vo_stacked") in rows  # layer 0 has no v
     o = _weights(folder)["h.0.attn.c_proj.weight"].numpy().T
-    assert float(rows[(0, "o")]["erank"]) == pytest.approx(iso(o)["erank"], rel=1e-4)
+    assert float(rows[(0, "o")]["eRank"]) == pytest.approx(iso(o)["erank"], rel=1e-4)
 
 
 @pytest.mark.parametrize(
@@ -242,7 +249,7 @@ def test_empty_and_zero_matrices_have_rank_0_and_no_metrics(tmp_path, capsys):
     assert "rank 0 (a zero product)" in rows[(0, "vo_stacked")]["note"]
     assert "all 2 heads' products are zero" in rows[(0, "vo_head")]["note"]
     for key in [(0, "w_in"), (0, "w_out"), (0, "o"), (0, "vo_head"), (0, "vo_stacked")]:
-        assert rows[key]["rank"] == "0.0" and rows[key]["erank"] == ""
+        assert rows[key]["rank"] == "0.0" and rows[key]["eRank"] == ""
     assert float(rows[(0, "q")]["rank"]) == 8
 
 
@@ -327,3 +334,139 @@ def test_torch_quantised_and_sparse_matrices_are_measured_exactly(tmp_path):
         for metric in ("svd_entropy", "erank", "topk_energy", "q75_25", "rank"):
             assert rows[key][metric] == pytest.approx(dense[key][metric], rel=1e-6), key
     assert rows[(0, "o")]["note"] == ""
+
+
+# ------------------------------------------------------------------ study folders, side by side
+
+
+@pytest.fixture(scope="module")
+def spectra_study(tmp_path_factory) -> Path:
+    """A smoke spectra run: arms adam and muon, seeds 0 and 1, each keeping its checkpoint and
+    its step-0 isotropy (initial.json)."""
+    from tailmem.runner import run_experiment
+
+    root = tmp_path_factory.mktemp("spectra")
+    overrides = [f"data.cache_dir={root / 'cache'}", "workers=1"]
+    run, status = run_experiment("spectra", "smoke", overrides, out=root / "study")
+    assert status == "ran" and run.is_complete
+    return root / "study"
+
+
+def _csv(path: Path) -> tuple[list[str], dict[tuple[str, int, str], dict]]:
+    with path.open() as handle:
+        reader = csv.DictReader(handle)
+        rows = list(reader)
+    return list(reader.fieldnames or []), {
+        (r["model"], int(r["layer"]), r["matrix"]): r for r in rows
+    }
+
+
+def test_a_study_folder_puts_its_arms_beside_their_initialisation(spectra_study, tmp_path, capsys):
+    out = tmp_path / "out"
+    assert main(["diagnose", str(spectra_study), "--out", str(out)]) == 0
+    printed = capsys.readouterr().out
+    columns, rows = _csv(out / "isotropy.csv")
+    digits = {"H_norm": ".4f", "eRank": ".2f", "Top10E": ".4f", "Q75/25": ".3f"}
+    names = list(digits)
+    assert columns == ["model", "layer", "matrix", *names, "rank", "note", "source"]
+    models = ["init seed 0", "init seed 1", "adam seed 0", "adam seed 1", "muon seed 0",
+              "muon seed 1"]  # fmt: skip
+    assert sorted({key[0] for key in rows}) == sorted(models)
+    # Each metric is a block with a column per model, headed by the CSV's name for it.
+    for name in names:
+        block = printed.split(f"\n{name} (")[1].split("\n\n")[0].splitlines()
+        header = block[1].split("  ")
+        assert [c.strip() for c in header if c.strip()] == ["layer", "matrix", *models]
+        vo_head = next(line for line in block if line.startswith("1      vo_head")).split()
+        for model, cell in zip(models, vo_head[2:], strict=True):
+            assert cell == format(float(rows[(model, 1, "vo_head")][name]), digits[name])
+    for term in ("H_norm: normalised entropy", "vo_head: each head's", "vo_stacked: W_O·W_V",
+                 "init: the same model at initialisation"):  # fmt: skip
+        assert term in " ".join(printed.split())
+    # An arm's column is that run's own diagnosis.
+    muon = spectra_study / "runs" / "plain" / "muon" / "muon0.02-adam0.005-seed1-steps16"
+    for row in diagnose(muon)[1]:
+        for metric, name in CSV_NAMES.items():
+            got = rows[("muon seed 1", row["layer"], row["matrix"])][name]
+            assert float(got) == pytest.approx(row[metric], rel=1e-6)
+    # The baseline is the weights each run started from: its numbers are those the run logged
+    # at step 0 (initial.json), for both seeds.
+    for seed in (0, 1):
+        sub = spectra_study / "runs" / "plain" / "adam" / f"adam0.005-seed{seed}-steps16"
+        initial = json.loads((sub / "initial.json").read_text())
+        logged = [k.split("/") for k in initial if k.startswith("iso/")]
+        assert len(logged) > 30
+        for _, matrix, layer, metric in logged:
+            value = rows[(f"init seed {seed}", int(layer), matrix)][CSV_NAMES[metric]]
+            assert float(value) == pytest.approx(
+                initial[f"iso/{matrix}/{layer}/{metric}"], rel=1e-4
+            )
+    assert (out / "isotropy.png").is_file() and (out / "isotropy.svg").is_file()
+
+
+def test_one_run_of_a_study_gets_its_own_baseline_and_top_k_names_the_column(
+    spectra_study, tmp_path, capsys
+):
+    run = spectra_study / "runs" / "plain" / "adam" / "adam0.005-seed1-steps16"
+    out = tmp_path / "out"
+    assert main(["diagnose", str(run / "ckpt" / "step_000016.pt"), "--top-k", "5",
+                 "--out", str(out)]) == 0  # fmt: skip
+    printed = capsys.readouterr().out
+    assert printed.startswith(f"2 models of {run / 'ckpt' / 'step_000016.pt'}:\n  init ")
+    assert "\nTop5E (lower = more isotropic)\n" in printed
+    columns, rows = _csv(out / "isotropy.csv")
+    assert "Top5E" in columns and {key[0] for key in rows} == {"init", "adam"}
+    assert rows[("init", 0, "q")]["source"].endswith("gpt_config.json at initialisation, seed 1")
+
+
+def test_runs_without_checkpoints_are_counted_not_measured(spectra_study, tmp_path, capsys):
+    study = tmp_path / "study"
+    shutil.copytree(spectra_study / "runs", study / "runs")
+    for sub in ("adam/adam0.005-seed0-steps16", "muon/muon0.02-adam0.005-seed0-steps16"):
+        shutil.rmtree(study / "runs" / "plain" / sub / "ckpt")
+    assert main(["diagnose", str(study)]) == 0
+    printed = capsys.readouterr().out
+    assert f"2 of the 4 runs below {study} kept no checkpoint" in printed
+    assert "\n  init  " in printed and "  adam  " in printed  # one seed left: no seed in labels
+    for sub in ("adam/adam0.005-seed1-steps16", "muon/muon0.02-adam0.005-seed1-steps16"):
+        shutil.rmtree(study / "runs" / "plain" / sub / "ckpt")
+    assert main(["diagnose", str(study)]) == 2
+    (line,) = capsys.readouterr().err.strip().splitlines()
+    assert line.endswith("holds 4 training runs, none with a checkpoint; expected runs that keep "
+                         "one (train.keep_checkpoints: all or first_seed)")  # fmt: skip
+
+
+def test_runs_without_a_spec_are_labelled_by_path_and_have_no_baseline(tiny_run, tmp_path, capsys):
+    for name in ("a", "b"):
+        shutil.copytree(tiny_run, tmp_path / "two" / name / "run")
+    out = tmp_path / "out"
+    assert main(["diagnose", str(tmp_path / "two"), "--out", str(out)]) == 0
+    printed = capsys.readouterr().out
+    assert "no initialisation baseline for a/run: it has no spec.json recording its seed" in printed
+    _, rows = _csv(out / "isotropy.csv")
+    assert {key[0] for key in rows} == {"a/run", "b/run"}
+    assert rows[("a/run", 1, "w_gate")]["eRank"] == rows[("b/run", 1, "w_gate")]["eRank"]
+
+
+def test_a_hugging_face_folder_says_why_it_has_no_baseline(tmp_path, capsys):
+    folder = _gpt2(tmp_path / "gpt2")
+    out = tmp_path / "out"
+    assert main(["diagnose", str(folder), "--out", str(out)]) == 0
+    printed = capsys.readouterr().out
+    assert "no initialisation baseline: a Hugging Face model's initialisation is not rebuilt" in (
+        printed
+    )
+    assert "init:" not in printed
+    _, rows = _csv(out / "isotropy.csv")
+    assert {key[0] for key in rows} == {"gpt2"}
+
+
+def test_a_damaged_spec_is_one_line(spectra_study, tmp_path, capsys):
+    run = tmp_path / "run"
+    shutil.copytree(spectra_study / "runs" / "plain" / "adam" / "adam0.005-seed0-steps16", run)
+    spec = json.loads((run / "spec.json").read_text())
+    for damage in ({"seed": "0"}, {"lrs": [0.005]}, {"arm": None}):
+        (run / "spec.json").write_text(json.dumps({**spec, **damage}))
+        assert main(["diagnose", str(run)]) == 2
+        (line,) = capsys.readouterr().err.strip().splitlines()
+        assert line.endswith("spec.json is damaged; expected the spec.json a tailmem run wrote")

@@ -25,6 +25,7 @@ from pathlib import Path
 
 from tailmem import __version__
 from tailmem.errors import DataError, TailmemError
+from tailmem.install import missing_dependency
 
 EXIT_USAGE = 2
 
@@ -66,10 +67,10 @@ def _cmd_config(args: argparse.Namespace) -> int:
 
 def _cmd_run(args: argparse.Namespace) -> int:
     from tailmem.report.summary import run_summary
-    from tailmem.runner import run_experiment
+    from tailmem.run_progress import run_shown
     from tailmem.train.distributed import is_main_process
 
-    run, status = run_experiment(
+    run, status = run_shown(
         args.experiment, args.preset, args.overrides, out=args.out, force=args.force
     )
     if status == "skipped":
@@ -126,17 +127,9 @@ def _cmd_claims(args: argparse.Namespace) -> int:
 
 
 def _cmd_diagnose(args: argparse.Namespace) -> int:
-    from tailmem.diagnose import diagnose, format_table, write_outputs
+    from tailmem.diagnose_view import command
 
-    loaded, rows = diagnose(args.path, top_k=args.top_k)
-    print(f"{loaded.source}\n{format_table(rows, args.top_k)}")
-    if args.out:
-        from tailmem.rundir import claim
-
-        with claim(args.out, ("diagnose",), "diagnose"):
-            folder = write_outputs(args.out, rows, loaded.source, args.top_k)
-        print(f"wrote {folder.path / 'isotropy.csv'} and isotropy.png/.svg")
-    return 0
+    return command(args.path, args.out, args.top_k)
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -206,7 +199,11 @@ def build_parser() -> argparse.ArgumentParser:
     p.set_defaults(func=_cmd_reproduce)
 
     p = sub.add_parser("diagnose", help="spectral isotropy of a model's matrices by role and layer")
-    p.add_argument("path", help="checkpoint, training run dir or Hugging Face model folder")
+    p.add_argument(
+        "path",
+        help="checkpoint, training run dir, Hugging Face model folder, or a study or results "
+        "folder (every run in it that kept a checkpoint, side by side)",
+    )
     p.add_argument(
         "--out",
         default=None,
@@ -252,6 +249,8 @@ def expected_failure(exc: BaseException) -> str | None:
     """The one-line message of a failure that is not a bug (None: it is a bug)."""
     if isinstance(exc, TailmemError):
         return str(exc)
+    if (missing := missing_dependency(exc)) is not None:
+        return missing
     if isinstance(exc, OSError):
         where = " -> ".join(str(f) for f in (exc.filename, exc.filename2) if f is not None)
         what = exc.strerror or type(exc).__name__

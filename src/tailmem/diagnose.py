@@ -1,4 +1,6 @@
-"""``tailmem diagnose PATH``: spectral isotropy of one model's matrices, by role and layer.
+"""Spectral isotropy of one model's matrices, by role and layer (what ``tailmem diagnose``
+measures; :mod:`tailmem.diagnose_study` finds the models of a run or study folder and
+:mod:`tailmem.diagnose_view` shows and writes them).
 
 PATH may be
 
@@ -6,8 +8,8 @@ PATH may be
   model config is read from ``gpt_config.json`` in the run directory (the folder holding
   ``ckpt/``), which the language-model experiments write;
 - a training run directory (holding ``ckpt/`` and ``gpt_config.json``): its newest checkpoint;
-- a folder containing exactly one such run directory somewhere below it (e.g. a spectra run with
-  one seed would hold two, so pass one of them);
+- a folder containing exactly one such run directory somewhere below it (the command measures
+  every run of a folder that holds several: :func:`tailmem.diagnose_study.collect`);
 - a local Hugging Face model folder (``config.json`` plus safetensors / ``pytorch_model.bin``
   weights) with GPT-2, LLaMA or BERT parameter names; read without ``transformers`` and without
   network access, roles from the parameter names
@@ -15,10 +17,8 @@ PATH may be
 
 For every layer it reports H_norm, eRank, TopE_k and Q75/25 (paper A, Sec. 4.2) of Q, K, V, O,
 the per-head and stacked VO products, W_in, W_gate and W_out (see
-:mod:`tailmem.metrics.role_spectra`), printed as a table and, with ``out``, written to
-``isotropy.csv`` plus the figure ``isotropy.png`` / ``.svg`` (each metric against the layer, one
-line per matrix). Bad paths and corrupt files raise :class:`~tailmem.errors.TailmemError`
-subclasses with one line (exit code 2 from the CLI).
+:mod:`tailmem.metrics.role_spectra`). Bad paths and corrupt files raise
+:class:`~tailmem.errors.TailmemError` subclasses with one line (exit code 2 from the CLI).
 
 Nothing is dropped without a word. Weights in float16, bfloat16, float32 or float64 are measured
 (sparse and torch-quantised tensors are made dense floats first, exactly: they carry their own
@@ -47,7 +47,6 @@ from tailmem.metrics.role_spectra import (
     ISO_METRICS,
     MATRICES,
     layer_index,
-    metric_label,
     model_isotropy,
 )
 from tailmem.models.gpt import GPT
@@ -60,8 +59,6 @@ from tailmem.models.roles import (
     resolve_roles,
     resolve_roles_from_names,
 )
-from tailmem.plotting import integer_ticks, legend_outside, pyplot
-from tailmem.rundir import RunDir
 from tailmem.train.checkpoint import latest_checkpoint, load_checkpoint
 
 _HEAD_KEYS = ("num_attention_heads", "n_head")
@@ -71,8 +68,6 @@ EXPECTED = (
 _CHECKPOINT_MAGIC = (b"PK\x03\x04", b"\x80")  # torch.save's zip format, or a bare pickle
 MEASURED_DTYPES = (torch.float16, torch.bfloat16, torch.float32, torch.float64)
 """The dtypes whose matrices are measured (as stored; half precision in float32)."""
-COLUMNS = ("layer", "matrix", *ISO_METRICS, "rank", "note")
-"""The columns of ``isotropy.csv``."""
 
 
 @dataclass
@@ -245,9 +240,19 @@ def diagnose(path: str | Path, top_k: int = 10) -> tuple[LoadedWeights, list[dic
     """The loaded model and its isotropy table: the rows of :func:`model_isotropy` (a rank-0
     matrix with empty metrics) and a row per role of each skipped weight, by layer then
     :data:`~tailmem.metrics.role_spectra.MATRICES`; every row has a ``note``."""
+    check_top_k(top_k)
+    loaded = load_weights(path)
+    return loaded, measure(loaded, top_k)
+
+
+def check_top_k(top_k: int) -> None:
     if isinstance(top_k, bool) or not isinstance(top_k, int) or top_k < 1:
         raise ConfigError(f"--top-k: got {top_k!r}; expected a positive integer")
-    loaded = load_weights(path)
+
+
+def measure(loaded: LoadedWeights, top_k: int = 10) -> list[dict[str, Any]]:
+    """The isotropy table of loaded weights (see :func:`diagnose`); a NaN or infinite weight
+    and a model with nothing measurable are refused."""
     for name, weight in loaded.weights.items():
         if not _finite(weight):
             raise DataError(
@@ -264,7 +269,8 @@ def diagnose(path: str | Path, top_k: int = 10) -> tuple[LoadedWeights, list[dic
                 f"{skipped[0].name} ({skipped[0].reason}){more}"
             )
         raise DataError(
-            f"{path}: no attention or FFN matrices were found (roles q k v o w_in w_gate w_out)"
+            f"{loaded.source}: no attention or FFN matrices were found (roles q k v o w_in "
+            "w_gate w_out)"
         )
     for row in rows:
         if row["rank"] == 0:
@@ -275,61 +281,8 @@ def diagnose(path: str | Path, top_k: int = 10) -> tuple[LoadedWeights, list[dic
             empty = dict.fromkeys((*ISO_METRICS, "rank"))
             rows.append({"layer": layer, "matrix": role, **empty, "note": _skip_note(skip)})
     rows.sort(key=lambda r: (r["layer"], MATRICES.index(r["matrix"])))
-    return loaded, rows
+    return rows
 
 
 def _skip_note(skip: Skipped) -> str:
     return f"skipped: {skip.name} ({skip.reason})"
-
-
-def _cell(value: float | None, spec: str) -> str:
-    return "—" if value is None else format(value, spec)
-
-
-def format_table(rows: list[dict[str, Any]], top_k: int = 10) -> str:
-    """Fixed-width text table: layer, matrix, the four metrics, the numerical rank and, where
-    any row has one, the notes (an unmeasured number is "—")."""
-    notes = any(row["note"] for row in rows)
-    headers = ["layer", "matrix", *(metric_label(m, top_k) for m in ISO_METRICS), "rank"]
-    lines = [headers + (["note"] if notes else [])]
-    specs = dict(zip(ISO_METRICS, (".4f", ".2f", ".4f", ".3f"), strict=True))
-    for row in rows:
-        values = [_cell(row[m], specs[m]) for m in ISO_METRICS]
-        line = [str(row["layer"]), row["matrix"], *values, _cell(row["rank"], "g")]
-        lines.append(line + ([row["note"]] if notes else []))
-    widths = [max(len(line[i]) for line in lines) for i in range(len(headers))]
-    out = []
-    for line in lines:
-        cells = [c.rjust(w) for c, w in zip(line, widths, strict=False)]
-        out.append("  ".join(cells + line[len(widths) :]).rstrip())
-    out.insert(1, "  ".join("-" * w for w in widths))
-    return "\n".join(out)
-
-
-def write_outputs(out: str | Path, rows: list[dict[str, Any]], title: str, top_k: int) -> RunDir:
-    """``isotropy.csv`` (:data:`COLUMNS`; an unmeasured number is an empty cell, its row's note
-    says why) and ``isotropy.png`` / ``.svg`` (unmeasured points left out) in folder ``out``."""
-    plt = pyplot()
-
-    folder = RunDir(out)
-    folder.write_csv("isotropy.csv", [{k: row[k] for k in COLUMNS} for row in rows])
-    fig, axes = plt.subplots(1, 4, figsize=(16, 3.8))
-    for ax, metric in zip(axes, ISO_METRICS, strict=True):
-        for matrix in MATRICES:
-            points = [
-                (r["layer"], r[metric])
-                for r in rows
-                if r["matrix"] == matrix and r[metric] is not None
-            ]
-            if points:
-                ax.plot(*zip(*points, strict=True), marker="o", ms=3, label=matrix)
-        ax.set_title(metric_label(metric, top_k))
-        ax.set_xlabel("layer")
-        integer_ticks(ax)
-        ax.grid(alpha=0.3)
-    if axes[-1].get_legend_handles_labels()[0]:  # a model of zero matrices has no points
-        legend_outside(axes[-1])
-    fig.suptitle(title)
-    fig.tight_layout()
-    folder.save_figure(fig, "isotropy")
-    return folder

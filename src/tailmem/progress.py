@@ -80,6 +80,13 @@ class Tracker:
 
 
 _current: Tracker | None = None
+_sessions = 0
+
+
+def sessions() -> int:
+    """How many runs this process has started tracking (:func:`tracking`): a display in this
+    process tells that its own run has begun by this number going up."""
+    return _sessions
 
 
 @contextlib.contextmanager
@@ -89,13 +96,14 @@ def tracking(run_path: str | Path, enabled: bool = True) -> Iterator[Tracker | N
     On a normal exit the run counts as finished (``done = total``); on an exception the last
     state is written as it stands. ``enabled=False`` (non-zero ranks) tracks nothing.
     """
-    global _current
+    global _current, _sessions
     if not enabled:
         yield None
         return
     previous, _current = _current, Tracker(Path(run_path) / PROGRESS_FILE)
     tracker = _current
     tracker.flush()
+    _sessions += 1  # after the file: a display that sees it begun finds this run's progress
     try:
         yield tracker
         if tracker.total is not None:

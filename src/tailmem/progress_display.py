@@ -1,11 +1,14 @@
-"""One display of every experiment of a ``reproduce`` call: status, percent, elapsed, ETA.
+"""One display of every experiment of a ``reproduce`` call (or of the one of a ``run``): status,
+percent, elapsed, ETA.
 
 The :class:`Board` learns what runs from the files the experiments write
 (``<run dir>/progress.json``, see :mod:`tailmem.progress`) and how each ended from the launcher
 (:meth:`Board.finish`), so it works the same whether an experiment runs in this process, in a
 worker process or as a cluster job. :func:`watching` shows it while a block runs: a ``rich``
 live table on a terminal, otherwise plain lines (one per state change, and at most one per
-running experiment every ``plain_every`` seconds) that read well in CI logs.
+running experiment every ``plain_every`` seconds) that read well in CI logs. For an experiment
+that runs in this process (``in_process``: ``tailmem run``), it shows nothing until the run has
+begun, and on a terminal the run's output (its workers' too) is printed above the live table.
 
 The overall ETA adds up, per experiment, its measured time at the preset
 (:mod:`tailmem.experiments.catalog`) scaled by how much slower or faster the finished ones ran
@@ -62,7 +65,7 @@ class Board:
     ``parallel`` is how many experiments run at once (it decides how ETAs add up).
     ``expected`` holds each experiment's measured wall time at this preset (seconds, None: not
     timed; :mod:`tailmem.experiments.catalog`): the overall ETA's estimate for an experiment
-    that has not measured its own rate yet.
+    that has not measured its own rate yet. ``title`` heads the live table.
     """
 
     def __init__(
@@ -72,8 +75,10 @@ class Board:
         parallel: int = 1,
         clock: Callable[[], float] = time.time,
         expected: Mapping[str, float | None] | None = None,
+        title: str = "tailmem reproduce",
     ) -> None:
         self.out, self.plans, self.parallel, self.clock = Path(out), dict(plans), parallel, clock
+        self.title = title
         self.expected = dict(expected or {})
         self.began = clock()
         self._lock = threading.Lock()
@@ -128,10 +133,10 @@ class Board:
         over total, so a long experiment weighs more than a short one); 1 before any has."""
         took = expected = 0.0
         for r in rows:
-            prior = self.expected.get(r.name)
-            if r.status == "done" and r.elapsed is not None and prior:
+            measured = self.expected.get(r.name)
+            if r.status == "done" and r.elapsed is not None and measured:
                 took += r.elapsed
-                expected += prior
+                expected += measured
         return took / expected if expected > 0 else 1.0
 
     def remaining(self, rows: list[Row]) -> tuple[float | None, int]:
@@ -152,19 +157,19 @@ class Board:
             if r.status not in ("queued", "running", "resuming"):
                 continue
             prior = None
-            expected = self.expected.get(r.name)
-            if expected is not None:
-                prior = max(expected * speed - (r.elapsed or 0.0), 0.0)
-            if r.eta is None:
-                if prior is None:
-                    unknown += 1
-                    continue
-                left = prior
-            elif prior is None:
-                left = r.eta
-            else:
+            measured = self.expected.get(r.name)
+            if measured is not None:
+                prior = max(measured * speed - (r.elapsed or 0.0), 0.0)
+            if r.eta is not None and prior is not None:
                 done = r.fraction or 0.0
                 left = done * r.eta + (1.0 - done) * prior
+            elif r.eta is not None:
+                left = r.eta
+            elif prior is not None:
+                left = prior
+            else:
+                unknown += 1
+                continue
             (queued if r.status == "queued" else running).append(left)
         if not running and not queued:
             return None, unknown
@@ -192,7 +197,7 @@ class Board:
         from rich.table import Table
 
         rows = self.rows()
-        table = Table(title="tailmem reproduce", caption=self.overall(rows), expand=False)
+        table = Table(title=self.title, caption=self.overall(rows), expand=False)
         for column in ("experiment", "status", "progress", "elapsed", "ETA"):
             table.add_column(column, justify="right" if column in ("elapsed", "ETA") else "left")
         colours = {"done": "green", "skipped": "dim", "failed": "bold red", "queued": "dim"}
@@ -211,13 +216,15 @@ class Board:
 class PlainLines:
     """Plain progress lines for a stream that is not a terminal."""
 
-    def __init__(self, board: Board, stream: IO[str], every: float = 30.0) -> None:
-        self.board, self.stream, self.every = board, stream, every
+    def __init__(
+        self, board: Board, stream: IO[str], every: float = 30.0, prefix: str = "reproduce"
+    ) -> None:
+        self.board, self.stream, self.every, self.prefix = board, stream, every, prefix
         self.status: dict[str, str] = {}
         self.last_line: dict[str, float] = {}
 
     def _say(self, text: str) -> None:
-        print(f"[reproduce] {text}", file=self.stream, flush=True)
+        print(f"[{self.prefix}] {text}", file=self.stream, flush=True)
 
     def poll(self) -> None:
         """Print what changed (and what is due), then the overall line: printed only on a
@@ -262,10 +269,24 @@ def _own_copy(stream: IO[str]) -> IO[str] | None:
 
 
 @contextlib.contextmanager
-def watching(board: Board, stream: IO[str] | None = None, poll_s: float = 0.5) -> Iterator[None]:
+def watching(
+    board: Board,
+    stream: IO[str] | None = None,
+    poll_s: float = 0.5,
+    prefix: str = "reproduce",
+    in_process: bool = False,
+) -> Iterator[None]:
     """Show ``board`` on ``stream`` (default stderr) while the block runs; a last update at
-    the end, also when the block raises."""
+    the end, also when the block raises. Plain lines start with ``[prefix]``. ``in_process``:
+    the experiment runs in this process (``tailmem run``): nothing is shown until it has begun
+    (:func:`tailmem.progress.sessions`; a refusal before that stays one line), and on a terminal
+    its output is printed above the live table (:func:`_above`)."""
     stream = sys.stderr if stream is None else stream
+    before = progress.sessions()
+
+    def started() -> bool:
+        return not in_process or progress.sessions() > before
+
     with contextlib.ExitStack() as stack:
         copy = _own_copy(stream)
         if copy is not None:
@@ -274,30 +295,104 @@ def watching(board: Board, stream: IO[str] | None = None, poll_s: float = 0.5) -
             from rich.console import Console
             from rich.live import Live
 
+            console = Console(file=stream)
             live = Live(
                 get_renderable=board.table,
-                console=Console(file=stream),
+                console=console,
                 refresh_per_second=2,
                 redirect_stdout=False,
                 redirect_stderr=False,
             )
-            with live:
-                yield
+            if in_process:
+                stack.enter_context(_above(console))
+                stack.enter_context(_once_started(live, started, poll_s))
+            else:
+                stack.enter_context(live)
+            yield
         else:
-            with _plain_lines(board, stream, poll_s):
+            with _plain_lines(board, stream, poll_s, prefix, started):
                 yield
 
 
 @contextlib.contextmanager
-def _plain_lines(board: Board, stream: IO[str], poll_s: float) -> Iterator[None]:
-    lines = PlainLines(board, stream)
+def _once_started(live: Any, started: Callable[[], bool], poll_s: float) -> Iterator[None]:
+    """``live`` shown from the moment ``started()`` holds to the end of the block (not at all
+    if it never does)."""
     stop = threading.Event()
+    shown = threading.Event()
+
+    def wait() -> None:
+        while not stop.is_set():
+            if started():
+                live.start(refresh=True)
+                shown.set()
+                return
+            stop.wait(poll_s)
+
+    thread = threading.Thread(target=wait, name="tailmem-progress", daemon=True)
+    thread.start()
+    try:
+        yield
+    finally:
+        stop.set()
+        thread.join()
+        if shown.is_set():
+            live.stop()
+
+
+@contextlib.contextmanager
+def _above(console: Any) -> Iterator[None]:
+    """Descriptors 1 and 2 into a pipe whose lines ``console`` prints above its live display,
+    until the block ends: Python's writes, C code's and those of worker processes started in
+    the block (they inherit the descriptors) alike. The process's stderr is then no terminal,
+    so the training loop prints lines instead of its own progress bar."""
+    from rich.text import Text
+
+    read, write = os.pipe()
+    for handle in (sys.stdout, sys.stderr):
+        with contextlib.suppress(OSError, ValueError):
+            handle.flush()
+    saved = [(fd, os.dup(fd)) for fd in (1, 2)]
+    for fd in (1, 2):
+        os.dup2(write, fd)
+    os.close(write)
+
+    def pump() -> None:
+        with open(read, encoding="utf-8", errors="replace") as lines:
+            for line in lines:
+                console.print(Text(line.rstrip("\n")), soft_wrap=True)
+
+    thread = threading.Thread(target=pump, name="tailmem-output", daemon=True)
+    thread.start()
+    try:
+        yield
+    finally:
+        for handle in (sys.stdout, sys.stderr):
+            with contextlib.suppress(OSError, ValueError):
+                handle.flush()
+        for fd, copy in saved:
+            os.dup2(copy, fd)
+            os.close(copy)
+        thread.join(timeout=5.0)  # the pipe ends when the last writer (a worker) has gone
+
+
+@contextlib.contextmanager
+def _plain_lines(
+    board: Board, stream: IO[str], poll_s: float, prefix: str, started: Callable[[], bool]
+) -> Iterator[None]:
+    """Plain lines while the block runs, from the moment ``started()`` holds."""
+    lines = PlainLines(board, stream, prefix=prefix)
+    stop = threading.Event()
+
+    def poll() -> None:
+        if lines.status or started():
+            lines.poll()
 
     def loop() -> None:
         while not stop.wait(poll_s):
-            lines.poll()
+            poll()
 
-    lines.poll()
+    poll()
     thread = threading.Thread(target=loop, name="tailmem-progress", daemon=True)
     thread.start()
     try:
@@ -305,4 +400,4 @@ def _plain_lines(board: Board, stream: IO[str], poll_s: float) -> Iterator[None]
     finally:
         stop.set()
         thread.join()
-        lines.poll()
+        poll()

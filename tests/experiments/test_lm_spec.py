@@ -57,6 +57,8 @@ def test_a_spec_records_every_setting_and_its_digest_is_its_identity():
     # How a run is shown is not what it computes.
     quiet = dataclasses.replace(spec, loop=dataclasses.replace(spec.loop, progress=False))
     assert quiet.digest == spec.digest
+    tracked = template(log_to=["tensorboard", "wandb"]).spec(MUON, "plain", spec.lrs, 1, 50)
+    assert tracked.loop.log_to == ("tensorboard", "wandb") and tracked.digest == spec.digest
     # Any hyper-parameter is part of the identity, though the folder (rates, seed) is the same:
     # a sub-run trained with other settings is not reused.
     momentum = OptimSection.from_config({"muon": {"momentum": 0.9}, "adam": {}}, "optim")

@@ -113,7 +113,10 @@ class TrainSection:
     ``bf16`` (forward and loss autocast to bfloat16, fp32 weights and optimiser state) or
     ``auto`` (bf16 where this machine's bfloat16 products are clearly faster, measured once per
     machine: :mod:`tailmem.train.precision`); every run records the resolved one. ``compile``:
-    train through ``torch.compile`` (:func:`tailmem.train.loop.compiled_loss`).
+    train through ``torch.compile`` (:func:`tailmem.train.loop.compiled_loss`). ``log_to``:
+    trackers that get every metrics line too, ``tensorboard`` and/or ``wandb``
+    (:mod:`tailmem.train.track`; how runs are watched, not what they compute: no run's digest
+    holds it).
     """
 
     steps: int = 400
@@ -134,6 +137,7 @@ class TrainSection:
     precision: Literal["auto", "fp32", "bf16"] = "fp32"
     compile: bool = False
     threads: int | None = 1
+    log_to: list[Literal["tensorboard", "wandb"]] = field(default_factory=list)
 
     def validate(self) -> None:
         for name in ("steps", "batch_size", "seq_len", "eval_batch_size", "grad_accum"):
@@ -162,8 +166,9 @@ class TrainSection:
             same["precision"] = resolve_precision(self.precision, self.device)
         warmup = round(self.warmup_steps * steps / self.steps)
         return TrainConfig(
-            steps=steps, warmup_steps=warmup, keep_ckpts=1, seed=seed, progress=progress, **same
-        )
+            steps=steps, warmup_steps=warmup, keep_ckpts=1, seed=seed, progress=progress,
+            log_to=tuple(self.log_to), **same,
+        )  # fmt: skip
 
 
 Rate = float | tuple[float, ...]

@@ -40,7 +40,8 @@ class RunSpec:
 
     ``optimizers`` holds one setting per kind of ``arm.recipe``, in registry order; ``data`` is
     the identity of the study's data (:class:`~tailmem.lm.subrun.Materials`); ``loop`` the
-    training loop's config (its ``progress`` flag is how the run is shown, not part of it).
+    training loop's config (its ``progress`` flag and ``log_to`` trackers are how the run is
+    shown, not part of it).
     """
 
     arm: Arm
@@ -67,8 +68,10 @@ class RunSpec:
 
     def record(self) -> dict[str, Any]:
         """What ``spec.json`` stores (besides the digest). The loop's ``compile`` appears only
-        when set: runs trained before it existed were eager, and their digests still hold."""
-        loop = {k: v for k, v in dataclasses.asdict(self.loop).items() if k != "progress"}
+        when set: runs trained before it existed were eager, and their digests still hold. Its
+        ``progress`` and ``log_to`` are how the run is watched, not what it computes."""
+        watched = ("progress", "log_to")
+        loop = {k: v for k, v in dataclasses.asdict(self.loop).items() if k not in watched}
         if not self.loop.compile:
             del loop["compile"]
         return {

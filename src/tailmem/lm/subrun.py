@@ -198,6 +198,8 @@ def run_job(spec: RunSpec, context: RunContext, on_steps: StepSink | None = None
         label=spec.label,
         describe=context.describe,
         identity=f"{spec.key} spec {spec.digest}",
+        config={"digest": spec.digest, **spec.record()},
+        group=Path(context.root).name,
     )
     rows = read_metrics(sub / "metrics.jsonl")
     evals = [{"step": 0, **initial}] if initial is not None else []

@@ -10,7 +10,9 @@ into ``run_dir``:
   :data:`TIMING_KEYS`), and ``eval`` (the merged dicts of the eval hooks) on evaluation steps;
 - ``ckpt/step_NNNNNN.pt``: checkpoints (model, optimiser, base learning rates, RNG states of every
   rank, data-source state, loop counters), written atomically;
-- on divergence, ``diverged.json`` and ``nan_diagnostics.json`` / ``nan_batch.pt``.
+- on divergence, ``diverged.json`` and ``nan_diagnostics.json`` / ``nan_batch.pt``;
+- with ``log_to``, the same metrics lines to TensorBoard (``tensorboard/``) and Weights & Biases
+  (``wandb/``), the run's config attached (:mod:`tailmem.train.track`).
 
 Loss normalisation: the loss of a step is the mean over every counted target (``y != -100``) of
 the global batch, whatever the number of ranks or micro-batches. Each rank back-propagates its
@@ -64,6 +66,7 @@ from tailmem.train.state import (
     truncate_metrics,
     write_divergence,
 )
+from tailmem.train.track import check_log_to, tracking
 
 IGNORE_INDEX = -100
 TIMING_KEYS = ("elapsed", "tokens_per_s")
@@ -103,7 +106,9 @@ class TrainConfig:
     training step, went from 1.2 to 0.8 ms; the hybrid Muon step gained nothing, 0.96x, and
     recompiled per parameter).
     ``deterministic`` turns on ``torch.use_deterministic_algorithms`` (warn-only) for the
-    duration of the run.
+    duration of the run. ``log_to`` names trackers (``tensorboard``, ``wandb``) that receive
+    every metrics line too (:mod:`tailmem.train.track`); like ``progress``, it changes how a run
+    is watched, not its numbers.
     """
 
     steps: int
@@ -124,6 +129,7 @@ class TrainConfig:
     seed: int = 0
     deterministic: bool = True
     progress: bool = True
+    log_to: tuple[str, ...] = ()
 
     def validate(self) -> None:
         """Raise :class:`ConfigError` naming the first invalid field."""
@@ -147,6 +153,7 @@ class TrainConfig:
             raise ConfigError(f"compile must be true or false, got {self.compile!r}")
         if self.compile:
             check_compile(torch.device(self.device).type)
+        check_log_to(self.log_to)
 
     def due(self, done: int, has_hooks: bool) -> tuple[bool, bool, bool]:
         """Whether to log, to evaluate and to checkpoint after ``done`` updates."""
@@ -484,6 +491,8 @@ def train(
     label: str | None = None,
     describe: Callable[[Mapping[str, Any]], str] = describe_scalars,
     identity: str | None = None,
+    config: Mapping[str, Any] | None = None,
+    group: str | None = None,
 ) -> TrainResult:
     """Train ``model`` for ``cfg.steps`` updates; see the module docstring for the files written.
 
@@ -499,7 +508,9 @@ def train(
     is (e.g. the digest of everything that determines its numbers); every checkpoint records it,
     and resuming from one that records another identity, or none, is a :class:`CheckpointError`
     (a checkpoint copied in from another run is never continued; without an ``identity`` any
-    checkpoint in ``run_dir`` is resumed).
+    checkpoint in ``run_dir`` is resumed). ``config`` is the run's config that the trackers of
+    ``cfg.log_to`` attach (default: ``cfg`` itself); ``label`` (else the folder's name) and
+    ``group`` name the run in W&B.
 
     Returns a :class:`TrainResult`. Divergence (a non-finite loss or gradient norm) does not
     raise: the bad update is skipped, diagnostics are written, and the result's status is
@@ -530,6 +541,13 @@ def train(
         metrics: IO[str] | None = None
         if ctx.is_main:
             metrics = stack.enter_context(open(run_dir / "metrics.jsonl", "a", encoding="utf-8"))
+        track = None
+        if ctx.is_main and cfg.log_to:
+            attached = dataclasses.asdict(cfg) if config is None else config
+            track = stack.enter_context(
+                tracking(cfg.log_to, run_dir, attached, name=label or run_dir.name, group=group,
+                         identity=identity, resumed_from=resumed_from)
+            )  # fmt: skip
         start, before = state.step, state.elapsed
         session_start = window_start = time.perf_counter()
         last_loss: float | None = None
@@ -568,6 +586,8 @@ def train(
                 if metrics is not None:
                     metrics.write(json.dumps(json_value(row), allow_nan=False) + "\n")
                     metrics.flush()
+                if track is not None:
+                    track(json_value(row))
             if is_ckpt:
                 save(run_dir / "ckpt", model, optimizer, data, run, cfg, ctx, device, identity)
         D.barrier(ctx)
