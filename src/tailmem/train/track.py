@@ -111,8 +111,7 @@ class TensorBoard:
 
         purge = None if resumed_from is None else resumed_from + 1
         self.writer = SummaryWriter(str(run_dir / "tensorboard"), purge_step=purge)
-        events = self.writer.file_writer
-        assert events is not None  # the constructor opened it
+        events: Any = self.writer.file_writer  # torch annotates it None until opened here
         for summary in hparams(flat_config(config), {"loss": None}):
             events.add_summary(summary)
         self.writer.add_text("config", f"```\n{json.dumps(config, indent=1)}\n```")
