@@ -1,0 +1,235 @@
+"""Issue 32 (reliability round four), by class: a user's optimiser is imported, built and stepped
+once in the preflight, so whatever its code does wrong is one line, exit 2, nothing written (1);
+a script writes tracked files only from a complete cpu results folder (3); a refused run leaves
+no folder (4); the last CLI holes are closed (5). Issue 33, items 5 and 6: a user's config file,
+own optimiser modules from the working directory, and ``--preset`` required by ``run``."""
+
+from __future__ import annotations
+
+import itertools
+import sys
+from pathlib import Path
+
+import pytest
+
+from tailmem.cli import main
+
+_names = itertools.count()
+
+
+def one_line_error(capsys) -> str:
+    err = capsys.readouterr().err.strip().splitlines()
+    assert len(err) == 1 and err[0].startswith("tailmem: error: "), err
+    return err[0]
+
+
+def refused(args: list[str], capsys, out: Path | None = None) -> str:
+    """Run the CLI, expect exit 2 and one error line; ``out`` must not exist afterwards."""
+    assert main(args) == 2
+    line = one_line_error(capsys)
+    if out is not None:
+        assert not out.exists(), f"{out} was written before the refusal"
+    return line
+
+
+@pytest.fixture
+def user_module(tmp_path, monkeypatch):
+    """Write a module of the user's into the working directory (``tmp_path``); returns its
+    import name. ``sys.path`` and ``sys.modules`` are restored afterwards."""
+    monkeypatch.chdir(tmp_path)
+    monkeypatch.setattr(sys, "path", [p for p in sys.path if p not in ("", str(tmp_path))])
+    written: list[str] = []
+
+    def write(source: str) -> str:
+        name = f"user_opt_{next(_names)}"
+        (tmp_path / f"{name}.py").write_text(source)
+        written.append(name)
+        return name
+
+    yield write
+    for name in written:
+        sys.modules.pop(name, None)
+
+
+# ------------------------------------------- class 1: a user's optimiser, tried in the preflight
+
+STEP = """
+import torch
+
+class Opt(torch.optim.Optimizer):
+    def __init__(self, params, lr, momentum=0.9, sizes=None):
+        super().__init__(params, {"lr": lr, "momentum": momentum})
+
+    @torch.no_grad()
+    def step(self, closure=None):
+        for group in self.param_groups:
+            for p in group["params"]:
+                %s
+"""
+SANE = STEP % 'p.add_(p.grad, alpha=-group["lr"] * group["momentum"])'
+
+USER_FAILURES = [
+    ("raise RuntimeError('boom')\n", "importing '{m}' raised RuntimeError: boom"),
+    ("def broken(:\n", "importing '{m}' raised SyntaxError: invalid syntax"),
+    ("import sys\nsys.exit(3)\n", "importing '{m}' raised SystemExit: 3"),
+    ("class Opt:\n    def __init__(self, params, lr):\n        pass\n",
+     "the factory returned an object of class Opt; expected a torch.optim.Optimizer"),
+    ("def Opt(params, lr):\n    return None\n", "the factory returned None"),
+    ("def Opt(params, lr):\n    raise RuntimeError('no')\n",
+     "building it with {{'lr': 0.01}} raised RuntimeError: no"),
+    ("def Opt(params, lr):\n    raise ValueError('no')\n",
+     "building it with {{'lr': 0.01}} raised ValueError: no"),
+    (STEP % "p.data = p.data.reshape(-1)",
+     "its step changed the shape of parameter blocks.0.attn.q.weight from (8, 8) to (64,)"),
+    (STEP % "p.data = p.data.double()",
+     "its step changed the dtype of parameter blocks.0.attn.q.weight"),
+    (STEP % "raise SystemExit(4)", "its step with {{'lr': 0.01}} raised SystemExit: 4"),
+]  # fmt: skip
+
+
+@pytest.mark.parametrize(
+    "study",
+    [
+        ("knowledge-qa", "arms=[muon, adam, 'mine:q,k,v,o,w_in,w_gate,w_out adam:*']"),
+        ("ablation", "arms=[full, adam, 'mine:q,k,v,o,w_in,w_out adam:*']"),
+        ("icl-regression", "arms=[muon, adam, 'mine:q,k,v,o,w_in,w_out adam:*']"),
+        ("optim-bench", "optimizers=[muon, adam, mine]"),
+    ],
+    ids=lambda s: s[0],
+)
+@pytest.mark.parametrize(("source", "fragment"), USER_FAILURES)
+def test_whatever_a_user_optimiser_does_wrong_is_one_line_before_the_folder(
+    study, source, fragment, user_module, tmp_path, capsys
+):
+    experiment, arms = study
+    module = user_module(source)
+    out = tmp_path / "run"
+    line = refused(
+        ["run", experiment, "--preset", "smoke", "--out", str(out), arms,
+         f"optim.mine.factory={module}:Opt", "optim.mine.lr=0.01"],
+        capsys, out,
+    )  # fmt: skip
+    assert "optim.mine" in line and module in line
+    assert fragment.format(m=module) in line
+
+
+@pytest.mark.parametrize(
+    ("override", "fragment"),
+    [
+        ("optim.mine.momentum=abc",
+         "its step with {'lr': 0.01, 'momentum': 'abc'} raised TypeError"),
+        ("optim.mine.sizes=[[1,.nan]]", "optim.mine.sizes: got [[1, nan]]; expected finite"),
+        ("optim.mine.sizes={a: [.inf]}", "optim.mine.sizes: got {'a': [inf]}; expected finite"),
+    ],
+)  # fmt: skip
+def test_a_hyperparameter_of_the_wrong_kind_is_refused_before_any_arm_trains(
+    override, fragment, user_module, tmp_path, capsys
+):
+    module = user_module(SANE)
+    out = tmp_path / "run"
+    line = refused(
+        ["run", "knowledge-qa", "--preset", "smoke", "--out", str(out),
+         "arms=[muon, adam, 'mine:q,k,v,o,w_in,w_gate,w_out adam:*']",
+         f"optim.mine.factory={module}:Opt", "optim.mine.lr=0.01", override],
+        capsys, out,
+    )  # fmt: skip
+    assert fragment in line
+
+
+KWARGS = """
+import torch
+
+class Base(torch.optim.Optimizer):
+    def __init__(self, params, lr, beta=0.5):
+        super().__init__(params, {"lr": lr, "beta": beta})
+
+class Opt(Base):
+    '''Takes **kwargs like pytorch-optimizer's classes: what it does not name it may ignore.'''
+
+    def __init__(self, params, lr=1e-3, weight_decay=0.0, **kwargs):
+        super().__init__(params, lr, beta=kwargs.pop("beta", 0.5))
+        self.defaults.update(kwargs)
+        for group in self.param_groups:
+            group.setdefault("weight_decay", weight_decay)
+            group.update(kwargs)
+
+    @torch.no_grad()
+    def step(self, closure=None):
+        for group in self.param_groups:
+            scale = group.get("gamma", 1.0)
+            for p in group["params"]:
+                p.add_(p.grad, alpha=-group["lr"] * scale)
+"""
+
+
+@pytest.mark.parametrize(
+    ("override", "accepted"),
+    [
+        ("optim.mine.weight_decay=0.1", True),  # its own parameter
+        ("optim.mine.beta=0.7", True),  # a base class's parameter, passed on
+        ("optim.mine.gamma=0.5", True),  # only **kwargs takes it, and its step reads it
+        ("optim.mine.weight_decya=0.1", False),  # a typo: taken by **kwargs, never read
+    ],
+)
+def test_a_name_only_kwargs_takes_must_be_read_by_the_step(
+    override, accepted, user_module, tmp_path, capsys
+):
+    module = user_module(KWARGS)
+    out = tmp_path / "run"
+    args = ["config", "knowledge-qa", "--preset", "smoke"]  # the config is fine either way
+    from tailmem.runner import prepare
+
+    overrides = [
+        "arms=[muon, adam, 'mine:q,k,v,o,w_in,w_gate,w_out adam:*']",
+        f"optim.mine.factory={module}:Opt",
+        "optim.mine.lr=0.01",
+        override,
+    ]
+    assert main([*args, *overrides]) == 0
+    capsys.readouterr()
+    if accepted:
+        prepare("knowledge-qa", "smoke", overrides)
+        return
+    line = refused(["run", *args[1:], "--out", str(out), *overrides], capsys, out)
+    assert line.startswith(
+        f"tailmem: error: arm 'mine': optim.mine.weight_decya: {module}:Opt takes it only "
+        "through **kwargs, and neither its constructor (nor a base class's) names it nor its "
+        "step reads it, so it would be silently ignored; expected one of: beta, lr, weight_decay"
+    )
+
+
+def test_pytorch_optimizer_typo_is_refused_and_its_real_names_pass(tmp_path, capsys):
+    pytest.importorskip("pytorch_optimizer")
+    from tailmem.runner import prepare
+
+    base = [
+        "arms=[muon, adam, 'lamb:q,k,v,o,w_in,w_gate,w_out adam:*']",
+        "optim.lamb.factory=pytorch_optimizer:Lamb",
+        "optim.lamb.lr=0.01",
+    ]
+    prepare("knowledge-qa", "smoke", [*base, "optim.lamb.weight_decay=0.1"])
+    out = tmp_path / "run"
+    line = refused(
+        ["run", "knowledge-qa", "--preset", "smoke", "--out", str(out), *base,
+         "optim.lamb.foo=1"],
+        capsys, out,
+    )  # fmt: skip
+    assert "optim.lamb.foo: pytorch_optimizer:Lamb takes it only through **kwargs" in line
+
+
+def test_the_trial_leaves_the_callers_random_state_alone(user_module):
+    import torch
+
+    from tailmem.runner import prepare
+
+    module = user_module(SANE)
+    overrides = [
+        "arms=[muon, adam, 'mine:q,k,v,o,w_in,w_gate,w_out adam:*']",
+        f"optim.mine.factory={module}:Opt",
+        "optim.mine.lr=[0.01, 0.02]",
+    ]
+    torch.manual_seed(123)
+    expected = torch.rand(3)
+    torch.manual_seed(123)
+    prepare("knowledge-qa", "smoke", overrides)
+    assert torch.equal(torch.rand(3), expected)
