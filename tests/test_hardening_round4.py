@@ -13,6 +13,7 @@ from pathlib import Path
 import pytest
 
 from tailmem.cli import main
+from tailmem.errors import DataError
 
 _names = itertools.count()
 
@@ -233,3 +234,76 @@ def test_the_trial_leaves_the_callers_random_state_alone(user_module):
     torch.manual_seed(123)
     prepare("knowledge-qa", "smoke", overrides)
     assert torch.equal(torch.rand(3), expected)
+
+
+# --------------------------------------------------- class 4: a refused run leaves no folder
+
+
+@pytest.mark.skipif(not Path("/proc/self").is_dir(), reason="needs Linux /proc")
+def test_a_cache_where_no_folder_can_be_made_is_refused_before_the_run_folder(
+    tmp_path, capsys, monkeypatch
+):
+    monkeypatch.setenv("TAILMEM_CACHE", "/proc/x")
+    out = tmp_path / "x"
+    line = refused(["run", "ablation", "--preset", "smoke", "--out", str(out)], capsys, out)
+    assert line == (
+        "tailmem: error: TAILMEM_CACHE: /proc/x (its nearest existing folder /proc) cannot hold "
+        "a new folder (No such file or directory); expected a folder this user can write (set "
+        "data.cache_dir or TAILMEM_CACHE to another)"
+    )
+
+
+def test_a_damaged_shared_data_cache_leaves_no_run_folder(tmp_path, capsys):
+    from tailmem.config import load_config
+    from tailmem.data.bios import build_dataset
+    from tailmem.experiments import knowledge_qa
+
+    cache = tmp_path / "cache"
+    data = build_dataset(load_config(knowledge_qa.Config, "knowledge-qa", "smoke").data, cache)
+    array = data.path / "attr_values.npy"
+    array.write_bytes(array.read_bytes()[:-1] + bytes([array.read_bytes()[-1] ^ 1]))
+    out = tmp_path / "new" / "run"
+    line = refused(
+        ["run", "knowledge-qa", "--preset", "smoke", "--out", str(out), f"cache_dir={cache}"],
+        capsys,
+    )
+    assert f"data cache {data.path} is corrupt (attr_values.npy does not match" in line
+    assert not (tmp_path / "new").exists()  # nor the parent the run would have made
+
+
+def _failing(fake_experiment, monkeypatch, error: BaseException, writes: bool) -> None:
+    def run(cfg, run_dir) -> None:
+        if writes:
+            run_dir.write_json("partial.json", {"steps_done": 1})
+        raise error
+
+    monkeypatch.setattr(fake_experiment, "run", run)
+
+
+@pytest.mark.parametrize(
+    ("error", "code"),
+    [
+        (DataError("data set broken; expected another"), 2),
+        (KeyboardInterrupt(), 130),
+    ],
+)
+def test_a_run_that_fails_before_producing_anything_leaves_no_trace(
+    error, code, fake_experiment, tmp_path, capsys, monkeypatch
+):
+    _failing(fake_experiment, monkeypatch, error, writes=False)
+    out = tmp_path / "a" / "b"
+    assert main(["run", "fake", "--preset", "smoke", "--out", str(out)]) == code
+    assert not (tmp_path / "a").exists()
+    empty = tmp_path / "empty"  # a folder the user made stays, empty
+    empty.mkdir()
+    assert main(["run", "fake", "--preset", "smoke", "--out", str(empty)]) == code
+    assert empty.is_dir() and not list(empty.iterdir())
+
+
+def test_a_run_that_failed_after_producing_output_keeps_it_to_resume(
+    fake_experiment, tmp_path, capsys, monkeypatch
+):
+    _failing(fake_experiment, monkeypatch, KeyboardInterrupt(), writes=True)
+    out = tmp_path / "run"
+    assert main(["run", "fake", "--preset", "smoke", "--out", str(out)]) == 130
+    assert (out / "partial.json").is_file() and (out / "config.yaml").is_file()

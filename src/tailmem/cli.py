@@ -241,7 +241,7 @@ _OS_HINTS = {
     errno.ENOTDIR: "expected a folder where the path has a file",
     errno.EISDIR: "expected a file where the path has a folder",
     errno.EEXIST: "expected a folder or a free path",
-    errno.ENOENT: "expected the file to exist",
+    errno.ENOENT: "expected an existing path, or a folder in which it can be made",
     errno.ENAMETOOLONG: "expected a shorter path",
 }
 

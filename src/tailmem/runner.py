@@ -18,7 +18,9 @@ checkpoints. Otherwise everything tailmem wrote into it before — the previous 
 sub-runs and data caches, a report of it — is removed first (:meth:`RunDir.clear`), so the new
 run's COMPLETE, which lists only the files this run wrote, certifies nothing stale. A folder
 holding only the config record of a run that never produced anything is not a run to protect: a
-different config simply replaces it.
+different config simply replaces it. A run that fails having produced nothing (a data cache
+found damaged, an interrupt while it starts) in a folder it found new or empty leaves no trace
+either: what it wrote is removed again, and so are the folders it created.
 """
 
 from __future__ import annotations
@@ -33,7 +35,15 @@ from tailmem.config import load_config, to_dict
 from tailmem.errors import ConfigError
 from tailmem.experiments import get_experiment
 from tailmem.resources import check_devices
-from tailmem.rundir import RUN_RECORD, RunDir, check_folder, claim, config_digest
+from tailmem.rundir import (
+    LOCK_FILE,
+    MANIFEST,
+    RUN_RECORD,
+    RunDir,
+    check_folder,
+    claim,
+    config_digest,
+)
 from tailmem.train import seed_everything
 from tailmem.train.distributed import check_launch, is_main_process
 
@@ -125,17 +135,53 @@ def run_experiment(
     status = _decide(path, experiment, digest, replace)  # refuse before anything is written
     if not is_main_process():
         return _execute(module, cfg, RunDir(path), status, main=False)
+    made = _first_missing(path)
+    fresh = made is not None or not any(path.iterdir())
     with claim(path, ("run",), "run") as run:
-        status = _decide(path, experiment, digest, replace)  # again, now no one else writes
-        if status != "skipped":
-            if status == "ran":  # this run's COMPLETE lists its own files only
-                same = _previous_experiment(run) == experiment
-                run.clear(keep=REUSABLE if update and not force and same else ())
-            else:
-                run.clear_complete()
-            run.remove_stale_temp_files()
-            run.write_config(experiment, preset, cfg)
-        return _execute(module, cfg, run, status, main=True)
+        try:
+            status = _decide(path, experiment, digest, replace)  # again, now no one else writes
+            if status != "skipped":
+                if status == "ran":  # this run's COMPLETE lists its own files only
+                    same = _previous_experiment(run) == experiment
+                    run.clear(keep=REUSABLE if update and not force and same else ())
+                else:
+                    run.clear_complete()
+                run.remove_stale_temp_files()
+                run.write_config(experiment, preset, cfg)
+            return _execute(module, cfg, run, status, main=True)
+        except BaseException:
+            if fresh and not _holds_results(run):  # a refusal or failure that made nothing
+                _remove_new(run, made)
+            raise
+
+
+def _first_missing(path: Path) -> Path | None:
+    """The outermost folder on the way to ``path`` that does not exist yet (None: ``path``
+    exists): what a run into ``path`` creates."""
+    missing = None
+    for folder in (path.absolute(), *path.absolute().parents):
+        if folder.exists():
+            break
+        missing = folder
+    return missing
+
+
+def _remove_new(run: RunDir, made: Path | None) -> None:
+    """Remove what a failed run that produced nothing wrote into a folder it found new or
+    empty: its bookkeeping, its record and lock, and the folders it created (``made``, the
+    outermost); a folder that was there and empty stays, empty."""
+    run.clear()
+    for name in (MANIFEST, LOCK_FILE):
+        run.file(name).unlink(missing_ok=True)
+    folder = run.path.absolute()
+    while made is not None and made in (folder, *folder.parents):
+        try:
+            folder.rmdir()  # only when empty: whatever someone else put there stays
+        except OSError:
+            break
+        if folder == made:
+            break
+        folder = folder.parent
 
 
 def _previous_experiment(run: RunDir) -> str | None:
