@@ -307,3 +307,197 @@ def test_a_run_that_failed_after_producing_output_keeps_it_to_resume(
     out = tmp_path / "run"
     assert main(["run", "fake", "--preset", "smoke", "--out", str(out)]) == 130
     assert (out / "partial.json").is_file() and (out / "config.yaml").is_file()
+
+
+# ------------------------------------------------------------- class 5: the last CLI holes
+
+
+@pytest.mark.parametrize("only", ["", ",", " , "])
+def test_reproduce_only_naming_nothing_is_refused(only, tmp_path, capsys):
+    out = tmp_path / "results"
+    line = refused(["reproduce", "--preset", "smoke", "--only", only, "--out", str(out)], capsys)
+    assert line.startswith("tailmem: error: --only: names no experiment; expected names from: ")
+    assert not out.exists()
+
+
+@pytest.mark.parametrize("command", ["run", "config"])
+def test_preset_takes_a_name_never_a_path(command, fake_experiment, tmp_path, capsys):
+    other = tmp_path / "any.yaml"  # any YAML file: a path to it is not a preset
+    other.write_text("steps: 3\n")
+    out = tmp_path / "run"
+    for preset in (str(other), str(other.with_suffix("")), "../fake/smoke", "./cpu"):
+        args = [command, "fake", "--preset", preset]
+        line = refused([*args, "--out", str(out)] if command == "run" else args, capsys, out)
+        assert line == (
+            f"tailmem: error: unknown preset {preset!r} for fake; expected one of: smoke, cpu "
+            "(a YAML file of your own: --config FILE)"
+        )
+
+
+def test_the_python_api_takes_preset_names_only(fake_experiment, tmp_path):
+    from tailmem.errors import ConfigError
+    from tailmem.runner import run_experiment
+
+    with pytest.raises(ConfigError, match=r"unknown preset '\.\./fake/smoke' for fake"):
+        run_experiment("fake", "../fake/smoke", out=tmp_path / "run")
+    with pytest.raises(ConfigError, match="no preset given for fake; expected --preset smoke"):
+        run_experiment("fake", out=tmp_path / "run")
+    assert not (tmp_path / "run").exists()
+
+
+def test_slurm_is_refused_where_there_is_none(tmp_path, capsys, monkeypatch):
+    pytest.importorskip("submitit")
+    monkeypatch.setenv("PATH", str(tmp_path / "bin"))  # no sbatch, srun, ... here
+    out = tmp_path / "results"
+    line = refused(
+        ["reproduce", "--preset", "smoke", "--only", "assoc-capacity", "--launcher", "slurm",
+         "--out", str(out)],
+        capsys, out,
+    )  # fmt: skip
+    assert line == (
+        "tailmem: error: --launcher slurm: this machine has no Slurm (sbatch, srun, sacct, "
+        "scancel not found on PATH); expected a Slurm login node, or --launcher local"
+    )
+
+
+@pytest.mark.skipif(not Path("/dev/full").exists(), reason="needs /dev/full")
+@pytest.mark.parametrize(
+    "args",
+    [
+        ["run", "fake", "--preset", "smoke", "--out", "OUT"],
+        ["reproduce", "--preset", "smoke", "--only", "fake", "--out", "OUT"],
+        ["diagnose", "NOPE", "--out", "OUT"],
+    ],
+)
+def test_an_output_nothing_can_be_written_to_is_refused_before_any_work(
+    args, fake_experiment, tmp_path, capsys, monkeypatch
+):
+    out = tmp_path / "out"
+    with open("/dev/full", "w") as full:
+        monkeypatch.setattr(sys, "stdout", full)
+        code = main([str(out) if a == "OUT" else a for a in args])
+    assert code == 2
+    assert capsys.readouterr().err == (
+        "tailmem: error: standard output: No space left on device; expected an output that can "
+        "be written (a terminal, a pipe, or a file on a disk with space)\n"
+    )
+    assert not out.exists()
+
+
+def test_a_raw_pickle_is_refused_without_torchs_warnings(tmp_path):
+    import pickle
+    import warnings
+
+    from tailmem.errors import CheckpointError
+    from tailmem.models.hf_loading import load_state_dict_from_dir
+    from tailmem.train.checkpoint import load_checkpoint
+
+    raw = tmp_path / "raw.pt"
+    raw.write_bytes(pickle.dumps({"a": 1}, protocol=4))
+    hf = tmp_path / "hf"
+    hf.mkdir()
+    (hf / "config.json").write_text('{"model_type": "gpt2", "n_layer": 1, "n_head": 1}')
+    (hf / "pytorch_model.bin").write_bytes(raw.read_bytes())
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        with pytest.raises(CheckpointError, match="weights_only loading refuses"):
+            load_checkpoint(raw)
+        with pytest.raises(DataError, match="refused by weights-only loading"):
+            load_state_dict_from_dir(hf)
+    assert [str(w.message) for w in caught] == []
+
+
+# ------------------------------------------- issue 33, item 5: a config file of the user's own
+
+
+def test_run_without_a_preset_is_refused_with_the_presets_listed(tmp_path, capsys):
+    out = tmp_path / "run"
+    line = refused(["run", "assoc-two-group", "--out", str(out)], capsys, out)
+    assert line.startswith(
+        "tailmem: error: run assoc-two-group: no preset given; expected --preset smoke | cpu | "
+        "paper (smoke "
+    )
+    assert line.endswith(", or --config FILE (a YAML file of your own)")
+
+
+@pytest.mark.parametrize(
+    "experiment",
+    ["assoc-two-group", "knowledge-qa", "qa-sensitivity", "qa-map", "ablation", "optim-bench"],
+)
+@pytest.mark.parametrize("preset", ["smoke", "paper"])
+def test_a_printed_config_is_a_config_file_of_the_same_config(experiment, preset, tmp_path, capsys):
+    assert main(["config", experiment, "--preset", preset]) == 0
+    printed = capsys.readouterr().out
+    mine = tmp_path / "mine.yaml"
+    mine.write_text(printed)
+    assert main(["config", experiment, "--config", str(mine)]) == 0
+    assert capsys.readouterr().out == printed
+
+
+def test_a_config_file_runs_like_a_preset_and_is_recorded_by_path_and_digest(
+    fake_experiment, tmp_path, capsys
+):
+    import hashlib
+
+    import yaml
+
+    mine = tmp_path / "mine.yaml"
+    mine.write_text("steps: 4\ninner:\n  width: 3\n")
+    out = tmp_path / "run"
+    assert main(["run", "fake", "--config", str(mine), "--out", str(out), "inner.rate=0.125"]) == 0
+    record = yaml.safe_load((out / "config.yaml").read_text())
+    assert record["preset"] == "custom"
+    assert record["config_file"] == {
+        "path": str(mine),
+        "sha256": hashlib.sha256(mine.read_bytes()).hexdigest(),
+    }
+    assert record["config"]["steps"] == 4
+    assert record["config"]["inner"] == {"width": 3, "rate": 0.125}
+    # the packaged preset spelled out in a file is the same config: the same run, skipped
+    assert main(["run", "fake", "--preset", "smoke", "--out", str(tmp_path / "a")]) == 0
+    spelled = tmp_path / "smoke.yaml"
+    capsys.readouterr()
+    assert main(["config", "fake", "--preset", "smoke"]) == 0
+    spelled.write_text(capsys.readouterr().out)
+    assert main(["run", "fake", "--config", str(spelled), "--out", str(tmp_path / "a")]) == 0
+    assert "already complete with this config" in capsys.readouterr().out
+
+
+@pytest.mark.parametrize(
+    ("content", "fragment"),
+    [
+        (None, "--config {f}: no such file; expected a YAML file of fake's config fields"),
+        ("DIR", "--config {f} is not a file; expected a YAML file of fake's config fields"),
+        (b"steps: [1,\n", "--config {f} is not valid YAML"),
+        (b"- 1\n- 2\n", "--config {f} must contain a mapping of config fields"),
+        (b"steps: \xff\n", "--config {f} is not UTF-8 text (invalid start byte at byte 7)"),
+        (b"stesp: 3\n", "unknown config field 'stesp'"),
+        (b"steps: 0\n", "steps: got 0; expected a positive integer"),
+    ],
+)
+@pytest.mark.parametrize("command", ["run", "config"])
+def test_a_bad_config_file_is_one_line_and_writes_nothing(
+    command, content, fragment, fake_experiment, tmp_path, capsys
+):
+    mine = tmp_path / "mine.yaml"
+    if content == "DIR":
+        mine.mkdir()
+    elif content is not None:
+        mine.write_bytes(content)
+    out = tmp_path / "run"
+    args = [command, "fake", "--config", str(mine)]
+    line = refused([*args, "--out", str(out)] if command == "run" else args, capsys, out)
+    assert fragment.format(f=mine) in line
+
+
+def test_a_preset_and_a_config_file_together_are_refused(fake_experiment, tmp_path, capsys):
+    mine = tmp_path / "mine.yaml"
+    mine.write_text("steps: 4\n")
+    out = tmp_path / "run"
+    line = refused(
+        ["run", "fake", "--preset", "smoke", "--config", str(mine), "--out", str(out)], capsys, out
+    )
+    assert line == (
+        f"tailmem: error: --preset smoke and --config {mine}: got both; expected one (a preset "
+        "name, or a YAML file of your own)"
+    )

@@ -25,13 +25,14 @@ either: what it wrote is removed again, and so are the folders it created.
 
 from __future__ import annotations
 
+import os
 import time
 from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
 from tailmem import progress
-from tailmem.config import load_config, to_dict
+from tailmem.config import PresetSource, config_from, preset_source, to_dict
 from tailmem.errors import ConfigError
 from tailmem.experiments import get_experiment
 from tailmem.resources import check_devices
@@ -48,21 +49,33 @@ from tailmem.train import seed_everything
 from tailmem.train.distributed import check_launch, is_main_process
 
 
-def default_out(experiment: str, preset: str) -> Path:
-    return Path("runs") / f"{experiment}-{preset}"
+def default_out(experiment: str, source: PresetSource) -> Path:
+    """``runs/EXP-PRESET`` (a user's file: ``runs/EXP-<its name without .yaml>``)."""
+    return Path("runs") / f"{experiment}-{source.path.stem if source.user else source.preset}"
 
 
-def prepare(experiment: str, preset: str, overrides: Sequence[str] = ()) -> tuple[Any, Any]:
-    """The experiment's module and its checked config: the one preflight of a run (module
+def prepare(
+    experiment: str,
+    preset: str | None,
+    overrides: Sequence[str] = (),
+    config: str | os.PathLike[str] | None = None,
+) -> tuple[Any, Any]:
+    """The experiment's module and its checked config, from the packaged ``preset`` or the
+    user's file ``config`` (exactly one) plus ``overrides``: the one preflight of a run (module
     docstring); raises before anything is written."""
     module = get_experiment(experiment)
-    cfg = load_config(module.Config, experiment, preset, overrides)
+    return module, _checked(module, preset_source(experiment, preset, config), overrides)
+
+
+def _checked(module: Any, source: PresetSource, overrides: Sequence[str]) -> Any:
+    """The config of ``module`` from ``source`` and ``overrides``, through the preflight."""
+    cfg = config_from(module.Config, source, overrides)
     check_launch()
     check_devices(cfg)
     preflight = getattr(module, "preflight", None)
     if callable(preflight):
         preflight(cfg)
-    return module, cfg
+    return cfg
 
 
 def _usable_folder(path: Path) -> None:
@@ -112,13 +125,16 @@ deletes the rest when it finishes), and data sets, keyed by their fingerprint.""
 
 def run_experiment(
     experiment: str,
-    preset: str = "cpu",
+    preset: str | None = None,
     overrides: Sequence[str] = (),
     out: str | Path | None = None,
     force: bool = False,
     update: bool = False,
+    config: str | os.PathLike[str] | None = None,
 ) -> tuple[RunDir, str]:
-    """Run ``experiment`` at ``preset`` into ``out``; returns the run and what happened.
+    """Run ``experiment`` at ``preset`` (a packaged preset's name) or from ``config`` (a YAML
+    file of the user's, recorded in ``config.yaml`` by path and SHA-256) — exactly one of the
+    two — into ``out``; returns the run and what happened.
 
     The status is ``"skipped"`` (already complete with this config), ``"resumed"`` or ``"ran"``.
     ``force`` redoes the run from nothing; ``update`` replaces a run of the same experiment
@@ -127,8 +143,10 @@ def run_experiment(
     ``torchrun`` every rank calls this; only rank 0 claims the folder, clears it and writes
     ``config.yaml`` / ``COMPLETE`` (the other ranks only make the same skip decision).
     """
-    module, cfg = prepare(experiment, preset, overrides)
-    path = Path(out) if out is not None else default_out(experiment, preset)
+    module = get_experiment(experiment)
+    source = preset_source(experiment, preset, config)
+    cfg = _checked(module, source, overrides)
+    path = Path(out) if out is not None else default_out(experiment, source)
     _usable_folder(path)
     digest = config_digest(experiment, to_dict(cfg))
     replace = force or update
@@ -147,7 +165,7 @@ def run_experiment(
                 else:
                     run.clear_complete()
                 run.remove_stale_temp_files()
-                run.write_config(experiment, preset, cfg)
+                run.write_config(experiment, source.preset, cfg, source.record())
             return _execute(module, cfg, run, status, main=True)
         except BaseException:
             if fresh and not _holds_results(run):  # a refusal or failure that made nothing
