@@ -501,3 +501,98 @@ def test_a_preset_and_a_config_file_together_are_refused(fake_experiment, tmp_pa
         f"tailmem: error: --preset smoke and --config {mine}: got both; expected one (a preset "
         "name, or a YAML file of your own)"
     )
+
+
+# ------------------------------------------ class 3: scripts write tracked files from runs only
+
+ROOT = Path(__file__).resolve().parents[1]
+TRACKED = [ROOT / "docs" / "results_cpu.json", ROOT / "README.md",
+           *sorted((ROOT / "docs" / "gallery").glob("*.png"))]  # fmt: skip
+
+
+@pytest.fixture
+def readme_script(tmp_path, monkeypatch):
+    """scripts/readme_results.py with its outputs pointed at copies (the tracked files are
+    checked unchanged as well)."""
+    import importlib.util
+    import shutil
+
+    spec = importlib.util.spec_from_file_location(
+        "readme_results", ROOT / "scripts" / "readme_results.py"
+    )
+    script = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(script)
+    copy = tmp_path / "repo"
+    shutil.copytree(ROOT / "docs", copy / "docs")
+    shutil.copy(ROOT / "README.md", copy / "README.md")
+    monkeypatch.setattr(script, "ROOT", copy)
+    for name in ("VALUES", "TEMPLATE", "README", "GALLERY_DIR"):
+        monkeypatch.setattr(script, name, copy / getattr(script, name).relative_to(ROOT))
+    before = {p: p.read_bytes() for p in TRACKED}
+    copies = [copy / p.relative_to(ROOT) for p in TRACKED]
+    copied = {p: p.read_bytes() for p in copies}
+    yield script
+    assert {p: p.read_bytes() for p in TRACKED} == before
+    assert [p for p in copies if p.read_bytes() != copied[p]] == []
+
+
+def script_error(script, args, capsys) -> str:
+    assert script.main(args) == 2
+    err = capsys.readouterr().err.strip().splitlines()
+    assert len(err) == 1 and err[0].startswith("readme_results: error: "), err
+    return err[0].removeprefix("readme_results: error: ")
+
+
+def test_collect_refuses_a_missing_or_foreign_folder(readme_script, tmp_path, capsys):
+    missing = tmp_path / "nope"
+    assert script_error(readme_script, ["collect", str(missing)], capsys) == (
+        f"{missing} is not a folder; expected a results folder of tailmem reproduce --preset "
+        "cpu, or one of its runs"
+    )
+    mine = tmp_path / "mine"
+    mine.mkdir()
+    (mine / "notes.txt").write_text("my own files")
+    assert script_error(readme_script, ["collect", str(mine)], capsys).startswith(
+        f"{mine} was not written by tailmem reproduce; expected a results folder"
+    )
+
+
+def test_collect_refuses_a_smoke_results_folder(readme_script, fake_experiment, tmp_path, capsys):
+    out = tmp_path / "results"
+    assert main(["run", "fake", "--preset", "smoke", "--out", str(out / "fake")]) == 0
+    capsys.readouterr()
+    assert script_error(readme_script, ["collect", str(out)], capsys) == (
+        f"{out / 'fake'} is a run of fake at preset 'smoke'; expected cpu runs (the README "
+        "shows the cpu results)"
+    )
+
+
+def test_collect_refuses_an_incomplete_or_partial_cpu_folder(
+    readme_script, fake_experiment, tmp_path, capsys
+):
+    out = tmp_path / "results"
+    assert main(["run", "fake", "--preset", "cpu", "--out", str(out / "fake")]) == 0
+    capsys.readouterr()
+    assert script_error(readme_script, ["collect", str(out)], capsys).startswith(
+        f"{out} holds no run of assoc-two-group, assoc-scaling, assoc-capacity, knowledge-qa, "
+        "ablation, spectra, icl-regression, optim-bench; expected a run of every study"
+    )
+    (out / "fake" / "results.json").write_text("{}")  # no longer what COMPLETE certifies
+    assert script_error(readme_script, ["collect", str(out)], capsys) == (
+        f"{out / 'fake'} is not a complete run ({out / 'fake' / 'results.json'} does not match "
+        "the hash recorded in COMPLETE); expected finished runs"
+    )
+
+
+def test_render_refuses_a_damaged_results_file(readme_script, capsys):
+    values = readme_script.VALUES
+    saved = values.read_bytes()
+    values.write_text('{"runs": {}, "values": {"commit": "x"}}')
+    assert script_error(readme_script, ["render"], capsys).startswith(
+        "the template names values the runs did not give: knowledge-qa.gated.rarest"
+    )
+    values.write_text("{not json")
+    assert script_error(readme_script, ["render"], capsys).startswith(
+        f"{values} is not a results file"
+    )
+    values.write_bytes(saved)  # the fixture checks the copies are as they were
