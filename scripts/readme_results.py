@@ -21,7 +21,6 @@ changed. The files are written only once everything is read.
 
 from __future__ import annotations
 
-import argparse
 import csv
 import json
 import math
@@ -33,7 +32,7 @@ from typing import Any
 
 import yaml
 
-from tailmem.cli import expected_failure
+from tailmem.cli import ScriptParser, script_main
 from tailmem.errors import DataError
 from tailmem.mdtable import md_table
 from tailmem.rundir import RunDir, atomic_write_bytes, atomic_write_text, folder_kind
@@ -307,20 +306,14 @@ def readme_block(readme: str) -> str:
 
 
 def main(argv: Sequence[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(description=(__doc__ or "").splitlines()[0])
+    parser = ScriptParser(description=(__doc__ or "").splitlines()[0])
     sub = parser.add_subparsers(dest="command", required=True)
     p = sub.add_parser("collect", help="read run folders into docs/results_cpu.json")
     p.add_argument("folders", nargs="+", type=Path)
     sub.add_parser("render", help="rewrite the README's results block from the template")
     args = parser.parse_args(argv)
-    try:
-        return _collect(args.folders) if args.command == "collect" else _render()
-    except Exception as exc:
-        message = expected_failure(exc)
-        if message is None:
-            raise
-        print(f"readme_results: error: {' '.join(message.split())}", file=sys.stderr)
-        return 2
+    body = (lambda: _collect(args.folders)) if args.command == "collect" else _render
+    return script_main(body, "readme_results")
 
 
 def _collect(folders: Sequence[Path]) -> int:

@@ -7,13 +7,14 @@ own optimiser modules from the working directory, and ``--preset`` required by `
 from __future__ import annotations
 
 import itertools
+import re
 import sys
 from pathlib import Path
 
 import pytest
 
 from tailmem.cli import main
-from tailmem.errors import DataError
+from tailmem.errors import ConfigError, DataError
 
 _names = itertools.count()
 
@@ -596,3 +597,73 @@ def test_render_refuses_a_damaged_results_file(readme_script, capsys):
         f"{values} is not a results file"
     )
     values.write_bytes(saved)  # the fixture checks the copies are as they were
+
+
+ENTRY_POINTS = sorted(
+    p.relative_to(ROOT)
+    for folder in ("scripts", "benchmarks")
+    for p in (ROOT / folder).glob("*.py")
+    if '__name__ == "__main__"' in p.read_text()
+)
+
+
+@pytest.mark.parametrize("path", ENTRY_POINTS, ids=str)
+def test_every_script_refuses_a_bad_flag_in_one_line(path, capsys, monkeypatch):
+    import importlib.util
+    import runpy
+
+    if path.name == "import_cycles.py":  # dependency-free: it checks src without importing it
+        assert runpy.run_path(str(ROOT / path))["main"](["x", "/no/such/src"]) == 2
+        assert capsys.readouterr().err == (
+            "import_cycles: error: /no/such/src holds no tailmem package; expected the src "
+            "folder of a tailmem checkout\n"
+        )
+        return
+    spec = importlib.util.spec_from_file_location(f"entry_{path.stem}", ROOT / path)
+    module = importlib.util.module_from_spec(spec)
+    monkeypatch.setitem(sys.modules, spec.name, module)  # its dataclasses look it up
+    monkeypatch.syspath_prepend(str((ROOT / path).parent))  # as when run: its folder first
+    spec.loader.exec_module(module)
+    monkeypatch.setattr(sys, "argv", [path.name, "--no-such-flag"])
+    assert "script_main(" in (ROOT / path).read_text()  # the CLI's contract at its door
+    with pytest.raises(SystemExit) as exit_info:
+        module.main()
+    assert exit_info.value.code == 2
+    err = capsys.readouterr().err.strip().splitlines()
+    assert len(err) == 1 and ": error: " in err[0], err
+
+
+def test_a_scripts_bad_input_is_one_line_and_a_bug_keeps_its_traceback(capsys):
+    from tailmem.cli import script_main
+    from tailmem.errors import ConfigError
+
+    def refuse() -> None:
+        raise ConfigError("--points: got ''; expected some of base")
+
+    def interrupted() -> None:
+        raise KeyboardInterrupt
+
+    def bug() -> None:
+        raise ZeroDivisionError
+
+    assert script_main(refuse, "x.py") == 2
+    assert capsys.readouterr().err == "x.py: error: --points: got ''; expected some of base\n"
+    assert script_main(interrupted, "x.py") == 130
+    assert capsys.readouterr().err == "x.py: interrupted\n"
+    with pytest.raises(ZeroDivisionError):
+        script_main(bug, "x.py")
+
+
+@pytest.mark.parametrize(
+    ("points", "message"),
+    [
+        ("", "--points: got ''; expected some of base, "),
+        ("base", "--points base: only these rows would replace the committed table"),
+    ],
+)
+def test_the_scale_sweep_never_rewrites_its_table_with_fewer_rows(points, message, capsys):
+    import runpy
+
+    script = runpy.run_path(str(ROOT / "scripts" / "qa_scale_sweep.py"))
+    with pytest.raises(ConfigError, match=re.escape(message)):
+        script["selected"](points, str(ROOT / "scripts" / "qa_scale_sweep.md"))

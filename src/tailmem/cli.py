@@ -21,7 +21,7 @@ import errno
 import io
 import os
 import sys
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from pathlib import Path
 
 from tailmem import __version__
@@ -35,6 +35,31 @@ class _Parser(argparse.ArgumentParser):
 
     def error(self, message: str) -> None:  # type: ignore[override]
         self.exit(EXIT_USAGE, f"tailmem: error: {message} (see '{self.prog} --help')\n")
+
+
+class ScriptParser(argparse.ArgumentParser):
+    """The argument parser of a script in ``scripts/`` or ``benchmarks/``: like the CLI's, an
+    error is one line ``PROG: error: ...`` and exit 2 (subcommands inherit it)."""
+
+    def error(self, message: str) -> None:  # type: ignore[override]
+        self.exit(EXIT_USAGE, f"{self.prog}: error: {message} (see '{self.prog} --help')\n")
+
+
+def script_main(body: Callable[[], int | None], prog: str) -> int:
+    """Run a script's ``body`` under the CLI's contract: bad input (:func:`expected_failure`)
+    is one line ``PROG: error: ...`` and exit 2, an interrupt exit 130; a bug keeps its
+    traceback. Returns the exit code (``body``'s, 0 for None)."""
+    try:
+        return body() or 0
+    except KeyboardInterrupt:
+        print(f"{prog}: interrupted", file=sys.stderr)
+        return 130
+    except Exception as exc:
+        message = expected_failure(exc)
+        if message is None:
+            raise
+        print(f"{prog}: error: {' '.join(message.split())}", file=sys.stderr)
+        return EXIT_USAGE
 
 
 def _cmd_list(args: argparse.Namespace) -> int:
