@@ -667,3 +667,63 @@ def test_the_scale_sweep_never_rewrites_its_table_with_fewer_rows(points, messag
     script = runpy.run_path(str(ROOT / "scripts" / "qa_scale_sweep.py"))
     with pytest.raises(ConfigError, match=re.escape(message)):
         script["selected"](points, str(ROOT / "scripts" / "qa_scale_sweep.md"))
+
+
+# ------------------------------ issue 33, item 6: own optimiser modules from the working folder
+
+MYPKG = {
+    "mypkg/__init__.py": "",
+    "mypkg/opt.py": SANE.replace("class Opt(", "class MyOptimizer("),
+}
+ENTRY = """import sys
+from tailmem.cli import main
+if __name__ == "__main__":  # as pip's console script: sys.path[0] is this folder, not the cwd
+    sys.exit(main())
+"""
+
+
+def test_a_package_in_the_working_folder_is_importable_as_a_factory(tmp_path):
+    import os
+    import subprocess
+
+    for name, text in {**MYPKG, "bin/tailmem_entry.py": ENTRY}.items():
+        (tmp_path / name).parent.mkdir(parents=True, exist_ok=True)
+        (tmp_path / name).write_text(text)
+    env = {**os.environ, "PYTHONPATH": str(ROOT / "src")}
+    done = subprocess.run(
+        [sys.executable, str(tmp_path / "bin" / "tailmem_entry.py"), "config", "knowledge-qa",
+         "--preset", "smoke", "arms=[muon, adam, 'mine:q,k,v,o,w_in,w_gate,w_out adam:*']",
+         "optim.mine.factory=mypkg.opt:MyOptimizer", "optim.mine.lr=0.01"],
+        cwd=tmp_path, env=env, capture_output=True, text=True, timeout=300, check=False,
+    )  # fmt: skip
+    assert done.returncode == 0, done.stderr
+    assert "factory: mypkg.opt:MyOptimizer" in done.stdout
+
+
+def _import_in_child(name: str) -> str:
+    import importlib
+
+    return importlib.import_module(name).__name__
+
+
+def test_a_spawned_worker_imports_the_working_folders_factory_too(user_module, tmp_path):
+    import multiprocessing
+
+    from tailmem.runner import prepare
+
+    for name, text in MYPKG.items():
+        (tmp_path / name).parent.mkdir(parents=True, exist_ok=True)
+        (tmp_path / name).write_text(text)
+    prepare(
+        "knowledge-qa",
+        "smoke",
+        [
+            "arms=[muon, adam, 'mine:q,k,v,o,w_in,w_gate,w_out adam:*']",
+            "optim.mine.factory=mypkg.opt:MyOptimizer",
+            "optim.mine.lr=0.01",
+        ],
+    )
+    with multiprocessing.get_context("spawn").Pool(1) as pool:  # what the study's pool uses
+        assert pool.apply(_import_in_child, ("mypkg.opt",)) == "mypkg.opt"
+    sys.modules.pop("mypkg.opt", None)
+    sys.modules.pop("mypkg", None)
