@@ -727,3 +727,34 @@ def test_a_spawned_worker_imports_the_working_folders_factory_too(user_module, t
         assert pool.apply(_import_in_child, ("mypkg.opt",)) == "mypkg.opt"
     sys.modules.pop("mypkg.opt", None)
     sys.modules.pop("mypkg", None)
+
+
+@pytest.mark.parametrize(
+    ("args", "message"),
+    [
+        (["run", "fake", "--preset", "smoke", "--out", ""], "--out: got an empty path"),
+        (["reproduce", "--preset", "smoke", "--out", " "], "--out: got an empty path"),
+        (["config", "fake", "--config", ""], "--config: got an empty path; expected a YAML"),
+        (["report", ""], "DIR: got an empty path"),
+        (["diagnose", ""], "PATH: got an empty path"),
+    ],
+)
+def test_an_empty_path_is_refused_not_read_as_this_folder(
+    args, message, fake_experiment, tmp_path, capsys, monkeypatch
+):
+    monkeypatch.chdir(tmp_path)
+    before = sorted(tmp_path.iterdir())
+    assert message in refused(args, capsys)
+    assert sorted(tmp_path.iterdir()) == before
+
+
+def test_the_python_api_refuses_an_empty_out(fake_experiment, tmp_path, monkeypatch):
+    from tailmem.reproduce import reproduce
+    from tailmem.runner import run_experiment
+
+    monkeypatch.chdir(tmp_path)
+    with pytest.raises(ConfigError, match="out: got an empty path"):
+        run_experiment("fake", "smoke", out="")
+    with pytest.raises(ConfigError, match="out: got an empty path"):
+        reproduce("smoke", only=["fake"], out="")
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["configs"]

@@ -369,6 +369,24 @@ def _check_output() -> None:
         ) from None
 
 
+PATH_ARGUMENTS = {
+    "out": ("--out", "a folder ('.' for this one)"),
+    "config": ("--config", "a YAML file"),
+    "path": ("PATH", "a checkpoint, run folder or model folder ('.' for this one)"),
+    "results": ("DIR", "a results or run folder ('.' for this one)"),
+}
+"""Path arguments by attribute, with what each expects: an empty one is refused, not read as
+the current folder."""
+
+
+def _check_paths(args: argparse.Namespace) -> None:
+    """Refuse an empty path argument (``--out ''``): it would be read as the current folder."""
+    for attr, (name, expected) in PATH_ARGUMENTS.items():
+        value = getattr(args, attr, None)
+        if value is not None and not value.strip():
+            raise ConfigError(f"{name}: got an empty path; expected {expected}")
+
+
 def main(argv: Sequence[str] | None = None) -> int:
     parser = build_parser()
     argv = list(sys.argv[1:] if argv is None else argv)
@@ -382,6 +400,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     if extra:
         args.overrides = [*args.overrides, *extra]
     try:
+        _check_paths(args)
         _check_output()
         return args.func(args)
     except KeyboardInterrupt:

@@ -273,6 +273,8 @@ def reproduce(
         if cluster is None:
             _check_slurm()
     names = select_experiments(only)
+    if out is not None and not str(out).strip():
+        raise ConfigError("out: got an empty path; expected a folder ('.' for this one)")
     out = Path(out) if out is not None else default_results(preset)
     if out.exists() and not out.is_dir():
         raise ConfigError(f"--out {out} is a file; expected a folder (or a path to create)")

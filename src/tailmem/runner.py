@@ -143,6 +143,8 @@ def run_experiment(
     ``torchrun`` every rank calls this; only rank 0 claims the folder, clears it and writes
     ``config.yaml`` / ``COMPLETE`` (the other ranks only make the same skip decision).
     """
+    if out is not None and not str(out).strip():
+        raise ConfigError("out: got an empty path; expected a folder ('.' for this one)")
     module = get_experiment(experiment)
     source = preset_source(experiment, preset, config)
     cfg = _checked(module, source, overrides)
