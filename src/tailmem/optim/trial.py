@@ -59,10 +59,10 @@ def trial_step(model: nn.Module, recipe: str, settings: Mapping[str, OptimizerSe
     """Build ``recipe``'s optimiser on ``model`` with ``settings`` and step every user kind
     once (module docstring); one ConfigError line on the first problem."""
     routed = route(model, recipe, settings)
-    torch.manual_seed(0)
     before = {name: _form(p) for name, p in model.named_parameters()}
+    noise = torch.Generator().manual_seed(0)
     for p in model.parameters():
-        p.grad = torch.randn_like(p) * GRAD_SCALE
+        p.grad = torch.randn(p.shape, generator=noise, dtype=p.dtype) * GRAD_SCALE
     for name, child in routed.optimizers.items():
         setting = settings.get(name)
         if setting is None or setting.kind.path is None:
