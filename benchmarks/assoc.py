@@ -14,7 +14,6 @@ Usage: ``PYTHONPATH=src python benchmarks/assoc.py [--baseline-ks 99 300]``.
 
 from __future__ import annotations
 
-import argparse
 import math
 import resource
 import sys
@@ -24,6 +23,7 @@ import torch
 
 import tailmem.assoc as A
 from tailmem.assoc.memory import DenseMemory
+from tailmem.cli import ScriptParser, script_main
 from tailmem.optim.orthogonalize import orthogonalize
 
 KS = (99, 300, 999, 3000)
@@ -96,7 +96,7 @@ def dense_step_cost(n_steps: int = 3) -> float:
 
 
 def main(argv: list[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser = ScriptParser(description=__doc__.splitlines()[0])
     parser.add_argument("--baseline-ks", type=int, nargs="*", default=[99, 300])
     args = parser.parse_args(argv)
     print(f"torch {torch.__version__}, {torch.get_num_threads()} threads")
@@ -149,4 +149,4 @@ def main(argv: list[str] | None = None) -> int:
 
 
 if __name__ == "__main__":
-    raise SystemExit(main())
+    raise SystemExit(script_main(main, "benchmarks/assoc.py"))

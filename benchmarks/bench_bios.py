@@ -13,10 +13,10 @@ peak RSS.
 from __future__ import annotations
 
 import resource
-import sys
 import tempfile
 import time
 
+from tailmem.cli import ScriptParser, script_main
 from tailmem.data.bios import BiosConfig, build_dataset
 from tailmem.data.stream import QATrainStream
 
@@ -56,11 +56,13 @@ def bench(m: int) -> None:
 
 
 def main() -> None:
-    for m in [int(a) for a in sys.argv[1:]] or [10, 15]:
+    parser = ScriptParser(description=__doc__.splitlines()[0])
+    parser.add_argument("m", type=int, nargs="*", default=[10, 15], help="m of each data set")
+    for m in parser.parse_args().m:
         bench(m)
     peak = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024
     print(f"peak RSS {peak:.0f} MiB")
 
 
 if __name__ == "__main__":
-    main()
+    raise SystemExit(script_main(main, "benchmarks/bench_bios.py"))

@@ -10,18 +10,18 @@ hashing the cached text. Target: the cold build well under a minute on 2 CPU cor
 
 from __future__ import annotations
 
-import argparse
 import resource
 import tempfile
 import time
 from pathlib import Path
 
+from tailmem.cli import ScriptParser, script_main
 from tailmem.data.corpus import CorpusConfig, build_corpus
 from tailmem.data.text_sources import stdlib_text_file
 
 
 def main() -> None:
-    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser = ScriptParser(description=__doc__.splitlines()[0])
     parser.add_argument("--vocab-size", type=int, default=4096)
     args = parser.parse_args()
     cfg = CorpusConfig(vocab_size=args.vocab_size)
@@ -60,4 +60,4 @@ def main() -> None:
 
 
 if __name__ == "__main__":
-    main()
+    raise SystemExit(script_main(main, "benchmarks/corpus.py"))

@@ -20,13 +20,13 @@ one thread (that preset trains two runs side by side with one thread each).
 
 from __future__ import annotations
 
-import argparse
 import resource
 import time
 from collections.abc import Callable
 
 import torch
 
+from tailmem.cli import ScriptParser, script_main
 from tailmem.models.gpt import GPT, gpt_config
 from tailmem.optim.registry import REGISTRY
 from tailmem.optim.routing import route
@@ -50,7 +50,7 @@ def window_seconds(step: Callable[[], None], length: int, device: torch.device) 
 
 
 def main() -> None:
-    parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    parser = ScriptParser(description=__doc__.split("\n")[0])
     parser.add_argument("--members", type=int, default=3)
     parser.add_argument("--size", default="cpu")
     parser.add_argument("--n-layer", type=int, default=2)
@@ -126,4 +126,4 @@ def main() -> None:
 
 
 if __name__ == "__main__":
-    main()
+    raise SystemExit(script_main(main, "benchmarks/ensemble_step.py"))

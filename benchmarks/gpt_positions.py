@@ -14,12 +14,12 @@ other processes only ever slows a step down).
 
 from __future__ import annotations
 
-import argparse
 import resource
 import time
 
 import torch
 
+from tailmem.cli import ScriptParser, script_main
 from tailmem.models.gpt import GPT, gpt_config
 
 VOCAB = 1500
@@ -33,7 +33,7 @@ def step_time(model: GPT, x: torch.Tensor, **documents: torch.Tensor) -> float:
 
 
 def main() -> None:
-    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser = ScriptParser(description=__doc__.splitlines()[0])
     parser.add_argument("--size", default="cpu-small")
     parser.add_argument("--batch", type=int, default=8)
     parser.add_argument("--seq-len", type=int, default=128)
@@ -69,4 +69,4 @@ def main() -> None:
 
 
 if __name__ == "__main__":
-    main()
+    raise SystemExit(script_main(main, "benchmarks/gpt_positions.py"))

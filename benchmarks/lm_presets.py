@@ -18,7 +18,6 @@ and peak RSS.
 
 from __future__ import annotations
 
-import argparse
 import resource
 import tempfile
 import time
@@ -26,6 +25,7 @@ from pathlib import Path
 
 import torch
 
+from tailmem.cli import ScriptParser, script_main
 from tailmem.config import load_config
 from tailmem.experiments import ablation, spectra
 from tailmem.lm.arms import HIDDEN_MATRICES, muon_recipe
@@ -78,7 +78,7 @@ def muon_share(model, roles) -> float:
 
 
 def main() -> None:
-    parser = argparse.ArgumentParser()
+    parser = ScriptParser()
     parser.add_argument("--steps", type=int, default=20)
     parser.add_argument("--ffn", default="plain", choices=("plain", "gated"))
     args = parser.parse_args()
@@ -127,4 +127,4 @@ def main() -> None:
 
 
 if __name__ == "__main__":
-    main()
+    raise SystemExit(script_main(main, "benchmarks/lm_presets.py"))

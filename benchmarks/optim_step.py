@@ -32,7 +32,6 @@ GPU (synchronised around each), the σ table and the 2-rank step stay on the CPU
 
 from __future__ import annotations
 
-import argparse
 import contextlib
 import datetime
 import resource
@@ -45,6 +44,7 @@ import torch.distributed as dist
 import torch.multiprocessing as mp
 import torch.optim._muon as torch_muon
 
+from tailmem.cli import ScriptParser, script_main
 from tailmem.optim import Muon, orthogonalize
 from tailmem.optim.orthogonalize import BAND_MIN_SINGULAR, orthogonalize_flops
 
@@ -296,7 +296,7 @@ def bench_distributed(title: str, shapes: list[tuple[int, int]], repeats: int) -
 
 
 def main() -> None:
-    parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    parser = ScriptParser(description=__doc__.split("\n")[0])
     parser.add_argument("--set", choices=["12x768", "6x384", "2x128", "all"], default="12x768")
     parser.add_argument("--device", default="cpu", help="where the optimiser steps run")
     parser.add_argument(
@@ -359,4 +359,4 @@ def main() -> None:
 
 
 if __name__ == "__main__":
-    main()
+    raise SystemExit(script_main(main, "benchmarks/optim_step.py"))

@@ -42,7 +42,6 @@ About 5 minutes on the shared 2-core machine.
 
 from __future__ import annotations
 
-import argparse
 import contextlib
 import dataclasses
 import heapq
@@ -64,6 +63,7 @@ from typing import Any
 import torch
 from torch.utils.flop_counter import FlopCounterMode
 
+from tailmem.cli import ScriptParser, script_main
 from tailmem.lm.plan import Entry, Plan
 from tailmem.lm.spec import RunResult, RunSpec
 from tailmem.lm.subrun import RunContext
@@ -415,7 +415,7 @@ def table(rows: list[Row], fp32_rate: float) -> list[str]:
 
 
 def main() -> None:
-    parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    parser = ScriptParser(description=__doc__.split("\n")[0])
     parser.add_argument("--studies", default=",".join((*ASSOC_STUDIES, *LM_STUDIES)))
     parser.add_argument("--assoc-flops", action="store_true",
                         help="also count the assoc studies' FLOPs (minutes more)")  # fmt: skip
@@ -456,4 +456,4 @@ def main() -> None:
 
 
 if __name__ == "__main__":
-    main()
+    raise SystemExit(script_main(main, "benchmarks/profile_cpu.py"))

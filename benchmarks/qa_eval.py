@@ -15,7 +15,6 @@ Usage: ``PYTHONPATH=src python benchmarks/qa_eval.py [--preset cpu] [--repeat 5]
 
 from __future__ import annotations
 
-import argparse
 import resource
 import sys
 import tempfile
@@ -25,6 +24,7 @@ from collections.abc import Callable
 import numpy as np
 import torch
 
+from tailmem.cli import ScriptParser, script_main
 from tailmem.config import load_config
 from tailmem.data.bios import build_dataset
 from tailmem.data.stream import QATrainStream
@@ -64,7 +64,7 @@ def fta_only(model: GPT, dataset, batch_size: int) -> Callable[[], None]:
 
 
 def main() -> None:
-    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser = ScriptParser(description=__doc__.splitlines()[0])
     parser.add_argument("--preset", default="cpu")
     parser.add_argument("--repeat", type=int, default=5)
     args = parser.parse_args()
@@ -111,4 +111,4 @@ def main() -> None:
 
 
 if __name__ == "__main__":
-    main()
+    raise SystemExit(script_main(main, "benchmarks/qa_eval.py"))

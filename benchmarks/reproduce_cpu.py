@@ -20,7 +20,6 @@ in each run folder, in both modes alike. Acceptance (issue 10): pooled ≥ 1.7 c
 
 from __future__ import annotations
 
-import argparse
 import json
 import os
 import resource
@@ -31,6 +30,7 @@ import time
 from dataclasses import dataclass
 from pathlib import Path
 
+from tailmem.cli import ScriptParser, script_main
 from tailmem.config import load_config
 from tailmem.experiments import get_experiment
 from tailmem.lm.corpus import CorpusData
@@ -160,7 +160,7 @@ def measure(
 
 
 def main() -> None:
-    parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    parser = ScriptParser(description=__doc__.split("\n")[0])
     parser.add_argument("--preset", default="cpu")
     parser.add_argument("--studies", default=",".join(STUDIES))
     parser.add_argument("--baseline-studies", default=None, help="default: --studies")
@@ -197,4 +197,4 @@ def main() -> None:
 
 
 if __name__ == "__main__":
-    main()
+    raise SystemExit(script_main(main, "benchmarks/reproduce_cpu.py"))

@@ -23,12 +23,12 @@ layers (every layer is the same work); the output says when it does.
 
 from __future__ import annotations
 
-import argparse
 import resource
 import time
 
 import torch
 
+from tailmem.cli import ScriptParser, script_main
 from tailmem.metrics.spectrum import (
     METRICS,
     isotropy_metrics_many,
@@ -87,7 +87,7 @@ def naive(weights: dict[str, torch.Tensor], layers: range) -> dict[str, dict[str
 
 
 def main() -> None:
-    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser = ScriptParser(description=__doc__.splitlines()[0])
     parser.add_argument("--layers", type=int, default=12)
     parser.add_argument("--naive-layers", type=int, default=None)
     args = parser.parse_args()
@@ -124,4 +124,4 @@ def main() -> None:
 
 
 if __name__ == "__main__":
-    main()
+    raise SystemExit(script_main(main, "benchmarks/spectrum.py"))

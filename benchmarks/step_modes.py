@@ -35,6 +35,7 @@ from collections.abc import Callable
 
 import torch
 
+from tailmem.cli import ScriptParser, script_main
 from tailmem.models.gpt import GPT, count_params, flops_per_token, gpt_config
 from tailmem.optim import build_optimizer
 from tailmem.train import TrainConfig, seed_everything, token_loss_sum, train_step
@@ -102,7 +103,7 @@ def measure(args: argparse.Namespace, precision: str, compiled: bool, arm: str) 
 
 
 def main() -> None:
-    parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    parser = ScriptParser(description=__doc__.split("\n")[0])
     parser.add_argument("--device", default="cpu")
     parser.add_argument("--size", default="cpu-small")
     parser.add_argument("--ffn", default="plain", choices=["plain", "gated"])
@@ -181,4 +182,4 @@ def main() -> None:
 
 
 if __name__ == "__main__":
-    main()
+    raise SystemExit(script_main(main, "benchmarks/step_modes.py"))

@@ -46,6 +46,7 @@ from pathlib import Path
 
 import torch
 
+from tailmem.cli import ScriptParser, script_main
 from tailmem.models.gpt import GPT, count_params, flops_per_token, gpt_config, mfu
 from tailmem.optim import build_optimizer, orthogonalize
 from tailmem.optim.orthogonalize import orthogonalize_flops
@@ -174,7 +175,7 @@ def ratio_line(best: dict[str, float], batch: int) -> str:
 
 
 def main() -> None:
-    parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    parser = ScriptParser(description=__doc__.split("\n")[0])
     parser.add_argument("--size", default="cpu-small")
     parser.add_argument("--ffn", default="plain", choices=["plain", "gated"])
     parser.add_argument("--vocab", type=int, default=2048)
@@ -244,4 +245,4 @@ def main() -> None:
 
 
 if __name__ == "__main__":
-    main()
+    raise SystemExit(script_main(main, "benchmarks/train_step.py"))

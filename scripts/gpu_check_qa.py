@@ -14,17 +14,19 @@ Adam behind Muon per FTA level (``lag_ratio_summary_<ffn>.csv``).
 
 from __future__ import annotations
 
-import argparse
 import csv
 import json
 import math
+import sys
 from pathlib import Path
 
 import yaml
 
+from tailmem.cli import ScriptParser, script_main
 from tailmem.config import load_config
 from tailmem.data.bios import build_dataset
 from tailmem.data.stream import QATrainStream
+from tailmem.errors import DataError
 from tailmem.experiments.knowledge_qa import Config
 
 
@@ -38,6 +40,8 @@ def steps_for(preset: str, overrides: list[str], exposures: float, cache: str) -
 
 def summary(run: Path) -> list[str]:
     """The lines that say what the run measured."""
+    if not (run / "results.json").is_file():
+        raise DataError(f"{run} holds no results.json; expected a finished knowledge-qa run")
     config = yaml.safe_load((run / "config.yaml").read_text())["config"]
     results = json.loads((run / "results.json").read_text())
     train, data = config["train"], results["data"]
@@ -67,7 +71,7 @@ def summary(run: Path) -> list[str]:
 
 
 def main() -> None:
-    parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    parser = ScriptParser(description=__doc__.split("\n")[0])
     commands = parser.add_subparsers(dest="command", required=True)
     steps = commands.add_parser("steps")
     steps.add_argument("--preset", required=True)
@@ -84,4 +88,4 @@ def main() -> None:
 
 
 if __name__ == "__main__":
-    main()
+    sys.exit(script_main(main, "gpu_check_qa.py"))

@@ -28,7 +28,7 @@ def module_name(path: Path, src: Path) -> str:
 
 
 def _type_checking_lines(tree: ast.AST) -> set[int]:
-    lines = set()
+    lines: set[int] = set()
     for node in ast.walk(tree):
         if isinstance(node, ast.If) and "TYPE_CHECKING" in ast.unparse(node.test):
             for sub in node.body:
@@ -126,7 +126,12 @@ def packages(edges: dict[str, set[str]]) -> dict[str, set[str]]:
 
 
 def main(argv: list[str]) -> int:
-    edges = graph(Path(argv[1] if len(argv) > 1 else "src"))
+    src = Path(argv[1] if len(argv) > 1 else "src")
+    if not (src / "tailmem" / "__init__.py").is_file():  # no package: no silent "0 modules"
+        print(f"import_cycles: error: {src} holds no tailmem package; expected the src folder "
+              "of a tailmem checkout", file=sys.stderr)  # fmt: skip
+        return 2
+    edges = graph(src)
     problems = [" <-> ".join(c) for c in cycles(edges)] + layer_violations(edges)
     problems += [f"packages: {' <-> '.join(c)}" for c in cycles(packages(edges))]
     for line in problems:

@@ -16,18 +16,24 @@ Two worker processes with one thread each (``workers=2 threads=1``).
 
 from __future__ import annotations
 
-import argparse
 import csv
+import io
 import json
+import sys
 import time
 from pathlib import Path
 from typing import Any
 
+from tailmem.cli import ScriptParser, script_main
 from tailmem.config import load_config
 from tailmem.data.bios import build_dataset
 from tailmem.data.stream import QATrainStream
+from tailmem.errors import ConfigError
 from tailmem.experiments.knowledge_qa import Config
+from tailmem.rundir import atomic_write_text
 from tailmem.runner import run_experiment
+
+ROOT = Path(__file__).resolve().parents[1]
 
 BASE: dict[str, Any] = {
     "data.m": 8,
@@ -161,33 +167,52 @@ varied between 1 and 8), so they compare only roughly.
 
 
 def write_table(rows: list[dict[str, Any]], path: Path) -> None:
-    """Markdown table at ``path`` and the same rows as CSV beside it."""
+    """Markdown table at ``path`` and the same rows as CSV beside it, each replaced whole."""
     lines = [
         HEADER + "| " + " | ".join(title for _, title in COLUMNS) + " |",
         "|" + "---|" * len(COLUMNS),
     ]
     lines += ["| " + " | ".join(str(r[key]) for key, _ in COLUMNS) + " |" for r in rows]
-    path.write_text("\n".join(lines) + "\n")
-    with open(path.with_suffix(".csv"), "w", newline="") as handle:
-        writer = csv.DictWriter(handle, fieldnames=[key for key, _ in COLUMNS])
-        writer.writeheader()
-        writer.writerows({key: r[key] for key, _ in COLUMNS} for r in rows)
+    atomic_write_text(path, "\n".join(lines) + "\n")
+    text = io.StringIO(newline="")
+    writer = csv.DictWriter(text, fieldnames=[key for key, _ in COLUMNS])
+    writer.writeheader()
+    writer.writerows({key: r[key] for key, _ in COLUMNS} for r in rows)
+    atomic_write_text(path.with_suffix(".csv"), text.getvalue())
+
+
+TABLE = "scripts/qa_scale_sweep.md"
+"""The committed table: only a sweep of every point rewrites it."""
+
+
+def selected(points: str, table: str) -> list[str]:
+    """The point names of ``--points``: known, at least one, and all of them when the table is
+    the committed one (a subset would silently drop the other rows)."""
+    names = [p.strip() for p in points.split(",") if p.strip()]
+    unknown = [n for n in names if n not in POINTS]
+    if unknown or not names:
+        raise ConfigError(
+            f"--points: got {points!r}; expected some of {', '.join(POINTS)} (comma-separated)"
+        )
+    if Path(table).resolve() == (ROOT / TABLE).resolve() and set(names) != set(POINTS):
+        raise ConfigError(
+            f"--points {points}: only these rows would replace the committed table {TABLE}; "
+            "expected every point, or --table elsewhere"
+        )
+    return names
 
 
 def main() -> None:
-    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser = ScriptParser(description=__doc__.splitlines()[0])
     parser.add_argument("--points", default=",".join(POINTS), help="comma-separated point names")
     parser.add_argument("--out", default="runs/qa-scale", help="folder of the cached runs")
-    parser.add_argument("--table", default="scripts/qa_scale_sweep.md", help="markdown output")
+    parser.add_argument("--table", default=str(ROOT / TABLE), help="markdown output")
     args = parser.parse_args()
-    names = [p.strip() for p in args.points.split(",") if p.strip()]
-    unknown = [n for n in names if n not in POINTS]
-    if unknown:
-        parser.error(f"unknown point(s) {', '.join(unknown)}; expected some of {', '.join(POINTS)}")
+    names = selected(args.points, args.table)
     rows = [run_point(name, Path(args.out)) for name in names]
     write_table(rows, Path(args.table))
     print(Path(args.table).read_text())
 
 
 if __name__ == "__main__":
-    main()
+    sys.exit(script_main(main, "qa_scale_sweep.py"))

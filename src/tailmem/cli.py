@@ -18,13 +18,14 @@ from __future__ import annotations
 
 import argparse
 import errno
+import io
 import os
 import sys
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from pathlib import Path
 
 from tailmem import __version__
-from tailmem.errors import DataError, TailmemError
+from tailmem.errors import ConfigError, DataError, TailmemError
 from tailmem.install import missing_dependency
 
 EXIT_USAGE = 2
@@ -35,6 +36,31 @@ class _Parser(argparse.ArgumentParser):
 
     def error(self, message: str) -> None:  # type: ignore[override]
         self.exit(EXIT_USAGE, f"tailmem: error: {message} (see '{self.prog} --help')\n")
+
+
+class ScriptParser(argparse.ArgumentParser):
+    """The argument parser of a script in ``scripts/`` or ``benchmarks/``: like the CLI's, an
+    error is one line ``PROG: error: ...`` and exit 2 (subcommands inherit it)."""
+
+    def error(self, message: str) -> None:  # type: ignore[override]
+        self.exit(EXIT_USAGE, f"{self.prog}: error: {message} (see '{self.prog} --help')\n")
+
+
+def script_main(body: Callable[[], int | None], prog: str) -> int:
+    """Run a script's ``body`` under the CLI's contract: bad input (:func:`expected_failure`)
+    is one line ``PROG: error: ...`` and exit 2, an interrupt exit 130; a bug keeps its
+    traceback. Returns the exit code (``body``'s, 0 for None)."""
+    try:
+        return body() or 0
+    except KeyboardInterrupt:
+        print(f"{prog}: interrupted", file=sys.stderr)
+        return 130
+    except Exception as exc:
+        message = expected_failure(exc)
+        if message is None:
+            raise
+        print(f"{prog}: error: {' '.join(message.split())}", file=sys.stderr)
+        return EXIT_USAGE
 
 
 def _cmd_list(args: argparse.Namespace) -> int:
@@ -60,9 +86,14 @@ def _cmd_config(args: argparse.Namespace) -> int:
     from tailmem.experiments import get_experiment
 
     module = get_experiment(args.experiment)
-    cfg = load_config(module.Config, args.experiment, args.preset, args.overrides)
+    preset = DEFAULT_CONFIG_PRESET if args.preset is None and args.config is None else args.preset
+    cfg = load_config(module.Config, args.experiment, preset, args.overrides, args.config)
     print(dump_yaml(cfg), end="")
     return 0
+
+
+DEFAULT_CONFIG_PRESET = "cpu"
+"""The preset ``tailmem config`` prints when none is given (``run`` takes none by default)."""
 
 
 def _cmd_run(args: argparse.Namespace) -> int:
@@ -70,13 +101,24 @@ def _cmd_run(args: argparse.Namespace) -> int:
     from tailmem.run_progress import run_shown
     from tailmem.train.distributed import is_main_process
 
+    if args.preset is None and args.config is None:
+        from tailmem.config import parse_override
+
+        for item in args.overrides:  # a malformed override is named before the missing preset
+            parse_override(item)
+        raise ConfigError(_preset_missing(args.experiment))
     run, status = run_shown(
-        args.experiment, args.preset, args.overrides, out=args.out, force=args.force
+        args.experiment,
+        args.preset,
+        args.overrides,
+        out=args.out,
+        force=args.force,
+        config=args.config,
     )
     if status == "skipped":
         print(f"{run.path}: already complete with this config (use --force to redo)")
     else:
-        print(f"{args.experiment} ({args.preset}) finished: {run.path}")
+        print(f"{args.experiment} ({args.preset or args.config}) finished: {run.path}")
     if is_main_process():  # under torchrun, rank 0 wrote claims.json
         print(run_summary(run.path))
     return 0
@@ -85,7 +127,9 @@ def _cmd_run(args: argparse.Namespace) -> int:
 def _cmd_reproduce(args: argparse.Namespace) -> int:
     from tailmem.reproduce import SlurmOptions, reproduce
 
-    only = [name.strip() for name in args.only.split(",") if name.strip()] if args.only else None
+    only = None  # every study; "--only ''" names none and is refused
+    if args.only is not None:
+        only = [name.strip() for name in args.only.split(",") if name.strip()]
     given = {
         key: getattr(args, f"slurm_{key}")
         for key in ("partition", "time_min", "gpus_per_node", "cpus_per_task")
@@ -97,6 +141,22 @@ def _cmd_reproduce(args: argparse.Namespace) -> int:
     )
     print(f"report: {report.resolve()}")
     return 0
+
+
+def _preset_missing(experiment: str) -> str:
+    """The refusal of ``tailmem run EXP`` without a preset: each preset's sizes and times."""
+    from tailmem.config import available_presets
+    from tailmem.experiments import get_experiment
+    from tailmem.experiments.catalog import about
+
+    get_experiment(experiment)  # an unknown experiment is named first
+    names = available_presets(experiment)
+    entry = about(experiment)
+    sizes = f" ({entry.presets_text()})" if entry is not None else ""
+    return (
+        f"run {experiment}: no preset given; expected --preset {' | '.join(names)}{sizes}, or "
+        "--config FILE (a YAML file of your own)"
+    )
 
 
 REPORTABLE = ("results", "run")
@@ -155,7 +215,20 @@ def build_parser() -> argparse.ArgumentParser:
     ):
         p = sub.add_parser(name, help=help_text)
         p.add_argument("experiment", help="experiment name (see 'tailmem list')")
-        p.add_argument("--preset", default="cpu", help="smoke | cpu | paper (default: cpu)")
+        p.add_argument(
+            "--preset",
+            default=None,
+            help="smoke | cpu | paper: a packaged preset, by name"
+            + (" (required unless --config)" if name == "run" else " (default: cpu)"),
+        )
+        p.add_argument(
+            "--config",
+            default=None,
+            metavar="FILE",
+            help="a YAML file of your own in place of a preset (e.g. 'tailmem config EXP "
+            "--preset cpu' saved and edited); recorded in the run's config.yaml by path and "
+            "SHA-256",
+        )
         p.add_argument("overrides", nargs="*", metavar="key=value", help="config overrides")
         if name == "run":
             p.add_argument(
@@ -238,7 +311,7 @@ _OS_HINTS = {
     errno.ENOTDIR: "expected a folder where the path has a file",
     errno.EISDIR: "expected a file where the path has a folder",
     errno.EEXIST: "expected a folder or a free path",
-    errno.ENOENT: "expected the file to exist",
+    errno.ENOENT: "expected an existing path, or a folder in which it can be made",
     errno.ENAMETOOLONG: "expected a shorter path",
 }
 
@@ -272,6 +345,47 @@ def expected_failure(exc: BaseException) -> str | None:
     return None
 
 
+def _check_output() -> None:
+    """Refuse, before any work, a standard output nothing can be written to (``> /dev/full``, a
+    descriptor opened read-only): otherwise a run trains to the end and fails on its summary.
+    Writing zero bytes asks the device; standard output that is no file (a test's capture)
+    is not probed."""
+    expected = "expected an output that can be written (a terminal, a pipe, or a file on a disk "
+    expected += "with space)"
+    if sys.stdout is None:  # Python's stand-in for a closed descriptor 1 (``1>&-``)
+        raise DataError(f"standard output is closed; {expected}")
+    try:
+        fd = sys.stdout.fileno()
+    except (AttributeError, ValueError, io.UnsupportedOperation):
+        return
+    try:
+        os.write(fd, b"")
+    except BrokenPipeError:
+        raise  # the reader is gone: stop quietly, as below
+    except OSError as exc:
+        raise DataError(
+            f"standard output: {exc.strerror or type(exc).__name__}; {expected}"
+        ) from None
+
+
+PATH_ARGUMENTS = {
+    "out": ("--out", "a folder ('.' for this one)"),
+    "config": ("--config", "a YAML file"),
+    "path": ("PATH", "a checkpoint, run folder or model folder ('.' for this one)"),
+    "results": ("DIR", "a results or run folder ('.' for this one)"),
+}
+"""Path arguments by attribute, with what each expects: an empty one is refused, not read as
+the current folder."""
+
+
+def _check_paths(args: argparse.Namespace) -> None:
+    """Refuse an empty path argument (``--out ''``): it would be read as the current folder."""
+    for attr, (name, expected) in PATH_ARGUMENTS.items():
+        value = getattr(args, attr, None)
+        if value is not None and not value.strip():
+            raise ConfigError(f"{name}: got an empty path; expected {expected}")
+
+
 def main(argv: Sequence[str] | None = None) -> int:
     parser = build_parser()
     argv = list(sys.argv[1:] if argv is None else argv)
@@ -285,6 +399,8 @@ def main(argv: Sequence[str] | None = None) -> int:
     if extra:
         args.overrides = [*args.overrides, *extra]
     try:
+        _check_paths(args)
+        _check_output()
         return args.func(args)
     except KeyboardInterrupt:
         print("tailmem: interrupted; completed runs are kept, rerun to resume", file=sys.stderr)

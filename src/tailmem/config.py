@@ -1,8 +1,11 @@
 """Experiment configs: packaged YAML presets plus ``key=value`` overrides, checked into dataclasses.
 
 Every experiment declares a ``Config`` dataclass. A preset is the YAML file
-``tailmem/configs/<experiment>/<preset>.yaml``; it may set any subset of the fields (the rest keep
-their dataclass defaults). Overrides use dotted keys for nested dataclasses (``model.n_layer=4``)
+``tailmem/configs/<experiment>/<preset>.yaml``, named by its name only (never a path); it may set
+any subset of the fields (the rest keep their dataclass defaults). A user's own YAML file
+(``--config FILE``, e.g. ``tailmem config EXP --preset cpu`` saved and edited) takes the place of
+a preset, is checked the same way, and is recorded by path and SHA-256
+(:class:`PresetSource`). Overrides use dotted keys for nested dataclasses (``model.n_layer=4``)
 and YAML syntax for values (``ks=[99,300]``, ``lr=1e-3``, ``name=null``).
 
 Every problem — unknown preset, unknown field, a key given twice, wrong type, failed
@@ -20,8 +23,11 @@ apart from YAML so that the optimiser library can check its typed hyper-paramete
 from __future__ import annotations
 
 import dataclasses
+import hashlib
+import os
 import re
 from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
 from importlib import resources
 from pathlib import Path
 from typing import Any, TypeVar
@@ -50,13 +56,91 @@ def available_presets(experiment: str) -> list[str]:
     return [p for p in PRESETS if p in found] + sorted(found - set(PRESETS))
 
 
-def load_config(cls: type[T], experiment: str, preset: str, overrides: Sequence[str] = ()) -> T:
-    """Build ``cls`` from the ``preset`` YAML of ``experiment`` plus ``key=value`` overrides."""
+USER_PRESET = "custom"
+"""The preset a run records when its config comes from a user's file (``--config``)."""
+
+
+@dataclass(frozen=True)
+class PresetSource:
+    """Where a config's base values come from: a packaged preset by name, or a user's YAML file
+    (``--config FILE``), read once — its text is what is parsed, its SHA-256 what the run
+    records, so the record names exactly the bytes the run used."""
+
+    preset: str
+    path: Path
+    data: bytes
+    user: bool = False
+
+    @property
+    def sha256(self) -> str:
+        return hashlib.sha256(self.data).hexdigest()
+
+    @property
+    def label(self) -> str:
+        """How an error message names the file: ``--config FILE`` or ``preset file FILE``."""
+        return f"--config {self.path}" if self.user else f"preset file {self.path}"
+
+    def record(self) -> dict[str, Any]:
+        """What a run's ``config.yaml`` records beyond the preset: a user's file, by absolute
+        path and SHA-256 (nothing for a packaged preset)."""
+        if not self.user:
+            return {}
+        return {"config_file": {"path": str(self.path.absolute()), "sha256": self.sha256}}
+
+
+def preset_source(
+    experiment: str, preset: str | None, config: str | os.PathLike[str] | None = None
+) -> PresetSource:
+    """The packaged preset ``preset`` of ``experiment`` — a name, never a path — or the user's
+    YAML file ``config``: exactly one of the two (one ConfigError line otherwise)."""
+    names = available_presets(experiment)
+    choices = ", ".join(names) or "none"
+    if preset is not None and config is not None:
+        raise ConfigError(
+            f"--preset {preset} and --config {config}: got both; expected one (a preset name, or "
+            "a YAML file of your own)"
+        )
+    if config is not None:
+        return PresetSource(USER_PRESET, Path(config), _user_file(Path(config), experiment), True)
+    if preset is None:
+        raise ConfigError(
+            f"no preset given for {experiment}; expected --preset {' | '.join(names) or 'NAME'} "
+            "(or --config FILE, a YAML file of your own)"
+        )
+    if preset not in names:
+        raise ConfigError(
+            f"unknown preset {preset!r} for {experiment}; expected one of: {choices} (a YAML "
+            "file of your own: --config FILE)"
+        )
     path = preset_path(experiment, preset)
+    return PresetSource(preset, path, path.read_bytes())
+
+
+def _user_file(path: Path, experiment: str) -> bytes:
+    """The bytes of a user's config file; a path that is not a readable file is one line."""
+    hint = f"a YAML file of {experiment}'s config fields (tailmem config {experiment} prints one)"
+    if not path.exists():
+        raise ConfigError(f"--config {path}: no such file; expected {hint}")
     if not path.is_file():
-        choices = ", ".join(available_presets(experiment)) or "none"
-        raise ConfigError(f"unknown preset {preset!r} for {experiment}; expected one of: {choices}")
-    values = _read_yaml(path)
+        raise ConfigError(f"--config {path} is not a file; expected {hint}")
+    return path.read_bytes()
+
+
+def load_config(
+    cls: type[T],
+    experiment: str,
+    preset: str | None,
+    overrides: Sequence[str] = (),
+    config: str | os.PathLike[str] | None = None,
+) -> T:
+    """Build ``cls`` from the ``preset`` YAML of ``experiment`` (or the user's file ``config``)
+    plus ``key=value`` overrides."""
+    return config_from(cls, preset_source(experiment, preset, config), overrides)
+
+
+def config_from(cls: type[T], source: PresetSource, overrides: Sequence[str] = ()) -> T:
+    """Build ``cls`` from the YAML of ``source`` plus ``key=value`` overrides."""
+    values = _read_yaml(source)
     given: dict[str, str] = {}
     for item in overrides:
         key, value = parse_override(item)
@@ -139,9 +223,24 @@ def to_dict(cfg: Any) -> dict[str, Any]:
     return plain
 
 
+class _Dumper(yaml.SafeDumper):
+    """Quotes every string that either reader would take for something else: this module's
+    :class:`_Loader` (``1e-8`` is a float) or plain YAML 1.1 (``on`` is a boolean), so a dumped
+    config reads back as the same values (``tailmem config EXP > f.yaml`` then ``--config``)."""
+
+
+_Dumper.yaml_implicit_resolvers = {
+    first: [*yaml.SafeDumper.yaml_implicit_resolvers.get(first, []), *resolvers]
+    for first, resolvers in {
+        **yaml.SafeDumper.yaml_implicit_resolvers,
+        **_Loader.yaml_implicit_resolvers,
+    }.items()
+}
+
+
 def dump_yaml(data: Any) -> str:
-    """Stable YAML text for configs and run records."""
-    return yaml.safe_dump(_plain(data), sort_keys=False, default_flow_style=False)
+    """Stable YAML text for configs and run records, read back as the same values."""
+    return yaml.dump(_plain(data), Dumper=_Dumper, sort_keys=False, default_flow_style=False)
 
 
 def _plain(value: Any) -> Any:
@@ -161,14 +260,19 @@ def _plain(value: Any) -> Any:
     return value
 
 
-def _read_yaml(path: Path) -> dict[str, Any]:
+def _read_yaml(source: PresetSource) -> dict[str, Any]:
     try:
-        data = _yaml_load(path.read_text()) or {}
+        data = _yaml_load(source.data.decode("utf-8")) or {}
+    except UnicodeDecodeError as exc:
+        raise ConfigError(
+            f"{source.label} is not UTF-8 text ({exc.reason} at byte {exc.start}); expected a "
+            "YAML file"
+        ) from None
     except yaml.YAMLError as exc:
         problem = " ".join(str(exc).split())
-        raise ConfigError(f"preset file {path} is not valid YAML: {problem}") from None
+        raise ConfigError(f"{source.label} is not valid YAML: {problem}") from None
     if not isinstance(data, dict):
-        raise ConfigError(f"preset file {path} must contain a mapping of config fields")
+        raise ConfigError(f"{source.label} must contain a mapping of config fields")
     return data
 
 

@@ -20,6 +20,7 @@ from __future__ import annotations
 
 import contextlib
 import os
+import shutil
 import sys
 import time
 from collections.abc import Iterator, Sequence
@@ -195,6 +196,22 @@ def _import_submitit() -> Any:
     return submitit
 
 
+SLURM_COMMANDS = ("sbatch", "srun", "sacct", "scancel")
+"""What submitit runs to submit a job array, watch it and cancel it (without srun it picks
+its local executor)."""
+
+
+def _check_slurm() -> None:
+    """Refuse ``--launcher slurm`` where Slurm's commands are not on the PATH: submitit would
+    silently run every job on this machine instead."""
+    missing = [command for command in SLURM_COMMANDS if shutil.which(command) is None]
+    if missing:
+        raise ConfigError(
+            f"--launcher slurm: this machine has no Slurm ({', '.join(missing)} not found on "
+            "PATH); expected a Slurm login node, or --launcher local"
+        )
+
+
 def _run_slurm(
     work: _Work, jobs: int, slurm: SlurmOptions, cluster: str | None = None, poll_s: float = 2.0
 ) -> None:
@@ -253,7 +270,11 @@ def reproduce(
     slurm.validate()
     if launcher == "slurm":
         _import_submitit()
+        if cluster is None:
+            _check_slurm()
     names = select_experiments(only)
+    if out is not None and not str(out).strip():
+        raise ConfigError("out: got an empty path; expected a folder ('.' for this one)")
     out = Path(out) if out is not None else default_results(preset)
     if out.exists() and not out.is_dir():
         raise ConfigError(f"--out {out} is a file; expected a folder (or a path to create)")

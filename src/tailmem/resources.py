@@ -12,6 +12,7 @@ from __future__ import annotations
 import dataclasses
 import os
 import sys
+import tempfile
 from collections.abc import Iterator, Mapping
 from pathlib import Path
 from typing import Any
@@ -74,8 +75,10 @@ def require_largest(parts: Mapping[str, float]) -> None:
 
 def check_writable_folder(path: str | os.PathLike[str], what: str, fix: str = "") -> None:
     """Refuse, before anything is written, a folder this process could not create and write
-    into: a file in its place or in the way, a read-only file system, no permission. ``what``
-    names where the path came from (``data.cache_dir``), ``fix`` how to choose another."""
+    into: a file in its place or in the way, a read-only file system, no permission, a place
+    where no folder can be made (``/proc/x``: tried, with a folder made and removed at once).
+    ``what`` names where the path came from (``data.cache_dir``), ``fix`` how to choose
+    another."""
     hint = f" ({fix})" if fix else ""
     path = Path(path)
     existing = path
@@ -89,11 +92,23 @@ def check_writable_folder(path: str | os.PathLike[str], what: str, fix: str = ""
         problem = "is on a read-only file system"
     elif not os.access(existing, os.W_OK | os.X_OK):
         problem = "is not writable by this user"
+    else:
+        problem = _probe(existing)
     if problem is not None:
         place = "" if existing == path else f" (its nearest existing folder {existing})"
         raise ConfigError(
             f"{what}: {path}{place} {problem}; expected a folder this user can write{hint}"
         )
+
+
+def _probe(folder: Path) -> str | None:
+    """Why a folder cannot be made in ``folder`` (None: one was, and is gone again). Permission
+    bits do not tell: root may "write" /proc, where nothing can be made."""
+    try:
+        os.rmdir(tempfile.mkdtemp(prefix=".tailmem-probe-", dir=folder))
+    except OSError as exc:
+        return f"cannot hold a new folder ({exc.strerror or type(exc).__name__})"
+    return None
 
 
 def _device_fields(cfg: Any, prefix: str = "") -> Iterator[tuple[str, Any]]:

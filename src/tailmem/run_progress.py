@@ -12,10 +12,12 @@ override makes it another run. Under ``torchrun`` only rank 0 shows it.
 
 from __future__ import annotations
 
+import os
 from collections.abc import Sequence
 from pathlib import Path
 from typing import IO
 
+from tailmem.config import preset_source
 from tailmem.experiments.catalog import expected_seconds
 from tailmem.progress_display import Board, watching
 from tailmem.rundir import RunDir
@@ -25,30 +27,40 @@ from tailmem.train.distributed import is_main_process
 
 def run_shown(
     experiment: str,
-    preset: str,
+    preset: str | None,
     overrides: Sequence[str] = (),
     out: str | Path | None = None,
     force: bool = False,
     stream: IO[str] | None = None,
+    config: str | os.PathLike[str] | None = None,
 ) -> tuple[RunDir, str]:
-    """:func:`tailmem.runner.run_experiment` with its progress shown on ``stream`` (default
-    stderr)."""
-    path = Path(out) if out is not None else default_out(experiment, preset)
+    """:func:`tailmem.runner.run_experiment` (a packaged ``preset`` or a user's ``config``
+    file) with its progress shown on ``stream`` (default stderr)."""
+
+    def run() -> tuple[RunDir, str]:
+        return run_experiment(experiment, preset, overrides, out=path, force=force, config=config)
+
+    if out is not None and not str(out).strip():
+        return run()  # refused there, in one line
+    source = preset_source(experiment, preset, config)
+    path = Path(out) if out is not None else default_out(experiment, source)
     if not is_main_process():
-        return run_experiment(experiment, preset, overrides, out=path, force=force)
+        return run()
     folder = path.resolve()
-    expected = None if overrides else expected_seconds(experiment, preset)
+    known = preset is not None and not overrides
+    expected = expected_seconds(experiment, preset) if known and preset is not None else None
+    given = f"--preset {preset}" if config is None else f"--config {config}"
     board = Board(
         folder.parent,
         {folder.name: "run"},
         expected={folder.name: expected},
-        title=f"tailmem run {experiment} --preset {preset}",
+        title=f"tailmem run {experiment} {given}",
     )
     with watching(board, stream, prefix="run", in_process=True):
         try:
-            run, status = run_experiment(experiment, preset, overrides, out=path, force=force)
+            run_, status = run()
         except BaseException:
             board.finish(folder.name, ok=False)
             raise
         board.finish(folder.name, ok=True)
-    return run, status
+    return run_, status

@@ -262,12 +262,16 @@ class RunDir:
         self.save_figure(fig, stem)
         return {"file": f"{stem}.png", "caption": caption}
 
-    def write_config(self, experiment: str, preset: str, cfg: Any) -> Path:
-        """Record what a re-run needs: experiment, preset, full config, digest, environment."""
+    def write_config(
+        self, experiment: str, preset: str, cfg: Any, source: Mapping[str, Any] | None = None
+    ) -> Path:
+        """Record what a re-run needs: experiment, preset, full config, digest, environment;
+        ``source``: where a config not from a packaged preset came from (``config_file``)."""
         config = to_dict(cfg)
         record = {
             "experiment": experiment,
             "preset": preset,
+            **(source or {}),
             "digest": config_digest(experiment, config),
             "config": config,
             "environment": environment(),

@@ -18,41 +18,64 @@ checkpoints. Otherwise everything tailmem wrote into it before — the previous 
 sub-runs and data caches, a report of it — is removed first (:meth:`RunDir.clear`), so the new
 run's COMPLETE, which lists only the files this run wrote, certifies nothing stale. A folder
 holding only the config record of a run that never produced anything is not a run to protect: a
-different config simply replaces it.
+different config simply replaces it. A run that fails having produced nothing (a data cache
+found damaged, an interrupt while it starts) in a folder it found new or empty leaves no trace
+either: what it wrote is removed again, and so are the folders it created.
 """
 
 from __future__ import annotations
 
+import os
 import time
 from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
 from tailmem import progress
-from tailmem.config import load_config, to_dict
+from tailmem.config import PresetSource, config_from, preset_source, to_dict
 from tailmem.errors import ConfigError
 from tailmem.experiments import get_experiment
 from tailmem.resources import check_devices
-from tailmem.rundir import RUN_RECORD, RunDir, check_folder, claim, config_digest
+from tailmem.rundir import (
+    LOCK_FILE,
+    MANIFEST,
+    RUN_RECORD,
+    RunDir,
+    check_folder,
+    claim,
+    config_digest,
+)
 from tailmem.train import seed_everything
 from tailmem.train.distributed import check_launch, is_main_process
 
 
-def default_out(experiment: str, preset: str) -> Path:
-    return Path("runs") / f"{experiment}-{preset}"
+def default_out(experiment: str, source: PresetSource) -> Path:
+    """``runs/EXP-PRESET`` (a user's file: ``runs/EXP-<its name without .yaml>``)."""
+    return Path("runs") / f"{experiment}-{source.path.stem if source.user else source.preset}"
 
 
-def prepare(experiment: str, preset: str, overrides: Sequence[str] = ()) -> tuple[Any, Any]:
-    """The experiment's module and its checked config: the one preflight of a run (module
+def prepare(
+    experiment: str,
+    preset: str | None,
+    overrides: Sequence[str] = (),
+    config: str | os.PathLike[str] | None = None,
+) -> tuple[Any, Any]:
+    """The experiment's module and its checked config, from the packaged ``preset`` or the
+    user's file ``config`` (exactly one) plus ``overrides``: the one preflight of a run (module
     docstring); raises before anything is written."""
     module = get_experiment(experiment)
-    cfg = load_config(module.Config, experiment, preset, overrides)
+    return module, _checked(module, preset_source(experiment, preset, config), overrides)
+
+
+def _checked(module: Any, source: PresetSource, overrides: Sequence[str]) -> Any:
+    """The config of ``module`` from ``source`` and ``overrides``, through the preflight."""
+    cfg = config_from(module.Config, source, overrides)
     check_launch()
     check_devices(cfg)
     preflight = getattr(module, "preflight", None)
     if callable(preflight):
         preflight(cfg)
-    return module, cfg
+    return cfg
 
 
 def _usable_folder(path: Path) -> None:
@@ -102,13 +125,16 @@ deletes the rest when it finishes), and data sets, keyed by their fingerprint.""
 
 def run_experiment(
     experiment: str,
-    preset: str = "cpu",
+    preset: str | None = None,
     overrides: Sequence[str] = (),
     out: str | Path | None = None,
     force: bool = False,
     update: bool = False,
+    config: str | os.PathLike[str] | None = None,
 ) -> tuple[RunDir, str]:
-    """Run ``experiment`` at ``preset`` into ``out``; returns the run and what happened.
+    """Run ``experiment`` at ``preset`` (a packaged preset's name) or from ``config`` (a YAML
+    file of the user's, recorded in ``config.yaml`` by path and SHA-256) — exactly one of the
+    two — into ``out``; returns the run and what happened.
 
     The status is ``"skipped"`` (already complete with this config), ``"resumed"`` or ``"ran"``.
     ``force`` redoes the run from nothing; ``update`` replaces a run of the same experiment
@@ -117,25 +143,65 @@ def run_experiment(
     ``torchrun`` every rank calls this; only rank 0 claims the folder, clears it and writes
     ``config.yaml`` / ``COMPLETE`` (the other ranks only make the same skip decision).
     """
-    module, cfg = prepare(experiment, preset, overrides)
-    path = Path(out) if out is not None else default_out(experiment, preset)
+    if out is not None and not str(out).strip():
+        raise ConfigError("out: got an empty path; expected a folder ('.' for this one)")
+    module = get_experiment(experiment)
+    source = preset_source(experiment, preset, config)
+    cfg = _checked(module, source, overrides)
+    path = Path(out) if out is not None else default_out(experiment, source)
     _usable_folder(path)
     digest = config_digest(experiment, to_dict(cfg))
     replace = force or update
     status = _decide(path, experiment, digest, replace)  # refuse before anything is written
     if not is_main_process():
         return _execute(module, cfg, RunDir(path), status, main=False)
+    made = _first_missing(path)
+    fresh = made is not None or not any(path.iterdir())
     with claim(path, ("run",), "run") as run:
-        status = _decide(path, experiment, digest, replace)  # again, now no one else writes
-        if status != "skipped":
-            if status == "ran":  # this run's COMPLETE lists its own files only
-                same = _previous_experiment(run) == experiment
-                run.clear(keep=REUSABLE if update and not force and same else ())
-            else:
-                run.clear_complete()
-            run.remove_stale_temp_files()
-            run.write_config(experiment, preset, cfg)
-        return _execute(module, cfg, run, status, main=True)
+        try:
+            status = _decide(path, experiment, digest, replace)  # again, now no one else writes
+            if status != "skipped":
+                if status == "ran":  # this run's COMPLETE lists its own files only
+                    same = _previous_experiment(run) == experiment
+                    run.clear(keep=REUSABLE if update and not force and same else ())
+                else:
+                    run.clear_complete()
+                run.remove_stale_temp_files()
+                run.write_config(experiment, source.preset, cfg, source.record())
+            return _execute(module, cfg, run, status, main=True)
+        except BaseException:
+            if fresh and not _holds_results(run):  # a refusal or failure that made nothing
+                _remove_new(run, made)
+            raise
+
+
+def _first_missing(path: Path) -> Path | None:
+    """The outermost folder on the way to ``path`` that does not exist yet (None: ``path``
+    exists): what a run into ``path`` creates."""
+    missing = None
+    for folder in (path.absolute(), *path.absolute().parents):
+        if folder.exists():
+            break
+        missing = folder
+    return missing
+
+
+def _remove_new(run: RunDir, made: Path | None) -> None:
+    """Remove what a failed run that produced nothing wrote into a folder it found new or
+    empty: its bookkeeping, its record and lock, and the folders it created (``made``, the
+    outermost); a folder that was there and empty stays, empty."""
+    run.clear()
+    for name in (MANIFEST, LOCK_FILE):
+        run.file(name).unlink(missing_ok=True)
+    folder = run.path.absolute()
+    while made is not None and made in (folder, *folder.parents):
+        try:
+            folder.rmdir()  # only when empty: whatever someone else put there stays
+        except OSError:
+            break
+        if folder == made:
+            break
+        folder = folder.parent
 
 
 def _previous_experiment(run: RunDir) -> str | None:

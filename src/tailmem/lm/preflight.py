@@ -14,6 +14,11 @@ refused:
 - a study adds what its data holds in memory (``extra_bytes``);
 - the list of seeds the study runs (``seed`` .. ``seed + seeds − 1``: one Python int each).
 
+Every user optimiser an arm trains with (``optim.<kind>.factory``) is imported, built and stepped
+once on a tiny GPT of each FFN type, routed as that arm routes it
+(:func:`check_user_optimizers`, :mod:`tailmem.optim.trial`): whatever its code raises is refused
+here, not after the other arms have trained.
+
 The vocabulary used is a lower bound: every tokenizer here is byte-level, so a vocabulary has
 at least :data:`MIN_VOCAB` ids whatever the configured size (a study without a vocabulary, such
 as in-context regression, passes its own). The seeds must stay within the seed range of
@@ -31,6 +36,7 @@ import torch
 from tailmem.errors import ConfigError
 from tailmem.lm.config import LMConfig
 from tailmem.models.gpt import GPT, GPTConfig
+from tailmem.optim.trial import trial_step
 from tailmem.resources import require_memory
 from tailmem.train import distributed as D
 from tailmem.typecheck import SEED_MAX
@@ -111,3 +117,47 @@ def check_lm(
             f"{cfg.train.seq_len}"
         )
         require_memory(shape, need)
+    check_user_optimizers(cfg, ffns)
+
+
+TRIAL_MODEL = {"vocab_size": 37, "n_layer": 1, "n_head": 2, "d_model": 8, "d_ff": 24}
+"""The tiny GPT a user's optimiser takes its trial step on (every role, no size in common with
+another, so no matrix looks vocabulary-shaped by accident)."""
+
+
+def check_user_optimizers(cfg: LMConfig, ffns: Sequence[str]) -> None:
+    """Step every arm that trains with a user's optimiser once, at each of its learning rates,
+    on a tiny GPT of each FFN type in ``ffns`` with the config's model options (see
+    :func:`tailmem.optim.trial.trial_step`); one ConfigError line naming the arm otherwise."""
+    user = {name for name, section in cfg.optim.items() if section.kind.path is not None}
+    for arm in cfg.run_arms():
+        if not user & set(arm.kinds):
+            continue
+        sections = {kind: cfg.optim[kind] for kind in arm.kinds}
+        trials = max(len(section.grid) for section in sections.values())
+        for ffn in ffns:
+            for i in range(trials):
+                settings = {
+                    kind: section.at(section.grid[min(i, len(section.grid) - 1)])
+                    for kind, section in sections.items()
+                }
+                try:
+                    with torch.random.fork_rng(devices=[]):  # the caller's random state stays
+                        trial_step(_trial_model(cfg, ffn), arm.recipe, settings)
+                except ConfigError as exc:
+                    raise ConfigError(f"arm {arm.name!r}: {exc}") from None
+
+
+def _trial_model(cfg: LMConfig, ffn: str) -> GPT:
+    """The tiny GPT of :data:`TRIAL_MODEL` with ``ffn`` and the config's model options."""
+    model = cfg.model
+    return GPT(
+        GPTConfig(
+            ffn=ffn,
+            qk_norm=model.qk_norm,
+            tie_weights=model.tie_weights,
+            pos_encoding=model.pos_encoding,
+            max_seq_len=8,
+            **TRIAL_MODEL,
+        )
+    )

@@ -24,6 +24,7 @@ from safetensors.torch import load_file
 from torch import Tensor
 
 from tailmem.errors import DataError
+from tailmem.train.checkpoint import load_weights
 
 WEIGHT_FILES = (
     "model.safetensors",
@@ -79,7 +80,7 @@ def _load_file(file: Path) -> dict[str, Tensor]:
         except (SafetensorError, OSError, ValueError) as exc:
             raise DataError(f"{file}: corrupt safetensors file ({_first_line(exc)})") from None
     try:
-        state = torch.load(file, map_location="cpu", weights_only=True)
+        state = load_weights(file)  # torch's warnings silenced: the refusal is one line
     except pickle.UnpicklingError as exc:
         found = re.search(r"WeightsUnpickler error:\s*([^\n]+)", str(exc))
         reason = found.group(1).split(". ")[0] if found else _first_line(exc)

@@ -25,6 +25,8 @@ import dataclasses
 import importlib
 import inspect
 import math
+import os
+import sys
 from collections.abc import Callable, Collection, Iterable, Mapping
 from dataclasses import dataclass, field
 from typing import Any
@@ -349,14 +351,32 @@ class OptimizerSetting:
         check_range(f"{self.kind.name}.lr", self.lr, gt=0)
 
     def build(self, param_groups: list[dict[str, Any]]) -> torch.optim.Optimizer:
-        """The optimiser over ``param_groups``; a value it rejects is one ConfigError line."""
+        """The optimiser over ``param_groups``; a value it rejects is one ConfigError line, and
+        so is anything a user's factory raises or returns other than an optimiser."""
         kwargs = {"lr": self.lr, **self.hparams.kwargs()}
+        if self.kind.path is not None:
+            return self._build_users(param_groups, kwargs)
         try:
             return self.kind.factory(param_groups, **kwargs)
         except (ValueError, TypeError) as err:
             raise ConfigError(
                 f"{self.kind.name} rejected its hyperparameters {kwargs}: {err}"
             ) from None
+
+    def _build_users(
+        self, param_groups: list[dict[str, Any]], kwargs: dict[str, Any]
+    ) -> torch.optim.Optimizer:
+        """A user's factory called as :meth:`build` says; user code may raise anything."""
+        try:
+            built = self.kind.factory(param_groups, **kwargs)
+        except (Exception, SystemExit) as exc:  # its code, not ours: any failure is its input's
+            raise user_code_error(self.kind, f"building it with {kwargs}", exc) from None
+        if not isinstance(built, torch.optim.Optimizer):
+            raise ConfigError(
+                f"optim.{self.kind.name} ({self.kind.path}): the factory returned "
+                f"{_shown(built)}; expected a torch.optim.Optimizer"
+            )
+        return built
 
     def record(self) -> dict[str, Any]:
         """``{"lr": ..., **hyper-parameters}`` (plus ``factory`` for a user's kind)."""
@@ -443,16 +463,36 @@ def kind_order(names: Iterable[str]) -> list[str]:
 
 
 def load_factory(path: str) -> Callable[..., torch.optim.Optimizer]:
-    """The callable at import path ``package.module:Name`` (one ConfigError line otherwise)."""
+    """The callable at import path ``package.module:Name`` (one ConfigError line otherwise).
+
+    The current directory is importable, as under ``python -m``: a module or package in the
+    folder tailmem is started from is found without ``PYTHONPATH``. Whatever the module raises
+    while it is imported (an ImportError, a SyntaxError, a ``sys.exit``) is one line naming it.
+    """
     module_name, sep, attr = path.partition(":")
     if not sep or not module_name or not attr:
         raise ConfigError(f"factory: got {path!r}; expected an import path package.module:Class")
+    _import_from_working_directory()
     try:
         target: Any = importlib.import_module(module_name)
     except ImportError as exc:
-        raise ConfigError(f"factory {path!r}: cannot import {module_name!r} ({exc})") from None
+        raise ConfigError(
+            f"factory {path!r}: cannot import {module_name!r} ({exc}); expected a module on "
+            "the import path (the current directory or PYTHONPATH)"
+        ) from None
+    except (Exception, SystemExit) as exc:  # the module's own code failed while importing
+        raise ConfigError(
+            f"factory {path!r}: importing {module_name!r} raised {describe_exception(exc)}; "
+            "expected a module that imports cleanly"
+        ) from None
     for part in attr.split("."):
-        if not hasattr(target, part):
+        try:
+            found = hasattr(target, part)
+        except (Exception, SystemExit) as exc:  # a module __getattr__ of the user's
+            raise ConfigError(
+                f"factory {path!r}: looking up {part!r} raised {describe_exception(exc)}"
+            ) from None
+        if not found:
             raise ConfigError(f"factory {path!r}: module {module_name!r} has no {attr!r}")
         target = getattr(target, part)
     if not callable(target):
@@ -460,24 +500,103 @@ def load_factory(path: str) -> Callable[..., torch.optim.Optimizer]:
     return target
 
 
+def _import_from_working_directory() -> None:
+    """Put the current directory first on ``sys.path`` (where ``python -m`` puts it), once; the
+    worker processes a study spawns inherit the path."""
+    cwd = os.getcwd()
+    if cwd not in sys.path and "" not in sys.path:
+        sys.path.insert(0, cwd)
+        importlib.invalidate_caches()
+
+
+def describe_exception(exc: BaseException) -> str:
+    """``Type: first line of its message`` (cut to 200 characters): how one line names an
+    exception of a user's code."""
+    text = " ".join(str(exc).split())
+    text = f"{type(exc).__name__}: {text}" if text else type(exc).__name__
+    return text if len(text) <= 200 else f"{text[:197]}..."
+
+
+def user_code_error(kind: OptimizerKind, doing: str, exc: BaseException) -> ConfigError:
+    """The one-line refusal of a user's optimiser whose code raised ``exc`` while ``doing``."""
+    return ConfigError(
+        f"optim.{kind.name} ({kind.path}): {doing} raised {describe_exception(exc)}; expected "
+        "an optimiser that builds and steps on the parameters it is given"
+    )
+
+
+def _shown(value: Any) -> str:
+    """What a factory returned, for a message: None, or the class of the object."""
+    return "None" if value is None else f"an object of class {type(value).__qualname__}"
+
+
 def _signature_names(factory: Callable[..., Any], path: str) -> tuple[set[str] | None, set[str]]:
     """Keyword names ``factory(params, ...)`` accepts (None: any) and those it requires."""
-    target = factory.__init__ if inspect.isclass(factory) else factory  # type: ignore[misc]
-    try:
-        params = list(inspect.signature(target).parameters.values())
-    except (TypeError, ValueError):
-        raise ConfigError(f"factory {path!r}: its signature cannot be read") from None
-    params = params[2:] if inspect.isclass(factory) else params[1:]  # self, params
     accepted: set[str] | None = set()
     required = set()
-    for param in params:
+    for param in _parameters(factory, path, factory.__init__ if inspect.isclass(factory) else None):
         if param.kind is inspect.Parameter.VAR_KEYWORD:
             accepted = None
-        elif param.kind is not inspect.Parameter.VAR_POSITIONAL and accepted is not None:
+        elif accepted is not None:
             accepted.add(param.name)
             if param.default is inspect.Parameter.empty:
                 required.add(param.name)
     return accepted, required
+
+
+def _parameters(
+    factory: Callable[..., Any], path: str, init: Callable[..., Any] | None
+) -> list[inspect.Parameter]:
+    """The parameters of ``factory`` (a function), or of a class's constructor ``init``, after
+    ``self`` and ``params``; ``*args`` left out."""
+    try:
+        params = list(inspect.signature(init or factory).parameters.values())
+    except (TypeError, ValueError):
+        raise ConfigError(f"factory {path!r}: its signature cannot be read") from None
+    params = params[2:] if init is not None else params[1:]  # self, params
+    return [p for p in params if p.kind is not inspect.Parameter.VAR_POSITIONAL]
+
+
+def named_parameters(factory: Callable[..., Any], path: str) -> set[str]:
+    """Every hyper-parameter ``factory`` names: its own keyword parameters and, for a class whose
+    constructor passes ``**kwargs`` on, those of its base classes' constructors, up to
+    ``torch.optim.Optimizer`` (whose ``defaults`` takes anything). A name outside this set that
+    a ``**kwargs`` constructor accepts may be silently ignored (:mod:`tailmem.optim.trial`)."""
+    if not inspect.isclass(factory):
+        return {p.name for p in _parameters(factory, path, None) if p.kind is not p.VAR_KEYWORD}
+    names: set[str] = set()
+    for klass in factory.__mro__:
+        if klass in (torch.optim.Optimizer, object):
+            break
+        init = klass.__dict__.get("__init__")
+        if init is None:
+            continue
+        params = _parameters(factory, path, init)
+        own = {p.name for p in params if p.kind is not p.VAR_KEYWORD}
+        names |= own if klass is factory else own - {"defaults"}  # a base's group defaults
+        if not any(p.kind is p.VAR_KEYWORD for p in params):
+            break  # nothing is passed on further
+    return names
+
+
+def _non_finite(value: Any) -> bool:
+    """Whether ``value`` holds a NaN or infinite float at any depth of lists and mappings."""
+    if isinstance(value, float):
+        return not math.isfinite(value)
+    if isinstance(value, Mapping):
+        return any(_non_finite(v) for v in value.values())
+    if isinstance(value, (list, tuple)):
+        return any(_non_finite(v) for v in value)
+    return False
+
+
+def _frozen(value: Any) -> Any:
+    """``value`` with every list, at any depth, a tuple (what the constructor receives)."""
+    if isinstance(value, (list, tuple)):
+        return tuple(_frozen(v) for v in value)
+    if isinstance(value, Mapping):
+        return {k: _frozen(v) for k, v in value.items()}
+    return value
 
 
 @dataclass(frozen=True)
@@ -497,7 +616,8 @@ class FactoryHParams(HParams):
         factory: Callable[..., Any], path: str, values: Mapping[str, Any], where: str
     ) -> FactoryHParams:
         """Refuse a name ``factory`` does not take, a required one left out and a non-finite
-        number; lists become tuples."""
+        number at any depth; lists become tuples. (A name only ``**kwargs`` takes is checked
+        when the preflight steps the optimiser: :mod:`tailmem.optim.trial`.)"""
         accepted, required = _signature_names(factory, path)
         if accepted is not None and "lr" not in accepted:
             raise ConfigError(
@@ -510,16 +630,12 @@ class FactoryHParams(HParams):
                     f"unknown hyperparameter '{where}{name}' of {path}; expected one of: "
                     f"{', '.join(sorted(accepted))}"
                 )
-            for item in value if isinstance(value, (list, tuple)) else (value,):
-                if isinstance(item, float) and not math.isfinite(item):
-                    raise ConfigError(f"{where}{name}: got {value!r}; expected finite numbers")
+            if _non_finite(value):
+                raise ConfigError(f"{where}{name}: got {value!r}; expected finite numbers")
         missing = sorted(required - set(values) - {"lr"})
         if missing:
             raise ConfigError(f"{where}{missing[0]}: {path} requires it; expected a value")
-        frozen = tuple(
-            (name, tuple(v) if isinstance(v, list) else v) for name, v in sorted(values.items())
-        )
-        return FactoryHParams(frozen)
+        return FactoryHParams(tuple((name, _frozen(v)) for name, v in sorted(values.items())))
 
 
 def user_kind(name: str, path: str, lr: float) -> OptimizerKind:
@@ -530,6 +646,9 @@ def user_kind(name: str, path: str, lr: float) -> OptimizerKind:
             f"optim.{name}.factory: {name!r} is a built-in optimiser kind; expected a new name "
             "for your own"
         )
-    factory = load_factory(path)
-    _signature_names(factory, path)
+    try:
+        factory = load_factory(path)
+        _signature_names(factory, path)
+    except ConfigError as exc:
+        raise ConfigError(f"optim.{name}.{exc}") from None
     return OptimizerKind(name, name, factory, FactoryHParams, lr=lr, path=path)

@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import pickle
 import re
+import warnings
 import zipfile
 from pathlib import Path
 from typing import Any
@@ -65,7 +66,7 @@ def load_checkpoint(path: Path, map_location: str | torch.device = "cpu") -> dic
     if not path.is_file():
         raise CheckpointError(f"checkpoint {path} does not exist")
     try:
-        state = torch.load(path, map_location=map_location, weights_only=True)
+        state = load_weights(path, map_location)
     except pickle.UnpicklingError as exc:
         reason = _first_sentence(exc)
         raise CheckpointError(
@@ -88,6 +89,15 @@ def load_checkpoint(path: Path, map_location: str | torch.device = "cpu") -> dic
     if not isinstance(state.get("step"), int):
         raise CheckpointError(f"checkpoint {path} has no integer 'step'")
     return state
+
+
+def load_weights(path: Path, map_location: str | torch.device = "cpu") -> Any:
+    """``torch.load(path, weights_only=True)`` without torch's warnings: a file that is not a
+    torch checkpoint (a raw pickle) draws two lines about pickle protocols before the refusal
+    that the caller turns into one line of its own."""
+    with warnings.catch_warnings():
+        warnings.filterwarnings("ignore", category=UserWarning, module=r"torch(\.|$)")
+        return torch.load(path, map_location=map_location, weights_only=True)
 
 
 def _first_sentence(exc: BaseException) -> str:
