@@ -124,6 +124,46 @@ def _cmd_run(args: argparse.Namespace) -> int:
     return 0
 
 
+def _cmd_tune(args: argparse.Namespace) -> int:
+    """Train a study's tuning trials only (every rate given as a grid), write the choices with
+    their provenance to ``OUT/tuned_rates.json`` and, with ``--store``, into the package's rate
+    store, where ``tuning.rates: stored`` finds them."""
+    from tailmem.experiments import get_experiment
+    from tailmem.lm import store
+    from tailmem.run_progress import run_shown
+
+    if args.preset is None and args.config is None:
+        raise ConfigError(_preset_missing(args.experiment))
+    module = get_experiment(args.experiment)
+    extra = getattr(module, "TUNE_OVERRIDES", None)
+    if extra is None:
+        raise ConfigError(
+            f"{args.experiment} tunes no learning rate; expected a study that does "
+            "(knowledge-qa, optim-bench, icl-regression, ablation)"
+        )
+    given = {item.split("=", 1)[0] for item in args.overrides}
+    clash = sorted(given & {item.split("=", 1)[0] for item in extra})
+    if clash:
+        raise ConfigError(f"{clash[0]}: tailmem tune sets it; expected it left out")
+    out = args.out or f"runs/{args.experiment}-{args.preset or 'custom'}-tune"
+    run, _ = run_shown(args.experiment, args.preset, [*args.overrides, *extra], out=out,
+                       force=args.force, config=args.config)  # fmt: skip
+    rates = store.gather(run.path)
+    if not rates:
+        print(f"{run.path}: no learning rate was given as a grid; nothing tuned")
+        return 0
+    for rate in sorted(rates, key=lambda r: (r.ffn, r.arm)):
+        edge = f", at the {rate.edge} end of the candidates tried" if rate.edge else ""
+        print(f"{rate.ffn}/{rate.arm}: {rate.point:g} ({len(rate.trials)}/{rate.budget} trials, "
+              f"score {rate.score}{edge})")  # fmt: skip
+    print(f"choices: {run.path / store.STORE_NAME}")
+    if args.store:
+        held = store.write_store(store.PACKAGE_STORE, rates)
+        print(f"stored in {store.PACKAGE_STORE} ({held} tuned entries): tuning.rates=stored "
+              "now evaluates at them")  # fmt: skip
+    return 0
+
+
 def _cmd_reproduce(args: argparse.Namespace) -> int:
     from tailmem.reproduce import SlurmOptions, reproduce
 
@@ -244,6 +284,21 @@ def build_parser() -> argparse.ArgumentParser:
                 "previous run's files, sub-runs and data caches, a report of it)",
             )
         p.set_defaults(func=func)
+
+    p = sub.add_parser("tune", help="tune a study's learning rates alone and store the choices")
+    p.add_argument("experiment", help="a study that tunes (knowledge-qa, optim-bench, ...)")
+    p.add_argument("--preset", default=None, help="smoke | cpu | paper (or --config FILE)")
+    p.add_argument("--config", default=None, metavar="FILE", help="a YAML file of your own")
+    p.add_argument("overrides", nargs="*", metavar="key=value", help="config overrides")
+    p.add_argument("--out", default=None, help="run folder (default: runs/EXP-PRESET-tune)")
+    p.add_argument("--force", action="store_true", help="redo the tuning from nothing")
+    p.add_argument(
+        "--store",
+        action="store_true",
+        help="also merge the choices into the package's rate store (configs/tuned_rates.json), "
+        "which presets with tuning.rates: stored read",
+    )
+    p.set_defaults(func=_cmd_tune)
 
     p = sub.add_parser("reproduce", help="run every experiment at a preset and write the report")
     p.add_argument("--preset", default="cpu", help="smoke | cpu | paper (default: cpu)")

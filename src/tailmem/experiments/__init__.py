@@ -2,7 +2,10 @@
 
 Each experiment is a module defining ``NAME``, a ``Config`` dataclass (with a ``seed`` field) and
 ``run(cfg, run: RunDir) -> None``. It writes ``results.json``, CSVs, figures and ``claims.json``
-into the run directory and never imports another experiment.
+into the run directory and never imports another experiment (the knowledge-QA grid studies drive
+knowledge-QA through its library). A study whose learning rates can be tuned alone (``tailmem
+tune``) also defines ``TUNE_OVERRIDES``: the overrides that make its run train the tuning trials
+only and write the choices as ``tuned_rates.json``.
 """
 
 from __future__ import annotations
@@ -24,6 +27,11 @@ EXPERIMENTS: dict[str, str] = {
     "icl-regression": "tailmem.experiments.icl_regression",
     "optim-bench": "tailmem.experiments.optim_bench",
 }
+
+
+TUNE_OVERRIDES_OF_LM_STUDIES = ("tuning.rates=sweep", "tuning.only=true")
+"""The overrides that make an LM study's run tune only (:class:`~tailmem.lm.tuning.
+TuningSection`)."""
 
 
 def get_experiment(name: str) -> ModuleType:

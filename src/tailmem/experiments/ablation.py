@@ -41,12 +41,14 @@ from tailmem.claims.a1 import A1Inputs
 from tailmem.claims.core import ClaimResult, mean_se
 from tailmem.claims.registry import evaluate, write_claims
 from tailmem.errors import ConfigError
+from tailmem.experiments import TUNE_OVERRIDES_OF_LM_STUDIES
 from tailmem.lm.arms import HIDDEN_MATRICES, Arm, muon_recipe, select_arms
 from tailmem.lm.config import LMConfig
 from tailmem.lm.corpus import CorpusData, CorpusSection, LMData, corpus_preflight
 from tailmem.lm.plan import Entry, Plan, Rates, run_plan, tidy
 from tailmem.lm.spec import RunResult, diverged_runs
 from tailmem.lm.subrun import RunContext, template
+from tailmem.lm.sweeps import write_tuning
 from tailmem.metrics.curves import first_crossing
 from tailmem.metrics.token_buckets import bucket_names
 from tailmem.plotting import legend_outside, pyplot
@@ -54,6 +56,8 @@ from tailmem.rundir import RunDir
 from tailmem.train import distributed as D
 
 NAME = "ablation"
+TUNE_OVERRIDES = TUNE_OVERRIDES_OF_LM_STUDIES
+"""``tailmem tune``: train the tuning trials only and write ``tuned_rates.json``."""
 
 
 @dataclass(frozen=True)
@@ -243,10 +247,15 @@ def run(cfg: Config, run: RunDir) -> None:
         str(run.path), spec, show_progress=cfg.workers == 1, threads=cfg.train.threads
     )
     runs = template(data, cfg.model, cfg.train, cfg.optim, [cfg.ffn], initial_eval=True)
-    plan = Plan(tuple(cfg.entries()), tuple(cfg.seed_list), cfg.train.steps, runs, _score,
-                cfg.stored_rates())  # fmt: skip
+    seeds = () if cfg.tuning.only else tuple(cfg.seed_list)
+    plan = Plan(tuple(cfg.entries()), seeds, cfg.train.steps, runs, _score, cfg.stored_rates())
     trained = run_plan(plan, context, cfg.workers, _summary)
     tidy(trained, context.root, cfg.train.keep_checkpoints)
+    if cfg.tuning.only:
+        if ctx.is_main:
+            write_tuning(run, trained, cfg.tuning_record(), NAME)
+        D.barrier(ctx)
+        return
     results = {row.id: trained.seed_results((cfg.ffn, row.id)) for row in cfg.selected()}
     chosen = {entry_id: choice.point for entry_id, choice in trained.choices.items()}
     chosen |= {entry_id: stored.point for entry_id, stored in trained.stored.items()}

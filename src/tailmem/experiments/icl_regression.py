@@ -54,6 +54,7 @@ from tailmem.claims.a3_qk import A3QKInputs
 from tailmem.claims.registry import evaluate, write_claims
 from tailmem.data.icl_tasks import ICLBatches, ICLTaskConfig, ICLTasks
 from tailmem.errors import ConfigError
+from tailmem.experiments import TUNE_OVERRIDES_OF_LM_STUDIES
 from tailmem.lm.arms import Arm, matrix_recipe, select_arms
 from tailmem.lm.config import LMConfig
 from tailmem.lm.plan import Entry, Plan, TrainedPlan, run_plan, tidy
@@ -61,7 +62,13 @@ from tailmem.lm.preflight import check_lm
 from tailmem.lm.rates import rate_entries
 from tailmem.lm.spec import BatchShape, RunResult
 from tailmem.lm.subrun import RunContext, template
-from tailmem.lm.sweeps import CHOICE_COLUMNS, TRIAL_COLUMNS, choice_rows, trial_rows
+from tailmem.lm.sweeps import (
+    CHOICE_COLUMNS,
+    TRIAL_COLUMNS,
+    choice_rows,
+    trial_rows,
+    write_tuning,
+)
 from tailmem.metrics.qa_gaps import TAUS, FTACurves, GapMeasures, band, gap_measures
 from tailmem.models.gpt import GPTConfig
 from tailmem.models.icl import ICLRegressor
@@ -72,6 +79,8 @@ from tailmem.train import IGNORE_INDEX, EvalHook
 from tailmem.train import distributed as D
 
 NAME = "icl-regression"
+TUNE_OVERRIDES = TUNE_OVERRIDES_OF_LM_STUDIES
+"""``tailmem tune``: train the tuning trials only and write ``tuned_rates.json``."""
 FFN = "plain"
 ARMS: dict[str, Arm] = {
     "muon": Arm.of_recipe(matrix_recipe("muon")),
@@ -263,12 +272,14 @@ def run(cfg: Config, run: RunDir) -> None:
         show_progress=cfg.workers == 1, threads=cfg.train.threads, model_fn=model_fn,
     )  # fmt: skip
     runs = template(spec.load(D.DistContext()), cfg.model, cfg.train, cfg.optim, [FFN], True)
-    plan = Plan(tuple(cfg.entries()), tuple(cfg.seed_list), cfg.train.steps, runs, _score,
-                cfg.stored_rates())  # fmt: skip
+    seeds = () if cfg.tuning.only else tuple(cfg.seed_list)
+    plan = Plan(tuple(cfg.entries()), seeds, cfg.train.steps, runs, _score, cfg.stored_rates())
     trained = run_plan(plan, context, cfg.workers, _summary)
     tidy(trained, context.root, cfg.train.keep_checkpoints)
     if D.is_main_process():
-        write_outputs(cfg, run, trained)
+        write_tuning(run, trained, cfg.tuning_record(), NAME)
+        if not cfg.tuning.only:
+            write_outputs(cfg, run, trained)
 
 
 def curves(
@@ -328,8 +339,6 @@ def write_outputs(cfg: Config, run: RunDir, trained: TrainedPlan) -> None:
                 else GapMeasures(tuple(TAUS), ()))  # fmt: skip
     trials = [r.record(plan.kinds) for r in trial_rows(plan)]
     choices = [r.record() for r in choice_rows(plan)]
-    run.write_csv("lr_sweep.csv", trials)
-    run.write_csv("tuning.csv", choices)
     run.write_csv("lag_ratio.csv", _ratio_rows(measures))
     run.write_csv("gap.csv", _gap_rows(measures))
     floor = bayes_floor(cfg.data.k, cfg.data.n_points)

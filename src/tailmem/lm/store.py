@@ -173,3 +173,22 @@ def missing_rates(missing: Iterable[tuple[str, str]], where: str) -> ConfigError
         f"tuning.rates: stored, but {where} holds no rate tuned for exactly this config for "
         f"{names}; expected tuning.rates=sweep (tune in this run) or `tailmem tune` first"
     )
+
+
+STORE_NAME = "tuned_rates.json"
+"""What a run that tuned writes its choices to (in its folder; grid points in theirs)."""
+
+
+def gather(root: Path) -> list[StoredRate]:
+    """Every choice written under ``root`` (``tuned_rates.json`` of the run and of its grid
+    points), merged into ``root/tuned_rates.json``; returns them."""
+    found: dict[str, StoredRate] = {}
+    for path in sorted(Path(root).rglob(STORE_NAME)):
+        if path.parent != Path(root):
+            found |= load_store(path)
+    top = Path(root) / STORE_NAME
+    if top.is_file():
+        found |= load_store(top)
+    if found:
+        write_store(top, found.values(), merge=False)
+    return list(found.values())

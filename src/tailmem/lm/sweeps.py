@@ -8,11 +8,14 @@ documentation is :data:`TRIAL_COLUMNS` and :data:`CHOICE_COLUMNS`.
 
 from __future__ import annotations
 
+import sys
 from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
 
 from tailmem.lm.plan import EntryStatus, TrainedPlan
+from tailmem.lm.store import STORE_NAME, write_store
+from tailmem.rundir import RunDir
 
 THIS_RUN = "this run"
 
@@ -159,3 +162,16 @@ def choice_rows(trained: TrainedPlan) -> list[ChoiceRow]:
             trials, budget, sweep.seeds, sweep.score, _source(state),
         ))  # fmt: skip
     return rows
+
+
+def write_tuning(run: RunDir, trained: TrainedPlan, record: Mapping[str, Any], study: str) -> None:
+    """A trained plan's tuning tables — ``lr_sweep.csv`` (every trial) and ``tuning.csv`` (every
+    arm's choice, cost and budget) — and the choices made in this run as ``tuned_rates.json``
+    (a rate store, :mod:`tailmem.lm.store`) of the tuning problem ``record``."""
+    run.write_csv("lr_sweep.csv", [r.record(trained.kinds) for r in trial_rows(trained)])
+    run.write_csv("tuning.csv", [r.record() for r in choice_rows(trained)])
+    command = " ".join(sys.argv[1:]) or f"{study} run"
+    preset = run.read_config().get("preset", "") if run.file("config.yaml").is_file() else ""
+    tuned = trained.tuned_rates(record, study, str(preset), command)
+    if tuned:
+        write_store(run.path / STORE_NAME, tuned, merge=False)

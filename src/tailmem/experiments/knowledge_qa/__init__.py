@@ -58,7 +58,6 @@ from __future__ import annotations
 import dataclasses
 import math
 import re
-import sys
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -69,16 +68,17 @@ from tailmem.data.bios import N_ATTRIBUTES, BiosConfig, build_dataset
 from tailmem.data.stream import QATrainStream
 from tailmem.data.templates import QA_TEMPLATES
 from tailmem.errors import ConfigError
+from tailmem.experiments import TUNE_OVERRIDES_OF_LM_STUDIES
 from tailmem.experiments.knowledge_qa import gaps, plots, tables
 from tailmem.experiments.knowledge_qa.arms import ARMS
 from tailmem.experiments.knowledge_qa.fta import QAData, answer_loss_sum, chance_fta, describe_fta
+from tailmem.lm import sweeps
 from tailmem.lm.arms import Arm, select_arms
 from tailmem.lm.config import LMConfig
 from tailmem.lm.plan import Entry, Plan, TrainedPlan, run_plan, tidy
 from tailmem.lm.preflight import check_lm
 from tailmem.lm.rates import rate_entries
 from tailmem.lm.spec import RunResult, diverged_runs
-from tailmem.lm.store import write_store
 from tailmem.lm.subrun import RunContext, template
 from tailmem.lm.sweeps import CHOICE_COLUMNS, TRIAL_COLUMNS, choice_rows, trial_rows
 from tailmem.optim.registry import AdamHParams, MuonHParams
@@ -88,6 +88,8 @@ from tailmem.rundir import RunDir
 from tailmem.train import distributed as D
 
 NAME = "knowledge-qa"
+TUNE_OVERRIDES = TUNE_OVERRIDES_OF_LM_STUDIES
+"""``tailmem tune``: train the tuning trials only and write ``tuned_rates.json``."""
 FFNS = ("plain", "gated")
 
 
@@ -310,16 +312,8 @@ def run(cfg: Config, run: RunDir) -> None:
 
 
 def write_tuning(cfg: Config, run: RunDir, trained: TrainedPlan) -> None:
-    """The tuning tables (``lr_sweep.csv``: every trial; ``tuning.csv``: every arm's choice,
-    cost and budget) and the choices made in this run as ``tuned_rates.json`` (a rate store,
-    :mod:`tailmem.lm.store`)."""
-    run.write_csv("lr_sweep.csv", [r.record(trained.kinds) for r in trial_rows(trained)])
-    run.write_csv("tuning.csv", [r.record() for r in choice_rows(trained)])
-    command = " ".join(sys.argv[1:]) or "tailmem.experiments.knowledge_qa.run"
-    preset = run.read_config().get("preset", "") if run.file("config.yaml").is_file() else ""
-    tuned = trained.tuned_rates(cfg.tuning_record(), NAME, str(preset), command)
-    if tuned:
-        write_store(run.path / "tuned_rates.json", tuned, merge=False)
+    """The tuning tables and ``tuned_rates.json`` (:func:`tailmem.lm.sweeps.write_tuning`)."""
+    sweeps.write_tuning(run, trained, cfg.tuning_record(), NAME)
 
 
 def write_outputs(

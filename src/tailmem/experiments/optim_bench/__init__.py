@@ -48,6 +48,7 @@ from tailmem.errors import ConfigError
 from tailmem.experiments.knowledge_qa import grid
 from tailmem.experiments.optim_bench import board
 from tailmem.experiments.optim_bench.memory import MemorySection, run_memory
+from tailmem.lm import store
 from tailmem.lm.arms import Arm, matrix_recipe
 from tailmem.lm.config import OptimSection
 from tailmem.lm.plan import TrainedPlan
@@ -56,6 +57,8 @@ from tailmem.rundir import RunDir
 from tailmem.train import distributed as D
 
 NAME = "optim-bench"
+TUNE_OVERRIDES = ("tune_only=true",)
+"""``tailmem tune``: the tuning levels' trials only, their choices in ``tuned_rates.json``."""
 REFERENCES = ("muon", "adam_split", "adam")
 """The optimisers every run needs: the two every other is placed between (Muon; Adam on the
 hidden matrices at its own rate) and Adam everywhere (it lends the rest its rate)."""
@@ -90,6 +93,9 @@ class Config:
     memory: MemorySection = field(default_factory=MemorySection)
     workers: int = 2
     note: str = ""
+    tune_only: bool = False
+    """Train the tuning trials of the levels that tune, write their choices, and stop
+    (``tailmem tune``): every level's ``tuning.rates`` is then ``sweep``."""
 
     def validate(self) -> None:
         """One-line :class:`ConfigError` for a bad optimiser, level or knowledge-QA key."""
@@ -159,6 +165,8 @@ class Config:
         if not points:
             return {}
         overrides = self.qa_overrides()
+        if self.tune_only:
+            overrides |= {"tuning.rates": "sweep", "tuning.only": True}
         if rates == "base":
             if chosen is None:
                 chosen = {name: section.grid[0] for name, section in self.optim.items()}
@@ -204,6 +212,10 @@ def run(cfg: Config, run: RunDir) -> None:
     """The sweeping QA levels on one pool, then those reusing the base's rates, then the
     memory, then the leaderboard, claims and report."""
     points = grid.run_points(cfg.qa_configs(), run.path, cfg.workers, pairs=bench_pairs)
+    if cfg.tune_only:
+        if D.is_main_process():
+            store.gather(run.path)
+        return
     reuse = cfg.qa_configs("base", chosen_rates(points[cfg.levels[0].label]))
     if reuse:
         points |= grid.run_points(reuse, run.path, cfg.workers, pairs=bench_pairs, more=True)
