@@ -370,7 +370,9 @@ def sample_efficiency(results: dict[str, list[RunResult]]) -> dict[str, Any]:
     }
 
 
-def _mean_curve(results: Sequence[RunResult], key: str = "val_loss") -> tuple[list[int], list[float]]:
+def _mean_curve(
+    results: Sequence[RunResult], key: str = "val_loss"
+) -> tuple[list[int], list[float]]:
     steps = [e["step"] for e in results[0].evals]
     values = []
     for i in range(len(steps)):
@@ -504,7 +506,10 @@ def provenance_text(provenance: Mapping[str, Any]) -> str:
 
 
 def _layout(
-    cfg: Config, efficiency: dict[str, Any], figures: list[dict[str, Any]], provenance: Mapping[str, Any]
+    cfg: Config,
+    efficiency: dict[str, Any],
+    figures: list[dict[str, Any]],
+    provenance: Mapping[str, Any],
 ) -> dict[str, Any]:
     rates = ", ".join(
         f"{section.kind.label} lr {section.grid[0]:g}" for section in cfg.optim.values()

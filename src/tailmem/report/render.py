@@ -61,7 +61,7 @@ from tailmem.mdtable import md_table
 from tailmem.rundir import RunDir, atomic_write_text, strict_json
 
 MAX_TABLE_ROWS = 40
-LAYOUT_KEYS = ("title", "summary", "figures", "tables", "data")
+LAYOUT_KEYS = ("title", "summary", "figures", "tables", "data", "answers")
 """The keys ``report.json`` may hold."""
 ENTRY_KEYS = {"figures": ("file", "caption"), "tables": ("file", "caption", "columns")}
 """The keys each ``report.json`` figure or table entry may hold."""

@@ -69,7 +69,7 @@ from tailmem.data.stream import QATrainStream
 from tailmem.data.templates import QA_TEMPLATES
 from tailmem.errors import ConfigError
 from tailmem.experiments import TUNE_OVERRIDES_OF_LM_STUDIES
-from tailmem.experiments.knowledge_qa import gaps, plots, tables
+from tailmem.experiments.knowledge_qa import answers, gaps, plots, tables
 from tailmem.experiments.knowledge_qa.arms import ARMS
 from tailmem.experiments.knowledge_qa.fta import QAData, answer_loss_sum, chance_fta, describe_fta
 from tailmem.lm import sweeps
@@ -422,6 +422,11 @@ def write_outputs(
             ),
             "figures": figures,
             "tables": layout_tables,
+            "answers": [
+                a.to_json()
+                for ffn, found in measures.items()
+                for a in answers.answers(found, ffn, plan.labels)
+            ],  # fmt: skip
         },
     )
 

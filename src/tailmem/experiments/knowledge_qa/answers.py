@@ -1,0 +1,112 @@
+"""The questions knowledge-QA answers, stated first in the report (``report.json`` ``answers``).
+
+1. With equal tuning freedom — Adam on the hidden matrices at a rate of its own (``adam_split``)
+   over the same Adam-trained rest — does Muon learn the rare facts faster?
+2. Paper A's comparison — Adam everywhere at one rate — does Muon learn them faster, and by as
+   much as the paper's tables say?
+3. How much of Muon's edge over Adam at one rate does giving Adam's hidden matrices their own
+   rate recover (:mod:`tailmem.metrics.share`)?
+
+Each reads the exposure-lag ratio pooled over groups at τ 0.5 (geometric mean over paired
+seeds) and decides by the same statistics as the leaderboard: a two-sided t test of a
+difference and two one-sided tests of equivalence within ×1.25
+(:data:`~tailmem.experiments.optim_bench.places.EQUIVALENCE_MARGIN`'s value, restated here as
+:data:`MARGIN` so knowledge-QA imports no other study).
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass
+
+from tailmem.claims.core import ALPHA, equivalence
+from tailmem.experiments.knowledge_qa.gaps import FAIR, PAPER, QAGaps, ratio_text
+from tailmem.metrics.qa_gaps import POOLED, LagRatio
+from tailmem.metrics.share import share
+
+TAU = 0.5
+"""The FTA level the answers read (the middle of the paper's three)."""
+MARGIN = 1.25
+"""Equivalence margin on a lag ratio: a quarter more or fewer exposures (declared; below every
+lag the paper calls a difference)."""
+SPLIT = ("adam_split", "adam")
+"""Adam at one rate behind Adam with its hidden matrices at their own rate."""
+
+
+@dataclass(frozen=True)
+class Answer:
+    """One headline question, our answer in words, the number behind it and its verdict."""
+
+    question: str
+    answer: str
+    evidence: str
+    verdict: str
+
+    def to_json(self) -> dict[str, str]:
+        return {"question": self.question, "answer": self.answer, "evidence": self.evidence,
+                "verdict": self.verdict}  # fmt: skip
+
+
+def lag_verdict(ratio: LagRatio | None) -> tuple[str, str]:
+    """(verdict, words) of "the lagging arm needs more exposures": ``faster`` (a difference
+    beyond the 95 % interval), ``slower``, ``equivalent`` (within ×:data:`MARGIN`) or ``not
+    distinguished``; ``not measured`` where a seed has no ratio."""
+    if ratio is None or not ratio.complete:
+        return "not measured", "not measured in every seed"
+    test = equivalence(ratio.log_values(), math.log(MARGIN), resolution=ratio.resolution)
+    if test.p_different < ALPHA:
+        return ("faster", "yes") if test.mean > 0 else ("slower", "no, it is slower")
+    if test.p_equivalent < ALPHA:
+        return "equivalent", f"no: the two are equivalent within ×{MARGIN:g}"
+    return "not distinguished", "not distinguished at this scale"
+
+
+def answers(gaps: QAGaps, ffn: str, labels: dict[str, str]) -> list[Answer]:
+    """The questions of the module docstring this run can answer (pairs it measured)."""
+    out = []
+    for lead, lag, question in (
+        (*FAIR, "With equal tuning freedom (Adam on the hidden matrices at its own rate), does "
+         "Muon learn the rare facts faster than Adam?"),
+        (*PAPER, "In paper A's comparison (Adam everywhere at one rate), does Muon learn the "
+         "rare facts faster than Adam?"),
+    ):  # fmt: skip
+        pair = gaps.pair(lead, lag)
+        if pair is None:
+            continue
+        ratio = pair.ratio(TAU, POOLED)
+        verdict, words = lag_verdict(ratio)
+        shown = "—" if ratio is None else ratio_text(ratio, labels[lead], labels[lag])
+        paper = gaps.paper["arxiv-v2"].pair(lead, lag)
+        beside = ""
+        if paper is not None:
+            cell = paper.cell(TAU, POOLED)
+            if cell is not None:
+                theirs = ratio_text(cell, labels[lead], labels[lag])
+                beside = f"; the paper's tables (arXiv v2, same reading): {theirs}"
+        out.append(Answer(
+            f"{question} ({ffn} FFN)", words,
+            f"{labels[lag]} needs {shown} × {labels[lead]}'s exposures to bring the rarest "
+            f"facts' FTA to {TAU:g} (pooled over groups; 95 % interval){beside}",
+            verdict,
+        ))  # fmt: skip
+    paper_pair, split = gaps.pair(*PAPER), gaps.pair(*SPLIT)
+    if paper_pair is not None and split is not None:
+        whole, part = paper_pair.ratio(TAU, POOLED), split.ratio(TAU, POOLED)
+        if whole is not None and part is not None and whole.complete and part.complete:
+            found = share(part.log_values(), whole.log_values())
+            if found.low is None or found.high is None:
+                verdict = "not distinguished"
+            elif found.low > 0.5:
+                verdict = "mostly the rate"
+            elif found.high < 0.5:
+                verdict = "mostly the update rule"
+            else:
+                verdict = "not distinguished"
+            out.append(Answer(
+                f"How much of Muon's edge over Adam at one rate does Adam's own rate on the "
+                f"hidden matrices recover? ({ffn} FFN)", verdict,
+                f"share of the log exposure-lag ratio recovered: {found.text()} (1: all of it "
+                f"is the rate; 0: none; τ {TAU:g}, pooled, 95 % interval over paired seeds)",
+                verdict,
+            ))  # fmt: skip
+    return out
