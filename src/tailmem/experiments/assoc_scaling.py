@@ -259,12 +259,12 @@ def _noiseless(cfg: Config) -> tuple[list[dict[str, Any]], dict[str, Any]]:
     trajs = {}
     for opt, lr in progress.iterate(lrs.items(), "noiseless curves"):
         memory = A.build_memory(spectrum, emb, opt)
-        traj = A.train(memory, opt, A.lr_schedule("constant", T, K, lr=lr), record=record)
+        traj = A.train(memory, opt, A.lr_schedule("constant", T, K, lr=lr))  # every step
         trajs[opt] = traj
-        for i, step in enumerate(traj.steps):
+        for step in record:
             row = {"optimizer": opt, "lr": lr, "step": step, "loss": float(traj.loss[step])}
             for g in range(spectrum.n_groups):
-                row[f"group_{g + 1}"] = float(traj.group_loss[i, g])
+                row[f"group_{g + 1}"] = float(traj.group_loss[step, g])
             rows.append(row)
     steps = torch.tensor(record, dtype=torch.float64)
     per_item_p = spectrum.group_mass() / torch.as_tensor(
@@ -291,18 +291,32 @@ def _noiseless(cfg: Config) -> tuple[list[dict[str, Any]], dict[str, Any]]:
     out["muon_prefactor_over_k"] = pref / K
     group_rates = []
     for g in range(spectrum.n_groups):
-        y = mu.group_loss[:, g]
+        y = mu.group_loss[record, g]
         ok = (y < 0.1) & (y > 1e-12)
         group_rates.append(exponential_rate(steps[ok], y[ok])[0] / cfg.muon_lr)
     out["muon_group_rates_over_eta"] = group_rates
     gd_rates = []
     for g in range(spectrum.n_groups):
-        y = gd.group_loss[:, g]
+        y = gd.group_loss[record, g]
         gd_rates.append(loglog_slope(steps[steps >= T / 2], y[steps >= T / 2]))
     out["gd_group_slopes"] = gd_rates
     out["muon_final_gap"] = float(mu.gap[-1])
     out["gd_final_gap"] = float(gd.gap[-1])
+    # B.preconditioner: how each group's speed depends on its frequency
+    out["group_item_p"] = per_item_p.tolist()
+    out["gd_group_half_times"] = half_loss_times(gd.group_loss)
+    out["muon_group_half_times"] = half_loss_times(mu.group_loss)
     return rows, out
+
+
+def half_loss_times(group_loss: torch.Tensor) -> list[int | None]:
+    """Per group (columns of ``group_loss``, one row per step from 0), the first step at which
+    its loss is at most half its loss at step 0 (None: not within the run)."""
+    out: list[int | None] = []
+    for g in range(group_loss.shape[1]):
+        hit = (group_loss[:, g] <= 0.5 * group_loss[0, g]).nonzero()
+        out.append(int(hit[0]) if len(hit) else None)
+    return out
 
 
 def _matching(cfg: Config) -> dict[str, Any]:
