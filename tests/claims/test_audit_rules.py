@@ -6,6 +6,7 @@ import math
 
 import pytest
 
+from tailmem.claims.a2 import A2Inputs
 from tailmem.claims.b import BInputs
 from tailmem.claims.core import log_factor_slope
 from tailmem.claims.registry import CLAIMS
@@ -159,3 +160,32 @@ def test_vasudeva_needs_muons_own_rates_the_same_within_its_margin():
     # Equal rates, but SGD+M's as narrow: no balancing shown against GD.
     result = _verdict(cid, _bench({"all": {"sgd": MUON, "adam": ADAM, "muon": MUON}}))
     assert result.verdict == "inconclusive"
+
+
+# --------------------------------------------------------------------------- A2 isotropy
+
+
+def _isotropy(adam_erank):
+    """W_out isotropy over 3 seeds: Muon ahead in H, Top10E and Q75/25 by far; eRank given."""
+    muon = {"svd_entropy": [0.90, 0.91, 0.92], "erank": [30.0, 31.0, 32.0],
+            "topk_energy": [0.30, 0.31, 0.29], "q75_25": [2.0, 2.1, 2.2]}  # fmt: skip
+    adam = {"svd_entropy": [0.70, 0.71, 0.72], "erank": adam_erank,
+            "topk_energy": [0.50, 0.51, 0.49], "q75_25": [4.0, 4.1, 4.2]}  # fmt: skip
+    higher = {"svd_entropy": True, "erank": True, "topk_energy": False, "q75_25": False}
+    return A2Inputs(seeds=[0, 1, 2], head_dim=32, higher_is_isotropic=higher,
+                    isotropy={"muon": {"w_out": muon}, "adam": {"w_out": adam}})  # fmt: skip
+
+
+def test_a2_a_refutation_by_one_of_four_dependent_metrics_is_corrected():
+    """Old: any one of the four metrics in Adam's favour beyond its interval refuted the claim.
+    Adam's eRank 33.5 ± 0.58 against Muon's 31 ± 0.58: t = 2.5 / 0.82 = 3.06 at df 4, p =
+    0.037 — beyond one 95 % interval (old: not reproduced), but one of four tests on the same
+    singular values: Holm needs p < 0.05/4 = 0.0125 for the smallest (new: inconclusive)."""
+    cid = "A2.w_out_isotropic"
+    (result,) = CLAIMS[cid].evaluate(_isotropy([32.5, 33.5, 34.5]))
+    assert result.details["w_out/erank"]["p"] == pytest.approx(0.037, abs=0.001)
+    assert result.verdict == "inconclusive"
+    (result,) = CLAIMS[cid].evaluate(_isotropy([40.0, 41.0, 42.0]))  # p = 3e-4: refuted
+    assert result.verdict == "not reproduced"
+    (result,) = CLAIMS[cid].evaluate(_isotropy([20.0, 21.0, 22.0]))
+    assert result.verdict == "reproduced"
