@@ -7,6 +7,7 @@ import math
 import pytest
 
 from tailmem.claims import a3
+from tailmem.claims.a1 import A1Inputs
 from tailmem.claims.a2 import A2Inputs
 from tailmem.claims.a3 import A3Inputs
 from tailmem.claims.b import BInputs
@@ -233,3 +234,30 @@ def test_a3_far_better_is_a_direction_and_a_magnitude_against_the_papers_gap():
     assert direction.evaluate(same)[0].verdict == "inconclusive"
     (result,) = CLAIMS["A3.plain.midtail_gap_magnitude"].evaluate(wide)  # group 2 at half
     assert result.verdict == "not reproduced" and "group 2" in result.ours
+
+
+# --------------------------------------------------------------------------- A1 "most of"
+
+
+def test_a1_most_of_the_gain_is_more_than_half_and_its_magnitude_the_papers_fraction():
+    """Old: g(VO+FFN)/g(full) ≥ 0.7 (ours, 'well above half'): a fraction of 0.62, resolved
+    between half and 0.7, was 'not reproduced' though VO+FFN recovers most of the gain. New:
+    'most' at the word's own threshold, more than half; how much ('nearly recovers') against
+    Table 1's fraction, 0.943 for the plain FFN."""
+    most, magnitude = CLAIMS["A1.vo_ffn_recovers_full"], CLAIMS["A1.vo_ffn_gain_magnitude"]
+    adam, full = [3.90, 3.91, 3.89], [3.50, 3.51, 3.49]
+    gain = 0.4
+
+    def inputs(fraction, ffn="plain"):
+        vo_ffn = [a - fraction * gain for a in adam]
+        return A1Inputs(ffn=ffn, seeds=[0, 1, 2],
+                        losses={"adam": adam, "full": full, "vo_ffn": vo_ffn})  # fmt: skip
+
+    assert most.evaluate(inputs(0.62))[0].verdict == "reproduced"
+    assert magnitude.evaluate(inputs(0.62))[0].verdict == "not reproduced"
+    assert most.evaluate(inputs(0.40))[0].verdict == "not reproduced"
+    published = magnitude["published_plain"]
+    assert published == pytest.approx((3.9242 - 3.5858) / (3.9242 - 3.5654), abs=5e-4)
+    assert magnitude.evaluate(inputs(published + 0.1))[0].verdict == "reproduced"
+    gated = magnitude["published_gated"]  # the gated table's own fraction
+    assert magnitude.evaluate(inputs(gated - 0.1, "gated"))[0].verdict == "not reproduced"
