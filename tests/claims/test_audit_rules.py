@@ -261,3 +261,35 @@ def test_a1_most_of_the_gain_is_more_than_half_and_its_magnitude_the_papers_frac
     assert magnitude.evaluate(inputs(published + 0.1))[0].verdict == "reproduced"
     gated = magnitude["published_gated"]  # the gated table's own fraction
     assert magnitude.evaluate(inputs(gated - 0.1, "gated"))[0].verdict == "not reproduced"
+
+
+# --------------------------------------------------------------------------- B.signgd_cannot
+
+
+def _matching(coarse, refined, grid=(0.002, 0.02, 0.2)):
+    """B inputs whose SignGD matching has the ``coarse`` grid's mismatches and the ``refined``
+    step sizes' ({η: mismatch}); the claim's result."""
+    lrs = list(refined)
+    tried = [*zip(grid, coarse, strict=True), *refined.items()]
+    lr, mismatch = min(tried, key=lambda item: item[1])
+    matching = {"signgd_grid": list(grid), "signgd_vs_muon_2eta": list(coarse),
+                "signgd_refined": {"lrs": lrs, "mismatch": list(refined.values())},
+                "signgd_best": {"lr": lr, "mismatch": mismatch}}  # fmt: skip
+    inputs = BInputs(config={}, noiseless={}, matching=matching, noisy_fits=[],
+                     steps_to_target={}, gd_stability=[], block_symmetry={})  # fmt: skip
+    (result,) = CLAIMS["B.signgd_cannot"].evaluate(inputs)
+    return result
+
+
+def test_b_signgd_cannot_rests_on_the_step_sizes_between_grid_points():
+    """Old: the best of a ×10 grid, 0.206 at η = 0.01 on the smoke memory, above 0.1: 'cannot'
+    reproduced. A grid's best is only an upper bound on the best over all step sizes; refined
+    between its neighbours the smoke memory's best is 0.105 at η = 0.0077 — and a refinement
+    that finds a step within 0.1 refutes the claim."""
+    limit = CLAIMS["B.signgd_cannot"]["min_mismatch"]
+    coarse = [1.75, 2 * limit + 0.006, 1.0]
+    assert _matching(coarse, {0.008: limit + 0.005}).verdict == "reproduced"
+    assert _matching(coarse, {0.008: limit - 0.02}).verdict == "not reproduced"
+    # The grid's best at its top end: not bracketed, whatever the refinement below it found.
+    edge = _matching([1.75, 1.0, 2 * limit], {0.06: 3 * limit})
+    assert edge.verdict == "inconclusive" and "grid edge" in edge.reason
