@@ -23,8 +23,8 @@ chance loss (unigram cross-entropy) into :class:`tailmem.claims.a1.A1Inputs`; th
 their numbers live in :mod:`tailmem.claims.a1` (``tailmem claims --experiment ablation``). Every
 comparison between arms is a seed mean ± SE over ≥ 3 seeds, decided only beyond the 95 %
 two-sided Welch t interval; a model at chance, or too few seeds, is "inconclusive"; a claim whose
-arms are not in the run is "not measured". O vs V and W_out vs W_in are stated for the plain FFN only (the paper's own gated
-numbers have O behind V).
+arms are not in the run is "not measured". O vs V and W_out vs W_in are stated for the plain FFN
+only (the paper's own gated numbers have O behind V).
 """
 
 from __future__ import annotations
