@@ -12,8 +12,9 @@ Step sizes are matched on the head, not tuned for the end point. Kunstner et al.
 (each optimiser tuned for the total loss at a fixed budget) has no interior optimum here: the
 memory is separable, so any optimiser ends lower with a larger step (softmax cross-entropy from
 ``W = 0`` saturates instead of diverging; at 200 steps on the cpu memory the best of the 25-point
-grid 1e-4…100 is its top end or next to it for SGD+M, Adam and Muon alike), and every tuned step
-would sit at the grid edge. Instead each optimiser's step size is the one of the grid ``lrs`` at
+grid 1e-4…100 is its top end for SGD+M, the point below it for Adam, and for Muon one of the
+several top points whose loss is already 0 in float64), and every tuned step would sit at the
+grid edge. Instead each optimiser's step size is the one of the grid ``lrs`` at
 which its most frequent group halves its loss closest to a *pace* of P steps; at that common pace
 on the head, how much later each rarer group halves its loss is what the optimiser does for the
 tail. The pace is a free choice of the protocol, so the claims' verdicts must hold at every pace
