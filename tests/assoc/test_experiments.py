@@ -135,6 +135,18 @@ def test_scaling_smoke_numbers(smoke_runs) -> None:
     assert results["block_symmetry"]["muon"] < exact < results["block_symmetry"]["signgd"]
     rate_tol = CLAIMS["B.noiseless.muon_exponential"]["rate_tol"]
     assert abs(results["noiseless"]["muon_rate_over_eta"] - 1) < rate_tol
+    # SignGD's grid is refined between its best point's neighbours: the smoke grid's best
+    # (0.206 at η = 0.01) is twice the best in between (0.105 at η ≈ 0.0077).
+    match = results["matching"]
+    grid, coarse = match["signgd_grid"], match["signgd_vs_muon_2eta"]
+    best = coarse.index(min(coarse))
+    refined = match["signgd_refined"]
+    assert all(grid[best - 1] < lr < grid[best + 1] for lr in refined["lrs"])
+    assert match["signgd_best"]["mismatch"] == min(refined["mismatch"]) < 0.55 * min(coarse)
+    # Every group's half-loss time: GD's in frequency order, Muon's all within a few steps.
+    noiseless = results["noiseless"]
+    gd, muon = noiseless["gd_group_half_times"], noiseless["muon_group_half_times"]
+    assert gd == sorted(gd) and gd[-1] > 10 * gd[0] and max(muon) - min(muon) < 5
 
 
 def test_cli_runs_an_experiment(tmp_path: Path) -> None:

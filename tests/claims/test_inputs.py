@@ -43,11 +43,9 @@ def test_every_inputs_field_has_a_type_and_a_docstring():
     classes = _inputs_classes()
     assert {c.name for _, c in classes} >= {
         "A1Inputs", "A2Inputs", "A3Inputs", "A3QKInputs", "A3SensitivityInputs", "A3MapInputs",
-        "A4Inputs", "BInputs", "CapacityInputs",
+        "A4Inputs", "BInputs", "CapacityInputs", "BenchMemory",
     }  # fmt: skip
     for file, cls in classes:
-        if cls.name == "BenchMemory":  # the optim-bench claims' inputs: described as a whole
-            continue
         body = cls.body
         fields = [(i, s) for i, s in enumerate(body) if isinstance(s, ast.AnnAssign)]
         assert fields, f"{file}: {cls.name} has no fields"
@@ -87,7 +85,9 @@ def test_of_takes_only_its_fields_and_needs_the_required_ones():
         A4Inputs.of({k: v for k, v in results.items() if k != "sweep"})
     with pytest.raises(TypeError):  # keyword-only: no positional mix-ups
         A1Inputs("plain", {})  # type: ignore[misc]
-    assert BenchMemory.of({"steps": 5, "times": {}, "other": 1}) == BenchMemory(5, {})
+    assert BenchMemory.of({"seeds": [0], "paces": [], "other": 1}) == BenchMemory(
+        seeds=[0], paces=[]
+    )
 
 
 def test_a_check_must_name_its_inputs_class():

@@ -91,6 +91,7 @@ def test_claims_follow_the_seed_statistics():
     assert verdicts == {
         "A1.full_beats_adam": "reproduced",
         "A1.vo_ffn_recovers_full": "reproduced",  # g/g(full) = 0.75
+        "A1.vo_ffn_gain_magnitude": "not reproduced",  # 0.75, below Table 1's 0.943
         "A1.qk_gain_small": "reproduced",  # 0.2
         "A1.o_beats_v": "reproduced",
         "A1.w_out_beats_w_in": "not reproduced",
@@ -99,7 +100,7 @@ def test_claims_follow_the_seed_statistics():
     assert all(
         c.seeds == [0, 1, 2] and "±" in c.ours for c in results if c.id != "A1.qk_gain_small"
     )
-    losses |= {"vo_ffn": 3.35, "qk": 3.65}  # 0.65 and 0.35 of full Muon's gain
+    losses |= {"vo_ffn": 3.6, "qk": 3.65}  # 0.4 and 0.35 of full Muon's gain
     verdicts = {c.id: c.verdict for c in ablation.claims(cfg, _fake(losses), 3)}
     assert verdicts["A1.vo_ffn_recovers_full"] == verdicts["A1.qk_gain_small"] == "not reproduced"
     # The same relative gain on head and tail: no tail advantage resolved.
@@ -116,7 +117,7 @@ def test_claims_follow_the_seed_statistics():
     assert {c.verdict for c in alone} == {"not measured"} and len(alone) == len(found)
     # Sample efficiency: full reaches all-Adam's final 4.0 between step 50 (4.5) and 100 (3.0).
     eff = ablation.sample_efficiency(_fake({"full": 3.0, "adam": 4.0}))
-    assert eff["full_muon_reaches_at_step"] == pytest.approx(50 + 0.5 / 1.5 * 50)
+    assert eff["full_muon_reaches_at_step"] == pytest.approx(50 + (4.5 - 4.0) / 1.5 * 50)
 
 
 def test_one_seed_or_a_model_at_chance_is_inconclusive():

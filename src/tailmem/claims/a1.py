@@ -5,9 +5,9 @@ collect its per-seed numbers into it and call :func:`~tailmem.claims.registry.ev
 ``A1.table2.logit_bounded`` is measured by ``spectra`` and reads its
 :class:`~tailmem.claims.a2.A2Inputs`.
 
-Every comparison between arms is over seeds (mean ± SE, ≥ 3 seeds, a difference beyond 2 SE of
-every arm's noise; see :func:`~tailmem.claims.core.compare_seeds` and
-:func:`~tailmem.claims.core.contrast`), and a claim one of whose arms is at chance is
+Every comparison between arms is over seeds (mean ± SE, ≥ 3 seeds, a difference beyond the 95 %
+two-sided Welch t interval of every arm's noise; see :func:`~tailmem.claims.core.compare_seeds`
+and :func:`~tailmem.claims.core.contrast`), and a claim one of whose arms is at chance is
 ``inconclusive``.
 """
 
@@ -20,6 +20,7 @@ from typing import Any
 
 from tailmem.claims.a2 import A2Inputs
 from tailmem.claims.core import (
+    CONFIDENCE,
     MIN_SEEDS,
     Claim,
     ClaimInputs,
@@ -39,13 +40,28 @@ from tailmem.claims.core import (
 EXPERIMENT = "ablation"
 TABLE1 = "A1, Table 1"
 CHANCE_MARGIN = 0.05
-"""An arm whose loss is not resolved (2 SE) more than this many nats below the chance loss
-learned nothing (ours: a tenth of a typical early-training gain)."""
+"""An arm whose loss is not resolved (95 % t interval) more than this many nats below the chance
+loss learned nothing (ours: a tenth of a typical early-training gain)."""
 GAIN = "; g(arm) = mean L(all-Adam) − mean L(arm)"
 PAPER_LOGIT_RANGE = (5.6, 8.4)
 """Paper A, Table 2: the per-layer max attention logit under Muon, lowest and highest layer."""
 PAPER_HEAD_DIM = 64
 """The 160M model's head dimension (768 wide, 12 heads)."""
+TABLE1_LOSSES = {
+    "plain": {"adam": 3.9242, "full": 3.5654, "vo_ffn": 3.5858},
+    "gated": {"adam": 3.8837, "full": 3.5125, "vo_ffn": 3.5312},
+}
+"""Paper A, Table 1: validation loss at 10k steps of the arms the magnitude claims read."""
+
+
+def published_fraction(ffn: str, arm: str = "vo_ffn") -> float:
+    """g(arm)/g(full) of Table 1 (g = L(all-Adam) − L(arm)), to three decimals."""
+    t = TABLE1_LOSSES[ffn]
+    return round((t["adam"] - t[arm]) / (t["adam"] - t["full"]), 3)
+
+
+NOISE = f"the {CONFIDENCE:.0%} two-sided t interval (Welch df)"
+"""How every comparison of this module is decided, in the rules' words."""
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -86,14 +102,15 @@ def _at_chance(inputs: A1Inputs, arms: Sequence[str]) -> str:
     ]
     if found:
         return (
-            f"{', '.join(found)} at chance: loss not resolved (2 SE) below chance "
+            f"{', '.join(found)} at chance: loss not resolved (95 % t interval) below chance "
             f"{chance:.3f} − {CHANCE_MARGIN} nats"
         )
     return ""
 
 
 def _lower_loss(claim: Claim, inputs: A1Inputs, better: str, worse: str) -> Outcome:
-    """``better`` reaches a lower loss than ``worse``: L(worse) − L(better) > 2 SE over seeds."""
+    """``better`` reaches a lower loss than ``worse``: L(worse) − L(better) above 0 beyond the t
+    interval over seeds."""
     if not _have(inputs, better, worse):
         return missing_arms(inputs.diverged, [better, worse])
     if claim.id in PLAIN_ONLY and inputs.ffn != "plain":
@@ -121,8 +138,10 @@ def check_w_out_beats_w_in(claim: Claim, inputs: A1Inputs) -> Outcome:
 def _gain_fraction(claim: Claim, inputs: A1Inputs, arm: str) -> Outcome:
     """g(arm)/g(full) against the claim's bound, decided as contrasts of the arms' losses with
     every arm's noise (a ratio of means has no SE of its own), once full Muon's own gain is
-    resolved over seeds. ``min_fraction``: g(arm) − f·g(full) > 2 SE. ``max_fraction``: both
-    g(arm) > 2 SE (Table 1 has the arm beating all-Adam) and f·g(full) − g(arm) > 2 SE."""
+    resolved over seeds. ``min_fraction`` (or the Table 1 fraction of the inputs' FFN type,
+    ``published_<ffn>``): g(arm) − f·g(full) > 0 beyond the t interval. ``max_fraction``: both
+    g(arm) > 0 (Table 1 has the arm beating all-Adam) and f·g(full) − g(arm) > 0, each beyond
+    the interval."""
     if not _have(inputs, arm, "full", "adam"):
         return missing_arms(inputs.diverged, [arm, "full", "adam"])
     seeds = list(inputs.seeds)
@@ -136,8 +155,9 @@ def _gain_fraction(claim: Claim, inputs: A1Inputs, arm: str) -> Outcome:
     frac = (mean_se(losses["adam"]).mean - mean_se(losses[arm]).mean) / (full.a.mean - full.b.mean)
     adam, x, muon = losses["adam"], losses[arm], losses["full"]
     parts: dict[str, Contrast] = {}
-    if "min_fraction" in claim.tolerances:
-        f = claim["min_fraction"]
+    lower = claim.tolerances.get("min_fraction", claim.tolerances.get(f"published_{inputs.ffn}"))
+    if lower is not None:
+        f = lower
         parts[f"g − {f:g}·g(full)"] = contrast([(1 - f, adam), (-1, x), (f, muon)])
     else:
         f = claim["max_fraction"]
@@ -154,6 +174,10 @@ def _gain_fraction(claim: Claim, inputs: A1Inputs, arm: str) -> Outcome:
 
 
 def check_vo_ffn_recovers_full(claim: Claim, inputs: A1Inputs) -> Outcome:
+    return _gain_fraction(claim, inputs, "vo_ffn")
+
+
+def check_vo_ffn_gain_magnitude(claim: Claim, inputs: A1Inputs) -> Outcome:
     return _gain_fraction(claim, inputs, "vo_ffn")
 
 
@@ -185,8 +209,9 @@ def check_tail_gain(claim: Claim, inputs: A1Inputs) -> Outcome:
 
 def check_logit_bounded(claim: Claim, inputs: A2Inputs) -> Outcome:
     """A bound, tested as one, with the seeds' noise: each seed's largest Muon logit (over
-    layers and evaluations) below the paper's largest, ``bound_sqrt_dhead`` · √d_head, by more
-    than 2 SE over ≥ 3 seeds is reproduced; above it by more than 2 SE not reproduced."""
+    layers and evaluations) below the paper's largest, ``bound_sqrt_dhead`` · √d_head, beyond
+    the t interval over ≥ 3 seeds is reproduced; above it beyond the interval not
+    reproduced."""
     peaks = inputs.logit_peak.get("muon")
     if not inputs.qk_norm:
         return unmeasured("the model has no QK-norm, so √d_head is no reference scale")
@@ -205,8 +230,8 @@ def check_logit_bounded(claim: Claim, inputs: A2Inputs) -> Outcome:
 
 PLAIN_ONLY = ("A1.o_beats_v", "A1.w_out_beats_w_in")
 _SEED_RULE = (
-    "mean ± SE over ≥ 3 seeds: {what} > 2 SE (within 2 SE, < 3 seeds, or an arm at chance: "
-    "inconclusive)"
+    "mean ± SE over ≥ 3 seeds: {what} above 0 beyond " + NOISE + " → reproduced, below 0 "
+    "beyond it → not reproduced (within it, < 3 seeds, or an arm at chance: inconclusive)"
 )
 
 
@@ -230,23 +255,44 @@ CLAIMS: list[Claim] = [
         "A1.vo_ffn_recovers_full",
         "Muon on VO + FFN recovers most of full Muon's gain over all-Adam",
         "g/g(full) = 0.943 (plain FFN; gated 0.950)",
-        "g(VO+FFN)/g(full) ≥ {min_fraction} as the contrast g(VO+FFN) − {min_fraction}·g(full) "
-        "> 2 SE of all three arms' noise (< −2 SE: not reproduced), over ≥ 3 seeds, once g(full) "
-        "> 2 SE" + GAIN,
-        tolerances={"min_fraction": 0.7},
+        "g(VO+FFN)/g(full) > {min_fraction} as the contrast g(VO+FFN) − {min_fraction}·g(full) "
+        "above 0 beyond " + NOISE + " of all three arms' noise (below 0 beyond it: not "
+        "reproduced), over ≥ 3 seeds, once g(full) is above 0 beyond the interval" + GAIN,
+        tolerances={"min_fraction": 0.5},
         check=check_vo_ffn_recovers_full,
-        why="'most of' is a lower bound, tested one-sided; 0.7 is ours ('well above half', the "
-        "paper's 0.94–0.95 well inside it). A ratio of seed means has no SE, so the bound is "
-        "decided on the linear contrast of the three arms' losses; the fraction is meaningless "
-        "while g(full) is noise.",
+        why="'most of' is a lower bound, tested one-sided, at the word's own threshold: more "
+        "than half. How much — the paper's 'nearly recovers', 0.943 — is the magnitude claim "
+        "A1.vo_ffn_gain_magnitude. A ratio of seed means has no SE, so the bound is decided on "
+        "the linear contrast of the three arms' losses; the fraction is meaningless while "
+        "g(full) is noise.",
+    ),
+    _a1(
+        "A1.vo_ffn_gain_magnitude",
+        "Muon on VO + FFN nearly recovers full Muon's gain over all-Adam: at least the "
+        "published fraction",
+        "g/g(full) = 0.943 (plain FFN; gated 0.950)",
+        "g(VO+FFN)/g(full) ≥ the Table 1 fraction of the FFN type ({published_plain} plain, "
+        "{published_gated} gated) as the contrast g(VO+FFN) − f·g(full) above 0 beyond "
+        + NOISE
+        + " of all three arms' noise → reproduced, below 0 beyond it → not reproduced, "
+        "over ≥ 3 seeds, once g(full) is above 0 beyond the interval" + GAIN,
+        tolerances={
+            "published_plain": published_fraction("plain"),
+            "published_gated": published_fraction("gated"),
+        },
+        check=check_vo_ffn_gain_magnitude,
+        why="'Nearly recovers' quantified by the paper itself: Table 1's fraction of full "
+        "Muon's gain that VO+FFN recovers, a lower bound — ours must be at least as large "
+        "(one version of Table 1 is known).",
     ),
     _a1(
         "A1.qk_gain_small",
         "Muon on QK alone gives a little of full Muon's gain (it beats all-Adam, by little)",
         "g/g(full) = 0.088 (plain FFN; gated 0.086)",
-        "0 < g(QK)/g(full) < {max_fraction}: g(QK) > 2 SE and {max_fraction}·g(full) − g(QK) > "
-        "2 SE of the arms' noise, over ≥ 3 seeds, once g(full) > 2 SE; either side beyond −2 SE "
-        "(QK worse than all-Adam, or not small): not reproduced" + GAIN,
+        "0 < g(QK)/g(full) < {max_fraction}: g(QK) and {max_fraction}·g(full) − g(QK) each "
+        "above 0 beyond " + NOISE + " of the arms' noise, over ≥ 3 seeds, once g(full) is "
+        "above 0 beyond the interval; either below 0 beyond it (QK worse than all-Adam, or not "
+        "small): not reproduced" + GAIN,
         tolerances={"max_fraction": 0.3},
         check=check_qk_gain_small,
         why="Table 1 has QK beating all-Adam in both FFN types (3.8925 < 3.9242), by a small "
@@ -286,8 +332,9 @@ CLAIMS: list[Claim] = [
         f"{PAPER_HEAD_DIM}: {PAPER_LOGIT_RANGE[0] / math.sqrt(PAPER_HEAD_DIM):.2f}-"
         f"{PAPER_LOGIT_RANGE[1] / math.sqrt(PAPER_HEAD_DIM):.2f} √d_head)",
         "under Muon, each seed's largest attention logit over layers and evaluations, mean ± "
-        "SE over ≥ 3 seeds: below {bound_sqrt_dhead} √d_head by > 2 SE → reproduced, above it "
-        "by > 2 SE → not reproduced, else inconclusive (QK-norm models only)",
+        "SE over ≥ 3 seeds: below {bound_sqrt_dhead} √d_head beyond " + NOISE + " → "
+        "reproduced, above it beyond the interval → not reproduced, else inconclusive (QK-norm "
+        "models only)",
         source="A1, Table 2",
         experiment="spectra",
         tolerances={"bound_sqrt_dhead": PAPER_LOGIT_RANGE[1] / math.sqrt(PAPER_HEAD_DIM)},
@@ -300,8 +347,8 @@ CLAIMS: list[Claim] = [
         "A1.beyond.tail_gain",
         "Full Muon's gain over all-Adam is larger on tail target tokens than on head tokens",
         "— (predicted: Muon learns rare associations better)",
-        "relative gain (L(all-Adam) − L(full))/L(all-Adam) per seed: {tail} − {head} > 2 SE "
-        "over ≥ 3 seeds (an arm at chance: inconclusive)",
+        "relative gain (L(all-Adam) − L(full))/L(all-Adam) per seed: {tail} − {head} above 0 "
+        "beyond " + NOISE + " over ≥ 3 seeds (an arm at chance: inconclusive)",
         source="A (thesis); beyond A1 — not measured on text in the paper",
         placeholders={"tail": "tail bucket", "head": "head bucket"},
         check=check_tail_gain,

@@ -17,6 +17,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from tailmem.claims.core import (
+    CONFIDENCE,
     MIN_SEEDS,
     Claim,
     ClaimInputs,
@@ -55,7 +56,8 @@ def _row(inputs: A3QKInputs, group: int, tau: float) -> Mapping[str, Any] | None
 
 def check_qk_tail_edge(claim: Claim, inputs: A3QKInputs) -> Outcome:
     """Tail lag ratio at tau, per seed (a censored seed kept as its bound): below
-    ``max_ratio`` beyond 2 SE over ≥ 3 seeds is reproduced, above it not reproduced."""
+    ``max_ratio`` beyond the t interval over ≥ 3 seeds is reproduced, above it not
+    reproduced."""
     tau, limit = claim["tau"], claim["max_ratio"]
     tail = _row(inputs, inputs.rarest, tau)
     if tail is None:
@@ -82,8 +84,9 @@ CLAIMS: list[Claim] = [
         "— (the camera-ready reports the task; its numbers were not available here)",
         "exposure-lag ratio of the rarest group (sequences of that group Adam needs ÷ Muon needs "
         "to reach 1 − normalised MSE = {tau}), per seed (a censored seed kept as its bound), "
-        "mean ± SE over ≥ 3 seeds: reproduced when below {max_ratio} by > 2 SE, not reproduced "
-        "when above it by > 2 SE, otherwise inconclusive (also when a bound points the other "
+        "mean ± SE over ≥ 3 seeds: reproduced when below {max_ratio} beyond the "
+        f"{CONFIDENCE:.0%} two-sided t interval (df n − 1), not reproduced when above it "
+        "beyond the interval, otherwise inconclusive (also when a bound points the other "
         "way, or a seed has neither a ratio nor a bound)",
         {"tau": 0.5, "max_ratio": 1.25},
         check=check_qk_tail_edge,

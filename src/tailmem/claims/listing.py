@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import json
 
-from tailmem.claims.core import Claim
+from tailmem.claims.core import ALPHA, CONFIDENCE, Claim, t_quantile
 from tailmem.claims.registry import CLAIMS, claims_of
 from tailmem.errors import ConfigError
 from tailmem.mdtable import md_table
@@ -18,6 +18,17 @@ UNCOVERED = "none"
 HEADER = ["id", "experiment", "source", "claim", "published", "rule", "tolerances", "check", "why"]
 EXPERIMENTS = tuple(dict.fromkeys(c.experiment for c in CLAIMS.values() if c.experiment))
 """The experiments that measure registry claims, in PAPERS.md order."""
+
+
+STATISTICS = (
+    f"Statistics: every interval is two-sided at {CONFIDENCE:.0%}, Student t with "
+    f"Welch–Satterthwaite degrees of freedom (t = {t_quantile(2):.2f} at 2 df, "
+    f"{t_quantile(4):.2f} at 4 df, {t_quantile(7):.2f} at 7 df, → 1.96); every SE is floored at "
+    'the measurement\'s resolution; "the same" is an equivalence, two one-sided t tests at '
+    f"{ALPHA:.0%} each within the margin the rule names (its tolerances); a refutation by any "
+    "of a family of comparisons counts only after Holm's step-down correction."
+)
+"""How every verdict is decided, stated once in the listing's header."""
 
 
 def select(experiment: str | None) -> list[Claim]:
@@ -64,6 +75,6 @@ def as_markdown(claims: list[Claim]) -> str:
         "what the check tests, with its tolerances filled in; **check** the function that "
         "decides; **why** how the rule follows from the published statement. Verdicts: "
         "reproduced, not reproduced, inconclusive (within the noise the run can resolve), "
-        "not measured (with a reason)."
+        "not measured (with a reason). " + STATISTICS
     )
     return f"{title}\n\n{note}\n\n{md_table(HEADER, rows)}"

@@ -21,10 +21,10 @@ final loss) and ``claims.json``.
 Claims: the study collects per-seed final losses (overall and per frequency bucket) and the
 chance loss (unigram cross-entropy) into :class:`tailmem.claims.a1.A1Inputs`; the rules and
 their numbers live in :mod:`tailmem.claims.a1` (``tailmem claims --experiment ablation``). Every
-comparison between arms is a seed mean ± SE over ≥ 3 seeds, decided only beyond 2 SE; a model at
-chance, or too few seeds, is "inconclusive"; a claim whose arms are not in the run is "not
-measured". O vs V and W_out vs W_in are stated for the plain FFN only (the paper's own gated
-numbers have O behind V).
+comparison between arms is a seed mean ± SE over ≥ 3 seeds, decided only beyond the 95 %
+two-sided Welch t interval; a model at chance, or too few seeds, is "inconclusive"; a claim whose
+arms are not in the run is "not measured". O vs V and W_out vs W_in are stated for the plain FFN
+only (the paper's own gated numbers have O behind V).
 """
 
 from __future__ import annotations

@@ -6,7 +6,8 @@ simulates the setting faithfully and lets the fits speak.
 
 1. Noiseless per-group loss curves for GD, Muon, SignGD and TRA-SignGD; GD's total loss against
    K/(ηt) and Muon's against K·e^(−ηt); TRA-SignGD(η) against Muon(2η), and plain SignGD over a
-   grid of step sizes against the same Muon run.
+   grid of step sizes, refined between the best grid point's neighbours, against the same Muon
+   run; each group's first step at half its initial loss under GD and Muon.
 2. Label noise: excess loss L(W_T) − L* after T steps over a sweep of horizons T — GD at the
    stable step η = gd_lr_p1 / p_max (one run, read at every T), Muon with η = c·log K / T (one
    run per T) — fitted exponents against −(1 − 1/β) and −2 for each β.
@@ -66,6 +67,7 @@ class Config:
     sign_lr: float = 0.005
     match_steps: int = 600
     signgd_grid: list[float] = field(default_factory=lambda: [1e-4, 3e-4, 1e-3, 3e-3, 1e-2])
+    signgd_refine: int = 8  # step sizes between the best grid point's neighbours
     # 2. noisy horizon sweep
     label_noise: float = 0.1
     exponents: list[float] = field(default_factory=lambda: [1.5, 2.0, 3.0])
@@ -121,6 +123,7 @@ class Config:
             "curve_steps",
             "curve_record_every",
             "match_steps",
+            "signgd_refine",
             "gd_groups",
             "gd_group_size",
             "muon_groups",
@@ -149,10 +152,11 @@ def preflight(cfg: Config) -> None:
 
     - the curve and symmetry parts draw Haar-orthogonal K × K embeddings (QR of a Gaussian: at
       least four K × K matrices at once);
-    - the noiseless curves: the loss of every step of its four optimisers (kept for the fits)
-      with their schedules and the step axis, a row of ``4 + curve_groups`` numbers per
-      recorded step and optimiser, and the figure's line of every group (x and y per record);
-    - the matching part: the loss of every step of each SignGD step size;
+    - the noiseless curves: the loss and the per-group statistics of every step of its four
+      optimisers (kept for the fits and the half-loss times) with their schedules and the step
+      axis, and a row of ``4 + curve_groups`` numbers per recorded step and optimiser;
+    - the matching part: the loss of every step of each SignGD step size (the grid, then its
+      refinement);
     - the noisy sweep: a schedule and the loss of every step up to the longest horizon, and
       the frequencies and groups of both spectra (K = ``gd_groups × gd_group_size``);
     - steps to target and GD stability: per step size the loss of every step, its excess and
@@ -167,7 +171,7 @@ def preflight(cfg: Config) -> None:
     T, groups = cfg.curve_steps, cfg.curve_groups
     records = T // cfg.curve_record_every + 1
     curves = 4 * trajectory_bytes(T) + 16 * T + rows_bytes(4 * records, 4 + groups)
-    curves += 16 * 4 * groups * records
+    curves += 4 * (T + 1) * (16 * groups + 24)  # every step's group and extreme statistics
     horizon = max(cfg.horizons)
     noisy = 8 * horizon + trajectory_bytes(horizon) + 32 * cfg.gd_groups * cfg.gd_group_size
 
@@ -182,7 +186,7 @@ def preflight(cfg: Config) -> None:
             f"an orthonormal embedding of K={K} facts": 8 * 4 * K * K,
             f"the noiseless curves of curve_steps={T}": curves,
             f"the matching of match_steps={cfg.match_steps}": trajectory_bytes(
-                cfg.match_steps, len(cfg.signgd_grid)
+                cfg.match_steps, max(len(cfg.signgd_grid), cfg.signgd_refine)
             ),
             f"the noisy sweep (horizons up to {horizon}, K={cfg.gd_groups * cfg.gd_group_size})": (
                 noisy
@@ -259,12 +263,12 @@ def _noiseless(cfg: Config) -> tuple[list[dict[str, Any]], dict[str, Any]]:
     trajs = {}
     for opt, lr in progress.iterate(lrs.items(), "noiseless curves"):
         memory = A.build_memory(spectrum, emb, opt)
-        traj = A.train(memory, opt, A.lr_schedule("constant", T, K, lr=lr), record=record)
+        traj = A.train(memory, opt, A.lr_schedule("constant", T, K, lr=lr))  # every step
         trajs[opt] = traj
-        for i, step in enumerate(traj.steps):
+        for step in record:
             row = {"optimizer": opt, "lr": lr, "step": step, "loss": float(traj.loss[step])}
             for g in range(spectrum.n_groups):
-                row[f"group_{g + 1}"] = float(traj.group_loss[i, g])
+                row[f"group_{g + 1}"] = float(traj.group_loss[step, g])
             rows.append(row)
     steps = torch.tensor(record, dtype=torch.float64)
     per_item_p = spectrum.group_mass() / torch.as_tensor(
@@ -291,18 +295,32 @@ def _noiseless(cfg: Config) -> tuple[list[dict[str, Any]], dict[str, Any]]:
     out["muon_prefactor_over_k"] = pref / K
     group_rates = []
     for g in range(spectrum.n_groups):
-        y = mu.group_loss[:, g]
+        y = mu.group_loss[record, g]
         ok = (y < 0.1) & (y > 1e-12)
         group_rates.append(exponential_rate(steps[ok], y[ok])[0] / cfg.muon_lr)
     out["muon_group_rates_over_eta"] = group_rates
     gd_rates = []
     for g in range(spectrum.n_groups):
-        y = gd.group_loss[:, g]
+        y = gd.group_loss[record, g]
         gd_rates.append(loglog_slope(steps[steps >= T / 2], y[steps >= T / 2]))
     out["gd_group_slopes"] = gd_rates
     out["muon_final_gap"] = float(mu.gap[-1])
     out["gd_final_gap"] = float(gd.gap[-1])
+    # B.preconditioner: how each group's speed depends on its frequency
+    out["group_item_p"] = per_item_p.tolist()
+    out["gd_group_half_times"] = half_loss_times(gd.group_loss)
+    out["muon_group_half_times"] = half_loss_times(mu.group_loss)
     return rows, out
+
+
+def half_loss_times(group_loss: torch.Tensor) -> list[int | None]:
+    """Per group (columns of ``group_loss``, one row per step from 0), the first step at which
+    its loss is at most half its loss at step 0 (None: not within the run)."""
+    out: list[int | None] = []
+    for g in range(group_loss.shape[1]):
+        hit = (group_loss[:, g] <= 0.5 * group_loss[0, g]).nonzero()
+        out.append(int(hit[0]) if len(hit) else None)
+    return out
 
 
 def _matching(cfg: Config) -> dict[str, Any]:
@@ -333,26 +351,37 @@ def _matching(cfg: Config) -> dict[str, Any]:
             return float(((loss - floor - ref).abs() / ref.clamp(min=1e-300)).max())
 
         out[tag] = {"tra_vs_muon_2eta": mismatch(tra.loss)}
-    grid = torch.tensor(cfg.signgd_grid, dtype=torch.float64)
-    sg = A.train(
-        A.build_memory(spectrum, emb, "signgd"),
-        "signgd",
-        grid[None, :].expand(T, -1),
-        record=[0, T],
-        progress=True,
-        desc="signgd grid",
-    )
     mu = A.train(
         A.build_memory(spectrum, emb, "muon"),
         "muon",
         A.lr_schedule("constant", T, K, lr=2 * cfg.sign_lr),
         record=[0, T],
     )
-    mism = ((sg.loss - mu.loss[:, None]).abs() / mu.loss[:, None]).amax(dim=0)
-    best = int(mism.argmin())
-    out["signgd_grid"] = cfg.signgd_grid
+
+    def signgd(lrs: list[float], desc: str) -> tuple[torch.Tensor, Any]:
+        """Plain SignGD at every step size of ``lrs`` (one batched run): its largest relative
+        loss difference from Muon(2η) over the steps, and the trajectory."""
+        batch = torch.tensor(lrs, dtype=torch.float64)
+        sg = A.train(A.build_memory(spectrum, emb, "signgd"), "signgd",
+                     batch[None, :].expand(T, -1), record=[0, T], progress=True,
+                     desc=desc)  # fmt: skip
+        return ((sg.loss - mu.loss[:, None]).abs() / mu.loss[:, None]).amax(dim=0), sg
+
+    grid = cfg.signgd_grid
+    mism, sg = signgd(grid, "signgd grid")
+    # The grid's best is only an upper bound on the best over all step sizes: refine between
+    # its neighbours, so that 'no step size matches' rests on the step sizes in between too.
+    i = int(mism.argmin())
+    lo, hi = math.log(grid[max(i - 1, 0)]), math.log(grid[min(i + 1, len(grid) - 1)])
+    fine = [math.exp(lo + (hi - lo) * k / (cfg.signgd_refine + 1))
+            for k in range(1, cfg.signgd_refine + 1)] if hi > lo else []  # fmt: skip
+    fine_mism = signgd(fine, "signgd refined")[0].tolist() if fine else []
+    tried = sorted(zip([*grid, *fine], [*mism.tolist(), *fine_mism], strict=True))
+    best_lr, best_mismatch = min(tried, key=lambda item: item[1])
+    out["signgd_grid"] = grid
     out["signgd_vs_muon_2eta"] = mism.tolist()
-    out["signgd_best"] = {"lr": cfg.signgd_grid[best], "mismatch": float(mism[best])}
+    out["signgd_refined"] = {"lrs": fine, "mismatch": fine_mism}
+    out["signgd_best"] = {"lr": best_lr, "mismatch": best_mismatch}
     out["signgd_final_gap"] = sg.gap[-1].tolist()
     out["muon_final_gap"] = float(mu.gap[-1])
     out["steps"] = T
