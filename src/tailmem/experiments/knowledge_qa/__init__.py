@@ -426,7 +426,7 @@ def write_outputs(
                 a.to_json()
                 for ffn, found in measures.items()
                 for a in answers.answers(found, ffn, plan.labels)
-            ],  # fmt: skip
+            ],
         },
     )
 

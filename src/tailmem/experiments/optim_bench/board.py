@@ -16,11 +16,17 @@ from pathlib import Path
 from typing import Any
 
 from tailmem.claims.core import ClaimResult, mean_se
+from tailmem.claims.related import BenchMemory
 from tailmem.columns import column, column_docs, records
 from tailmem.diagnose import diagnose
 from tailmem.errors import DataError
 from tailmem.experiments.knowledge_qa import grid, tables
-from tailmem.experiments.optim_bench.memory import MemoryRun, memory_rows, tail_head_ratio
+from tailmem.experiments.optim_bench.memory import (
+    MemoryRun,
+    bench_memory,
+    memory_rows,
+    tail_head_ratio,
+)
 from tailmem.experiments.optim_bench.places import (
     EQUIVALENCE_MARGIN,
     HEADLINE_TAU,
@@ -355,13 +361,10 @@ def build(
                  tuple(sweep), tuple(memory["edges"]), findings)  # fmt: skip
 
 
-def claim_inputs(cfg: Any, memory: Mapping[str, Any]) -> Any:
-    """The memory's times per optimiser and draw, for :mod:`tailmem.claims.related`."""
-    from tailmem.claims.related import BenchMemory
-
-    runs: list[MemoryRun] = list(memory["runs"])
-    times = {name: [r.times for r in runs if r.optimizer == name] for name in cfg.optimizers}
-    return BenchMemory(steps=cfg.memory.steps, times=times)
+def claim_inputs(cfg: Any, memory: Mapping[str, Any]) -> BenchMemory:
+    """The memory's times per optimiser, draw and matching pace, for
+    :mod:`tailmem.claims.related` (:func:`.memory.bench_memory`)."""
+    return bench_memory(memory)
 
 
 def ranked_figure(rows: Sequence[LeaderboardRow], level: str) -> Any:
