@@ -17,7 +17,7 @@ from tailmem.errors import ConfigError
 from tailmem.lm.arms import Arm
 from tailmem.lm.store import StoredRate, load_store, missing_rates, stored_choices
 from tailmem.lm.tuning import TuningSection
-from tailmem.models.gpt import SIZES, GPTConfig, gated_d_ff, gpt_config
+from tailmem.models.gpt import LATER_FIELDS, SIZES, GPTConfig, gated_d_ff, gpt_config
 from tailmem.optim.registry import (
     HParams,
     OptimizerKind,
@@ -44,7 +44,8 @@ class ModelSection:
     embedding's matrix (one parameter, role ``embed``, so it is trained once, by the optimiser
     of the embedding). ``pos_encoding``: ``rope`` (rotary, the paper's), ``learned`` (an
     absolute position embedding added to the token embedding, role ``embed``) or ``none``
-    (NoPE).
+    (NoPE). ``norm``: ``rms`` (RMSNorm) or ``layer`` (LayerNorm); ``residual_init``: ``scaled``
+    (O and W_out at init_std/√(2 n_layer)) or ``plain`` (every matrix at init_std).
     """
 
     size: str = "cpu-small"
@@ -57,6 +58,8 @@ class ModelSection:
     dropout: float = 0.0
     tie_weights: bool = False
     pos_encoding: Literal["rope", "learned", "none"] = "rope"
+    norm: Literal["rms", "layer"] = "rms"
+    residual_init: Literal["scaled", "plain"] = "scaled"
 
     def validate(self) -> None:
         if self.size not in SIZES:
@@ -85,6 +88,8 @@ class ModelSection:
             dropout=self.dropout,
             tie_weights=self.tie_weights,
             pos_encoding=self.pos_encoding,
+            norm=self.norm,
+            residual_init=self.residual_init,
             **fields,
         )
 
@@ -390,6 +395,9 @@ class LMConfig:
             elif is_dataclass(value) and not isinstance(value, type):
                 value = asdict(value)
             out[spec.name] = value
+        for name, default in LATER_FIELDS.items():  # a problem recorded before they existed
+            if out["model"].get(name) == default:
+                del out["model"][name]
         out["train"] = {k: v for k, v in out["train"].items() if k in TRAIN_RECORD}
         out["tuning"] = {k: v for k, v in out["tuning"].items()
                          if k not in ("rates", "store", "only")}  # fmt: skip

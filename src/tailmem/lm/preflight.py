@@ -157,7 +157,13 @@ def _trial_model(cfg: LMConfig, ffn: str) -> GPT:
             qk_norm=model.qk_norm,
             tie_weights=model.tie_weights,
             pos_encoding=model.pos_encoding,
+            norm=model.norm,
+            residual_init=model.residual_init,
             max_seq_len=8,
-            **TRIAL_MODEL,
+            vocab_size=TRIAL_MODEL["vocab_size"],
+            n_layer=TRIAL_MODEL["n_layer"],
+            n_head=TRIAL_MODEL["n_head"],
+            d_model=TRIAL_MODEL["d_model"],
+            d_ff=TRIAL_MODEL["d_ff"],
         )
     )

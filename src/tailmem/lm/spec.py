@@ -81,7 +81,7 @@ class RunSpec:
             "seed": self.seed,
             "steps": self.steps,
             "hparams": {s.kind.name: s.record() for s in self.optimizers},
-            "model": dataclasses.asdict(self.model),
+            "model": self.model.record(),
             "train": loop,
             "batch": [self.batch.batch_size, self.batch.seq_len, self.batch.eval_batch_size],
             "data": dict(self.data),

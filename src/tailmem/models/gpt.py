@@ -40,6 +40,7 @@ roles can be read off the module tree::
 
 from __future__ import annotations
 
+import dataclasses
 import math
 from collections.abc import Sequence
 from dataclasses import dataclass, replace
@@ -63,11 +64,14 @@ POS_ENCODINGS = ("rope", "learned", "none")
 class GPTConfig:
     """Shape and initialisation of a :class:`GPT`.
 
-    ``init_std`` is the standard deviation of every weight matrix and of the embeddings; the two
-    projections that write into the residual stream (``o`` and ``w_out``) use
-    ``init_std / sqrt(2 n_layer)`` (GPT-2 convention; the paper does not state its init).
-    ``pos_encoding``: one of :data:`POS_ENCODINGS` (module docstring). ``tie_weights``: the LM
-    head is the token embedding's matrix.
+    ``init_std`` is the standard deviation of every weight matrix and of the embeddings; with
+    ``residual_init="scaled"`` the two projections that write into the residual stream (``o``
+    and ``w_out``) use ``init_std / sqrt(2 n_layer)`` (GPT-2 convention; the paper does not
+    state its init), with ``"plain"`` every matrix is N(0, init_std). ``norm``: the block and
+    final normalisation, ``rms`` (RMSNorm, the default) or ``layer`` (LayerNorm with a bias; one
+    model only); the optional QK-norm is always RMSNorm. ``pos_encoding``: one of
+    :data:`POS_ENCODINGS` (module docstring). ``tie_weights``: the LM head is the token
+    embedding's matrix.
     """
 
     vocab_size: int
@@ -84,10 +88,22 @@ class GPTConfig:
     dropout: float = 0.0
     init_std: float = 0.02
     norm_eps: float = 1e-6
+    norm: str = "rms"
+    residual_init: str = "scaled"
 
     @property
     def head_dim(self) -> int:
         return self.d_model // self.n_head
+
+    def record(self) -> dict[str, object]:
+        """The config as plain data for a run's identity: the fields added after runs were
+        first recorded (:data:`LATER_FIELDS`) only where they differ from their defaults, so
+        a run at the defaults keeps the identity it had before they existed."""
+        out = dataclasses.asdict(self)
+        for name, default in LATER_FIELDS.items():
+            if out[name] == default:
+                del out[name]
+        return out
 
     def validate(self) -> None:
         """Raise :class:`ConfigError` naming the first invalid field."""
@@ -105,6 +121,15 @@ class GPTConfig:
             raise ConfigError(
                 f"GPTConfig.qk_norm and tie_weights must be true or false, got "
                 f"{self.qk_norm!r} and {self.tie_weights!r}"
+            )
+        if self.norm not in NORMS:
+            raise ConfigError(
+                f"GPTConfig.norm must be one of {', '.join(NORMS)}, got {self.norm!r}"
+            )
+        if self.residual_init not in RESIDUAL_INITS:
+            raise ConfigError(
+                f"GPTConfig.residual_init must be one of {', '.join(RESIDUAL_INITS)}, got "
+                f"{self.residual_init!r}"
             )
         if self.ffn not in ("plain", "gated"):
             raise ConfigError(f"GPTConfig.ffn must be 'plain' or 'gated', got {self.ffn!r}")
@@ -144,6 +169,13 @@ class GPTConfig:
 #   gpt-0.7b  24 × 1536, 12 heads (head dim 128), d_ff 6144  679.6M in blocks; 834.1M in total
 #             with a 50304 vocab. The paper gives no shape for its 0.7B model; this is the
 #             GPT-2-medium depth at 1.5× width, chosen so that the blocks hold ≈ 0.7B.
+NORMS = ("rms", "layer")
+"""The normalisations of the blocks and the final norm (:class:`GPTConfig` ``norm``)."""
+RESIDUAL_INITS = ("scaled", "plain")
+"""How the residual-output projections are initialised (:class:`GPTConfig` ``residual_init``)."""
+LATER_FIELDS: dict[str, object] = {"norm": "rms", "residual_init": "scaled"}
+"""Fields added after runs were first recorded, with their defaults (:meth:`GPTConfig.record`)."""
+
 SIZES: dict[str, dict[str, int]] = {
     "tiny": {"n_layer": 2, "n_head": 2, "d_model": 32, "d_ff": 128, "max_seq_len": 64},
     "cpu-small": {"n_layer": 2, "n_head": 4, "d_model": 128, "d_ff": 512, "max_seq_len": 256},
@@ -245,8 +277,13 @@ def _linear(d_in: int, d_out: int, members: int) -> nn.Module:
     return MemberLinear(d_in, d_out, members)
 
 
-def _norm(dim: int, members: int, eps: float) -> nn.Module:
-    """An RMSNorm: ``nn.RMSNorm`` for one model, :class:`MemberRMSNorm` for more."""
+def _norm(dim: int, members: int, eps: float, kind: str = "rms") -> nn.Module:
+    """An RMSNorm (``nn.RMSNorm`` for one model, :class:`MemberRMSNorm` for more) or, with
+    ``kind="layer"``, a LayerNorm with a bias (one model only)."""
+    if kind == "layer":
+        if members != 1:
+            raise ConfigError("model.norm: layer is for one model; expected rms for an ensemble")
+        return nn.LayerNorm(dim, eps=eps)
     return nn.RMSNorm(dim, eps=eps) if members == 1 else MemberRMSNorm(dim, members, eps)
 
 
@@ -255,7 +292,7 @@ def _embedding(num: int, dim: int, members: int) -> nn.Module:
     return nn.Embedding(num, dim) if members == 1 else MemberEmbedding(num, dim, members)
 
 
-_NORMS = (nn.RMSNorm, MemberRMSNorm)
+_NORMS = (nn.RMSNorm, MemberRMSNorm, nn.LayerNorm)
 _TABLES = (nn.Linear, nn.Embedding, MemberLinear, MemberEmbedding)
 
 
@@ -364,9 +401,9 @@ class Block(nn.Module):
 
     def __init__(self, cfg: GPTConfig, members: int = 1) -> None:
         super().__init__()
-        self.attn_norm = _norm(cfg.d_model, members, cfg.norm_eps)
+        self.attn_norm = _norm(cfg.d_model, members, cfg.norm_eps, cfg.norm)
         self.attn = Attention(cfg, members)
-        self.ffn_norm = _norm(cfg.d_model, members, cfg.norm_eps)
+        self.ffn_norm = _norm(cfg.d_model, members, cfg.norm_eps, cfg.norm)
         self.ffn = FFN(cfg, members)
         self.drop = nn.Dropout(cfg.dropout)
 
@@ -400,7 +437,7 @@ class GPT(nn.Module):
         self.pos_embed = _embedding(cfg.max_seq_len, cfg.d_model, members) if learned else None
         self.drop = nn.Dropout(cfg.dropout)
         self.blocks = nn.ModuleList(Block(cfg, members) for _ in range(cfg.n_layer))
-        self.final_norm = _norm(cfg.d_model, members, cfg.norm_eps)
+        self.final_norm = _norm(cfg.d_model, members, cfg.norm_eps, cfg.norm)
         self.head = _linear(cfg.d_model, cfg.vocab_size, members)
         if cfg.tie_weights:
             self.head.weight = self.embed.weight
@@ -411,15 +448,19 @@ class GPT(nn.Module):
         self.reset_parameters()
 
     def reset_parameters(self) -> None:
-        """Normal(0, init_std) weights, residual-output projections scaled by 1/√(2 n_layer)."""
+        """Normal(0, init_std) weights (residual-output projections scaled by 1/√(2 n_layer)
+        unless ``residual_init`` is ``plain``), norm gains 1 (LayerNorm biases 0)."""
         std = self.cfg.init_std
-        residual_std = std / math.sqrt(2 * self.cfg.n_layer)
+        scaled = self.cfg.residual_init == "scaled"
+        residual_std = std / math.sqrt(2 * self.cfg.n_layer) if scaled else std
         for name, module in self.named_modules():
             if isinstance(module, _TABLES):
                 last = name.rsplit(".", 1)[-1]
                 nn.init.normal_(module.weight, 0.0, residual_std if last in ("o", "w_out") else std)
             elif isinstance(module, _NORMS):
                 nn.init.ones_(module.weight)
+                if isinstance(module, nn.LayerNorm):
+                    nn.init.zeros_(module.bias)
 
     @classmethod
     def stack(cls, models: Sequence[GPT]) -> GPT:
