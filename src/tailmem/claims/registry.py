@@ -14,7 +14,7 @@ import re
 from collections.abc import Sequence
 from typing import Any
 
-from tailmem.claims import a1, a2, a3, a3_map, a3_qk, a3_sensitivity, a4, b, related
+from tailmem.claims import a1, a2, a3, a3_map, a3_qk, a3_sensitivity, a4, b, related, rule_or_rate
 from tailmem.claims.core import Claim, ClaimInputs, ClaimResult
 from tailmem.errors import DataError
 
@@ -25,6 +25,7 @@ SECTIONS: dict[str, str] = {
     "A4": "One-layer associative memory theory",
     "B": "Paper B: training dynamics and scaling laws",
     "Related": "Related results worth reproducing or comparing with",
+    "D": "Update rule or learning rate?",
 }
 """PAPERS.md's sections that hold claims; every claim's ``source`` starts with one of the keys."""
 
@@ -38,6 +39,7 @@ _CLAIM_LIST: list[Claim] = [
     *a4.CLAIMS,
     *b.CLAIMS,
     *related.CLAIMS,
+    *rule_or_rate.CLAIMS,
 ]
 CLAIMS: dict[str, Claim] = {c.id: c for c in _CLAIM_LIST}
 """Every claim of PAPERS.md by id, in PAPERS.md order."""
