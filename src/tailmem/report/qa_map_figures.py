@@ -3,8 +3,9 @@
 Both return the matplotlib figure (save with :meth:`tailmem.rundir.RunDir.save_report_figure`).
 
 - :func:`heat_map_figure`: one value per cell of a two-axis grid (the other axes fixed), coloured
-  and annotated "mean ± SE"; a cell whose value is a bound (the lag ratio where a crossing is
-  not bracketed) is hatched and written "≥ x" or "≤ x"; a cell with no value is grey, "—".
+  and annotated with the value and its 95 % interval; a cell whose value is a bound (the lag
+  ratio where a crossing is not bracketed) is hatched and written "≥ x" or "≤ x"; a cell with
+  no value is grey, "—".
 - :func:`trend_figure`: the fitted power law of :mod:`tailmem.metrics.lag_trend` along one
   feature, through the measured points (with their SE), with its confidence band, extended to
   an extrapolated point drawn with its confidence and prediction intervals, and published
@@ -29,18 +30,21 @@ BOUND_TEXT = {"lower": "≥", "upper": "≤"}
 
 @dataclass(frozen=True)
 class Cell:
-    """One heat-map cell: ``value`` (a seed mean, or a bound when ``kind`` is "lower" or
-    "upper"), its standard error (``None``: unknown or a bound)."""
+    """One heat-map cell: ``value`` (a summary over seeds — a geometric mean, a mean — or a
+    bound when ``kind`` is "lower" or "upper") and its interval ``low``–``high`` (``None``:
+    unknown or a bound)."""
 
     value: float
-    se: float | None = None
+    low: float | None = None
+    high: float | None = None
     kind: Kind = "measured"
 
     def text(self, digits: int) -> str:
         if self.kind in BOUND_TEXT:
             return f"{BOUND_TEXT[self.kind]} {self.value:.{digits}f}"
-        se = "" if self.se is None else f"\n± {self.se:.{digits}f}"
-        return f"{self.value:.{digits}f}{se}"
+        if self.low is None or self.high is None:
+            return f"{self.value:.{digits}f}"
+        return f"{self.value:.{digits}f}\n[{self.low:.{digits}f}, {self.high:.{digits}f}]"
 
 
 def heat_map_figure(
@@ -133,17 +137,17 @@ def trend_figure(
     from matplotlib.ticker import LogLocator, NullFormatter, ScalarFormatter
 
     plt = pyplot()
-    ratio = np.asarray(ratio, dtype=np.float64)
-    se = np.asarray(se, dtype=np.float64)
-    moved = ratio.copy()
+    ratios = np.asarray(ratio, dtype=np.float64)
+    ses = np.asarray(se, dtype=np.float64)
+    moved = ratios.copy()
     for feature in fit.features:
         if feature != along:
             slope, _ = fit.slope(feature)
             moved *= (at[feature] / np.asarray(features[feature], dtype=np.float64)) ** slope
     xs = np.asarray(features[along], dtype=np.float64)
     fig, ax = plt.subplots(figsize=(6.4, 4.2))
-    ax.errorbar(xs, moved, yerr=se * moved / ratio, fmt="o", color="C0", capsize=2,
-                label="measured (mean ± SE)")  # fmt: skip
+    ax.errorbar(xs, moved, yerr=ses * moved / ratios, fmt="o", color="C0", capsize=2,
+                label="measured (geometric mean ± SE)")  # fmt: skip
     grid = np.geomspace(min(xs.min(), at[along]), max(xs.max(), at[along]), 60)
     line = [fit.predict({**at, along: float(v)}) for v in grid]
     ax.plot(grid, [p.ratio for p in line], color="C0", label="fitted trend")
