@@ -33,13 +33,32 @@ def test_the_grid_is_the_cartesian_product_of_the_axes_with_labelled_points():
 def test_width_keeps_heads_of_64_where_it_can():
     def heads(width):
         point = points.GridPoint(width, 3, 6.0, 7, 1.0)
-        return points.model_overrides(point, head_dim=64, ffn_mult=4)
+        return points.model_shape(point, head_dim=64, ffn_mult=4)
 
-    assert heads(256) == {"model.d_model": 256, "model.n_head": 4, "model.n_layer": 3,
-                          "model.d_ff": 1024}  # fmt: skip
-    assert heads(32)["model.n_head"] == 1  # below one head: one head of the whole width
+    assert heads(256) == points.Shape(d_model=256, n_head=4, n_layer=3, d_ff=1024)
+    assert heads(32).n_head == 1  # below one head: one head of the whole width
     with pytest.raises(ConfigError, match=r"axes\.width: got 96; expected a multiple of head_dim"):
         heads(96)
+
+
+def test_a_points_config_is_a_value_equal_to_the_one_its_overrides_would_load():
+    """Points are built with dataclasses.replace, not key=value text: the same config (so the
+    same runs and sub-run digests) as the dotted-key overrides the map used to pass."""
+    cfg = load_config(qa_map.Config, "qa-map", "cpu")
+    base = qa_map.base_config(cfg)
+    point = points.GridPoint(128, 2, 3.0, 7, 1.0)
+    built = qa_map.point_config(cfg, base, point, 214)
+    keys = {"model.d_model": 128, "model.n_head": 2, "model.n_layer": 2, "model.d_ff": 512,
+            "data.m": 7, "data.frequency_exponent": 1.0, "train.steps": 214,
+            "train.eval_every": 21, "train.log_every": 21, "train.warmup_steps": 4}  # fmt: skip
+    ((_, loaded),) = grid.configure(
+        [grid.Point(point.label, keys)], "cpu", qa_map.common_overrides(cfg)
+    ).values()
+    assert built == loaded and built.entries() == loaded.entries()
+    assert (built.model.n_head, built.train.warmup_steps, built.arms) == (2, 4, ["muon", "adam"])
+    small = points.GridPoint(128, 2, 3.0, 2, 1.0)  # m = 2 has fewer groups than the head's 3
+    with pytest.raises(ConfigError, match=r"^point 'd128 L2 x3 m2 rho1': head_groups: got 3"):
+        qa_map.point_config(cfg, base, small, 214)
 
 
 def test_facts_and_block_parameters_of_the_papers_point():
@@ -58,9 +77,8 @@ def _trend_features(preset):
     cfg = load_config(qa_map.Config, "qa-map", preset)
     features = {"width": [], "facts_per_param": []}
     for point in points.grid_points(cfg.axes):
-        shape = points.model_overrides(point, cfg.head_dim, cfg.ffn_mult)
-        fields = {key.split(".")[1]: value for key, value in shape.items()}
-        model = gpt_config("gpt-160m", vocab_size=1, **fields)
+        shape = points.model_shape(point, cfg.head_dim, cfg.ffn_mult)
+        model = gpt_config("gpt-160m", vocab_size=1, **dataclasses.asdict(shape))
         features["width"].append(point.width)
         features["facts_per_param"].append(points.facts(point.m) / points.hidden_params(model))
     return features
@@ -76,10 +94,9 @@ def test_the_paper_preset_resolves_both_slopes_of_the_trend_and_the_cpu_one_only
 def test_steps_give_each_rarest_fact_its_exposures():
     assert points.steps_for(6.0, steps_per_epoch=73.4, qa_per_selection=1) == 440
     assert points.steps_for(6.0, steps_per_epoch=73.4, qa_per_selection=2) == 220
-    assert points.schedule_overrides(440, evals=10, warmup_frac=0.02) == {
-        "train.steps": 440, "train.eval_every": 44, "train.log_every": 44,
-        "train.warmup_steps": 9,
-    }  # fmt: skip
+    assert points.schedule(440, evals=10, warmup_frac=0.02) == points.Schedule(
+        steps=440, eval_every=44, log_every=44, warmup_steps=9
+    )
 
 
 def _lag(values, resolution=0.01, tau=0.5, of_mean=None):
