@@ -366,6 +366,13 @@ def test_smoke_study_end_to_end_writes_the_table_figure_claims_and_report_sectio
     assert rows[0]["lag_0.3"] == rows[2]["lag_0.3"]  # the base runs serve every factor
     assert rows[3]["muon_lr_where"] == "shared" and rows[3]["muon_lr"] == rows[3]["adam_lr"]
     assert rows[0]["muon_lr_where"] == "set" and rows[0]["muon_trials"] == ""  # nothing tuned
+    # the table's rarest-group gap is the gap measures' pre-specified tail cell
+    results = json.loads((out / "results.json").read_text())
+    for row, label in zip(rows[:2], ("base", "loss target: all tokens"), strict=True):
+        (pair,) = results["points"][label]["gap_measures"]["plain"]["pairs"]
+        tail = pair["tail_gap"]
+        assert float(row["rarest_fta_gap"]) == pytest.approx(tail["gap"], abs=1e-4)
+        assert float(row["rarest_fta_gap_se"]) == pytest.approx(tail["se"], abs=1e-4)
     assert (out / "lag_ratio_by_level.png").stat().st_size > 0
     (claim,) = json.loads((out / "claims.json").read_text())
     assert claim["id"] == LAG.id and "loss target = all tokens" in claim["ours"]
