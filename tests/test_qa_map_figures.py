@@ -15,18 +15,18 @@ def _texts(ax):
             for t in ax.texts}  # fmt: skip
 
 
-def test_heat_map_annotates_mean_and_se_hatches_bounds_and_greys_missing_cells(tmp_path):
+def test_heat_map_annotates_value_and_interval_hatches_bounds_and_greys_missing_cells(tmp_path):
     cells = {
-        (64, 3): Cell(1.5, 0.1),
-        (128, 3): Cell(2.25, 0.3),
-        (64, 6): Cell(1.8, None, "lower"),
+        (64, 3): Cell(1.5, 1.3, 1.7),
+        (128, 3): Cell(2.25, 1.8, 2.8),
+        (64, 6): Cell(1.8, kind="lower"),
         (128, 6): None,
     }
     fig = heat_map_figure(cells, ("width", [64, 128]), ("exposures", [3, 6]),
                           title="lag ratio", colorbar="ratio", center=1.0, log=True)  # fmt: skip
     ax = fig.axes[0]
     texts = _texts(ax)
-    assert texts[0, 0] == "1.50\n± 0.10" and texts[1, 0] == "2.25\n± 0.30"
+    assert texts[0, 0] == "1.50\n[1.30, 1.70]" and texts[1, 0] == "2.25\n[1.80, 2.80]"
     assert texts[0, 1] == "≥ 1.80" and texts[1, 1] == "—"
     hatched = [p for p in ax.patches if p.get_hatch() == "//"]
     assert len(hatched) == 1 and hatched[0].get_xy() == (-0.5, 0.5)  # the bound cell
@@ -49,12 +49,13 @@ def closing():
 
 
 def test_heat_map_of_gaps_is_linear_about_zero(closing):
-    cells = {("a", 1): Cell(0.3, 0.05), ("b", 1): Cell(-0.1, 0.02)}
-    fig = heat_map_figure(cells, ("x", ["a", "b"]), ("y", [1]), title="gap", colorbar="gap",
-                          center=0.0, digits=3)  # fmt: skip
+    cells = {("a", 1): Cell(0.3, 0.2, 0.4), ("b", 1): Cell(-0.1, -0.14, -0.06), ("c", 1): Cell(0.2)}
+    fig = heat_map_figure(cells, ("x", ["a", "b", "c"]), ("y", [1]), title="gap",
+                          colorbar="gap", center=0.0, digits=3)  # fmt: skip
     (image,) = fig.axes[0].images
     assert (image.norm.vmin, image.norm.vmax) == pytest.approx((-0.3, 0.3))
-    assert _texts(fig.axes[0])[1, 0] == "-0.100\n± 0.020"
+    texts = _texts(fig.axes[0])
+    assert texts[1, 0] == "-0.100\n[-0.140, -0.060]" and texts[2, 0] == "0.200"  # no interval
 
 
 def test_trend_figure_draws_the_fit_through_points_moved_to_the_target(closing):

@@ -1,35 +1,38 @@
-"""A3.map.uniform: the lag ratio at the paper's power law vs the grid's most uniform exponent."""
+"""A3.map.uniform: the lag ratio at the paper's power law vs the grid's most uniform exponent,
+on the log scale with a 95 % t interval and the interpolation's resolution as the SE floor."""
+
+import math
 
 import pytest
 
-from tailmem.claims.a3_map import CLAIMS, A3MapInputs
+from tailmem.claims.a3_map import CLAIMS, A3MapInputs, MapPoint
+from tailmem.claims.a3_sensitivity import SeedRatios
+from tailmem.claims.core import Bound, t_quantile, welch_df
 
 (CLAIM,) = CLAIMS
+TAU = CLAIM["tau"]
 REFERENCE = {"width": 128, "depth": 2, "exposures": 6.0, "m": 7, "frequency_exponent": 1.0}
 
 
-def _entry(value):
-    """A per-seed ratio as the map records it: a number, ``("lower", x)`` for a censored seed
+def _ratios(values, resolution=0.0):
+    """Per-seed ratios as the map records them: a number, ``("lower", x)`` for a censored seed
     (Adam never reached the level: the ratio is at least x), or None (neither)."""
-    if value is None:
-        return {"ratio": None, "lower": None, "upper": None}
-    if isinstance(value, tuple):
-        side, bound = value
-        return {"ratio": None, "lower": None, "upper": None, side: bound}
-    return {"ratio": value, "lower": value, "upper": value}
+    return SeedRatios(
+        tuple(Bound(v[1], v[0]) if isinstance(v, tuple) else v for v in values), resolution
+    )
 
 
-def _results(ratios_by_exponent, other_width=None):
+def _results(ratios_by_exponent, other_width=None, resolution=0.0):
     """One point per exponent at the reference, plus (optionally) a point at another width."""
-    rows, seeds = [], {}
-    for exponent, ratios in ratios_by_exponent.items():
-        label = f"rho{exponent:g}"
-        rows.append({**REFERENCE, "frequency_exponent": exponent, "point": label})
-        seeds[label] = {"0.5": [_entry(r) for r in ratios]}
+    found = [
+        MapPoint(f"rho{exponent:g}", {**REFERENCE, "frequency_exponent": exponent},
+                 {TAU: _ratios(ratios, resolution)})
+        for exponent, ratios in ratios_by_exponent.items()
+    ]  # fmt: skip
     if other_width is not None:  # a more uniform point, but not at the reference width
-        rows.append({**REFERENCE, "width": other_width, "frequency_exponent": 0.0, "point": "w"})
-        seeds["w"] = {"0.5": [_entry(r) for r in (9.0, 9.1, 9.2)]}
-    return A3MapInputs(reference=REFERENCE, rows=rows, seed_ratios=seeds)
+        axes = {**REFERENCE, "width": other_width, "frequency_exponent": 0.0}
+        found.append(MapPoint("w", axes, {TAU: _ratios((9.0, 9.1, 9.2))}))
+    return A3MapInputs(reference=REFERENCE, points=found)
 
 
 def _verdict(results):
@@ -40,17 +43,45 @@ def _verdict(results):
 @pytest.mark.parametrize(
     ("uniform", "verdict"),
     [
-        ([1.1, 1.2, 1.15], "reproduced"),  # 2.0 vs 1.15: shrinks, far beyond 2 SE
+        ([1.1, 1.2, 1.15], "reproduced"),  # 2.0 vs 1.15: shrinks, far beyond the interval
         ([2.6, 2.7, 2.65], "not reproduced"),  # grows on uniform data
-        ([1.5, 2.5, 2.0], "inconclusive"),  # within 2 SE
+        ([1.5, 2.5, 2.0], "inconclusive"),  # within the 95 % t interval
         ([1.1, None, None], "inconclusive"),  # seeds with neither a ratio nor a bound
         ([1.1, 1.2, 1.15, None], "inconclusive"),  # such a seed is not dropped
     ],
 )
-def test_power_law_vs_the_most_uniform_exponent_decides_beyond_two_se(uniform, verdict):
+def test_power_law_vs_the_most_uniform_exponent_decides_beyond_the_t_interval(uniform, verdict):
     result = _verdict(_results({1.0: [1.9, 2.0, 2.1], 0.25: [9.0, 9.0, 9.1], 0.0: uniform}))
     assert result.verdict == verdict, result
     assert result.details["exponent"] == 0.0  # the flattest, not 0.25
+
+
+def test_the_difference_is_of_log_ratios_with_welch_degrees_of_freedom():
+    """Shrinking from 2 to 1.65 is a log difference of 0.19; with log spreads of 0.1 and 0.05
+    the Welch interval (df ≈ 2.9, t ≈ 3.2) reaches past it, although 2 SE (the old rule) would
+    not."""
+    power = [2.0 * math.exp(x) for x in (-0.1, 0.0, 0.1)]
+    uniform = [1.65 * math.exp(x) for x in (-0.05, 0.0, 0.05)]
+    result = _verdict(_results({1.0: power, 0.0: uniform}))
+    se_power, se_uniform = 0.1 / math.sqrt(3), 0.05 / math.sqrt(3)
+    se = math.hypot(se_power, se_uniform)
+    df = welch_df([(se_power**2, 3), (se_uniform**2, 3)])
+    assert result.details["log_difference"] == pytest.approx(math.log(2.0 / 1.65))
+    assert result.details["se_log"] == pytest.approx(se) and result.details["df"] == pytest.approx(
+        df
+    )
+    assert 2 * se < math.log(2.0 / 1.65) < t_quantile(df) * se
+    assert result.verdict == "inconclusive"
+
+
+def test_seeds_that_agree_exactly_are_floored_at_the_interpolation_resolution():
+    exact = _results({1.0: [1.5] * 3, 0.0: [1.2] * 3})
+    assert _verdict(exact).verdict == "inconclusive"  # SE 0: no noise estimate
+    assert _verdict(_results({1.0: [1.5] * 3, 0.0: [1.2] * 3}, resolution=0.01)).verdict == (
+        "reproduced"
+    )
+    coarse = _verdict(_results({1.0: [1.5] * 3, 0.0: [1.2] * 3}, resolution=0.1))
+    assert coarse.verdict == "inconclusive" and coarse.details["resolution"] == 0.1
 
 
 def test_only_points_at_the_reference_of_the_other_axes_count():

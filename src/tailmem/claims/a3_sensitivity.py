@@ -11,21 +11,30 @@ paper's tables hold (groups m − 4, m − 2, m at 20%, 50% and 100% of training
 evaluation; :func:`tailmem.metrics.qa_gaps.paper_cells`), and of those the group m − 2 ratio
 (:data:`READING`). Every reading is shown beside it.
 
+Statistics (:mod:`tailmem.claims.core`): a ratio is judged on the log scale — ratios multiply,
+and the geometric mean over seeds is what the gap measures report — with each seed's log ratio
+(a censored seed: the log of its bound, :class:`~tailmem.claims.core.Bound`) against the log of
+the threshold, the standard error floored at the interpolation's resolution
+(:attr:`SeedRatios.resolution`) and a two-sided 95 % Student-t interval
+(:func:`~tailmem.claims.core.compare_seeds`).
+
 The check reads :class:`A3SensitivityInputs`.
 """
 
 from __future__ import annotations
 
+import math
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 
 from tailmem.claims.core import (
+    CONFIDENCE,
     MIN_SEEDS,
+    Bound,
     Claim,
     ClaimInputs,
     Comparison,
     Outcome,
-    bound_of,
     compare_seeds,
     decided,
     inconclusive,
@@ -49,94 +58,157 @@ versions (group 13: 2.59), a crossing within one group."""
 REFERENCE = "paper arXiv v2"
 """The paper version whose ratio sets the threshold (the other is shown beside it)."""
 
-RatioEntry = Mapping[str, float | None]
-"""A ratio as ``ratio`` (measured) or ``lower`` / ``upper`` (a bound), the others None."""
+PerSeed = float | Bound | None
+"""One seed's lag ratio: the ratio, a :class:`~tailmem.claims.core.Bound` where a crossing is
+not bracketed (censored), or None (neither)."""
+
+
+@dataclass(frozen=True)
+class SeedRatios:
+    """One lag-ratio reading over seeds, as a claim reads it: per seed the ratio, its bound or
+    None (:data:`PerSeed`), and the reading's ``resolution`` — the SD of a per-seed log ratio
+    from interpolating between evaluations, the floor of its standard error."""
+
+    values: tuple[PerSeed, ...] = ()
+    resolution: float = 0.0
+
+    def logs(self) -> list[PerSeed]:
+        """The per-seed values on the log scale (a bound keeps its side: log is monotone)."""
+        return [_log(v) for v in self.values]
+
+
+def _log(value: PerSeed) -> PerSeed:
+    if value is None:
+        return None
+    if isinstance(value, Bound):
+        return Bound(math.log(value.value), value.side) if value.value > 0 else None
+    return math.log(value) if value > 0 else None
+
+
+def judge_log(a: SeedRatios, b: SeedRatios | float, resolution: float | None = None) -> Comparison:
+    """Is ``log a − log b > 0`` beyond the 95 % t interval of every side's noise over ≥ 3
+    seeds (:func:`~tailmem.claims.core.compare_seeds` on per-seed log ratios; censored seeds
+    at their bounds)? ``b`` may be a fixed ratio (a threshold); the SE floor is the larger of
+    the two readings' resolutions unless ``resolution`` is given."""
+    if isinstance(b, SeedRatios):
+        floor = max(a.resolution, b.resolution) if resolution is None else resolution
+        return compare_seeds(a.logs(), b.logs(), resolution=floor)
+    floor = a.resolution if resolution is None else resolution
+    return compare_seeds(a.logs(), math.log(b), resolution=floor)
+
+
+def geometric_text(c: Comparison) -> str:
+    """A log-scale comparison against a fixed ratio (:func:`judge`) as text: the geometric mean
+    over seeds with its 95 % t interval (``2.10 [1.80, 2.45]``: the threshold has no noise, so
+    the comparison's interval is the mean's), and its censored seeds and those with nothing."""
+    if not c.a.n:
+        return "not measured"
+    text = f"{math.exp(c.a.mean):.3g}"
+    if c.half_width is not None:
+        low, high = c.a.mean - c.half_width, c.a.mean + c.half_width
+        text += f" [{math.exp(low):.3g}, {math.exp(high):.3g}]"
+    notes = [f"{n} {what}" for n, what in ((c.censored, "censored"), (c.empty, "without a ratio"))
+             if n]  # fmt: skip
+    return text + (f" ({', '.join(notes)})" if notes else "")
+
+
+@dataclass(frozen=True)
+class LevelPoint:
+    """A non-base level of a factor and the label of the point that measures it."""
+
+    factor: str
+    level: str
+    point: str
+
+    @property
+    def name(self) -> str:
+        return f"{self.factor} = {self.level}"
 
 
 @dataclass(frozen=True, kw_only=True)
 class A3SensitivityInputs(ClaimInputs):
-    """What ``qa-sensitivity`` gives the check (ratios keyed by ``str(tau)``, e.g. ``"0.5"``);
-    the experiment writes it into ``results.json`` as ``claim_inputs``, fields in this order."""
+    """What ``qa-sensitivity`` gives the check (the experiment writes it into ``results.json``
+    as ``claim_inputs``)."""
 
-    paper: Mapping[str, Mapping[str, Mapping[str, RatioEntry]]] = field(default_factory=dict)
+    paper: Mapping[str, Mapping[str, Mapping[float, PerSeed]]] = field(default_factory=dict)
     """Paper version label → reading (:data:`READINGS` but ``pooled``) → τ → the Adam-behind-
     Muon ratio of its tables (a ratio or a bound)."""
     base: str | None = None
     """The label of the base point."""
     base_choices: Sequence[str] = ()
     """The base's level of every factor, in words."""
-    points: Mapping[str, Mapping[str, Mapping[str, Sequence[RatioEntry]]]] = field(
-        default_factory=dict
-    )
-    """Point label → reading (:data:`READINGS`) → τ → per-seed ratio (a censored seed: its
-    bound; neither: all None)."""
-    levels: Sequence[Mapping[str, str]] = ()
-    """Every non-base level of every factor: ``factor``, ``level`` and its ``point`` label."""
+    points: Mapping[str, Mapping[str, Mapping[float, SeedRatios]]] = field(default_factory=dict)
+    """Point label → reading (:data:`READINGS`) → τ → the per-seed ratios."""
+    levels: Sequence[LevelPoint] = ()
+    """Every non-base level of every factor."""
+
+    def reading(self, point: str, reading: str, tau: float) -> SeedRatios:
+        """A point's reading at ``tau`` (empty where it was not measured)."""
+        return self.points.get(point, {}).get(reading, {}).get(tau, SeedRatios())
 
 
-def judge(entries: Sequence[RatioEntry], threshold: float) -> Comparison:
-    """Per-seed ratios (censored seeds as their bounds) against ``threshold``, beyond 2 SE over
-    ≥ 3 seeds (:func:`~tailmem.claims.core.compare_seeds`): ``reproduced`` wholly above it."""
-    return compare_seeds([bound_of(e) for e in entries], threshold)
+def judge(ratios: SeedRatios, threshold: float) -> Comparison:
+    """Per-seed ratios (censored seeds as their bounds) against ``threshold`` on the log scale:
+    ``reproduced`` when the geometric mean is above it beyond the 95 % t interval over ≥ 3
+    seeds, ``not reproduced`` below it beyond it (:func:`judge_log`)."""
+    return judge_log(ratios, threshold)
 
 
-def _text(c: Comparison) -> str:
-    """Mean ± SE of a reading, with its censored seeds and those that have nothing."""
-    se = "" if c.se is None else f" ± {c.se:.2g}"
-    notes = [f"{n} {what}" for n, what in ((c.censored, "censored"), (c.empty, "without a ratio"))
-             if n]  # fmt: skip
-    return (f"{c.a.mean:.3g}{se}" if c.a.n else "not measured") + (
-        f" ({', '.join(notes)})" if notes else ""
-    )
-
-
-def _paper_text(entry: RatioEntry | None) -> str:
-    if entry is None:
-        return "—"
-    value = bound_of(entry)
+def _paper_text(value: PerSeed) -> str:
     if value is None:
         return "undetermined"
-    return (
-        f"{value:.2f}"
-        if isinstance(value, float)
-        else (f"{'≥' if value.side == 'lower' else '≤'} {value.value:.2f}")
-    )
+    if isinstance(value, Bound):
+        return f"{'≥' if value.side == 'lower' else '≤'} {value.value:.2f}"
+    return f"{value:.2f}"
+
+
+def _direction(ratios: SeedRatios) -> str:
+    """The sign of the lead alone (geometric mean against 1), in words: the direction verdict
+    kept apart from the magnitude the claim judges."""
+    found = judge_log(ratios, 1.0)
+    words = {"reproduced": "Adam behind Muon", "not reproduced": "Adam ahead of Muon"}
+    if not found.a.n:
+        return "direction not measured"
+    return words.get(found.verdict, "direction within noise")
 
 
 def check_headline(claim: Claim, inputs: A3SensitivityInputs) -> Outcome:
     """The base point's group m − 2 lag ratio on the paper's cells at ``tau`` against
-    ``fraction`` × the paper's same ratio; any level with the opposite decided verdict makes
-    it inconclusive."""
+    ``fraction`` × the paper's same ratio (log scale, 95 % t interval); any level with the
+    opposite decided verdict makes it inconclusive."""
     tau, fraction = claim["tau"], claim["fraction"]
-    key = f"{tau:g}"
-    points, base = inputs.points, inputs.base
-    if base is None or base not in points:
+    base = inputs.base
+    if base is None or base not in inputs.points:
         return unmeasured("the base point was not run")
-    paper_entry = inputs.paper.get(REFERENCE, {}).get(READING, {}).get(key)
-    paper = None if paper_entry is None else bound_of(paper_entry)
+    paper = inputs.paper.get(REFERENCE, {}).get(READING, {}).get(tau)
     if not isinstance(paper, float):
         return unmeasured(f"the paper's tables give no {READINGS[READING]} ratio at τ {tau:g}")
     threshold = fraction * paper
-    found = judge(points[base].get(READING, {}).get(key, []), threshold)
+    at_base = inputs.reading(base, READING, tau)
+    found = judge(at_base, threshold)
     verdict = found.verdict
     levels, flips = [], []
     for level in inputs.levels:
-        their = judge(points[level["point"]].get(READING, {}).get(key, []), threshold)
-        levels.append(f"{level['factor']} = {level['level']}: {_text(their)} ({their.verdict})")
+        their = judge(inputs.reading(level.point, READING, tau), threshold)
+        levels.append(f"{level.name}: {geometric_text(their)} ({their.verdict})")
         if verdict in DECIDED and their.verdict in DECIDED and their.verdict != verdict:
-            flips.append(f"{level['factor']} = {level['level']}")
+            flips.append(level.name)
     choices = ", ".join(inputs.base_choices) or base
     others = [
-        f"{READINGS[r]} {_text(judge(points[base].get(r, {}).get(key, []), threshold))}"
+        f"{READINGS[r]} {geometric_text(judge(inputs.reading(base, r, tau), threshold))}"
         for r in READINGS
         if r != READING
     ]
-    ours = "; ".join(
-        [f"base ({choices}): {READINGS[READING]} {_text(found)} [{', '.join(others)}]", *levels]
-    )
-    details = {"threshold": threshold, "paper": paper, "base_verdict": verdict, "flips": flips}
+    ours = "; ".join([
+        f"base ({choices}): {READINGS[READING]} {geometric_text(found)}, {_direction(at_base)} "
+        f"[{', '.join(others)}]",
+        *levels,
+    ])  # fmt: skip
+    details = {"threshold": threshold, "paper": paper, "base_verdict": verdict, "flips": flips,
+               "confidence": CONFIDENCE, "df": found.df, "log_difference": found.difference,
+               "se_log": found.se, "resolution": at_base.resolution}  # fmt: skip
     readings = "; ".join(
-        f"{version}: " + ", ".join(f"{READINGS[r]} {_paper_text(by.get(r, {}).get(key))}"
+        f"{version}: " + ", ".join(f"{READINGS[r]} {_paper_text(by.get(r, {}).get(tau))}"
                                    for r in READINGS if r != "pooled")
         for version, by in inputs.paper.items()
     )  # fmt: skip
@@ -165,24 +237,30 @@ CLAIMS: list[Claim] = [
         "unpublished QA choices is changed",
         "the exposure-lag ratio of the paper's tables, group 13 (m − 2) at FTA {tau}",
         "the group m − 2 lag ratio on the paper's cells (groups m−4, m−2, m at 20/50/100% of "
-        "training, no step 0: as the paper's tables give it), per seed (a censored seed kept as "
-        "its bound), mean ± SE over ≥ 3 seeds at the base choices: > {fraction} × the paper's "
-        "by 2 SE → reproduced, below it by 2 SE → not reproduced, else inconclusive; "
-        "inconclusive too when a one-factor change of the choices decides the opposite by the "
-        "same rule (the reason names it)",
+        "training, no step 0: as the paper's tables give it), per seed on the log scale (a "
+        "censored seed kept as its bound), its SE floored at the interpolation's resolution, "
+        "over ≥ 3 seeds at the base choices: the geometric mean above {fraction} × the "
+        "paper's beyond the 95 % two-sided Student-t interval (df = seeds − 1) → reproduced, "
+        "below it beyond the interval → not reproduced, else inconclusive; inconclusive too "
+        "when a one-factor change of the choices decides the opposite by the same rule (the "
+        "reason names it)",
         {"tau": 0.5, "fraction": 0.5},
         check=check_headline,
         why="Like for like: the paper's ratios come from three groups at three steps with no "
         "step-0 anchor, so ours are computed from the same cells. Of those readings the verdict "
         "uses group m − 2 (2.59 at τ 0.5 in both paper versions): the pooled reading of those "
-        "cells compares crossings of different groups (Muon from group 13 to 15, Adam from 11 "
-        "to 13), exceeds every per-group ratio (4.13 vs ≤ 2.59) and falls to 1.16 when one "
-        "table cell changes (ICLR), so it is shown, not judged; ours pooled over every group "
-        "and evaluation has no paper counterpart. The fraction 0.5 is ours: the published cells "
-        "bracket the group-13 crossing only within steps 2k–5k (Muon) and 5k–10k (Adam), i.e. "
-        "the ratio within [1, 5], of which the linear-interpolation value 2.59 is one reading; "
-        "half of it still has Adam clearly behind. τ 0.5 is the middle level of the QA gap "
-        "measures.",
+        "cells, the geometric mean over the groups bracketed there, is group 13 alone in arXiv "
+        "v2 (2.59) but groups 13 and 15 in the ICLR version (1.95), so it moves with one table "
+        "cell and is shown, not judged; ours pooled over every group and evaluation has no "
+        "paper counterpart. The fraction 0.5 is ours: the published cells bracket the group-13 "
+        "crossing only within steps 2k–5k (Muon) and 5k–10k (Adam), i.e. the ratio within "
+        "[1, 5], of which the linear-interpolation value 2.59 is one reading; half of it still "
+        "has Adam clearly behind. The log scale: a lag ratio is a quotient of exposures, so "
+        "seeds average as a geometric mean and the interval is symmetric in log (× and ÷ the "
+        "same factor). The claim is a magnitude (at least a fraction of the paper's ratio); "
+        "its direction alone (the ratio above 1) is reported beside it, not judged. A level "
+        "that is merely undecided does not flip the base: within the noise is not the "
+        "opposite. τ 0.5 is the middle level of the QA gap measures.",
         min_seeds=MIN_SEEDS,
     )
 ]

@@ -5,16 +5,20 @@ Paper A leaves most of its QA set-up unpublished (loss target, templates, batch,
 from a knowledge-QA preset (``preset`` plus ``common`` overrides: the *base*), this study
 changes one factor at a time (``factors``: each level is a set of dotted-key overrides of the
 knowledge-QA config, several keys at once where a level needs them, e.g. the batch with the
-steps that keep the epochs) and measures Muon vs Adam at every level the way knowledge-QA does:
-each arm at its own learning rate, tuned on FTA over all questions and widened until the choice
-is interior (``sweep.max_extend``), every seed at the chosen rates. A level may instead give
-both arms one shared learning rate (``shared_lr``: :mod:`.knowledge_qa.grid`). Every point's
-runs train on one pool (:func:`.knowledge_qa.grid.run_points`).
+steps that keep the epochs) and measures Muon vs Adam at every level the way knowledge-QA does
+(:mod:`tailmem.lm.tuning`): each arm tunes its one rate on tuning seeds apart from the
+evaluation seeds, ranked by knowledge-QA's declared score (``tuning.score``, default the answer
+loss) and widened by up to ``tuning.max_extend`` points beyond an end, every evaluation seed at
+the chosen rates. A level may instead give both arms one shared learning rate (``shared_lr``:
+:mod:`.knowledge_qa.grid`). Every point's runs train on one pool
+(:func:`.knowledge_qa.grid.run_points`).
 
-Per point (Muon–Adam pair, the first FFN type of the config): the exposure-lag ratio at
-τ = 0.3/0.5/0.8, pooled over groups and per group (mean ± SE over seeds); the peak FTA gap; the
-final FTA and exact-match (EM) gaps Muon − Adam of the rarest and second-rarest groups (paired
-by seed, mean ± SE); each arm's chosen rate and whether it is interior to its grid.
+Per point (Muon–Adam pair, the first FFN type of the config; :class:`PointMeasures`): the
+exposure-lag ratio at τ = 0.3/0.5/0.8, pooled over groups and per group (geometric mean over
+seeds with its 95 % t interval, :mod:`tailmem.metrics.qa_gaps`); the final FTA and exact-match
+(EM) gaps Muon − Adam of the rarest group (the tail gap, the pre-specified cell) and the
+second-rarest (paired by seed, mean ± SE); the peak FTA gap, descriptive only; each arm's
+chosen rate, where it sits among the candidates tried and its tuning cost.
 
 Outputs: ``sensitivity.csv`` (one row per factor level, the base level listed in every factor),
 ``sensitivity_lag_ratio.csv`` (every point, group and τ), ``lag_ratio_by_level`` figure,
@@ -36,12 +40,20 @@ import numpy as np
 
 from tailmem.claims.a3_sensitivity import CLAIMS as SENSITIVITY_CLAIMS
 from tailmem.claims.a3_sensitivity import READING as LIKE_FOR_LIKE
-from tailmem.claims.a3_sensitivity import READINGS, A3SensitivityInputs
-from tailmem.claims.paper_a_qa_tables import Version
+from tailmem.claims.a3_sensitivity import (
+    READINGS,
+    REFERENCE,
+    A3SensitivityInputs,
+    LevelPoint,
+    PerSeed,
+)
+from tailmem.claims.core import Bound, ClaimResult, MeanSE, mean_se
 from tailmem.claims.registry import write_claims
 from tailmem.errors import ConfigError
-from tailmem.experiments.knowledge_qa import gaps, grid, tables
-from tailmem.metrics.qa_gaps import TAUS, mean_se
+from tailmem.experiments.knowledge_qa import SCORES, gaps, grid, tables
+from tailmem.experiments.qa_map.measures import ArmChoice, arm_choice, final_gaps, seed_ratios
+from tailmem.lm.sweeps import choice_rows
+from tailmem.metrics.qa_gaps import TAUS, Gap, LagRatio
 from tailmem.plotting import legend_outside, pyplot
 from tailmem.rundir import RunDir
 from tailmem.train import distributed as D
@@ -138,199 +150,205 @@ def run(cfg: Config, run: RunDir) -> None:
 
 # --------------------------------------------------------------------------- measures
 
-
-def lr_status(point: grid.PointResult, ffn: str, arm: str) -> tuple[float | None, str]:
-    """An arm's chosen rate of the kind it sweeps and where it sits in its (widened) grid:
-    "interior", "lowest edge"/"highest edge", "not swept" (one point) or "shared" (Muon at
-    Adam's rate)."""
-    best = point.plan.best.get((ffn, arm))
-    if best is None:
-        return None, "not run"
-    if arm == "muon" and point.point.shared_lr:
-        return best["muon"], "shared"
-    tuned = point.plan.arm(arm).tuned
-    if len(point.plan.sweeps[ffn, arm]) < 2:
-        return best[tuned], "not swept"
-    edge = grid.chosen_edge(point.plan, ffn, arm)
-    return best[tuned], "interior" if edge is None else f"{edge} edge"
+FINALS = (("rarest", 1), ("second", 2))
+"""The final gaps of the table: the rarest group (the tail gap) and the second-rarest."""
 
 
-def final_gaps(point: grid.PointResult, ffn: str) -> dict[str, dict[str, float | None]]:
-    """Muon − Adam at the end, paired by seed (seeds complete in both arms): per metric (FTA,
-    EM) the rarest and second-rarest group's gap, mean and SE."""
-    runs = {arm: {r.seed: r for r in point.plan.seed_results((ffn, arm))} for arm in PAIR}
-    seeds = sorted(set(runs["muon"]) & set(runs["adam"]))
-    out: dict[str, dict[str, float | None]] = {}
-    for metric in tables.METRICS:
-        if not seeds:
-            out[metric] = {}
-            continue
-        finals = [
-            tables.fta_at([runs[arm][s] for s in seeds], point.plan.steps, metric) for arm in PAIR
-        ]
-        diff = finals[0] - finals[1]  # (seeds, groups)
-        out[metric] = {}
-        for name, group in (("rarest", -1), ("second", -2)):
-            out[metric][f"{name}_mean"], out[metric][f"{name}_se"] = mean_se(diff[:, group])
-    return out
+@dataclass(frozen=True)
+class PointMeasures:
+    """What the table, figure and claim read of one point: each arm's learning rate
+    (:class:`~.qa_map.measures.ArmChoice`), the seeds both arms completed, the Muon–Adam
+    lag ratios per reading and τ (:func:`.knowledge_qa.gaps.readings`), the final FTA and EM
+    gaps Muon − Adam of the rarest and second-rarest groups (paired seed mean ± SE, by
+    ``(metric, name)``) and the descriptive peak gap."""
+
+    arms: Mapping[str, ArmChoice]
+    n_seeds: int
+    readings: Mapping[str, Mapping[float, LagRatio]]
+    finals: Mapping[tuple[str, str], MeanSE]
+    peak: Gap | None
+
+    def ratio(self, reading: str, tau: float) -> LagRatio | None:
+        return self.readings.get(reading, {}).get(tau)
 
 
-def pair_measures(point: grid.PointResult, ffn: str) -> dict[str, Any] | None:
-    """The Muon–Adam entry of a point's gap measures (None: not measured)."""
-    return gaps.measured_pair(point.measures.get(ffn, {}), *PAIR)
-
-
-def point_row(point: grid.PointResult) -> dict[str, Any]:
-    """The measures of one point as one flat row (see :data:`SENSITIVITY_COLUMNS`)."""
+def point_measures(point: grid.PointResult) -> PointMeasures:
+    """The :class:`PointMeasures` of a point (its config's first FFN type)."""
     ffn = point.config.ffns[0]
-    row: dict[str, Any] = {}
-    for arm in PAIR:
-        row[f"{arm}_lr"], row[f"{arm}_lr_grid"] = lr_status(point, ffn, arm)
-    pair = pair_measures(point, ffn)
-    row["n_seeds"] = pair["n_seeds"] if pair else 0
-    found = gaps.readings(pair) if pair else {}
-    for prefix, name in (("lag", "pooled"), ("m2_lag", LIKE_FOR_LIKE)):
-        for tau in TAUS:
-            summary = found.get(name, {}).get(tau)
-            key = f"{prefix}_{tau:g}"
-            row[key] = None if summary is None else _round(summary["mean"])
-            row[f"{key}_se"] = None if summary is None else _round(summary["se"])
-            row[f"{key}_status"] = "not measured" if summary is None else gaps.ratio_status(summary)
-    peak = pair["peak_gap"]["overall"] if pair else {}
-    row["peak_gap"], row["peak_gap_se"] = _round(peak.get("gap")), _round(peak.get("se"))
-    row["peak_group"] = peak.get("group")
-    finals = final_gaps(point, ffn)
+    arms = {arm: arm_choice(point, ffn, arm) for arm in PAIR}
+    found = point.measures.get(ffn)
+    pair = None if found is None else found.pair(*PAIR)
+    finals = {}
     for metric in tables.METRICS:
-        for name in ("rarest", "second"):
-            for stat in ("mean", "se"):
-                value = finals[metric].get(f"{name}_{stat}")
-                row[f"{name}_{metric}_gap" + ("_se" if stat == "se" else "")] = _round(value)
-    return row
+        seeds, diff = final_gaps(point, ffn, *PAIR, metric=metric)
+        for name, offset in FINALS if seeds else ():
+            finals[metric, name] = mean_se(diff[:, -offset].tolist())
+    if pair is None:
+        return PointMeasures(arms, 0, {}, finals, None)
+    return PointMeasures(arms, len(pair.seeds), gaps.readings(pair), finals, pair.peak_gap)
 
 
 def _round(value: float | None) -> float | None:
     return None if value is None else round(float(value), 4)
 
 
-def sensitivity_rows(cfg: Config, results: Mapping[str, grid.PointResult]) -> list[dict[str, Any]]:
+def ratio_columns(key: str, row: LagRatio | None) -> dict[str, Any]:
+    """A lag ratio as columns: the geometric mean over seeds (``key``) with its 95 % t
+    interval (``_lo``, ``_hi``) and status (``_status``: measured in how many seeds)."""
+    interval = None if row is None else row.interval()
+    return {
+        key: None if row is None else _round(row.ratio),
+        f"{key}_lo": None if interval is None else _round(interval[0]),
+        f"{key}_hi": None if interval is None else _round(interval[1]),
+        f"{key}_status": "not measured" if row is None else gaps.ratio_status(row),
+    }
+
+
+def record(found: PointMeasures) -> dict[str, Any]:
+    """The measures of one point as one flat row (see :data:`SENSITIVITY_COLUMNS`)."""
+    row: dict[str, Any] = {}
+    for arm, choice in found.arms.items():
+        row |= {
+            f"{arm}_lr": choice.rate,
+            f"{arm}_lr_where": choice.where,
+            f"{arm}_trials": f"{choice.trials}/{choice.budget}" if choice.budget else "",
+        }
+    row["n_seeds"] = found.n_seeds
+    for prefix, name in PREFIXES.items():
+        for tau in TAUS:
+            row |= ratio_columns(f"{prefix}_{tau:g}", found.ratio(name, tau))
+    for (metric, name), stats in found.finals.items():
+        key = f"{name}_{metric}_gap"
+        row |= {key: _round(stats.mean), f"{key}_se": _round(stats.se)}
+    peak = found.peak
+    row |= {"peak_gap": None if peak is None else _round(peak.gap),
+            "peak_gap_se": None if peak is None else _round(peak.se),
+            "peak_group": None if peak is None else peak.group}  # fmt: skip
+    return row
+
+
+PREFIXES = {"lag": "pooled", "m2_lag": LIKE_FOR_LIKE}
+"""Column prefix → the lag-ratio reading it holds."""
+
+
+@dataclass(frozen=True)
+class LevelRow:
+    """One row of the table: a factor's level (``base``: the base's level) and its point's
+    measures."""
+
+    factor: str
+    level: str
+    base: bool
+    measures: PointMeasures
+
+    def record(self) -> dict[str, Any]:
+        return {"factor": self.factor, "level": self.level, "base": self.base,
+                **record(self.measures)}  # fmt: skip
+
+
+def level_rows(cfg: Config, measures: Mapping[str, PointMeasures]) -> list[LevelRow]:
     """One row per factor level, the base level first in each factor."""
     rows = []
-    base = point_row(results[BASE])
     for factor in cfg.factors:
-        rows.append({"factor": factor.name, "level": factor.base, "base": True, **base})
+        rows.append(LevelRow(factor.name, factor.base, True, measures[BASE]))
         for level in factor.levels:
-            measured = point_row(results[level_label(factor, level)])
-            rows.append({"factor": factor.name, "level": level.label, "base": False, **measured})
+            rows.append(LevelRow(factor.name, level.label, False,
+                                 measures[level_label(factor, level)]))  # fmt: skip
     return rows
 
 
 def lag_ratio_long(results: Mapping[str, grid.PointResult]) -> list[dict[str, Any]]:
-    """Every point's Muon–Adam lag ratio per group (and pooled) and τ: mean, SE, status."""
+    """Every point's Muon–Adam lag ratio per group (and pooled) and τ: the geometric mean
+    over seeds, its 95 % t interval, SE of the mean log ratio (floored), resolution, seeds
+    measured and status."""
     rows = []
     for label, point in results.items():
-        ffn = point.config.ffns[0]
-        pair = pair_measures(point, ffn)
-        for r in pair["lag_ratio"] if pair else []:
-            rows.append(
-                {
-                    "point": label,
-                    "group": r["group"],
-                    "tau": r["tau"],
-                    "mean": _round(r["mean"]),
-                    "se": _round(r["se"]),
-                    "n_measured": r["n_measured"],
-                    "n_seeds": r["n_seeds"],
-                    "status": gaps.ratio_status(r),
-                }
-            )
+        found = point.measures.get(point.config.ffns[0])
+        pair = None if found is None else found.pair(*PAIR)
+        for r in () if pair is None else pair.lag_ratios:
+            interval = r.interval()
+            rows.append({
+                "point": label, "group": r.group, "tau": r.tau, "ratio": _round(r.ratio),
+                "ci_low": None if interval is None else _round(interval[0]),
+                "ci_high": None if interval is None else _round(interval[1]),
+                "se_log": _round(r.se_log), "resolution": _round(r.resolution),
+                "n_measured": r.n_measured, "n_seeds": r.n_seeds,
+                "status": gaps.ratio_status(r),
+            })  # fmt: skip
     return rows
 
 
-def paper_pooled(ffn: str, version: Version = gaps.REFERENCE) -> dict[str, float]:
-    """The paper's pooled Muon–Adam lag ratio per τ (the tables of ``version``, by default the
-    reference, computed as ours is), ``{str(tau): ratio}``."""
-    pooled = gaps.paper_pooled(version, ffn, TAUS, *PAIR)
-    return {f"{tau:g}": r["mean"] for tau, r in pooled.items() if r["mean"] is not None}
-
-
-def paper_like(ffn: str, version: Version = gaps.REFERENCE) -> dict[str, float]:
-    """The paper's lag ratio of group m − 2 on its cells per τ where measured (the reading
-    :data:`LIKE_FOR_LIKE` the claim judges), ``{str(tau): ratio}``."""
-    found = gaps.paper_readings(version, ffn, TAUS, *PAIR)[LIKE_FOR_LIKE]
-    return {f"{tau:g}": r["ratio"] for tau, r in found.items() if r["ratio"] is not None}
-
-
-def _seed_entries(row: Mapping[str, Any] | None) -> list[dict[str, float | None]]:
-    """A lag-ratio row's per-seed ratios as ``ratio`` / ``lower`` / ``upper`` (a censored seed
-    keeps its bound); empty where the row does not exist."""
-    if row is None:
-        return []
-    return [{k: s[k] for k in ("ratio", "lower", "upper")} for s in row["seeds"]]
-
-
-def claim_inputs(cfg: Config, results: Mapping[str, grid.PointResult]) -> A3SensitivityInputs:
-    """The inputs of :mod:`tailmem.claims.a3_sensitivity`: per point, per-seed ratios of every
-    reading (like for like on the paper's cells, and pooled over every group), and the paper's
-    ratios of the like-for-like readings in both versions of its tables."""
-    points = {}
-    for label, point in results.items():
-        pair = pair_measures(point, point.config.ffns[0])
-        found = gaps.readings(pair) if pair else {}
-        points[label] = {
-            name: {f"{tau:g}": _seed_entries(found.get(name, {}).get(tau)) for tau in TAUS}
-            for name in READINGS
-        }
-    levels = [
-        {"factor": f.name, "level": lv.label, "point": level_label(f, lv)}
-        for f in cfg.factors
-        for lv in f.levels
-    ]
-    choices = [f"{f.name} = {f.base}" for f in cfg.factors]
-    ffn = results[BASE].config.ffns[0]
-    paper = {
+def paper_values(ffn: str) -> dict[str, dict[str, dict[float, PerSeed]]]:
+    """The paper's Muon–Adam lag ratio per table version (its label), like-for-like reading
+    and τ, computed as ours are: the ratio, or a bound."""
+    return {
         gaps.VERSION_LABELS[v]: {
-            name: {f"{tau:g}": entry for tau, entry in by_tau.items()}
+            name: {tau: ratio.value for tau, ratio in by_tau.items()}
             for name, by_tau in gaps.paper_readings(v, ffn, TAUS, *PAIR).items()
         }
         for v in gaps.VERSION_LABELS
     }
+
+
+def claim_inputs(
+    cfg: Config, results: Mapping[str, grid.PointResult], measures: Mapping[str, PointMeasures]
+) -> A3SensitivityInputs:
+    """The inputs of :mod:`tailmem.claims.a3_sensitivity`: per point, the per-seed ratios of
+    every reading (like for like on the paper's cells, and pooled over every group), and the
+    paper's ratios of the like-for-like readings in both versions of its tables."""
+    points = {
+        label: {name: {tau: seed_ratios(found.ratio(name, tau)) for tau in TAUS}
+                for name in READINGS}
+        for label, found in measures.items()
+    }  # fmt: skip
+    levels = [LevelPoint(f.name, lv.label, level_label(f, lv)) for f in cfg.factors
+              for lv in f.levels]  # fmt: skip
+    choices = [f"{f.name} = {f.base}" for f in cfg.factors]
     return A3SensitivityInputs(
-        paper=paper, base=BASE, base_choices=choices, points=points, levels=levels
-    )
+        paper=paper_values(results[BASE].config.ffns[0]), base=BASE, base_choices=choices,
+        points=points, levels=levels,
+    )  # fmt: skip
 
 
 # --------------------------------------------------------------------------- outputs
 
 
-def sensitivity_figure(rows: Sequence[Mapping[str, Any]], paper: Mapping[str, float]) -> Any:
-    """The like-for-like lag ratio (group m − 2 on the paper's cells, mean ± SE) per factor
-    level (one row each) and τ; base levels on a grey band, the paper's same ratio per τ as a
-    vertical line of the same colour."""
+def sensitivity_figure(rows: Sequence[LevelRow], paper: Mapping[float, PerSeed]) -> Any:
+    """The like-for-like lag ratio (group m − 2 on the paper's cells: geometric mean over
+    seeds with its 95 % t interval) per factor level (one row each) and τ on a log axis; base
+    levels on a grey band, the paper's same ratio per τ as a vertical line of the same colour
+    (where its tables measure it)."""
     plt = pyplot()
     fig, ax = plt.subplots(figsize=(10.0, 0.32 * len(rows) + 1.6))
     y = np.arange(len(rows))[::-1]
     colours = plt.get_cmap("viridis")(np.linspace(0.1, 0.8, len(TAUS)))
     styles = ("--", ":", "-.")
     for position, row in zip(y, rows, strict=True):
-        if row["base"]:
+        if row.base:
             ax.axhspan(position - 0.45, position + 0.45, color="0.9", lw=0, zorder=0)
     for k, (tau, colour) in enumerate(zip(TAUS, colours, strict=True)):
-        means = np.array([r[f"m2_lag_{tau:g}"] for r in rows], dtype=float)  # None: NaN
-        ses = np.nan_to_num(np.array([r[f"m2_lag_{tau:g}_se"] for r in rows], dtype=float))
+        found = [r.measures.ratio(LIKE_FOR_LIKE, tau) for r in rows]
+        means = np.array([np.nan if f is None or f.ratio is None else f.ratio for f in found])
+        intervals = [None if f is None else f.interval() for f in found]
+        low = np.array(
+            [0.0 if i is None else m - i[0] for m, i in zip(means, intervals, strict=True)]
+        )
+        high = np.array(
+            [0.0 if i is None else i[1] - m for m, i in zip(means, intervals, strict=True)]
+        )
         offset = ((len(TAUS) - 1) / 2 - k) * 0.22
-        ax.errorbar(means, y + offset, xerr=ses, fmt="o", color=colour, capsize=3, ms=4,
+        ax.errorbar(means, y + offset, xerr=[low, high], fmt="o", color=colour, capsize=3, ms=4,
                     label=f"τ = {tau:g}")  # fmt: skip
-        if f"{tau:g}" in paper:
-            ax.axvline(paper[f"{tau:g}"], color=colour, ls=styles[k % len(styles)], lw=1.2,
+        if isinstance(paper.get(tau), float):
+            ax.axvline(paper[tau], color=colour, ls=styles[k % len(styles)], lw=1.2,
                        label=f"paper, τ = {tau:g}")  # fmt: skip
     ax.axvline(1.0, color="grey", lw=0.8)
+    ax.set_xscale("log")
     ax.set_yticks(y)
-    ax.set_yticklabels(
-        [f"{r['factor']}: {r['level']}" + (" (base)" if r["base"] else "") for r in rows]
-    )
+    ax.set_yticklabels([f"{r.factor}: {r.level}" + (" (base)" if r.base else "") for r in rows])
     ax.set_ylim(-0.6, len(rows) - 0.4)
     ax.set_xlabel("exposure-lag ratio, Adam ÷ Muon (group m − 2 on the paper's cells)")
-    ax.grid(alpha=0.3, axis="x")
+    ax.grid(alpha=0.3, axis="x", which="both")
     legend_outside(ax)
     fig.tight_layout()
     return fig
@@ -339,64 +357,71 @@ def sensitivity_figure(rows: Sequence[Mapping[str, Any]], paper: Mapping[str, fl
 SENSITIVITY_COLUMNS = {
     "factor": "the factor changed (one at a time from the base)",
     "level": "its level; base = True marks the base's level (the same base runs in every factor)",
-    "muon_lr": "the chosen learning rate of the kind each arm sweeps (adam_lr alike)",
-    "muon_lr_grid": "where it sits in its grid, widened by up to sweep.max_extend points: "
-    "interior, lowest/highest edge (still at an end), not swept, or shared (Muon at Adam's rate)",
+    "muon_lr": "the chosen learning rate of the kind each arm tunes (adam_lr alike)",
+    "muon_lr_where": "where it sits among the candidates tried (the declared grid, widened by up "
+    "to tuning.max_extend points): interior, lowest/highest edge (still at an end), set (one "
+    "number: not tuned) or shared (Muon at Adam's rate)",
+    "muon_trials": "tuning trials run / budget (candidates × tuning seeds, apart from the "
+    "evaluation seeds)",
     "n_seeds": "seeds completed by both arms (paired by seed)",
-    "lag_0.3": "exposure-lag ratio of Adam behind Muon, every group and evaluation pooled, at "
-    "FTA 0.3: mean over seeds (_se: its standard error; _status: measured in how many seeds); "
-    "likewise lag_0.5 and lag_0.8",
+    "lag_0.3": "exposure-lag ratio of Adam behind Muon pooled over groups (per seed the geometric "
+    "mean over the groups measured in every seed) at FTA 0.3: geometric mean over seeds, _lo "
+    "and _hi its 95 % two-sided t interval, _status measured in how many seeds; likewise "
+    "lag_0.5 and lag_0.8",
     "m2_lag_0.3": "the same of group m − 2 on the paper's cells (groups m−4, m−2, m at 20/50/100% "
     "of training, no step 0): like for like with the paper's tables, the reading the claim "
     "judges",
-    "peak_gap": "largest seed-mean FTA gap Muon − Adam over groups and evaluations (_se; "
+    "rarest_fta_gap": "the tail gap, the pre-specified cell: final FTA Muon − Adam of the rarest "
+    "group, paired seed mean (_se); second_: the second-rarest group; _em_: whole-answer exact "
+    "match",
+    "peak_gap": "descriptive only — the largest seed-mean FTA gap Muon − Adam over groups and "
+    "evaluations (a maximum over many noisy cells: in no verdict; _se: that one cell's; "
     "peak_group: where)",
-    "rarest_fta_gap": "final FTA Muon − Adam of the rarest group, paired seed mean (_se); "
-    "second_: the second-rarest group; _em_: whole-answer exact match",
 }
 
 
 def write_outputs(cfg: Config, run: RunDir, results: Mapping[str, grid.PointResult]) -> None:
     """The table, figure, claims, ``results.json`` and ``report.json`` of finished points."""
-    rows = sensitivity_rows(cfg, results)
-    run.write_csv("sensitivity.csv", rows)
+    measures = {label: point_measures(point) for label, point in results.items()}
+    rows = level_rows(cfg, measures)
+    run.write_csv("sensitivity.csv", [r.record() for r in rows])
     run.write_csv("sensitivity_lag_ratio.csv", lag_ratio_long(results))
-    paper = paper_pooled(results[BASE].config.ffns[0])
-    like = paper_like(results[BASE].config.ffns[0])
-    inputs = claim_inputs(cfg, results)
+    inputs = claim_inputs(cfg, results, measures)
     claims = [r for c in SENSITIVITY_CLAIMS for r in c.evaluate(inputs)]
     write_claims(run, claims)
+    like = inputs.paper.get(REFERENCE, {}).get(LIKE_FOR_LIKE, {})
     figure = run.save_report_figure(
         sensitivity_figure(rows, like),
         "lag_ratio_by_level",
         "Exposure-lag ratio of Adam behind Muon per factor level, like for like with the paper's "
         "tables (group m − 2 on the paper's cells: groups m−4, m−2, m at 20/50/100% of "
-        "training, no step 0), mean ± SE over seeds, at FTA 0.3/0.5/0.8; grey band: the base "
-        "level (the same runs in every factor); dashed: the paper's tables "
-        f"({gaps.VERSION_LABELS[gaps.REFERENCE]}, group 13) computed the same way; a missing "
-        "point: not measured in every seed",
+        "training, no step 0), geometric mean over seeds with its 95 % t interval, at FTA "
+        "0.3/0.5/0.8; grey band: the base level (the same runs in every factor); dashed: the "
+        f"paper's tables ({REFERENCE}, group 13) computed the same way; a missing point: not "
+        "measured in every seed",
     )
     run.write_json(
         "results.json",
         {
-            "rows": rows,
-            "paper_pooled": paper,
-            "paper_like_for_like": like,
+            "rows": [r.record() for r in rows],
+            "paper": {version: {name: {f"{tau:g}": _plain(v) for tau, v in by_tau.items()}
+                                for name, by_tau in readings.items()}
+                      for version, readings in inputs.paper.items()},
             "claim_inputs": asdict(inputs),
             "points": {
                 label: {
                     "overrides": dict(p.point.overrides),
                     "shared_lr": p.point.shared_lr,
                     "best_lr": {f"{f}/{a}": lrs for (f, a), lrs in p.plan.best.items()},
-                    "extended": {f"{f}/{a}": n for (f, a), n in p.plan.extended.items()},
-                    "gap_measures": p.measures,
+                    "tuning": [c.record() for c in choice_rows(p.plan)],
+                    "gap_measures": {ffn: found.to_json() for ffn, found in p.measures.items()},
                     "data": p.data_summary,
                     "chance_fta": p.chance,
                 }
                 for label, p in results.items()
             },
         },
-    )
+    )  # fmt: skip
     run.write_json(
         "report.json",
         {
@@ -416,14 +441,25 @@ def write_outputs(cfg: Config, run: RunDir, results: Mapping[str, grid.PointResu
     )
 
 
+def _plain(value: PerSeed) -> float | dict[str, Any] | None:
+    """A paper ratio for JSON: the number, a bound as ``{"value", "side"}``, or null."""
+    return asdict(value) if isinstance(value, Bound) else value
+
+
+def _ratio_text(row: LagRatio) -> str:
+    interval = row.interval()
+    shown = "" if interval is None else f" [{interval[0]:.2f}, {interval[1]:.2f}]"
+    return f"{row.ratio:.2f}{shown}"
+
+
 def report_summary(
     cfg: Config,
     results: Mapping[str, grid.PointResult],
-    rows: Sequence[Mapping[str, Any]],
-    claims: Sequence[Any],
+    rows: Sequence[LevelRow],
+    claims: Sequence[ClaimResult],
 ) -> str:
-    """The base set-up, the factor levels that move the τ = 0.5 pooled lag ratio most, and the
-    headline verdict with its reason."""
+    """The base set-up and tuning, the factor levels that move the τ = 0.5 pooled lag ratio
+    most (in log ratio), and the headline verdict with its reason."""
     base = results[BASE].config
     model = base.model.build(1, "plain", base.train.seq_len)
     parts = [
@@ -432,19 +468,28 @@ def report_summary(
         f"steps of {base.train.batch_size}×{base.train.seq_len}, loss on {base.loss_on}, "
         f"{base.seeds} seeds); {len(results)} points, one factor changed at a time."
     ]
-    key = "lag_0.5"
-    base_value = next((r[key] for r in rows if r["base"]), None)
-    moved = [r for r in rows if not r["base"] and r[key] is not None]
-    if base_value is not None and moved:
-        moved.sort(key=lambda r: -abs(r[key] - base_value))
+    tuned = any(c.budget for r in rows for c in r.measures.arms.values())
+    if tuned:
         parts.append(
-            f"Pooled lag ratio at τ 0.5: base {base_value:.2f}; moved most by "
-            + ", ".join(
-                f"{r['factor']} = {r['level']} ({r[key]:.2f} ± {r['lag_0.5_se'] or 0:.2f})"
-                for r in moved[:3]
-            )
-            + "."
+            f"Each tuned rate chosen on {base.tuning.seeds} tuning seeds apart from the "
+            f"evaluation seeds by {base.tuning.score_name(SCORES)}, up to "
+            f"{base.tuning.max_extend} widenings (trials per arm: sensitivity.csv)."
         )
+    tau = 0.5
+    base_ratio = next((r.measures.ratio("pooled", tau) for r in rows if r.base), None)
+    centre = None if base_ratio is None else base_ratio.mean_log
+    moved = [(r, found) for r in rows if not r.base
+             if (found := r.measures.ratio("pooled", tau)) is not None
+             and found.mean_log is not None]  # fmt: skip
+    if base_ratio is not None and centre is not None and moved:
+        moved.sort(key=lambda item: -abs((item[1].mean_log or 0.0) - centre))
+        parts.append(
+            f"Pooled lag ratio at τ {tau:g} (geometric mean [95 % t interval]): base "
+            f"{_ratio_text(base_ratio)}; moved most by "
+            + ", ".join(f"{r.factor} = {r.level} ({_ratio_text(found)})"
+                        for r, found in moved[:3])
+            + "."
+        )  # fmt: skip
     for claim in claims:
         reason = f" ({claim.reason})" if claim.reason else ""
         parts.append(f"Headline {claim.id}: {claim.verdict}{reason}.")

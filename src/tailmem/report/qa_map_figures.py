@@ -3,8 +3,9 @@
 Both return the matplotlib figure (save with :meth:`tailmem.rundir.RunDir.save_report_figure`).
 
 - :func:`heat_map_figure`: one value per cell of a two-axis grid (the other axes fixed), coloured
-  and annotated "mean ± SE"; a cell whose value is a bound (the lag ratio where a crossing is
-  not bracketed) is hatched and written "≥ x" or "≤ x"; a cell with no value is grey, "—".
+  and annotated with the value and its 95 % interval; a cell whose value is a bound (the lag
+  ratio where a crossing is not bracketed) is hatched and written "≥ x" or "≤ x"; a cell with
+  no value is grey, "—".
 - :func:`trend_figure`: the fitted power law of :mod:`tailmem.metrics.lag_trend` along one
   feature, through the measured points (with their SE), with its confidence band, extended to
   an extrapolated point drawn with its confidence and prediction intervals, and published
@@ -34,18 +35,21 @@ BOUND_TEXT = {"lower": "≥", "upper": "≤"}
 
 @dataclass(frozen=True)
 class Cell:
-    """One heat-map cell: ``value`` (a seed mean, or a bound when ``kind`` is "lower" or
-    "upper"), its standard error (``None``: unknown or a bound)."""
+    """One heat-map cell: ``value`` (a summary over seeds — a geometric mean, a mean — or a
+    bound when ``kind`` is "lower" or "upper") and its interval ``low``–``high`` (``None``:
+    unknown or a bound)."""
 
     value: float
-    se: float | None = None
+    low: float | None = None
+    high: float | None = None
     kind: Kind = "measured"
 
     def text(self, digits: int) -> str:
         if self.kind in BOUND_TEXT:
             return f"{BOUND_TEXT[self.kind]} {self.value:.{digits}f}"
-        se = "" if self.se is None else f"\n± {self.se:.{digits}f}"
-        return f"{self.value:.{digits}f}{se}"
+        if self.low is None or self.high is None:
+            return f"{self.value:.{digits}f}"
+        return f"{self.value:.{digits}f}\n[{self.low:.{digits}f}, {self.high:.{digits}f}]"
 
 
 def heat_map_figure(
@@ -148,7 +152,7 @@ def trend_figure(
     xs = np.asarray(features[along], dtype=np.float64)
     fig, ax = plt.subplots(figsize=(6.4, 4.2))
     ax.errorbar(xs, moved, yerr=errors * moved / ratios, fmt="o", color="C0", capsize=2,
-                label="measured (mean ± SE)")  # fmt: skip
+                label="measured (geometric mean ± SE)")  # fmt: skip
     grid = np.geomspace(min(xs.min(), at[along]), max(xs.max(), at[along]), 60)
     line = [fit.predict({**at, along: float(v)}) for v in grid]
     ax.plot(grid, [p.ratio for p in line], color="C0", label="fitted trend")

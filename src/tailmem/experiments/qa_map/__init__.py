@@ -12,19 +12,26 @@ knowledge QA (:mod:`tailmem.experiments.knowledge_qa`) over a grid of
 - ``frequency_exponent``: ``data.frequency_exponent``, 1 = the paper's power law, 0 = uniform
   (the reviewers' question: does the gap shrink as the data become uniform?).
 
-Every point of the cartesian product is a knowledge-QA run of the Muon and Adam arms, each at
-its own learning rate (swept on FTA over all people, the grid widened until the choice is
-interior), ``seeds`` seeds each, on the knowledge-QA preset ``base`` with ``common`` overrides.
-All points train on one worker pool (:mod:`tailmem.experiments.knowledge_qa.grid`).
+Every point of the cartesian product is a knowledge-QA run of the Muon and Adam arms, each
+tuning its own learning rate the way knowledge-QA does (:mod:`tailmem.lm.tuning`: on tuning
+seeds apart from the evaluation seeds, ranked by the declared ``tuning.score``, widened by up to
+``tuning.max_extend`` points), ``seeds`` evaluation seeds each, on the knowledge-QA preset
+``base`` with ``common`` overrides. All points train on one worker pool
+(:mod:`tailmem.experiments.knowledge_qa.grid`).
 
-Measures per point (:mod:`tailmem.metrics.qa_gaps`): the exposure-lag ratio of Adam behind
-Muon, all groups pooled, at FTA 0.3 / 0.5 / 0.8 (seed mean ± SE, or a bound when a crossing is
-not bracketed), and the peak FTA gap Muon − Adam of the rarest group (± SE over paired seeds).
+Measures per point (:mod:`tailmem.metrics.qa_gaps`, :mod:`.measures`): the exposure-lag ratio
+of Adam behind Muon at FTA 0.3 / 0.5 / 0.8, pooled over groups (per seed the geometric mean over
+the groups measured in every seed) and of group m − 2 on the paper's cells (geometric mean over
+seeds with its 95 % t interval, or a bound when a crossing is not bracketed); the tail gap (FTA
+Muon − Adam of the rarest group at the end, the pre-specified cell); Muon's *edge* there — shown,
+absent (equivalent to none within declared margins) or not distinguished, from the lag ratio
+and the tail gap with Holm's correction across the points; and the peak gap, descriptive only.
 
-Trend (:mod:`tailmem.metrics.lag_trend`): the lag ratio at ``trend.tau`` of the points at the
-paper's frequency exponent is fitted as a power law of ``trend.features`` (width, facts per
-parameter, depth; collinear ones are dropped in order) and extrapolated to the paper's point —
-the 160M model (12 × 768) at m = 15 — with its confidence and prediction intervals.
+Trend (:mod:`tailmem.metrics.lag_trend`): the lag ratio at ``trend.tau`` (reading
+``trend.reading``: pooled by default) of the points at the paper's frequency exponent is fitted
+as a power law of ``trend.features`` (width, facts per parameter, depth; collinear ones are
+dropped in order) and extrapolated to the paper's point — the 160M model (12 × 768) at m = 15 —
+with its confidence and prediction intervals.
 
 *Facts* are ``6 · 2**m`` (people × attributes); *parameters* are those of the transformer blocks
 (:func:`hidden_params`: no token embedding, no output head). The blocks hold the associative
@@ -32,9 +39,9 @@ memories (attention V/O and the FFN) that Muon trains and paper A's mechanism is
 embedding and head are trained by Adam in both arms and their size follows the vocabulary (ours
 ~1–2k BPE tokens, the paper's 50,304), which would make the ratio incomparable across the two.
 
-Outputs: ``map.csv`` (a row per point), heat maps of the lag ratio and the peak rarest-group gap
-over each pair of ``heat_maps`` (the other axes at the first value of their lists), the trend
-figure, ``results.json`` (rows, per-seed lag ratios, fit, extrapolation, the paper's values),
+Outputs: ``map.csv`` (a row per point), heat maps of the lag ratio and the tail gap over each
+pair of ``heat_maps`` (the other axes at the first value of their lists), the trend figure,
+``results.json`` (rows, per-seed lag ratios, fit, extrapolation, the paper's values),
 ``claims.json`` (``A3.map.uniform``: the camera-ready's "the advantage shrinks as data become
 uniform", judged where the grid varies the exponent) and ``report.json``.
 """
@@ -51,8 +58,9 @@ from tailmem.config import PRESETS
 from tailmem.data.bios import N_ATTRIBUTES, build_dataset
 from tailmem.data.stream import QATrainStream
 from tailmem.errors import ConfigError
+from tailmem.experiments import knowledge_qa as kqa
 from tailmem.experiments.knowledge_qa import grid
-from tailmem.experiments.qa_map.outputs import point_row, seed_ratios, write_outputs
+from tailmem.experiments.qa_map.outputs import point_row, write_outputs
 from tailmem.experiments.qa_map.points import (
     AXES,
     FEATURES,
@@ -62,8 +70,8 @@ from tailmem.experiments.qa_map.points import (
     facts,
     grid_points,
     hidden_params,
-    model_overrides,
-    schedule_overrides,
+    model_shape,
+    schedule,
     steps_for,
 )
 from tailmem.metrics.qa_gaps import TAUS
@@ -99,11 +107,15 @@ class AxesSection:
 
 @dataclass
 class TrendSection:
-    """The fitted trend: the lag ratio at ``tau`` (pooled) of the points whose frequency
-    exponent is ``exponent``, a power law of ``features`` (in order of preference), intervals
-    at coverage ``level``."""
+    """The fitted trend: the lag ratio at ``tau`` of the points whose frequency exponent is
+    ``exponent``, a power law of ``features`` (in order of preference), intervals at coverage
+    ``level``. ``reading``: ``pooled`` (every group and evaluation: per seed the geometric mean
+    over the groups measured in every seed; measured at most points) or ``paper_cells_group``
+    (group m − 2 on the paper's cells: like for like with the paper's 2.59, but three
+    evaluations bracket it, so it is often only a bound)."""
 
     tau: float = 0.5
+    reading: Literal["pooled", "paper_cells_group"] = "pooled"
     features: list[str] = field(default_factory=lambda: ["width", "facts_per_param"])
     exponent: float = 1.0
     level: float = 0.95
@@ -176,21 +188,36 @@ def common_overrides(cfg: Config) -> dict[str, Any]:
             "arms": [LEAD, LAG]}  # fmt: skip
 
 
-def fixed_overrides(cfg: Config, point: GridPoint) -> dict[str, Any]:
-    """A point's knowledge-QA overrides other than its schedule: model shape and data set."""
-    return {
-        **model_overrides(point, cfg.head_dim, cfg.ffn_mult),
-        "data.m": point.m,
-        "data.frequency_exponent": point.frequency_exponent,
-    }
+def base_config(cfg: Config) -> kqa.Config:
+    """The knowledge-QA config every point starts from: the ``base`` preset with
+    :func:`common_overrides` (the user's dotted keys, read once by the config loader)."""
+    ((_, base),) = grid.configure([grid.Point("base")], cfg.base, common_overrides(cfg)).values()
+    return base
+
+
+def point_config(cfg: Config, base: kqa.Config, point: GridPoint, steps: int | None) -> kqa.Config:
+    """A point's knowledge-QA config as a value: ``base`` with the point's model shape and data
+    set and, given its ``steps``, its schedule (:func:`~.points.schedule`), validated; a
+    refused value names the point."""
+    model = model_shape(point, cfg.head_dim, cfg.ffn_mult).of(base.model)
+    data = dataclasses.replace(base.data, m=point.m, frequency_exponent=point.frequency_exponent)
+    train = base.train
+    if steps is not None:
+        train = schedule(steps, cfg.evals, cfg.warmup_frac).of(train)
+    found = dataclasses.replace(base, model=model, data=data, train=train)
+    try:
+        found.validate()
+    except ConfigError as exc:
+        raise ConfigError(f"point {point.label!r}: {exc}") from None
+    return found
 
 
 @dataclass(frozen=True)
 class Planned:
-    """A point ready to run: its axes, engine point, model size and schedule."""
+    """A point ready to run: its axes, knowledge-QA config, model size and schedule."""
 
     point: GridPoint
-    engine: grid.Point
+    config: kqa.Config
     hidden_params: int
     facts: int
     steps: int
@@ -198,15 +225,14 @@ class Planned:
 
 
 def plan_points(cfg: Config, root: Path) -> list[Planned]:
-    """Every point's knowledge-QA overrides, its steps computed from its data set's epoch
-    (the data sets are built, once each, in ``common.cache_dir`` or else ``root/data``, where
-    the engine finds them)."""
-    common = common_overrides(cfg)
+    """Every point's knowledge-QA config, its steps computed from its data set's epoch (the
+    data sets are built, once each, in ``common.cache_dir`` or else ``root/data``, where the
+    engine finds them)."""
+    base = base_config(cfg)
     out = []
     epochs: dict[str, float] = {}
     for point in grid_points(cfg.axes):
-        fixed = fixed_overrides(cfg, point)
-        ((_, first),) = grid.configure([grid.Point(point.label, fixed)], cfg.base, common).values()
+        first = point_config(cfg, base, point, None)
         key = repr((dataclasses.asdict(first.data), first.train.batch_size, first.train.seq_len,
                     first.loss_on))  # fmt: skip
         if key not in epochs:
@@ -215,34 +241,32 @@ def plan_points(cfg: Config, root: Path) -> list[Planned]:
                                    first.seed, first.loss_on)  # fmt: skip
             epochs[key] = stream.steps_per_epoch
         steps = steps_for(point.exposures, epochs[key], first.data.n_qa // N_ATTRIBUTES)
-        overrides = {**fixed, **schedule_overrides(steps, cfg.evals, cfg.warmup_frac)}
         model = first.model.build(1, first.ffns[0], first.train.seq_len)
-        out.append(Planned(point, grid.Point(point.label, overrides), hidden_params(model),
+        out.append(Planned(point, point_config(cfg, base, point, steps), hidden_params(model),
                            facts(point.m), steps, epochs[key]))  # fmt: skip
     return out
 
 
-def configure(cfg: Config, planned: Sequence[Planned]) -> dict[str, Any]:
-    """The engine's configs of every planned point (validated, nothing written)."""
-    return grid.configure([p.engine for p in planned], cfg.base, common_overrides(cfg))
+def configure(planned: Sequence[Planned]) -> dict[str, tuple[grid.Point, kqa.Config]]:
+    """The engine's configs of every planned point, by label (:func:`.grid.run_points`)."""
+    return {p.point.label: (grid.Point(p.point.label), p.config) for p in planned}
 
 
 def preflight(cfg: Config) -> None:
     """Refuse a grid the engine would refuse (bad width, model too big for this machine) before
     anything is written: every point is configured with the base preset's steps."""
-    points = [grid.Point(p.label, fixed_overrides(cfg, p)) for p in grid_points(cfg.axes)]
-    configs = grid.configure(points, cfg.base, common_overrides(cfg))
-    if any(c.ffn == "both" for _, c in configs.values()):
+    base = base_config(cfg)
+    if base.ffn == "both":
         raise ConfigError("common.ffn: got 'both'; expected plain or gated (the map measures one)")
+    points = grid_points(cfg.axes)
+    configs = {p.label: (grid.Point(p.label), point_config(cfg, base, p, None)) for p in points}
     grid.preflight(configs, cfg.common)
 
 
 def run(cfg: Config, run: RunDir) -> None:
     """Plan every point, train them all on one pool, then write the map, figures and report."""
     planned = plan_points(cfg, run.path)
-    results = grid.run_points(configure(cfg, planned), run.path, cfg.workers)
+    results = grid.run_points(configure(planned), run.path, cfg.workers)
     grid.prune_points(run.path, list(results))
     if D.is_main_process():
-        rows = [point_row(p, results[p.point.label]) for p in planned]
-        seeds = {label: seed_ratios(result) for label, result in results.items()}
-        write_outputs(cfg, run, rows, seeds)
+        write_outputs(cfg, run, [point_row(p, results[p.point.label], cfg.tau) for p in planned])

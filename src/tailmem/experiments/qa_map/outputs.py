@@ -1,279 +1,443 @@
-"""The map's outputs from its finished points: a ``map.csv`` row per point, heat maps, the
-fitted trend and its extrapolation, ``results.json``, ``claims.json`` and ``report.json`` (see
-:mod:`tailmem.experiments.qa_map`).
+"""The map's outputs from its finished points: a typed :class:`MapRow` per point (written as a
+``map.csv`` row), heat maps, the fitted trend and its extrapolation (:class:`Trend`),
+``results.json``, ``claims.json`` and ``report.json`` (see :mod:`tailmem.experiments.qa_map`).
 
-``map.csv`` columns: ``point`` (its label) and the axes; ``n_head``; ``hidden_params`` (the
-blocks' parameters), ``facts`` (``6 · 2**m``) and ``facts_per_param``; ``steps`` and
-``steps_per_epoch``; ``seeds``; per tau ``lag_<tau>`` (pooled lag ratio Adam ÷ Muon over every
-group and evaluation: the seed mean when every seed measured it, else a bound of the seed-mean
-curves), ``lag_<tau>_se``, ``lag_<tau>_kind`` (measured / lower / upper / empty) and
-``lag_<tau>_status`` (in words), and the same as ``m2_lag_<tau>…`` for group m − 2 on the paper's
-cells (like for like with the paper's tables: the reading the trend fits and extrapolates);
-``peak_rarest_gap`` (largest seed-mean FTA gap Muon − Adam of the rarest group) with ``_se`` and
-``peak_rarest_step``; ``peak_gap`` over all groups with ``_se`` and ``peak_gap_group``;
-``lr_muon``, ``lr_adam`` and ``muon_interior``, ``adam_interior`` (chosen LR inside its widened
-grid). The report shows :func:`summary_rows` of it (``map_summary.csv``).
+``map.csv`` columns: the point and its axes, sizes and schedule; per τ the
+pooled lag ratio Adam ÷ Muon (``lag_<τ>``: the geometric mean over seeds where every seed
+measured it, else a bound of the seed-mean curves; ``_lo``/``_hi`` its 95 % t interval,
+``_se_log``, ``_kind``, ``_status``) and the same of group m − 2 on the paper's cells
+(``m2_lag_<τ>``: like for like with the paper's tables); the tail gap (rarest group at the end:
+the pre-specified cell) with its interval; ``edge``, Muon's edge from the lag ratio and the
+tail gap together (:func:`~.measures.edge`, Holm across the grid); the descriptive peak gaps;
+each arm's chosen rate, where it sits and its tuning cost. The report shows
+:func:`summary_rows` of it (``map_summary.csv``).
 """
 
 from __future__ import annotations
 
-from collections.abc import Mapping, Sequence
+import dataclasses
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
 from tailmem.claims.a3_map import CLAIMS as MAP_CLAIMS
-from tailmem.claims.a3_map import A3MapInputs
+from tailmem.claims.a3_map import A3MapInputs, MapPoint
 from tailmem.claims.a3_sensitivity import READING as LIKE_FOR_LIKE
 from tailmem.claims.core import ClaimResult
 from tailmem.claims.paper_a_qa_tables import VERSIONS, Version
 from tailmem.claims.registry import write_claims
-from tailmem.experiments.knowledge_qa import gaps
-from tailmem.experiments.knowledge_qa.grid import chosen_edge
+from tailmem.experiments.knowledge_qa import gaps, grid
+from tailmem.experiments.qa_map.measures import (
+    GAP_MARGIN,
+    RATIO_MARGIN,
+    ArmChoice,
+    Edge,
+    FinalGap,
+    arm_choice,
+    holm_edges,
+    seed_ratios,
+    tail_gap,
+)
+from tailmem.experiments.qa_map.measures import edge as judge_edge
 from tailmem.experiments.qa_map.points import AXES, AXIS_LABELS, LAG, LEAD, paper_point
-from tailmem.lm.plan import Plan
-from tailmem.metrics.lag_trend import TrendError, fit_trend, independent_features
-from tailmem.metrics.qa_gaps import TAUS
+from tailmem.metrics.lag_trend import (
+    Prediction,
+    TrendError,
+    TrendFit,
+    fit_trend,
+    independent_features,
+)
+from tailmem.metrics.qa_gaps import TAUS, Gap, LagRatio, Ratio
 from tailmem.report.qa_map_figures import Cell, heat_map_figure, trend_figure
 from tailmem.rundir import RunDir
 
 if TYPE_CHECKING:
     from tailmem.experiments.qa_map import Config, Planned
 
-LIKE = "m2_lag"
-"""The column prefix of the like-for-like lag ratio (group m − 2 on the paper's cells)."""
+PREFIXES = {"lag": "pooled", "m2_lag": LIKE_FOR_LIKE}
+"""Column prefix → the lag-ratio reading it holds (:func:`.knowledge_qa.gaps.readings`)."""
 
 
-def interior(plan: Plan, ffn: str, arm: str) -> bool | None:
-    """Whether the arm's chosen learning rate is inside its (widened) sweep (None: no choice)."""
-    if (ffn, arm) not in plan.chosen:
-        return None
-    return chosen_edge(plan, ffn, arm) is None
+def ratio_value(row: LagRatio | None) -> tuple[float | None, str | None]:
+    """A lag ratio as one number and its kind: the geometric mean over seeds where every seed
+    measured it ("measured"), else the bound of the seed-mean curves ("lower"/"upper"), else
+    none (a geometric mean of only the seeds that crossed would leave out the largest lags)."""
+    if row is None:
+        return None, None
+    if row.complete and row.ratio is not None:
+        return row.ratio, "measured"
+    central = row.of_mean
+    if central.status != "measured" and central.lower is not None:
+        return central.lower, "lower"
+    if central.status != "measured" and central.upper is not None:
+        return central.upper, "upper"
+    return None, None
 
 
-def point_row(planned: Planned, result: Any) -> dict[str, Any]:
-    """One row of ``map.csv``: the axes, sizes, lag ratios per tau, peak gaps, chosen LRs."""
-    ffn = result.plan.ffns[0]
-    row: dict[str, Any] = {
-        "point": planned.point.label,
-        **planned.point.axes(),
-        "n_head": result.config.model.n_head,
-        "hidden_params": planned.hidden_params,
-        "facts": planned.facts,
-        "facts_per_param": planned.facts / planned.hidden_params,
-        "steps": planned.steps,
-        "steps_per_epoch": round(planned.steps_per_epoch, 3),
-        "seeds": result.config.seeds,
+@dataclass(frozen=True)
+class MapRow:
+    """One point of the map: its plan (axes, sizes, schedule), the seeds it ran, the Muon–Adam
+    lag ratios per reading and τ, the tail gap, the descriptive peak gaps (the rarest group's
+    and the largest over all groups), each arm's learning rate, and Muon's edge there."""
+
+    planned: Planned
+    n_head: int | None
+    seeds: int
+    readings: Mapping[str, Mapping[float, LagRatio]] = field(default_factory=dict)
+    tail: FinalGap | None = None
+    peak_rarest: Gap | None = None
+    peak: Gap | None = None
+    arms: Mapping[str, ArmChoice] = field(default_factory=dict)
+    edge: Edge | None = None
+
+    @property
+    def label(self) -> str:
+        return self.planned.point.label
+
+    @property
+    def facts_per_param(self) -> float:
+        return self.planned.facts / self.planned.hidden_params
+
+    def ratio(self, reading: str, tau: float) -> LagRatio | None:
+        return self.readings.get(reading, {}).get(tau)
+
+    def axis(self, name: str) -> Any:
+        return getattr(self.planned.point, name)
+
+    def feature(self, name: str) -> float:
+        """A trend feature (:data:`~.points.FEATURES`) of this point."""
+        return self.facts_per_param if name == "facts_per_param" else float(self.axis(name))
+
+    def record(self) -> dict[str, Any]:
+        """The ``map.csv`` row (:data:`MAP_COLUMNS`)."""
+        p = self.planned
+        row: dict[str, Any] = {
+            "point": self.label, **p.point.axes(), "n_head": self.n_head,
+            "hidden_params": p.hidden_params, "facts": p.facts,
+            "facts_per_param": self.facts_per_param, "steps": p.steps,
+            "steps_per_epoch": round(p.steps_per_epoch, 3), "seeds": self.seeds,
+        }  # fmt: skip
+        for prefix, reading in PREFIXES.items():
+            for tau in TAUS:
+                row |= ratio_columns(f"{prefix}_{tau:g}", self.ratio(reading, tau))
+        test = None if self.tail is None else self.tail.test()
+        interval = None if test is None else test.interval
+        row |= {
+            "tail_gap": None if test is None else test.a.mean,
+            "tail_gap_se": None if test is None else test.se,
+            "tail_gap_lo": None if interval is None else interval[0],
+            "tail_gap_hi": None if interval is None else interval[1],
+            "edge": "" if self.edge is None else self.edge.finding,
+            "edge_ahead_p": None if self.edge is None else self.edge.ahead_p,
+            "edge_none_p": None if self.edge is None else self.edge.none_p,
+        }  # fmt: skip
+        for name, gap in (("peak_rarest", self.peak_rarest), ("peak", self.peak)):
+            row |= {f"{name}_gap": None if gap is None else gap.gap,
+                    f"{name}_gap_se": None if gap is None else gap.se,
+                    f"{name}_gap_group": None if gap is None else gap.group,
+                    f"{name}_gap_step": None if gap is None else gap.step}  # fmt: skip
+        for arm, choice in self.arms.items():
+            row |= {f"lr_{arm}": choice.rate, f"{arm}_lr_where": choice.where,
+                    f"{arm}_trials": f"{choice.trials}/{choice.budget}" if choice.budget
+                    else ""}  # fmt: skip
+        return row
+
+
+def ratio_columns(key: str, row: LagRatio | None) -> dict[str, Any]:
+    """A lag ratio as ``map.csv`` columns: its value and kind (:func:`ratio_value`), the 95 %
+    t interval and the SE of the mean log ratio (floored) where every seed measured it, and
+    its status in words (:func:`.gaps.ratio_status`)."""
+    value, kind = ratio_value(row)
+    interval = row.interval() if row is not None and kind == "measured" else None
+    return {
+        key: value,
+        f"{key}_lo": None if interval is None else interval[0],
+        f"{key}_hi": None if interval is None else interval[1],
+        f"{key}_se_log": row.se_log if row is not None and kind == "measured" else None,
+        f"{key}_kind": kind,
+        f"{key}_status": "not measured" if row is None else gaps.ratio_status(row),
     }
-    pair = gaps.measured_pair(result.measures.get(ffn, {}), LEAD, LAG)
-    found = gaps.readings(pair) if pair is not None else {}
-    for prefix, reading in (("lag", "pooled"), (LIKE, LIKE_FOR_LIKE)):
-        for tau in TAUS:
-            row.update(lag_columns(f"{prefix}_{tau:g}", found.get(reading, {}).get(tau)))
-    if pair is not None:
-        peak = pair["peak_gap"]
-        rarest, overall = peak["per_group"][-1], peak["overall"]
-        row.update(peak_rarest_gap=rarest["gap"], peak_rarest_gap_se=rarest["se"],
-                   peak_rarest_step=rarest["step"], peak_gap=overall["gap"],
-                   peak_gap_se=overall["se"], peak_gap_group=overall["group"])  # fmt: skip
-    for arm in (LEAD, LAG):
-        lrs = result.plan.best.get((ffn, arm))
-        row[f"lr_{arm}"] = None if lrs is None else lrs[arm]
-        row[f"{arm}_interior"] = interior(result.plan, ffn, arm)
-    return row
 
 
-def seed_ratios(result: Any) -> dict[str, list[dict[str, float | None]]]:
-    """A point's pooled lag ratio of Adam behind Muon (every group and evaluation) per seed, by
-    tau, as ``ratio`` / ``lower`` / ``upper`` (a censored seed keeps its bound; empty: the pair
-    was not measured)."""
-    pair = gaps.measured_pair(result.measures.get(result.plan.ffns[0], {}), LEAD, LAG)
+def point_row(planned: Planned, result: grid.PointResult, tau: float) -> MapRow:
+    """A finished point as a :class:`MapRow`, its edge judged at ``tau`` at this point alone
+    (:func:`with_edges` corrects it across the grid)."""
+    ffn = result.plan.ffns[0] if result.plan.ffns else result.config.ffns[0]
+    arms = {arm: arm_choice(result, ffn, arm) for arm in (LEAD, LAG)}
+    found = result.measures.get(ffn)
+    pair = None if found is None else found.pair(LEAD, LAG)
     if pair is None:
-        return {f"{tau:g}": [] for tau in TAUS}
-    pooled = gaps.readings(pair)["pooled"]
+        return MapRow(planned, result.config.model.n_head, result.config.seeds, arms=arms)
+    readings = gaps.readings(pair)
+    tail = tail_gap(result, ffn, LEAD, LAG)
+    return MapRow(
+        planned, result.config.model.n_head, result.config.seeds, readings, tail,
+        pair.peak_per_group[-1], pair.peak_gap, arms,
+        judge_edge(readings["pooled"].get(tau), tail),
+    )  # fmt: skip
+
+
+def with_edges(rows: Sequence[MapRow]) -> list[MapRow]:
+    """``rows`` with Muon's edge decided by Holm's rule across the grid's points
+    (:func:`~.measures.holm_edges`; a row without a measured pair keeps none)."""
+    judged = [r for r in rows if r.edge is not None]
+    decided = dict(zip((r.label for r in judged),
+                       holm_edges([r.edge for r in judged if r.edge is not None]),
+                       strict=True))  # fmt: skip
+    return [dataclasses.replace(r, edge=decided.get(r.label)) for r in rows]
+
+
+def cells(rows: Sequence[MapRow], x: str, y: str, value: Callable[[MapRow], Cell | None],
+          fixed: Mapping[str, Any]) -> dict[tuple[Any, Any], Cell | None]:  # fmt: skip
+    """Heat-map cells ``value(row)`` over axes ``x`` and ``y``, the other axes at ``fixed``."""
     return {
-        f"{tau:g}": [{k: s[k] for k in ("ratio", "lower", "upper")} for s in pooled[tau]["seeds"]]
-        for tau in TAUS
+        (r.axis(x), r.axis(y)): value(r)
+        for r in rows
+        if all(r.axis(a) == v for a, v in fixed.items() if a not in (x, y))
     }
 
 
-def lag_columns(key: str, entry: Mapping[str, Any] | None) -> dict[str, Any]:
-    """A pooled lag ratio as columns: seed mean and SE when every seed measured it, else the
-    bound of the seed-mean curves (``<key>_kind`` "lower"/"upper") or nothing; ``<key>_status``
-    in words (:func:`.gaps.ratio_status`)."""
-    if entry is None:
-        return {key: None, f"{key}_se": None, f"{key}_kind": None, f"{key}_status": "not measured"}
-    central = entry["of_mean"]
-    if entry["mean"] is not None and entry["n_measured"] == entry["n_seeds"]:
-        value, se, kind = entry["mean"], entry["se"], "measured"
-    elif central["lower"] is not None:
-        value, se, kind = central["lower"], None, "lower"
-    elif central["upper"] is not None:
-        value, se, kind = central["upper"], None, "upper"
-    else:
-        value, se, kind = None, None, None
-    return {key: value, f"{key}_se": se, f"{key}_kind": kind,
-            f"{key}_status": gaps.ratio_status(entry)}  # fmt: skip
+def ratio_cell(reading: str, tau: float) -> Callable[[MapRow], Cell | None]:
+    """A lag-ratio heat-map cell: the geometric mean with its interval, or a bound."""
+
+    def cell(row: MapRow) -> Cell | None:
+        found = row.ratio(reading, tau)
+        value, kind = ratio_value(found)
+        if value is None or kind is None or found is None:
+            return None
+        if kind != "measured":
+            return Cell(value, kind="lower" if kind == "lower" else "upper")
+        interval = found.interval()
+        return Cell(value, *(interval or (None, None)))
+
+    return cell
 
 
-def cells(rows: Sequence[Mapping[str, Any]], x: str, y: str, value: str,
-          fixed: Mapping[str, Any]) -> dict[tuple[Any, Any], Cell | None]:  # fmt: skip
-    """Heat-map cells of column ``value`` over axes ``x`` and ``y``, the other axes at
-    ``fixed``; a lag ratio's bound is a bound cell, a missing value ``None``."""
-    out: dict[tuple[Any, Any], Cell | None] = {}
-    for row in rows:
-        if any(row[a] != v for a, v in fixed.items() if a not in (x, y)):
-            continue
-        number = row.get(value)
-        kind = row.get(f"{value}_kind", "measured")
-        out[row[x], row[y]] = None if number is None else Cell(number, row.get(f"{value}_se"),
-                                                                kind)  # fmt: skip
-    return out
+def tail_cell(row: MapRow) -> Cell | None:
+    """A tail-gap heat-map cell: the seed mean with its 95 % t interval."""
+    if row.tail is None:
+        return None
+    test = row.tail.test()
+    return Cell(test.a.mean, *(test.interval or (None, None)))
 
 
-def paper_ratios(tau: float) -> dict[Version, dict[str, dict[str, Any]]]:
+def paper_ratios(tau: float) -> dict[Version, dict[str, Ratio]]:
     """The paper's lag ratio of Adam behind Muon at ``tau`` per table version and like-for-like
-    reading (``paper_cells_group``: group m − 2 of its cells, the one the trend is judged
-    against; ``paper_cells_pooled``), computed as ours are: the ratio or its bounds."""
+    reading (``paper_cells_group``: group m − 2 of its cells; ``paper_cells_pooled``: the
+    geometric mean over the groups its cells bracket), computed as ours are."""
     return {
-        version: {
-            name: by_tau[tau] for name, by_tau in gaps.paper_readings(
-                version, "plain", (tau,), LEAD, LAG).items()
-        }
+        version: {name: by_tau[tau] for name, by_tau in gaps.paper_readings(
+            version, "plain", (tau,), LEAD, LAG).items()}
         for version in VERSIONS
     }  # fmt: skip
 
 
-def paper_point_text(trend: Mapping[str, Any], short: bool = False) -> str:
+# --------------------------------------------------------------------------- the trend
+
+
+@dataclass(frozen=True)
+class Trend:
+    """The fitted trend of one lag-ratio reading at ``tau`` over the points at frequency
+    ``exponent``: the points ``used`` with their ratios (geometric means over seeds) and SEs
+    on the ratio scale (the floored SE of the mean log ratio times the ratio: the delta method
+    :func:`~tailmem.metrics.lag_trend.fit_trend` inverts), those ``excluded`` (label, why),
+    the features kept
+    and ``dropped`` (collinear over the grid), the paper's point, and the fit with its
+    extrapolation — or the ``reason`` there is none."""
+
+    tau: float
+    exponent: float
+    reading: str
+    level: float
+    used: tuple[MapRow, ...]
+    ratios: tuple[float, ...]
+    ses: tuple[float, ...]
+    excluded: tuple[tuple[str, str], ...]
+    features: tuple[str, ...]
+    dropped: tuple[str, ...]
+    paper_point: Mapping[str, float]
+    fit: TrendFit | None = None
+    prediction: Prediction | None = None
+    reason: str = ""
+
+    @property
+    def fitted(self) -> bool:
+        return self.fit is not None and self.prediction is not None
+
+    def to_json(self) -> dict[str, Any]:
+        return {
+            "status": "fitted" if self.fitted else "not fitted", "reason": self.reason,
+            "tau": self.tau, "exponent": self.exponent, "reading": self.reading,
+            "n_points": len(self.used), "used": [r.label for r in self.used],
+            "excluded": [{"point": p, "why": why} for p, why in self.excluded],
+            "features": list(self.features), "dropped": list(self.dropped),
+            "paper_point": dict(self.paper_point),
+            "fit": None if self.fit is None else self.fit.to_json(),
+            "extrapolation": None if self.prediction is None else self.prediction.to_json(),
+        }  # fmt: skip
+
+
+def _excluded_because(row: LagRatio | None) -> str:
+    """Why a point stays out of the weighted fit ("" when it is in): a ratio not measured in
+    every seed (a censored seed is often the largest lag: a bound, not a ratio), or no
+    positive SE of its mean log ratio (fewer than two seeds, and no resolution to floor it)."""
+    if row is None:
+        return "not measured"
+    if not row.complete:
+        return f"{gaps.ratio_status(row)} (a bound, not a ratio)"
+    if not (row.se_log or 0.0) > 0:
+        return "no positive SE of the mean log ratio"
+    return ""
+
+
+def fit(cfg: Config, rows: Sequence[MapRow]) -> Trend:
+    """The trend of :class:`~tailmem.experiments.qa_map.TrendSection` through the points whose
+    reading is measured in every seed, and its extrapolation to the paper's point."""
+    tau, reading = cfg.trend.tau, cfg.trend.reading
+    at_exponent = [r for r in rows if r.axis("frequency_exponent") == cfg.trend.exponent]
+    used = [
+        (r, x)
+        for r in at_exponent
+        if not _excluded_because(x := r.ratio(reading, tau)) and x is not None
+    ]
+    excluded = tuple((r.label, why) for r in at_exponent
+                     if (why := _excluded_because(r.ratio(reading, tau))))  # fmt: skip
+    columns = {f: [r.feature(f) for r, _ in used] for f in cfg.trend.features}
+    kept = tuple(independent_features(columns)) if len(used) > 1 else ()
+    found = Trend(
+        tau, cfg.trend.exponent, reading, cfg.trend.level, tuple(r for r, _ in used),
+        tuple(x.ratio or 0.0 for _, x in used),
+        tuple((x.se_log or 0.0) * (x.ratio or 0.0) for _, x in used), excluded, kept,
+        tuple(f for f in cfg.trend.features if f not in kept), paper_point(),
+    )  # fmt: skip
+    try:
+        if not kept:
+            raise TrendError(
+                f"no feature varies over the {len(used)} point(s) whose ratio is measured in "
+                "every seed with an SE (an SE needs ≥ 2 seeds)"
+            )
+        trend = fit_trend({f: columns[f] for f in kept}, found.ratios, found.ses)
+    except TrendError as exc:
+        return dataclasses.replace(found, reason=str(exc))
+    prediction = trend.predict({f: found.paper_point[f] for f in kept}, level=cfg.trend.level)
+    return dataclasses.replace(found, fit=trend, prediction=prediction)
+
+
+def paper_point_text(trend: Trend, short: bool = False) -> str:
     """Where the trend is extrapolated: the paper's 160M / m = 15 values of the fitted features,
     saying so when a feature was dropped (then the other axes stay as in the grid, which is not
     the paper's point in them); ``short`` for a legend."""
-    values = ", ".join(
-        f"{f.replace('_', ' ')} {trend['paper_point'][f]:.3g}" for f in trend["features"]
-    )
-    if trend["dropped"]:
+    values = ", ".join(f"{f.replace('_', ' ')} {trend.paper_point[f]:.3g}" for f in trend.features)
+    if trend.dropped:
         if short:
             return f"paper's {values}, rest as grid"
         return f"the paper's {values} (160M model; depth and m as in the grid, not the paper's)"
     return "paper's 160M, m = 15" if short else f"the paper's 160M model at m = 15 ({values})"
 
 
-def _excluded_because(row: Mapping[str, Any], key: str) -> str:
-    """Why a point stays out of the weighted fit ("" when it is in): a ratio that is only a
-    bound (some seed never crossed: censored, often the largest lag), or no positive seed SE
-    (one seed, or every seed crossing between the same two evaluations)."""
-    if row[f"{key}_kind"] != "measured":
-        return f"{row[f'{key}_status']} (a bound, not a ratio)"
-    if not (row[f"{key}_se"] or 0) > 0:
-        return "no positive seed SE"
-    return ""
+READING_WORDS = {
+    "pooled": "pooled over every group and evaluation (per seed the geometric mean over the "
+    "groups measured in every seed)",
+    LIKE_FOR_LIKE: "of group m − 2 on the paper's cells (like for like with the paper's tables)",
+}
 
 
-def fit(cfg: Config, rows: Sequence[Mapping[str, Any]]) -> dict[str, Any]:
-    """The trend of :class:`TrendSection` through the measured points of the like-for-like
-    reading (``m2_lag_<tau>``: group m − 2 on the paper's cells) and its extrapolation to the
-    paper's point, where the paper's tables give the same reading; ``status`` "fitted" or "not
-    fitted" with the reason."""
-    key = f"{LIKE}_{cfg.trend.tau:g}"
-    at_exponent = [r for r in rows if r["frequency_exponent"] == cfg.trend.exponent]
-    used, excluded = [], []
-    for r in at_exponent:
-        why = _excluded_because(r, key)
-        if why:
-            excluded.append({"point": r["point"], "why": why})
-        else:
-            used.append(r)
-    columns = {f: [float(r[f]) for r in used] for f in cfg.trend.features}
-    kept = independent_features(columns) if len(used) > 1 else []
-    base: dict[str, Any] = {
-        "tau": cfg.trend.tau, "exponent": cfg.trend.exponent, "n_points": len(used),
-        "excluded": excluded, "features": kept,
-        "dropped": [f for f in cfg.trend.features if f not in kept], "paper_point": paper_point(),
-    }  # fmt: skip
-    try:
-        if not kept:
-            raise TrendError(
-                f"no feature varies over the {len(used)} point(s) with a measured ratio and a "
-                "seed SE (a seed SE needs ≥ 2 seeds)"
-            )
-        trend = fit_trend({f: columns[f] for f in kept}, [r[key] for r in used],
-                          [r[f"{key}_se"] for r in used])  # fmt: skip
-    except TrendError as exc:
-        return {**base, "status": "not fitted", "reason": str(exc)}
-    at = {f: base["paper_point"][f] for f in kept}
-    prediction = trend.predict(at, level=cfg.trend.level)
-    return {**base, "status": "fitted", "fit": trend.to_json(),
-            "extrapolation": prediction.to_json(), "_trend": trend, "_used": used}  # fmt: skip
+def trend_figure_of(trend: Trend, published: Mapping[Version, Mapping[str, Ratio]]) -> Any:
+    """The trend figure (:func:`~tailmem.report.qa_map_figures.trend_figure`) of a fitted
+    trend, with the paper's ratios of its like-for-like readings beside it."""
+    assert trend.fit is not None
+    shown = {f"{gaps.VERSION_LABELS[v]} ({'m − 2' if name == LIKE_FOR_LIKE else 'cells pooled'})":
+             ratio.ratio for v, by_name in published.items()
+             for name, ratio in by_name.items() if ratio.ratio is not None}  # fmt: skip
+    return trend_figure(
+        trend.fit, {f: [r.feature(f) for r in trend.used] for f in trend.features},
+        trend.ratios, trend.ses, along=trend.features[0],
+        at={f: trend.paper_point[f] for f in trend.features},
+        at_label=paper_point_text(trend, short=True), published=shown,
+        title=f"Lag ratio at FTA {trend.tau:g} vs {trend.features[0]}",
+    )  # fmt: skip
 
 
-def write_outputs(
-    cfg: Config,
-    run: RunDir,
-    rows: list[dict[str, Any]],
-    seeds: Mapping[str, Mapping[str, list[dict[str, float | None]]]],
-) -> None:
+# --------------------------------------------------------------------------- writing
+
+
+def claim_inputs(cfg: Config, rows: Sequence[MapRow]) -> A3MapInputs:
+    """The inputs of :mod:`tailmem.claims.a3_map`: every point's axes and pooled per-seed lag
+    ratios per τ."""
+    reference = {a: float(getattr(cfg.axes, a)[0]) for a in AXES}
+    points = [
+        MapPoint(r.label, {a: float(r.axis(a)) for a in AXES},
+                 {tau: seed_ratios(r.ratio("pooled", tau)) for tau in TAUS})
+        for r in rows
+    ]  # fmt: skip
+    return A3MapInputs(reference=reference, points=points)
+
+
+def write_outputs(cfg: Config, run: RunDir, rows: Sequence[MapRow]) -> None:
     """``map.csv``, heat maps, trend figure, ``results.json``, ``claims.json`` and
-    ``report.json`` from the rows (:func:`point_row`) and each point's per-seed lag ratios
-    (:func:`seed_ratios`, by label)."""
-    run.write_csv("map.csv", rows)
-    run.write_csv("map_summary.csv", summary_rows(rows))
+    ``report.json`` from the points' rows (:func:`point_row`; edges decided across the grid
+    here, :func:`with_edges`)."""
+    rows = with_edges(rows)
+    records = [r.record() for r in rows]
+    run.write_csv("map.csv", records)
+    run.write_csv("map_summary.csv", summary_rows(cfg, rows))
     figures = []
     reference = {a: getattr(cfg.axes, a)[0] for a in AXES}
-    key = f"lag_{cfg.tau:g}"
     for x, y in cfg.heat_maps:
         xs, ys = getattr(cfg.axes, x), getattr(cfg.axes, y)
         others = ", ".join(f"{AXIS_LABELS[a]} {v:g}" for a, v in reference.items()
                            if a not in (x, y))  # fmt: skip
         figures += [
             run.save_report_figure(
-                heat_map_figure(cells(rows, x, y, key, reference), (AXIS_LABELS[x], xs),
-                                (AXIS_LABELS[y], ys), title=f"Adam/Muon exposure-lag ratio, "
-                                f"FTA {cfg.tau:g}", colorbar="lag ratio", center=1.0, log=True),
+                heat_map_figure(cells(rows, x, y, ratio_cell("pooled", cfg.tau), reference),
+                                (AXIS_LABELS[x], xs), (AXIS_LABELS[y], ys),
+                                title=f"Adam/Muon exposure-lag ratio, FTA {cfg.tau:g}",
+                                colorbar="lag ratio", center=1.0, log=True),
                 f"lag_ratio_{x}_{y}",
-                f"Exposure-lag ratio (exposures Adam needs ÷ Muon's to bring the pooled groups "
-                f"to FTA {cfg.tau:g}) over {AXIS_LABELS[x]} × {AXIS_LABELS[y]} ({others}): "
-                "seed mean ± SE; hatched ≥/≤: a bound where a crossing is not bracketed in "
-                "every seed; red: Adam lags.",
+                f"Exposure-lag ratio (exposures Adam needs ÷ Muon's to bring a group to FTA "
+                f"{cfg.tau:g}, pooled over groups: per seed the geometric mean over the groups "
+                f"measured in every seed) over {AXIS_LABELS[x]} × {AXIS_LABELS[y]} ({others}): "
+                "geometric mean over seeds [95 % t interval]; hatched ≥/≤: a bound where a "
+                "crossing is not bracketed in every seed; red: Adam lags.",
             ),
             run.save_report_figure(
-                heat_map_figure(cells(rows, x, y, "peak_rarest_gap", reference),
+                heat_map_figure(cells(rows, x, y, tail_cell, reference),
                                 (AXIS_LABELS[x], xs), (AXIS_LABELS[y], ys),
-                                title="Peak rarest-group FTA gap, Muon − Adam",
+                                title="Tail gap: rarest-group FTA at the end, Muon − Adam",
                                 colorbar="FTA gap", center=0.0, digits=2),
-                f"peak_gap_{x}_{y}",
-                f"Largest seed-mean FTA gap Muon − Adam of the rarest group over training, over "
-                f"{AXIS_LABELS[x]} × {AXIS_LABELS[y]} ({others}): mean ± SE over paired seeds.",
+                f"tail_gap_{x}_{y}",
+                f"The tail gap — FTA Muon − Adam of the rarest group at the last evaluation, the "
+                f"pre-specified cell — over {AXIS_LABELS[x]} × {AXIS_LABELS[y]} ({others}): "
+                "mean over paired seeds [95 % t interval].",
             ),
         ]  # fmt: skip
     trend = fit(cfg, rows)
     published = paper_ratios(cfg.trend.tau)
-    if trend["status"] == "fitted":
-        used = trend.pop("_used")
-        model = trend.pop("_trend")
-        along = trend["features"][0]
-        shown = {gaps.VERSION_LABELS[v]: r[LIKE_FOR_LIKE]["ratio"] for v, r in published.items()
-                 if r[LIKE_FOR_LIKE]["ratio"] is not None}  # fmt: skip
+    if trend.fitted:
+        extra = trend.features[1:]
         figures.append(run.save_report_figure(
-            trend_figure(model, {f: [r[f] for r in used] for f in trend["features"]},
-                         [r[f"{LIKE}_{cfg.trend.tau:g}"] for r in used],
-                         [r[f"{LIKE}_{cfg.trend.tau:g}_se"] for r in used], along=along,
-                         at={f: trend["paper_point"][f] for f in trend["features"]},
-                         at_label=paper_point_text(trend, short=True),
-                         published=shown,
-                         title=f"Lag ratio at FTA {cfg.trend.tau:g} vs {along}"),
+            trend_figure_of(trend, published),
             "lag_ratio_trend",
-            f"Exposure-lag ratio at FTA {cfg.trend.tau:g} of group m − 2 on the paper's cells "
-            f"(like for like with the paper's tables; frequency exponent "
-            f"{cfg.trend.exponent:g}) against {along}, with the fitted power law in "
-            f"{' and '.join(trend['features'])} and its {cfg.trend.level:.0%} band, extrapolated "
-            f"to {paper_point_text(trend)} (thick: confidence, thin: prediction "
-            "interval)" + (f"; points moved to the paper's {', '.join(trend['features'][1:])} by "
-                           "the fitted slopes" if len(trend["features"]) > 1 else "")
+            f"Exposure-lag ratio at FTA {trend.tau:g} {READING_WORDS[trend.reading]}, "
+            f"frequency exponent {trend.exponent:g}, against {trend.features[0]}: geometric "
+            f"mean over seeds ± SE, the fitted power law in {' and '.join(trend.features)} and "
+            f"its {trend.level:.0%} band, extrapolated to {paper_point_text(trend)} (thick: "
+            "confidence, thin: prediction interval)"
+            + (f"; points moved to the paper's {', '.join(extra)} by the fitted slopes"
+               if extra else "")
             + "; open markers: the paper's tables computed the same way.",
         ))  # fmt: skip
-    results = {"rows": rows, "trend": trend, "paper": published, "reference": reference,
-               "seed_ratios": dict(seeds)}  # fmt: skip
-    run.write_json("results.json", results)
-    claims = [r for c in MAP_CLAIMS for r in c.evaluate(A3MapInputs.of(results))]
+    inputs = claim_inputs(cfg, rows)
+    claims = [r for c in MAP_CLAIMS for r in c.evaluate(inputs)]
     write_claims(run, claims)
+    run.write_json("results.json", {
+        "rows": records, "trend": trend.to_json(),
+        "paper": {v: {name: r.to_json() for name, r in by.items()} for v, by in published.items()},
+        "reference": inputs.reference,
+        "seed_ratios": {p.label: {f"{tau:g}": [_plain(v) for v in s.values]
+                                  for tau, s in p.ratios.items()} for p in inputs.points},
+        "edge_margins": {"ratio": RATIO_MARGIN, "tail_gap": GAP_MARGIN},
+    })  # fmt: skip
     run.write_json("report.json", {
         "title": "The map: where Muon's tail edge over Adam appears (knowledge QA)",
         "summary": summary(cfg, rows, trend, published, claims),
@@ -283,25 +447,58 @@ def write_outputs(
     })  # fmt: skip
 
 
-def summary_rows(rows: Sequence[Mapping[str, Any]]) -> list[dict[str, Any]]:
-    """The report's table: a point per row, its lag ratios and peak rarest gap as text (mean
-    ± SE, or a bound), facts per parameter and the chosen LRs (* at a grid edge)."""
+def _plain(value: Any) -> Any:
+    """A per-seed ratio for JSON: the number, a bound as ``{"value", "side"}``, or null."""
+    return value if value is None or isinstance(value, float) else dataclasses.asdict(value)
 
-    def lr(row: Mapping[str, Any], arm: str) -> str:
-        rate, edge = row[f"lr_{arm}"], row[f"{arm}_interior"] is False
-        return "" if rate is None else f"{rate:g}" + ("*" if edge else "")
 
+def _ratio_text(row: LagRatio | None) -> str:
+    """A lag ratio as a table cell: geometric mean [95 % t interval] where every seed measured
+    it, else the bound of the seed-mean curves, else its status."""
+    value, kind = ratio_value(row)
+    if row is None:
+        return "not measured"
+    if value is None:
+        return gaps.ratio_status(row)
+    if kind != "measured":
+        return f"{'≥' if kind == 'lower' else '≤'} {value:.2f}"
+    interval = row.interval()
+    return f"{value:.2f}" + ("" if interval is None else f" [{interval[0]:.2f}, {interval[1]:.2f}]")
+
+
+def _tail_text(row: MapRow) -> str:
+    if row.tail is None:
+        return ""
+    test = row.tail.test()
+    interval = test.interval
+    return f"{test.a.mean:+.3f}" + (
+        "" if interval is None else f" [{interval[0]:+.3f}, {interval[1]:+.3f}]"
+    )
+
+
+def _lr_text(choice: ArmChoice | None) -> str:
+    if choice is None or choice.rate is None:
+        return ""
+    return f"{choice.rate:g}" + ("*" if choice.at_edge else "")
+
+
+def summary_rows(cfg: Config, rows: Sequence[MapRow]) -> list[dict[str, Any]]:
+    """The report's table: a point per row, its lag ratios, tail gap and edge as text, the
+    descriptive peak rarest gap, facts per parameter and the chosen LRs (* at an end of the
+    candidates tried)."""
     out = []
     for row in rows:
-        gap, se = row.get("peak_rarest_gap"), row.get("peak_rarest_gap_se")
-        gap_text = "" if gap is None else f"{gap:+.3f}" + ("" if se is None else f" ± {se:.3f}")
+        peak = row.peak_rarest
+        se = "" if peak is None or peak.se is None else f" ± {peak.se:.3f}"
         out.append({
-            "point": row["point"],
-            "facts/param": f"{row['facts_per_param']:.2e}",
-            **{f"lag τ {t:g}": _ratio_text(row, f"lag_{t:g}") for t in TAUS},
-            "peak rarest gap": gap_text,
-            "LR muon": lr(row, LEAD),
-            "LR adam": lr(row, LAG),
+            "point": row.label,
+            "facts/param": f"{row.facts_per_param:.2e}",
+            **{f"lag τ {t:g}": _ratio_text(row.ratio("pooled", t)) for t in TAUS},
+            "tail gap": _tail_text(row),
+            f"edge (τ {cfg.tau:g})": "" if row.edge is None else row.edge.finding,
+            "peak rarest gap (descriptive)": "" if peak is None else f"{peak.gap:+.3f}{se}",
+            "LR muon": _lr_text(row.arms.get(LEAD)),
+            "LR adam": _lr_text(row.arms.get(LAG)),
         })  # fmt: skip
     return out
 
@@ -309,103 +506,115 @@ def summary_rows(rows: Sequence[Mapping[str, Any]]) -> list[dict[str, Any]]:
 SUMMARY_COLUMNS = {
     "point": "d<width> L<layers> x<exposures per rarest fact> m<groups> rho<frequency exponent>",
     "facts/param": "6 · 2^m facts ÷ the blocks' parameters (no embedding, no head)",
-    "lag τ 0.3": "pooled exposure-lag ratio Adam ÷ Muon at FTA 0.3 (0.5, 0.8 alike): seed mean ± "
-    "SE, or ≥ / ≤ a bound of the seed-mean curves where a crossing is not bracketed in every seed",
-    "peak rarest gap": "largest seed-mean FTA gap Muon − Adam of the rarest group ± SE",
-    "LR muon": "each arm's chosen LR; * at an end of its widened grid",
+    "lag τ 0.3": "pooled exposure-lag ratio Adam ÷ Muon at FTA 0.3 (0.5, 0.8 alike): geometric "
+    "mean over seeds [95 % two-sided t interval], or ≥ / ≤ a bound of the seed-mean curves "
+    "where a crossing is not bracketed in every seed",
+    "tail gap": "the pre-specified cell: FTA Muon − Adam of the rarest group at the end, paired "
+    "seed mean [95 % t interval]",
+    "edge (τ 0.5)": "Muon ahead / Adam ahead: the lag ratio above / below 1 or the tail gap above "
+    "/ below 0 beyond the 95 % t interval; no edge: both equivalent to none (ratio within ×/÷ "
+    f"{RATIO_MARGIN:g}, gap within ±{GAP_MARGIN:g}, two one-sided tests); else not "
+    "distinguished — each corrected by Holm across the grid's points",
+    "peak rarest gap (descriptive)": "the largest seed-mean FTA gap Muon − Adam of the rarest "
+    "group over training ± that one cell's SE: a maximum over many noisy cells, in no verdict",
+    "LR muon": "each arm's chosen LR; * at an end of the candidates tried (the budget ran out)",
 }
 
 
-def _ratio_text(row: Mapping[str, Any], key: str) -> str:
-    kind = row[f"{key}_kind"]
-    if kind is None:  # neither a value nor a bound: why, in words
-        return row[f"{key}_status"]
-    if kind != "measured":
-        return f"{'≥' if kind == 'lower' else '≤'} {row[key]:.2f}"
-    se = row[f"{key}_se"]
-    return f"{row[key]:.2f}" + ("" if se is None else f" ± {se:.2f}")
+def _where(row: MapRow) -> str:
+    p = row.planned.point
+    return (f"width {p.width}, {p.depth} layers, {p.exposures:g} exposures, m = {p.m}, "
+            f"exponent {p.frequency_exponent:g}")  # fmt: skip
 
 
-def _where(row: Mapping[str, Any]) -> str:
-    return (f"width {row['width']}, {row['depth']} layers, {row['exposures']:g} exposures, "
-            f"m = {row['m']}, exponent {row['frequency_exponent']:g}")  # fmt: skip
+def _edge_sentence(cfg: Config, rows: Sequence[MapRow]) -> str:
+    """Where Muon's edge is shown, absent or neither (:func:`with_edges`)."""
+    by: dict[str, list[MapRow]] = {}
+    for row in rows:
+        by.setdefault("not measured" if row.edge is None else row.edge.finding, []).append(row)
+    listed = "; ".join(
+        f"{finding} at {len(found)} point{'s' if len(found) != 1 else ''}"
+        + ("" if finding in ("Muon ahead", "not distinguished") else
+           " (" + "; ".join(_where(r) for r in found) + ")")
+        for finding, found in by.items()
+    )  # fmt: skip
+    return (
+        f"Muon's edge — the pooled lag ratio at FTA {cfg.tau:g} against 1 and the tail gap "
+        f"against 0, beyond the 95 % t interval; none where both are equivalent to no edge (×/÷ "
+        f"{RATIO_MARGIN:g}, ± {GAP_MARGIN:g} FTA); Holm across the {len(rows)} points: "
+        f"{listed}."
+    )
 
 
-def vanishes(row: Mapping[str, Any], key: str) -> bool:
-    """Whether Muon's edge is within noise at a point: its lag ratio is measured and within 2
-    SE of 1 (or below), and its peak rarest gap within 2 SE of 0 (or below)."""
-    ratio, se = row[key], row[f"{key}_se"] or 0.0
-    gap, gap_se = row.get("peak_rarest_gap"), row.get("peak_rarest_gap_se") or 0.0
-    if row[f"{key}_kind"] != "measured" or gap is None:
-        return False
-    return ratio - 1 <= 2 * se and gap <= 2 * gap_se
+def _paper_text(ratio: Ratio) -> str:
+    if ratio.ratio is not None:
+        return f"{ratio.ratio:.2f}"
+    if ratio.lower is not None:
+        return f"≥ {ratio.lower:.2f}"
+    if ratio.upper is not None:
+        return f"≤ {ratio.upper:.2f}"
+    return ratio.status
 
 
-def summary(cfg: Config, rows: Sequence[Mapping[str, Any]], trend: Mapping[str, Any],
-            published: Mapping[Version, Mapping[str, Any]],
+def summary(cfg: Config, rows: Sequence[MapRow], trend: Trend,
+            published: Mapping[Version, Mapping[str, Ratio]],
             claims: Sequence[ClaimResult] = ()) -> str:  # fmt: skip
-    """The report's paragraph: the grid, where the gap is largest and where it vanishes, the
-    extrapolation beside the paper's values, the LRs at a grid edge and the claims' verdicts."""
-    key = f"lag_{cfg.tau:g}"
+    """The report's paragraph: the grid, the largest lag ratio and tail gap, where Muon's edge
+    is shown or absent, the extrapolation beside the paper's values, the LRs at an end of their
+    candidates and the claims' verdicts."""
     axes = ", ".join(f"{AXIS_LABELS[a]} {getattr(cfg.axes, a)}" for a in AXES)
     points = f"{len(rows)} point{'s' if len(rows) != 1 else ''}"
-    parts = [f"{points} ({axes}), Muon vs Adam, each at its own tuned LR."]
-    measured = [r for r in rows if r[f"{key}_kind"] == "measured"]
+    tuned = any(c.budget for r in rows for c in r.arms.values())
+    how = " (tuned on tuning seeds apart from the evaluation seeds)" if tuned else ""
+    parts = [f"{points} ({axes}), Muon vs Adam, each at its own learning rate{how}."]
+    measured = [
+        (r, value)
+        for r in rows
+        if (value := ratio_value(r.ratio("pooled", cfg.tau)))[1] == "measured"
+    ]
     if measured:
-        top = max(measured, key=lambda r: r[key])
+        top, _ = max(measured, key=lambda item: item[1][0] or 0.0)
         parts.append(
-            f"Largest lag ratio at FTA {cfg.tau:g}: {_ratio_text(top, key)} ({_where(top)})."
+            f"Largest lag ratio at FTA {cfg.tau:g}: "
+            f"{_ratio_text(top.ratio('pooled', cfg.tau))} ({_where(top)})."
         )
-    gapped = [r for r in rows if r.get("peak_rarest_gap") is not None]
+    gapped = [r for r in rows if r.tail is not None]
     if gapped:
-        top = max(gapped, key=lambda r: r["peak_rarest_gap"])
-        se = top["peak_rarest_gap_se"]
-        parts.append(f"Largest peak rarest-group gap: {top['peak_rarest_gap']:+.3f}"
-                     + ("" if se is None else f" ± {se:.3f}") + f" ({_where(top)}).")  # fmt: skip
-    gone = [r for r in rows if vanishes(r, key)]
-    parts.append(
-        "Muon's edge vanishes (lag ratio within 2 SE of 1 and peak rarest gap within 2 SE of 0) "
-        + (
-            "at: " + "; ".join(_where(r) for r in gone) + "."
-            if gone
-            else "at no point of the grid."
-        )
-    )
+        top = max(gapped, key=lambda r: r.tail.test().a.mean if r.tail else 0.0)
+        parts.append(f"Largest tail gap (rarest group at the end): {_tail_text(top)} "
+                     f"({_where(top)}).")  # fmt: skip
+    parts.append(_edge_sentence(cfg, rows))
 
     def versions(reading: str) -> str:
         return "; ".join(f"{gaps.VERSION_LABELS[v]} " + _paper_text(r[reading])
                          for v, r in published.items())  # fmt: skip
 
     paper = (
-        f"{versions(LIKE_FOR_LIKE)} for group m − 2 on its cells, like for like (pooled over "
-        f"its cells, which mixes groups' crossings and is not judged: "
-        f"{versions('paper_cells_pooled')})"
+        f"{versions(LIKE_FOR_LIKE)} for group m − 2 on its cells, like for like; "
+        f"{versions('paper_cells_pooled')} pooled over its cells (the groups it brackets, so "
+        "it moves with one table cell)"
     )
-    if trend["status"] == "fitted":
-        e = trend["extrapolation"]
-        lo, hi = e["confidence"]
-        plo, phi = e["prediction"]
+    prediction = trend.prediction
+    if trend.fitted and prediction is not None:
+        lo, hi = prediction.confidence.low, prediction.confidence.high
+        plo, phi = prediction.prediction.low, prediction.prediction.high
         parts.append(
-            f"Trend (lag ratio of group m − 2 on the paper's cells at FTA {trend['tau']:g} ∝ "
-            f"power law in "
-            f"{' and '.join(trend['features'])}, {trend['n_points']} points"
-            + (
-                "; left out: " + "; ".join(f"{e['point']} ({e['why']})" for e in trend["excluded"])
-                if trend["excluded"]
-                else ""
-            )
-            + (f"; {', '.join(trend['dropped'])} dropped: collinear over this grid"
-               if trend["dropped"] else "")
-            + f") extrapolated to {paper_point_text(trend)}: {e['ratio']:.2f} "
-            f"({e['level']:.0%} confidence {lo:.2f}–{hi:.2f}, prediction {plo:.2f}–{phi:.2f}); "
+            f"Trend (lag ratio at FTA {trend.tau:g} {READING_WORDS[trend.reading]} ∝ power law "
+            f"in {' and '.join(trend.features)}, {len(trend.used)} points"
+            + ("; left out: " + "; ".join(f"{p} ({why})" for p, why in trend.excluded)
+               if trend.excluded else "")
+            + (f"; {', '.join(trend.dropped)} dropped: collinear over this grid"
+               if trend.dropped else "")
+            + f") extrapolated to {paper_point_text(trend)}: {prediction.ratio:.2f} "
+            f"({trend.level:.0%} confidence {lo:.2f}–{hi:.2f}, prediction {plo:.2f}–{phi:.2f}); "
             f"the paper's tables give {paper}."
         )  # fmt: skip
     else:
-        parts.append(f"No trend fitted: {trend['reason']}. The paper's tables give {paper}.")
-    edges = [f"{r['point']} ({', '.join(arms)})" for r in rows
-             if (arms := [a for a in (LEAD, LAG) if r[f"{a}_interior"] is False])]  # fmt: skip
+        parts.append(f"No trend fitted: {trend.reason}. The paper's tables give {paper}.")
+    edges = [f"{r.label} ({', '.join(arms)})" for r in rows
+             if (arms := [a for a, c in r.arms.items() if c.at_edge])]  # fmt: skip
     if edges:
-        parts.append("Chosen LR at the end of its widened grid: " + "; ".join(edges) + ".")
+        parts.append("Chosen LR at an end of the candidates tried: " + "; ".join(edges) + ".")
     for claim in claims:
         said = [t for t in (claim.ours, claim.reason) if t and t != claim.verdict]
         parts.append(
@@ -414,13 +623,3 @@ def summary(cfg: Config, rows: Sequence[Mapping[str, Any]], trend: Mapping[str, 
     if cfg.note:
         parts.append(cfg.note.strip())
     return " ".join(parts)
-
-
-def _paper_text(ratio: Mapping[str, Any]) -> str:
-    if ratio["ratio"] is not None:
-        return f"{ratio['ratio']:.2f}"
-    if ratio["lower"] is not None:
-        return f"≥ {ratio['lower']:.2f}"
-    if ratio["upper"] is not None:
-        return f"≤ {ratio['upper']:.2f}"
-    return ratio["status"]

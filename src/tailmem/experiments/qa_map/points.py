@@ -10,6 +10,7 @@ from typing import TYPE_CHECKING, Any
 
 from tailmem.data.bios import N_ATTRIBUTES, group_sizes
 from tailmem.errors import ConfigError
+from tailmem.lm.config import ModelSection, TrainSection
 from tailmem.models.gpt import GPTConfig, count_params, gpt_config
 
 if TYPE_CHECKING:
@@ -83,31 +84,54 @@ def grid_points(axes: AxesSection) -> list[GridPoint]:
     return [GridPoint(*combo) for combo in itertools.product(*values)]
 
 
-def model_overrides(point: GridPoint, head_dim: int, ffn_mult: int) -> dict[str, int]:
-    """Width and depth as knowledge-QA overrides: heads of ``head_dim`` where the width is a
-    multiple of it, one head of the whole width below it."""
+@dataclass(frozen=True)
+class Shape:
+    """A point's model shape: width, heads, layers and FFN width."""
+
+    d_model: int
+    n_head: int
+    n_layer: int
+    d_ff: int
+
+    def of(self, model: ModelSection) -> ModelSection:
+        """``model`` at this shape."""
+        return dataclasses.replace(model, d_model=self.d_model, n_head=self.n_head,
+                                   n_layer=self.n_layer, d_ff=self.d_ff)  # fmt: skip
+
+
+def model_shape(point: GridPoint, head_dim: int, ffn_mult: int) -> Shape:
+    """Width and depth as a model shape: heads of ``head_dim`` where the width is a multiple of
+    it, one head of the whole width below it."""
     width = point.width
     if width >= head_dim and width % head_dim:
         raise ConfigError(
             f"axes.width: got {width}; expected a multiple of head_dim {head_dim} (or less than it)"
         )
-    return {
-        "model.d_model": width,
-        "model.n_head": max(1, width // head_dim),
-        "model.n_layer": point.depth,
-        "model.d_ff": ffn_mult * width,
-    }
+    return Shape(width, max(1, width // head_dim), point.depth, ffn_mult * width)
 
 
-def schedule_overrides(steps: int, evals: int, warmup_frac: float) -> dict[str, int]:
-    """Steps, evaluation and log cadence (``evals`` evaluations) and warm-up of a run."""
+@dataclass(frozen=True)
+class Schedule:
+    """A run's steps, evaluation and log cadence and warm-up."""
+
+    steps: int
+    eval_every: int
+    log_every: int
+    warmup_steps: int
+
+    def of(self, train: TrainSection) -> TrainSection:
+        """``train`` on this schedule."""
+        return dataclasses.replace(
+            train, steps=self.steps, eval_every=self.eval_every, log_every=self.log_every,
+            warmup_steps=self.warmup_steps,
+        )  # fmt: skip
+
+
+def schedule(steps: int, evals: int, warmup_frac: float) -> Schedule:
+    """The schedule of a run of ``steps`` with ``evals`` evaluations (and log lines) and a
+    warm-up of ``warmup_frac`` of the steps (at least one)."""
     every = max(1, steps // evals)
-    return {
-        "train.steps": steps,
-        "train.eval_every": every,
-        "train.log_every": every,
-        "train.warmup_steps": max(1, round(warmup_frac * steps)),
-    }
+    return Schedule(steps, every, every, max(1, round(warmup_frac * steps)))
 
 
 def steps_for(exposures: float, steps_per_epoch: float, qa_per_selection: int) -> int:
