@@ -26,6 +26,7 @@ EXPERIMENTS: dict[str, str] = {
     "spectra": "tailmem.experiments.spectra",
     "icl-regression": "tailmem.experiments.icl_regression",
     "optim-bench": "tailmem.experiments.optim_bench",
+    "rule-or-rate": "tailmem.experiments.rule_or_rate",
 }
 
 

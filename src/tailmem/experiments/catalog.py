@@ -95,6 +95,12 @@ CATALOG: dict[str, About] = {
         {"smoke": 20.0, "cpu": 1632.0, "paper": None},
         in_reproduce=False,
     ),
+    "rule-or-rate": About(
+        "beyond the papers (D): is Muon's tail edge its update rule or its learning rate?",
+        {"smoke": "", "cpu": "6 arms x 3 seeds, 11 regime points", "paper": "160M GPT"},
+        {"smoke": None, "cpu": None, "paper": None},
+        in_reproduce=False,
+    ),
 }
 """Smoke presets are toy sizes (seconds, for the test suite); the ``paper`` presets carry the
 published sizes and were not timed here. The cpu times are each study's wall time in a fresh-clone

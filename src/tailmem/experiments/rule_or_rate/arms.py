@@ -85,15 +85,17 @@ def factorial_entries(
 ) -> tuple[Entry, ...]:
     """One plan entry per arm: each tunes one rate over ``grids[arm name]`` — a shared arm
     the rate of every parameter, an own arm its hidden matrices' rate with the rest at the
-    Adam-shared arm's choice."""
+    Adam-shared arm's choice (a one-point grid is that rate, tuned by no trial)."""
     out = []
     for a in arms:
         grid = tuple(grids[a.name])
-        if a.structure == SHARED:
-            kinds = tuple(dict.fromkeys((a.kind, REST)))
-            rates = Rates(swept=kinds)
-        else:
-            rates = Rates(borrowed={REST: (ADAM_SHARED, REST)}, swept=(a.kind,))
+        kinds = tuple(dict.fromkeys((a.kind, REST))) if a.structure == SHARED else (a.kind,)
+        borrowed = {} if a.structure == SHARED else {REST: (ADAM_SHARED, REST)}
+        if len(grid) == 1:
+            rates = Rates(fixed=dict.fromkeys(kinds, grid[0]), borrowed=borrowed)
+            out.append(Entry(ffn, a.arm, rates))
+            continue
+        rates = Rates(borrowed=borrowed, swept=kinds)
         out.append(Entry(ffn, a.arm, rates, tuning.sweep(grid, seed, steps, scores)))
     return tuple(out)
 
