@@ -104,6 +104,8 @@ class Config:
     base point; ``rules``: the update rules (``adam`` required: its shared arm sets the rest's
     rate); ``regime_rules``: the rules whose own arms the regime levels run (Adam-shared always);
     ``reference``: the independent implementation's settings (None: no such point);
+    ``rates``: ``sweep`` (tune in this run) or ``stored`` (every tuned point at the rates stored
+    for exactly its tuning problems, :mod:`tailmem.lm.store`; refused when one is missing);
     ``tune_only``: train the tuning trials only (``tailmem tune``)."""
 
     seed: int = 0
@@ -115,6 +117,7 @@ class Config:
     reference: Level | None = None
     workers: int = 2
     note: str = ""
+    rates: Literal["sweep", "stored"] = "sweep"
     tune_only: bool = False
 
     def validate(self) -> None:
@@ -180,12 +183,12 @@ class Config:
     def qa_overrides(self) -> dict[str, Any]:
         """The knowledge-QA overrides of every point: ``common``, an arm per kind (so every
         kind's optimiser section is built and checked; the study replaces the plan's entries)
-        and each kind's first candidate as its set rate."""
+        and each kind's own grid (Adam's: its shared grid) as its rate."""
         kinds = dict.fromkeys(r.kind for r in self.rules.values())
         arms = ["adam:*", *(matrix_recipe(k) for k in kinds if k != "adam")]
-        rates = {f"optim.{r.kind}.lr": r.own[0] for r in self.rules.values()}
+        rates = {f"optim.{r.kind}.lr": list(r.own) for r in self.rules.values()}
         return {"seed": self.seed, "workers": self.workers, **self.common, "arms": arms,
-                "optim.adam.lr": self.rules["adam"].shared[0], **rates}  # fmt: skip
+                "optim.adam.lr": list(self.rules["adam"].shared), **rates}  # fmt: skip
 
     def configs(self) -> dict[str, tuple[grid.Point, kqa.Config]]:
         """Every point's validated knowledge-QA config."""
@@ -213,8 +216,8 @@ def _entries(cfg: Config, label: str, qa: kqa.Config) -> tuple[Any, ...]:
 
 
 def _stored(cfg: Config, label: str, qa: kqa.Config) -> dict[tuple[str, str], Any]:
-    """The stored rates of a tuned point (``tuning.rates: stored``), or none."""
-    if qa.tuning.rates != "stored" or cfg.tune_only:
+    """The stored rates of a tuned point (``rates: stored``), or none."""
+    if cfg.rates != "stored" or cfg.tune_only:
         return {}
     found, missing = stored_choices(_entries(cfg, label, qa), qa.tuning_record(),
                                     load_store(qa.tuning.store))  # fmt: skip
