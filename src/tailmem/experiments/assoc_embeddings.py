@@ -423,8 +423,9 @@ def answers(
          "Is Muon's balance independent of the embeddings' orientation?", ["muon"],
          [ALIGNED, ROTATED]),
         ("B.beyond.sign_needs_alignment",
-         "Does sign descent need the facts aligned with the coordinates, and does the sign in "
-         "the task basis (the oracle) remove the need?", ["signgd", ORACLE], [ALIGNED, ROTATED]),
+         "Does sign descent need the facts aligned with the coordinates (and, where the "
+         "embeddings are orthonormal, does the sign in the task basis, the oracle, remove the "
+         "need)?", ["signgd", ORACLE], [ALIGNED, ROTATED]),
         ("A4.beyond.adam_embedding_dependent",
          "Does Adam's balance depend on the embeddings?", ["adam"], [ALIGNED, ROTATED]),
     ):  # fmt: skip

@@ -64,7 +64,7 @@ CATALOG: dict[str, About] = {
             "cpu": "K = 64, 5 families × 3 geometries × 2 d × 8 draws",
             "paper": "K = 999",
         },
-        {"smoke": 2.4, "cpu": None, "paper": None},
+        {"smoke": 2.4, "cpu": 288.0, "paper": None},  # cpu timed at load 6-7 (137 s of CPU)
         in_reproduce=False,
     ),
     "knowledge-qa": About(
