@@ -37,6 +37,7 @@ _CLAIM_LIST: list[Claim] = [
     *a3_sensitivity.CLAIMS,
     *a3_map.CLAIMS,
     *a4.CLAIMS,
+    *related.MECHANISM_CLAIMS,  # A4's, then B's: section D's mechanism
     *b.CLAIMS,
     *related.CLAIMS,
     *rule_or_rate.CLAIMS,

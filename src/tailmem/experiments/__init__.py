@@ -19,6 +19,7 @@ EXPERIMENTS: dict[str, str] = {
     "assoc-two-group": "tailmem.experiments.assoc_two_group",
     "assoc-scaling": "tailmem.experiments.assoc_scaling",
     "assoc-capacity": "tailmem.experiments.assoc_capacity",
+    "assoc-embeddings": "tailmem.experiments.assoc_embeddings",
     "knowledge-qa": "tailmem.experiments.knowledge_qa",
     "qa-sensitivity": "tailmem.experiments.qa_sensitivity",
     "qa-map": "tailmem.experiments.qa_map",

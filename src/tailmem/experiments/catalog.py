@@ -57,6 +57,16 @@ CATALOG: dict[str, About] = {
         {"smoke": "", "cpu": "10^3 facts", "paper": "10^4 facts"},
         {"smoke": 0.4, "cpu": 12.0, "paper": None},
     ),
+    "assoc-embeddings": About(
+        "beyond the papers (D): the embeddings' orientation — Muon vs sign, Adam, GD",
+        {
+            "smoke": "",
+            "cpu": "K = 64, 5 families × 3 geometries × 2 d × 8 draws",
+            "paper": "K = 999",
+        },
+        {"smoke": 2.4, "cpu": 288.0, "paper": None},  # cpu timed at load 6-7 (137 s of CPU)
+        in_reproduce=False,
+    ),
     "knowledge-qa": About(
         "paper A Sec. 4.3 (Fig. 3, Tables 3–8): tail-fact QA accuracy",
         {"smoke": "", "cpu": "5 arms × 2 FFN types × 3 seeds, d 256", "paper": "160M GPT"},
