@@ -350,6 +350,12 @@ class LagRatio:
         half = core.t_quantile(len(self.log_values()) - 1, confidence) * se
         return math.exp(mean - half), math.exp(mean + half)
 
+    def summary(self) -> tuple[float | None, float | None, float | None]:
+        """The geometric-mean ratio and its 95 % interval's ends (None where not measured)."""
+        interval = self.interval()
+        low, high = (None, None) if interval is None else interval
+        return self.ratio, low, high
+
     def to_json(self) -> dict[str, Any]:
         interval = self.interval()
         statuses = [r.status for r in self.seeds]

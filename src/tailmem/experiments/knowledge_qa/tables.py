@@ -7,6 +7,7 @@ seed). A fraction of training is read at the evaluated step nearest to it.
 
 from __future__ import annotations
 
+import math
 from collections.abc import Iterator, Sequence
 from typing import Any
 
@@ -70,6 +71,18 @@ def fta_at(results: Sequence[RunResult], step: int, metric: str = "fta") -> np.n
     if not len(index):
         raise ValueError(f"step {step} was not evaluated; evaluated steps: {steps.tolist()}")
     return values[:, index[0]]
+
+
+def final_mean_se(
+    results: Sequence[RunResult], step: int, metric: str, group: int
+) -> tuple[float | None, float | None]:
+    """Mean and SE over seeds of ``metric`` of ``group`` at ``step`` (rounded to 4 decimals;
+    None, None without a run)."""
+    if not results:
+        return None, None
+    values = fta_at(results, step, metric)[:, group]
+    mean, std = mean_std(values)
+    return round(float(mean), 4), round(float(std) / math.sqrt(len(values)), 4)
 
 
 def fmt(mean: float, std: float) -> str:

@@ -15,7 +15,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from tailmem.claims.core import ClaimResult, mean_se
+from tailmem.claims.core import ClaimResult
 from tailmem.claims.related import BenchMemory
 from tailmem.columns import column, column_docs, records
 from tailmem.diagnose import diagnose
@@ -144,12 +144,6 @@ def _round(value: float | None, digits: int = 4) -> float | None:
     return None if value is None or not math.isfinite(value) else round(value, digits)
 
 
-def _final(results: Sequence[Any], steps: int, metric: str, group: int) -> tuple[float, float]:
-    values = tables.fta_at(results, steps, metric)[:, group]
-    stats = mean_se(values.tolist())
-    return round(stats.mean, 4), round(stats.se or 0.0, 4)
-
-
 def isotropy(path: Path) -> dict[str, float | None]:
     """eRank and entropy of V, O and the FFN matrices of the model saved under ``path`` (a
     sub-run folder with its final checkpoint), averaged over layers; None without one."""
@@ -202,11 +196,8 @@ def placements(point: grid.PointResult) -> tuple[dict[str, Placement], Reference
 
 
 def _interval(ratio: LagRatio | None) -> tuple[float | None, float | None, float | None]:
-    if ratio is None:
-        return None, None, None
-    interval = ratio.interval()
-    low, high = (None, None) if interval is None else interval
-    return _round(ratio.ratio), _round(low), _round(high)
+    value, low, high = (None, None, None) if ratio is None else ratio.summary()
+    return _round(value), _round(low), _round(high)
 
 
 def level_rows(
@@ -249,7 +240,7 @@ def level_rows(
         finals: dict[str, tuple[float | None, float | None]] = {}
         for metric, name, group in (("fta", "rarest_fta", -1), ("fta", "second_fta", -2),
                                     ("em", "rarest_em", -1)):  # fmt: skip
-            finals[name] = _final(results, plan.steps, metric, group) if results else (None, None)
+            finals[name] = tables.final_mean_se(results, plan.steps, metric, group)
         gap = None if measures is None else measures.pair(arm, ADAM)
         first = plan.seed_runs.get((ffn, arm), [])
         iso = isotropy(level_root / first[0].key) if first else isotropy(level_root / "none")

@@ -79,10 +79,7 @@ def rate_share(point: grid.PointResult, tau: float = TAU) -> Share:
 
 
 def _interval(ratio: LagRatio | None) -> tuple[float | None, float | None, float | None]:
-    if ratio is None or ratio.ratio is None:
-        return None, None, None
-    interval = ratio.interval()
-    return ratio.ratio, *(interval if interval is not None else (None, None))
+    return (None, None, None) if ratio is None else ratio.summary()
 
 
 @dataclass(frozen=True)
@@ -116,13 +113,11 @@ class FactorialRow:
     rarest_em_se: float | None = column("its SE")
 
 
-def _final(point: grid.PointResult, arm: str, metric: str, group: int) -> tuple[float, float]:
+def _final(
+    point: grid.PointResult, arm: str, metric: str, group: int
+) -> tuple[float | None, float | None]:
     results = tables.seed_results(point.plan, point.config.ffns[0], arm)
-    if not results:
-        return math.nan, math.nan
-    values = tables.fta_at(results, point.plan.steps, metric)[:, group]
-    mean, std = tables.mean_std(values)
-    return round(float(mean), 4), round(float(std) / math.sqrt(len(values)), 4)
+    return tables.final_mean_se(results, point.plan.steps, metric, group)
 
 
 def factorial_rows(cfg: Config, point: grid.PointResult) -> list[FactorialRow]:
