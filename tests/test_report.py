@@ -506,3 +506,12 @@ def test_every_packaged_preset_has_a_banner():
 
     presets = {p for e in experiment_names() for p in available_presets(e)}
     assert presets == {"smoke", "cpu", "paper"} and presets < set(SCOPES)
+
+
+def test_an_unfinished_answering_study_is_named_with_the_command_that_finishes_it(tmp_path):
+    make_run(tmp_path, "optim-bench", "smoke")
+    (tmp_path / "optim-bench" / "COMPLETE").unlink()
+    write_report(tmp_path)
+    md = (tmp_path / "report.md").read_text()
+    command = f"tailmem run optim-bench --preset smoke --out {tmp_path / 'optim-bench'}"
+    assert f"its run here is incomplete: finish it with `{command}`" in md

@@ -119,10 +119,12 @@ def unanswered(results: Results, folder: Path | None) -> list[str]:
         runs = [r for r in results.runs if r.experiment == experiment]
         if any(r.layout.answers for r in runs):
             continue
-        if runs:
+        if runs and not runs[0].complete:
+            how = f"its run here is incomplete: finish it with `{_rerun(runs[0], force=False)}`"
+        elif runs:
             how = (
                 "its run here states none (made before studies stated answers): redo it with "
-                f"`{_rerun(runs[0])}`"
+                f"`{_rerun(runs[0], force=True)}`"
             )
         else:
             out = f" --out {shlex.quote(str(folder))}" if folder is not None else ""
@@ -138,14 +140,15 @@ def _one_packaged_preset(results: Results) -> str:
     return names.pop() if len(names) == 1 and USER_PRESET not in names else "cpu"
 
 
-def _rerun(run: RunSummary) -> str:
-    """The command that redoes ``run`` in place at its own preset."""
+def _rerun(run: RunSummary, force: bool) -> str:
+    """The command that resumes ``run`` in place at its own preset (``force``: redoes it)."""
     given = (
         f"--config {shlex.quote(run.preset.config_file)}"
         if run.preset.config_file is not None
         else f"--preset {run.preset.name}"
     )
-    return f"tailmem run {run.experiment} {given} --out {shlex.quote(str(run.path))} --force"
+    redo = " --force" if force else ""
+    return f"tailmem run {run.experiment} {given} --out {shlex.quote(str(run.path))}{redo}"
 
 
 # ------------------------------------------------------------------------------ verdicts

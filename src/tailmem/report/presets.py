@@ -20,8 +20,8 @@ from tailmem.errors import DataError
 
 SCOPES = {
     "smoke": "checks the code runs end to end; its verdicts are not evidence",
-    "cpu": "a laptop-scale reproduction: the papers' effects on small models (minutes to an "
-    "hour on two cores); what it cannot show: the paper's 160M scale",
+    "cpu": "a laptop-scale reproduction: the papers' effects on small models; what it cannot "
+    "show: the paper's 160M scale",
     "paper": "the published scale: the papers' model sizes and training lengths",
     USER_PRESET: "a config of your own: what it can show depends on the sizes it sets",
 }

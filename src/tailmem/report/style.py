@@ -15,8 +15,8 @@ nav.toc ol{margin:.3em 0;padding-left:1.3em} nav.toc li{margin:.15em 0}
 nav.toc a{color:#1a4d8f;text-decoration:none} nav.toc a:hover{text-decoration:underline}
 .toc-title{font-weight:bold;margin:0}
 main{max-width:1100px;padding:0 1em 2em 0;min-width:0}
-h1{margin:.5em 0 .3em;font-size:1.6em} h2{margin:1.2em 0 .4em;font-size:1.3em}
-#answers h2{margin-top:.6em}
+h1{margin:.4em 0 .2em;font-size:1.4em} h2{margin:1.2em 0 .4em;font-size:1.3em}
+#answers h2{margin:.5em 0 .3em}
 .banner{padding:.45em .8em;border-radius:4px;margin:.3em 0;font-size:.95em;border:1px solid}
 .preset-smoke{background:#fff1d6;border-color:#d98e04;color:#6b4500}
 .preset-cpu{background:#e6f0fb;border-color:#5b8fd1;color:#123a66}
@@ -27,8 +27,11 @@ h1{margin:.5em 0 .3em;font-size:1.6em} h2{margin:1.2em 0 .4em;font-size:1.3em}
 table{border-collapse:collapse;font-size:.88em;width:100%}
 th,td{border:1px solid #ccc;padding:.25em .45em;text-align:left;vertical-align:top;
 overflow-wrap:anywhere;min-width:4em}
-th{background:#f3f3f3}
-table.answers td:first-child{width:30%} table.answers td:nth-child(3){width:35%}
+th{background:#f3f3f3;overflow-wrap:normal}
+table.answers{font-size:.78em;line-height:1.25}
+table.answers td:first-child{width:36%} table.answers td:nth-child(3){width:36%}
+table.answers td:nth-child(n+4){overflow-wrap:normal;min-width:0}
+table.answers td:nth-child(5){white-space:nowrap}
 .unanswered{font-size:.9em;color:#444;margin:.3em 0}
 img{max-width:100%;height:auto;border:1px solid #eee}
 .figures{display:grid;grid-template-columns:repeat(auto-fit,minmax(22em,1fr));gap:.8em}
