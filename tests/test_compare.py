@@ -2,49 +2,51 @@
 
 from __future__ import annotations
 
+import contextlib
+import io
 import json
 from pathlib import Path
 
 import pytest
 
+from readme_blocks import block, commands
 from report_fixture import make_run
 from tailmem.claims.registry import claims_of
 from tailmem.cli import main
 from tailmem.compare import compare
 
-ARGS = ["--preset", "smoke", "workers=1", "arms=[muon, adam]"]
-
 
 @pytest.fixture(scope="module")
-def two_qa_runs(tmp_path_factory) -> tuple[Path, Path]:
-    """Two smoke runs of knowledge-qa that differ in one key: train.steps 8 and 12."""
-    root = tmp_path_factory.mktemp("qa")
-    for steps in (8, 12):
-        out = root / f"steps{steps}"
-        assert main(["run", "knowledge-qa", *ARGS, f"train.steps={steps}", "--out", str(out)]) == 0
-    return root / "steps8", root / "steps12"
+def readme_comparison(tmp_path_factory) -> Path:
+    """The README's comparison run verbatim in a fresh folder: two smoke runs of knowledge-qa
+    that differ in one key (train.steps 8 and 12), then ``tailmem compare`` into runs/qa-compare.
+    Returns the folder; the compare command's printed summary is in ``printed.txt``."""
+    root = tmp_path_factory.mktemp("readme")
+    argvs = commands(block("Commands", "bash", "tailmem compare"))
+    assert [argv[:2] for argv in argvs] == [["tailmem", "run"]] * 2 + [["tailmem", "compare"]]
+    with pytest.MonkeyPatch.context() as patch:
+        patch.chdir(root)
+        for argv in argvs[:2]:
+            assert main(argv[1:]) == 0
+        with contextlib.redirect_stdout(io.StringIO()) as printed:
+            assert main(argvs[2][1:]) == 0
+    (root / "printed.txt").write_text(printed.getvalue())
+    return root
 
 
-def test_two_runs_differing_in_one_key_show_that_key_and_both_verdict_columns(
-    two_qa_runs, tmp_path, capsys
-):
-    a, b = two_qa_runs
-    capsys.readouterr()
-    out = tmp_path / "cmp"
-    assert main(["compare", str(a), str(b), "--out", str(out)]) == 0
-    printed = capsys.readouterr().out
-    lines = printed.splitlines()
-    assert lines[0] == "compare knowledge-qa: steps8 (smoke) vs steps12 (smoke)"
+def test_two_runs_differing_in_one_key_show_that_key_and_both_verdict_columns(readme_comparison):
+    root = readme_comparison
+    a, b, out = root / "runs" / "qa8", root / "runs" / "qa12", root / "runs" / "qa-compare"
+    lines = (root / "printed.txt").read_text().splitlines()
+    assert lines[0] == "compare knowledge-qa: qa8 (smoke) vs qa12 (smoke)"
     assert lines[1:3] == ["config: 1 key differs", "  train.steps: 8 | 12"]
-    assert lines[-1] == f"written: {out / 'compare.md'}, {out / 'compare.html'}"
+    assert lines[-1] == "written: runs/qa-compare/compare.md, runs/qa-compare/compare.html"
 
     md = (out / "compare.md").read_text()
-    assert (
-        "| key | steps8 (smoke) | steps12 (smoke) |\n|---|---|---|\n| train.steps | 8 | 12 |\n"
-        in md
-    )
-    header = ("| claim | published | verdict (steps8 (smoke)) | ours (steps8 (smoke)) | "
-              "verdict (steps12 (smoke)) | ours (steps12 (smoke)) |")  # fmt: skip
+    config = "| key | qa8 (smoke) | qa12 (smoke) |\n|---|---|---|\n| train.steps | 8 | 12 |\n"
+    assert config in md
+    header = ("| claim | published | verdict (qa8 (smoke)) | ours (qa8 (smoke)) | "
+              "verdict (qa12 (smoke)) | ours (qa12 (smoke)) |")  # fmt: skip
     assert header in md
     # One row per claim of the experiment, each run's verdict in its own column, as each run's
     # claims.json says.
@@ -61,10 +63,11 @@ def test_two_runs_differing_in_one_key_show_that_key_and_both_verdict_columns(
             assert cells[column] == verdicts[run.name].get(claim.id, "not measured")
     html = (out / "compare.html").read_text()
     assert "<td>train.steps</td><td>8</td><td>12</td>" in html
-    assert "<th>verdict (steps8 (smoke))</th><th>ours (steps8 (smoke))</th>" in html
-    assert "<th>verdict (steps12 (smoke))</th><th>ours (steps12 (smoke))</th>" in html
-    shown = min(4, len(json.loads((a / "report.json").read_text())["figures"]))
-    assert html.count("<img ") == 2 * shown  # each key figure of both runs, side by side
+    assert "<th>verdict (qa8 (smoke))</th><th>ours (qa8 (smoke))</th>" in html
+    assert "<th>verdict (qa12 (smoke))</th><th>ours (qa12 (smoke))</th>" in html
+    figures = len(json.loads((a / "report.json").read_text())["figures"])
+    assert figures > 4 and html.count("<img ") == 2 * figures  # every figure of both runs
+    assert html.split("<details>")[0].count("<img ") == 2 * 4  # the key ones open, side by side
 
 
 def test_runs_of_different_presets_name_their_preset_and_are_never_added_up(tmp_path, capsys):
