@@ -76,7 +76,8 @@ def make_run(
         verdict = VERDICT_CYCLE[i % len(VERDICT_CYCLE)]
         reason = "within 2 SE" if verdict == "inconclusive" else ""
         results.append(ClaimResult(
-            claim.id, claim.describe(claim.statement), claim.source,
+            claim.id if claim.variant is None else f"{claim.id}.{claim.variant}",
+            claim.describe(claim.statement), claim.source,
             claim.describe(claim.published), f"{0.5 + i / 100:.3f} ± 0.010",
             claim.describe(claim.rule), verdict, reason=reason, seeds=[0, 1, 2],
         ))  # fmt: skip

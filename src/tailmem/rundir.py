@@ -259,7 +259,7 @@ class RunDir:
 
     def save_report_figure(self, fig: Any, stem: str, caption: str) -> dict[str, str]:
         """:meth:`save_figure`, returning the ``report.json`` entry that shows it with
-        ``caption`` (see :mod:`tailmem.report.render`)."""
+        ``caption`` (see :mod:`tailmem.report.layout`)."""
         self.save_figure(fig, stem)
         return {"file": f"{stem}.png", "caption": caption}
 

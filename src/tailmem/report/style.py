@@ -29,9 +29,9 @@ th,td{border:1px solid #ccc;padding:.25em .45em;text-align:left;vertical-align:t
 overflow-wrap:anywhere;min-width:4em}
 th{background:#f3f3f3;overflow-wrap:normal}
 table.answers{font-size:.78em;line-height:1.25}
-table.answers td:first-child{width:36%} table.answers td:nth-child(3){width:36%}
-table.answers td:nth-child(n+4){overflow-wrap:normal;min-width:0}
-table.answers td:nth-child(5){white-space:nowrap}
+table.answers td{overflow-wrap:break-word;min-width:0}
+table.answers td:first-child{width:34%} table.answers td:nth-child(2){width:13%}
+table.answers td:nth-child(3){width:34%}
 .unanswered{font-size:.9em;color:#444;margin:.3em 0}
 img{max-width:100%;height:auto;border:1px solid #eee}
 .figures{display:grid;grid-template-columns:repeat(auto-fit,minmax(22em,1fr));gap:.8em}
