@@ -20,8 +20,9 @@ from tailmem.report.layout import Figure
 from tailmem.report.page import html_table
 from tailmem.report.style import CSS
 
-PAGE_CSS = "body{display:block} main{margin:0 auto;padding:0 1em 2em}"
-"""The report's sheet is laid out around its table of contents; this page has none."""
+PAGE_CSS = "body{display:block} main{margin:0 auto;padding:0 1em 2em} td{overflow-wrap:break-word}"
+"""The report's sheet is laid out around its table of contents, which this page has none of, and
+breaks words anywhere to fit; a comparison's cells break between words."""
 
 
 def render_html(comparison: Comparison) -> str:
