@@ -1,4 +1,6 @@
 import json
+import re
+from html import escape
 
 import matplotlib
 
@@ -6,7 +8,8 @@ matplotlib.use("Agg")
 import matplotlib.pyplot as plt
 import pytest
 
-from tailmem.claims.core import VERDICTS, ClaimResult
+from report_fixture import BENCH_ANSWERS, QA_ANSWERS, cpu_style_folder, make_run
+from tailmem.claims.core import ClaimResult
 from tailmem.claims.listing import EXPERIMENTS
 from tailmem.claims.registry import CLAIMS, claims_of, write_claims
 from tailmem.cli import main
@@ -47,13 +50,21 @@ def test_report_counts_verdicts_and_embeds_figures(tmp_path):
     html_path = write_report(tmp_path)
     text = html_path.read_text()
     assert text.count("data:image/png;base64,") == 1
-    # The summary counts every registry claim: the runs' results, the claims of experiments
-    # not in the folder and the claims no experiment measures.
+    # The headline counts every claim of the runs' experiment (the registry's that a run lacks
+    # as not measured), then, apart, the claims of experiments not in the folder and those no
+    # experiment measures.
     others = sum(len(claims_of(e)) for e in EXPERIMENTS if e != "assoc-capacity")
-    not_measured = 1 + others + len(claims_of(None))
-    assert "<b>1</b> reproduced" in text and f"<b>{not_measured}</b> not measured" in text
+    missing = len(claims_of("assoc-capacity")) - 1  # each run measures the capacity family only
+    line = (
+        "<li>smoke: <b>1</b> reproduced, <b>1</b> not reproduced, <b>0</b> inconclusive, "
+        f"<b>{1 + 2 * missing}</b> not measured (assoc-capacity)</li>"
+    )
+    assert line in text
+    assert (
+        f"<li>not measured here: <b>{others}</b> claims of experiments not in this folder, "
+        f"<b>{len(claims_of(None))}</b> that no experiment measures yet</li>"
+    ) in text
     assert 3 + others + len(claims_of(None)) == len(CLAIMS) + 2  # a family gives 3 results
-    assert all(f"</b> {v}" in text for v in VERDICTS)
     assert "incomplete" in text
     md = (tmp_path / "report.md").read_text()
     assert "![curve](exp-a/curve.png)" in md and "| claim 1 |" in md
@@ -169,6 +180,29 @@ def _table(text, entry=None):
     return damage
 
 
+def _layout(**keys):
+    return lambda run: (run / "report.json").write_text(json.dumps(keys))
+
+
+def _answer(**fields):
+    """One answer of report.json; ``fields`` replace (or, set to ..., drop) keys."""
+    entry = {"question": "q?", "answer": "yes", "evidence": "1.5 × ± 0.1", "verdict": "faster"}
+    entry.update(fields)
+    return {k: v for k, v in entry.items() if v is not ...}
+
+
+def _pair(columns):
+    return {"file": "t.csv", "mean_se": {"x": columns}}
+
+
+def _preset(name):
+    def damage(run):
+        text = (run / "config.yaml").read_text()
+        (run / "config.yaml").write_text(text.replace("preset: smoke", f"preset: {name}", 1))
+
+    return damage
+
+
 DAMAGED = [
     (_config("nosuch"), "experiment 'nosuch' is not a tailmem experiment; expected one of: "),
     (_config("[1, 2]"), "experiment [1, 2] is not a tailmem experiment"),
@@ -195,6 +229,20 @@ DAMAGED = [
     (_table("a\n1\n", {"file": "../a-good/config.yaml"}), "outside the run directory"),
     (lambda r: (r / "report.json").write_text('{"title": "t", "extra": 1}'), "unknown key 'extra'"),
     (lambda r: (r / "curve.png").write_text("a,b\n"), "curve.png is not a PNG image"),
+    (_layout(answers={"question": "q"}), "'answers' must be a list of answers; expected {'q"),
+    (_layout(answers=["yes"]), "answers[0] is 'yes'; expected {'question': TEXT, 'answer': TEXT"),
+    (_layout(answers=[_answer(verdict=...)]), "answers[0] has no 'verdict'; expected {"),
+    (_layout(answers=[_answer(note="x")]), "answers[0] has unknown key 'note'; expected {"),
+    (_layout(answers=[_answer(evidence=0.93)]), "answers[0] 'evidence' is 0.93; expected non-emp"),
+    (_layout(answers=[_answer(answer=" ")]), "answers[0] 'answer' is ' '; expected non-empty text"),
+    (_table("m,s\n1,2\n", _pair(["m"])), "'mean_se' 'x' is ['m']; expected {'shown name'"),
+    (_table("m,s\n1,2\n", _pair(["m", "t"])), "'mean_se' 'x' is ['m', 't']; expected"),
+    (_table("m,s\n1,2\n", _pair(["m", "m"])), "'mean_se' 'x' is ['m', 'm']; expected"),
+    (
+        _preset("tiny"),
+        "preset 'tiny' is not a preset of assoc-capacity; expected one of smoke, cpu",
+    ),
+    (_preset("custom"), "preset 'custom' without its config_file path; expected the record of"),
     (
         lambda r: (r / "report.json").write_text('{"data": {"corpus": "c", "train_tokens": true}}'),
         "data 'train_tokens' is True; expected a whole number",
@@ -243,10 +291,14 @@ def test_the_summary_names_the_experiment_whose_run_was_not_rendered(tmp_path):
     _config("ablation")(tmp_path / "abl")
     write_report(tmp_path)
     md = (tmp_path / "report.md").read_text()
-    assert f"| ablation (run abl not rendered) | 0 | 0 | 0 | {len(claims_of('ablation'))} |" in md
+    n = len(claims_of("ablation"))
+    assert f"| ablation (run abl not rendered) | — | 0 | 0 | 0 | {n} |" in md
     others = sum(len(claims_of(e)) for e in EXPERIMENTS if e != "assoc-capacity")
     missing = len(claims_of("assoc-capacity")) - 1  # cap measures only the capacity family
-    assert f"**{missing + others + len(claims_of(None))}** not measured" in md
+    assert (
+        f"- smoke: **1** reproduced, **0** not reproduced, **0** inconclusive, **{missing}**" in md
+    )
+    assert f"- not measured here: **{others}** claims of experiments not in this folder" in md
 
 
 def test_a_folder_where_no_run_renders_is_refused(tmp_path):
@@ -282,6 +334,184 @@ def test_an_incomplete_run_says_why(tmp_path):
 
 def test_the_report_knows_exactly_the_registered_experiments():
     from tailmem.experiments import EXPERIMENTS as REGISTERED
-    from tailmem.report.render import experiment_names
+    from tailmem.report.reader import experiment_names
 
     assert experiment_names() == sorted(REGISTERED)
+
+
+# ------------------------------------------------------------ a report that answers first
+
+
+def _sections(html: str) -> list[str]:
+    """The ids of the page's sections, in page order."""
+    return re.findall(r'<section id="([^"]+)">', html)
+
+
+def test_the_first_screen_states_the_answers_under_the_preset_banner(tmp_path):
+    cpu_style_folder(tmp_path)
+    write_report(tmp_path)
+    html = (tmp_path / "report.html").read_text()
+    main_part = html.split("<main>", 1)[1]
+    # Banner, then the answers, then the verdicts: the page opens on what was found.
+    banner = '<p class="banner preset-cpu"><b>Preset cpu</b>: a laptop-scale reproduction'
+    assert main_part.index(banner) < main_part.index('<section id="answers">')
+    assert escape("what it cannot show: the paper's 160M scale") in main_part
+    assert _sections(html)[:2] == ["answers", "verdicts"]
+    answers = html.split('<table class="answers">', 1)[1].split("</table>", 1)[0]
+    assert answers.count("<tr>") == 1 + len(QA_ANSWERS) + len(BENCH_ANSWERS)  # header + one each
+    first = QA_ANSWERS[0]
+    cells = "".join(f"<td>{escape(first[k])}</td>" for k in ("question", "answer", "evidence"))
+    assert f"<tr>{cells}<td>equivalent</td><td>knowledge-qa</td></tr>" in answers
+    assert "<td>optim-bench</td>" in answers  # the benchmark's answers follow the QA's
+    assert answers.index("knowledge-qa") < answers.index("optim-bench")
+    assert 'class="unanswered"' not in html  # both answering studies answered
+    md = (tmp_path / "report.md").read_text()
+    assert md.startswith("# tailmem report\n\n> **Preset cpu: a laptop-scale reproduction")
+    row = " | ".join(first[k] for k in ("question", "answer", "evidence", "verdict"))
+    assert f"| {row} | knowledge-qa |" in md
+    assert md.index("## Answers") < md.index("## Verdicts")
+
+
+def test_a_smoke_report_says_its_verdicts_are_not_evidence(tmp_path):
+    cpu_style_folder(tmp_path, preset="smoke")
+    write_report(tmp_path)
+    html = (tmp_path / "report.html").read_text()
+    assert (
+        '<p class="banner preset-smoke"><b>Preset smoke</b>: checks the code runs end to end; '
+        "its verdicts are not evidence.</p>"
+    ) in html
+    assert 'class="banner preset-cpu"' not in html
+    md = (tmp_path / "report.md").read_text()
+    assert (
+        "> **Preset smoke: checks the code runs end to end; its verdicts are not evidence.**" in md
+    )
+
+
+def test_without_answers_the_first_screen_says_which_studies_to_run(tmp_path):
+    make_run(tmp_path, "assoc-two-group", "cpu")
+    make_run(tmp_path, "knowledge-qa", "cpu")  # a run from before studies stated answers
+    write_report(tmp_path)
+    html = (tmp_path / "report.html").read_text()
+    answers = html.split('<section id="answers">', 1)[1].split("</section>", 1)[0]
+    assert '<table class="answers">' not in answers
+    rerun = f"tailmem run knowledge-qa --preset cpu --out {tmp_path / 'knowledge-qa'} --force"
+    assert f"made before studies stated answers): redo it with <code>{rerun}</code>" in answers
+    reproduce = f"tailmem reproduce --preset cpu --only optim-bench --out {tmp_path}"
+    assert "optim-bench answers “which optimisers learn the tail?”" in answers
+    assert f"not in this report: <code>{reproduce}</code>" in answers
+    md = (tmp_path / "report.md").read_text()
+    line = "- optim-bench answers “which optimisers learn the tail?” — not in this report"
+    assert f"{line}: `{reproduce}`" in md
+
+
+def test_sections_follow_the_papers_order_and_the_contents_list_them(tmp_path):
+    """Folder names and titles sort otherwise ("a-…" first, "Z…" titles last); the sections
+    and the table of contents follow docs/PAPERS.md: A1 ablation … A4 memory … C benchmark."""
+    make_run(tmp_path, "optim-bench", name="a-bench")
+    make_run(tmp_path, "assoc-two-group", name="b-memory")
+    make_run(tmp_path, "ablation", name="z-ablation")
+    write_report(tmp_path)
+    html = (tmp_path / "report.html").read_text()
+    runs = ["run-z-ablation", "run-b-memory", "run-a-bench"]
+    assert _sections(html) == ["answers", "verdicts", *runs, "uncovered", "environment"]
+    assert list(EXPERIMENTS).index("ablation") < list(EXPERIMENTS).index("assoc-two-group")
+    toc = html.split('<nav class="toc"', 1)[1].split("</nav>", 1)[0]
+    assert re.findall(r'href="#([^"]+)"', toc) == _sections(html)
+    assert '<a href="#run-z-ablation">ablation at cpu</a>' in toc
+    md = (tmp_path / "report.md").read_text()
+    assert "- [ablation at cpu](#run-z-ablation)" in md and '<a id="run-z-ablation"></a>' in md
+
+
+def test_a_folder_mixing_presets_counts_each_preset_apart_with_a_note(tmp_path):
+    """One smoke and one cpu run: two headline lines (never one pooled count), a visible note,
+    and each section, row and answer named with its preset."""
+    make_run(tmp_path, "assoc-two-group", "smoke", claims=4)  # 2 reproduced, 1 not, 1 inconclusive
+    make_run(tmp_path, "knowledge-qa", "cpu", answers=QA_ANSWERS[:1], claims=2)
+    write_report(tmp_path)
+    html = (tmp_path / "report.html").read_text()
+    rest_two = len(claims_of("assoc-two-group")) - 4
+    rest_qa = len(claims_of("knowledge-qa")) - 2
+    assert (
+        "<li>smoke: <b>2</b> reproduced, <b>1</b> not reproduced, <b>1</b> inconclusive, "
+        f"<b>{rest_two}</b> not measured (assoc-two-group)</li>"
+    ) in html
+    assert (
+        "<li>cpu: <b>1</b> reproduced, <b>1</b> not reproduced, <b>0</b> inconclusive, "
+        f"<b>{rest_qa}</b> not measured (knowledge-qa)</li>"
+    ) in html
+    assert (
+        '<p class="banner mixed">This folder mixes runs of 2 presets (cpu, smoke): every count '
+        "is given per preset, never pooled. Smoke verdicts are not evidence.</p>"
+    ) in html
+    assert 'class="banner preset-smoke"' in html and 'class="banner preset-cpu"' in html
+    assert "<h2>assoc-two-group at smoke (smoke)</h2>" in html
+    assert "<td>knowledge-qa (cpu)</td></tr>" in html  # the answer's study names its preset
+    md = (tmp_path / "report.md").read_text()
+    assert "| assoc-two-group at smoke (smoke) | smoke | 2 | 1 | 1 |" in md
+
+
+def test_two_runs_of_one_study_are_named_by_their_folders(tmp_path):
+    make_run(tmp_path, "assoc-two-group", name="steps8")
+    make_run(tmp_path, "assoc-two-group", name="steps12")
+    write_report(tmp_path)
+    html = (tmp_path / "report.html").read_text()
+    assert html.index("<h2>assoc-two-group at cpu — steps12</h2>") < html.index(
+        "<h2>assoc-two-group at cpu — steps8</h2>"
+    )
+
+
+def test_a_mean_and_its_se_show_as_one_column_while_the_csv_keeps_numbers(tmp_path):
+    run = make_run(tmp_path, "knowledge-qa", tables=True)
+    write_report(tmp_path)
+    md = (tmp_path / "report.md").read_text()
+    assert "| arm | rarest FTA | n |" in md
+    assert "| muon | 0.9012 ± 0.008 | 3 |" in md and "| adam | 0.625 ± 0.0084 | 3 |" in md
+    assert "Columns: **rarest FTA** seed mean ± SE" in md
+    assert (run.path / "final.csv").read_text().splitlines()[1] == "muon,0.9012345,0.008,3"
+    html = (tmp_path / "report.html").read_text()
+    assert "<summary>Table: final FTA of the rarest group (2 rows)</summary>" in html
+
+
+def test_a_long_study_folds_its_extra_figures_and_tables_away(tmp_path):
+    make_run(tmp_path, "knowledge-qa", figures=5, tables=True)
+    write_report(tmp_path)
+    html = (tmp_path / "report.html").read_text()
+    section = html.split('<section id="run-knowledge-qa">', 1)[1].split("</section>", 1)[0]
+    shown, folded = section.split("<details><summary>3 more figures</summary>", 1)
+    assert shown.count("<img ") == 2 and folded.split("</details>", 1)[0].count("<img ") == 3
+    assert '<table class="claims">' in shown  # the claims are not folded
+
+
+def test_a_custom_config_run_names_its_file_in_the_banner(tmp_path):
+    make_run(tmp_path, "assoc-two-group", "custom")
+    config = tmp_path / "assoc-two-group" / "config.yaml"
+    text = config.read_text().replace(
+        "preset: custom\n",
+        "preset: custom\nconfig_file:\n  path: /home/me/mine.yaml\n  sha256: ab\n",
+    )
+    config.write_text(text)
+    write_report(tmp_path / "assoc-two-group")
+    html = (tmp_path / "assoc-two-group" / "report.html").read_text()
+    assert (
+        '<p class="banner preset-custom"><b>Preset custom, from /home/me/mine.yaml</b>: a '
+        "config of your own: what it can show depends on the sizes it sets.</p>"
+    ) in html
+    assert "<td>custom (mine.yaml)</td>" in html  # the environment table
+
+
+def test_every_packaged_preset_has_a_banner():
+    from tailmem.config import available_presets
+    from tailmem.report.presets import SCOPES
+    from tailmem.report.reader import experiment_names
+
+    presets = {p for e in experiment_names() for p in available_presets(e)}
+    assert presets == {"smoke", "cpu", "paper"} and presets < set(SCOPES)
+
+
+def test_an_unfinished_answering_study_is_named_with_the_command_that_finishes_it(tmp_path):
+    make_run(tmp_path, "optim-bench", "smoke")
+    (tmp_path / "optim-bench" / "COMPLETE").unlink()
+    write_report(tmp_path)
+    md = (tmp_path / "report.md").read_text()
+    command = f"tailmem run optim-bench --preset smoke --out {tmp_path / 'optim-bench'}"
+    assert f"its run here is incomplete: finish it with `{command}`" in md

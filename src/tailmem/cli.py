@@ -226,6 +226,24 @@ def _cmd_claims(args: argparse.Namespace) -> int:
     return 0
 
 
+def _cmd_compare(args: argparse.Namespace) -> int:
+    from tailmem.compare import compare, render_markdown, summary
+    from tailmem.compare_page import render_html
+    from tailmem.rundir import atomic_write_text, claim
+
+    found = compare(args.runs)
+    written: list[Path] = []
+    if args.out is not None:
+        out = Path(args.out)
+        with claim(out, ("compare",), "compare", record_new=True):
+            pages = {"compare.md": render_markdown(found, out), "compare.html": render_html(found)}
+            for name, text in pages.items():
+                atomic_write_text(out / name, text)
+                written.append(out / name)
+    print(summary(found, written))
+    return 0
+
+
 def _cmd_diagnose(args: argparse.Namespace) -> int:
     from tailmem.diagnose_view import command
 
@@ -348,6 +366,18 @@ def build_parser() -> argparse.ArgumentParser:
         "into it (under its writer lock)",
     )
     p.set_defaults(func=_cmd_report)
+
+    p = sub.add_parser("compare", help="runs of one experiment side by side")
+    p.add_argument(
+        "runs", nargs="+", metavar="RUN", help="two or more run folders of one experiment"
+    )
+    p.add_argument(
+        "--out",
+        default=None,
+        help="folder for compare.md and compare.html: a new or empty folder, or one compare "
+        "wrote (without it, only the summary is printed)",
+    )
+    p.set_defaults(func=_cmd_compare)
 
     p = sub.add_parser("claims", help="print the registry of published claims and their rules")
     p.add_argument("--experiment", default=None, help="only this experiment's ('none': uncovered)")

@@ -63,9 +63,10 @@ KINDS = {
     "run": "a run folder (written by tailmem run)",
     "results": "a results folder (written by tailmem reproduce)",
     "diagnose": "a diagnose folder (written by tailmem diagnose --out)",
+    "compare": "a compare folder (written by tailmem compare --out)",
 }
 """The kinds of folder tailmem writes, as a message names them."""
-OWNER = {"run": "run", "results": "reproduce", "diagnose": "diagnose"}
+OWNER = {"run": "run", "results": "reproduce", "diagnose": "diagnose", "compare": "compare"}
 """The command whose :class:`RunDir` writes a folder of each kind."""
 FOREIGN = "foreign"
 """The kind of a folder that holds files but no tailmem record: the user's own."""
@@ -258,7 +259,7 @@ class RunDir:
 
     def save_report_figure(self, fig: Any, stem: str, caption: str) -> dict[str, str]:
         """:meth:`save_figure`, returning the ``report.json`` entry that shows it with
-        ``caption`` (see :mod:`tailmem.report.render`)."""
+        ``caption`` (see :mod:`tailmem.report.layout`)."""
         self.save_figure(fig, stem)
         return {"file": f"{stem}.png", "caption": caption}
 

@@ -3,6 +3,7 @@ computation from the checkpoints, claim rules on given numbers, presets."""
 
 from __future__ import annotations
 
+import csv
 import json
 import math
 
@@ -78,6 +79,15 @@ def test_logged_isotropy_and_logits_match_the_checkpoint(spectra_smoke, lm_cache
     assert all((spectra_smoke / f["file"]).is_file() for f in report["figures"])
     assert "per-head" in report["summary"]
     assert strict_json(spectra_smoke) == []
+    # The summary table keeps numbers as numbers: mean and SE of the metric itself (an energy
+    # share in (0, 1]), not the sign-flipped values its comparison works on.
+    with open(spectra_smoke / "spectra_summary.csv") as handle:
+        summary = list(csv.DictReader(handle))
+    assert list(summary[0]) == ["matrix", "metric", "muon_mean", "muon_se", "adam_mean",
+                                "adam_se", "muon_more_isotropic"]  # fmt: skip
+    shares = [float(r[f"{arm}_mean"]) for r in summary if r["metric"] == "Top10E"
+              for arm in ("muon", "adam")]  # fmt: skip
+    assert shares and all(0 < share <= 1 for share in shares)
 
 
 def _runs(values: dict[str, list[list[float]]]) -> list[RunResult]:

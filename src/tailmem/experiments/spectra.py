@@ -39,7 +39,7 @@ import torch
 from torch import Tensor, nn
 
 from tailmem.claims.a2 import A2Inputs, isotropy_comparison
-from tailmem.claims.core import ClaimResult
+from tailmem.claims.core import ClaimResult, mean_se
 from tailmem.claims.registry import evaluate, write_claims
 from tailmem.errors import ConfigError
 from tailmem.lm.arms import Arm, matrix_recipe
@@ -339,7 +339,8 @@ def _final_rows(muon: Series, adam: Series, matrices: Sequence[str]) -> list[dic
 def _summary_rows(
     muon: Series, adam: Series, matrices: Sequence[str], top_k: int
 ) -> list[dict[str, Any]]:
-    """Layer-mean final value per matrix and metric, with the 2-SD separation test."""
+    """Layer-mean final value per matrix and metric — mean and SE over seeds in numeric
+    columns (SE empty for one seed) — with the claims' per-metric verdict."""
     rows: list[dict[str, Any]] = []
     if not (muon.n and adam.n):
         return rows
@@ -347,15 +348,13 @@ def _summary_rows(
         for metric in ISO_METRICS:
             m, a = muon.layer_mean(matrix, metric)[:, -1], adam.layer_mean(matrix, metric)[:, -1]
             c = isotropy_comparison(m.tolist(), a.tolist(), HIGHER_IS_ISOTROPIC[metric])
-            rows.append(
-                {
-                    "matrix": matrix,
-                    "metric": metric_label(metric, top_k),
-                    "muon": str(c.a),
-                    "adam": str(c.b),
-                    "muon_more_isotropic": c.verdict,
-                }
-            )
+            row: dict[str, Any] = {"matrix": matrix, "metric": metric_label(metric, top_k)}
+            for name, values in (("muon", m), ("adam", a)):
+                stats = mean_se(values.tolist())
+                row[f"{name}_mean"] = _r(stats.mean)
+                row[f"{name}_se"] = None if stats.se is None else _r(stats.se)
+            row["muon_more_isotropic"] = c.verdict
+            rows.append(row)
     return rows
 
 
@@ -417,6 +416,10 @@ def _write_outputs(
                 {
                     "file": "spectra_summary.csv",
                     "caption": "Final-step isotropy, layer mean",
+                    "mean_se": {
+                        "muon": ["muon_mean", "muon_se"],
+                        "adam": ["adam_mean", "adam_se"],
+                    },
                     "columns": {
                         "muon": "Muon: mean ± SE over seeds of the layer-mean metric",
                         "adam": "Adam: the same",

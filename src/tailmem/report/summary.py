@@ -1,7 +1,7 @@
 """The few lines ``tailmem run`` ends with: how the run's claims came out, on one screen.
 
 Read from the run directory alone (``config.yaml`` and ``claims.json``, through
-:func:`tailmem.report.render.read_run`, so the registry claims a run lacks count as "not
+:func:`tailmem.report.reader.read_run`, so the registry claims a run lacks count as "not
 measured" exactly as in the report, and a damaged run is refused in one line): the verdict
 counts, then each claim that did not reproduce (not reproduced, inconclusive or not measured)
 with the published value beside ours, then where to look.
@@ -15,7 +15,7 @@ from collections import Counter
 from pathlib import Path
 
 from tailmem.claims.core import VERDICTS
-from tailmem.report.render import read_run
+from tailmem.report.reader import read_run
 
 SMOKE_NOTE = (
     "smoke runs are too small to judge claims: they check that the code runs end to end; "

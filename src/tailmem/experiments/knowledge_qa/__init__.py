@@ -38,8 +38,8 @@ Outputs (in the run directory), the gap measures first (:mod:`.gaps`)
     ``lag_ratio_<ffn>.csv`` (every pair), ``peak_gap_<ffn>.csv``;
     ``fta_by_group_<ffn>.png/.svg`` (paper Fig. 3: FTA per group over steps, one panel per arm),
     ``fta_final_<ffn>`` (final FTA and EM by group), ``lr_sweep_<ffn>`` figures;
-    ``tail_table_<ffn>.csv`` (paper Tables 3–8: the tail groups at 20/50/100% of training, mean ±
-    std over seeds, published values and EM beside); ``tail_table_long.csv``,
+    ``tail_table_<ffn>.csv`` (paper Tables 3–8: the tail groups at 20/50/100% of training, mean
+    and SE over seeds in numeric columns, published values and EM beside); ``tail_table_long.csv``,
     ``head_tail_gap.csv``, ``lr_sweep.csv`` (every trial), ``tuning.csv`` (every arm's choice,
     cost and budget), ``tuned_rates.json`` (the choices made in this run, for the rate store),
     ``results.json`` (with ``gap_measures``, ``final_by_group`` and every seed run),
@@ -370,10 +370,11 @@ def write_outputs(
             {
                 "file": f"tail_table_{ffn}.csv",
                 "caption": f"Tail groups (m = {m}) at 20/50/100% of {cfg.train.steps} steps, "
-                f"{ffn} FFN, mean ± std over {cfg.seeds} seed(s); 'paper' "
+                f"{ffn} FFN, mean ± SE over {cfg.seeds} seed(s); 'paper' "
                 "columns: the published m = 15 value of the group at the same "
-                "distance from the rarest (— where not published)",
+                "distance from the rarest (empty where not published)",
                 "columns": tail_columns(plan),
+                "mean_se": tables.tail_mean_se([plan.arm(arm).label for arm in plan.arms]),
             }
         )
     run.write_csv("tail_table_long.csv", long_rows)
@@ -510,9 +511,11 @@ def tail_columns(plan: TrainedPlan) -> dict[str, str]:
     }
     for arm in plan.arms:
         label = plan.arm(arm).label
-        columns[label] = f"first-token accuracy of {label}, mean ± std over seeds"
+        columns[label] = f"first-token accuracy of {label}, mean ± SE over seeds"
         columns[f"paper {label}"] = "published FTA (m = 15) at the same distance from the rarest"
-        columns[f"{label} EM"] = f"whole-answer exact match of {label} (greedy decoding)"
+        columns[f"{label} EM"] = (
+            f"whole-answer exact match of {label} (greedy decoding), mean ± SE over seeds"
+        )
     return columns
 
 

@@ -14,7 +14,7 @@ from typing import Any
 import numpy as np
 
 from tailmem.claims.a3 import A3_PUBLISHED_FTA, A3Inputs, evaluate_per_ffn
-from tailmem.claims.core import ClaimResult
+from tailmem.claims.core import ClaimResult, mean_se
 from tailmem.data.bios import N_ATTRIBUTES, group_sizes
 from tailmem.lm.plan import TrainedPlan
 from tailmem.lm.spec import RunResult
@@ -85,40 +85,57 @@ def final_mean_se(
     return round(float(mean), 4), round(float(std) / math.sqrt(len(values)), 4)
 
 
-def fmt(mean: float, std: float) -> str:
-    return f"{mean:.3f} ± {std:.3f}"
+def mean_and_se(values: np.ndarray) -> tuple[float, float | None]:
+    """Mean and standard error over seeds, rounded to 5 decimals (SE None for one seed)."""
+    stats = mean_se(values.tolist())
+    return round(stats.mean, 5), None if stats.se is None else round(stats.se, 5)
 
 
 def tail_table(
     plan: TrainedPlan, ffn: str, fracs: Sequence[float], offsets: Sequence[int], m: int
 ) -> list[dict[str, Any]]:
-    """Rows like the paper's Tables 3–8: one per (fraction of training, tail group); per arm its
-    FTA (mean ± std over seeds), the published FTA where there is one, and its exact match."""
+    """Rows like the paper's Tables 3–8: one per (fraction of training, tail group); per arm,
+    in numeric columns, its FTA (``<label> mean``, ``<label> SE`` over seeds), the published
+    FTA where there is one (``paper <label>``, empty otherwise) and its exact match
+    (``<label> EM mean``/``SE``). The report shows each mean and SE as one column
+    (:func:`tail_mean_se`)."""
     rows = []
     for frac, step, group, published in _tail_cells(plan, ffn, fracs, offsets, m):
         row: dict[str, Any] = {"step": step, "fraction": frac, "group": group}
         for arm in plan.arms:
             results = seed_results(plan, ffn, arm)
             label = plan.arm(arm).label
-            row[label] = fmt(*mean_std(fta_at(results, step)[:, group]))
-            row[f"paper {label}"] = f"{published[arm]:.3f}" if arm in published else "—"
-            row[f"{label} EM"] = fmt(*mean_std(fta_at(results, step, "em")[:, group]))
+            row[f"{label} mean"], row[f"{label} SE"] = mean_and_se(fta_at(results, step)[:, group])
+            row[f"paper {label}"] = published.get(arm)
+            em = fta_at(results, step, "em")[:, group]
+            row[f"{label} EM mean"], row[f"{label} EM SE"] = mean_and_se(em)
         rows.append(row)
     return rows
+
+
+def tail_mean_se(labels: Sequence[str]) -> dict[str, list[str]]:
+    """The report's ``mean_se`` of :func:`tail_table`: each arm's FTA and EM as one column."""
+    pairs = {}
+    for label in labels:
+        pairs[label] = [f"{label} mean", f"{label} SE"]
+        pairs[f"{label} EM"] = [f"{label} EM mean", f"{label} EM SE"]
+    return pairs
 
 
 def tail_table_long(
     plan: TrainedPlan, ffn: str, fracs: Sequence[float], offsets: Sequence[int], m: int
 ) -> list[dict[str, Any]]:
     """The numbers of :func:`tail_table`, one row per (fraction, group, arm), for analysis:
-    FTA ``mean``/``std``, exact match ``em_mean``/``em_std``."""
+    FTA ``mean``/``std``/``se``, exact match ``em_mean``/``em_std``/``em_se`` (SE empty for
+    one seed)."""
     rows = []
     for frac, step, group, published in _tail_cells(plan, ffn, fracs, offsets, m):
         for arm in plan.arms:
             results = seed_results(plan, ffn, arm)
             values = fta_at(results, step)[:, group]
             mean, std = mean_std(values)
-            em_mean, em_std = mean_std(fta_at(results, step, "em")[:, group])
+            em = fta_at(results, step, "em")[:, group]
+            em_mean, em_std = mean_std(em)
             rows.append(
                 {
                     "ffn": ffn,
@@ -128,8 +145,10 @@ def tail_table_long(
                     "arm": arm,
                     "mean": float(mean),
                     "std": float(std),
+                    "se": mean_and_se(values)[1],
                     "em_mean": float(em_mean),
                     "em_std": float(em_std),
+                    "em_se": mean_and_se(em)[1],
                     "n_seeds": len(values),
                     "published_m15": published.get(arm),
                 }

@@ -1,0 +1,304 @@
+"""``tailmem compare RUN_A RUN_B [...]``: runs of one experiment side by side.
+
+What differs between the runs' configs (key by key, from each ``config.yaml``, with the
+environment facts that differ), each run's verdict counts (per run, never added up), each claim's
+verdict and our number in one row per claim with a column pair per run, and the key figures
+side by side (the first :data:`KEY_FIGURES` of the experiment's ``report.json`` order that every
+run has). Each column is headed by its run and preset (``kqa8 (smoke)``); a note says when the
+runs' presets differ. Printed as a summary; with ``--out DIR`` also written as ``compare.md``
+(figures linked) and a self-contained ``compare.html`` (:mod:`tailmem.compare_page`).
+
+Every run is read and checked as the report reads it (:func:`tailmem.report.reader.read_run`),
+before anything is written; runs of different experiments are refused in one line, as are a
+run given twice and fewer than two runs.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from tailmem.claims.core import VERDICTS
+from tailmem.errors import ConfigError, DataError
+from tailmem.mdtable import md_table
+from tailmem.report.layout import Figure
+from tailmem.report.reader import RunSummary, read_run
+
+KEY_FIGURES = 4
+"""Figures shown side by side (the rest are listed in compare.md and folded in compare.html)."""
+ENVIRONMENT_KEYS = ("tailmem", "git_commit", "torch", "python", "device")
+"""The environment facts compared (those that can change a number; not the start time)."""
+MISSING = "—"
+
+
+@dataclass(frozen=True)
+class Difference:
+    """One config key (dotted) whose value differs between the runs, each run's as text
+    (:data:`MISSING` where a run's config lacks the key)."""
+
+    key: str
+    values: tuple[str, ...]
+
+
+@dataclass(frozen=True)
+class ClaimRow:
+    """One claim: its statement and the published value, then per run its verdict and ours."""
+
+    id: str
+    claim: str
+    published: str
+    verdicts: tuple[str, ...]
+    ours: tuple[str, ...]
+
+    @property
+    def agree(self) -> bool:
+        return len(set(self.verdicts)) == 1
+
+
+@dataclass(frozen=True)
+class Comparison:
+    """Runs of one experiment compared (see the module docstring)."""
+
+    experiment: str
+    runs: tuple[RunSummary, ...]
+    labels: tuple[str, ...]
+    config: tuple[Difference, ...]
+    environment: tuple[Difference, ...]
+    claims: tuple[ClaimRow, ...]
+    figures: tuple[tuple[Figure, ...], ...]
+    only_some: tuple[str, ...]
+
+    @property
+    def presets_differ(self) -> bool:
+        return len({r.preset.label for r in self.runs}) > 1
+
+    def counts(self, run: RunSummary) -> list[int]:
+        """The verdict counts of one run (:data:`~tailmem.claims.core.VERDICTS` order)."""
+        return [sum(c.verdict == v for c in run.claims) for v in VERDICTS]
+
+
+def compare(paths: Sequence[str | os.PathLike[str]]) -> Comparison:
+    """Read and compare the run directories ``paths`` (at least two, one experiment)."""
+    if len(paths) < 2:
+        raise ConfigError(f"compare: got {len(paths)} run; expected two or more run folders")
+    seen: dict[Path, str] = {}
+    for path in paths:
+        if not str(path).strip():
+            raise ConfigError(
+                "compare: got an empty path; expected a run folder ('.' for this one)"
+            )
+        resolved = Path(path).resolve()
+        if resolved in seen:
+            raise ConfigError(f"compare: {path} is given twice; expected each run once")
+        seen[resolved] = str(path)
+        if not (Path(path) / "config.yaml").is_file():
+            raise DataError(f"compare: {path} is not a run folder (no config.yaml); expected one "
+                            "written by tailmem run or reproduce")  # fmt: skip
+    runs = tuple(read_run(Path(p)) for p in paths)
+    experiments = list(dict.fromkeys(r.experiment for r in runs))
+    if len(experiments) > 1:
+        other = next(r for r in runs if r.experiment != runs[0].experiment)
+        raise ConfigError(
+            f"compare: {paths[0]} is a run of {runs[0].experiment} but {other.path} of "
+            f"{other.experiment}; expected runs of one experiment"
+        )
+    labels = _labels(runs, paths)
+    return Comparison(
+        experiment=experiments[0],
+        runs=runs,
+        labels=labels,
+        config=_differences([_config_view(r.record) for r in runs]),
+        environment=_differences([_environment(r.record) for r in runs]),
+        claims=_claim_rows(runs),
+        figures=_shared_figures(runs),
+        only_some=_figures_of_some(runs),
+    )
+
+
+def _labels(runs: Sequence[RunSummary], paths: Sequence[str | os.PathLike[str]]) -> tuple[str, ...]:
+    """Each run's column header: its folder name (its path where two share a name) and preset."""
+    names = [r.name for r in runs]
+    shown = [
+        str(p) if names.count(r.name) > 1 else r.name for r, p in zip(runs, paths, strict=True)
+    ]
+    return tuple(f"{name} ({r.preset.label})" for name, r in zip(shown, runs, strict=True))
+
+
+def _config_view(record: Mapping[str, Any]) -> dict[str, Any]:
+    """A run record's compared keys: its preset, a user's config file, then the config."""
+    view: dict[str, Any] = {"preset": record.get("preset")}
+    config_file = record.get("config_file")
+    if isinstance(config_file, Mapping):
+        view.update({f"config_file.{k}": v for k, v in config_file.items()})
+    view.update(_flatten(record["config"]))
+    return view
+
+
+def _environment(record: Mapping[str, Any]) -> dict[str, Any]:
+    env = record.get("environment", {})
+    return {key: env.get(key) for key in ENVIRONMENT_KEYS if key in env}
+
+
+def _flatten(value: Any, prefix: str = "") -> dict[str, Any]:
+    """A nested mapping as ``{"a.b.c": leaf}`` (lists are leaves)."""
+    if not isinstance(value, Mapping) or (prefix and not value):
+        return {prefix: value}
+    out: dict[str, Any] = {}
+    for key, item in value.items():
+        out.update(_flatten(item, f"{prefix}.{key}" if prefix else str(key)))
+    return out
+
+
+def _text(value: Any) -> str:
+    """A config value as the user writes it on the command line."""
+    if isinstance(value, str):
+        return value
+    return json.dumps(value, ensure_ascii=False)
+
+
+def _differences(views: Sequence[Mapping[str, Any]]) -> tuple[Difference, ...]:
+    """The keys (in first-seen order) whose values are not the same in every view."""
+    keys = list(dict.fromkeys(k for view in views for k in view))
+    found = []
+    for key in keys:
+        values = [_text(view[key]) if key in view else MISSING for view in views]
+        if len(set(values)) > 1:
+            found.append(Difference(key, tuple(values)))
+    return tuple(found)
+
+
+def _claim_rows(runs: Sequence[RunSummary]) -> tuple[ClaimRow, ...]:
+    """One row per claim any run has, in the first run's (the registry's) order."""
+    by_run = [{c.id: c for c in r.claims} for r in runs]
+    ids = list(dict.fromkeys(cid for claims in by_run for cid in claims))
+    rows = []
+    for cid in ids:
+        first = next(claims[cid] for claims in by_run if cid in claims)
+        verdicts = tuple(c[cid].verdict if cid in c else MISSING for c in by_run)
+        ours = tuple(c[cid].ours if cid in c else MISSING for c in by_run)
+        rows.append(ClaimRow(cid, first.claim, first.published, verdicts, ours))
+    return tuple(rows)
+
+
+def _shared_figures(runs: Sequence[RunSummary]) -> tuple[tuple[Figure, ...], ...]:
+    """Per figure file every run shows (first run's order), the runs' figures of it."""
+    by_run = [{f.path.name: f for f in r.layout.figures} for r in runs]
+    return tuple(
+        tuple(figures[name] for figures in by_run)
+        for name in by_run[0]
+        if all(name in figures for figures in by_run)
+    )
+
+
+def _figures_of_some(runs: Sequence[RunSummary]) -> tuple[str, ...]:
+    """``name (run, ...)`` of each figure only some runs show."""
+    names = [[f.path.name for f in r.layout.figures] for r in runs]
+    every = set.intersection(*(set(n) for n in names))
+    out = []
+    for name in dict.fromkeys(n for listed in names for n in listed):
+        if name not in every:
+            holders = [r.name for r, listed in zip(runs, names, strict=True) if name in listed]
+            out.append(f"{name} ({', '.join(holders)})")
+    return tuple(out)
+
+
+# ------------------------------------------------------------------------------ as text
+
+
+def presets_note(comparison: Comparison) -> str:
+    """The warning of runs made at different presets ("" when they share one)."""
+    if not comparison.presets_differ:
+        return ""
+    labels = ", ".join(dict.fromkeys(r.preset.label for r in comparison.runs))
+    smoke = " Smoke verdicts are not evidence." if any(
+        r.preset.name == "smoke" for r in comparison.runs
+    ) else ""  # fmt: skip
+    return (
+        f"These runs were made at different presets ({labels}): each column is one run at its "
+        f"own preset; nothing is added up across them.{smoke}"
+    )
+
+
+def summary(comparison: Comparison, written: Sequence[Path] = ()) -> str:
+    """The printed summary: the config keys that differ, each run's verdict counts, the claims
+    whose verdicts differ, and the files written."""
+    c = comparison
+    lines = [f"compare {c.experiment}: {' vs '.join(c.labels)}"]
+    if note := presets_note(c):
+        lines.append(note)
+    lines.append(
+        f"config: {_count(len(c.config), 'key')} differ{'s' if len(c.config) == 1 else ''}"
+    )
+    lines += [f"  {d.key}: {' | '.join(d.values)}" for d in c.config]
+    lines += [f"  environment {d.key}: {' | '.join(d.values)}" for d in c.environment]
+    lines.append("verdicts:")
+    for run, label in zip(c.runs, c.labels, strict=True):
+        counts = ", ".join(f"{n} {v}" for n, v in zip(c.counts(run), VERDICTS, strict=True))
+        lines.append(f"  {label}: {counts}")
+    differ = [row for row in c.claims if not row.agree]
+    lines.append(f"claims whose verdict differs: {len(differ)} of {len(c.claims)}")
+    lines += [f"  {row.id}: {' | '.join(row.verdicts)}" for row in differ]
+    if written:
+        lines.append(f"written: {', '.join(str(p) for p in written)}")
+    return "\n".join(lines)
+
+
+def _count(n: int, noun: str) -> str:
+    return f"{n} {noun}{'' if n == 1 else 's'}"
+
+
+def claim_header(comparison: Comparison) -> list[str]:
+    """The claims table's header: the claim and published value, then verdict and ours per run."""
+    per_run = [f"{what} ({label})" for label in comparison.labels for what in ("verdict", "ours")]
+    return ["claim", "published", *per_run]
+
+
+def claim_cells(row: ClaimRow) -> list[str]:
+    pairs = [cell for pair in zip(row.verdicts, row.ours, strict=True) for cell in pair]
+    return [f"{row.claim} ({row.id})", row.published, *pairs]
+
+
+def config_header(comparison: Comparison) -> list[str]:
+    return ["key", *comparison.labels]
+
+
+def counts_rows(comparison: Comparison) -> list[list[str]]:
+    return [
+        [label, *map(str, comparison.counts(run))]
+        for run, label in zip(comparison.runs, comparison.labels, strict=True)
+    ]
+
+
+def render_markdown(comparison: Comparison, out: Path) -> str:
+    """``compare.md``; figures linked relative to ``out``."""
+    c = comparison
+    lines = [f"# tailmem compare: {c.experiment}", ""]
+    lines += [f"Runs: {', '.join(f'`{r.path}`' for r in c.runs)}", ""]
+    if note := presets_note(c):
+        lines += [f"> **{note}**", ""]
+    lines += ["## Config difference", ""]
+    if c.config:
+        lines += [md_table(config_header(c), [[d.key, *d.values] for d in c.config]), ""]
+    else:
+        lines += ["The configs are identical.", ""]
+    if c.environment:
+        rows = [[d.key, *d.values] for d in c.environment]
+        lines += ["Environment:", "", md_table(config_header(c), rows), ""]
+    lines += ["## Verdicts", "", md_table(["run", *VERDICTS], counts_rows(c)), ""]
+    lines += ["## Claims", "", md_table(claim_header(c), [claim_cells(r) for r in c.claims]), ""]
+    lines += ["## Key figures", ""]
+    for figures in c.figures[:KEY_FIGURES]:
+        cells = [
+            f"![{f.caption}]({Path(os.path.relpath(f.path, out)).as_posix()})" for f in figures
+        ]
+        lines += [f"**{figures[0].caption}**", "", md_table(c.labels, [cells]), ""]
+    rest = [figures[0].path.name for figures in c.figures[KEY_FIGURES:]]
+    if rest:
+        lines += [f"Other figures every run has: {', '.join(rest)}.", ""]
+    if c.only_some:
+        lines += [f"Figures only some runs have: {', '.join(c.only_some)}.", ""]
+    return "\n".join(lines)

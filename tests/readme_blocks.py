@@ -1,0 +1,39 @@
+"""The README's code blocks, read as the tests that run them verbatim need them."""
+
+from __future__ import annotations
+
+import re
+import shlex
+from pathlib import Path
+
+README = Path(__file__).resolve().parents[1] / "README.md"
+
+
+def section(heading: str) -> str:
+    """The README's text under ``## heading`` up to the next ``## `` heading."""
+    text = README.read_text()
+    start = text.index(f"\n## {heading}\n")
+    end = text.find("\n## ", start + 1)
+    return text[start : end if end != -1 else len(text)]
+
+
+def blocks(text: str, language: str) -> list[str]:
+    """The fenced ``language`` code blocks of ``text``, in order."""
+    return re.findall(rf"```{language}\n(.*?)```", text, flags=re.DOTALL)
+
+
+def block(heading: str, language: str, containing: str) -> str:
+    """The one ``language`` block of section ``heading`` that contains ``containing``."""
+    (found,) = [b for b in blocks(section(heading), language) if containing in b]
+    return found
+
+
+def commands(bash: str) -> list[list[str]]:
+    """A bash block's commands (continuation lines joined, ``&&`` splitting), as argv lists."""
+    joined = bash.replace("\\\n", " ")
+    return [
+        shlex.split(part)
+        for line in joined.splitlines()
+        if line.strip() and not line.lstrip().startswith("#")
+        for part in line.split(" && ")
+    ]
