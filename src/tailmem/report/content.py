@@ -15,6 +15,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from tailmem.claims.core import VERDICTS, Claim, ClaimResult
+from tailmem.claims.host import host_note
 from tailmem.claims.listing import EXPERIMENTS
 from tailmem.claims.registry import claims_of, lookup
 from tailmem.config import USER_PRESET
@@ -50,7 +51,11 @@ CLAIM_COLUMNS = (
     "verdict, in words, and why it follows from the published statement; **seeds** the seeds "
     "behind the verdict (exact: a deterministic computation with no sampling); **verdict** "
     "reproduced, not reproduced, inconclusive (the run cannot resolve the effect) or not "
-    "measured, with the reason."
+    "measured, with the reason. Every interval behind a verdict is 95 % two-sided (Student t, "
+    "Welch degrees of freedom, standard errors floored at the measurement's resolution); "
+    '"the same" is an equivalence test with a declared margin, never "no difference shown"; '
+    'a verdict marked "decided per host" moved when only the floating-point reduction '
+    "order changed."
 )
 NOT_RUN = "experiment not in this results folder"
 NO_EXPERIMENT = "no experiment measures it yet"
@@ -222,7 +227,11 @@ def seeds_text(claim: ClaimResult) -> str:
 
 
 def verdict_text(claim: ClaimResult) -> str:
-    return f"{claim.verdict}: {claim.reason}" if claim.reason else claim.verdict
+    """The verdict with its reason, and "decided per host" where rounding alone moved it
+    (:mod:`tailmem.claims.host`)."""
+    text = f"{claim.verdict}: {claim.reason}" if claim.reason else claim.verdict
+    note = host_note(claim.id)
+    return f"{text} — {note}" if note else text
 
 
 def rule_text(claim: ClaimResult) -> str:
