@@ -99,9 +99,24 @@ def _record(run: Path) -> dict[str, Any]:
     }
 
 
+def interval(row: Mapping[str, Any] | None) -> str:
+    """A lag-ratio row as ``1.90 [1.71, 2.11]`` (geometric mean, 95 % interval), or ``—``."""
+    if row is None or row.get("ratio") is None:
+        return "—"
+    low, high = row.get("ci_low"), row.get("ci_high")
+    ci = "" if low is None or high is None else f" [{low:.2f}, {high:.2f}]"
+    return f"{row['ratio']:.2f}{ci}"
+
+
+def _pair(measures: Mapping[str, Any], lead: str, lag: str) -> Mapping[str, Any] | None:
+    return next((p for p in measures["pairs"] if (p["lead"], p["lag"]) == (lead, lag)
+                 and p["status"] == "measured"), None)  # fmt: skip
+
+
 def knowledge_qa(run: Path, record: Mapping[str, Any]) -> dict[str, str]:
-    """Per FFN type: the rarest group's final FTA (± SE) and EM of every arm, the Muon–Adam
-    pooled lag ratio at each τ (± SE) and the peak gap."""
+    """Per FFN type: the rarest group's final FTA (± SE) and EM of every arm; for the fair pair
+    (Muon vs Adam on the hidden matrices at its own rate) and paper A's (Muon vs Adam at one
+    rate) the pooled lag ratio at each τ with its 95 % interval and the tail gap; the answers."""
     results = json.loads((run / "results.json").read_text())
     n = int(record["seeds"])
     out: dict[str, str] = {}
@@ -112,47 +127,61 @@ def knowledge_qa(run: Path, record: Mapping[str, Any]) -> dict[str, str]:
             for r in results["head_tail_gap"] if r["ffn"] == ffn
         ]  # fmt: skip
         out[f"knowledge-qa.{ffn}.rarest"] = md_table(("arm", "rarest-group FTA", "its EM"), rows)
-        for pair in results["gap_measures"][ffn]["pairs"]:
-            if (pair["lead"], pair["lag"]) != ("muon", "adam") or pair["status"] != "measured":
-                continue
-            for row in pair["lag_ratio"]:
-                if row["group"] == "pooled":
-                    out[f"knowledge-qa.{ffn}.lag.{row['tau']:g}"] = pm(row["mean"], row["se"])
-            peak = pair["peak_gap"]["overall"]
-            out[f"knowledge-qa.{ffn}.peak_gap"] = f"{pm(peak['gap'], peak['se'])} (group "
-            out[f"knowledge-qa.{ffn}.peak_gap"] += f"{peak['group']})"
+        for name, (lead, lag) in (("fair", ("muon", "adam_split")), ("paper", ("muon", "adam"))):
+            pair = _pair(results["gap_measures"][ffn], lead, lag)
+            for tau in (0.3, 0.5, 0.8):
+                row = None if pair is None else next(
+                    (r for r in pair["lag_ratio"] if r["group"] == "pooled" and r["tau"] == tau),
+                    None)  # fmt: skip
+                out[f"knowledge-qa.{ffn}.{name}.lag.{tau:g}"] = interval(row)
+            tail = None if pair is None else pair["tail_gap"]
+            out[f"knowledge-qa.{ffn}.{name}.tail_gap"] = (
+                "—" if tail is None else pm(tail["gap"], tail["se"]))  # fmt: skip
+    report = json.loads((run / "report.json").read_text())
+    out["knowledge-qa.answers"] = (
+        "\n".join(
+            f"- **{a['question']}** {a['answer']}: {a['evidence']}."
+            for a in report.get("answers", [])
+        )
+        or "—"
+    )
     return out
 
 
 def optim_bench(run: Path, record: Mapping[str, Any]) -> dict[str, str]:
-    """The leaderboard of each level as a table."""
+    """The leaderboard of each level as a table, and the answer on Adam at its own rate."""
     board = _csv(run / "leaderboard.csv")
     out: dict[str, str] = {}
     for i, level in enumerate(dict.fromkeys(r["level"] for r in board)):
+        mine = [r for r in board if r["level"] == level]
+
+        def ratio(r: Mapping[str, str], key: str) -> str:
+            return interval({"ratio": _number(r[key]), "ci_low": _number(r[f"{key}_low"]),
+                             "ci_high": _number(r[f"{key}_high"])})  # fmt: skip
+
         rows = [
-            (r["label"], r["family"], r["source"], f"{float(r['lr']):.3g}" + (
-                "" if r["lr_grid"] == "interior" else f" ({r['lr_grid']})"),
-             pm(_number(r["lag_vs_muon_0.5"]), _number(r["lag_vs_muon_0.5_se"])),
-             pm(_number(r["lag_vs_adam_0.5"]), _number(r["lag_vs_adam_0.5_se"])),
+            (r["label"], r["family"], r["source"], f"{float(r['lr']):.3g}" if r["lr"] else "—",
+             ratio(r, "lag_vs_muon"), ratio(r, "lag_vs_adam"),
              pm(_number(r.get("rarest_fta")), _number(r.get("rarest_fta_se"))),
              pm(_number(r["step_time_vs_adam"]), None),
              r["memory_tail_steps"] + ("+" if r["memory_tail_censored"] == "True" else ""),
-             r["placement"])
-            for r in board if r["level"] == level
+             f"{r['tuning_trials']}/{r['tuning_budget']}", r["placement"])
+            for r in mine
         ]  # fmt: skip
         header = ("optimiser", "family", "source", "lr", "its exposures ÷ Muon's",
-                  "Adam's ÷ its", "rarest FTA", "step time ÷ Adam", "memory: rarest group "
-                  "halved at step", "placement")  # fmt: skip
+                  "Adam (own rate)'s ÷ its", "rarest FTA", "step time ÷ Adam", "memory: rarest "
+                  "group halved at step", "tuning trials", "place")  # fmt: skip
         out[f"optim-bench.level{i}"] = level
         out[f"optim-bench.table{i}"] = md_table(header, rows)
-        places = {r["label"]: r["placement"].split(" (")[0] for r in board if r["level"] == level}
+        places = {r["label"]: r["placement"] for r in mine if r["role"] != "reference"}
         out[f"optim-bench.summary{i}"] = "; ".join(
             f"{place}: {', '.join(n for n, p in places.items() if p == place)}"
             for place in dict.fromkeys(places.values())
-            if place != "reference"
         )
-        lrs = {r["optimizer"]: f"{float(r['lr']):.2g}" for r in board if r["level"] == level}
-        out[f"optim-bench.lr.adam{i}"], out[f"optim-bench.lr.adamw{i}"] = lrs["adam"], lrs["adamw"]
+        split = next(r for r in mine if r["optimizer"] == "adam_split")
+        out[f"optim-bench.adam_split{i}"] = (
+            f"{ratio(split, 'lag_vs_muon')} × Muon's exposures — {split['placement']}"
+        )
     return out
 
 
@@ -162,22 +191,60 @@ GALLERY = {
     "qa_fta_final.png": ("knowledge-qa", "fta_final_plain.png"),
     "qa_fta_vs_exposures.png": ("knowledge-qa", "fta_vs_exposures_plain.png"),
     "optim_bench_leaderboard.png": ("optim-bench", "leaderboard_BPE_answers.png"),
+    "rule_or_rate_share.png": ("rule-or-rate", "share.png"),
     "icl_nmse_by_group.png": ("icl-regression", "nmse_by_group.png"),
     "isotropy_main.png": ("spectra", "isotropy_main.png"),
     "ablation_bucket_gain.png": ("ablation", "bucket_gain.png"),
 }
 """The README's figures (``docs/gallery/NAME``): each copied from the run that drew it."""
 
+
+def rule_or_rate(run: Path, record: Mapping[str, Any]) -> dict[str, str]:
+    """The factorial and the regime table as tables, and the study's answers."""
+    factorial = _csv(run / "factorial.csv")
+    regime = _csv(run / "regime.csv")
+
+    def ratio(r: Mapping[str, str], key: str) -> str:
+        return interval({"ratio": _number(r[key]), "ci_low": _number(r[f"{key}_low"]),
+                         "ci_high": _number(r[f"{key}_high"])})  # fmt: skip
+
+    out = {
+        "rule-or-rate.factorial": md_table(
+            ("arm", "hidden-matrix rate", "rest", "Adam-shared's exposures ÷ its",
+             "Adam-own's ÷ its", "rarest FTA"),
+            [(r["label"], r["lr_hidden"], r["lr_rest"], ratio(r, "vs_adam_shared"),
+              ratio(r, "vs_adam_own"), pm(_number(r["rarest_fta"]), _number(r["rarest_fta_se"])))
+             for r in factorial]),
+        "rule-or-rate.regime": md_table(
+            ("point", "rates", "d", "share recovered by the rate split", "Adam-own ÷ Muon",
+             "fair verdict"),
+            [(r["point"], r["rates"], r["width"], interval({
+                "ratio": _number(r["share"]), "ci_low": _number(r["share_low"]),
+                "ci_high": _number(r["share_high"])}), ratio(r, "muon_vs_adam_own"),
+              r["fair_verdict"]) for r in regime]),
+    }  # fmt: skip
+    report = json.loads((run / "report.json").read_text())
+    out["rule-or-rate.answers"] = (
+        "\n".join(
+            f"- **{a['question']}** {a['answer']}: {a['evidence']}."
+            for a in report.get("answers", [])
+        )
+        or "—"
+    )
+    return out
+
+
 COLLECT: dict[str, Callable[[Path, Mapping[str, Any]], dict[str, str]]] = {
     "knowledge-qa": knowledge_qa,
     "optim-bench": optim_bench,
+    "rule-or-rate": rule_or_rate,
 }
 """Per experiment, the values beyond its verdicts that the README shows."""
 
 
 STUDIES = (
     "assoc-two-group", "assoc-scaling", "assoc-capacity", "knowledge-qa", "ablation", "spectra",
-    "icl-regression", "optim-bench",
+    "icl-regression", "optim-bench", "rule-or-rate",
 )  # fmt: skip
 """The studies the README's results section shows: a collect that lacks one is refused."""
 PRESET = "cpu"
@@ -224,9 +291,33 @@ def runs_of(folders: Sequence[Path]) -> list[Path]:
     return runs
 
 
+def details(run: Path) -> dict[str, Any]:
+    """What the README's numbers rest on, kept beside them: every tuning table of the run (its
+    own and its grid points': each arm's choice, cost and budget, and every trial) and, for
+    runs that keep their seed runs' results, each seed's final FTA per group and arm."""
+    out: dict[str, Any] = {}
+    for table in ("tuning.csv", "lr_sweep.csv"):
+        found = {str(p.parent.relative_to(run)): _csv(p) for p in sorted(run.rglob(table))
+                 if "runs" not in p.relative_to(run).parts}  # fmt: skip
+        if found:
+            out[table.removesuffix(".csv")] = found
+    results = run / "results.json"
+    if results.is_file():
+        runs = json.loads(results.read_text()).get("runs", [])
+        per_seed: dict[str, dict[str, list[Any]]] = {}
+        for r in runs if isinstance(runs, list) else []:
+            if isinstance(r, dict) and r.get("final"):
+                key = f"{r['ffn']}/{r['arm']}"
+                per_seed.setdefault(key, {})[str(r["seed"])] = r["final"].get("fta")
+        if per_seed:
+            out["final_fta_per_seed"] = per_seed
+    return out
+
+
 def collect(folders: Sequence[Path]) -> dict[str, Any]:
     """Every run under ``folders`` (checked by :func:`runs_of`), read; nothing is written."""
     records: dict[str, Any] = {}
+    kept: dict[str, Any] = {}
     values: dict[str, str] = {}
     counts: list[tuple[str | int, ...]] = []
     claims: dict[str, Any] = {}
@@ -234,6 +325,7 @@ def collect(folders: Sequence[Path]) -> dict[str, Any]:
         record = _record(run)
         name = record["experiment"]
         records[name] = {k: v for k, v in record.items() if k != "claims"} | {"folder": str(run)}
+        kept[name] = details(run) | {"claims": record["claims"]}
         values[f"{name}.wall"] = minutes(record["wall_seconds"] or 0.0)
         if name in COLLECT:
             values.update(COLLECT[name](run, record))
@@ -251,7 +343,7 @@ def collect(folders: Sequence[Path]) -> dict[str, Any]:
     values["commit"] = ", ".join(c[:10] for c in commits)
     total = sum(r["wall_seconds"] or 0.0 for r in records.values())
     values["total.wall"] = minutes(total)
-    return {"runs": records, "values": values}
+    return {"runs": records, "values": values, "details": kept}
 
 
 def figures(data: Mapping[str, Any]) -> dict[Path, Path]:
