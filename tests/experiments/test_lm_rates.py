@@ -129,6 +129,26 @@ def test_a_user_kind_may_not_take_a_registered_name(user):
         OptimSection.from_config({"adam": {"factory": user, "lr": 0.1, "damping": 1}}, "optim")
 
 
+def test_a_twin_kind_takes_only_its_rate_and_every_other_setting_of_its_twin():
+    section = OptimSection.from_config(
+        {"adam": {"lr": 1e-3, "betas": [0.9, 0.99]}, "adam_split": {"lr": [2e-4, 4e-4]}}, "optim"
+    )
+    split, adam = section["adam_split"], section["adam"]
+    assert split.hparams == adam.hparams == AdamHParams(betas=(0.9, 0.99))
+    assert split.grid == (2e-4, 4e-4) and adam.grid == (1e-3,)
+    assert section.to_config()["adam_split"] == {"lr": [2e-4, 4e-4]}  # its rate alone
+    assert OptimSection.from_config(section.to_config(), "optim") == section
+    alone = OptimSection.from_config({"adam_split": {"lr": 1e-3}}, "optim")
+    assert alone["adam_split"].hparams == AdamHParams()  # Adam's defaults without its section
+    assert alone.with_kinds(["adam"])["adam_split"].hparams == AdamHParams()
+    with pytest.raises(ConfigError) as err:
+        OptimSection.from_config({"adam_split": {"lr": 1e-3, "eps": 1e-6}}, "optim")
+    assert str(err.value) == (
+        "optim.adam_split.eps: adam_split is adam at a learning rate of its own and takes only "
+        "lr; expected optim.adam.eps (it sets both)"
+    )
+
+
 # --------------------------------------------------------------------------- arms
 
 
