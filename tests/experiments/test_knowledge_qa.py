@@ -212,10 +212,11 @@ def test_smoke_preset_writes_every_output(smoke, strict_json):
 
 TUNED = [
     "arms=[muon,adam]", "optim.muon.lr=[0.02,0.05]", "optim.adam.lr=[1e-3,3e-3]",
-    "tuning.steps=4", "tuning.max_extend=1", "workers=1",
+    "tuning.steps=4", "tuning.max_extend=1", "train.steps=8", "workers=1",
 ]  # fmt: skip
-"""The smoke preset with two arms that tune (Muon borrowing Adam's chosen rate) on 4-step trials:
-each 2-point grid is widened once (its winner sits at an end), so 3 points × 2 tuning seeds."""
+"""The smoke preset with two arms that tune (Muon borrowing Adam's chosen rate) on 4-step trials,
+evaluated on 8 steps: each 2-point grid is widened once (its winner sits at an end), so 3 points
+× 2 tuning seeds."""
 
 
 def test_tune_then_evaluate_fresh_seeds_at_the_stored_rates(tmp_path, capsys):
@@ -265,7 +266,7 @@ def test_tune_then_evaluate_fresh_seeds_at_the_stored_rates(tmp_path, capsys):
     assert status == "ran" and run.is_complete
     # No trial: only the evaluation seed's runs, at the stored rates.
     evaluated = sorted(p.name for p in evaluate.glob("runs/plain/*/*"))
-    assert len(evaluated) == 2 and all(f.endswith("-seed0-steps40") for f in evaluated)
+    assert len(evaluated) == 2 and all(f.endswith("-seed0-steps8") for f in evaluated)
     results = run.read_json("results.json")
     assert results["best_lr"] == {f"plain/{arm}": dict(rate.lrs) for arm, rate in stored.items()}
     rows = _read_csv(run.file("tuning.csv"))
