@@ -18,9 +18,10 @@ from tailmem.experiments import ablation
 from tailmem.lm import preflight as lm_preflight
 from tailmem.lm.arms import Arm
 from tailmem.lm.config import ModelSection, OptimSection, TrainSection
-from tailmem.lm.plan import Entry, Plan, run_plan
+from tailmem.lm.plan import Entry, Plan, Rates, run_plan
 from tailmem.lm.spec import Divergence, RunResult, diverged_runs
 from tailmem.lm.subrun import RunContext, RunTemplate, run_job
+from tailmem.lm.tuning import Sweep
 from tailmem.models.gpt import GPT, GPTConfig
 from tailmem.runner import prepare, run_experiment
 from tailmem.train import RandomWindows, TrainConfig, seed_everything, train
@@ -160,16 +161,23 @@ def test_diverged_sweep_points_rank_last_whatever_their_score(tmp_path, capsys):
         lr = job.lrs["adam"]
         return _fake_result(job, "diverged" if lr == 3.0 else "complete", lr)
 
-    entry = Entry("plain", arm, (1.0, 2.0, 3.0), lambda p, best: {"adam": p})
-    plan = Plan([entry], lambda e, p, r: r.final_loss, [0], 10, 0, 10, RUNS)
-    run_plan(plan, RunContext(str(tmp_path), data=None), 1, lambda r: "", train=fake_train)
-    assert plan.best[("plain", "adam")] == {"adam": 2.0}
-    diverged = diverged_runs(list(plan.results.values()))
-    assert [d["reason"] for d in diverged] == ["arm adam diverged at step 4"]
+    # Scored by final_loss (higher is better here): 3.0 would win, but its trials diverged.
+    sweep = Sweep((1.0, 2.0, 3.0), (1000, 1001), 10, "final_loss", max_extend=0)
+    entry = Entry("plain", arm, Rates(swept=("adam",)), sweep)
+    plan = Plan((entry,), (0,), 10, RUNS, lambda r: r.final_loss)
+    trained = run_plan(plan, RunContext(str(tmp_path), data=None), 1, lambda r: "",
+                       train=fake_train)  # fmt: skip
+    assert trained.best[("plain", "adam")] == {"adam": 2.0}
+    choice = trained.choices["plain", "adam"]
+    assert choice.means == (1.0, 2.0, None) and choice.edge is None
+    diverged = diverged_runs(list(trained.results.values()))
+    assert [d["reason"] for d in diverged] == ["arm adam diverged at step 4"] * 2  # both seeds
+    assert {d["seed"] for d in diverged} == {1000, 1001}  # tuning trials, not seed runs
     assert divergence_reason(diverged, ["full", "adam"]) == "arm adam diverged at step 4"
     assert divergence_reason(diverged, ["full", "qk"]) is None
-    assert "plain/adam adam=3 seed=0 steps=10: diverged at step 4 (0s)" in capsys.readouterr().err
-    assert plan.completed().seed_results(("plain", "adam"))[0].lrs == {"adam": 2.0}
+    err = capsys.readouterr().err
+    assert "plain/adam adam=3 seed=1000 steps=10: diverged at step 4 (0s)" in err
+    assert trained.completed().seed_results(("plain", "adam"))[0].lrs == {"adam": 2.0}
 
 
 def test_sweep_rates_beyond_four_digits_never_share_a_folder():

@@ -95,7 +95,7 @@ USER_FAILURES = [
         ("knowledge-qa", "arms=[muon, adam, 'mine:q,k,v,o,w_in,w_gate,w_out adam:*']"),
         ("ablation", "arms=[full, adam, 'mine:q,k,v,o,w_in,w_out adam:*']"),
         ("icl-regression", "arms=[muon, adam, 'mine:q,k,v,o,w_in,w_out adam:*']"),
-        ("optim-bench", "optimizers=[muon, adam, mine]"),
+        ("optim-bench", "optimizers=[muon, adam_split, adam, mine]"),
     ],
     ids=lambda s: s[0],
 )

@@ -49,22 +49,26 @@ def test_fta_figure_draws_each_arms_seed_mean_per_group_and_saves_a_png(curves, 
 
 
 def test_lag_ratio_figure_marks_measured_means_and_the_papers_bounds(curves, tmp_path):
-    measures = gap_measures(curves)
-    paper = gap_measures(paper_curves("arxiv-v2"), pairs=[("muon", "adam")])
-    fig = lag_ratio_figure(measures, "muon", "adam", reference=paper)
+    pair = gap_measures(curves).pair("muon", "adam")
+    paper = gap_measures(paper_curves("arxiv-v2"), pairs=[("muon", "adam")]).pair("muon", "adam")
+    assert pair is not None and paper is not None
+    fig = lag_ratio_figure(pair, reference=paper)
     (ax,) = fig.axes
-    ours = [r for r in measures["pairs"][0]["lag_ratio"] if r["group"] == 0]
-    assert all(r["n_measured"] == 3 for r in ours)
-    bars = {bar.get_label(): bar.lines[0] for bar in ax.containers}  # errorbar containers
-    drawn = bars["group 0"]
-    np.testing.assert_allclose(drawn.get_ydata(), [r["mean"] for r in ours])
+    ours = [r for r in pair.lag_ratios if r.group == 0]
+    assert all(r.n_measured == 3 for r in ours)
+    bars = {bar.get_label(): bar for bar in ax.containers}  # errorbar containers
+    drawn = bars["group 0"].lines[0]
+    # The geometric mean over seeds, with its 95 % t interval as the error bar.
+    np.testing.assert_allclose(drawn.get_ydata(), [r.ratio for r in ours])
     assert np.all(np.abs(drawn.get_ydata() - 2.0) < 0.4)  # the 2x stretch, through the noise
+    (caps,) = bars["group 0"].lines[2]  # the vertical bars: one segment per tau
+    spans = [segment[:, 1] for segment in caps.get_segments()]
+    intervals = [r.interval() for r in ours]
+    np.testing.assert_allclose(spans, intervals)
     # paper, group 15: only lower bounds (Adam never reaches tau), drawn as up-triangles
-    rarest = bars["paper group 15"]
+    rarest = bars["paper group 15"].lines[0]
     assert rarest.get_marker() == "^" and rarest.get_color() == "grey"
     np.testing.assert_allclose(rarest.get_ydata()[0], 10000 / (2000 + 0.16 / 0.18 * 3000))
     (png, _) = RunDir(tmp_path).save_figure(fig, "lag_ratio")
     assert _png_size(png)[0] > 300
-    with pytest.raises(ValueError, match="no pair"):
-        lag_ratio_figure(measures, "adam", "sgd")
     pyplot().close("all")

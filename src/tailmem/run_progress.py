@@ -46,7 +46,10 @@ def run_shown(
     path = Path(out) if out is not None else default_out(experiment, source)
     if not is_main_process():
         return run()
-    folder = path.resolve()
+    try:
+        folder = path.resolve()
+    except (OSError, RuntimeError):  # a symbolic-link loop: the runner refuses it in one line
+        return run()
     known = preset is not None and not overrides
     expected = expected_seconds(experiment, preset) if known and preset is not None else None
     given = f"--preset {preset}" if config is None else f"--config {config}"

@@ -28,7 +28,7 @@ from tailmem.experiments.icl_regression import (
 )
 from tailmem.lm.config import ModelSection
 from tailmem.lm.spec import Divergence, RunResult
-from tailmem.metrics.qa_gaps import TAUS, FTACurves, gap_measures
+from tailmem.metrics.qa_gaps import TAUS, FTACurves, GapMeasures, gap_measures
 from tailmem.models.icl import ICLRegressor
 from tailmem.optim.routing import build_optimizer
 from tailmem.runner import run_experiment
@@ -170,7 +170,7 @@ def test_bayes_floor_counts_the_undetermined_share_of_the_first_k_queries():
 # --------------------------------------------------------------------------- the claim
 
 
-def _measures(ratios: list[float]) -> dict:
+def _measures(ratios: list[float]) -> GapMeasures:
     """Gap measures of curves whose scores rise linearly in exposures, Adam's slower than
     Muon's by ``ratios[seed]`` in every group (so that is each seed's lag ratio)."""
     steps = np.arange(0, 101, 5, dtype=float)
@@ -182,7 +182,9 @@ def _measures(ratios: list[float]) -> dict:
 
 
 def _verdict(ratios: list[float]) -> str:
-    inputs = A3QKInputs(seeds=list(range(len(ratios))), rarest=2, gap_measures=_measures(ratios))
+    # The claim reads results.json's form of the measures.
+    measures = _measures(ratios).to_json()
+    inputs = A3QKInputs(seeds=list(range(len(ratios))), rarest=2, gap_measures=measures)
     (found,) = CLAIM.evaluate(inputs)
     return found.verdict
 
@@ -198,9 +200,12 @@ def test_claim_is_decided_by_the_tail_lag_ratio_against_its_bound_beyond_two_se(
 
 
 def test_measured_tail_ratio_of_constructed_curves_is_the_constructed_ratio():
-    (pair,) = _measures([1.5, 2.0, 3.0])["pairs"]
-    row = next(r for r in pair["lag_ratio"] if r["group"] == 2 and r["tau"] == CLAIM["tau"])
-    assert [s["ratio"] for s in row["seeds"]] == pytest.approx([1.5, 2.0, 3.0])
+    pair = _measures([1.5, 2.0, 3.0]).pair("muon", "adam")
+    assert pair is not None
+    row = pair.ratio(CLAIM["tau"], 2)
+    assert row is not None and row.complete
+    assert [s.ratio for s in row.seeds] == pytest.approx([1.5, 2.0, 3.0])
+    assert row.ratio == pytest.approx((1.5 * 2.0 * 3.0) ** (1 / 3))  # the geometric mean
 
 
 # --------------------------------------------------------------------------- configs
@@ -272,6 +277,9 @@ def test_smoke_learns_the_head_group_and_writes_every_output(smoke):
     assert [f["file"] for f in layout["figures"]] == ["nmse_by_group.png", "lag_ratio.png"]
     for item in layout["figures"] + layout["tables"]:
         assert run.file(item["file"]).stat().st_size > 100
+    # The smoke preset's rates are one-point lists: nothing tuned, no tuning table listed.
+    assert results["tuning"] == {"score": "nmse_mix", "choices": [], "trials": []}
+    assert [t["file"] for t in layout["tables"]] == ["lag_ratio.csv", "gap.csv"]
     assert math.isclose(results["bayes_floor_nmse"], bayes_floor(cfg.data.k, cfg.data.n_points))
 
 

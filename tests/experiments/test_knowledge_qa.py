@@ -1,6 +1,7 @@
-"""knowledge-qa: the smoke preset end to end (two workers), resume, bad configs, and the pieces it
-is built from (fast loss/eval path against the model's own forward, FTA evaluator against the
-data set's own grouping, run scheduling, tables and claim rules on constructed results)."""
+"""knowledge-qa: the smoke preset end to end (two workers, three arms at set rates), tuning end to
+end (`tailmem tune`, then a run at the stored rates), resume, bad configs, and the pieces it is
+built from (fast loss/eval path against the model's own forward, FTA evaluator against the data
+set's own grouping, run scheduling, tables and claim rules on constructed results)."""
 
 from __future__ import annotations
 
@@ -16,12 +17,13 @@ import torch
 
 from tailmem.claims.a3 import CHANCE_TOL
 from tailmem.claims.registry import claims_of, read_claims
+from tailmem.cli import main
 from tailmem.config import load_config
 from tailmem.data.bios import BiosConfig, build_dataset
 from tailmem.data.stream import QATrainStream
 from tailmem.errors import ConfigError
 from tailmem.experiments import get_experiment
-from tailmem.experiments.knowledge_qa import Config
+from tailmem.experiments.knowledge_qa import SCORES, Config, score_of
 from tailmem.experiments.knowledge_qa.arms import ARMS
 from tailmem.experiments.knowledge_qa.fta import (
     FTAEvaluator,
@@ -32,19 +34,14 @@ from tailmem.experiments.knowledge_qa.fta import (
     logits_at,
     sample_questions,
 )
-from tailmem.experiments.knowledge_qa.tables import (
-    FAILED_SCORE,
-    claims,
-    gap_rows,
-    mean_std,
-    score,
-    sweep_rows,
-    tail_table,
-)
+from tailmem.experiments.knowledge_qa.tables import claims, gap_rows, mean_std, tail_table
 from tailmem.lm.config import ModelSection, OptimSection, TrainSection
-from tailmem.lm.plan import Plan, run_plan
+from tailmem.lm.plan import Plan, TrainedPlan, run_plan
 from tailmem.lm.spec import Divergence, RunResult
+from tailmem.lm.store import load_store
 from tailmem.lm.subrun import RunContext, RunTemplate, run_job, template
+from tailmem.lm.sweeps import choice_rows, trial_rows
+from tailmem.lm.tuning import TuningSection
 from tailmem.models.gpt import GPT, GPTConfig, count_params
 from tailmem.runner import run_experiment
 from tailmem.train import token_loss_sum
@@ -79,23 +76,31 @@ def _read_csv(path):
 def test_smoke_preset_writes_every_output(smoke, strict_json):
     run, status, _ = smoke
     cfg = load_config(Config, "knowledge-qa", "smoke")
+    assert cfg.arms == ["muon", "adam_split", "adam"]  # the fair reference, then paper A's
+    assert all(not cfg.optim[k].tuned for k in ("muon", "adam", "adam_split"))  # set rates
     assert status == "ran" and run.is_complete
     for name in (
         "results.json",
         "claims.json",
         "report.json",
-        "lr_sweep.csv",
         "head_tail_gap.csv",
         "tail_table_long.csv",
         "tail_table_plain.csv",
+        "gap_plain.csv",
+        "lag_ratio_plain.csv",
     ):
         assert run.file(name).is_file(), name
-    for stem in ("fta_by_group_plain", "fta_final_plain", "lr_sweep_plain", "lag_ratio_plain"):
+    assert not run.file("peak_gap_plain.csv").exists()  # now gap_<ffn>.csv: tail and peak
+    for stem in ("fta_by_group_plain", "fta_final_plain", "lag_ratio_plain",
+                 "lag_ratio_plain_adam", "fta_vs_exposures_plain_adam"):  # fmt: skip
         for ext in ("png", "svg"):
             assert run.file(f"{stem}.{ext}").stat().st_size > 1000
+    # Set rates: no trial, so no tuning figure, and the empty tuning tables are not listed.
+    assert not run.file("lr_sweep_plain.png").exists() and not run.file("tuned_rates.json").exists()
     layout = run.read_json("report.json")
     for item in layout["figures"] + layout["tables"]:
         assert run.file(item["file"]).is_file()
+    assert not {"tuning.csv", "lr_sweep.csv"} & {t["file"] for t in layout["tables"]}
     assert "Rarest group" in layout["summary"]
     # The unpublished choices the run made, as qa-sensitivity names them.
     assert (
@@ -103,20 +108,37 @@ def test_smoke_preset_writes_every_output(smoke, strict_json):
         in (layout["summary"])
     )
     assert strict_json(run.path) == []  # every JSON (progress, metrics, results) is strict
-    # The gap measures lead the report; every explained column is a header of its table.
-    assert [f["file"] for f in layout["figures"][:2]] == [
+    # The gap measures lead the report: the fair pair (Muon vs Adam on the hidden matrices at
+    # its own rate), then paper A's (Muon vs all-Adam) with its suffix; every explained column
+    # is a header of its table.
+    assert [f["file"] for f in layout["figures"][:4]] == [
         "fta_vs_exposures_plain.png",
         "lag_ratio_plain.png",
+        "fta_vs_exposures_plain_adam.png",
+        "lag_ratio_plain_adam.png",
     ]
-    assert layout["summary"].index("Exposure-lag ratio") < layout["summary"].index("Rarest")
+    summary_text = layout["summary"]
+    fair = summary_text.index("Adam (own rate) behind Muon (fair comparison, plain FFN)")
+    assert fair < summary_text.index("Adam behind Muon (paper A's comparison") < (
+        summary_text.index("Rarest")
+    )  # fmt: skip
     for item in layout["tables"]:
         header = next(csv.reader(run.file(item["file"]).open()))
         assert set(item.get("columns", {})) <= set(header), item["file"]
-    assert layout["tables"][0]["columns"] and "Muon EM" in layout["tables"][2]["columns"]
+    assert [t["file"] for t in layout["tables"][:3]] == [
+        "lag_ratio_summary_plain.csv", "lag_ratio_summary_plain_adam.csv", "gap_plain.csv",
+    ]  # fmt: skip
+    assert "Muon EM" in layout["tables"][3]["columns"]
 
     results = run.read_json("results.json")
     m, steps_total, every = cfg.data.m, cfg.train.steps, cfg.train.eval_every
     assert len(results["runs"]) == len(cfg.arms) * cfg.seeds
+    assert results["tuning"] == {"score": "answer_loss", "choices": [], "trials": []}
+    assert results["best_lr"] == {
+        "plain/muon": {"adam": 3e-3, "muon": 0.05},
+        "plain/adam_split": {"adam": 3e-3, "adam_split": 3e-3},
+        "plain/adam": {"adam": 3e-3},
+    }
     for result in results["runs"]:
         assert result["status"] == "complete"
         steps = [e["step"] for e in result["evals"]]
@@ -126,26 +148,41 @@ def test_smoke_preset_writes_every_output(smoke, strict_json):
             assert all(0.0 <= v <= 1.0 for v in e["fta"]) and 0.0 <= e["fta_all"] <= 1.0
             assert all(em <= fta for em, fta in zip(e["em"], e["fta"], strict=True))
             assert e["em_all"] <= e["fta_all"]
+            assert e["loss_train"] > 0  # the answer loss weighted as training: the score
         # Each arm's first-seed run keeps its final checkpoint (for `tailmem diagnose`).
         assert [p.name for p in run.file(result["key"]).glob("ckpt/*")] == ["step_000040.pt"]
-    assert len(list(run.path.glob("runs/*/*/*/ckpt"))) == len(cfg.arms)  # not the losing LR's
+    assert len(list(run.path.glob("runs/*/*/*/ckpt"))) == len(cfg.arms)
+    runs = {r["arm"]: r for r in results["runs"]}
+    # Adam on the hidden matrices at Adam's own rate is Adam: the twin differs by its rate alone.
+    assert runs["adam_split"]["evals"] == runs["adam"]["evals"]
     assert 0 < results["chance_fta"] < 1
     measures = results["gap_measures"]["plain"]
-    (pair,) = measures["pairs"]
-    assert (pair["lead"], pair["lag"], pair["status"]) == ("muon", "adam", "measured")
+    assert [(p["lead"], p["lag"], p["status"]) for p in measures["pairs"]] == [
+        ("muon", "adam_split", "measured"),
+        ("muon", "adam", "measured"),
+        ("adam_split", "adam", "measured"),
+    ]
+    pair = measures["pairs"][0]
     assert pair["steps"] == list(range(0, steps_total + 1, every))
     assert sorted(measures["paper"]) == ["arxiv-v2", "iclr"]
     n_rows = (m + 2) * 3  # groups and pooled, three taus
     assert len(pair["lag_ratio"]) == n_rows
     lag_rows = _read_csv(run.file("lag_ratio_plain.csv"))
-    assert [r["source"] for r in lag_rows].count("tailmem") == n_rows
+    assert [r["source"] for r in lag_rows].count("tailmem") == n_rows * 3  # three pairs
     summary = _read_csv(run.file("lag_ratio_summary_plain.csv"))
     assert [r["group"] for r in summary[: m + 2]] == [*map(str, range(m + 1)), "pooled"]
-    (ours, *_) = _read_csv(run.file("peak_gap_plain.csv"))
-    assert float(ours["peak_gap"]) == pytest.approx(pair["peak_gap"]["overall"]["gap"], abs=1e-4)
-    (adam_run,) = [r for r in results["runs"] if r["arm"] == "adam"]
+    gap = _read_csv(run.file("gap_plain.csv"))
+    ours = [r for r in gap if r["source"] == "tailmem"]
+    assert [(r["lead"], r["lag"]) for r in ours] == [
+        (p["lead"], p["lag"]) for p in measures["pairs"]
+    ]
+    assert float(ours[0]["peak_gap"]) == pytest.approx(pair["peak_gap"]["overall"]["gap"], abs=1e-4)
+    assert float(ours[0]["tail_gap"]) == pytest.approx(pair["tail_gap"]["gap"], abs=1e-4)
+    assert int(ours[0]["tail_group"]) == m and pair["peak_gap"]["descriptive"] is True
+    final_rarest = runs["muon"]["evals"][-1]["fta"][m] - runs["adam_split"]["evals"][-1]["fta"][m]
+    assert pair["tail_gap"]["gap"] == pytest.approx(final_rarest)
     final = results["final_by_group"]["plain"]["adam"]
-    assert final["em"] == pytest.approx(adam_run["evals"][-1]["em"], abs=1e-5)
+    assert final["em"] == pytest.approx(runs["adam"]["evals"][-1]["em"], abs=1e-5)
 
     table = _read_csv(run.file("tail_table_plain.csv"))
     assert len(table) == len(cfg.table_fracs) * len(cfg.tail_offsets)
@@ -158,8 +195,9 @@ def test_smoke_preset_writes_every_output(smoke, strict_json):
     # The paper's cells beside ours at 20 %: groups 13 and 15 at 2k steps; none for group 14.
     assert [r["paper Muon"] for r in table[:3]] == ["0.386", "", "0.14"]
     # The table's last row is the rarest group at the end: the same number as the run's history.
-    (adam,) = [r for r in results["runs"] if r["arm"] == "adam"]
-    assert float(table[-1]["Adam mean"]) == pytest.approx(adam["evals"][-1]["fta"][m], abs=1e-5)
+    assert float(table[-1]["Adam mean"]) == pytest.approx(
+        runs["adam"]["evals"][-1]["fta"][m], abs=1e-5
+    )
 
     found = read_claims(run)
     by_id = {c.id: c for c in found}
@@ -172,16 +210,84 @@ def test_smoke_preset_writes_every_output(smoke, strict_json):
     measured = [c for c in found if c.verdict != "not measured"]
     assert measured and all(c.verdict == "inconclusive" and "chance" in c.reason for c in measured)
 
-    sweep = _read_csv(run.file("lr_sweep.csv"))
-    assert len(sweep) == len(cfg.optim["muon"].grid) + len(cfg.optim["adam"].grid)
-    # An lr column per kind the arms use (the preset's SGD rate reaches no run: no column).
-    assert [c for c in sweep[0] if c.startswith("lr_")] == ["lr_muon", "lr_adam"]
-    chosen = [r for r in sweep if r["chosen"] == "True"]
-    assert sorted(r["arm"] for r in chosen) == ["adam", "muon"]
-    for arm in ("adam", "muon"):
-        mine = [float(r["fta_all"]) for r in sweep if r["arm"] == arm]
-        best = next(float(r["fta_all"]) for r in chosen if r["arm"] == arm)
-        assert best == max(mine)
+
+TUNED = [
+    "arms=[muon,adam]", "optim.muon.lr=[0.02,0.05]", "optim.adam.lr=[1e-3,3e-3]",
+    "tuning.steps=4", "tuning.max_extend=1", "train.steps=8", "workers=1",
+]  # fmt: skip
+"""The smoke preset with two arms that tune (Muon borrowing Adam's chosen rate) on 4-step trials,
+evaluated on 8 steps: each 2-point grid is widened once (its winner sits at an end), so 3 points
+× 2 tuning seeds."""
+
+
+def test_tune_then_evaluate_fresh_seeds_at_the_stored_rates(tmp_path, capsys):
+    """`tailmem tune` trains the trials alone and writes the choices with their provenance; a run
+    at ``tuning.rates=stored`` reading them trains no trial and evaluates its seeds there."""
+    cache = f"cache_dir={tmp_path / 'data'}"
+    tune = tmp_path / "tune"
+    assert (
+        main(["tune", "knowledge-qa", "--preset", "smoke", *TUNED, cache, "--out", str(tune)]) == 0
+    )
+    printed = capsys.readouterr().out
+    trials = _read_csv(tune / "lr_sweep.csv")
+    assert len(trials) == 2 * 3 * 2
+    assert {r["seed"] for r in trials} == {"1000", "1001"}  # tuning seeds, never seed 0
+    # Only trials were trained: every run folder is a 4-step tuning run.
+    folders = sorted(p.name for p in tune.glob("runs/plain/*/*"))
+    assert len(folders) == 12 and all(f.endswith("steps4") and "seed100" in f for f in folders)
+    assert not (tune / "results.json").exists()
+    choices = {r["arm"]: r for r in _read_csv(tune / "tuning.csv")}
+    stored = {r.arm: r for r in load_store(tune / "tuned_rates.json").values()}
+    for arm, grid in (("muon", (0.02, 0.05)), ("adam", (1e-3, 3e-3))):
+        mine = [r for r in trials if r["arm"] == arm]
+        points = list(dict.fromkeys(float(r["point"]) for r in mine))
+        assert points[:2] == list(grid) and len(points) == 3  # widened once, beyond the winner
+        assert [r["extended"] for r in mine].count("True") == 2  # the third point, both seeds
+        means = {float(r["point"]): float(r["point_score"]) for r in mine}
+        for point, mean in means.items():  # the mean over the tuning seeds ranks a point
+            scores = [float(r["score"]) for r in mine if float(r["point"]) == point]
+            assert mean == pytest.approx(sum(scores) / 2) and all(s < 0 for s in scores)
+        best = max(means, key=lambda p: means[p])
+        assert {float(r["point"]) for r in mine if r["chosen"] == "True"} == {best}
+        row = choices[arm]
+        assert (row["trials"], row["budget"], row["tuning_seeds"]) == ("6", "6", "1000 1001")
+        assert (row["score"], row["source"]) == ("answer_loss", "this run")
+        assert float(row["chosen"]) == best
+        rate = stored[arm]
+        assert (rate.point, rate.score, rate.budget) == (best, "answer_loss", 6)
+        assert len(rate.trials) == 6
+        assert rate.study == "knowledge-qa" and rate.preset == "smoke"
+        assert f"plain/{arm}: {best:g} (6/6 trials, score answer_loss" in printed
+    assert stored["muon"].lrs["adam"] == stored["adam"].lrs["adam"]  # Adam's choice, borrowed
+
+    evaluate = tmp_path / "evaluate"
+    store = f"tuning.store={tune / 'tuned_rates.json'}"
+    at_stored = [*TUNED, cache, "tuning.rates=stored", store]
+    run, status = run_experiment("knowledge-qa", "smoke", at_stored, out=evaluate)
+    assert status == "ran" and run.is_complete
+    # No trial: only the evaluation seed's runs, at the stored rates.
+    evaluated = sorted(p.name for p in evaluate.glob("runs/plain/*/*"))
+    assert len(evaluated) == 2 and all(f.endswith("-seed0-steps8") for f in evaluated)
+    results = run.read_json("results.json")
+    assert results["best_lr"] == {f"plain/{arm}": dict(rate.lrs) for arm, rate in stored.items()}
+    rows = _read_csv(run.file("tuning.csv"))
+    assert {r["arm"]: float(r["chosen"]) for r in rows} == {a: r.point for a, r in stored.items()}
+    assert all(r["source"].startswith("stored (smoke, ") for r in rows)
+    assert all(r["trials"] == "6" for r in rows)  # the stored tuning's cost
+    assert len(_read_csv(run.file("lr_sweep.csv"))) == 12  # its trials, shown from the store
+    assert {"tuning.csv", "lr_sweep.csv"} <= {
+        t["file"] for t in run.read_json("report.json")["tables"]
+    }
+    # Another tuning problem (a different trial length) finds nothing stored: refused in one
+    # line before anything is written.
+    longer = [o if o != "tuning.steps=4" else "tuning.steps=8" for o in TUNED]
+    other = [*longer, cache, "tuning.rates=stored", store]
+    with pytest.raises(ConfigError) as err:
+        run_experiment("knowledge-qa", "smoke", other, out=tmp_path / "refused")
+    assert "holds no rate tuned for exactly this config for plain/adam, plain/muon" in str(
+        err.value
+    )
+    assert "\n" not in str(err.value) and not (tmp_path / "refused").exists()
 
 
 def test_rerun_after_deleting_complete_reuses_finished_runs(smoke, tmp_path):
@@ -255,7 +361,12 @@ def test_interrupted_run_resumes_from_its_checkpoint(tmp_path, dataset, monkeypa
         ("table_fracs=[1.5]", "table_fracs"),
         ("optim.adam.lr=[]", "optim.adam.lr: got []"),
         ("optim.adam.lr=[1e-3,1e-3]", "optim.adam.lr: got [0.001, 0.001]"),
-        ("sweep.adam=[1e-3]", "unknown config field 'sweep.adam'"),  # the grid is optim.adam.lr
+        # the old sweep section is gone: grids are optim.<kind>.lr, trial lengths tuning.steps
+        ("sweep.adam=[1e-3]", "unknown config field 'sweep'; expected one of: seed, seeds"),
+        ("sweep.steps=10", "unknown config field 'sweep'; expected one of: seed, seeds"),
+        ("tuning.seeds=1", "tuning.seeds: got 1; expected >= 2"),
+        ("tuning.score=fta", "tuning.score: got 'fta'; expected one of answer_loss, fta_all"),
+        ("tuning.max_extend=1", "tuning.max_extend: no learning rate of this run is tuned"),
         ("model.size=huge", "model.size"),
         ("data.m=0", "m: got 0"),
     ],
@@ -271,15 +382,24 @@ def test_presets_validate_and_paper_model_builds_on_meta():
     module = get_experiment("knowledge-qa")
     assert module.NAME == "knowledge-qa"
     cpu = load_config(Config, "knowledge-qa", "cpu")
-    assert sorted(cpu.arms) == sorted(ARMS) and cpu.seeds >= 3 and cpu.ffn == "both"
+    assert sorted(cpu.arms) == sorted(ARMS) and "adam_split" in cpu.arms
+    assert cpu.seeds >= 3 and cpu.ffn == "both"
     assert cpu.workers == 2 and cpu.train.threads == 1
+    # The cpu preset evaluates at stored rates; its tuning: 2 seeds, the answer loss, 2 widenings.
+    assert cpu.tuning == TuningSection(seeds=2, score="answer_loss", max_extend=2, rates="stored")
+    sweeps = [e.sweep for e in cpu.entries() if e.sweep is not None]
+    assert len(sweeps) == 2 * len(ARMS)  # every arm of both FFN types tunes one rate
+    assert {s.budget for s in sweeps} == {(3 + 2) * 2}  # the same budget for every arm
+    assert {s.seeds for s in sweeps} == {(1000, 1001)}  # apart from the seeds 0-2 evaluated
     small = cpu.model.build(1578, "plain", cpu.train.seq_len)  # the map's choice: heads of 64
     assert (small.d_model, small.n_layer, small.head_dim) == (256, 2, 64)
     paper = load_config(Config, "knowledge-qa", "paper")
     assert paper.data.m == 15 and paper.train.steps == 10_000 and paper.ffn == "both"
-    assert sorted(paper.arms) == sorted(ARMS)
-    # The 2k-step sweep runs warm up for the same 2% as the 10k-step seed runs.
-    assert paper.train.loop_config(paper.sweep_steps, seed=0).warmup_steps == 40
+    assert sorted(paper.arms) == sorted(ARMS) and paper.tuning.rates == "sweep"
+    # The 2k-step tuning trials warm up for the same 2% as the 10k-step seed runs.
+    assert paper.tuning.steps == 2000
+    assert paper.train.loop_config(paper.tuning.steps, seed=0).warmup_steps == 40
+    assert {e.sweep.steps for e in paper.entries() if e.sweep is not None} == {2000}
     for ffn in ("plain", "gated"):
         with torch.device("meta"):
             model = GPT(paper.model.build(1578, ffn, paper.train.seq_len))
@@ -392,6 +512,7 @@ def _template(cfg):
 
 
 def _fake_result(job, fta_final, status="complete"):
+    """A run whose FTA grows linearly to ``fta_final`` and whose answer loss is 1 − FTA."""
     evals = [
         {
             "step": s,
@@ -399,6 +520,7 @@ def _fake_result(job, fta_final, status="complete"):
             "fta_all": float(np.mean(fta_final)) * s / job.steps,
             "em": [0.5 * v * s / job.steps for v in fta_final],
             "em_all": 0.5 * float(np.mean(fta_final)) * s / job.steps,
+            "loss_train": 1.0 - float(np.mean(fta_final)) * s / job.steps,
         }
         for s in range(job.steps // 10, job.steps + 1, job.steps // 10)
     ]
@@ -412,17 +534,32 @@ def _fake_result(job, fta_final, status="complete"):
     )  # fmt: skip
 
 
-def test_plan_orders_sweeps_by_dependency_and_reuses_the_winning_sweep_run(tmp_path):
-    optim = {"muon": {"lr": [0.01, 0.02]}, "adam": {"lr": [1e-3, 3e-3]}, "sgd": {"lr": [0.1]}}
+def test_the_answer_loss_score_is_minus_the_last_weighted_answer_loss():
+    cfg = Config(optim=OptimSection.defaults("adam"))
+    job = _template(cfg).spec(ARMS["adam"], "plain", {"adam": 1e-3}, 1000, 100)
+    result = _fake_result(job, [1.0, 0.5, 0.0])
+    assert list(SCORES) == ["answer_loss", "fta_all"]  # the default first
+    assert score_of("answer_loss")(result) == pytest.approx(-0.5)
+    assert score_of("fta_all")(result) == pytest.approx(0.5)
+    assert score_of("answer_loss")(_fake_result(job, [1.0], status="diverged")) is None
+    nan = dataclasses.replace(result, evals=[{**result.evals[-1], "loss_train": float("nan")}])
+    assert score_of("answer_loss")(nan) is None
+
+
+def test_plan_tunes_in_borrowing_order_on_tuning_seeds_and_evaluates_fresh_seeds(tmp_path):
+    optim = {"muon": {"lr": [0.01, 0.02]}, "adam": {"lr": [1e-3, 3e-3]},
+             "adam_split": {"lr": [1e-3, 3e-3]}, "sgd": {"lr": [0.1, 0.3]}}  # fmt: skip
     cfg = Config(arms=list(ARMS), seeds=3, optim=OptimSection.from_config(optim, "optim"),
-                 train=TrainSection(steps=100))  # fmt: skip
+                 train=TrainSection(steps=100), tuning=TuningSection(max_extend=1))  # fmt: skip
+    cfg.validate()
     runs = _template(cfg)
-    plan = Plan(cfg.entries(), lambda e, p, r: score(r), [0, 1, 2], 100, 0, 100, runs)
+    plan = Plan(tuple(cfg.entries()), (0, 1, 2), 100, runs, score_of("answer_loss"))
     # Each arm tunes the kind training most of its hidden matrices and borrows the others'
     # rates from the arm that trains every hidden matrix with that kind.
-    needs = {e.arm.name: (e.arm.tuned, e.needs) for e in plan.entries}
+    needs = {e.arm.name: (e.arm.tuned, e.rates.lenders) for e in plan.entries}
     assert needs == {
         "muon": ("muon", ("adam",)),
+        "adam_split": ("adam_split", ("adam",)),
         "adam": ("adam", ()),
         "sgd": ("sgd", ()),
         "muon_vo_ffn": ("muon", ("adam",)),
@@ -433,55 +570,69 @@ def test_plan_orders_sweeps_by_dependency_and_reuses_the_winning_sweep_run(tmp_p
     def fake_run(job, context, on_steps):
         trained.append(job)
         lr = job.lrs[job.arm.tuned]
-        if job.arm.name == "sgd":
-            return _fake_result(job, [0.5] * 5, status="diverged")
-        # Quality peaks at the middle of each grid's scale: 0.02 for Muon, 3e-3 for Adam.
+        if job.arm.name == "sgd":  # its larger rate diverges; every other run scores alike
+            return _fake_result(job, [0.5] * 5, status="diverged" if lr == 0.3 else "complete")
+        # Quality peaks at the grid's top point (0.02 for Muon, 3e-3 for Adam): the winner
+        # sits at an end, so the sweep widens one point beyond it, which is worse.
         good = lr in (0.02, 3e-3)
         return _fake_result(job, [1.0, 1.0, 0.9, 0.8 if good else 0.5, 0.7 if good else 0.2])
 
-    run_plan(plan, RunContext(str(tmp_path), data=None), 1, lambda r: "", train=fake_run)
-    assert len(trained) == len(set(trained)) == plan.total_runs()
-    assert plan.best[("plain", "adam")] == {"adam": 3e-3}
-    assert plan.best[("plain", "muon")] == {"muon": 0.02, "adam": 3e-3}
-    assert plan.best[("plain", "muon_qk")] == {"muon": 0.02, "adam": 3e-3}
-    assert plan.best[("plain", "sgd")] == {"sgd": 0.1}  # the only grid point, though diverged
-    order = [(j.arm.name, j.seed) for j in trained]
-    # Arms that borrow an LR start their sweep only after the arm they borrow from is tuned.
-    for arm in ARMS:
-        for dep in needs[arm][1]:
-            dep_sweep_done = max(
-                i for i, j in enumerate(trained) if j.arm.name == dep and j.seed == 0
-            )
+    done = run_plan(plan, RunContext(str(tmp_path), data=None), 1, lambda r: "", train=fake_run)
+    # Per arm: 3 points (2 declared, 1 widened) × 2 tuning seeds, then 3 evaluation seeds.
+    assert len(trained) == len(set(trained)) == len(ARMS) * (3 * 2 + 3)
+    assert done.best[("plain", "adam")] == {"adam": 3e-3}
+    assert done.best[("plain", "adam_split")] == {"adam": 3e-3, "adam_split": 3e-3}
+    assert done.best[("plain", "muon")] == {"muon": 0.02, "adam": 3e-3}
+    assert done.best[("plain", "muon_qk")] == {"muon": 0.02, "adam": 3e-3}
+    # SGD: 0.3 diverged (ranked last), 0.1 won at the low end, widened to 0.0333, which ties
+    # with it: the point tried first keeps it, now interior.
+    assert done.best[("plain", "sgd")] == {"sgd": 0.1}
+    sgd = done.choices["plain", "sgd"]
+    assert sgd.points == (0.1, 0.3, 0.03333) and sgd.means[1] is None and sgd.edge is None
+    muon = done.choices["plain", "muon"]
+    assert muon.points == (0.01, 0.02, 0.04) and muon.point == 0.02 and muon.edge is None
+    for entry, jobs in done.seed_runs.items():  # fresh seeds at the chosen rates
+        assert [(j.seed, j.steps, dict(j.lrs)) for j in jobs] == [
+            (s, 100, done.best[entry]) for s in (0, 1, 2)
+        ]
+        tuning = {seed for _, seed, _ in done.states[entry].trials}
+        assert tuning == {1000, 1001}
+    # An arm that borrows a rate starts its trials only after its lender's last trial.
+    for arm, (_, lenders) in needs.items():
+        for lender in lenders:
+            last = max(i for i, j in enumerate(trained) if j.arm.name == lender and j.seed >= 1000)
             first = min(i for i, j in enumerate(trained) if j.arm.name == arm)
-            assert first > dep_sweep_done, (arm, dep, order)
-    # The winning sweep run is seed 0's run: 2 more seeds per arm, not 3.
-    assert sum(j.arm.name == "adam" for j in trained) == len(cfg.optim["adam"].grid) + 2
-    rows = sweep_rows(plan)
-    assert [r["fta_all"] for r in rows if r["arm"] == "sgd"] == [FAILED_SCORE]
-    assert [r["status"] for r in rows if r["arm"] == "sgd"] == ["diverged"]
-    (qk,) = [r for r in rows if r["arm"] == "muon_qk" and r["chosen"]]
-    assert (qk["swept"], qk["lr_adam"], qk["lr_muon"], qk["lr_sgd"]) == ("adam", 3e-3, 0.02, None)
+            assert first > last, (arm, lender)
+    rows = trial_rows(done)
+    sgd_rows = [r for r in rows if r.arm == "sgd" and r.point == 0.3]
+    assert [(r.score, r.point_score, r.status) for r in sgd_rows] == [(None, None, "diverged")] * 2
+    qk = [r for r in rows if r.arm == "muon_qk" and r.chosen]
+    assert {(r.swept, r.seed) for r in qk} == {("adam", 1000), ("adam", 1001)}
+    record = qk[0].record(done.kinds)
+    assert (record["lr_adam"], record["lr_muon"], record["lr_sgd"]) == (3e-3, 0.02, None)
+    assert record["score"] == pytest.approx(-(1 - np.mean([1.0, 1.0, 0.9, 0.8, 0.7])))
+    choices = {r.arm: r for r in choice_rows(done)}
+    assert {(r.trials, r.budget, r.tuning_seeds) for r in choices.values()} == {
+        (6, 6, (1000, 1001))
+    }
+    assert choices["muon_qk"].chosen == 3e-3 and choices["muon_qk"].source == "this run"
     job = runs.spec(ARMS["muon_qk"], "plain", {"adam": 3e-3, "muon": 0.02}, 1, 100)
     assert job.key == "runs/plain/muon_qk/muon0.02-adam0.003-seed1-steps100"
     assert job.lrs == {"muon": 0.02, "adam": 3e-3}  # registry order
 
 
-def _plan_with(finals: dict[str, list[list[float]]], steps=100):
-    """A finished plan whose seed runs end with the given per-seed FTA vectors."""
+def _plan_with(finals: dict[str, list[list[float]]], steps=100) -> TrainedPlan:
+    """A finished plan at set rates whose seed runs end with the given per-seed FTA vectors."""
     n_seeds = len(next(iter(finals.values())))
     cfg = Config(arms=list(finals), seeds=n_seeds, train=TrainSection(steps=steps),
                  optim=OptimSection.defaults("muon", "adam", "sgd"))  # fmt: skip
-    runs = _template(cfg)
-    plan = Plan(cfg.entries(), lambda e, p, r: 0, list(range(n_seeds)), steps, 0, steps, runs)
-    for arm, per_seed in finals.items():
-        jobs = [
-            runs.spec(ARMS[arm], "plain", {k: 0.01 for k in ARMS[arm].kinds}, s, steps)
-            for s in range(len(per_seed))
-        ]
-        plan.seed_runs[("plain", arm)] = jobs
-        for job, fta in zip(jobs, per_seed, strict=True):
-            plan.results[job] = _fake_result(job, fta)
-    return plan
+    plan = Plan(tuple(cfg.entries()), tuple(range(n_seeds)), steps, _template(cfg),
+                lambda r: 0.0)  # fmt: skip
+    results = {}
+    for (_, arm), state in plan.status({}).items():
+        for job, fta in zip(state.seed_runs, finals[arm], strict=True):
+            results[job] = _fake_result(job, fta)
+    return TrainedPlan(plan, results)
 
 
 def test_tables_gap_and_claim_rules_on_constructed_results():

@@ -205,7 +205,11 @@ def test_every_knob_is_an_override_recorded_in_the_run(tmp_path):
     assert config["model"]["tie_weights"] is True and config["model"]["pos_encoding"] == "learned"
     assert config["eval_sample"] == 4
     specs = [json.loads(p.read_text()) for p in out.glob("runs/*/*/*/spec.json")]
-    assert len(specs) == 2
+    # A one-point list is a set rate: no tuning trial, one evaluation run per arm of the preset.
+    assert sorted(spec["arm"]["name"] for spec in specs) == ["adam", "adam_split", "muon"]
+    assert all(spec["seed"] == 0 and spec["steps"] == 8 for spec in specs)
+    muon = next(spec for spec in specs if spec["arm"]["name"] == "muon")
+    assert muon["lrs"]["muon"] == 0.02
     for spec in specs:
         assert spec["data"]["packing"] == "document" and spec["data"]["eval_sample"] == 4
         assert spec["model"]["tie_weights"] and spec["model"]["pos_encoding"] == "learned"

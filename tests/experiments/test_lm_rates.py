@@ -13,6 +13,7 @@ from tailmem.errors import ConfigError
 from tailmem.lm.arms import Arm, matrix_recipe, select_arms
 from tailmem.lm.config import OptimSection
 from tailmem.lm.rates import base_arm, rate_entries
+from tailmem.lm.tuning import Sweep, TuningSection
 from tailmem.optim.registry import REGISTRY, AdamHParams, FactoryHParams, MuonHParams
 
 MUON = Arm.of_recipe(matrix_recipe("muon"))
@@ -128,6 +129,26 @@ def test_a_user_kind_may_not_take_a_registered_name(user):
         OptimSection.from_config({"adam": {"factory": user, "lr": 0.1, "damping": 1}}, "optim")
 
 
+def test_a_twin_kind_takes_only_its_rate_and_every_other_setting_of_its_twin():
+    section = OptimSection.from_config(
+        {"adam": {"lr": 1e-3, "betas": [0.9, 0.99]}, "adam_split": {"lr": [2e-4, 4e-4]}}, "optim"
+    )
+    split, adam = section["adam_split"], section["adam"]
+    assert split.hparams == adam.hparams == AdamHParams(betas=(0.9, 0.99))
+    assert split.grid == (2e-4, 4e-4) and adam.grid == (1e-3,)
+    assert section.to_config()["adam_split"] == {"lr": [2e-4, 4e-4]}  # its rate alone
+    assert OptimSection.from_config(section.to_config(), "optim") == section
+    alone = OptimSection.from_config({"adam_split": {"lr": 1e-3}}, "optim")
+    assert alone["adam_split"].hparams == AdamHParams()  # Adam's defaults without its section
+    assert alone.with_kinds(["adam"])["adam_split"].hparams == AdamHParams()
+    with pytest.raises(ConfigError) as err:
+        OptimSection.from_config({"adam_split": {"lr": 1e-3, "eps": 1e-6}}, "optim")
+    assert str(err.value) == (
+        "optim.adam_split.eps: adam_split is adam at a learning rate of its own and takes only "
+        "lr; expected optim.adam.eps (it sets both)"
+    )
+
+
 # --------------------------------------------------------------------------- arms
 
 
@@ -176,44 +197,72 @@ def test_select_arms_takes_names_and_recipes_and_refuses_unknown_empty_and_repea
 # --------------------------------------------------------------------------- plan entries
 
 
+TUNING = TuningSection()
+SCORES = {"val_loss": "the validation loss"}
+
+
+def entries_of(ffns, arms, section, steps=40):
+    return rate_entries(ffns, arms, section, TUNING, 0, steps, SCORES)
+
+
 def test_an_arm_sweeps_its_tuned_kind_and_borrows_the_others_from_their_base_arms():
     section = optim(muon=[0.01, 0.02], adam=[1e-3, 3e-3])
     arms = [MUON, ADAM, MUON_QK, MUON_VO_FFN]
     assert base_arm("adam", arms) is ADAM and base_arm("muon", arms) is MUON
     assert base_arm("sgd", arms) is None
-    entries = {(e.ffn, e.arm.name): e for e in rate_entries(["plain", "gated"], arms, section)}
+    entries = {(e.ffn, e.arm.name): e for e in entries_of(["plain", "gated"], arms, section)}
     assert list(entries) == [(f, a.name) for f in ("plain", "gated") for a in arms]
     muon, adam, qk = entries["plain", "muon"], entries["plain", "adam"], entries["gated", "muon_qk"]
-    assert (muon.points, muon.needs) == ((0.01, 0.02), ("adam",))
-    assert (adam.points, adam.needs) == ((1e-3, 3e-3), ())
-    assert (qk.points, qk.needs) == ((1e-3, 3e-3), ("muon",))  # Adam tuned, Muon borrowed
-    assert entries["plain", "muon_vo_ffn"].needs == ("adam",)
-    best = {("plain", "adam"): {"adam": 3e-3}, ("gated", "muon"): {"muon": 0.02, "adam": 1e-3}}
-    assert muon.lrs(0.01, best) == {"adam": 3e-3, "muon": 0.01}
-    assert qk.lrs(1e-3, best) == {"muon": 0.02, "adam": 1e-3}  # the gated Muon arm's choice
+    assert muon.sweep == Sweep((0.01, 0.02), (1000, 1001), 40, "val_loss", 2)
+    assert (muon.rates.swept, muon.rates.lenders) == (("muon",), ("adam",))
+    assert muon.rates.borrowed == {"adam": ("adam", "adam")} and not muon.rates.fixed
+    assert adam.sweep is not None and adam.sweep.grid == (1e-3, 3e-3)
+    assert (adam.rates.swept, adam.rates.lenders) == (("adam",), ())
+    assert qk.sweep is not None and qk.sweep.grid == (1e-3, 3e-3)  # Adam tuned, Muon borrowed
+    assert (qk.rates.swept, qk.rates.lenders) == (("adam",), ("muon",))
+    assert entries["plain", "muon_vo_ffn"].rates.lenders == ("adam",)
+    # Every arm tunes one rate by the same rule: the same budget for each.
+    assert {e.sweep.budget for e in entries.values() if e.sweep} == {(2 + 2) * 2}
+    assert muon.rates.at(0.01, {"adam": {"adam": 3e-3}}) == {"adam": 3e-3, "muon": 0.01}
+    gated_muon = {"muon": {"muon": 0.02, "adam": 1e-3}}  # the gated Muon arm's choice
+    assert qk.rates.at(1e-3, gated_muon) == {"muon": 0.02, "adam": 1e-3}
+
+
+def test_the_sweep_takes_the_tuning_sections_seeds_length_score_and_widening():
+    tuning = TuningSection(seeds=3, score="fta", max_extend=1, steps=7)
+    (muon,) = rate_entries(
+        ["plain"], [MUON], optim(muon=[0.01, 0.02], adam=1e-3), tuning, 5, 40,
+        {"val_loss": "", "fta": ""},
+    )  # fmt: skip
+    assert muon.sweep == Sweep((0.01, 0.02), (1005, 1006, 1007), 7, "fta", 1)
+    assert muon.sweep.budget == (2 + 1) * 3
 
 
 def test_a_kind_given_one_number_is_fixed_and_borrowed_from_no_arm():
     section = optim(muon=[0.01, 0.02], adam=2e-3, sgd=0.3)
-    (muon, qk, sgd) = rate_entries(["plain"], [MUON, MUON_QK, SGD], section)
-    assert (muon.points, muon.needs) == ((0.01, 0.02), ())  # no Adam arm needed
-    assert muon.lrs(0.02, {}) == {"adam": 2e-3, "muon": 0.02}
-    assert (qk.points, qk.needs) == ((2e-3,), ("muon",))  # Adam tuned: one point, its number
-    assert qk.lrs(2e-3, {("plain", "muon"): {"muon": 0.01, "adam": 2e-3}}) == {
+    (muon, qk, sgd) = entries_of(["plain"], [MUON, MUON_QK, SGD], section)
+    assert muon.sweep is not None and muon.sweep.grid == (0.01, 0.02)
+    assert muon.rates.lenders == () and muon.rates.fixed == {"adam": 2e-3}  # no Adam arm needed
+    assert muon.rates.at(0.02, {}) == {"adam": 2e-3, "muon": 0.02}
+    assert qk.sweep is None and qk.rates.lenders == ("muon",)  # Adam set: nothing to tune
+    assert qk.rates.at(1.0, {"muon": {"muon": 0.01, "adam": 2e-3}}) == {
         "muon": 0.01,
         "adam": 2e-3,
     }
-    assert (sgd.points, sgd.needs, sgd.lrs(0.3, {})) == ((0.3,), (), {"sgd": 0.3})
+    assert (sgd.sweep, sgd.rates.lenders, sgd.rates.at(1.0, {})) == (None, (), {"sgd": 0.3})
+    # A one-point list is a set rate too.
+    (one,) = entries_of(["plain"], [SGD], optim(sgd=[0.3]))
+    assert one.sweep is None and one.rates.fixed == {"sgd": 0.3}
 
 
 def test_a_swept_kind_with_no_base_arm_run_is_refused():
     with pytest.raises(ConfigError) as err:
-        rate_entries(["plain"], [MUON], optim(muon=[0.01, 0.02], adam=[1e-3, 3e-3]))
+        entries_of(["plain"], [MUON], optim(muon=[0.01, 0.02], adam=[1e-3, 3e-3]))
     assert str(err.value) == (
         "arm muon borrows optim.adam.lr from the arm that trains every hidden matrix with adam, "
         "and none is run; expected that arm in arms, or optim.adam.lr set to one number"
     )
-    rate_entries(["plain"], [MUON], optim(muon=[0.01, 0.02], adam=1e-3))  # a number: fine
+    entries_of(["plain"], [MUON], optim(muon=[0.01, 0.02], adam=1e-3))  # a number: fine
 
 
 def test_arms_that_borrow_from_each_other_are_refused():
@@ -222,7 +271,7 @@ def test_arms_that_borrow_from_each_other_are_refused():
     b = Arm("b", "B", f"sgd:{hidden} adam:*")  # tunes SGD, borrows Adam from a
     section = optim(adam=[1e-3, 3e-3], sgd=[0.1, 0.3])
     with pytest.raises(ConfigError, match=r"arms borrow learning rates in a cycle \(a -> b -> a\)"):
-        rate_entries(["plain"], [a, b], section)
+        entries_of(["plain"], [a, b], section)
     # Either rate fixed breaks the cycle: b then waits on a, which waits on nothing.
-    (ea, eb) = rate_entries(["plain"], [a, b], optim(adam=[1e-3, 3e-3], sgd=0.1))
-    assert (ea.needs, eb.needs) == ((), ("a",))
+    (ea, eb) = entries_of(["plain"], [a, b], optim(adam=[1e-3, 3e-3], sgd=0.1))
+    assert (ea.rates.lenders, eb.rates.lenders) == ((), ("a",))

@@ -1,10 +1,12 @@
 """The tail-learning benchmark at smoke size, with a user's optimiser given by import path only:
 it trains as an arm of both QA levels, runs on the associative memory, and sits on the
-leaderboard with its family and source."""
+leaderboard with its family, source and place between the two references (Muon; Adam on the
+hidden matrices at its own rate), all-Adam an extra row; the leaderboard figures on typed rows."""
 
 from __future__ import annotations
 
 import csv
+import dataclasses
 import json
 import os
 import subprocess
@@ -16,6 +18,8 @@ import pytest
 from tailmem.config import load_config
 from tailmem.errors import ConfigError
 from tailmem.experiments import optim_bench
+from tailmem.experiments.optim_bench.board import LeaderboardRow
+from tailmem.experiments.optim_bench.places import EQUIVALENCE_MARGIN, PLACES
 
 HERE = Path(__file__).resolve().parent
 SRC = HERE.parents[1] / "src"
@@ -24,8 +28,9 @@ SRC = HERE.parents[1] / "src"
 def test_the_smoke_benchmark_places_a_users_optimiser_on_the_leaderboard(tmp_path):
     env = {**os.environ, "PYTHONPATH": os.pathsep.join([str(SRC), str(HERE)]), "CI": "true"}
     out = tmp_path / "bench"
-    args = ["optimizers=[muon, adam, toy]", "optim.toy.factory=toy_optimizer:DampedSign",
-            "optim.toy.lr=[0.01]", "optim.toy.damping=0.5"]  # fmt: skip
+    args = ["optimizers=[muon, adam_split, adam, toy]",
+            "optim.toy.factory=toy_optimizer:DampedSign", "optim.toy.lr=[0.01]",
+            "optim.toy.damping=0.5"]  # fmt: skip
     done = subprocess.run(
         [sys.executable, "-m", "tailmem", "run", "optim-bench", "--preset", "smoke", "--out",
          str(out), *args], env=env, capture_output=True, text=True, timeout=600, check=False,
@@ -35,12 +40,35 @@ def test_the_smoke_benchmark_places_a_users_optimiser_on_the_leaderboard(tmp_pat
         board = list(csv.DictReader(fh))
     levels = {row["level"] for row in board}
     assert len(levels) == 2
+    assert sorted(row["optimizer"] for row in board) == sorted(["muon", "adam_split", "adam",
+                                                               "toy"] * 2)  # fmt: skip
     toy = [row for row in board if row["optimizer"] == "toy"]
     assert len(toy) == 2 and all(row["family"] == "yours" for row in toy)
     assert toy[0]["source"] == "toy_optimizer:DampedSign (yours)"
+    assert all(row["role"] == "challenger" and row["placement"] in PLACES for row in toy)
+    roles = {row["optimizer"]: (row["role"], row["placement"]) for row in board}
+    assert roles["muon"] == ("reference", "reference (Muon)")
+    assert roles["adam_split"][0] == "reference"
+    assert roles["adam_split"][1].startswith("reference (Adam, own rate): ")
+    assert roles["adam"][0] == "extra: Adam everywhere (paper A)" and roles["adam"][1] in PLACES
+    # Equal tuning freedom, evaluation seeds apart from tuning seeds: the smoke preset's rates
+    # are one-point lists, so no row tuned (0 rates, 0 trials) and all are scored on seeds 0-2.
+    assert {(r["tuned_rates"], r["tuning_trials"], r["tuning_seeds"]) for r in board} == {
+        ("0", "0", "")
+    }
+    assert {r["eval_seeds"] for r in board} == {"0 1 2"}
+    assert {float(r["margin"]) for r in board} == {EQUIVALENCE_MARGIN}
+    assert all(r["lag_vs_muon"] == "" for r in board if r["optimizer"] == "muon")
+    assert all(r["lag_vs_adam"] == "" for r in board if r["optimizer"] == "adam_split")
     assert all(float(row["step_time_vs_adam"]) > 0 for row in board)
     specs = [json.loads(p.read_text()) for p in out.glob("points/*/runs/*/toy/*/spec.json")]
     assert specs and all(s["hparams"]["toy"]["damping"] == 0.5 for s in specs)
+    assert {s["seed"] for s in specs} == {0, 1, 2}  # evaluation runs only
+    with open(out / "leaderboard_view.csv") as fh:
+        view = list(csv.DictReader(fh))
+    assert len(view) == len(board) and {r["tuning"] for r in view} == {"0/0"}
+    for stem in ("leaderboard", "cost"):
+        assert len(list(out.glob(f"{stem}_*.png"))) == 2  # one per level
     with open(out / "memory.csv") as fh:
         memory = [row for row in csv.DictReader(fh) if row["optimizer"] == "toy"]
     assert len(memory) == 3
@@ -52,8 +80,12 @@ def test_the_smoke_benchmark_places_a_users_optimiser_on_the_leaderboard(tmp_pat
 @pytest.mark.parametrize(
     ("override", "needle"),
     [
-        ("optimizers=[adam, sgd]", "optimizers: got ['adam', 'sgd']; expected muon and adam"),
-        ("optimizers=[muon, adam, nosuch]", "unknown optimiser kind 'nosuch'"),
+        (
+            "optimizers=[adam, sgd]",
+            "optimizers: got ['adam', 'sgd']; expected muon, adam_split, adam among them",
+        ),
+        ("optimizers=[muon, adam, sgd]", "expected muon, adam_split, adam among them"),
+        ("optimizers=[muon, adam_split, adam, nosuch]", "unknown optimiser kind 'nosuch'"),
         ("optim.lion.lr=[1e-4]", "optim.lion.lr: lion is not in optimizers"),
         ("memory.dim=24", "memory.dim: got 24; expected 1..facts-1"),
     ],
@@ -64,24 +96,56 @@ def test_bad_benchmark_configs_are_refused_in_one_line(override, needle):
     assert needle in str(err.value) and "\n" not in str(err.value)
 
 
+def row(**given) -> LeaderboardRow:
+    """A leaderboard row with every column empty but those ``given``."""
+    return LeaderboardRow(**({f.name: None for f in dataclasses.fields(LeaderboardRow)} | given))
+
+
 def test_the_leaderboard_figure_names_every_point_of_a_cluster_without_overlap():
     from matplotlib.text import Text
 
     from tailmem.experiments.optim_bench.board import figure
 
-    adam = {"optimizer": "adam", "label": "Adam", "family": "elementwise", "step_time_vs_adam": 1}
+    adam = row(optimizer="adam_split", label="Adam (own rate)", family="elementwise",
+               step_time_vs_adam=1.0)  # fmt: skip
     rows = [
-        {"optimizer": f"opt{i}", "label": f"Optimiser {i}", "family": "sign",
-         "step_time_vs_adam": 1.0 + 0.002 * i, "lag_vs_adam_0.5": 1.9 + 0.01 * i,
-         "lag_vs_adam_0.5_se": 0.02}
+        row(optimizer=f"opt{i}", label=f"Optimiser {i}", family="sign",
+            step_time_vs_adam=1.0 + 0.002 * i, lag_vs_adam=1.9 + 0.01 * i,
+            lag_vs_adam_low=1.85 + 0.01 * i, lag_vs_adam_high=1.95 + 0.01 * i)
         for i in range(8)
-    ] + [adam]  # fmt: skip
+    ]  # fmt: skip
+    rows += [adam, row(optimizer="untimed", label="Untimed", family="sign", lag_vs_adam=2.0)]
     fig = figure(rows, "test")
     fig.canvas.draw()
     renderer = fig.canvas.get_renderer()
     (ax,) = [a for a in fig.axes if a.texts]
     boxes = [Text.get_window_extent(t, renderer) for t in ax.texts]  # the words, not the leaders
-    assert sorted(t.get_text() for t in ax.texts) == sorted(r["label"] for r in rows)
+    # Every timed optimiser is named; the reference sits at its own pace (1).
+    assert sorted(t.get_text() for t in ax.texts) == sorted(r.label for r in rows[:-1])
     for i, a in enumerate(boxes):
         for b in boxes[i + 1 :]:
             assert not a.overlaps(b), (a, b)
+
+
+def test_the_ranked_figure_orders_optimisers_by_their_tail_speed_up_with_their_place():
+    from tailmem.experiments.optim_bench.board import ranked_figure
+
+    rows = [
+        row(optimizer="muon", label="Muon", family="orthogonalised", placement="reference (Muon)",
+            lag_vs_adam=1.9, lag_vs_adam_low=1.7, lag_vs_adam_high=2.1),
+        row(optimizer="adam_split", label="Adam (own rate)", family="elementwise",
+            placement="reference (Adam, own rate): not distinguished"),
+        row(optimizer="adam", label="Adam", family="elementwise", placement="behind Adam",
+            lag_vs_adam=0.8, lag_vs_adam_low=0.7, lag_vs_adam_high=0.9),
+        row(optimizer="lion", label="Lion", family="sign", placement="not distinguished"),
+    ]  # fmt: skip
+    fig = ranked_figure(rows, "bpe")
+    (ax,) = fig.axes
+    names = [t.get_text() for t in ax.get_yticklabels()]
+    # Lion has no measured lag: left out; the others from the slowest to the fastest.
+    assert names == ["Adam — behind Adam", "Adam (own rate) — reference (Adam, own rate): "
+                     "not distinguished", "Muon — reference (Muon)"]  # fmt: skip
+    # Each bar spans its 95 % interval on its own line; the reference's is its own pace.
+    spans = [(list(line.get_xdata()), list(line.get_ydata())) for line in ax.lines]
+    bars = [(x, y) for x, y in spans if len(x) == 2 and y[0] == y[1]]
+    assert bars == [([0.7, 0.9], [0, 0]), ([1.0, 1.0], [1, 1]), ([1.7, 2.1], [2, 2])]

@@ -2,7 +2,7 @@
 recorded spec of every run that uses the kind, or is refused in one line.
 
 The plans are walked with a stand-in trainer (each run "finishes" at once, scored by its
-learning rates), so every sweep point and every seed run's :class:`~tailmem.lm.spec.RunSpec` is
+learning rates), so every tuning trial and every seed run's :class:`~tailmem.lm.spec.RunSpec` is
 built exactly as a real run builds it — its :meth:`~tailmem.lm.spec.RunSpec.record` is what
 ``spec.json`` stores.
 """
@@ -16,6 +16,7 @@ import pytest
 from tailmem.config import available_presets, load_config
 from tailmem.errors import ConfigError
 from tailmem.experiments import get_experiment
+from tailmem.lm.config import LMConfig
 from tailmem.lm.plan import Plan, run_plan
 from tailmem.lm.spec import RunResult, RunSpec
 from tailmem.lm.subrun import RunContext, RunTemplate
@@ -44,34 +45,28 @@ def finished(spec: RunSpec) -> RunResult:
     """A complete run scored by its learning rates (so each sweep picks a definite point)."""
     score = sum(spec.lrs.values())
     evals = [{"step": spec.steps, "fta_all": score, "fta": [score], "val_loss": 1 / score,
-              "nmse_mix": 1 / score}]  # fmt: skip
+              "nmse_mix": 1 / score, "loss_train": 1 / score}]  # fmt: skip
     return RunResult(spec.digest, spec.key, spec.arm.name, spec.arm.recipe, spec.ffn, spec.lrs,
                      spec.seed, spec.steps, "complete", "", spec.steps, 0.0, 0, evals, evals[-1],
                      None, 0.0)  # fmt: skip
 
 
-def every_spec(cfg: object, tmp_path) -> list[RunSpec]:
-    """The spec of every run ``cfg``'s plan trains (sweeps and seeds), without training."""
+def every_spec(cfg: LMConfig, tmp_path) -> list[RunSpec]:
+    """The spec of every run ``cfg``'s plan trains (tuning trials and seed runs), without
+    training: every rate given as a grid is tuned here, even where the preset reads stored
+    rates (a trial's spec is built as a seed run's is)."""
     ffns = getattr(cfg, "ffns", None) or [getattr(cfg, "ffn", "plain")]
     models = {ffn: cfg.model.build(256, ffn, cfg.train.seq_len) for ffn in ffns}
     template = RunTemplate(models, cfg.train, cfg.optim, {}, True)
-    entries = cfg.entries() if hasattr(cfg, "entries") else get_experiment_entries(cfg)
-    sweep_steps = getattr(cfg, "sweep_steps", cfg.train.steps)
-    plan = Plan(entries, lambda e, p, r: r.final["fta_all"], cfg.seed_list, cfg.train.steps,
-                cfg.seed, sweep_steps, template)  # fmt: skip
-    run_plan(plan, RunContext(str(tmp_path), data=None), 1, lambda r: "",
-             train=lambda spec, ctx, sink: finished(spec))  # fmt: skip
-    return list(plan.results)
+    plan = Plan(tuple(cfg.entries()), tuple(cfg.seed_list), cfg.train.steps, template,
+                lambda r: float(r.final["fta_all"]))  # fmt: skip
+    trained = run_plan(plan, RunContext(str(tmp_path), data=None), 1, lambda r: "",
+                       train=lambda spec, ctx, sink: finished(spec))  # fmt: skip
+    return list(trained.results)
 
 
-def get_experiment_entries(cfg: object) -> list:
-    from tailmem.experiments import ablation, spectra
-    from tailmem.lm.rates import rate_entries
-
-    if isinstance(cfg, ablation.Config):
-        return ablation.entries(cfg)
-    assert isinstance(cfg, spectra.Config)
-    return rate_entries([cfg.ffn], spectra.ARMS, cfg.optim)
+def tunes(cfg: LMConfig) -> bool:
+    return any(entry.sweep is not None for entry in cfg.entries())
 
 
 def cases() -> list[tuple[str, str, str, str]]:
@@ -93,7 +88,8 @@ def test_every_optimiser_key_reaches_every_run_of_its_kind(study, preset, kind, 
     base = load_config(module.Config, study, preset)
     section = base.optim[kind]
     value = section.grid[0] * 0.5 if key == "lr" else other_value(section.kind, key)
-    overrides = ["seeds=1"] if study != "knowledge-qa" else ["seeds=1", "sweep.max_extend=0"]
+    # One seed, and no widening beyond the grids (the trials' specs are built alike).
+    overrides = ["seeds=1", "tuning.max_extend=0"] if tunes(base) else ["seeds=1"]
     try:
         cfg = load_config(module.Config, study, preset, [*overrides, f"optim.{kind}.{key}={value}"])
     except ConfigError as exc:  # refused: one line naming the key
@@ -139,8 +135,15 @@ def test_a_setting_that_would_reach_no_run_or_is_invalid_is_refused(study, overr
     assert needle in str(err.value) and "\n" not in str(err.value)
 
 
-def test_knowledge_qa_sweep_keys_are_refused_when_nothing_is_swept():
+def test_knowledge_qa_tuning_keys_are_refused_when_nothing_is_tuned():
     module = get_experiment("knowledge-qa")
-    fixed = ["optim.muon.lr=0.02", "optim.adam.lr=3e-3"]
-    with pytest.raises(ConfigError, match=r"sweep\.steps: no learning rate of this run is swept"):
-        load_config(module.Config, "knowledge-qa", "smoke", [*fixed, "sweep.steps=10"])
+    cfg = load_config(module.Config, "knowledge-qa", "smoke")
+    assert not tunes(cfg)  # the smoke preset's rates are set
+    with pytest.raises(ConfigError, match=r"tuning\.steps: no learning rate of this run is tuned"):
+        load_config(module.Config, "knowledge-qa", "smoke", ["tuning.steps=10"])
+    with pytest.raises(ConfigError, match=r"unknown config field 'sweep'"):  # the old section
+        load_config(module.Config, "knowledge-qa", "smoke", ["sweep.steps=10"])
+    # A grid makes them reach its sweep.
+    grid = load_config(module.Config, "knowledge-qa", "smoke",
+                       ["optim.adam.lr=[1e-3,3e-3]", "tuning.steps=10"])  # fmt: skip
+    assert {e.sweep.steps for e in grid.entries() if e.sweep is not None} == {10}

@@ -61,7 +61,8 @@ def user(tmp_path, monkeypatch) -> str:
 
 
 def test_the_defaults_are_the_papers_settings():
-    assert list(REGISTRY)[:3] == ["muon", "adam", "sgd"]  # the order tables list them in
+    # the order tables list them in; adam_split (Adam at a rate of its own) beside Adam
+    assert list(REGISTRY)[:4] == ["muon", "adam", "adam_split", "sgd"]
     assert {"adamw", "signgd", "normuon"} <= set(REGISTRY)
     muon, adam, sgd = REGISTRY["muon"], REGISTRY["adam"], REGISTRY["sgd"]
     assert (muon.label, adam.label, sgd.label) == ("Muon", "Adam", "SGD+M")
@@ -73,13 +74,22 @@ def test_the_defaults_are_the_papers_settings():
     only = {k: REGISTRY[k].matrices_only for k in ("muon", "normuon", "adam", "sgd", "signgd")}
     assert only == {"muon": True, "normuon": True, "adam": False, "sgd": False, "signgd": False}
     assert all(kind.path is None and kind.lr > 0 for kind in REGISTRY.values())
+    # adam_split is Adam's twin: the same update, hyper-parameters and default rate.
+    split = REGISTRY["adam_split"]
+    assert (split.twin, split.label, split.factory, split.hparams) == (
+        "adam", "Adam (own rate)", adam.factory, adam.hparams,
+    )  # fmt: skip
+    assert (split.lr, split.family, split.matrices_only) == (adam.lr, adam.family, False)
+    assert [k.name for k in REGISTRY.values() if k.twin is not None] == ["adam_split"]
 
 
 def test_an_unknown_kind_is_one_line_listing_the_known_ones_and_kinds_sort_by_registry():
     with pytest.raises(ConfigError) as err:
         get_kind("nosuchopt")
     message = str(err.value)
-    assert message.startswith("unknown optimiser kind 'nosuchopt'; expected one of muon, adam, sgd")
+    assert message.startswith(
+        "unknown optimiser kind 'nosuchopt'; expected one of muon, adam, adam_split, sgd"
+    )
     assert message.endswith("(or your own: optim.nosuchopt.factory=package.module:Class)")
     assert all(name in message for name in REGISTRY) and "\n" not in message
     mine = user_kind("mine", "torch.optim:SGD", lr=0.1)

@@ -385,6 +385,18 @@ def write_outputs(cfg: Config, run: RunDir, trained: TrainedPlan) -> None:
                 "over seeds with its 95 % t interval",
             )
         )
+    tuning_tables = [
+        {
+            "file": "tuning.csv",
+            "caption": "Every arm's tuning choice, cost and budget",
+            "columns": CHOICE_COLUMNS,
+        },
+        {
+            "file": "lr_sweep.csv",
+            "caption": "Every tuning trial (score: mixture nMSE at the end)",
+            "columns": TRIAL_COLUMNS,
+        },
+    ]
     run.write_json(
         "report.json",
         {
@@ -398,16 +410,7 @@ def write_outputs(cfg: Config, run: RunDir, trained: TrainedPlan) -> None:
                     "caption": "Gaps of the score 1 − nMSE: the tail gap "
                     "(rarest group at the end, pre-specified) and each group's peak (descriptive)",
                 },
-                {
-                    "file": "tuning.csv",
-                    "caption": "Every arm's tuning choice, cost and budget",
-                    "columns": CHOICE_COLUMNS,
-                },
-                {
-                    "file": "lr_sweep.csv",
-                    "caption": "Every tuning trial (score: mixture nMSE at the end)",
-                    "columns": TRIAL_COLUMNS,
-                },
+                *(tuning_tables if choices else []),  # at set rates they are empty
             ],
         },
     )

@@ -132,13 +132,21 @@ class Plan:
     stored: Mapping[EntryId, StoredRate] = field(default_factory=dict)
     catalogue: Mapping[str, Arm] = field(default_factory=dict)
     """Every arm by name (kept by :meth:`TrainedPlan.completed`, which may drop entries)."""
+    _specs: dict[tuple[Any, ...], RunSpec] = field(
+        default_factory=dict, init=False, repr=False, compare=False
+    )
+    """Specs built so far (:meth:`status` runs after every finished run and asks for the same
+    specs again: each is built, and its digest computed, once)."""
 
     def __post_init__(self) -> None:
         if not self.catalogue:
             object.__setattr__(self, "catalogue", {e.arm.name: e.arm for e in self.entries})
 
     def spec(self, entry: Entry, lrs: Mapping[str, float], seed: int, steps: int) -> RunSpec:
-        return self.template.spec(entry.arm, entry.ffn, lrs, seed, steps)
+        key = (entry.arm, entry.ffn, tuple(sorted(lrs.items())), seed, steps)
+        if key not in self._specs:
+            self._specs[key] = self.template.spec(entry.arm, entry.ffn, lrs, seed, steps)
+        return self._specs[key]
 
     def status(self, results: Mapping[RunSpec, RunResult]) -> dict[EntryId, EntryStatus]:
         """Every entry's :class:`EntryStatus` given the finished ``results`` (pure: the same

@@ -379,21 +379,22 @@ def write_outputs(
         )
     run.write_csv("tail_table_long.csv", long_rows)
     run.write_csv("head_tail_gap.csv", gaps_rows)
-    layout_tables += [
-        {
-            "file": "head_tail_gap.csv",
-            "caption": f"Head (groups 0..{cfg.head_groups - 1}) vs rarest group at the end: the "
-            "head–tail gap, mean and std over seeds",
-            "columns": HEAD_TAIL_COLUMNS,
-        },
-        {
-            "file": "tuning.csv",
-            "caption": f"Tuning: every arm's choice, cost and budget (score "
-            f"{cfg.tuning.score_name(SCORES)}: {SCORES[cfg.tuning.score_name(SCORES)]})",
-            "columns": CHOICE_COLUMNS,
-        },
-        {"file": "lr_sweep.csv", "caption": "Every tuning trial", "columns": TRIAL_COLUMNS},
-    ]
+    layout_tables.append({
+        "file": "head_tail_gap.csv",
+        "caption": f"Head (groups 0..{cfg.head_groups - 1}) vs rarest group at the end: the "
+        "head–tail gap, mean and std over seeds",
+        "columns": HEAD_TAIL_COLUMNS,
+    })  # fmt: skip
+    if choices:  # at set rates nothing is tuned: the tuning tables are empty
+        layout_tables += [
+            {
+                "file": "tuning.csv",
+                "caption": f"Tuning: every arm's choice, cost and budget (score "
+                f"{cfg.tuning.score_name(SCORES)}: {SCORES[cfg.tuning.score_name(SCORES)]})",
+                "columns": CHOICE_COLUMNS,
+            },
+            {"file": "lr_sweep.csv", "caption": "Every tuning trial", "columns": TRIAL_COLUMNS},
+        ]
     claims = tables.claims(plan, m, cfg.head_groups, chance)
     write_claims(run, claims)
     results = {

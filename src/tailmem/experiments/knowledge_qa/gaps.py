@@ -275,9 +275,10 @@ def ratio_text(row: LagRatio, lead: str, lag: str) -> str:
 
 def _sources(gaps: QAGaps) -> list[tuple[str, list[PairMeasure], bool]]:
     """(source label, measured pairs, whether to read their paper's-cells ratios) of ours, ours
-    on the paper's cells and each paper version."""
+    on the paper's cells and each paper version. The paper's tables are their own cells: their
+    ratios are read whole (the gated FFN's single published cell cannot be cut to three)."""
     ours = gaps.ours.measured
-    papers = [(VERSION_LABELS[v], m.measured, True) for v, m in gaps.paper.items()]
+    papers = [(VERSION_LABELS[v], m.measured, False) for v, m in gaps.paper.items()]
     return [("tailmem", ours, False), (CELLS_SOURCE, ours, True), *papers]
 
 
