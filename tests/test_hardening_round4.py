@@ -575,8 +575,7 @@ def test_collect_refuses_an_incomplete_or_partial_cpu_folder(
     assert main(["run", "fake", "--preset", "cpu", "--out", str(out / "fake")]) == 0
     capsys.readouterr()
     assert script_error(readme_script, ["collect", str(out)], capsys).startswith(
-        f"{out} holds no run of assoc-two-group, assoc-scaling, assoc-capacity, knowledge-qa, "
-        "ablation, spectra, icl-regression, optim-bench; expected a run of every study"
+        f"{out} holds no run of {', '.join(readme_script.STUDIES)}; expected a run of every study"
     )
     (out / "fake" / "results.json").write_text("{}")  # no longer what COMPLETE certifies
     assert script_error(readme_script, ["collect", str(out)], capsys) == (

@@ -380,9 +380,11 @@ def _above(console: Any) -> Iterator[None]:
 def _plain_lines(
     board: Board, stream: IO[str], poll_s: float, prefix: str, started: Callable[[], bool]
 ) -> Iterator[None]:
-    """Plain lines while the block runs, from the moment ``started()`` holds."""
+    """Plain lines while the block runs, from the moment ``started()`` holds; a block that
+    raises gets no closing lines (its error is the one line that ends the command)."""
     lines = PlainLines(board, stream, prefix=prefix)
     stop = threading.Event()
+    failed = False
 
     def poll() -> None:
         if lines.status or started():
@@ -397,7 +399,11 @@ def _plain_lines(
     thread.start()
     try:
         yield
+    except BaseException:
+        failed = True
+        raise
     finally:
         stop.set()
         thread.join()
-        poll()
+        if not failed:
+            poll()

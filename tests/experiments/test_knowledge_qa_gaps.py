@@ -347,11 +347,14 @@ def test_no_seed_finished_by_both_arms_is_not_measured():
     assert measures.to_json()["pairs"][0]["status"] == "not measured"
 
 
-def test_an_arm_whose_every_seed_diverged_leaves_the_tables_and_nothing_is_measured():
+def test_an_arm_whose_every_seed_diverged_is_listed_as_not_measured_never_left_out():
     plan = _plan(adam_status=("diverged", "diverged"))
     assert plan.arms == ["muon"]  # the completed plan's tables read the runs that finished
     measures, curves = measure(plan, "plain", EXPOSURES)
-    assert not measures.ours.pairs and not curves
+    assert not measures.ours.measured and not curves
+    (pair,) = measures.ours.pairs  # the pair is there, with the reason it has no numbers
+    assert (pair.lead, pair.lag, pair.status) == ("muon", "adam", "not measured")
+    assert pair.to_json()["reason"] == "no seed completed in both arms"
     assert summary_sentences(measures, "plain", LABELS) == [
         "Gap measures, plain FFN: not measured (no seed completed in any pair of arms)."
     ]

@@ -181,3 +181,14 @@ def test_the_store_key_follows_every_number_of_the_tuning_problem(tmp_path):
     path.write_text("{not json")
     with pytest.raises(Exception, match="not a store of tuned rates"):
         load_store(path)
+
+
+def test_a_seed_whose_tuning_seeds_pass_the_seed_range_is_refused_before_anything_is_written(
+    tmp_path,
+):
+    from tailmem.cli import main
+
+    out = tmp_path / "x"
+    code = main(["run", "knowledge-qa", "--preset", "smoke", "--out", str(out),
+                 "optim.muon.lr=[0.01,0.02]", "seed=4294967290"])  # fmt: skip
+    assert code == 2 and not out.exists()

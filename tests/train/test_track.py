@@ -67,7 +67,9 @@ def wandb_run(run_dir: Path) -> list[dict]:
     and history (step -> logged values)."""
     out = []
     for log in sorted((run_dir / "wandb").glob("offline-run-*/run-*.wandb")):
-        run: dict = {"history": {}}
+        # the folder is offline-run-<time>-<run id>: the id even where W&B has not yet written
+        # the session's run record (it writes it lazily; seen missing in 1 of 4 resumed runs)
+        run: dict = {"history": {}, "id": log.parent.name.rsplit("-", 1)[-1]}
         for data in _records(log):
             record = wandb_internal_pb2.Record.FromString(data)
             kind = record.WhichOneof("record_type")

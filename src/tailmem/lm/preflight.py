@@ -35,6 +35,7 @@ import torch
 
 from tailmem.errors import ConfigError
 from tailmem.lm.config import LMConfig
+from tailmem.lm.tuning import TUNING_SEED_OFFSET
 from tailmem.models.gpt import GPT, GPTConfig
 from tailmem.optim.trial import trial_step
 from tailmem.resources import require_memory
@@ -104,6 +105,14 @@ def check_lm(
         raise ConfigError(
             f"seeds: got {cfg.seeds} from seed {cfg.seed}, up to seed {last}; expected seeds "
             f"within [0, {SEED_MAX}] (fewer seeds or a smaller seed)"
+        )
+    tuned = any(e.sweep is not None for e in cfg.entries())
+    last_tuning = cfg.seed + TUNING_SEED_OFFSET + cfg.tuning.seeds - 1
+    if tuned and last_tuning > SEED_MAX:
+        most = SEED_MAX - TUNING_SEED_OFFSET - cfg.tuning.seeds + 1
+        raise ConfigError(
+            f"seed: got {cfg.seed}; expected at most {most} (its tuning seeds run "
+            f"{TUNING_SEED_OFFSET} above it, up to seed {last_tuning})"
         )
     seed_list = seed_list_bytes(cfg.seeds)
     require_memory(f"the list of seeds={cfg.seeds} seeds", seed_list)

@@ -76,7 +76,21 @@ def rate_entries(
         sweep = tuning.sweep(section.grid, seed, steps, scores) if section.tuned else None
         return Entry(ffn, arm, rates, sweep)
 
-    return [entry(ffn, arm) for ffn in ffns for arm in arms]
+    entries = [entry(ffn, arm) for ffn in ffns for arm in arms]
+    equal_budgets(entries)
+    return entries
+
+
+def equal_budgets(entries: Sequence[Entry]) -> None:
+    """Refuse arms that would tune with different budgets (candidates × tuning seeds, widening
+    included): a comparison gives every arm the same tuning freedom."""
+    budgets = {e.arm.name: len(e.sweep.grid) for e in entries if e.sweep is not None}
+    if len(set(budgets.values())) > 1:
+        shown = ", ".join(f"{arm} {n}" for arm, n in budgets.items())
+        raise ConfigError(
+            f"optim.<kind>.lr: the tuned arms' grids differ in length ({shown} candidates); "
+            "expected the same number for every tuned arm (equal tuning freedom)"
+        )
 
 
 def _refuse_cycles(borrowed: Mapping[str, Mapping[str, Arm]]) -> None:

@@ -179,11 +179,12 @@ def measure(
 ) -> tuple[QAGaps, dict[tuple[str, str], FTACurves]]:
     """The gap measures of one FFN type, ours and the paper's, and our curves of each pair.
 
-    ``chosen``: the pairs (lead, lag) to measure (default: every pair of the plan's arms,
-    :func:`pairs`). A pair with no seed finished in both arms is an
-    :class:`~tailmem.metrics.qa_gaps.UnmeasuredPair` with the reason.
+    ``chosen``: the pairs (lead, lag) to measure (default: every pair of the arms the plan was
+    made with, :func:`pairs` — an arm whose every seed diverged too). A pair with no seed
+    finished in both arms is an :class:`~tailmem.metrics.qa_gaps.UnmeasuredPair` with the
+    reason, never left out.
     """
-    chosen = pairs(plan.arms) if chosen is None else chosen
+    chosen = pairs(list(plan.plan.catalogue)) if chosen is None else chosen
     out: list[PairMeasure | UnmeasuredPair] = []
     curves: dict[tuple[str, str], FTACurves] = {}
     for lead, lag in chosen:

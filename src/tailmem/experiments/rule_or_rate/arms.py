@@ -23,6 +23,7 @@ from dataclasses import dataclass
 from tailmem.errors import ConfigError
 from tailmem.lm.arms import Arm, matrix_recipe
 from tailmem.lm.plan import Entry, Rates
+from tailmem.lm.rates import equal_budgets
 from tailmem.lm.tuning import TuningSection
 
 REST = "adam"
@@ -97,6 +98,7 @@ def factorial_entries(
             continue
         rates = Rates(borrowed=borrowed, swept=kinds)
         out.append(Entry(ffn, a.arm, rates, tuning.sweep(grid, seed, steps, scores)))
+    equal_budgets(out)
     return tuple(out)
 
 
