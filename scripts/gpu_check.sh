@@ -13,10 +13,12 @@
 #   ensemble.txt     benchmarks/ensemble_step.py: 3 seeds of the knowledge-qa cpu model (2 x 256)
 #                    as one ensemble vs 3 single steps, fp32 and bf16 (on 2 CPU cores the
 #                    ensemble did not pay: 0.84-0.95x; small models on a GPU are where it may)
-#   qa_point.txt     one paper-width knowledge-QA point (12 x 768, heads of 64, m = 10, batch
-#                    32 x 512, bf16, as many steps as give every rarest fact 24 exposures:
-#                    about 260), Muon (lr 0.02) and Adam (lr 1e-3), one seed: final FTA and the
-#                    exposure-lag ratio
+#   qa_point.txt     update rule or learning rate at paper width (rule-or-rate's factorial on
+#                    the 12 x 768 model, heads of 64, m = 10, batch 32 x 512, bf16, as many steps
+#                    as give every rarest fact 16 exposures): Muon-own (hidden 0.01, rest 1e-3),
+#                    Muon-shared (1e-3 for every parameter), Adam-own (hidden 3e-4, rest 1e-3) and
+#                    Adam-shared (1e-3), Muon at Moonlight's match_rms_adamw scale, one seed each:
+#                    final FTA, the lag ratios and the share of Muon's edge the rate split recovers
 #   qa_run.tar.gz    that run's folder (checkpoints dropped)
 #
 # Every section has its own time limit (they add up to 7 min 50 s); one that fails or runs out
@@ -44,7 +46,7 @@ if [ "${GPU_CHECK_TOY:-0}" = 1 ]; then
     STEP=(--size tiny --vocab 64 --seq 32 --batch 4 --precisions fp32 --modes eager --steps 1
           --warmup 1)
     QA=(--preset smoke)
-    QA_RUN=(train.precision=fp32 optim.adam.lr=3.0e-3)
+    QA_PRESET=smoke QA_PRECISION=fp32 QA_SHAPE=""
     ENSEMBLE=(--size tiny --vocab 64 --seq 32 --batch 4 --repeats 1 --window 1)
     EXPOSURES=0.5
     # Each toy section takes 5-20 s on 2 cores at load 4; its limit is generous (a shared
@@ -61,11 +63,12 @@ else
     STEP=(--device cuda --size gpt-160m --vocab 50304 --seq 1024 --batch 16 --precisions bf16
           --modes eager,compiled --arms adamw,hybrid --steps 5 --warmup 2 --threads 0)
     QA=(--preset paper data.m=10 train.batch_size=32 train.seq_len=512)
-    QA_RUN=(train.precision=bf16 optim.adam.lr=1.0e-3 train.eval_batch_size=512)
+    QA_PRESET=paper QA_PRECISION=bf16
+    QA_SHAPE="data.m: 10, train.batch_size: 32, train.seq_len: 512, train.eval_batch_size: 512, "
     ENSEMBLE=(--device cuda --members 3 --repeats 5 --window 5)
-    EXPOSURES=24
-    LIMIT_PYTEST=70 LIMIT_OPTIM=60 LIMIT_STEP=140 LIMIT_ENSEMBLE=20 LIMIT_QA_DATA=30
-    LIMIT_QA=120 LIMIT_QA_SUMMARY=30
+    EXPOSURES=16
+    LIMIT_PYTEST=70 LIMIT_OPTIM=60 LIMIT_STEP=120 LIMIT_ENSEMBLE=20 LIMIT_QA_DATA=30
+    LIMIT_QA=170 LIMIT_QA_SUMMARY=30
 fi
 
 : > "$OUT/summary.txt"
@@ -124,14 +127,23 @@ STEPS=$(timeout "$LIMIT_QA_DATA" "$PY" scripts/gpu_check_qa.py steps --exposures
     --cache "$WORK/qa-data" "${QA[@]}" 2> "$WORK/steps.err")
 if [ -n "$STEPS" ]; then
     echo "steps for $EXPOSURES exposures per rarest fact: $STEPS" > "$OUT/qa_point.txt"
-    section "knowledge-QA point" "$LIMIT_QA" qa_point.txt "$PY" -m tailmem run knowledge-qa \
-        "${QA[@]}" --out "$WORK/qa" "${QA_RUN[@]}" "train.device=$DEVICE" train.threads=null \
-        workers=1 seeds=1 ffn=plain 'arms=[muon,adam]' optim.muon.lr=0.02 "train.steps=$STEPS" \
-        "train.warmup_steps=$(((STEPS + 49) / 50))" "train.eval_every=$(((STEPS + 14) / 15))" \
-        "train.log_every=$(((STEPS + 19) / 20))" train.ckpt_every=0 train.keep_checkpoints=none \
-        "cache_dir=$WORK/qa-data"
-    section "knowledge-QA summary" "$LIMIT_QA_SUMMARY" qa_point.txt "$PY" scripts/gpu_check_qa.py summary \
-        "$WORK/qa"
+    cat > "$WORK/rule_or_rate.yaml" <<YAML
+preset: $QA_PRESET
+common: {seeds: 1, ffn: plain, ${QA_SHAPE}train.precision: $QA_PRECISION,
+         train.device: $DEVICE, train.threads: null, train.steps: $STEPS,
+         train.warmup_steps: $(((STEPS + 49) / 50)), train.eval_every: $(((STEPS + 14) / 15)),
+         train.log_every: $(((STEPS + 19) / 20)), train.ckpt_every: 0,
+         train.keep_checkpoints: none, optim.muon.scale: match_rms_adamw,
+         cache_dir: $WORK/qa-data}
+rules:
+  muon: {kind: muon, label: Muon, own: [1.0e-2], shared: [1.0e-3]}
+  adam: {kind: adam_split, label: Adam, own: [3.0e-4], shared: [1.0e-3]}
+workers: 1
+YAML
+    section "knowledge-QA point" "$LIMIT_QA" qa_point.txt "$PY" -m tailmem run rule-or-rate \
+        --config "$WORK/rule_or_rate.yaml" --out "$WORK/qa"
+    section "knowledge-QA summary" "$LIMIT_QA_SUMMARY" qa_point.txt "$PY" scripts/gpu_check_qa.py \
+        summary "$WORK/qa"
 else
     cat "$WORK/steps.err" > "$OUT/qa_point.txt"
     note "knowledge-QA point: failed (its data or length) -> qa_point.txt"

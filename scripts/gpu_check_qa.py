@@ -7,9 +7,10 @@ overrides, computed from the data set itself (built into ``--cache``)::
     PYTHONPATH=src python scripts/gpu_check_qa.py steps --preset paper --exposures 30 \\
         --cache DIR data.m=10 train.batch_size=64
 
-``summary RUN_DIR``: the run's setting, steps, exposures per rarest fact, each arm's final FTA of
-the rarest and second-rarest group and its wall seconds, and the pooled exposure-lag ratio of
-Adam behind Muon per FTA level (``lag_ratio_summary_<ffn>.csv``).
+``summary RUN_DIR``: a rule-or-rate run (the GPU check's point): its setting and steps, each
+arm's final FTA of the rarest and second-rarest group and its wall seconds, the factorial
+(``factorial.csv``: each arm's lag ratios against Adam-shared and Adam-own) and the share of
+Muon's edge the rate split recovers (``regime.csv``).
 """
 
 from __future__ import annotations
@@ -40,33 +41,32 @@ def steps_for(preset: str, overrides: list[str], exposures: float, cache: str) -
 
 def summary(run: Path) -> list[str]:
     """The lines that say what the run measured."""
-    if not (run / "results.json").is_file():
-        raise DataError(f"{run} holds no results.json; expected a finished knowledge-qa run")
+    if not (run / "factorial.csv").is_file():
+        raise DataError(f"{run} holds no factorial.csv; expected a finished rule-or-rate run")
     config = yaml.safe_load((run / "config.yaml").read_text())["config"]
-    results = json.loads((run / "results.json").read_text())
-    train, data = config["train"], results["data"]
-    model = json.loads(next(run.glob("runs/*/*/*/gpt_config.json")).read_text())
+    model = json.loads(next(run.glob("points/*/runs/*/*/*/gpt_config.json")).read_text())
+    train = config["common"]
     lines = [
-        f"knowledge-qa point: {config['model']['size']} (n_layer {model['n_layer']}, d_model "
-        f"{model['d_model']}, n_head {model['n_head']}), m = {config['data']['m']} "
-        f"({data['n_people']} people), {train['steps']} steps of {train['batch_size']} x "
-        f"{train['seq_len']} tokens, {train['precision']} on {train['device']}, "
-        f"{config['seeds']} seed(s)"
+        f"rule-or-rate point: n_layer {model['n_layer']}, d_model {model['d_model']}, n_head "
+        f"{model['n_head']}, {train.get('train.steps')} steps, {train.get('train.precision')} on "
+        f"{train.get('train.device')}, seeds {train.get('seeds')}"
     ]
-    for done in results["runs"]:
+    for path in sorted(run.glob("points/base/runs/*/*/*/result.json")):
+        done = json.loads(path.read_text())
+        if not done.get("final"):
+            lines.append(f"  {done['arm']}: {done['status']} ({done['message']})")
+            continue
         fta = done["final"]["fta"]
         lines.append(
             f"  {done['ffn']}/{done['arm']} at {done['lrs']}: final FTA rarest group "
             f"{fta[-1]:.3f}, second rarest {fta[-2]:.3f}, all questions "
             f"{done['final']['fta_all']:.3f} ({done['wall_seconds']:.0f} s)"
         )
-    for table in sorted(run.glob("lag_ratio_summary_*.csv")):
-        with open(table) as handle:
-            rows = [row for row in csv.DictReader(handle) if row["group"] == "pooled"]
-        lines.append(f"  exposure-lag ratio ({table.name}), every group's points pooled:")
+    for name in ("factorial.csv", "regime.csv"):
+        with open(run / name) as handle:
+            rows = list(csv.DictReader(handle))
+        lines.append(f"  {name}:")
         lines += [f"    {', '.join(f'{k} {v}' for k, v in row.items() if v)}" for row in rows]
-    if not list(run.glob("lag_ratio_summary_*.csv")):
-        lines.append("  no exposure-lag ratio: no pair of arms completed")
     return lines
 
 

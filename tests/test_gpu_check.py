@@ -45,7 +45,8 @@ def test_the_gpu_check_runs_every_section_at_toy_sizes(tmp_path):
     ensemble = (out / "ensemble.txt").read_text()
     assert ensemble.count("ratio single / ensemble") == 2 and "bf16" in ensemble
     qa = (out / "qa_point.txt").read_text()
-    assert "final FTA rarest group" in qa and "source tailmem, group pooled, τ = 0.3" in qa
+    assert "final FTA rarest group" in qa and qa.count("final FTA rarest group") == 4
+    assert "factorial.csv:" in qa and "arm muon_own" in qa and "regime.csv:" in qa
     with tarfile.open(out / "qa_run.tar.gz") as archive:
         names = archive.getnames()
     assert "qa/results.json" in names and not any("/ckpt" in name for name in names)
