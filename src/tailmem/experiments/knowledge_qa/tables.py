@@ -77,12 +77,13 @@ def final_mean_se(
     results: Sequence[RunResult], step: int, metric: str, group: int
 ) -> tuple[float | None, float | None]:
     """Mean and SE over seeds of ``metric`` of ``group`` at ``step`` (rounded to 4 decimals;
-    None, None without a run)."""
+    the SE None for one seed, both None without a run)."""
     if not results:
         return None, None
     values = fta_at(results, step, metric)[:, group]
     mean, std = mean_std(values)
-    return round(float(mean), 4), round(float(std) / math.sqrt(len(values)), 4)
+    se = round(float(std) / math.sqrt(len(values)), 4) if len(values) > 1 else None
+    return round(float(mean), 4), se
 
 
 def mean_and_se(values: np.ndarray) -> tuple[float, float | None]:
