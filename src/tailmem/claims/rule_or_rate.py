@@ -41,8 +41,11 @@ class RuleOrRateInputs(ClaimInputs):
     seed SD), and the seeds. A width whose ratio is not measured in every seed is absent."""
 
     log_ratios: Mapping[int, Sequence[float]]
+    """Per model width, the per-seed log lag ratio of Adam-own behind Muon-own."""
     resolution: Mapping[int, float]
+    """Per model width, the SD of a per-seed log ratio from interpolating between evaluations."""
     seeds: Sequence[int]
+    """The evaluation seeds behind the ratios."""
 
 
 def check_rule_not_rate(claim: Claim, inputs: RuleOrRateInputs) -> list[Outcome]:
