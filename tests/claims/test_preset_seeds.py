@@ -20,8 +20,8 @@ def preset_seeds(experiment: str, preset: str) -> int:
     cfg = load_config(get_experiment(experiment).Config, experiment, preset)
     if experiment == "optim-bench":  # its claims rest on the memory's embedding draws
         return cfg.memory.seeds
-    if experiment in ("qa-sensitivity", "qa-map"):  # knowledge-qa points, common overrides
-        base = cfg.preset if experiment == "qa-sensitivity" else cfg.base
+    if experiment in ("qa-sensitivity", "qa-map", "rule-or-rate"):  # knowledge-qa points
+        base = cfg.base if experiment == "qa-map" else cfg.preset
         fallback = load_config(get_experiment("knowledge-qa").Config, "knowledge-qa", base).seeds
         return cfg.common.get("seeds", fallback)
     return cfg.seeds

@@ -30,7 +30,7 @@ from tailmem.claims.core import (
 )
 
 EXPERIMENT = "rule-or-rate"
-SOURCE_RULE = "A3 (thesis: the update rule); D (equal tuning freedom)"
+SOURCE_RULE = "D (equal tuning freedom); A3 (thesis: the update rule)"
 SOURCE_WEN = "D (Wen et al. 2025, arXiv 2509.02046)"
 
 

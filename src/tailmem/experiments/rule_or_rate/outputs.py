@@ -11,7 +11,7 @@ from __future__ import annotations
 import math
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 from tailmem.claims.registry import evaluate, write_claims
 from tailmem.claims.rule_or_rate import RuleOrRateInputs
@@ -19,14 +19,12 @@ from tailmem.columns import column, column_docs, records
 from tailmem.experiments.knowledge_qa import grid, tables
 from tailmem.experiments.knowledge_qa.answers import lag_verdict
 from tailmem.experiments.rule_or_rate.arms import ADAM_SHARED, OWN, REST
+from tailmem.experiments.rule_or_rate.config import BASE, NAME, Config, axis_of
 from tailmem.metrics.lag_trend import TrendError, fit_trend
 from tailmem.metrics.qa_gaps import POOLED, TAUS, LagRatio
 from tailmem.metrics.share import Share, share
 from tailmem.plotting import legend_outside, pyplot
 from tailmem.rundir import RunDir
-
-if TYPE_CHECKING:
-    from tailmem.experiments.rule_or_rate import Config
 
 TAU = 0.5
 """The FTA level of the headline numbers (the middle of the paper's three)."""
@@ -181,7 +179,6 @@ def width_of(point: grid.PointResult) -> int:
 
 
 def regime_rows(cfg: Config, points: Mapping[str, grid.PointResult]) -> list[RegimeRow]:
-    from tailmem.experiments.rule_or_rate import BASE, axis_of
 
     rows = []
     for label, point in points.items():
@@ -202,7 +199,6 @@ def regime_rows(cfg: Config, points: Mapping[str, grid.PointResult]) -> list[Reg
 
 def width_points(cfg: Config, rows: Sequence[RegimeRow]) -> list[RegimeRow]:
     """The base and the width axis's tuned levels (one row per width)."""
-    from tailmem.experiments.rule_or_rate import BASE
 
     keep = [r for r in rows if r.point == BASE or (r.axis == "width" and r.rates == "tune")]
     return sorted(keep, key=lambda r: r.width)
@@ -349,7 +345,6 @@ def answers(
 
 def write(cfg: Config, run: RunDir, points: Mapping[str, grid.PointResult]) -> None:
     """Every table, figure, the claims, ``results.json`` and ``report.json``."""
-    from tailmem.experiments.rule_or_rate import BASE, NAME
 
     base = points[BASE]
     factorial = factorial_rows(cfg, base)
