@@ -248,7 +248,8 @@ def preflight(cfg: Config) -> None:
     (:func:`tailmem.lm.preflight.check_lm`, without a vocabulary: one output per position) with
     the task draws it surely holds (float32): the task rotation (a d × d Gaussian and its QR
     factor) and, for the held-out set (``n_groups × eval_per_group`` sequences) and for one
-    training batch, each row's tokens (2n × (d + 1)), inputs (n × d) and subspace basis (d × k)."""
+    training batch, each row's tokens (2n × (d + 1)), inputs (n × d) and subspace basis (d × k); with
+    ``tuning.rates: stored``, a rate missing from the store."""
     data = cfg.data
     d, n, k = data.n_dims, data.n_points, data.k
 
@@ -261,6 +262,7 @@ def preflight(cfg: Config) -> None:
         f"drawing the tasks (data.n_dims {d}, {data.n_groups * data.eval_per_group} held-out rows)"
     )
     check_lm(cfg, [FFN], drawn, vocab_size=1, extra=what)
+    cfg.stored_rates()  # tuning.rates: stored with a rate missing is refused here
 
 
 def run(cfg: Config, run: RunDir) -> None:

@@ -3,6 +3,7 @@ point, each point built as a knowledge-QA config (:mod:`tailmem.experiments.know
 
 from __future__ import annotations
 
+import dataclasses
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import Any, Literal
@@ -96,6 +97,9 @@ class Config:
                 if not grid_ or any(not lr > 0 for lr in grid_):
                     raise ConfigError(f"rules.{name}.{which}: got {grid_}; expected positive "
                                       "learning rates")  # fmt: skip
+        if "tuning.rates" in self.common:
+            raise ConfigError("common.tuning.rates: the study decides it; expected the study's "
+                              "own field instead (rates=sweep or rates=stored)")  # fmt: skip
         if self.workers < 1:
             raise ConfigError(f"workers: got {self.workers}; expected >= 1")
         labels = [p.label for p in self.points()]
@@ -152,8 +156,16 @@ class Config:
                 "optim.adam.lr": list(self.rules["adam"].shared), **rates}  # fmt: skip
 
     def configs(self) -> dict[str, tuple[grid.Point, kqa.Config]]:
-        """Every point's validated knowledge-QA config."""
-        return grid.configure(self.points(), self.preset, self.qa_overrides())
+        """Every point's validated knowledge-QA config. The study stores and reads its own
+        rates (``rates``), so no point reads knowledge-qa's stored rates (``tuning.rates``
+        ``sweep``: the study's factorial entries replace the point's own)."""
+        configs = grid.configure(self.points(), self.preset, self.qa_overrides())
+        sweep = {
+            label: dataclasses.replace(qa.tuning, rates="sweep")
+            for label, (_, qa) in configs.items()
+        }
+        return {label: (point, dataclasses.replace(qa, tuning=sweep[label]))
+                for label, (point, qa) in configs.items()}  # fmt: skip
 
 
 def level_label(axis: Axis, level: Level) -> str:
