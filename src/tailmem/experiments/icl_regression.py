@@ -248,8 +248,8 @@ def preflight(cfg: Config) -> None:
     (:func:`tailmem.lm.preflight.check_lm`, without a vocabulary: one output per position) with
     the task draws it surely holds (float32): the task rotation (a d × d Gaussian and its QR
     factor) and, for the held-out set (``n_groups × eval_per_group`` sequences) and for one
-    training batch, each row's tokens (2n × (d + 1)), inputs (n × d) and subspace basis (d × k); with
-    ``tuning.rates: stored``, a rate missing from the store."""
+    training batch, each row's tokens (2n × (d + 1)), inputs (n × d) and subspace basis
+    (d × k); with ``tuning.rates: stored``, a rate missing from the store."""
     data = cfg.data
     d, n, k = data.n_dims, data.n_points, data.k
 
