@@ -173,6 +173,7 @@ def _launch(args: list[str], cwd: Path) -> subprocess.Popen:
     )
 
 
+@pytest.mark.slow  # ~26 s of random kills; the one-kill cases below stay in the default suite
 def test_stress_concurrent_runs_and_reproduces_killed_at_random_end_identical(tmp_path):
     seed = int(os.environ.get("TAILMEM_STRESS_SEED", "0"))
     rng = random.Random(seed)
