@@ -96,9 +96,12 @@ class ModelSection:
 
 TRAIN_RECORD = ("steps", "batch_size", "seq_len", "grad_accum", "grad_clip", "schedule",
                 "warmup_steps", "decay_frac", "min_lr_frac", "eval_every", "eval_batch_size",
-                "log_every", "ckpt_every", "device", "precision", "compile")  # fmt: skip
+                "log_every", "ckpt_every", "device")  # fmt: skip
 """The ``train`` fields a tuning problem's record holds (:meth:`LMConfig.tuning_record`): those
-a run's spec holds; not the threads, the checkpoints kept or how metrics are reported."""
+a run's spec holds, less how its arithmetic is carried out — not the threads, the precision or
+``compile`` (like the host, they change a trial's rounding, not the problem it solves: a rate
+tuned in fp32 serves a bf16 run, which is how the cpu verdicts are checked against a second
+reduction order), the checkpoints kept or how metrics are reported."""
 
 LOOP_FIELDS = ("schedule", "decay_frac", "min_lr_frac", "grad_clip", "grad_accum", "log_every",
                "eval_every", "ckpt_every", "precision", "compile", "device")  # fmt: skip
