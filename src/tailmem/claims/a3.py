@@ -285,53 +285,61 @@ _HYBRID_RULE = (
 )
 
 
-def _a3_claims(ffn: str) -> list[Claim]:
-    """The A3 claims of one FFN type (its published values differ; the mid-tail is plain only)."""
+def _versions(ffn: str) -> dict[str, str]:
+    """The other version of the paper's numbers shown beside ours (plain FFN only)."""
+    if ffn != "plain":
+        return {}
+    return {"ICLR 2026 camera-ready": f"Adam {CAMERA_READY_ADAM_RAREST} (secondary sources)"}
 
-    def vs(arm: str, label: str, frac: float = 1.0, offset: int = 0) -> str:
-        adam = _pub(ffn, frac, offset, "adam")
-        return f"{label} {_pub(ffn, frac, offset, arm):.3f} vs Adam {adam:.3f}"
 
-    versions = (
-        {"ICLR 2026 camera-ready": f"Adam {CAMERA_READY_ADAM_RAREST} (secondary sources)"}
-        if ffn == "plain"
-        else {}
+def _vs(ffn: str, arm: str, label: str, frac: float = 1.0, offset: int = 0) -> str:
+    """The published FTA of ``arm`` beside Adam's at a fraction of training and group offset."""
+    adam = _pub(ffn, frac, offset, "adam")
+    return f"{label} {_pub(ffn, frac, offset, arm):.3f} vs Adam {adam:.3f}"
+
+
+def _direction_rule(what: str) -> str:
+    """The rule of a direction claim on the FTA of ``what``: Muon above Adam, no threshold."""
+    return (
+        f"mean ± SE over ≥ 3 seeds of FTA({what}): Muon − Adam above 0 beyond {NOISE} of "
+        "both arms' noise → reproduced, below 0 beyond it → not reproduced (within it, < 3 "
+        "seeds, or an arm at chance: inconclusive)"
     )
 
-    def hybrid(arm: str, label: str, like: str, band: dict[str, float]) -> Claim:
-        return Claim(
-            f"A3.{ffn}.{arm}_like_{like}",
-            EXPERIMENT,
-            SOURCE_TAIL,
-            f"{label} behaves like {like.capitalize()} in the tail ({ffn} FFN)",
-            f"{_pub(ffn, 1.0, 0, arm):.3f} (Muon {_pub(ffn, 1.0, 0, 'muon'):.3f}, "
-            f"Adam {_pub(ffn, 1.0, 0, 'adam'):.3f}) (arXiv v2)",
-            _HYBRID_RULE.format(band="[{t}, {t_max}]" if "t_max" in band else "[{t_min}, {t}]"),
-            {**band, "min_spread": 0.1},
-            check=check_hybrid,
-            versions=versions,
-            why="'behaves like' is two-sided: the hybrid must sit near the arm it resembles, "
-            "neither short of it nor beyond it. The band (a quarter of the Muon–Adam spread on "
-            "either side) and min_spread (t is meaningless while Muon and Adam nearly coincide) "
-            "are ours; the paper's hybrids sit at t = 0.97 and 0.03 (v2), well inside.",
-            min_seeds=MIN_SEEDS,
-        )
 
-    def direction(what: str) -> str:
-        return (
-            f"mean ± SE over ≥ 3 seeds of FTA({what}): Muon − Adam above 0 beyond {NOISE} of "
-            "both arms' noise → reproduced, below 0 beyond it → not reproduced (within it, < 3 "
-            "seeds, or an arm at chance: inconclusive)"
-        )
+def _magnitude_rule(what: str) -> str:
+    """The rule of a magnitude claim on the FTA of ``what``: at least the paper's gap."""
+    return (
+        f"mean ± SE over ≥ 3 seeds of FTA({what}): Muon − Adam − {{published_gap}} (the "
+        f"paper's gap, arXiv v2) above 0 beyond {NOISE} of both arms' noise → reproduced, "
+        "below 0 beyond it → not reproduced (within it, < 3 seeds, or an arm at chance: "
+        "inconclusive)"
+    )
 
-    def magnitude(what: str) -> str:
-        return (
-            f"mean ± SE over ≥ 3 seeds of FTA({what}): Muon − Adam − {{published_gap}} (the "
-            f"paper's gap, arXiv v2) above 0 beyond {NOISE} of both arms' noise → reproduced, "
-            "below 0 beyond it → not reproduced (within it, < 3 seeds, or an arm at chance: "
-            "inconclusive)"
-        )
 
+def _hybrid_claim(ffn: str, arm: str, label: str, like: str, band: dict[str, float]) -> Claim:
+    """A hybrid arm behaves like the optimiser it gives most matrices to."""
+    return Claim(
+        f"A3.{ffn}.{arm}_like_{like}",
+        EXPERIMENT,
+        SOURCE_TAIL,
+        f"{label} behaves like {like.capitalize()} in the tail ({ffn} FFN)",
+        f"{_pub(ffn, 1.0, 0, arm):.3f} (Muon {_pub(ffn, 1.0, 0, 'muon'):.3f}, "
+        f"Adam {_pub(ffn, 1.0, 0, 'adam'):.3f}) (arXiv v2)",
+        _HYBRID_RULE.format(band="[{t}, {t_max}]" if "t_max" in band else "[{t_min}, {t}]"),
+        {**band, "min_spread": 0.1},
+        check=check_hybrid,
+        versions=_versions(ffn),
+        why="'behaves like' is two-sided: the hybrid must sit near the arm it resembles, "
+        "neither short of it nor beyond it. The band (a quarter of the Muon–Adam spread on "
+        "either side) and min_spread (t is meaningless while Muon and Adam nearly coincide) "
+        "are ours; the paper's hybrids sit at t = 0.97 and 0.03 (v2), well inside.",
+        min_seeds=MIN_SEEDS,
+    )
+
+
+def _tail_claims(ffn: str) -> list[Claim]:
+    """'Far better' in the rarest group at the end: its direction and its magnitude."""
     tail_gap = published_gap(ffn)
     camera = (
         {"ICLR 2026 camera-ready": f"gap {_pub(ffn, 1.0, 0, 'muon') - CAMERA_READY_ADAM_RAREST:.3f}"
@@ -339,17 +347,17 @@ def _a3_claims(ffn: str) -> list[Claim]:
         if ffn == "plain"
         else {}
     )  # fmt: skip
-    out = [
+    return [
         Claim(
             f"A3.{ffn}.tail_muon_vs_adam",
             EXPERIMENT,
             SOURCE_TAIL,
             f"Muon learns the rarest group better than Adam by the end — the direction of "
             f"'far better' ({ffn} FFN)",
-            vs("muon", "Muon") + " (arXiv v2)",
-            direction("rarest group, last step"),
+            _vs(ffn, "muon", "Muon") + " (arXiv v2)",
+            _direction_rule("rarest group, last step"),
             check=check_tail,
-            versions=versions,
+            versions=_versions(ffn),
             why="The direction of 'far better', with no threshold of ours: Muon above Adam "
             "beyond the seeds' noise. How far is the magnitude claim "
             f"A3.{ffn}.tail_gap_magnitude, against the paper's own number.",
@@ -362,7 +370,7 @@ def _a3_claims(ffn: str) -> list[Claim]:
             f"Muon leads Adam on the rarest group at the end by at least the published gap — "
             f"the magnitude of 'far better' ({ffn} FFN)",
             f"Muon − Adam {tail_gap:.3f} (arXiv v2)",
-            magnitude("rarest group, last step"),
+            _magnitude_rule("rarest group, last step"),
             {"published_gap": tail_gap},
             check=check_tail,
             versions=camera,
@@ -374,77 +382,97 @@ def _a3_claims(ffn: str) -> list[Claim]:
             min_seeds=MIN_SEEDS,
         ),
     ]
-    if ffn == "plain":
-        mid_gap = published_gap(ffn, 0.5, 2)
-        out += [
-            Claim(
-                f"A3.{ffn}.midtail_halfway",
-                EXPERIMENT,
-                "A3, Tables 3-8 (group 13 at 5k)",
-                "Halfway through training Muon has learned the second-rarest-but-one group "
-                "better than Adam — the direction of 'learned vs not'",
-                vs("muon", "Muon", 0.5, 2) + " (arXiv v2)",
-                direction("group m−2 at 50% of the steps"),
-                check=check_midtail,
-                why="The direction of 'learned vs not', with no threshold of ours; how far is "
-                f"A3.{ffn}.midtail_gap_magnitude.",
-                min_seeds=MIN_SEEDS,
-            ),
-            Claim(
-                f"A3.{ffn}.midtail_gap_magnitude",
-                EXPERIMENT,
-                "A3, Tables 3-8 (group 13 at 5k)",
-                "Halfway through training Muon leads Adam on the second-rarest-but-one group by "
-                "at least the published gap — the magnitude of 'learned vs not'",
-                f"Muon − Adam {mid_gap:.3f} (arXiv v2; the camera-ready does not differ here)",
-                magnitude("group m−2 at 50% of the steps"),
-                {"published_gap": mid_gap},
-                check=check_midtail,
-                why="'Learned vs not' quantified by the paper itself: its gap in group 13 at 5k "
-                "steps (arXiv v2), a lower bound — ours must be at least as large.",
-                min_seeds=MIN_SEEDS,
-            ),
-        ]
-    out += [
+
+
+def _midtail_claims(ffn: str) -> list[Claim]:
+    """'Learned vs not' halfway through, in group m − 2: direction and magnitude."""
+    mid_gap = published_gap(ffn, 0.5, 2)
+    return [
         Claim(
-            f"A3.{ffn}.head_all_optimisers",
+            f"A3.{ffn}.midtail_halfway",
             EXPERIMENT,
-            "A3 (head groups reach ≈ 1.0 with every optimiser)",
-            f"Every optimiser, SGD included, learns the head groups ({ffn} FFN)",
-            "≈ 1.0 for every arm",
-            "per arm, mean ± SE over ≥ 3 seeds of the FTA of groups 0..{last_head} at the last "
-            f"step: above {{floor}} beyond {NOISE} for every arm → reproduced; below it beyond "
-            f"the interval for an arm (an arm at chance included), at family-wise {ALPHA:.0%} "
-            "(Holm over the arms) → not reproduced; otherwise inconclusive",
-            {"floor": 0.9},
-            {"last_head": "last head group (config head_groups − 1)"},
-            check=check_head,
-            why="'≈ 1.0' is a sameness with 1, with the equivalence margin 0.1 (ours); an FTA "
-            "cannot exceed 1, so only its lower side needs testing: above 0.9 beyond the "
-            "noise. Every arm is required (no correction needed to confirm); a refutation by "
-            "any of the five is a family of tests (Holm).",
+            "A3, Tables 3-8 (group 13 at 5k)",
+            "Halfway through training Muon has learned the second-rarest-but-one group "
+            "better than Adam — the direction of 'learned vs not'",
+            _vs(ffn, "muon", "Muon", 0.5, 2) + " (arXiv v2)",
+            _direction_rule("group m−2 at 50% of the steps"),
+            check=check_midtail,
+            why="The direction of 'learned vs not', with no threshold of ours; how far is "
+            f"A3.{ffn}.midtail_gap_magnitude.",
             min_seeds=MIN_SEEDS,
         ),
-        hybrid("muon_vo_ffn", "Muon(VO+FFN)&Adam(QK)", "muon", {"t": 0.75, "t_max": 1.25}),
-        hybrid("muon_qk", "Muon(QK)&Adam(VO+FFN)", "adam", {"t": 0.25, "t_min": -0.25}),
         Claim(
-            f"A3.{ffn}.sgd_below_adam",
+            f"A3.{ffn}.midtail_gap_magnitude",
             EXPERIMENT,
-            SOURCE_TAIL,
-            f"SGD+momentum learns the rarest group no better than Adam ({ffn} FFN)",
-            vs("sgd", "SGD+M") + " (arXiv v2)",
-            "rarest-group FTA at the last step, mean ± SE over ≥ 3 seeds: SGD+M − Adam below 0 "
-            f"beyond {NOISE} of both arms' noise → reproduced, above 0 beyond it → not "
-            "reproduced, else inconclusive (also with SGD+M or Adam at chance)",
-            check=check_sgd,
-            versions=versions,
-            why="'no better than' is a bound (SGD+M ≤ Adam), tested one-sided with no margin of "
-            "ours; the paper has SGD+M well below (0.126 vs 0.264 in v2). An arm that learned "
-            "nothing (head at chance) would pass trivially, so it is undecided.",
+            "A3, Tables 3-8 (group 13 at 5k)",
+            "Halfway through training Muon leads Adam on the second-rarest-but-one group by "
+            "at least the published gap — the magnitude of 'learned vs not'",
+            f"Muon − Adam {mid_gap:.3f} (arXiv v2; the camera-ready does not differ here)",
+            _magnitude_rule("group m−2 at 50% of the steps"),
+            {"published_gap": mid_gap},
+            check=check_midtail,
+            why="'Learned vs not' quantified by the paper itself: its gap in group 13 at 5k "
+            "steps (arXiv v2), a lower bound — ours must be at least as large.",
             min_seeds=MIN_SEEDS,
         ),
     ]
-    return out
+
+
+def _head_claim(ffn: str) -> Claim:
+    """Every optimiser learns the head groups."""
+    return Claim(
+        f"A3.{ffn}.head_all_optimisers",
+        EXPERIMENT,
+        "A3 (head groups reach ≈ 1.0 with every optimiser)",
+        f"Every optimiser, SGD included, learns the head groups ({ffn} FFN)",
+        "≈ 1.0 for every arm",
+        "per arm, mean ± SE over ≥ 3 seeds of the FTA of groups 0..{last_head} at the last "
+        f"step: above {{floor}} beyond {NOISE} for every arm → reproduced; below it beyond "
+        f"the interval for an arm (an arm at chance included), at family-wise {ALPHA:.0%} "
+        "(Holm over the arms) → not reproduced; otherwise inconclusive",
+        {"floor": 0.9},
+        {"last_head": "last head group (config head_groups − 1)"},
+        check=check_head,
+        why="'≈ 1.0' is a sameness with 1, with the equivalence margin 0.1 (ours); an FTA "
+        "cannot exceed 1, so only its lower side needs testing: above 0.9 beyond the "
+        "noise. Every arm is required (no correction needed to confirm); a refutation by "
+        "any of the five is a family of tests (Holm).",
+        min_seeds=MIN_SEEDS,
+    )
+
+
+def _sgd_claim(ffn: str) -> Claim:
+    """SGD+M learns the rarest group no better than Adam."""
+    return Claim(
+        f"A3.{ffn}.sgd_below_adam",
+        EXPERIMENT,
+        SOURCE_TAIL,
+        f"SGD+momentum learns the rarest group no better than Adam ({ffn} FFN)",
+        _vs(ffn, "sgd", "SGD+M") + " (arXiv v2)",
+        "rarest-group FTA at the last step, mean ± SE over ≥ 3 seeds: SGD+M − Adam below 0 "
+        f"beyond {NOISE} of both arms' noise → reproduced, above 0 beyond it → not "
+        "reproduced, else inconclusive (also with SGD+M or Adam at chance)",
+        check=check_sgd,
+        versions=_versions(ffn),
+        why="'no better than' is a bound (SGD+M ≤ Adam), tested one-sided with no margin of "
+        "ours; the paper has SGD+M well below (0.126 vs 0.264 in v2). An arm that learned "
+        "nothing (head at chance) would pass trivially, so it is undecided.",
+        min_seeds=MIN_SEEDS,
+    )
+
+
+def _a3_claims(ffn: str) -> list[Claim]:
+    """The A3 claims of one FFN type (its published values differ; the mid-tail is plain only)."""
+    return [
+        *_tail_claims(ffn),
+        *(_midtail_claims(ffn) if ffn == "plain" else []),
+        _head_claim(ffn),
+        _hybrid_claim(
+            ffn, "muon_vo_ffn", "Muon(VO+FFN)&Adam(QK)", "muon", {"t": 0.75, "t_max": 1.25}
+        ),
+        _hybrid_claim(ffn, "muon_qk", "Muon(QK)&Adam(VO+FFN)", "adam", {"t": 0.25, "t_min": -0.25}),
+        _sgd_claim(ffn),
+    ]
 
 
 def _not_run(claim: Claim) -> ClaimResult:
