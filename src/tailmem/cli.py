@@ -23,6 +23,7 @@ import os
 import sys
 from collections.abc import Callable, Sequence
 from pathlib import Path
+from typing import TypeAlias
 
 from tailmem import __version__
 from tailmem.errors import ConfigError, DataError, TailmemError
@@ -250,6 +251,10 @@ def _cmd_diagnose(args: argparse.Namespace) -> int:
     return command(args.path, args.out, args.top_k)
 
 
+Commands: TypeAlias = "argparse._SubParsersAction[_Parser]"
+"""The subcommands of :func:`build_parser`; each ``_add_*`` adds one (or two sharing options)."""
+
+
 def build_parser() -> argparse.ArgumentParser:
     parser = _Parser(
         prog="tailmem",
@@ -263,10 +268,25 @@ def build_parser() -> argparse.ArgumentParser:
     )
     sub = parser.add_subparsers(dest="command", metavar="COMMAND", parser_class=_Parser)
     sub.required = True
+    _add_list(sub)
+    _add_run_and_config(sub)
+    _add_tune(sub)
+    _add_reproduce(sub)
+    _add_diagnose(sub)
+    _add_report(sub)
+    _add_compare(sub)
+    _add_claims(sub)
+    return parser
 
+
+def _add_list(sub: Commands) -> None:
+    """``tailmem list``."""
     p = sub.add_parser("list", help="list the experiments and their presets")
     p.set_defaults(func=_cmd_list)
 
+
+def _add_run_and_config(sub: Commands) -> None:
+    """``tailmem run`` and ``tailmem config``: one experiment, by preset or file, with overrides."""
     for name, func, help_text in (
         ("run", _cmd_run, "run one experiment into a run directory"),
         ("config", _cmd_config, "print the resolved config of an experiment"),
@@ -303,6 +323,9 @@ def build_parser() -> argparse.ArgumentParser:
             )
         p.set_defaults(func=func)
 
+
+def _add_tune(sub: Commands) -> None:
+    """``tailmem tune``: a study's learning rates alone, optionally stored."""
     p = sub.add_parser("tune", help="tune a study's learning rates alone and store the choices")
     p.add_argument("experiment", help="a study that tunes (knowledge-qa, optim-bench, ...)")
     p.add_argument("--preset", default=None, help="smoke | cpu | paper (or --config FILE)")
@@ -318,6 +341,9 @@ def build_parser() -> argparse.ArgumentParser:
     )
     p.set_defaults(func=_cmd_tune)
 
+
+def _add_reproduce(sub: Commands) -> None:
+    """``tailmem reproduce``: every experiment at a preset, locally or as a Slurm array."""
     p = sub.add_parser("reproduce", help="run every experiment at a preset and write the report")
     p.add_argument("--preset", default="cpu", help="smoke | cpu | paper (default: cpu)")
     p.add_argument("--only", default=None, metavar="EXP,...", help="run only these experiments")
@@ -344,6 +370,9 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--slurm-cpus-per-task", type=int, default=None, help="CPUs per job")
     p.set_defaults(func=_cmd_reproduce)
 
+
+def _add_diagnose(sub: Commands) -> None:
+    """``tailmem diagnose``: spectral isotropy of any model."""
     p = sub.add_parser("diagnose", help="spectral isotropy of a model's matrices by role and layer")
     p.add_argument(
         "path",
@@ -359,6 +388,9 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--top-k", type=int, default=10, help="k of the top-k energy (default: 10)")
     p.set_defaults(func=_cmd_diagnose)
 
+
+def _add_report(sub: Commands) -> None:
+    """``tailmem report``."""
     p = sub.add_parser("report", help="write report.html and report.md for a results folder")
     p.add_argument(
         "results",
@@ -367,6 +399,9 @@ def build_parser() -> argparse.ArgumentParser:
     )
     p.set_defaults(func=_cmd_report)
 
+
+def _add_compare(sub: Commands) -> None:
+    """``tailmem compare``."""
     p = sub.add_parser("compare", help="runs of one experiment side by side")
     p.add_argument(
         "runs", nargs="+", metavar="RUN", help="two or more run folders of one experiment"
@@ -379,11 +414,13 @@ def build_parser() -> argparse.ArgumentParser:
     )
     p.set_defaults(func=_cmd_compare)
 
+
+def _add_claims(sub: Commands) -> None:
+    """``tailmem claims``."""
     p = sub.add_parser("claims", help="print the registry of published claims and their rules")
     p.add_argument("--experiment", default=None, help="only this experiment's ('none': uncovered)")
     p.add_argument("--format", choices=("md", "json"), default="md", help="md (default) | json")
     p.set_defaults(func=_cmd_claims)
-    return parser
 
 
 _OS_HINTS = {
