@@ -31,7 +31,7 @@ optimiser rejects.
 from __future__ import annotations
 
 import re
-from collections.abc import Callable, Collection, Iterator, Mapping
+from collections.abc import Callable, Collection, Iterator, Mapping, Sequence
 from typing import Any
 
 import torch
@@ -164,8 +164,8 @@ def plan_param_groups(
         )
     buckets: dict[tuple[Any, ...], list[tuple[str, nn.Parameter]]] = {}
     unassigned: list[tuple[str, str]] = []
-    non_matrix: list[tuple[str, str, str, tuple[int, ...]]] = []
-    vocab_shaped: list[tuple[str, str, str, tuple[int, ...]]] = []
+    non_matrix: Misrouted = []
+    vocab_shaped: Misrouted = []
     for name, p in model.named_parameters():
         if not p.requires_grad:
             continue
@@ -188,22 +188,53 @@ def plan_param_groups(
             vocab_shaped.append((kind, name, pr.role, tuple(p.shape)))
         hints = (pr.fan_out_dim, pr.row_splits) if known[kind].layout_keys else ()
         buckets.setdefault((kind, pr.role, *hints), []).append((name, p))
-    if unassigned:
-        missing_roles = sorted({role for _, role in unassigned}, key=_role_order)
-        params = dict(model.named_parameters())
-        rows: list[tuple[object, ...]] = [
-            (n, tuple(params[n].shape), role) for n, role in unassigned[:_TABLE_ROWS]
-        ]
-        more = len(unassigned) - len(rows)
+    _refuse_unrouted(model, recipe, unassigned)
+    _refuse_misrouted(recipe, known, non_matrix, vocab_shaped, vocab)
+    empty = [kind for kind in routes if not any(key[0] == kind for key in buckets)]
+    if empty:
+        kind = empty[0]
         raise ConfigError(
-            f"recipe {recipe!r} gives no optimiser to {len(unassigned)} parameter(s) with role(s) "
-            f"{', '.join(missing_roles)}: {_short_list([n for n, _ in unassigned])}; "
-            f"name those roles or add a catch-all such as 'adam:*', or give the parameters "
-            f"roles with build_optimizer(..., roles={{name pattern: role}}) "
-            f"(tailmem.models.roles.roles_table(model) shows every role):\n"
-            + _format_table(("parameter", "shape", "role"), rows)
-            + (f"\n(+{more} more)" if more > 0 else "")
+            f"recipe {recipe!r} gives {kind} role(s) {', '.join(routes[kind])}, but the model "
+            f"has no trainable parameters with those roles; drop {kind} from the recipe"
         )
+    return _groups(buckets, routes, known, member_dims)
+
+
+Misrouted = list[tuple[str, str, str, tuple[int, ...]]]
+"""(kind, parameter name, role, shape) of parameters a recipe sends where they cannot go."""
+
+
+def _refuse_unrouted(model: nn.Module, recipe: str, unassigned: list[tuple[str, str]]) -> None:
+    """One :class:`ConfigError` naming the parameters (name, role) no clause of ``recipe``
+    routes, with a table of them; nothing when every parameter has a kind."""
+    if not unassigned:
+        return
+    missing_roles = sorted({role for _, role in unassigned}, key=_role_order)
+    params = dict(model.named_parameters())
+    rows: list[tuple[object, ...]] = [
+        (n, tuple(params[n].shape), role) for n, role in unassigned[:_TABLE_ROWS]
+    ]
+    more = len(unassigned) - len(rows)
+    raise ConfigError(
+        f"recipe {recipe!r} gives no optimiser to {len(unassigned)} parameter(s) with role(s) "
+        f"{', '.join(missing_roles)}: {_short_list([n for n, _ in unassigned])}; "
+        f"name those roles or add a catch-all such as 'adam:*', or give the parameters "
+        f"roles with build_optimizer(..., roles={{name pattern: role}}) "
+        f"(tailmem.models.roles.roles_table(model) shows every role):\n"
+        + _format_table(("parameter", "shape", "role"), rows)
+        + (f"\n(+{more} more)" if more > 0 else "")
+    )
+
+
+def _refuse_misrouted(
+    recipe: str,
+    known: Mapping[str, OptimizerKind],
+    non_matrix: Misrouted,
+    vocab_shaped: Misrouted,
+    vocab: int | None,
+) -> None:
+    """One :class:`ConfigError` for a matrices-only kind given vectors or vocabulary-shaped
+    tensors (embedding, LM head); nothing when there are none."""
     if non_matrix:
         kind = non_matrix[0][0]
         bad_roles = sorted({role for k, _, role, _ in non_matrix if k == kind}, key=_role_order)
@@ -223,13 +254,16 @@ def plan_param_groups(
             f"to adam (name their role in an adam clause, or give them roles={{pattern: 'head'}}), "
             f"or pass force_muon_vocab=True to build_optimizer"
         )
-    empty = [kind for kind in routes if not any(key[0] == kind for key in buckets)]
-    if empty:
-        kind = empty[0]
-        raise ConfigError(
-            f"recipe {recipe!r} gives {kind} role(s) {', '.join(routes[kind])}, but the model "
-            f"has no trainable parameters with those roles; drop {kind} from the recipe"
-        )
+
+
+def _groups(
+    buckets: Mapping[tuple[Any, ...], list[tuple[str, nn.Parameter]]],
+    routes: Mapping[str, Sequence[str]],
+    known: Mapping[str, OptimizerKind],
+    member_dims: int,
+) -> dict[str, list[dict[str, Any]]]:
+    """The param groups of each kind (recipe order), one per bucket (kind, role, layout hints),
+    in role order (:func:`plan_param_groups`)."""
     kind_order = {kind: i for i, kind in enumerate(routes)}
     first_seen = {key: i for i, key in enumerate(buckets)}
     plan: dict[str, list[dict[str, Any]]] = {kind: [] for kind in routes}
