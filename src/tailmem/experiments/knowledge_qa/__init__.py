@@ -338,45 +338,13 @@ def write_outputs(
         figures += shown
         layout_tables += listed
     for ffn in plan.ffns:  # an FFN type whose every seed run diverged has no tables
-        run.write_csv(
-            f"tail_table_{ffn}.csv",
-            tables.tail_table(plan, ffn, cfg.table_fracs, cfg.tail_offsets, m),
+        ffn_long, ffn_gaps, ffn_figures, ffn_table = _ffn_outputs(
+            cfg, run, plan, ffn, chance, sweep_rows
         )
-        long_rows += tables.tail_table_long(plan, ffn, cfg.table_fracs, cfg.tail_offsets, m)
-        gaps_rows += tables.gap_rows(plan, ffn, cfg.head_groups)
-        figures += [
-            run.save_report_figure(
-                plots.fta_by_group_figure(plan, ffn, chance),
-                f"fta_by_group_{ffn}",
-                f"FTA per frequency group over training, {ffn} FFN, mean ± std over "
-                f"{cfg.seeds} seed(s) (paper Fig. 3); dashed: chance {chance:.3f}",
-            ),
-            run.save_report_figure(
-                plots.final_fta_figure(plan, ffn, chance),
-                f"fta_final_{ffn}",
-                f"First-token accuracy (left) and whole-answer exact match (right: greedy "
-                f"decoding reproduces every answer token) at the last step by frequency group, "
-                f"{ffn} FFN, mean ± std over seeds",
-            ),
-        ]
-        if any(r["ffn"] == ffn for r in sweep_rows):
-            figures.append(run.save_report_figure(
-                plots.sweep_figure(sweep_rows, ffn, plan.labels),
-                f"lr_sweep_{ffn}",
-                f"Tuning, {ffn} FFN: each candidate's score ({cfg.tuning.score_name(SCORES)}), "
-                f"mean over the tuning seeds (dots: each seed; star: chosen)",
-            ))  # fmt: skip
-        layout_tables.append(
-            {
-                "file": f"tail_table_{ffn}.csv",
-                "caption": f"Tail groups (m = {m}) at 20/50/100% of {cfg.train.steps} steps, "
-                f"{ffn} FFN, mean ± SE over {cfg.seeds} seed(s); 'paper' "
-                "columns: the published m = 15 value of the group at the same "
-                "distance from the rarest (empty where not published)",
-                "columns": tail_columns(plan),
-                "mean_se": tables.tail_mean_se([plan.arm(arm).label for arm in plan.arms]),
-            }
-        )
+        long_rows += ffn_long
+        gaps_rows += ffn_gaps
+        figures += ffn_figures
+        layout_tables.append(ffn_table)
     run.write_csv("tail_table_long.csv", long_rows)
     run.write_csv("head_tail_gap.csv", gaps_rows)
     layout_tables.append({
@@ -431,6 +399,57 @@ def write_outputs(
             ],
         },
     )
+
+
+def _ffn_outputs(
+    cfg: Config,
+    run: RunDir,
+    plan: TrainedPlan,
+    ffn: str,
+    chance: float,
+    sweep_rows: list[dict[str, Any]],
+) -> tuple[list[dict[str, Any]], list[dict[str, Any]], list[dict[str, Any]], dict[str, Any]]:
+    """One FFN type's tail table (written), its long-form and head–tail rows, its figures
+    (saved) and the tail table's entry in the report layout."""
+    m = cfg.data.m
+    run.write_csv(
+        f"tail_table_{ffn}.csv",
+        tables.tail_table(plan, ffn, cfg.table_fracs, cfg.tail_offsets, m),
+    )
+    long_rows = tables.tail_table_long(plan, ffn, cfg.table_fracs, cfg.tail_offsets, m)
+    gaps_rows = tables.gap_rows(plan, ffn, cfg.head_groups)
+    figures = [
+        run.save_report_figure(
+            plots.fta_by_group_figure(plan, ffn, chance),
+            f"fta_by_group_{ffn}",
+            f"FTA per frequency group over training, {ffn} FFN, mean ± std over "
+            f"{cfg.seeds} seed(s) (paper Fig. 3); dashed: chance {chance:.3f}",
+        ),
+        run.save_report_figure(
+            plots.final_fta_figure(plan, ffn, chance),
+            f"fta_final_{ffn}",
+            f"First-token accuracy (left) and whole-answer exact match (right: greedy "
+            f"decoding reproduces every answer token) at the last step by frequency group, "
+            f"{ffn} FFN, mean ± std over seeds",
+        ),
+    ]
+    if any(r["ffn"] == ffn for r in sweep_rows):
+        figures.append(run.save_report_figure(
+            plots.sweep_figure(sweep_rows, ffn, plan.labels),
+            f"lr_sweep_{ffn}",
+            f"Tuning, {ffn} FFN: each candidate's score ({cfg.tuning.score_name(SCORES)}), "
+            f"mean over the tuning seeds (dots: each seed; star: chosen)",
+        ))  # fmt: skip
+    table = {
+        "file": f"tail_table_{ffn}.csv",
+        "caption": f"Tail groups (m = {m}) at 20/50/100% of {cfg.train.steps} steps, "
+        f"{ffn} FFN, mean ± SE over {cfg.seeds} seed(s); 'paper' "
+        "columns: the published m = 15 value of the group at the same "
+        "distance from the rarest (empty where not published)",
+        "columns": tail_columns(plan),
+        "mean_se": tables.tail_mean_se([plan.arm(arm).label for arm in plan.arms]),
+    }
+    return long_rows, gaps_rows, figures, table
 
 
 def write_gap_measures(
