@@ -149,3 +149,24 @@ def test_the_ranked_figure_orders_optimisers_by_their_tail_speed_up_with_their_p
     spans = [(list(line.get_xdata()), list(line.get_ydata())) for line in ax.lines]
     bars = [(x, y) for x, y in spans if len(x) == 2 and y[0] == y[1]]
     assert bars == [([0.7, 0.9], [0, 0]), ([1.0, 1.0], [1, 1]), ([1.7, 2.1], [2, 2])]
+
+
+def test_a_command_line_common_key_joins_the_presets_dotted_keys():
+    """``common.tuning.rates=sweep`` (how a run tunes optimisers the store has no rate for)
+    replaces the preset's ``tuning.rates`` and keeps its other ``tuning.*`` keys."""
+    stored = load_config(optim_bench.Config, "optim-bench", "cpu")
+    swept = load_config(optim_bench.Config, "optim-bench", "cpu", ["common.tuning.rates=sweep"])
+    for config, rates in ((stored, "stored"), (swept, "sweep")):
+        for _, qa in config.qa_configs().values():
+            assert (qa.tuning.rates, qa.tuning.max_extend) == (rates, 3)
+
+
+def test_dotted_spells_nested_overrides_as_dotted_keys_later_ones_winning():
+    from tailmem.experiments.knowledge_qa.grid import dotted
+
+    given = {"tuning.rates": "stored", "tuning.max_extend": 3, "tuning": {"rates": "sweep"},
+             "model": {"d_model": 64, "n_head": 2}, "data.m": 7, "role_overrides": {}}  # fmt: skip
+    assert dotted(given) == {
+        "tuning.max_extend": 3, "tuning.rates": "sweep", "model.d_model": 64,
+        "model.n_head": 2, "data.m": 7, "role_overrides": {},
+    }  # fmt: skip

@@ -83,6 +83,24 @@ def _override(key: str, value: Any) -> str:
     return f"{key}={json.dumps(value)}"
 
 
+def dotted(overrides: Mapping[str, Any], prefix: str = "") -> dict[str, Any]:
+    """``overrides`` with every nested mapping spelled as dotted keys, later keys winning:
+    ``{"tuning.max_extend": 3, "tuning": {"rates": "sweep"}}`` (a preset's dotted key, then a
+    command line's ``common.tuning.rates=sweep``) is ``{"tuning.max_extend": 3, "tuning.rates":
+    "sweep"}``, one override per field. An empty mapping stays a value."""
+    out: dict[str, Any] = {}
+    for key, value in overrides.items():
+        name = f"{prefix}{key}"
+        if isinstance(value, Mapping) and value:
+            for inner, leaf in dotted(value, f"{name}.").items():
+                out.pop(inner, None)
+                out[inner] = leaf
+        else:
+            out.pop(name, None)
+            out[name] = value
+    return out
+
+
 def configure(
     points: Sequence[Point], preset: str, common: Mapping[str, Any] | None = None
 ) -> dict[str, tuple[Point, kqa.Config]]:
@@ -96,7 +114,8 @@ def configure(
         if point.label in out or slug(point.label) in folders:
             raise ConfigError(f"{where}: expected a label (and folder name) used by no other point")
         folders[slug(point.label)] = point.label
-        overrides = [_override(k, v) for k, v in {**(common or {}), **point.overrides}.items()]
+        merged = dotted({**dotted(common or {}), **dotted(point.overrides)})
+        overrides = [_override(k, v) for k, v in merged.items()]
         try:
             cfg = load_config(kqa.Config, EXPERIMENT, preset, overrides)
             if point.shared_lr and not {"muon", "adam"} <= {arm.name for arm in cfg.run_arms()}:
