@@ -466,11 +466,27 @@ FIG_WIDTH = 8.5
 (~1100 px) its 10 pt tick labels still read at ≥ 9 pt."""
 
 
+COLORS = {"muon": "tab:blue", "adam": "tab:orange"}
+"""Each arm's colour in every spectra figure."""
+
+
 def _figures(
     cfg: Config, run: RunDir, model_cfg: GPTConfig, muon: Series, adam: Series
 ) -> list[dict[str, str]]:
-    plt = pyplot()
+    """Every figure of the study, saved into ``run``: isotropy over training (three groups of
+    matrices), final isotropy per layer, and the attention logits with the validation loss."""
+    return [
+        *_isotropy_over_training(cfg, run, muon, adam),
+        _isotropy_by_layer(cfg, run, muon, adam),
+        _logits_and_loss(run, model_cfg, muon, adam),
+    ]
 
+
+def _isotropy_over_training(
+    cfg: Config, run: RunDir, muon: Series, adam: Series
+) -> list[dict[str, str]]:
+    """Each isotropy metric over training, Muon against Adam, per group of matrices."""
+    plt = pyplot()
     other_vo = "vo_stacked" if cfg.vo_form == "per_head" else "vo_head"
     ffn_in = ["w_in", "w_gate"] if cfg.ffn == "gated" else ["w_in"]
     groups = [
@@ -487,7 +503,6 @@ def _figures(
         ),
     ]
     figures = []
-    colors = {"muon": "tab:blue", "adam": "tab:orange"}
     for stem, matrices, caption in groups:
         rows = len(matrices)
         fig, axes = plt.subplots(rows, 4, figsize=(FIG_WIDTH, 2.4 * rows), squeeze=False)
@@ -499,9 +514,9 @@ def _figures(
                         continue
                     values = series.layer_mean(matrix, metric)
                     mean, sd = values.mean(axis=0), values.std(axis=0)
-                    ax.plot(series.steps, mean, color=colors[name], label=name.capitalize())
+                    ax.plot(series.steps, mean, color=COLORS[name], label=name.capitalize())
                     ax.fill_between(
-                        series.steps, mean - sd, mean + sd, color=colors[name], alpha=0.2
+                        series.steps, mean - sd, mean + sd, color=COLORS[name], alpha=0.2
                     )
                 ax.set_title(f"{MATRIX_LABELS[matrix]}: {metric_label(metric, cfg.top_k)}")
                 ax.grid(alpha=0.3)
@@ -512,7 +527,12 @@ def _figures(
         figures.append(
             run.save_report_figure(fig, stem, f"{caption} — mean ± SD over {cfg.seeds} seeds")
         )
+    return figures
 
+
+def _isotropy_by_layer(cfg: Config, run: RunDir, muon: Series, adam: Series) -> dict[str, str]:
+    """Each isotropy metric at the last step per layer, for VO and W_out."""
+    plt = pyplot()
     fig, axes = plt.subplots(2, 4, figsize=(FIG_WIDTH, 5), squeeze=False)
     for r, matrix in enumerate([cfg.vo_matrix, "w_out"]):
         for c, metric in enumerate(ISO_METRICS):
@@ -529,7 +549,7 @@ def _figures(
                     finals.mean(axis=1),
                     yerr=finals.std(axis=1),
                     marker="o",
-                    color=colors[name],
+                    color=COLORS[name],
                     label=name.capitalize(),
                     capsize=2,
                 )
@@ -539,10 +559,14 @@ def _figures(
             ax.grid(alpha=0.3)
     fig.tight_layout()
     legend_outside(axes[0][-1])
-    figures.append(
-        run.save_report_figure(fig, "isotropy_by_layer", "Final-step isotropy per layer")
-    )
+    return run.save_report_figure(fig, "isotropy_by_layer", "Final-step isotropy per layer")
 
+
+def _logits_and_loss(
+    run: RunDir, model_cfg: GPTConfig, muon: Series, adam: Series
+) -> dict[str, str]:
+    """The max attention logit per layer over training (paper Table 2), and the validation loss."""
+    plt = pyplot()
     fig, axes = plt.subplots(3, 1, figsize=(7, 9), sharex=True, layout="constrained")
     for ax, (name, series) in zip(axes[:2], (("muon", muon), ("adam", adam)), strict=True):
         summary = logit_summary(series) if series.n else {"layers": []}
@@ -566,16 +590,13 @@ def _figures(
             ax.plot(
                 series.steps[1:],
                 values.mean(axis=0)[1:],
-                color=colors[name],
+                color=COLORS[name],
                 label=name.capitalize(),
             )
     ax.set_title("validation loss (mean over seeds)")
     ax.set_xlabel("step")
     ax.grid(alpha=0.3)
     legend_outside(ax)
-    figures.append(
-        run.save_report_figure(
-            fig, "max_logit", "Max attention logit per layer (paper Table 2) and validation loss"
-        )
+    return run.save_report_figure(
+        fig, "max_logit", "Max attention logit per layer (paper Table 2) and validation loss"
     )
-    return figures
