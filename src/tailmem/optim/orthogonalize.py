@@ -118,27 +118,7 @@ def orthogonalize(
     Tall inputs (``m > n``) are transposed, processed and transposed back, so the Gram matrix is
     always the smaller one.
     """
-    if method not in METHODS:
-        raise ValueError(f"unknown orthogonalisation method {method!r}; expected one of {METHODS}")
-    if G.ndim < 2:
-        raise ValueError(
-            f"orthogonalize needs a matrix or a batch of matrices, got shape {tuple(G.shape)}"
-        )
-    if steps is not None and (isinstance(steps, bool) or not isinstance(steps, int) or steps < 1):
-        raise ValueError(f"steps must be a positive integer or None, got {steps!r}")
-    if not G.is_floating_point():
-        raise TypeError(f"orthogonalize needs a floating-point tensor, got {G.dtype}")
-    if dtype is not None and not (isinstance(dtype, torch.dtype) and dtype.is_floating_point):
-        raise TypeError(
-            f"orthogonalize dtype must be a floating torch.dtype or None, got {dtype!r}"
-        )
-    if coefficients is not None and method != "ns5":
-        raise ValueError(f"coefficients are the ns5 polynomial's; method {method!r} takes none")
-    if coefficients is not None and (
-        len(coefficients) != 3 or not all(math.isfinite(float(c)) for c in coefficients)
-    ):
-        raise ValueError(f"coefficients must be 3 finite numbers (a, b, c), got {coefficients!r}")
-    _check_eps(eps)
+    _check_arguments(G, method, steps, dtype, eps, coefficients)
     shape = G.shape
     m, n = shape[-2], shape[-1]
     if G.numel() == 0:
@@ -168,6 +148,38 @@ def orthogonalize(
     if transpose:
         out = out.mT
     return out.to(G.dtype).reshape(shape)
+
+
+def _check_arguments(
+    G: Tensor,
+    method: str,
+    steps: int | None,
+    dtype: torch.dtype | None,
+    eps: float,
+    coefficients: tuple[float, float, float] | None,
+) -> None:
+    """Refuse what :func:`orthogonalize` cannot take, one error naming it (its docstring)."""
+    if method not in METHODS:
+        raise ValueError(f"unknown orthogonalisation method {method!r}; expected one of {METHODS}")
+    if G.ndim < 2:
+        raise ValueError(
+            f"orthogonalize needs a matrix or a batch of matrices, got shape {tuple(G.shape)}"
+        )
+    if steps is not None and (isinstance(steps, bool) or not isinstance(steps, int) or steps < 1):
+        raise ValueError(f"steps must be a positive integer or None, got {steps!r}")
+    if not G.is_floating_point():
+        raise TypeError(f"orthogonalize needs a floating-point tensor, got {G.dtype}")
+    if dtype is not None and not (isinstance(dtype, torch.dtype) and dtype.is_floating_point):
+        raise TypeError(
+            f"orthogonalize dtype must be a floating torch.dtype or None, got {dtype!r}"
+        )
+    if coefficients is not None and method != "ns5":
+        raise ValueError(f"coefficients are the ns5 polynomial's; method {method!r} takes none")
+    if coefficients is not None and (
+        len(coefficients) != 3 or not all(math.isfinite(float(c)) for c in coefficients)
+    ):
+        raise ValueError(f"coefficients must be 3 finite numbers (a, b, c), got {coefficients!r}")
+    _check_eps(eps)
 
 
 def polar_express_schedule(steps: int) -> tuple[tuple[float, float, float], ...]:
