@@ -319,6 +319,58 @@ class _Printer:
 
 
 @dataclass
+class _Outputs:
+    """Where a run's progress goes: the progress bar and its printer (every rank; silent off
+    rank 0), ``metrics.jsonl`` and the trackers of ``log_to`` (rank 0 only)."""
+
+    bar: tqdm
+    printer: _Printer
+    metrics: IO[str] | None
+    track: Callable[[Mapping[str, Any]], None] | None
+
+    def record(self, row: Mapping[str, Any]) -> None:
+        """One metrics line: appended to ``metrics.jsonl`` (flushed) and sent to the trackers."""
+        line = json_value(row)
+        if self.metrics is not None:
+            self.metrics.write(json.dumps(line, allow_nan=False) + "\n")
+            self.metrics.flush()
+        if self.track is not None:
+            self.track(line)
+
+
+@contextlib.contextmanager
+def _open_outputs(
+    cfg: TrainConfig,
+    ctx: D.DistContext,
+    run_dir: Path,
+    step: int,
+    label: str | None,
+    config: Mapping[str, Any] | None,
+    group: str | None,
+    identity: str | None,
+    resumed_from: int | None,
+) -> Iterator[_Outputs]:
+    """A run's outputs, open while training lasts: the bar starts at ``step``; the trackers
+    attach ``config`` (default: ``cfg``) and name the run ``label``."""
+    show = cfg.progress and ctx.is_main and sys.stderr.isatty()
+    with contextlib.ExitStack() as stack:
+        bar = stack.enter_context(
+            tqdm(total=cfg.steps, initial=step, disable=not show, unit="step")
+        )
+        metrics: IO[str] | None = None
+        if ctx.is_main:
+            metrics = stack.enter_context(open(run_dir / "metrics.jsonl", "a", encoding="utf-8"))
+        track = None
+        if ctx.is_main and cfg.log_to:
+            attached = dataclasses.asdict(cfg) if config is None else config
+            track = stack.enter_context(
+                tracking(cfg.log_to, run_dir, attached, name=label or run_dir.name, group=group,
+                         identity=identity, resumed_from=resumed_from)
+            )  # fmt: skip
+        yield _Outputs(bar, _Printer(bar, label, ctx.is_main), metrics, track)
+
+
+@dataclass
 class StepResult:
     """One update: mean loss over the global batch, pre-clip gradient norm, input tokens."""
 
@@ -529,25 +581,15 @@ def train(
         state = run.state
         model.train()
         wrapped = D.wrap_model(model, ctx, device)
-        show = cfg.progress and ctx.is_main and sys.stderr.isatty()
-        bar = stack.enter_context(
-            tqdm(total=cfg.steps, initial=state.step, disable=not show, unit="step")
-        )
-        out = _Printer(bar, label, ctx.is_main)
+        outputs = stack.enter_context(
+            _open_outputs(cfg, ctx, run_dir, state.step, label, config, group, identity,
+                          resumed_from)
+        )  # fmt: skip
+        bar, out = outputs.bar, outputs.printer
         origin = "fresh" if resumed_from is None else f"resumed at {state.step}"
         where = run_dir.name if label else run_dir  # a labelled line already names the run
         how = cfg.precision + (", compiled" if cfg.compile else "")
         out.say(f"training {where}: {cfg.steps} steps ({origin}; {how})")
-        metrics: IO[str] | None = None
-        if ctx.is_main:
-            metrics = stack.enter_context(open(run_dir / "metrics.jsonl", "a", encoding="utf-8"))
-        track = None
-        if ctx.is_main and cfg.log_to:
-            attached = dataclasses.asdict(cfg) if config is None else config
-            track = stack.enter_context(
-                tracking(cfg.log_to, run_dir, attached, name=label or run_dir.name, group=group,
-                         identity=identity, resumed_from=resumed_from)
-            )  # fmt: skip
         start, before = state.step, state.elapsed
         session_start = window_start = time.perf_counter()
         last_loss: float | None = None
@@ -583,11 +625,7 @@ def train(
                         f"step {done}/{cfg.steps} loss {result.loss:.4f} | {describe(last_eval)} "
                         f"| elapsed {_fmt_time(state.elapsed)} ETA {eta}"
                     )
-                if metrics is not None:
-                    metrics.write(json.dumps(json_value(row), allow_nan=False) + "\n")
-                    metrics.flush()
-                if track is not None:
-                    track(json_value(row))
+                outputs.record(row)
             if is_ckpt:
                 save(run_dir / "ckpt", model, optimizer, data, run, cfg, ctx, device, identity)
         D.barrier(ctx)
