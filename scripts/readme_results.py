@@ -32,6 +32,7 @@ from typing import Any
 
 import yaml
 
+from tailmem.claims.host import host_note
 from tailmem.cli import ScriptParser, script_main
 from tailmem.errors import DataError
 from tailmem.mdtable import md_table
@@ -149,7 +150,8 @@ def knowledge_qa(run: Path, record: Mapping[str, Any]) -> dict[str, str]:
 
 
 def optim_bench(run: Path, record: Mapping[str, Any]) -> dict[str, str]:
-    """The leaderboard of each level as a table, and the answer on Adam at its own rate."""
+    """The leaderboard of each level as a table, and the answer on Adam at its own rate. Step
+    times are left out: wall-clock, they are the run's machine and load, not a result."""
     board = _csv(run / "leaderboard.csv")
     out: dict[str, str] = {}
     for i, level in enumerate(dict.fromkeys(r["level"] for r in board)):
@@ -160,17 +162,16 @@ def optim_bench(run: Path, record: Mapping[str, Any]) -> dict[str, str]:
                              "ci_high": _number(r[f"{key}_high"])})  # fmt: skip
 
         rows = [
-            (r["label"], r["family"], r["source"], f"{float(r['lr']):.3g}" if r["lr"] else "—",
+            (r["label"], r["family"], r["source"], _rate(r),
              ratio(r, "lag_vs_muon"), ratio(r, "lag_vs_adam"),
              pm(_number(r.get("rarest_fta")), _number(r.get("rarest_fta_se"))),
-             pm(_number(r["step_time_vs_adam"]), None),
              r["memory_tail_steps"] + ("+" if r["memory_tail_censored"] == "True" else ""),
              f"{r['tuning_trials']}/{r['tuning_budget']}", r["placement"])
             for r in mine
         ]  # fmt: skip
         header = ("optimiser", "family", "source", "lr", "its exposures ÷ Muon's",
-                  "Adam (own rate)'s ÷ its", "rarest FTA", "step time ÷ Adam", "memory: rarest "
-                  "group halved at step", "tuning trials", "place")  # fmt: skip
+                  "Adam (own rate)'s ÷ its", "rarest FTA", "memory: rarest group halved at "
+                  "step", "tuning trials", "place")  # fmt: skip
         out[f"optim-bench.level{i}"] = level
         out[f"optim-bench.table{i}"] = md_table(header, rows)
         places = {r["label"]: r["placement"] for r in mine if r["role"] != "reference"}
@@ -182,7 +183,22 @@ def optim_bench(run: Path, record: Mapping[str, Any]) -> dict[str, str]:
         out[f"optim-bench.adam_split{i}"] = (
             f"{ratio(split, 'lag_vs_muon')} × Muon's exposures — {split['placement']}"
         )
+        everywhere = next(r for r in mine if r["optimizer"] == "adam")
+        out[f"optim-bench.all_adam{i}"] = f"{ratio(everywhere, 'lag_vs_muon')} × Muon's"
+        for name, row in (("muon_tail_gap", "muon"), ("all_adam_tail_gap", "adam")):
+            found = next(r for r in mine if r["optimizer"] == row)
+            out[f"optim-bench.{name}{i}"] = pm(
+                _number(found["tail_gap_vs_adam"]), _number(found["tail_gap_vs_adam_se"]), 3
+            )
     return out
+
+
+def _rate(row: Mapping[str, str]) -> str:
+    """A leaderboard row's tuned rate, marked where it is the edge of the grid it tried."""
+    if not row["lr"]:
+        return "—"
+    edge = f" ({row['lr_edge']} tried)" if row.get("lr_edge") else ""
+    return f"{float(row['lr']):.3g}{edge}"
 
 
 GALLERY = {
@@ -244,9 +260,10 @@ COLLECT: dict[str, Callable[[Path, Mapping[str, Any]], dict[str, str]]] = {
 
 STUDIES = (
     "assoc-two-group", "assoc-scaling", "assoc-capacity", "knowledge-qa", "ablation", "spectra",
-    "icl-regression", "optim-bench", "rule-or-rate",
+    "icl-regression", "optim-bench",
 )  # fmt: skip
-"""The studies the README's results section shows: a collect that lacks one is refused."""
+"""The studies the README's results section shows: a collect that lacks one is refused (a run
+of another study, e.g. ``rule-or-rate``, is read too; its figures are copied when it is there)."""
 PRESET = "cpu"
 """The preset of every run the README shows (``docs/results_cpu.json``)."""
 
@@ -327,6 +344,7 @@ def collect(folders: Sequence[Path]) -> dict[str, Any]:
         records[name] = {k: v for k, v in record.items() if k != "claims"} | {"folder": str(run)}
         kept[name] = details(run) | {"claims": record["claims"]}
         values[f"{name}.wall"] = minutes(record["wall_seconds"] or 0.0)
+        values[f"{name}.commit"] = (record["git_commit"] or "unknown")[:10]
         if name in COLLECT:
             values.update(COLLECT[name](run, record))
         verdicts = [c["verdict"] for c in record["claims"]]
@@ -336,8 +354,14 @@ def collect(folders: Sequence[Path]) -> dict[str, Any]:
     values["verdicts.headlines"] = "\n".join(
         f"- `{i}` ({claims[i]['claim']}): **{claims[i]['verdict']}** — {claims[i]['ours']}"
         + (f" ({claims[i]['reason']})" if claims[i]["reason"] else "")
+        + (f" — **{host_note(i)}**" if host_note(i) else "")
         for i in HEADLINES
         if i in claims
+    )
+    per_host = [i for i in claims if host_note(i)]
+    values["verdicts.per_host"] = (
+        "\n".join(f"- `{i}`: **{claims[i]['verdict']}** here; {host_note(i)}" for i in per_host)
+        or "- none: every verdict held"
     )
     commits = sorted({r["git_commit"] or "unknown" for r in records.values()})
     values["commit"] = ", ".join(c[:10] for c in commits)
@@ -351,6 +375,8 @@ def figures(data: Mapping[str, Any]) -> dict[Path, Path]:
     folders = {name: Path(record["folder"]) for name, record in data["runs"].items()}
     out = {}
     for target, (name, figure) in GALLERY.items():
+        if name not in folders and name not in STUDIES:
+            continue
         source = folders[name] / figure
         if not source.is_file():
             raise DataError(f"{source} is missing; expected the figure the README shows")

@@ -31,8 +31,10 @@ def test_the_results_file_names_every_run_it_read_and_its_commit():
     for name, run in data["runs"].items():
         assert run["experiment"] == name and run["preset"] == "cpu"
         assert run["git_commit"] and run["digest"] and run["wall_seconds"] > 0
-    assert data["values"]["commit"] in {c[:10] for c in (r["git_commit"] for r in
-                                                         data["runs"].values())}  # fmt: skip
+    commits = {run["git_commit"][:10] for run in data["runs"].values()}
+    assert set(data["values"]["commit"].split(", ")) == commits
+    for name, run in data["runs"].items():
+        assert data["values"][f"{name}.commit"] == run["git_commit"][:10]
 
 
 def test_a_value_the_template_names_but_the_runs_did_not_give_is_an_error():

@@ -45,17 +45,17 @@ CATALOG: dict[str, About] = {
     "assoc-two-group": About(
         "paper A Sec. 5 (Thm 5.3, Fig. 4): one-step balance, Δ–L",
         {"smoke": "", "cpu": "K ≤ 3000", "paper": "K ≤ 30000"},
-        {"smoke": 1.7, "cpu": 5.0, "paper": None},
+        {"smoke": 1.7, "cpu": 12.0, "paper": None},
     ),
     "assoc-scaling": About(
         "paper B: per-group loss curves, noisy scaling laws, TRA-SignGD",
         {"smoke": "", "cpu": "K = 10^4", "paper": "K = 10^5"},
-        {"smoke": 2.4, "cpu": 27.0, "paper": None},
+        {"smoke": 2.4, "cpu": 61.0, "paper": None},
     ),
     "assoc-capacity": About(
         "beyond the papers: Cabannes et al.'s d < K capacity law",
         {"smoke": "", "cpu": "10^3 facts", "paper": "10^4 facts"},
-        {"smoke": 0.4, "cpu": 12.0, "paper": None},
+        {"smoke": 0.4, "cpu": 19.0, "paper": None},
     ),
     "assoc-embeddings": About(
         "beyond the papers (D): the embeddings' orientation — Muon vs sign, Adam, GD",
@@ -69,8 +69,8 @@ CATALOG: dict[str, About] = {
     ),
     "knowledge-qa": About(
         "paper A Sec. 4.3 (Fig. 3, Tables 3–8): tail-fact QA accuracy",
-        {"smoke": "", "cpu": "5 arms × 2 FFN types × 3 seeds, d 256", "paper": "160M GPT"},
-        {"smoke": 2.5, "cpu": 2528.0, "paper": None},
+        {"smoke": "", "cpu": "6 arms × 2 FFN types × 3 seeds, d 256", "paper": "160M GPT"},
+        {"smoke": 2.5, "cpu": 2073.0, "paper": None},
     ),
     "qa-sensitivity": About(
         "paper A Sec. 4.3 (Tables 3–8): the QA lag under unpublished choices",
@@ -87,22 +87,22 @@ CATALOG: dict[str, About] = {
     "ablation": About(
         "paper A Sec. 4.1 (Table 1, Fig. 1): which blocks need Muon",
         {"smoke": "", "cpu": "8 arms × 3 seeds", "paper": "160M GPT"},
-        {"smoke": 0.9, "cpu": 606.0, "paper": None},
+        {"smoke": 0.9, "cpu": 720.0, "paper": None},
     ),
     "spectra": About(
         "paper A Sec. 4.2 (Fig. 2, Table 2): weight isotropy, logits",
         {"smoke": "", "cpu": "2 arms × 3 seeds", "paper": "160M GPT"},
-        {"smoke": 4.6, "cpu": 154.0, "paper": None},
+        {"smoke": 4.6, "cpu": 177.0, "paper": None},
     ),
     "icl-regression": About(
         "paper A (ICLR, reviewers): QK control task, in-context regression",
         {"smoke": "", "cpu": "2 arms × 3 seeds", "paper": "10k steps, LR 1e-4"},
-        {"smoke": 38.0, "cpu": 186.0, "paper": None},  # smoke timed at load 5-7
+        {"smoke": 38.0, "cpu": 114.0, "paper": None},  # smoke timed at load 5-7
     ),
     "optim-bench": About(
         "beyond the papers (C): which optimisers learn the tail",
-        {"smoke": "", "cpu": "13 optimisers × 2 QA levels × 3 seeds", "paper": "160M GPT"},
-        {"smoke": 20.0, "cpu": 1632.0, "paper": None},
+        {"smoke": "", "cpu": "14 optimisers × 5 seeds at stored rates", "paper": "160M GPT"},
+        {"smoke": 20.0, "cpu": 1423.0, "paper": None},
         in_reproduce=False,
     ),
     "rule-or-rate": About(
@@ -113,10 +113,11 @@ CATALOG: dict[str, About] = {
     ),
 }
 """Smoke presets are toy sizes (seconds, for the test suite); the ``paper`` presets carry the
-published sizes and were not timed here. The cpu times are each study's wall time in a fresh-clone
-``tailmem reproduce --preset cpu`` of commit f60dcd3 followed by ``--only optim-bench`` (2-core
-AMD EPYC; the README's results come from that folder); qa-sensitivity's and qa-map's were
-measured at an earlier commit."""
+published sizes and were not timed here. The cpu times are each study's wall time from a fresh
+clone on a 2-core AMD EPYC: ``tailmem reproduce --preset cpu`` of commit 47a0af2 (the main job's
+studies), ``tailmem run optim-bench --preset cpu`` of commit 62546c5 (the README's results come
+from those two); qa-sensitivity's, qa-map's and assoc-embeddings' were measured at earlier
+commits."""
 
 
 def about(name: str) -> About | None:
