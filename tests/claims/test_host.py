@@ -15,9 +15,7 @@ def _result(claim_id: str) -> ClaimResult:
 
 def test_a_host_sensitive_verdict_is_marked_and_others_are_not(monkeypatch):
     monkeypatch.setitem(host.HOST_SENSITIVE, "A1.qk_gain_small", "bf16: reproduced")
-    assert verdict_text(_result("A1.qk_gain_small")).endswith(
-        "decided per host (bf16: reproduced)"
-    )
+    assert verdict_text(_result("A1.qk_gain_small")).endswith("decided per host (bf16: reproduced)")
     assert "per host" not in verdict_text(_result("A1.full_beats_adam"))
 
 
