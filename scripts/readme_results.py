@@ -35,6 +35,7 @@ import yaml
 from tailmem.claims.host import host_note
 from tailmem.cli import ScriptParser, script_main
 from tailmem.errors import DataError
+from tailmem.lm.store import load_store
 from tailmem.mdtable import md_table
 from tailmem.rundir import RunDir, atomic_write_bytes, atomic_write_text, folder_kind
 
@@ -308,10 +309,13 @@ def runs_of(folders: Sequence[Path]) -> list[Path]:
     return runs
 
 
-def details(run: Path) -> dict[str, Any]:
+def details(run: Path, experiment: str) -> dict[str, Any]:
     """What the README's numbers rest on, kept beside them: every tuning table of the run (its
-    own and its grid points': each arm's choice, cost and budget, and every trial) and, for
-    runs that keep their seed runs' results, each seed's final FTA per group and arm."""
+    own and its grid points': each arm's choice, cost and budget, and every trial); each seed's
+    final metrics per arm (FTA, EM and loss per group, or nMSE; from the run's results, or a
+    grid study's seed runs, keyed by point); and for rates the run read from the package's
+    store, those entries (its study's; a grid study's are knowledge-qa's), with every trial that
+    chose them and their provenance."""
     out: dict[str, Any] = {}
     for table in ("tuning.csv", "lr_sweep.csv"):
         found = {str(p.parent.relative_to(run)): _csv(p) for p in sorted(run.rglob(table))
@@ -319,15 +323,31 @@ def details(run: Path) -> dict[str, Any]:
         if found:
             out[table.removesuffix(".csv")] = found
     results = run / "results.json"
+    runs: list[Any] = []
     if results.is_file():
-        runs = json.loads(results.read_text()).get("runs", [])
-        per_seed: dict[str, dict[str, list[Any]]] = {}
-        for r in runs if isinstance(runs, list) else []:
-            if isinstance(r, dict) and r.get("final"):
-                key = f"{r['ffn']}/{r['arm']}"
-                per_seed.setdefault(key, {})[str(r["seed"])] = r["final"].get("fta")
-        if per_seed:
-            out["final_fta_per_seed"] = per_seed
+        found = json.loads(results.read_text()).get("runs", [])
+        for r in found if isinstance(found, list) else []:  # a run's record, or its folder
+            path = run / r / "result.json" if isinstance(r, str) else None
+            runs.append(json.loads(path.read_text()) if path and path.is_file() else r)
+    prefixes = {id(r): "" for r in runs}
+    for point in sorted((run / "points").glob("*/runs")):  # a grid study's points
+        for path in sorted(point.rglob("result.json")):
+            runs.append(json.loads(path.read_text()))
+            prefixes[id(runs[-1])] = f"{point.parent.name}/"
+    per_seed: dict[str, dict[str, Any]] = {}
+    for r in runs:
+        if isinstance(r, dict) and r.get("final"):
+            key = f"{prefixes[id(r)]}{r['ffn']}/{r['arm']}"
+            per_seed.setdefault(key, {})[str(r["seed"])] = r["final"]
+    if per_seed:
+        out["final_per_seed"] = per_seed
+    used = {(r["ffn"], r["arm"], tuple(sorted(r["lrs"].items()))) for r in runs
+            if isinstance(r, dict) and isinstance(r.get("lrs"), dict)}  # fmt: skip
+    studies = {experiment} | ({"knowledge-qa"} if (run / "points").is_dir() else set())
+    stored = [rate.to_json() for rate in load_store().values() if rate.study in studies
+              and (rate.ffn, rate.arm, tuple(sorted(rate.lrs.items()))) in used]  # fmt: skip
+    if stored:  # rates evaluated from the package's store: every trial that chose them
+        out["stored_rates"] = stored
     return out
 
 
@@ -342,7 +362,7 @@ def collect(folders: Sequence[Path]) -> dict[str, Any]:
         record = _record(run)
         name = record["experiment"]
         records[name] = {k: v for k, v in record.items() if k != "claims"} | {"folder": str(run)}
-        kept[name] = details(run) | {"claims": record["claims"]}
+        kept[name] = details(run, name) | {"claims": record["claims"]}
         values[f"{name}.wall"] = minutes(record["wall_seconds"] or 0.0)
         values[f"{name}.commit"] = (record["git_commit"] or "unknown")[:10]
         if name in COLLECT:
