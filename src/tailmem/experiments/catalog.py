@@ -91,8 +91,8 @@ CATALOG: dict[str, About] = {
     ),
     "spectra": About(
         "paper A Sec. 4.2 (Fig. 2, Table 2): weight isotropy, logits",
-        {"smoke": "", "cpu": "2 arms × 3 seeds", "paper": "160M GPT"},
-        {"smoke": 4.6, "cpu": 177.0, "paper": None},
+        {"smoke": "", "cpu": "2 arms × 5 seeds", "paper": "160M GPT"},
+        {"smoke": 4.6, "cpu": 306.0, "paper": None},
     ),
     "icl-regression": About(
         "paper A (ICLR, reviewers): QK control task, in-context regression",
@@ -115,9 +115,9 @@ CATALOG: dict[str, About] = {
 """Smoke presets are toy sizes (seconds, for the test suite); the ``paper`` presets carry the
 published sizes and were not timed here. The cpu times are each study's wall time from a fresh
 clone on a 2-core AMD EPYC: ``tailmem reproduce --preset cpu`` of commit 47a0af2 (the main job's
-studies), ``tailmem run optim-bench --preset cpu`` of commit 62546c5 (the README's results come
-from those two); qa-sensitivity's, qa-map's and assoc-embeddings' were measured at earlier
-commits."""
+studies), ``tailmem run spectra --preset cpu`` of commit f5d1dc1 (5 seeds) and ``tailmem run
+optim-bench --preset cpu`` of commit 62546c5 (the README's results come from those runs);
+qa-sensitivity's, qa-map's and assoc-embeddings' were measured at earlier commits."""
 
 
 def about(name: str) -> About | None:
