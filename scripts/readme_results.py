@@ -180,14 +180,13 @@ def optim_bench(run: Path, record: Mapping[str, Any]) -> dict[str, str]:
             f"{place}: {', '.join(n for n, p in places.items() if p == place)}"
             for place in dict.fromkeys(places.values())
         )
-        split = next(r for r in mine if r["optimizer"] == "adam_split")
+        row = {r["optimizer"]: r for r in mine}
+        split, everywhere = row["adam_split"], row["adam"]
         out[f"optim-bench.adam_split{i}"] = (
             f"{ratio(split, 'lag_vs_muon')} × Muon's exposures — {split['placement']}"
         )
-        everywhere = next(r for r in mine if r["optimizer"] == "adam")
         out[f"optim-bench.all_adam{i}"] = f"{ratio(everywhere, 'lag_vs_muon')} × Muon's"
-        for name, row in (("muon_tail_gap", "muon"), ("all_adam_tail_gap", "adam")):
-            found = next(r for r in mine if r["optimizer"] == row)
+        for name, found in (("muon_tail_gap", row["muon"]), ("all_adam_tail_gap", everywhere)):
             out[f"optim-bench.{name}{i}"] = pm(
                 _number(found["tail_gap_vs_adam"]), _number(found["tail_gap_vs_adam_se"]), 3
             )
@@ -323,26 +322,24 @@ def details(run: Path, experiment: str) -> dict[str, Any]:
         if found:
             out[table.removesuffix(".csv")] = found
     results = run / "results.json"
-    runs: list[Any] = []
+    runs: list[tuple[str, Any]] = []  # (point prefix, a seed run's record)
     if results.is_file():
         found = json.loads(results.read_text()).get("runs", [])
         for r in found if isinstance(found, list) else []:  # a run's record, or its folder
             path = run / r / "result.json" if isinstance(r, str) else None
-            runs.append(json.loads(path.read_text()) if path and path.is_file() else r)
-    prefixes = {id(r): "" for r in runs}
+            runs.append(("", json.loads(path.read_text()) if path and path.is_file() else r))
     for point in sorted((run / "points").glob("*/runs")):  # a grid study's points
-        for path in sorted(point.rglob("result.json")):
-            runs.append(json.loads(path.read_text()))
-            prefixes[id(runs[-1])] = f"{point.parent.name}/"
+        runs += [(f"{point.parent.name}/", json.loads(path.read_text()))
+                 for path in sorted(point.rglob("result.json"))]  # fmt: skip
+    records = [(prefix, r) for prefix, r in runs if isinstance(r, dict)]
     per_seed: dict[str, dict[str, Any]] = {}
-    for r in runs:
-        if isinstance(r, dict) and r.get("final"):
-            key = f"{prefixes[id(r)]}{r['ffn']}/{r['arm']}"
-            per_seed.setdefault(key, {})[str(r["seed"])] = r["final"]
+    for prefix, r in records:
+        if r.get("final"):
+            per_seed.setdefault(f"{prefix}{r['ffn']}/{r['arm']}", {})[str(r["seed"])] = r["final"]
     if per_seed:
         out["final_per_seed"] = per_seed
-    used = {(r["ffn"], r["arm"], tuple(sorted(r["lrs"].items()))) for r in runs
-            if isinstance(r, dict) and isinstance(r.get("lrs"), dict)}  # fmt: skip
+    used = {(r["ffn"], r["arm"], tuple(sorted(r["lrs"].items()))) for _, r in records
+            if isinstance(r.get("lrs"), dict)}  # fmt: skip
     studies = {experiment} | ({"knowledge-qa"} if (run / "points").is_dir() else set())
     stored = [rate.to_json() for rate in load_store().values() if rate.study in studies
               and (rate.ffn, rate.arm, tuple(sorted(rate.lrs.items()))) in used]  # fmt: skip

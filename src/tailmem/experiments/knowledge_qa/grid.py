@@ -92,11 +92,8 @@ def dotted(overrides: Mapping[str, Any], prefix: str = "") -> dict[str, Any]:
     for key, value in overrides.items():
         name = f"{prefix}{key}"
         if isinstance(value, Mapping) and value:
-            for inner, leaf in dotted(value, f"{name}.").items():
-                out.pop(inner, None)
-                out[inner] = leaf
+            out |= dotted(value, f"{name}.")
         else:
-            out.pop(name, None)
             out[name] = value
     return out
 
@@ -114,7 +111,7 @@ def configure(
         if point.label in out or slug(point.label) in folders:
             raise ConfigError(f"{where}: expected a label (and folder name) used by no other point")
         folders[slug(point.label)] = point.label
-        merged = dotted({**dotted(common or {}), **dotted(point.overrides)})
+        merged = {**dotted(common or {}), **dotted(point.overrides)}
         overrides = [_override(k, v) for k, v in merged.items()]
         try:
             cfg = load_config(kqa.Config, EXPERIMENT, preset, overrides)
