@@ -24,13 +24,18 @@ SCRIPT_LIMIT = 4 * SECTION_LIMIT
 """Seconds the test waits for the whole script: past any one section's limit."""
 
 
+def run_check(out: Path, **env: str) -> subprocess.CompletedProcess[str]:
+    """The script at toy sizes into ``out``, with ``env`` added to the environment."""
+    env = {**os.environ, "GPU_CHECK_TOY": "1", "OUT": str(out), "PYTHONPATH": str(ROOT / "src"),
+           "GPU_CHECK_TOY_LIMIT": str(SECTION_LIMIT), **env}  # fmt: skip
+    return subprocess.run(["bash", str(ROOT / "scripts" / "gpu_check.sh")], env=env,
+                          capture_output=True, text=True, timeout=SCRIPT_LIMIT)  # fmt: skip
+
+
 @pytest.mark.timeout(SCRIPT_LIMIT + 60)
 def test_the_gpu_check_runs_every_section_at_toy_sizes(tmp_path):
     out = tmp_path / "out"
-    env = {**os.environ, "GPU_CHECK_TOY": "1", "OUT": str(out), "PYTHONPATH": str(ROOT / "src"),
-           "GPU_CHECK_TOY_LIMIT": str(SECTION_LIMIT)}  # fmt: skip
-    done = subprocess.run(["bash", str(ROOT / "scripts" / "gpu_check.sh")], env=env,
-                          capture_output=True, text=True, timeout=SCRIPT_LIMIT)  # fmt: skip
+    done = run_check(out)
     assert done.returncode == 0, done.stderr
     assert {p.name for p in out.iterdir()} == FILES  # at most 8 come back from the GPU machine
     summary = (out / "summary.txt").read_text().splitlines()
@@ -50,3 +55,16 @@ def test_the_gpu_check_runs_every_section_at_toy_sizes(tmp_path):
     with tarfile.open(out / "qa_run.tar.gz") as archive:
         names = archive.getnames()
     assert "qa/results.json" in names and not any("/ckpt" in name for name in names)
+
+
+@pytest.mark.timeout(SECTION_LIMIT + 60)
+def test_gpu_check_only_runs_the_sections_it_names_and_lists_the_rest_as_skipped(tmp_path):
+    out = tmp_path / "out"
+    done = run_check(out, GPU_CHECK_ONLY="optimiser")
+    assert done.returncode == 0, done.stderr
+    summary = (out / "summary.txt").read_text().splitlines()
+    ran = [line for line in summary[1:] if "skipped (GPU_CHECK_ONLY=optimiser)" not in line]
+    assert [line.split(":")[0] for line in ran] == ["optimiser step"] and ": ok, " in ran[0]
+    assert len(summary) == 7  # env, then six sections up to the QA point: one line each
+    assert "tailmem ns5" in (out / "optim_step.txt").read_text()
+    assert not (out / "qa_run.tar.gz").exists() and not (out / "step_modes.txt").exists()
