@@ -260,10 +260,9 @@ COLLECT: dict[str, Callable[[Path, Mapping[str, Any]], dict[str, str]]] = {
 
 STUDIES = (
     "assoc-two-group", "assoc-scaling", "assoc-capacity", "knowledge-qa", "ablation", "spectra",
-    "icl-regression", "optim-bench",
+    "icl-regression", "optim-bench", "rule-or-rate",
 )  # fmt: skip
-"""The studies the README's results section shows: a collect that lacks one is refused (a run
-of another study, e.g. ``rule-or-rate``, is read too; its figures are copied when it is there)."""
+"""The studies the README's results section shows: a collect that lacks one is refused."""
 PRESET = "cpu"
 """The preset of every run the README shows (``docs/results_cpu.json``)."""
 

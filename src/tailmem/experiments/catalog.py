@@ -107,7 +107,7 @@ CATALOG: dict[str, About] = {
     ),
     "rule-or-rate": About(
         "beyond the papers (D): is Muon's tail edge its update rule or its learning rate?",
-        {"smoke": "", "cpu": "6 arms x 3 seeds, 11 regime points", "paper": "160M GPT"},
+        {"smoke": "", "cpu": "6 arms x 3 seeds, stored rates, 13 more points", "paper": "160M GPT"},
         {"smoke": 56.0, "cpu": None, "paper": None},  # smoke timed at load 5
         in_reproduce=False,
     ),
