@@ -239,6 +239,13 @@ def rule_or_rate(run: Path, record: Mapping[str, Any]) -> dict[str, str]:
                 "ci_high": _number(r["share_high"])}), ratio(r, "muon_vs_adam_own"),
               r["fair_verdict"]) for r in regime]),
     }  # fmt: skip
+    out["rule-or-rate.rarest"] = md_table(
+        ("point", "Adam-shared", "Adam-own", "Muon-own", "Muon-own − Adam-own",
+         "share of the gap Adam-own closes"),
+        [(r["point"], *(pm(_number(r[f"rarest_{arm}"]), None)
+                        for arm in ("adam_shared", "adam_own", "muon_own")),
+          pm(_number(r["rarest_gap"]), _number(r["rarest_gap_se"])),
+          pm(_number(r["rarest_share"]), None)) for r in regime])  # fmt: skip
     report = json.loads((run / "report.json").read_text())
     out["rule-or-rate.answers"] = (
         "\n".join(

@@ -364,7 +364,9 @@ def test_the_first_screen_states_the_answers_under_the_preset_banner(tmp_path):
     assert f"<tr>{cells}<td>equivalent</td><td>knowledge-qa</td></tr>" in answers
     assert "<td>optim-bench</td>" in answers  # the benchmark's answers follow the QA's
     assert answers.index("knowledge-qa") < answers.index("optim-bench")
-    assert 'class="unanswered"' not in html  # both answering studies answered
+    unanswered = html.split('<ul class="unanswered">', 1)[1].split("</ul>", 1)[0]
+    assert unanswered.count("<li>") == 1  # knowledge-qa and optim-bench answered; not rule-or-rate
+    assert "rule-or-rate answers “is Muon" in unanswered and "--only rule-or-rate" in unanswered
     md = (tmp_path / "report.md").read_text()
     assert md.startswith("# tailmem report\n\n> **Preset cpu: a laptop-scale reproduction")
     row = " | ".join(first[k] for k in ("question", "answer", "evidence", "verdict"))

@@ -105,6 +105,21 @@ def test_the_smoke_study_writes_the_factorial_and_the_regime_table(tmp_path):
         rows = list(csv.DictReader(fh))
     assert rows[0]["arm"] == ADAM_SHARED and len(rows) == 6
     with open(run.path / "regime.csv") as fh:
-        assert [r["point"] for r in csv.DictReader(fh)] == ["base", "width: d 64", "reference"]
+        regime = list(csv.DictReader(fh))
+    assert [r["point"] for r in regime] == ["base", "width: d 64", "reference"]
+    # The regime table's rarest-group FTA is the factorial's at the base, and its gap and share
+    # follow from those three numbers (one seed: paired gap = difference of the means).
+    final = {r["arm"]: float(r["rarest_fta"]) for r in rows}
+    base = regime[0]
+    for arm in ("adam_shared", "adam_own", "muon_own"):
+        assert float(base[f"rarest_{arm}"]) == pytest.approx(final[arm], abs=1e-4)
+    assert float(base["rarest_gap"]) == pytest.approx(final["muon_own"] - final["adam_own"],
+                                                      abs=1e-4)  # fmt: skip
+    lead = final["muon_own"] - final["adam_shared"]
+    if lead > 0:
+        share = (final["adam_own"] - final["adam_shared"]) / lead
+        assert float(base["rarest_share"]) == pytest.approx(share, abs=1e-3)
+    else:
+        assert base["rarest_share"] == ""
     report = json.loads((run.path / "report.json").read_text())
     assert {f["file"] for f in report["figures"]} >= {"factorial.png", "share.png"}

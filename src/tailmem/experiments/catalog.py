@@ -108,15 +108,16 @@ CATALOG: dict[str, About] = {
     "rule-or-rate": About(
         "beyond the papers (D): is Muon's tail edge its update rule or its learning rate?",
         {"smoke": "", "cpu": "6 arms x 3 seeds, stored rates, 13 more points", "paper": "160M GPT"},
-        {"smoke": 56.0, "cpu": None, "paper": None},  # smoke timed at load 5
+        {"smoke": 56.0, "cpu": 2805.0, "paper": None},  # smoke timed at load 5
         in_reproduce=False,
     ),
 }
 """Smoke presets are toy sizes (seconds, for the test suite); the ``paper`` presets carry the
 published sizes and were not timed here. The cpu times are each study's wall time from a fresh
 clone on a 2-core AMD EPYC: ``tailmem reproduce --preset cpu`` of commit 47a0af2 (the main job's
-studies), ``tailmem run spectra --preset cpu`` of commit f5d1dc1 (5 seeds) and ``tailmem run
-optim-bench --preset cpu`` of commit 62546c5 (the README's results come from those runs);
+studies), ``tailmem run spectra --preset cpu`` of commit f5d1dc1 (5 seeds), ``tailmem run
+optim-bench --preset cpu`` of commit 62546c5 and ``tailmem run rule-or-rate --preset cpu`` of
+commit 143334a (the README's results come from those runs);
 qa-sensitivity's, qa-map's and assoc-embeddings' were measured at earlier commits."""
 
 

@@ -27,6 +27,7 @@ ANSWERED_BY = {
     "knowledge-qa": "does Muon learn the rare facts faster than Adam, also against an Adam "
     "tuned as freely?",
     "optim-bench": "which optimisers learn the tail?",
+    "rule-or-rate": "is Muon's tail edge its update rule or its learning rate?",
 }
 """The studies whose ``report.json`` states headline answers, with the question each answers."""
 

@@ -13,6 +13,8 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
+import numpy as np
+
 from tailmem.claims.registry import evaluate, write_claims
 from tailmem.claims.rule_or_rate import RuleOrRateInputs
 from tailmem.columns import column, column_docs, records
@@ -170,12 +172,63 @@ class RegimeRow:
     )
     muon_vs_adam_shared: float | None = column("Adam-shared's exposures ÷ Muon-own's (paper A's)")
     adam_own_vs_shared: float | None = column("Adam-shared's exposures ÷ Adam-own's (the rate)")
+    rarest_adam_shared: float | None = column("final FTA of the rarest group, Adam-shared, mean")
+    rarest_adam_own: float | None = column("the same, Adam-own")
+    rarest_muon_own: float | None = column("the same, Muon-own")
+    rarest_gap: float | None = column(
+        "Muon-own − Adam-own in the rarest group's final FTA, mean over paired seeds (the fair "
+        "gap where the tail is, which the pooled lag dilutes with the head groups)"
+    )
+    rarest_gap_se: float | None = column("its SE over paired seeds")
+    rarest_share: float | None = column(
+        "(Adam-own − Adam-shared) ÷ (Muon-own − Adam-shared) in the rarest group's final FTA: the "
+        "share of Muon's lead that Adam's own rate closes there (empty without a lead)"
+    )
 
 
 def width_of(point: grid.PointResult) -> int:
     """The model width d of a point."""
     qa = point.config
     return qa.model.build(1024, qa.ffns[0], qa.train.seq_len).d_model
+
+
+@dataclass(frozen=True)
+class RarestFinal:
+    """The rarest group's final FTA of Adam-shared, Adam-own and Muon-own at one point."""
+
+    adam_shared: float | None
+    adam_own: float | None
+    muon_own: float | None
+    gap: float | None
+    gap_se: float | None
+
+    @property
+    def share(self) -> float | None:
+        """The share of Muon-own's lead over Adam-shared that Adam-own closes."""
+        if self.adam_shared is None or self.adam_own is None or self.muon_own is None:
+            return None
+        lead = self.muon_own - self.adam_shared
+        return round((self.adam_own - self.adam_shared) / lead, 4) if lead > 0 else None
+
+
+def rarest_final(point: grid.PointResult) -> RarestFinal:
+    """The rarest group's final FTA per arm (mean over seeds) and Muon-own − Adam-own paired by
+    seed (mean and SE)."""
+    ffn, steps = point.config.ffns[0], point.plan.steps
+    per_seed: dict[str, dict[int, float]] = {}
+    for arm in (ADAM_SHARED, ADAM_OWN, MUON_OWN):
+        results = tables.seed_results(point.plan, ffn, arm)
+        values = tables.fta_at(results, steps, "fta")[:, -1].tolist() if results else []
+        per_seed[arm] = {r.seed: float(v) for r, v in zip(results, values, strict=True)}
+
+    def mean(arm: str) -> float | None:
+        values = per_seed[arm]
+        return round(sum(values.values()) / len(values), 4) if values else None
+
+    gaps = [per_seed[MUON_OWN][s] - per_seed[ADAM_OWN][s]
+            for s in per_seed[MUON_OWN] if s in per_seed[ADAM_OWN]]  # fmt: skip
+    gap, gap_se = tables.mean_and_se(np.array(gaps)) if gaps else (None, None)
+    return RarestFinal(mean(ADAM_SHARED), mean(ADAM_OWN), mean(MUON_OWN), gap, gap_se)
 
 
 def regime_rows(cfg: Config, points: Mapping[str, grid.PointResult]) -> list[RegimeRow]:
@@ -187,12 +240,15 @@ def regime_rows(cfg: Config, points: Mapping[str, grid.PointResult]) -> list[Reg
         sh = rate_share(point)
         m, m_low, m_high = _interval(_ratio(point, MUON_OWN, ADAM_OWN))
         verdict, _ = lag_verdict(_ratio(point, MUON_OWN, ADAM_OWN))
+        rarest = rarest_final(point)
         rows.append(RegimeRow(
             label, axis if label != BASE else "—", level, cfg.rates_of(label),
             width_of(point),
             sh.share, sh.low, sh.high, m, m_low, m_high, verdict,
             _interval(_ratio(point, MUON_OWN, ADAM_SHARED))[0],
             _interval(_ratio(point, ADAM_OWN, ADAM_SHARED))[0],
+            rarest.adam_shared, rarest.adam_own, rarest.muon_own, rarest.gap, rarest.gap_se,
+            rarest.share,
         ))  # fmt: skip
     return rows
 
@@ -254,25 +310,58 @@ def extrapolate(rows: Sequence[RegimeRow]) -> Extrapolation | None:
                          len(usable))  # fmt: skip
 
 
-def share_figure(rows: Sequence[RegimeRow]) -> Any:
-    """The share of Muon's edge the rate split recovers at every point, with its 95 %
-    interval: 1 is all of it the rate, 0 none."""
+SHARE_RANGE = (-0.5, 1.5)
+"""The share axis shown: a share outside it (where Muon barely leads Adam-shared, so the
+ratio's denominator is near 0) is drawn at the edge with its value written beside it."""
+
+
+def _share_mark(ax: Any, y: float, row: RegimeRow, colour: str, horizontal: bool) -> None:
+    """One point's lag share with its 95 % interval (clipped to :data:`SHARE_RANGE`) and its
+    rarest-group FTA share (a hollow diamond); ``horizontal``: the share on the x axis."""
+    lo, hi = SHARE_RANGE
+    if row.share is not None:
+        low = row.share if row.share_low is None else row.share_low
+        high = row.share if row.share_high is None else row.share_high
+        span = [max(low, lo), min(high, hi)]
+        shown = min(max(row.share, lo), hi)
+        xy = (span, [y, y]) if horizontal else ([y, y], span)
+        ax.plot(*xy, color=colour, linewidth=2, alpha=0.6)
+        ax.plot(*((shown, y) if horizontal else (y, shown)), "o", color=colour)
+        if shown != row.share:
+            ax.annotate(f"{row.share:.1f}", (shown, y) if horizontal else (y, shown),
+                        fontsize=7, xytext=(3, 3), textcoords="offset points")  # fmt: skip
+    if row.rarest_share is not None:
+        shown = min(max(row.rarest_share, lo), hi)
+        ax.plot(*((shown, y) if horizontal else (y, shown)), "D", mfc="none", color=colour)
+
+
+def share_figure(rows: Sequence[RegimeRow], widths: Sequence[RegimeRow]) -> Any:
+    """Left: the share of Muon's edge over Adam-shared that Adam's own rate recovers at every
+    point — in exposures (dot, 95 % interval) and in the rarest group's final FTA (diamond); 1
+    is all of it the rate, 0 none. Right: the same against width (the tuned width points)."""
     plt = pyplot()
-    shown = [r for r in rows if r.share is not None]
-    fig, ax = plt.subplots(figsize=(6.4, 0.9 + 0.3 * max(len(shown), 1)))
-    for y, row in enumerate(shown):
-        low = row.share_low if row.share_low is not None else row.share
-        high = row.share_high if row.share_high is not None else row.share
-        colour = "tab:blue" if row.rates == "tune" else "tab:grey"
-        ax.plot([low, high], [y, y], color=colour, linewidth=2, alpha=0.6)
-        ax.plot([row.share], [y], "o", color=colour)
-    ax.set_yticks(range(len(shown)), [r.point for r in shown], fontsize=7)
+    fig, (ax, wax) = plt.subplots(1, 2, figsize=(10.0, 1.2 + 0.3 * max(len(rows), 1)),
+                                  gridspec_kw={"width_ratios": [3, 2]})  # fmt: skip
+    for y, row in enumerate(rows):
+        _share_mark(ax, y, row, "tab:blue" if row.rates == "tune" else "tab:grey", True)
+    ax.set_yticks(range(len(rows)), [r.point for r in rows], fontsize=7)
     for x in (0.0, 1.0):
         ax.axvline(x, color="grey", linestyle=":", linewidth=1)
-    ax.set(xlabel=f"share of Muon's edge over Adam-shared recovered by Adam's own rate (τ "
-           f"{TAU:g}; 0: the rule, 1: the rate)", title="Update rule or learning rate? (grey: "
-           "the base's rates reused)")  # fmt: skip
+    ax.set_xlim(SHARE_RANGE[0] - 0.05, SHARE_RANGE[1] + 0.05)
+    ax.set(xlabel=f"share recovered by Adam's own rate (0: the rule, 1: the rate); dot: "
+           f"exposures at τ {TAU:g}, diamond: rarest FTA", title="Every point (grey: the "
+           "base's rates reused)")  # fmt: skip
     ax.grid(alpha=0.3, axis="x")
+    for row in widths:
+        _share_mark(wax, float(row.width), row, "tab:blue", False)
+    wax.set_xscale("log", base=2)
+    wax.set_xticks([r.width for r in widths], [str(r.width) for r in widths])
+    for level in (0.0, 1.0):
+        wax.axhline(level, color="grey", linestyle=":", linewidth=1)
+    wax.set_ylim(SHARE_RANGE[0] - 0.05, SHARE_RANGE[1] + 0.05)
+    wax.set(xlabel="model width d", ylabel="share recovered by the rate split",
+            title="Against width (tuned at each)")  # fmt: skip
+    wax.grid(alpha=0.3)
     fig.tight_layout()
     return fig
 
@@ -373,11 +462,13 @@ def write(cfg: Config, run: RunDir, points: Mapping[str, grid.PointResult]) -> N
                                "Adam at one rate (Adam-shared's exposures ÷ the arm's, τ 0.5, "
                                "pooled), 95 % interval; blue: the hidden matrices at their own "
                                "rate, orange: one rate for every parameter"),
-        run.save_report_figure(share_figure(regime), "share",
+        run.save_report_figure(share_figure(regime, widths), "share",
                                "The share of Muon's edge over Adam at one rate that Adam's own "
-                               "rate on the hidden matrices recovers, at every point (0: the "
-                               "edge is the update rule; 1: it is the learning rate), 95 % "
-                               "interval over paired seeds"),
+                               "rate on the hidden matrices recovers (0: the edge is the update "
+                               "rule; 1: it is the learning rate): in exposures to FTA 0.5 "
+                               "(dot, 95 % interval over paired seeds, clipped to -0.5..1.5) "
+                               "and in the rarest group's final FTA (diamond); at every point, "
+                               "and against width"),
     ]  # fmt: skip
     base_row = next((r for r in regime if r.point == BASE), None)
     said = answers(base_row, trend, claims)
