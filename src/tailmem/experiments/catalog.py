@@ -108,7 +108,7 @@ CATALOG: dict[str, About] = {
     "rule-or-rate": About(
         "beyond the papers (D): is Muon's tail edge its update rule or its learning rate?",
         {"smoke": "", "cpu": "6 arms x 3 seeds, stored rates, 13 more points", "paper": "160M GPT"},
-        {"smoke": 56.0, "cpu": 2805.0, "paper": None},  # smoke timed at load 5
+        {"smoke": 19.0, "cpu": 2805.0, "paper": None},  # smoke timed quiet at d965956
         in_reproduce=False,
     ),
 }
