@@ -4,6 +4,7 @@ rate split recovers, the two claims on synthetic inputs, and the study end to en
 from __future__ import annotations
 
 import csv
+import dataclasses
 import json
 import math
 
@@ -123,3 +124,19 @@ def test_the_smoke_study_writes_the_factorial_and_the_regime_table(tmp_path):
         assert base["rarest_share"] == ""
     report = json.loads((run.path / "report.json").read_text())
     assert {f["file"] for f in report["figures"]} >= {"factorial.png", "share.png"}
+
+
+def test_the_first_answer_gives_the_rarest_groups_share_and_gap_beside_the_lags():
+    from tailmem.experiments.rule_or_rate.outputs import RegimeRow, answers
+
+    lags = (0.59, -0.24, 1.42, 1.09, 0.79, 1.50, "not distinguished", 1.23, 1.13)
+    row = RegimeRow("base", "—", "base", "tune", 128, *lags, 0.48, 0.69, 0.81, 0.12, 0.03, None)
+    share = (0.69 - 0.48) / (0.81 - 0.48)  # what RarestFinal.share computes
+    (said,) = answers(dataclasses.replace(row, rarest_share=share), None, [])
+    assert said["answer"] == "not distinguished"  # the lag share's interval covers 0.5
+    assert "recovers 0.59 [-0.24, 1.42]" in said["evidence"]
+    assert "closes 0.64 of Muon's lead and Muon keeps 0.12 ± 0.03 (paired SE)" in said["evidence"]
+    (one_seed,) = answers(
+        dataclasses.replace(row, rarest_share=share, rarest_gap_se=None), None, []
+    )
+    assert "Muon keeps 0.12 (one seed)" in one_seed["evidence"]

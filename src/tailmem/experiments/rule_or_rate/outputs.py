@@ -405,13 +405,27 @@ def answers(
         else:
             verdict = "not distinguished"
         edge = "—" if base.muon_vs_adam_own is None else f"{base.muon_vs_adam_own:.2f}"
+        rarest = (
+            ""
+            if base.rarest_share is None or base.rarest_gap is None
+            else f"; in the rarest group's final FTA (Adam-shared {base.rarest_adam_shared:.2f}, "
+            f"Adam-own {base.rarest_adam_own:.2f}, Muon-own {base.rarest_muon_own:.2f}) Adam's own "
+            f"rate closes {base.rarest_share:.2f} of Muon's lead and Muon keeps "
+            f"{base.rarest_gap:.2f}"
+            + (
+                " (one seed)"
+                if base.rarest_gap_se is None
+                else f" ± {base.rarest_gap_se:.2f} (paired SE)"
+            )
+        )
         out.append({
             "question": f"At d = {base.width}, is Muon's tail edge its update rule or its "
             "learning rate?",
             "answer": verdict,
             "evidence": f"Adam's own rate on the hidden matrices recovers {base.share:.2f} "
             f"[{low:.2f}, {high:.2f}] of Muon's edge over Adam at one rate; with equal tuning "
-            f"freedom Adam-own still needs {edge}× Muon's exposures ({base.fair_verdict})",
+            f"freedom Adam-own still needs {edge}× Muon's exposures ({base.fair_verdict})"
+            f"{rarest}",
             "verdict": verdict,
         } if low is not None and high is not None else {
             "question": f"At d = {base.width}, is Muon's tail edge its update rule or its "
