@@ -194,7 +194,8 @@ def optim_bench(run: Path, record: Mapping[str, Any]) -> dict[str, str]:
 
 
 def _rate(row: Mapping[str, str]) -> str:
-    """A leaderboard row's tuned rate, marked where it is the edge of the grid it tried."""
+    """A tuned rate (a leaderboard row's, or a factorial arm's), marked where it is the edge of
+    the grid it tried."""
     if not row["lr"]:
         return "—"
     edge = f" ({row['lr_edge']} tried)" if row.get("lr_edge") else ""
@@ -228,7 +229,8 @@ def rule_or_rate(run: Path, record: Mapping[str, Any]) -> dict[str, str]:
         "rule-or-rate.factorial": md_table(
             ("arm", "hidden-matrix rate", "rest", "Adam-shared's exposures ÷ its",
              "Adam-own's ÷ its", "rarest FTA"),
-            [(r["label"], r["lr_hidden"], r["lr_rest"], ratio(r, "vs_adam_shared"),
+            [(r["label"], _rate({"lr": r["lr_hidden"], "lr_edge": r["lr_edge"]}), r["lr_rest"],
+              ratio(r, "vs_adam_shared"),
               ratio(r, "vs_adam_own"), pm(_number(r["rarest_fta"]), _number(r["rarest_fta_se"])))
              for r in factorial]),
         "rule-or-rate.regime": md_table(
