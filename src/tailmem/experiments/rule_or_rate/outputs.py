@@ -13,8 +13,6 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
-import numpy as np
-
 from tailmem.claims.registry import evaluate, write_claims
 from tailmem.claims.rule_or_rate import RuleOrRateInputs
 from tailmem.columns import column, column_docs, records
@@ -212,23 +210,16 @@ class RarestFinal:
 
 
 def rarest_final(point: grid.PointResult) -> RarestFinal:
-    """The rarest group's final FTA per arm (mean over seeds) and Muon-own − Adam-own paired by
-    seed (mean and SE)."""
-    ffn, steps = point.config.ffns[0], point.plan.steps
-    per_seed: dict[str, dict[int, float]] = {}
-    for arm in (ADAM_SHARED, ADAM_OWN, MUON_OWN):
-        results = tables.seed_results(point.plan, ffn, arm)
-        values = tables.fta_at(results, steps, "fta")[:, -1].tolist() if results else []
-        per_seed[arm] = {r.seed: float(v) for r, v in zip(results, values, strict=True)}
-
-    def mean(arm: str) -> float | None:
-        values = per_seed[arm]
-        return round(sum(values.values()) / len(values), 4) if values else None
-
-    gaps = [per_seed[MUON_OWN][s] - per_seed[ADAM_OWN][s]
-            for s in per_seed[MUON_OWN] if s in per_seed[ADAM_OWN]]  # fmt: skip
-    gap, gap_se = tables.mean_and_se(np.array(gaps)) if gaps else (None, None)
-    return RarestFinal(mean(ADAM_SHARED), mean(ADAM_OWN), mean(MUON_OWN), gap, gap_se)
+    """The rarest group's final FTA per arm (mean over seeds) and the tail gap of Muon-own over
+    Adam-own (the typed measures' pre-specified cell: mean and SE over paired seeds)."""
+    measures = point.measures.get(point.config.ffns[0])
+    pair = None if measures is None else measures.pair(MUON_OWN, ADAM_OWN)
+    tail = None if pair is None else pair.tail_gap
+    adam_shared, adam_own, muon_own = (
+        _final(point, arm, "fta", -1)[0] for arm in (ADAM_SHARED, ADAM_OWN, MUON_OWN)
+    )
+    return RarestFinal(adam_shared, adam_own, muon_own, None if tail is None else tail.gap,
+                       None if tail is None else tail.se)  # fmt: skip
 
 
 def regime_rows(cfg: Config, points: Mapping[str, grid.PointResult]) -> list[RegimeRow]:
