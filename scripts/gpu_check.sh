@@ -25,9 +25,9 @@
 # Every section has its own time limit (they add up to 8 min 50 s; on an H200 the sections took
 # about 5 min); one that fails or runs out keeps what it printed, says so in summary.txt, and the
 # next one runs. GPU_CHECK_ONLY="ensemble knowledge-QA" runs only the sections whose names hold
-# one of those words (to rerun what failed within a lease); the rest are listed as skipped. The GPU machine reaches
-# no package registry: the script runs on that machine's own PyTorch with PYTHONPATH=src and
-# skips (saying so) what needs a package it lacks.
+# one of those words (to rerun what failed within a lease); the rest are listed as skipped.
+# The GPU machine reaches no package registry: the script runs on that machine's own PyTorch
+# with PYTHONPATH=src and skips (saying so) what needs a package it lacks.
 #
 #   OUT=/some/folder bash scripts/gpu_check.sh
 #   GPU_CHECK_TOY=1 OUT=/tmp/x bash scripts/gpu_check.sh   # the same sections on the CPU at toy

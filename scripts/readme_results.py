@@ -163,7 +163,7 @@ def optim_bench(run: Path, record: Mapping[str, Any]) -> dict[str, str]:
                              "ci_high": _number(r[f"{key}_high"])})  # fmt: skip
 
         rows = [
-            (r["label"], r["family"], r["source"], _rate(r),
+            (r["label"], r["family"], r["source"], _rate(r["lr"], r.get("lr_edge")),
              ratio(r, "lag_vs_muon"), ratio(r, "lag_vs_adam"),
              pm(_number(r.get("rarest_fta")), _number(r.get("rarest_fta_se"))),
              r["memory_tail_steps"] + ("+" if r["memory_tail_censored"] == "True" else ""),
@@ -193,13 +193,12 @@ def optim_bench(run: Path, record: Mapping[str, Any]) -> dict[str, str]:
     return out
 
 
-def _rate(row: Mapping[str, str]) -> str:
+def _rate(lr: str, edge: str | None) -> str:
     """A tuned rate (a leaderboard row's, or a factorial arm's), marked where it is the edge of
     the grid it tried."""
-    if not row["lr"]:
+    if not lr:
         return "—"
-    edge = f" ({row['lr_edge']} tried)" if row.get("lr_edge") else ""
-    return f"{float(row['lr']):.3g}{edge}"
+    return f"{float(lr):.3g}" + (f" ({edge} tried)" if edge else "")
 
 
 GALLERY = {
@@ -229,7 +228,7 @@ def rule_or_rate(run: Path, record: Mapping[str, Any]) -> dict[str, str]:
         "rule-or-rate.factorial": md_table(
             ("arm", "hidden-matrix rate", "rest", "Adam-shared's exposures ÷ its",
              "Adam-own's ÷ its", "rarest FTA"),
-            [(r["label"], _rate({"lr": r["lr_hidden"], "lr_edge": r["lr_edge"]}), r["lr_rest"],
+            [(r["label"], _rate(r["lr_hidden"], r["lr_edge"]), r["lr_rest"],
               ratio(r, "vs_adam_shared"),
               ratio(r, "vs_adam_own"), pm(_number(r["rarest_fta"]), _number(r["rarest_fta_se"])))
              for r in factorial]),
