@@ -4,7 +4,9 @@ What :mod:`tailmem.config` uses to check a preset and its overrides, apart from 
 that code which only checks typed values (the optimiser registry's hyper-parameter specs) needs
 neither YAML nor a preset: :func:`from_dict` builds a dataclass from a mapping, checking each
 field against its annotation and then running its ``validate()``; every problem is one
-:class:`~tailmem.errors.ConfigError` line naming the field by its full dotted key.
+:class:`~tailmem.errors.ConfigError` line naming the field by its full dotted key;
+:func:`replaced` changes fields of a built config by dotted key under the same checks (how one
+study builds another's configs as values).
 
 The rules, for every field alike: a ``float`` must be finite (NaN and ±inf are refused unless
 the field is declared with ``metadata={NONFINITE: True}``); a ``bool`` is ``true`` or ``false``
@@ -61,6 +63,42 @@ def from_dict(cls: type[T], values: object, prefix: str = "") -> T:
         for name, value in values.items()
     }
     cfg = cls(**kwargs)
+    return _validated(cfg, prefix, fields)
+
+
+def replaced(cfg: T, changes: Mapping[str, object], prefix: str = "") -> T:
+    """``cfg`` with ``changes`` made, keyed by dotted field (``{"model.n_layer": 4}``): the
+    typed counterpart of building the config again with the changes among its overrides.
+
+    Each value is checked against its field's annotation as :func:`from_dict` checks it; every
+    section a change reaches is rebuilt with :func:`dataclasses.replace` (a type with its own
+    config form, such as an optimiser section, is parsed again from ``to_config()`` with the
+    change) and validated, ``cfg`` last. ``cfg`` is left as it was. Whether a user's change
+    reaches a run is the caller's to ask (``check_overrides(keys)``, as the loader does) once
+    every change is made."""
+    if not dataclasses.is_dataclass(cfg) or isinstance(cfg, type):
+        raise TypeError(f"replaced changes dataclass instances; got {cfg!r}")
+    hints = typing.get_type_hints(type(cfg))
+    fields = {f.name: f for f in dataclasses.fields(cfg) if f.init}
+    by_field: dict[str, dict[str, object]] = {}
+    for key, value in changes.items():
+        head, _, rest = key.partition(".")
+        if head not in fields:
+            raise ConfigError(
+                f"unknown config field '{prefix}{head}'; expected one of: {', '.join(fields)}"
+            )
+        by_field.setdefault(head, {})[rest] = value
+    new = {
+        name: _replaced_field(
+            getattr(cfg, name), sub, hints[name], f"{prefix}{name}", _Rules.of(fields[name])
+        )
+        for name, sub in by_field.items()
+    }
+    return _validated(dataclasses.replace(cfg, **new), prefix, fields)
+
+
+def _validated(cfg: T, prefix: str, fields: Mapping[str, object]) -> T:
+    """``cfg`` after its ``validate()``, whose message names its field by the full key."""
     validate = getattr(cfg, "validate", None)
     if callable(validate):
         try:
@@ -68,6 +106,41 @@ def from_dict(cls: type[T], values: object, prefix: str = "") -> T:
         except ConfigError as exc:
             raise ConfigError(_dotted(str(exc), prefix, fields)) from None
     return cfg
+
+
+def _replaced_field(
+    current: object, changes: Mapping[str, object], tp: object, name: str, rules: _Rules
+) -> Any:
+    """One field of :func:`replaced`: a whole new value (key ``""``), or changes inside it."""
+    if "" in changes:
+        if len(changes) > 1:
+            deeper = next(f"{name}.{k}" for k in changes if k)
+            raise ConfigError(
+                f"{deeper}: given beside {name} itself; expected one of the two (the whole "
+                "value would silently replace the key inside it, or the other way round)"
+            )
+        return _coerce(changes[""], tp, name, rules)
+    if dataclasses.is_dataclass(current) and not isinstance(current, type):
+        return replaced(current, changes, prefix=f"{name}.")
+    to_config = getattr(current, "to_config", None)
+    if callable(to_config):
+        plain = to_config()
+    elif isinstance(current, Mapping):
+        plain = dict(current)
+    else:
+        key = next(iter(changes))
+        raise ConfigError(f"{name}.{key}: {name} is not a nested section; expected {name}=VALUE")
+    for key, value in changes.items():
+        node = plain
+        *parents, leaf = key.split(".")
+        for part in parents:
+            child = node.get(part, {})
+            if not isinstance(child, Mapping):
+                raise ConfigError(f"{name}.{key}: {part!r} is not a nested section")
+            node[part] = child = dict(child)
+            node = child
+        node[leaf] = value
+    return _coerce(plain, tp, name, rules)
 
 
 def _dotted(message: str, prefix: str, fields: Mapping[str, object]) -> str:

@@ -41,24 +41,11 @@ def test_width_keeps_heads_of_64_where_it_can():
         heads(96)
 
 
-def test_a_points_config_is_a_value_equal_to_the_one_its_overrides_would_load():
-    """Points are built with dataclasses.replace, not key=value text: the same config (so the
-    same runs and sub-run digests) as the dotted-key overrides the map used to pass."""
+def test_a_point_the_model_cannot_take_is_refused_by_name():
     cfg = load_config(qa_map.Config, "qa-map", "cpu")
-    base = qa_map.base_config(cfg)
-    point = points.GridPoint(128, 2, 3.0, 7, 1.0)
-    built = qa_map.point_config(cfg, base, point, 214)
-    keys = {"model.d_model": 128, "model.n_head": 2, "model.n_layer": 2, "model.d_ff": 512,
-            "data.m": 7, "data.frequency_exponent": 1.0, "train.steps": 214,
-            "train.eval_every": 21, "train.log_every": 21, "train.warmup_steps": 4}  # fmt: skip
-    ((_, loaded),) = grid.configure(
-        [grid.Point(point.label, keys)], "cpu", qa_map.common_overrides(cfg)
-    ).values()
-    assert built == loaded and built.entries() == loaded.entries()
-    assert (built.model.n_head, built.train.warmup_steps, built.arms) == (2, 4, ["muon", "adam"])
     small = points.GridPoint(128, 2, 3.0, 2, 1.0)  # m = 2 has fewer groups than the head's 3
     with pytest.raises(ConfigError, match=r"^point 'd128 L2 x3 m2 rho1': head_groups: got 3"):
-        qa_map.point_config(cfg, base, small, 214)
+        qa_map.point_config(cfg, qa_map.base_config(cfg), small, 214)
 
 
 def test_facts_and_block_parameters_of_the_papers_point():
@@ -333,7 +320,7 @@ def test_too_few_measured_points_leave_the_trend_unfitted_with_the_reason(tmp_pa
     [
         ("axes.width=[64,96]", "axes.width: got 96; expected a multiple of head_dim 64"),
         ("heat_maps=[[width,batch]]", "heat_maps: got ['width', 'batch']; expected two"),
-        ("common={data.m: 5}", "common: ['data.m'] are set by the map"),
+        ("common={data.m: 5}", "common.data.m: qa-map sets data.m itself"),
         ("trend.features=[exposures]", "trend.features: got ['exposures']; expected some of"),
         ("axes.exposures=[0]", "axes.exposures: got 0"),
         ("common={ffn: both}", "common.ffn: got 'both'; expected plain or gated"),

@@ -33,7 +33,7 @@ QK-norm, no weight decay) and state an argument where it does not (``note``).
 from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
-from dataclasses import asdict, dataclass, field
+from dataclasses import asdict, dataclass, field, replace
 from typing import Any
 
 import numpy as np
@@ -50,6 +50,7 @@ from tailmem.claims.a3_sensitivity import (
 from tailmem.claims.core import Bound, ClaimResult, MeanSE, mean_se
 from tailmem.claims.registry import write_claims
 from tailmem.errors import ConfigError
+from tailmem.experiments import knowledge_qa as kqa
 from tailmem.experiments.knowledge_qa import SCORES, gaps, grid, tables
 from tailmem.experiments.qa_map.measures import ArmChoice, arm_choice, final_gaps, seed_ratios
 from tailmem.lm.sweeps import choice_rows
@@ -107,15 +108,20 @@ class Config:
         ]
         return [grid.Point(BASE), *levels]
 
-    def configure(self) -> dict[str, tuple[grid.Point, Any]]:
-        """Every point's validated knowledge-QA config (:func:`.grid.configure`)."""
-        common = {"seed": self.seed, "workers": self.workers, **self.common}
-        return grid.configure(self.points(), self.preset, common)
+    def configure(self) -> dict[str, tuple[grid.Point, kqa.Config]]:
+        """Every point's validated knowledge-QA config (:func:`.grid.configure`): the preset,
+        ``common``, the study's seed and workers, the point's overrides."""
+        return grid.configure(self.points(), self.preset, self.common, self.settle)
+
+    def settle(self, qa: kqa.Config) -> kqa.Config:
+        """What the study sets in every point's knowledge-QA config: its seed and workers."""
+        return replace(qa, seed=self.seed, workers=self.workers)
 
     def validate(self) -> None:
         """One-line :class:`ConfigError` for a bad field, factor, level key or value."""
         if self.workers < 1:
             raise ConfigError(f"workers: got {self.workers}; expected >= 1")
+        grid.refuse_owned(self.common, ("seed", "workers"), NAME)
         if not self.factors:
             raise ConfigError("factors: got an empty list; expected at least one factor")
         for i, factor in enumerate(self.factors):

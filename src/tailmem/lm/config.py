@@ -10,7 +10,7 @@ section, its arms (:meth:`LMConfig.run_arms`) and study fields.
 from __future__ import annotations
 
 from collections.abc import Iterable, Iterator, Mapping, Sequence
-from dataclasses import asdict, dataclass, field, fields, is_dataclass
+from dataclasses import asdict, dataclass, field, fields, is_dataclass, replace
 from typing import TYPE_CHECKING, Any, Literal
 
 from tailmem.errors import ConfigError
@@ -324,6 +324,19 @@ class OptimSection(Mapping[str, KindSection]):
     def kinds(self) -> dict[str, OptimizerKind]:
         """The user kinds this section defines (recipes may name them besides the registry)."""
         return {n: s.kind for n, s in self._sections.items() if s.kind.path is not None}
+
+    def updated(self, other: OptimSection) -> OptimSection:
+        """This section with every kind of ``other`` taking ``other``'s section."""
+        return OptimSection({**self._sections, **other._sections})._twins_synced()
+
+    def with_rates(self, rates: Mapping[str, Any]) -> OptimSection:
+        """This section with each kind of ``rates`` at that rate or grid (checked as
+        ``optim.<kind>.lr`` is; a kind without a section gets the registry's defaults)."""
+        sections = dict(self.with_kinds(rates)._sections)
+        for name, lr in rates.items():
+            rate = _rate(lr, f"optim.{name}.lr")
+            sections[name] = replace(sections[name], lr=rate)
+        return OptimSection(sections)._twins_synced()
 
     def with_kinds(self, names: Iterable[str]) -> OptimSection:
         """This section plus the registry's defaults for every kind of ``names`` it lacks."""

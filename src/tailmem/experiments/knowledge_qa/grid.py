@@ -1,10 +1,13 @@
 """Knowledge-QA at many points, on one pool: the engine of ``qa-sensitivity`` and of the map.
 
-A *point* is a label plus dotted-key overrides of the knowledge-QA :class:`~.Config`, applied
-over a knowledge-QA preset and over overrides common to every point::
+A *point* is a label plus dotted-key changes of the knowledge-QA :class:`~.Config`, made on a
+knowledge-QA preset after the changes common to every point (the user's, then the driving
+study's own, a function of the config) — all as values (:func:`~tailmem.typecheck.replaced`,
+:func:`dataclasses.replace`), never as ``key=value`` text::
 
     points = [Point("base"), Point("β1 0.9", {"optim.adam.betas": [0.9, 0.95]})]
-    configs = configure(points, preset="cpu", common={"arms": ["muon", "adam"]})
+    seeds = lambda qa: dataclasses.replace(qa, seed=7)
+    configs = configure(points, preset="cpu", common={"arms": ["muon", "adam"]}, study=seeds)
     results = run_points(configs, root, workers=2)      # {label: PointResult}
     results["β1 0.9"].measures["plain"]                 # .gaps.measure of that point
 
@@ -25,7 +28,6 @@ scale meant for it (``optim.muon.scale: match_rms_adamw``).
 from __future__ import annotations
 
 import dataclasses
-import json
 import re
 import shutil
 from collections.abc import Callable, Mapping, Sequence
@@ -42,6 +44,7 @@ from tailmem.lm.subrun import run_job
 from tailmem.resources import check_devices
 from tailmem.rundir import RunDir
 from tailmem.train import distributed as D
+from tailmem.typecheck import replaced
 
 EXPERIMENT = "knowledge-qa"
 
@@ -78,11 +81,6 @@ def slug(label: str) -> str:
     return re.sub(r"[^A-Za-z0-9._-]+", "_", label).strip("_") or "_"
 
 
-def _override(key: str, value: Any) -> str:
-    """``key=value`` with the value as JSON (valid YAML for the config loader)."""
-    return f"{key}={json.dumps(value)}"
-
-
 def dotted(overrides: Mapping[str, Any], prefix: str = "") -> dict[str, Any]:
     """``overrides`` with every nested mapping spelled as dotted keys, later keys winning:
     ``{"tuning.max_extend": 3, "tuning": {"rates": "sweep"}}`` (a preset's dotted key, then a
@@ -98,12 +96,39 @@ def dotted(overrides: Mapping[str, Any], prefix: str = "") -> dict[str, Any]:
     return out
 
 
+def refuse_owned(
+    overrides: Mapping[str, Any], owned: Sequence[str], study: str, where: str = "common"
+) -> None:
+    """Refuse a key of ``overrides`` (the user's, at ``where``) that the driving ``study`` sets
+    itself (one of ``owned``, or a key inside or around one): one value would silently
+    replace the other."""
+    for key in dotted(overrides):
+        for mine in owned:
+            if key == mine or key.startswith(f"{mine}.") or mine.startswith(f"{key}."):
+                raise ConfigError(
+                    f"{where}.{key}: {study} sets {mine} itself; expected it left out of "
+                    f"{where} (the study's own fields set it)"
+                )
+
+
 def configure(
-    points: Sequence[Point], preset: str, common: Mapping[str, Any] | None = None
+    points: Sequence[Point],
+    preset: str,
+    common: Mapping[str, Any] | None = None,
+    study: Callable[[kqa.Config], kqa.Config] | None = None,
 ) -> dict[str, tuple[Point, kqa.Config]]:
-    """Every point's knowledge-QA config (``preset``, then ``common``, then the point's own
-    overrides), validated, by label; refuses repeated labels or folders and a ``shared_lr``
-    point without both Muon and Adam arms."""
+    """Every point's knowledge-QA config, by label, built as a value: the ``preset``, with the
+    user's ``common`` changes (dotted keys, for every point), then the driving ``study``'s own
+    fields (a function of the config: its arms, rates, seed...), then the point's overrides —
+    each change typed and checked (:func:`~tailmem.typecheck.replaced`), the user's keys refused
+    where they would reach no run. Refuses repeated labels or folders and a ``shared_lr`` point
+    without both Muon and Adam arms."""
+    user = dotted(common or {})
+    try:
+        start = replaced(load_config(kqa.Config, EXPERIMENT, preset), user)
+        start = start if study is None else study(start)
+    except ConfigError as exc:
+        raise ConfigError(f"common: {exc}") from None
     out: dict[str, tuple[Point, kqa.Config]] = {}
     folders: dict[str, str] = {}
     for point in points:
@@ -111,10 +136,10 @@ def configure(
         if point.label in out or slug(point.label) in folders:
             raise ConfigError(f"{where}: expected a label (and folder name) used by no other point")
         folders[slug(point.label)] = point.label
-        merged = {**dotted(common or {}), **dotted(point.overrides)}
-        overrides = [_override(k, v) for k, v in merged.items()]
+        own = dotted(point.overrides)
         try:
-            cfg = load_config(kqa.Config, EXPERIMENT, preset, overrides)
+            cfg = replaced(start, own)
+            cfg.check_overrides([*user, *own])
             if point.shared_lr and not {"muon", "adam"} <= {arm.name for arm in cfg.run_arms()}:
                 raise ConfigError(f"arms: got {cfg.arms}; shared_lr needs muon and adam")
         except ConfigError as exc:

@@ -38,13 +38,13 @@ under ``points/<level>/``.
 
 from __future__ import annotations
 
-import dataclasses
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import Any, Literal
 
 from tailmem.claims.registry import evaluate, write_claims
 from tailmem.errors import ConfigError
+from tailmem.experiments import knowledge_qa as kqa
 from tailmem.experiments.knowledge_qa import grid
 from tailmem.experiments.optim_bench import board
 from tailmem.experiments.optim_bench.memory import MemorySection, run_memory
@@ -123,6 +123,7 @@ class Config:
                 f"levels[0].rates: got {self.levels[0].rates!r}; expected 'sweep' (the base level "
                 "chooses the rates the other levels may reuse)"
             )
+        grid.refuse_owned(self.common, ("seed", "workers", "arms", "optim"), NAME)
         self.memory.validate()
         self.qa_configs()
         self.qa_configs("base")
@@ -143,36 +144,35 @@ class Config:
         (``adam``: Adam on everything)."""
         return [f"{name}:*" if name == "adam" else matrix_recipe(name) for name in self.optimizers]
 
-    def qa_overrides(self) -> dict[str, Any]:
-        """The knowledge-QA overrides every level shares: ``common``, the arms, and every
-        optimiser's section of ``optim`` key by key."""
-        optim = {
-            f"optim.{name}.{key}": value
-            for name, section in self.optim.items()
-            for key, value in section.to_config().items()
-        }
-        return {"seed": self.seed, "workers": self.workers, **self.common, "arms": self.arms(),
-                **optim}  # fmt: skip
-
     def qa_configs(
         self, rates: str = "sweep", chosen: Mapping[str, float] | None = None
-    ) -> dict[str, tuple[grid.Point, Any]]:
+    ) -> dict[str, tuple[grid.Point, kqa.Config]]:
         """The validated knowledge-QA configs (:func:`.knowledge_qa.grid.configure`) of the
-        levels whose ``rates`` are ``rates``. Levels that reuse the base's rates get every
-        optimiser's ``chosen`` rate as one number (before the base has run, the first point of
-        its grid stands in, so that the check is the same) and no ``sweep.*`` keys."""
+        levels whose ``rates`` are ``rates``: the preset, ``common``, then the benchmark's
+        seed, workers, arms and optimiser sections, then the level's overrides. Levels that
+        reuse the base's rates get every optimiser's ``chosen`` rate as one number (before the
+        base has run, the first point of its grid stands in, so that the check is the same)
+        and none of ``common``'s ``tuning.*`` keys (they would tune nothing)."""
         points = [grid.Point(lv.label, lv.overrides) for lv in self.levels if lv.rates == rates]
         if not points:
             return {}
-        overrides = self.qa_overrides()
-        if self.tune_only:
-            overrides |= {"tuning.rates": "sweep", "tuning.only": True}
+        common = grid.dotted(self.common)
         if rates == "base":
             if chosen is None:
                 chosen = {name: section.grid[0] for name, section in self.optim.items()}
-            overrides = {k: v for k, v in overrides.items() if not k.startswith("tuning.")}
-            overrides |= {f"optim.{name}.lr": lr for name, lr in chosen.items()}
-        return grid.configure(points, self.preset, overrides)
+            common = {k: v for k, v in common.items() if not k.startswith("tuning.")}
+
+        def settle(qa: kqa.Config) -> kqa.Config:
+            optim = qa.optim.updated(self.optim)
+            qa = replace(qa, seed=self.seed, workers=self.workers, arms=self.arms(), optim=optim)
+            if chosen is not None:
+                return replace(qa, optim=optim.with_rates(chosen))
+            if self.tune_only:  # refused, as a user's tuning.rates is, where nothing is tuned
+                qa = replace(qa, tuning=replace(qa.tuning, rates="sweep", only=True))
+                qa.check_overrides(["tuning.rates"])
+            return qa
+
+        return grid.configure(points, self.preset, common, settle)
 
     def memory_settings(self) -> dict[str, OptimizerSetting]:
         """Each optimiser's setting for the memory (its QA hyper-parameters, weight decay off:
@@ -182,7 +182,7 @@ class Config:
             section = self.optim[name]
             hparams = section.hparams
             if getattr(hparams, "weight_decay", 0.0):
-                hparams = dataclasses.replace(hparams, weight_decay=0.0)  # type: ignore[call-arg]
+                hparams = replace(hparams, weight_decay=0.0)  # type: ignore[call-arg]
             out[name] = OptimizerSetting(section.kind, 1.0, hparams)
         return out
 

@@ -169,10 +169,7 @@ class Config:
                 raise ConfigError(
                     f"heat_maps: got {pair}; expected two different axes of {list(AXES)}"
                 )
-        blocked = [k for k in self.common if k in ("seed", "workers", "arms", *OWNED)]
-        if blocked:
-            raise ConfigError(f"common: {blocked} are set by the map (axes, seed, workers, "
-                              "arms); remove them")  # fmt: skip
+        grid.refuse_owned(self.common, ("seed", "workers", "arms", *OWNED), NAME)
 
 
 OWNED = ("model.d_model", "model.n_head", "model.n_layer", "model.d_ff", "data.m",
@@ -181,17 +178,15 @@ OWNED = ("model.d_model", "model.n_head", "model.n_layer", "model.d_ff", "data.m
 """Knowledge-QA keys every point sets from its axes."""
 
 
-def common_overrides(cfg: Config) -> dict[str, Any]:
-    """What every point gets: the plain FFN (unless ``common`` says otherwise), ``common``, the
-    map's seed and workers, and the two arms."""
-    return {"ffn": "plain", **cfg.common, "seed": cfg.seed, "workers": cfg.workers,
-            "arms": [LEAD, LAG]}  # fmt: skip
-
-
 def base_config(cfg: Config) -> kqa.Config:
-    """The knowledge-QA config every point starts from: the ``base`` preset with
-    :func:`common_overrides` (the user's dotted keys, read once by the config loader)."""
-    ((_, base),) = grid.configure([grid.Point("base")], cfg.base, common_overrides(cfg)).values()
+    """The knowledge-QA config every point starts from: the ``base`` preset with the plain FFN
+    (unless ``common`` says otherwise), ``common``, then the map's seed, workers and two arms."""
+
+    def settle(qa: kqa.Config) -> kqa.Config:
+        return dataclasses.replace(qa, seed=cfg.seed, workers=cfg.workers, arms=[LEAD, LAG])
+
+    common = {"ffn": "plain", **cfg.common}
+    ((_, base),) = grid.configure([grid.Point("base")], cfg.base, common, settle).values()
     return base
 
 

@@ -97,9 +97,9 @@ class Config:
                 if not grid_ or any(not lr > 0 for lr in grid_):
                     raise ConfigError(f"rules.{name}.{which}: got {grid_}; expected positive "
                                       "learning rates")  # fmt: skip
-        if "tuning.rates" in self.common:
-            raise ConfigError("common.tuning.rates: the study decides it; expected the study's "
-                              "own field instead (rates=sweep or rates=stored)")  # fmt: skip
+        grid.refuse_owned(self.common, self.owned(), NAME)
+        for point in self.points():
+            grid.refuse_owned(point.overrides, ["tuning.rates"], NAME, f"point {point.label!r}")
         if self.workers < 1:
             raise ConfigError(f"workers: got {self.workers}; expected >= 1")
         labels = [p.label for p in self.points()]
@@ -145,27 +145,31 @@ class Config:
             out[arm_name(name, "shared")] = rule.shared
         return out
 
-    def qa_overrides(self) -> dict[str, Any]:
-        """The knowledge-QA overrides of every point: ``common``, an arm per kind (so every
-        kind's optimiser section is built and checked; the study replaces the plan's entries)
-        and each kind's own grid (Adam's: its shared grid) as its rate."""
+    def owned(self) -> list[str]:
+        """The knowledge-QA keys the study sets in every point (``common`` may not): the seed,
+        workers, arms, every rule's rate and whether the rates are tuned here (``rates``)."""
+        rates = [f"optim.{kind}.lr" for kind in ("adam", *(r.kind for r in self.rules.values()))]
+        return ["seed", "workers", "arms", "tuning.rates", *dict.fromkeys(rates)]
+
+    def settle(self, qa: kqa.Config) -> kqa.Config:
+        """What the study sets in every point's knowledge-QA config: its seed and workers, an
+        arm per kind (so every kind's optimiser section is built and checked; the study
+        replaces the plan's entries), each kind's own grid as its rate (Adam's: its shared
+        grid) and ``tuning.rates`` ``sweep``: the study stores and reads its own rates
+        (``rates``), so no point reads knowledge-QA's stored rates."""
         kinds = dict.fromkeys(r.kind for r in self.rules.values())
         arms = ["adam:*", *(matrix_recipe(k) for k in kinds if k != "adam")]
-        rates = {f"optim.{r.kind}.lr": list(r.own) for r in self.rules.values()}
-        return {"seed": self.seed, "workers": self.workers, **self.common, "arms": arms,
-                "optim.adam.lr": list(self.rules["adam"].shared), **rates}  # fmt: skip
+        rates = {"adam": list(self.rules["adam"].shared)}
+        rates |= {r.kind: list(r.own) for r in self.rules.values()}
+        sweep = dataclasses.replace(qa.tuning, rates="sweep")
+        optim = qa.optim.with_rates(rates)
+        return dataclasses.replace(
+            qa, seed=self.seed, workers=self.workers, arms=arms, optim=optim, tuning=sweep
+        )
 
     def configs(self) -> dict[str, tuple[grid.Point, kqa.Config]]:
-        """Every point's validated knowledge-QA config. The study stores and reads its own
-        rates (``rates``), so no point reads knowledge-qa's stored rates (``tuning.rates``
-        ``sweep``: the study's factorial entries replace the point's own)."""
-        configs = grid.configure(self.points(), self.preset, self.qa_overrides())
-        sweep = {
-            label: dataclasses.replace(qa.tuning, rates="sweep")
-            for label, (_, qa) in configs.items()
-        }
-        return {label: (point, dataclasses.replace(qa, tuning=sweep[label]))
-                for label, (point, qa) in configs.items()}  # fmt: skip
+        """Every point's validated knowledge-QA config (:func:`.grid.configure`)."""
+        return grid.configure(self.points(), self.preset, self.common, self.settle)
 
 
 def level_label(axis: Axis, level: Level) -> str:
