@@ -31,7 +31,8 @@ from typing import TYPE_CHECKING, Any
 
 from tailmem.claims.core import ClaimResult
 from tailmem.errors import DataError
-from tailmem.report.layout import Answer, Figure
+from tailmem.outputs import Answer
+from tailmem.report.layout import Figure
 from tailmem.report.reader import read_run
 
 if TYPE_CHECKING:

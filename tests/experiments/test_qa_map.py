@@ -20,6 +20,7 @@ from tailmem.experiments.qa_map.measures import FinalGap
 from tailmem.metrics.lag_trend import independent_features
 from tailmem.metrics.qa_gaps import Gap, LagRatio, Ratio
 from tailmem.models.gpt import gpt_config
+from tailmem.outputs import write
 from tailmem.rundir import RunDir
 
 
@@ -229,7 +230,7 @@ def test_outputs_fit_the_trend_extrapolate_and_say_where_the_edge_is(tmp_path):
     cfg.trend.tau = 0.3
     rows = _rows(np.random.default_rng(0))
     run = RunDir(tmp_path)
-    outputs.write_outputs(cfg, run, rows)
+    write(run, outputs.outputs(cfg, rows))
     with open(tmp_path / "map.csv") as fh:
         written = list(csv.DictReader(fh))
     assert len(written) == 9 and written[0]["edge"] == "no edge"
@@ -297,7 +298,7 @@ def test_too_few_measured_points_leave_the_trend_unfitted_with_the_reason(tmp_pa
 
     kept = [0, 3]  # measured in every seed: width 64 and 128, 3 exposures
     rows = [row if i in kept else censor(row) for i, row in enumerate(rows)]
-    outputs.write_outputs(cfg, RunDir(tmp_path), rows)
+    write(RunDir(tmp_path), outputs.outputs(cfg, rows))
     trend = json.loads((tmp_path / "results.json").read_text())["trend"]
     assert trend["status"] == "not fitted" and trend["n_points"] == 2
     assert "needs at least 3 points" in trend["reason"]
@@ -310,7 +311,7 @@ def test_too_few_measured_points_leave_the_trend_unfitted_with_the_reason(tmp_pa
     # one width only: no feature varies
     rows[3] = censor(rows[3])
     rows[1] = _rows(np.random.default_rng(1))[1]
-    outputs.write_outputs(cfg, RunDir(tmp_path), rows)
+    write(RunDir(tmp_path), outputs.outputs(cfg, rows))
     trend = json.loads((tmp_path / "results.json").read_text())["trend"]
     assert trend["reason"].startswith("no feature varies over the 2 point(s) whose ratio")
 

@@ -133,10 +133,10 @@ def test_the_first_answer_gives_the_rarest_groups_share_and_gap_beside_the_lags(
     row = RegimeRow("base", "—", "base", "tune", 128, *lags, 0.48, 0.69, 0.81, 0.12, 0.03, None)
     share = (0.69 - 0.48) / (0.81 - 0.48)  # what RarestFinal.share computes
     (said,) = answers(dataclasses.replace(row, rarest_share=share), None, [])
-    assert said["answer"] == "not distinguished"  # the lag share's interval covers 0.5
-    assert "recovers 0.59 [-0.24, 1.42]" in said["evidence"]
-    assert "closes 0.64 of Muon's lead and Muon keeps 0.12 ± 0.03 (paired SE)" in said["evidence"]
+    assert said.answer == "not distinguished"  # the lag share's interval covers 0.5
+    assert "recovers 0.59 [-0.24, 1.42]" in said.evidence
+    assert "closes 0.64 of Muon's lead and Muon keeps 0.12 ± 0.03 (paired SE)" in said.evidence
     (one_seed,) = answers(
         dataclasses.replace(row, rarest_share=share, rarest_gap_se=None), None, []
     )
-    assert "Muon keeps 0.12 (one seed)" in one_seed["evidence"]
+    assert "Muon keeps 0.12 (one seed)" in one_seed.evidence

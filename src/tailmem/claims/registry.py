@@ -17,6 +17,7 @@ from typing import Any
 from tailmem.claims import a1, a2, a3, a3_map, a3_qk, a3_sensitivity, a4, b, related, rule_or_rate
 from tailmem.claims.core import Claim, ClaimInputs, ClaimResult
 from tailmem.errors import DataError
+from tailmem.outputs import Outputs, write
 
 SECTIONS: dict[str, str] = {
     "A1": "Component ablation on LM pretraining",
@@ -113,12 +114,9 @@ def evaluate(experiment: str, inputs: ClaimInputs) -> list[ClaimResult]:
 
 
 def write_claims(run: Any, results: Sequence[ClaimResult]) -> None:
-    """Write ``claims.json`` into ``run`` (a :class:`~tailmem.rundir.RunDir`)."""
-    ids = [r.id for r in results]
-    duplicates = sorted({i for i in ids if ids.count(i) > 1})
-    if duplicates:
-        raise ValueError(f"duplicate claim ids: {', '.join(duplicates)}")
-    run.write_json("claims.json", [dataclasses.asdict(r) for r in results])
+    """Write ``claims.json`` into ``run`` (a :class:`~tailmem.rundir.RunDir`), through the
+    one writer (:func:`tailmem.outputs.write`)."""
+    write(run, Outputs(claims=tuple(results)))
 
 
 def read_claims(run: Any) -> list[ClaimResult]:

@@ -48,13 +48,13 @@ from tailmem.claims.a3_sensitivity import (
     PerSeed,
 )
 from tailmem.claims.core import Bound, ClaimResult, MeanSE, mean_se
-from tailmem.claims.registry import write_claims
 from tailmem.errors import ConfigError
 from tailmem.experiments import knowledge_qa as kqa
 from tailmem.experiments.knowledge_qa import SCORES, gaps, grid, tables
 from tailmem.experiments.qa_map.measures import ArmChoice, arm_choice, final_gaps, seed_ratios
 from tailmem.lm.sweeps import choice_rows
 from tailmem.metrics.qa_gaps import TAUS, Gap, LagRatio
+from tailmem.outputs import Figure, Outputs, Report, Table, write
 from tailmem.plotting import legend_outside, pyplot
 from tailmem.rundir import RunDir
 from tailmem.train import distributed as D
@@ -151,7 +151,7 @@ def run(cfg: Config, run: RunDir) -> None:
     results = grid.run_points(cfg.configure(), run.path, cfg.workers)
     grid.prune_points(run.path, list(results))
     if D.is_main_process():
-        write_outputs(cfg, run, results)
+        write(run, outputs(cfg, results))
 
 
 # --------------------------------------------------------------------------- measures
@@ -386,19 +386,16 @@ SENSITIVITY_COLUMNS = {
 }
 
 
-def write_outputs(cfg: Config, run: RunDir, results: Mapping[str, grid.PointResult]) -> None:
-    """The table, figure, claims, ``results.json`` and ``report.json`` of finished points."""
+def outputs(cfg: Config, results: Mapping[str, grid.PointResult]) -> Outputs:
+    """The table, figure, claims, ``results.json`` and report of finished points."""
     measures = {label: point_measures(point) for label, point in results.items()}
     rows = level_rows(cfg, measures)
-    run.write_csv("sensitivity.csv", [r.record() for r in rows])
-    run.write_csv("sensitivity_lag_ratio.csv", lag_ratio_long(results))
     inputs = claim_inputs(cfg, results, measures)
-    claims = [r for c in SENSITIVITY_CLAIMS for r in c.evaluate(inputs)]
-    write_claims(run, claims)
+    claims = tuple(r for c in SENSITIVITY_CLAIMS for r in c.evaluate(inputs))
     like = inputs.paper.get(REFERENCE, {}).get(LIKE_FOR_LIKE, {})
-    figure = run.save_report_figure(
-        sensitivity_figure(rows, like),
+    figure = Figure(
         "lag_ratio_by_level",
+        sensitivity_figure(rows, like),
         "Exposure-lag ratio of Adam behind Muon per factor level, like for like with the paper's "
         "tables (group m − 2 on the paper's cells: groups m−4, m−2, m at 20/50/100% of "
         "training, no step 0), geometric mean over seeds with its 95 % t interval, at FTA "
@@ -406,45 +403,36 @@ def write_outputs(cfg: Config, run: RunDir, results: Mapping[str, grid.PointResu
         f"paper's tables ({REFERENCE}, group 13) computed the same way; a missing point: not "
         "measured in every seed",
     )
-    run.write_json(
-        "results.json",
-        {
-            "rows": [r.record() for r in rows],
-            "paper": {version: {name: {f"{tau:g}": _plain(v) for tau, v in by_tau.items()}
-                                for name, by_tau in readings.items()}
-                      for version, readings in inputs.paper.items()},
-            "claim_inputs": asdict(inputs),
-            "points": {
-                label: {
-                    "overrides": dict(p.point.overrides),
-                    "shared_lr": p.point.shared_lr,
-                    "best_lr": {f"{f}/{a}": lrs for (f, a), lrs in p.plan.best.items()},
-                    "tuning": [c.record() for c in choice_rows(p.plan)],
-                    "gap_measures": {ffn: found.to_json() for ffn, found in p.measures.items()},
-                    "data": p.data_summary,
-                    "chance_fta": p.chance,
-                }
-                for label, p in results.items()
-            },
+    results_json = {
+        "rows": [r.record() for r in rows],
+        "paper": {version: {name: {f"{tau:g}": _plain(v) for tau, v in by_tau.items()}
+                            for name, by_tau in readings.items()}
+                  for version, readings in inputs.paper.items()},
+        "claim_inputs": asdict(inputs),
+        "points": {
+            label: {
+                "overrides": dict(p.point.overrides),
+                "shared_lr": p.point.shared_lr,
+                "best_lr": {f"{f}/{a}": lrs for (f, a), lrs in p.plan.best.items()},
+                "tuning": [c.record() for c in choice_rows(p.plan)],
+                "gap_measures": {ffn: found.to_json() for ffn, found in p.measures.items()},
+                "data": p.data_summary,
+                "chance_fta": p.chance,
+            }
+            for label, p in results.items()
         },
+    }  # fmt: skip
+    csvs = (
+        Table("sensitivity.csv", [r.record() for r in rows], "One factor changed at a time "
+              "from the base: Muon vs Adam, each at its own tuned learning rate unless shared",
+              SENSITIVITY_COLUMNS),
+        Table("sensitivity_lag_ratio.csv", lag_ratio_long(results)),
     )  # fmt: skip
-    run.write_json(
-        "report.json",
-        {
-            "title": "Knowledge QA sensitivity: the Muon–Adam lag under tailmem's unpublished "
-            "choices",
-            "summary": report_summary(cfg, results, rows, claims),
-            "figures": [figure],
-            "tables": [
-                {
-                    "file": "sensitivity.csv",
-                    "caption": "One factor changed at a time from the base: Muon vs Adam, each "
-                    "at its own tuned learning rate unless shared",
-                    "columns": SENSITIVITY_COLUMNS,
-                }
-            ],
-        },
+    report = Report(
+        "Knowledge QA sensitivity: the Muon–Adam lag under tailmem's unpublished choices",
+        report_summary(cfg, results, rows, claims),
     )
+    return Outputs(csvs, (figure,), {"results.json": results_json}, claims, report)
 
 
 def _plain(value: PerSeed) -> float | dict[str, Any] | None:

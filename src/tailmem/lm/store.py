@@ -157,13 +157,18 @@ def write_store(path: Path | str, rates: Iterable[StoredRate], merge: bool = Tru
     where = Path(path)
     held = load_store(where) if merge and where.is_file() else {}
     held |= {rate.key: rate for rate in rates}
-    body = {
+    atomic_write_text(where, json.dumps(store_body(held.values()), indent=1) + "\n")
+    return len(held)
+
+
+def store_body(rates: Iterable[StoredRate]) -> dict[str, Any]:
+    """The JSON of a store holding ``rates`` (sorted by key)."""
+    held = {rate.key: rate for rate in rates}
+    return {
         "note": "learning rates chosen by `tailmem tune`, keyed by tuning problem "
         "(tailmem.lm.store)",
         "rates": {k: r.to_json() for k, r in sorted(held.items())},
     }
-    atomic_write_text(where, json.dumps(body, indent=1, sort_keys=False) + "\n")
-    return len(held)
 
 
 def missing_rates(missing: Iterable[tuple[str, str]], where: str) -> ConfigError:

@@ -14,7 +14,8 @@ from dataclasses import dataclass
 from typing import Any
 
 from tailmem.lm.plan import EntryStatus, TrainedPlan
-from tailmem.lm.store import STORE_NAME, write_store
+from tailmem.lm.store import STORE_NAME, store_body
+from tailmem.outputs import Outputs, Table, write
 from tailmem.rundir import RunDir
 
 THIS_RUN = "this run"
@@ -164,14 +165,43 @@ def choice_rows(trained: TrainedPlan) -> list[ChoiceRow]:
     return rows
 
 
-def write_tuning(run: RunDir, trained: TrainedPlan, record: Mapping[str, Any], study: str) -> None:
-    """A trained plan's tuning tables — ``lr_sweep.csv`` (every trial) and ``tuning.csv`` (every
-    arm's choice, cost and budget) — and the choices made in this run as ``tuned_rates.json``
-    (a rate store, :mod:`tailmem.lm.store`) of the tuning problem ``record``."""
-    run.write_csv("lr_sweep.csv", [r.record(trained.kinds) for r in trial_rows(trained)])
-    run.write_csv("tuning.csv", [r.record() for r in choice_rows(trained)])
+def tuning_tables(
+    trained: TrainedPlan, captions: tuple[str, str] | None = None
+) -> tuple[Table, Table]:
+    """A trained plan's tuning tables: ``tuning.csv`` (every arm's choice, cost and budget) and
+    ``lr_sweep.csv`` (every trial), shown in the report with ``captions`` (choice, trials)."""
+    choices, trials = captions or (None, None)
+    return (
+        Table("tuning.csv", [r.record() for r in choice_rows(trained)], choices, CHOICE_COLUMNS),
+        Table("lr_sweep.csv", [r.record(trained.kinds) for r in trial_rows(trained)], trials,
+              TRIAL_COLUMNS),
+    )  # fmt: skip
+
+
+def store_record(
+    trained: TrainedPlan, record: Mapping[str, Any], study: str, preset: str
+) -> dict[str, Any]:
+    """The choices made in this run as ``tuned_rates.json`` (a rate store,
+    :mod:`tailmem.lm.store`) of the tuning problem ``record`` (nothing where none was made)."""
     command = " ".join(sys.argv[1:]) or f"{study} run"
-    preset = run.read_config().get("preset", "") if run.file("config.yaml").is_file() else ""
-    tuned = trained.tuned_rates(record, study, str(preset), command)
-    if tuned:
-        write_store(run.path / STORE_NAME, tuned, merge=False)
+    tuned = trained.tuned_rates(record, study, preset, command)
+    return {STORE_NAME: store_body(tuned)} if tuned else {}
+
+
+def run_preset(run: RunDir) -> str:
+    """The preset ``run`` records in its ``config.yaml`` ('' when it has none)."""
+    return str(run.read_config().get("preset", "")) if run.file("config.yaml").is_file() else ""
+
+
+def tuning_outputs(
+    run: RunDir, trained: TrainedPlan, record: Mapping[str, Any], study: str
+) -> Outputs:
+    """What a run that stops after tuning writes: its tuning tables and its choices
+    (:func:`tuning_tables`, :func:`store_record`)."""
+    records = store_record(trained, record, study, run_preset(run))
+    return Outputs(tables=tuning_tables(trained), records=records)
+
+
+def write_tuning(run: RunDir, trained: TrainedPlan, record: Mapping[str, Any], study: str) -> None:
+    """Write :func:`tuning_outputs` into ``run``."""
+    write(run, tuning_outputs(run, trained, record, study))

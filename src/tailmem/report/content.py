@@ -19,7 +19,8 @@ from tailmem.claims.host import host_note
 from tailmem.claims.listing import EXPERIMENTS
 from tailmem.claims.registry import claims_of, lookup
 from tailmem.config import USER_PRESET
-from tailmem.report.layout import Answer, Table
+from tailmem.outputs import Answer
+from tailmem.report.layout import Table
 from tailmem.report.presets import Preset, mixed_note
 from tailmem.report.reader import Results, RunSummary
 

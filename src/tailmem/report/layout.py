@@ -37,6 +37,7 @@ from pathlib import Path
 from typing import Any
 
 from tailmem.errors import DataError
+from tailmem.outputs import Answer
 from tailmem.rundir import RunDir
 
 MAX_TABLE_ROWS = 40
@@ -48,17 +49,6 @@ ENTRY_KEYS = {"figures": ("file", "caption"), "tables": ("file", "caption", "col
 ANSWER_KEYS = ("question", "answer", "evidence", "verdict")
 """The keys of each answer, every one required."""
 PNG_SIGNATURE = b"\x89PNG\r\n\x1a\n"
-
-
-@dataclass(frozen=True)
-class Answer:
-    """One headline question of a study: the answer in words, the number behind it, and the
-    study's verdict."""
-
-    question: str
-    answer: str
-    evidence: str
-    verdict: str
 
 
 @dataclass(frozen=True)

@@ -63,7 +63,6 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Literal
 
-from tailmem.claims.registry import write_claims
 from tailmem.data.bios import N_ATTRIBUTES, BiosConfig, build_dataset
 from tailmem.data.stream import QATrainStream
 from tailmem.data.templates import QA_TEMPLATES
@@ -80,8 +79,9 @@ from tailmem.lm.preflight import check_lm
 from tailmem.lm.rates import rate_entries
 from tailmem.lm.spec import RunResult, diverged_runs
 from tailmem.lm.subrun import RunContext, template
-from tailmem.lm.sweeps import CHOICE_COLUMNS, TRIAL_COLUMNS, choice_rows, trial_rows
+from tailmem.lm.sweeps import choice_rows, trial_rows
 from tailmem.optim.registry import AdamHParams, MuonHParams
+from tailmem.outputs import Figure, Outputs, Report, Table, write
 from tailmem.report.qa_gap_figures import fta_vs_exposures_figure, lag_ratio_figure
 from tailmem.resources import check_writable_folder
 from tailmem.rundir import RunDir
@@ -306,74 +306,56 @@ def run(cfg: Config, run: RunDir) -> None:
     tidy(trained, study.context.root, cfg.train.keep_checkpoints)
     if not D.is_main_process():
         return
-    write_tuning(cfg, run, trained)
-    if not cfg.tuning.only:
-        write_outputs(cfg, run, trained, study.chance, study.data_summary, study.exposures)
+    if cfg.tuning.only:
+        write(run, tuning_outputs(cfg, run, trained))
+        return
+    store = sweeps.store_record(trained, cfg.tuning_record(), NAME, sweeps.run_preset(run))
+    found = outputs(cfg, trained, study.chance, study.data_summary, study.exposures)
+    write(run, found + Outputs(records=store))
 
 
-def write_tuning(cfg: Config, run: RunDir, trained: TrainedPlan) -> None:
-    """The tuning tables and ``tuned_rates.json`` (:func:`tailmem.lm.sweeps.write_tuning`)."""
-    sweeps.write_tuning(run, trained, cfg.tuning_record(), NAME)
+def tuning_outputs(cfg: Config, run: RunDir, trained: TrainedPlan) -> Outputs:
+    """The tuning tables and ``tuned_rates.json`` (:func:`tailmem.lm.sweeps.tuning_outputs`)."""
+    return sweeps.tuning_outputs(run, trained, cfg.tuning_record(), NAME)
 
 
-def write_outputs(
+def outputs(
     cfg: Config,
-    run: RunDir,
     trained: TrainedPlan,
     chance: float,
     data_summary: dict[str, Any],
     exposures: gaps.Exposures,
-) -> None:
-    """Tables, figures, results, claims and the report layout of a finished plan (its tables
-    read the runs that did not diverge; ``results.json`` lists those that did)."""
+) -> Outputs:
+    """Tables, figures, results, claims and the report of a finished plan (its tables read the
+    runs that did not diverge; ``results.json`` lists those that did)."""
     diverged = diverged_runs(list(trained.results.values()))
     plan = trained.completed()
-    m = cfg.data.m
     sweep_rows = [r.record(plan.kinds) for r in trial_rows(plan)]
     choices = [r.record() for r in choice_rows(plan)]
-    long_rows, gaps_rows = [], []
-    measures, figures, layout_tables = {}, [], []
-    for ffn in plan.ffns:  # the gap measures lead the report
-        measures[ffn], shown, listed = write_gap_measures(cfg, run, plan, ffn, exposures)
-        figures += shown
-        layout_tables += listed
-    for ffn in plan.ffns:  # an FFN type whose every seed run diverged has no tables
-        ffn_long, ffn_gaps, ffn_figures, ffn_table = _ffn_outputs(
-            cfg, run, plan, ffn, chance, sweep_rows
-        )
-        long_rows += ffn_long
-        gaps_rows += ffn_gaps
-        figures += ffn_figures
-        layout_tables.append(ffn_table)
-    run.write_csv("tail_table_long.csv", long_rows)
-    run.write_csv("head_tail_gap.csv", gaps_rows)
-    layout_tables.append({
-        "file": "head_tail_gap.csv",
-        "caption": f"Head (groups 0..{cfg.head_groups - 1}) vs rarest group at the end: the "
-        "head–tail gap, mean and std over seeds",
-        "columns": HEAD_TAIL_COLUMNS,
-    })  # fmt: skip
-    if choices:  # at set rates nothing is tuned: the tuning tables are empty
-        layout_tables += [
-            {
-                "file": "tuning.csv",
-                "caption": f"Tuning: every arm's choice, cost and budget (score "
-                f"{cfg.tuning.score_name(SCORES)}: {SCORES[cfg.tuning.score_name(SCORES)]})",
-                "columns": CHOICE_COLUMNS,
-            },
-            {"file": "lr_sweep.csv", "caption": "Every tuning trial", "columns": TRIAL_COLUMNS},
-        ]
-    claims = tables.claims(plan, m, cfg.head_groups, chance)
-    write_claims(run, claims)
+    measured = {ffn: gap_outputs(cfg, plan, ffn, exposures) for ffn in plan.ffns}
+    measures = {ffn: found for ffn, (found, _) in measured.items()}
+    shown = [files for _, files in measured.values()]  # the gap measures lead the report
+    shown += [_ffn_outputs(cfg, plan, ffn, chance, sweep_rows) for ffn in plan.ffns]
+    long_rows = [row for ffn in plan.ffns for row in _tail_long(cfg, plan, ffn)]
+    gaps_rows = [row for ffn in plan.ffns for row in tables.gap_rows(plan, ffn, cfg.head_groups)]
+    score = cfg.tuning.score_name(SCORES)
+    captions = (
+        f"Tuning: every arm's choice, cost and budget (score {score}: {SCORES[score]})",
+        "Every tuning trial",
+    )
+    last = (
+        Table("tail_table_long.csv", long_rows),
+        Table("head_tail_gap.csv", gaps_rows, f"Head (groups 0..{cfg.head_groups - 1}) vs "
+              "rarest group at the end: the head–tail gap, mean and std over seeds",
+              HEAD_TAIL_COLUMNS),
+        *sweeps.tuning_tables(plan, captions if choices else None),  # none tuned: not shown
+    )  # fmt: skip
+    claims = tables.claims(plan, cfg.data.m, cfg.head_groups, chance)
     results = {
         "data": data_summary,
         "chance_fta": chance,
         "best_lr": {f"{ffn}/{arm}": lrs for (ffn, arm), lrs in plan.best.items()},
-        "tuning": {
-            "score": cfg.tuning.score_name(SCORES),
-            "choices": choices,
-            "trials": sweep_rows,
-        },
+        "tuning": {"score": score, "choices": choices, "trials": sweep_rows},
         "runs": [plan.results[job].to_json() for jobs in plan.seed_runs.values() for job in jobs],
         "diverged": diverged,
         "head_tail_gap": gaps_rows,
@@ -382,86 +364,68 @@ def write_outputs(
         "final_by_group": {ffn: final_by_group(plan, ffn) for ffn in cfg.ffns},
         "config_model": dataclasses.asdict(cfg.model),
     }
-    run.write_json("results.json", results)
-    run.write_json(
-        "report.json",
-        {
-            "title": "Knowledge QA: FTA of rare facts by optimiser (paper A, Sec. 4.3)",
-            "summary": report_summary(
-                cfg, gaps_rows, claims, choices, data_summary, chance, measures
-            ),
-            "figures": figures,
-            "tables": layout_tables,
-            "answers": [
-                a.to_json()
-                for ffn, found in measures.items()
-                for a in answers.answers(found, ffn, plan.labels)
-            ],
-        },
-    )
+    report = Report(
+        "Knowledge QA: FTA of rare facts by optimiser (paper A, Sec. 4.3)",
+        report_summary(cfg, gaps_rows, claims, choices, data_summary, chance, measures),
+        tuple(a for ffn, found in measures.items()
+              for a in answers.answers(found, ffn, plan.labels)),
+    )  # fmt: skip
+    done = Outputs(tables=last, records={"results.json": results}, claims=tuple(claims),
+                   report=report)  # fmt: skip
+    return sum(shown, Outputs()) + done
+
+
+def _tail_long(cfg: Config, plan: TrainedPlan, ffn: str) -> list[dict[str, Any]]:
+    return tables.tail_table_long(plan, ffn, cfg.table_fracs, cfg.tail_offsets, cfg.data.m)
 
 
 def _ffn_outputs(
-    cfg: Config,
-    run: RunDir,
-    plan: TrainedPlan,
-    ffn: str,
-    chance: float,
-    sweep_rows: list[dict[str, Any]],
-) -> tuple[list[dict[str, Any]], list[dict[str, Any]], list[dict[str, Any]], dict[str, Any]]:
-    """One FFN type's tail table (written), its long-form and head–tail rows, its figures
-    (saved) and the tail table's entry in the report layout."""
+    cfg: Config, plan: TrainedPlan, ffn: str, chance: float, sweep_rows: list[dict[str, Any]]
+) -> Outputs:
+    """One FFN type's tail table and figures (an FFN type whose every seed run diverged has
+    none)."""
     m = cfg.data.m
-    run.write_csv(
-        f"tail_table_{ffn}.csv",
-        tables.tail_table(plan, ffn, cfg.table_fracs, cfg.tail_offsets, m),
-    )
-    long_rows = tables.tail_table_long(plan, ffn, cfg.table_fracs, cfg.tail_offsets, m)
-    gaps_rows = tables.gap_rows(plan, ffn, cfg.head_groups)
     figures = [
-        run.save_report_figure(
-            plots.fta_by_group_figure(plan, ffn, chance),
+        Figure(
             f"fta_by_group_{ffn}",
+            plots.fta_by_group_figure(plan, ffn, chance),
             f"FTA per frequency group over training, {ffn} FFN, mean ± std over "
             f"{cfg.seeds} seed(s) (paper Fig. 3); dashed: chance {chance:.3f}",
         ),
-        run.save_report_figure(
-            plots.final_fta_figure(plan, ffn, chance),
+        Figure(
             f"fta_final_{ffn}",
+            plots.final_fta_figure(plan, ffn, chance),
             f"First-token accuracy (left) and whole-answer exact match (right: greedy "
             f"decoding reproduces every answer token) at the last step by frequency group, "
             f"{ffn} FFN, mean ± std over seeds",
         ),
     ]
     if any(r["ffn"] == ffn for r in sweep_rows):
-        figures.append(run.save_report_figure(
-            plots.sweep_figure(sweep_rows, ffn, plan.labels),
+        figures.append(Figure(
             f"lr_sweep_{ffn}",
+            plots.sweep_figure(sweep_rows, ffn, plan.labels),
             f"Tuning, {ffn} FFN: each candidate's score ({cfg.tuning.score_name(SCORES)}), "
             f"mean over the tuning seeds (dots: each seed; star: chosen)",
         ))  # fmt: skip
-    table = {
-        "file": f"tail_table_{ffn}.csv",
-        "caption": f"Tail groups (m = {m}) at 20/50/100% of {cfg.train.steps} steps, "
-        f"{ffn} FFN, mean ± SE over {cfg.seeds} seed(s); 'paper' "
-        "columns: the published m = 15 value of the group at the same "
-        "distance from the rarest (empty where not published)",
-        "columns": tail_columns(plan),
-        "mean_se": tables.tail_mean_se([plan.arm(arm).label for arm in plan.arms]),
-    }
-    return long_rows, gaps_rows, figures, table
+    table = Table(
+        f"tail_table_{ffn}.csv",
+        tables.tail_table(plan, ffn, cfg.table_fracs, cfg.tail_offsets, m),
+        f"Tail groups (m = {m}) at 20/50/100% of {cfg.train.steps} steps, {ffn} FFN, mean ± SE "
+        f"over {cfg.seeds} seed(s); 'paper' columns: the published m = 15 value of the group "
+        "at the same distance from the rarest (empty where not published)",
+        tail_columns(plan),
+        tables.tail_mean_se([plan.arm(arm).label for arm in plan.arms]),
+    )
+    return Outputs(tables=(table,), figures=tuple(figures))
 
 
-def write_gap_measures(
-    cfg: Config, run: RunDir, plan: TrainedPlan, ffn: str, exposures: gaps.Exposures
-) -> tuple[gaps.QAGaps, list[dict[str, str]], list[dict[str, Any]]]:
-    """The gap measures of one FFN type: written to CSVs and figures (per headline pair: the
-    fair comparison, then paper A's); returns them with the report's figure and table
-    entries."""
+def gap_outputs(
+    cfg: Config, plan: TrainedPlan, ffn: str, exposures: gaps.Exposures
+) -> tuple[gaps.QAGaps, Outputs]:
+    """The gap measures of one FFN type and their tables and figures (per headline pair: the
+    fair comparison, then paper A's)."""
     found, curves = gaps.measure(plan, ffn, exposures)
-    run.write_csv(f"lag_ratio_{ffn}.csv", gaps.lag_ratio_rows(ffn, found))
-    run.write_csv(f"gap_{ffn}.csv", gaps.gap_rows(ffn, found, plan.steps))
-    figures, listed = [], []
+    figures, listed = [], [Table(f"lag_ratio_{ffn}.csv", gaps.lag_ratio_rows(ffn, found))]
     tail = sorted({cfg.data.m - o for o in cfg.tail_offsets if o <= cfg.data.m})
     for lead_arm, lag_arm in found.headlines():
         pair = found.pair(lead_arm, lag_arm)
@@ -470,33 +434,31 @@ def write_gap_measures(
         stem = f"{ffn}" if (lead_arm, lag_arm) == found.headline() else f"{ffn}_{lag_arm}"
         labels = {lead_arm: lead, lag_arm: lag}
         reference = found.paper[gaps.REFERENCE].pair(lead_arm, lag_arm)
-        run.write_csv(f"lag_ratio_summary_{stem}.csv",
-                      gaps.lag_ratio_table(found, lead_arm, lag_arm, labels))  # fmt: skip
         paper_note = (
             "beside the paper's tables computed the same way (grey, arXiv v2; the ICLR values "
             "are in the table; the paper's groups 11/13/15 are our m−4/m−2/m)"
             if reference is not None else "(the paper did not run this pair)"
         )  # fmt: skip
         figures += [
-            run.save_report_figure(
+            Figure(
+                f"fta_vs_exposures_{stem}",
                 fta_vs_exposures_figure(
                     curves[lead_arm, lag_arm], lead_arm, lag_arm, groups=tail,
                     taus=found.ours.taus, title=f"{lead} (solid) vs {lag} (dashed), {ffn} FFN",
                 ),
-                f"fta_vs_exposures_{stem}",
                 f"FTA of the tail groups against exposures per fact (times one fact has been "
                 f"trained), {lead} vs {lag}, {ffn} FFN, mean ± SE band over "
                 f"{curves[lead_arm, lag_arm].n_seeds} paired seed(s): how far right {lag}'s "
                 "curve sits at an FTA level (dotted) is the exposure-lag ratio",
             ),
-            run.save_report_figure(
+            Figure(
+                f"lag_ratio_{stem}",
                 lag_ratio_figure(
                     pair, reference=reference,
                     reference_label=gaps.VERSION_LABELS[gaps.REFERENCE],
                     title=f"Exposure-lag ratio of {lag} behind {lead}, {ffn} FFN "
                     "(▲ at least, ▼ at most)",
                 ),
-                f"lag_ratio_{stem}",
                 f"Exposure-lag ratio, {ffn} FFN: exposures {lag} needs ÷ exposures {lead} needs "
                 "to bring a group to FTA τ (read on each curve's monotone envelope, "
                 "interpolated between evaluations; geometric mean over seeds with its 95 % t "
@@ -504,22 +466,24 @@ def write_gap_measures(
                 f"mean over the groups measured in every seed), {paper_note}",
             ),
         ]  # fmt: skip
-        listed.append({
-            "file": f"lag_ratio_summary_{stem}.csv",
-            "caption": f"Exposure-lag ratio of {lag} behind {lead}, {ffn} FFN, per group "
-            "(pooled: the geometric mean over the groups measured in every seed) and FTA level "
-            "τ; ours (geometric mean [95 % t interval] over seeds) and the paper's m = 15 "
-            f"tables. Every pair of arms: lag_ratio_{ffn}.csv",
-            "columns": gaps.LAG_RATIO_COLUMNS,
-        })  # fmt: skip
-    listed.append({
-        "file": f"gap_{ffn}.csv",
-        "caption": f"FTA gaps per pair of arms, {ffn} FFN: the tail gap (rarest group at the "
-        "end, the pre-specified cell) and, descriptive only, the peak gap (the largest "
-        "seed-mean gap over groups and evaluations); ours and the paper's",
-        "columns": gaps.GAP_COLUMNS,
-    })  # fmt: skip
-    return found, figures, listed
+        listed.append(Table(
+            f"lag_ratio_summary_{stem}.csv",
+            gaps.lag_ratio_table(found, lead_arm, lag_arm, labels),
+            f"Exposure-lag ratio of {lag} behind {lead}, {ffn} FFN, per group (pooled: the "
+            "geometric mean over the groups measured in every seed) and FTA level τ; ours "
+            "(geometric mean [95 % t interval] over seeds) and the paper's m = 15 tables. "
+            f"Every pair of arms: lag_ratio_{ffn}.csv",
+            gaps.LAG_RATIO_COLUMNS,
+        ))  # fmt: skip
+    listed.append(Table(
+        f"gap_{ffn}.csv",
+        gaps.gap_rows(ffn, found, plan.steps),
+        f"FTA gaps per pair of arms, {ffn} FFN: the tail gap (rarest group at the end, the "
+        "pre-specified cell) and, descriptive only, the peak gap (the largest seed-mean gap "
+        "over groups and evaluations); ours and the paper's",
+        gaps.GAP_COLUMNS,
+    ))  # fmt: skip
+    return found, Outputs(tables=tuple(listed), figures=tuple(figures))
 
 
 def tail_columns(plan: TrainedPlan) -> dict[str, str]:

@@ -17,12 +17,12 @@ difference and two one-sided tests of equivalence within ×1.25
 from __future__ import annotations
 
 import math
-from dataclasses import dataclass
 
 from tailmem.claims.core import ALPHA, equivalence
 from tailmem.experiments.knowledge_qa.gaps import FAIR, PAPER, QAGaps, ratio_text
 from tailmem.metrics.qa_gaps import POOLED, LagRatio
 from tailmem.metrics.share import share
+from tailmem.outputs import Answer
 
 TAU = 0.5
 """The FTA level the answers read (the middle of the paper's three)."""
@@ -31,20 +31,6 @@ MARGIN = 1.25
 lag the paper calls a difference)."""
 SPLIT = ("adam_split", "adam")
 """Adam at one rate behind Adam with its hidden matrices at their own rate."""
-
-
-@dataclass(frozen=True)
-class Answer:
-    """One headline question, our answer in words, the number behind it and its verdict."""
-
-    question: str
-    answer: str
-    evidence: str
-    verdict: str
-
-    def to_json(self) -> dict[str, str]:
-        return {"question": self.question, "answer": self.answer, "evidence": self.evidence,
-                "verdict": self.verdict}  # fmt: skip
 
 
 def lag_verdict(ratio: LagRatio | None) -> tuple[str, str]:

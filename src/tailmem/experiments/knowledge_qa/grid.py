@@ -41,6 +41,7 @@ from tailmem.experiments import knowledge_qa as kqa
 from tailmem.experiments.knowledge_qa import gaps
 from tailmem.lm.plan import Entry, Rates, Train, TrainedPlan, run_plans, tidy
 from tailmem.lm.subrun import run_job
+from tailmem.outputs import write
 from tailmem.resources import check_devices
 from tailmem.rundir import RunDir
 from tailmem.train import distributed as D
@@ -205,7 +206,8 @@ def run_points(
         point, cfg = configs[label]
         tidy(trained[label], study.context.root, cfg.train.keep_checkpoints)
         if D.is_main_process():
-            kqa.write_tuning(cfg, RunDir(study.context.root), trained[label])
+            folder = RunDir(study.context.root)
+            write(folder, kqa.tuning_outputs(cfg, folder, trained[label]))
         plan = trained[label].completed()
         chosen = None if pairs is None else pairs(plan)
         measures = {

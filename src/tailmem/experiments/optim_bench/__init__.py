@@ -42,7 +42,7 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field, replace
 from typing import Any, Literal
 
-from tailmem.claims.registry import evaluate, write_claims
+from tailmem.claims.registry import evaluate
 from tailmem.errors import ConfigError
 from tailmem.experiments import knowledge_qa as kqa
 from tailmem.experiments.knowledge_qa import grid
@@ -53,6 +53,7 @@ from tailmem.lm.arms import Arm, matrix_recipe
 from tailmem.lm.config import OptimSection
 from tailmem.lm.plan import TrainedPlan
 from tailmem.optim.registry import OptimizerSetting, get_kind
+from tailmem.outputs import write
 from tailmem.rundir import RunDir
 from tailmem.train import distributed as D
 
@@ -227,8 +228,7 @@ def run(cfg: Config, run: RunDir) -> None:
     labels = {name: _arm(cfg, name).label for name in cfg.optimizers}
     tables = board.build(cfg, run, points, memory, labels)
     claims = evaluate(NAME, board.claim_inputs(cfg, memory))
-    write_claims(run, claims)
-    board.write(cfg, run, tables, claims)
+    write(run, board.outputs(cfg, tables, claims))
 
 
 def _arm(cfg: Config, name: str) -> Arm:

@@ -37,6 +37,7 @@ from tailmem.experiments.optim_bench.places import (
 )
 from tailmem.metrics.qa_gaps import POOLED, TAUS, LagRatio
 from tailmem.optim.registry import get_kind, source
+from tailmem.outputs import Figure, Outputs, Report, Table
 from tailmem.plotting import legend_outside, pyplot
 from tailmem.rundir import RunDir
 from tailmem.train import read_metrics
@@ -510,44 +511,40 @@ def summary_text(cfg: Any, board: Board, claims: Sequence[ClaimResult]) -> str:
     return " ".join(parts)
 
 
-def write(cfg: Any, run: RunDir, board: Board, claims: Sequence[ClaimResult]) -> None:
-    """CSVs, figures, ``results.json`` and ``report.json``."""
+def outputs(cfg: Any, board: Board, claims: Sequence[ClaimResult]) -> Outputs:
+    """CSVs, figures, ``results.json``, the claims and the report."""
     rows = records(board.rows)
-    run.write_csv("leaderboard.csv", rows)
-    run.write_csv("leaderboard_view.csv", view_rows(board.rows))
-    run.write_csv("lag_ratio.csv", list(board.ratios))
-    run.write_csv("memory.csv", list(board.memory))
-    run.write_csv("memory_sweep.csv", list(board.memory_sweep))
+    csvs = (
+        Table("leaderboard.csv", rows),
+        Table("leaderboard_view.csv", view_rows(board.rows), "The leaderboard: one row per "
+              "optimiser and QA level (every number and test: leaderboard.csv)", VIEW_COLUMNS),
+        Table("lag_ratio.csv", list(board.ratios)),
+        Table("memory.csv", list(board.memory), "The associative memory: steps each frequency "
+              "group takes to halve its loss, per optimiser and embedding draw"),
+        Table("memory_sweep.csv", list(board.memory_sweep)),
+    )  # fmt: skip
     figures = []
     for level in cfg.levels:
         mine = [r for r in board.rows if r.level == level.label]
         stem = grid.slug(level.label)
-        figures.append(run.save_report_figure(
-            ranked_figure(mine, level.label), f"leaderboard_{stem}",
+        figures.append(Figure(
+            f"leaderboard_{stem}", ranked_figure(mine, level.label),
             f"Which optimisers learn the tail, {level.label}: each optimiser's tail speed-up "
             f"over Adam on the hidden matrices at its own rate (Adam's exposures ÷ its own to "
             f"bring the pooled FTA to τ {HEADLINE_TAU:g}; geometric mean over seeds, 95 % "
             "interval), ranked, with its place; coloured by family",
         ))  # fmt: skip
-        figures.append(run.save_report_figure(
-            figure(mine, level.label), f"cost_{stem}",
+        figures.append(Figure(
+            f"cost_{stem}", figure(mine, level.label),
             f"Tail learning against cost, {level.label}: the tail speed-up over Adam (own rate) "
             "against the step time ÷ Adam's",
         ))  # fmt: skip
-    run.write_json("results.json", {
+    results = {
         "optimizers": list(cfg.optimizers), "levels": [lv.label for lv in cfg.levels],
         "leaderboard": rows, "memory_edges": list(board.memory_edges),
         "memory": list(board.memory), "memory_sweep": list(board.memory_sweep),
         "reference_findings": {level: f.finding for level, f in board.findings.items()},
-    })  # fmt: skip
-    run.write_json("report.json", {
-        "title": "Which optimisers learn the tail? (a benchmark beyond the papers)",
-        "summary": summary_text(cfg, board, claims),
-        "figures": figures,
-        "tables": [
-            {"file": "leaderboard_view.csv", "caption": "The leaderboard: one row per optimiser "
-             "and QA level (every number and test: leaderboard.csv)", "columns": VIEW_COLUMNS},
-            {"file": "memory.csv", "caption": "The associative memory: steps each frequency "
-             "group takes to halve its loss, per optimiser and embedding draw"},
-        ],
-    })  # fmt: skip
+    }  # fmt: skip
+    report = Report("Which optimisers learn the tail? (a benchmark beyond the papers)",
+                    summary_text(cfg, board, claims))  # fmt: skip
+    return Outputs(csvs, tuple(figures), {"results.json": results}, tuple(claims), report)

@@ -60,7 +60,7 @@ from tailmem.data.stream import QATrainStream
 from tailmem.errors import ConfigError
 from tailmem.experiments import knowledge_qa as kqa
 from tailmem.experiments.knowledge_qa import grid
-from tailmem.experiments.qa_map.outputs import point_row, write_outputs
+from tailmem.experiments.qa_map.outputs import outputs, point_row
 from tailmem.experiments.qa_map.points import (
     AXES,
     FEATURES,
@@ -75,6 +75,7 @@ from tailmem.experiments.qa_map.points import (
     steps_for,
 )
 from tailmem.metrics.qa_gaps import TAUS
+from tailmem.outputs import write
 from tailmem.rundir import RunDir
 from tailmem.train import distributed as D
 from tailmem.typecheck import check_range
@@ -264,4 +265,5 @@ def run(cfg: Config, run: RunDir) -> None:
     results = grid.run_points(configure(planned), run.path, cfg.workers)
     grid.prune_points(run.path, list(results))
     if D.is_main_process():
-        write_outputs(cfg, run, [point_row(p, results[p.point.label], cfg.tau) for p in planned])
+        rows = [point_row(p, results[p.point.label], cfg.tau) for p in planned]
+        write(run, outputs(cfg, rows))

@@ -25,7 +25,6 @@ from tailmem.claims.a3_map import A3MapInputs, MapPoint
 from tailmem.claims.a3_sensitivity import READING as LIKE_FOR_LIKE
 from tailmem.claims.core import ClaimResult
 from tailmem.claims.paper_a_qa_tables import VERSIONS, Version
-from tailmem.claims.registry import write_claims
 from tailmem.experiments.knowledge_qa import gaps, grid
 from tailmem.experiments.qa_map.measures import (
     GAP_MARGIN,
@@ -48,8 +47,8 @@ from tailmem.metrics.lag_trend import (
     independent_features,
 )
 from tailmem.metrics.qa_gaps import TAUS, Gap, LagRatio, Ratio
+from tailmem.outputs import Figure, Outputs, Report, Table
 from tailmem.report.qa_map_figures import Cell, heat_map_figure, trend_figure
-from tailmem.rundir import RunDir
 
 if TYPE_CHECKING:
     from tailmem.experiments.qa_map import Config, Planned
@@ -373,14 +372,12 @@ def claim_inputs(cfg: Config, rows: Sequence[MapRow]) -> A3MapInputs:
     return A3MapInputs(reference=reference, points=points)
 
 
-def write_outputs(cfg: Config, run: RunDir, rows: Sequence[MapRow]) -> None:
-    """``map.csv``, heat maps, trend figure, ``results.json``, ``claims.json`` and
-    ``report.json`` from the points' rows (:func:`point_row`; edges decided across the grid
-    here, :func:`with_edges`)."""
+def outputs(cfg: Config, rows: Sequence[MapRow]) -> Outputs:
+    """``map.csv``, heat maps, trend figure, ``results.json``, the claims and the report from
+    the points' rows (:func:`point_row`; edges decided across the grid here,
+    :func:`with_edges`)."""
     rows = with_edges(rows)
     records = [r.record() for r in rows]
-    run.write_csv("map.csv", records)
-    run.write_csv("map_summary.csv", summary_rows(cfg, rows))
     figures = []
     reference = {a: getattr(cfg.axes, a)[0] for a in AXES}
     for x, y in cfg.heat_maps:
@@ -388,24 +385,24 @@ def write_outputs(cfg: Config, run: RunDir, rows: Sequence[MapRow]) -> None:
         others = ", ".join(f"{AXIS_LABELS[a]} {v:g}" for a, v in reference.items()
                            if a not in (x, y))  # fmt: skip
         figures += [
-            run.save_report_figure(
+            Figure(
+                f"lag_ratio_{x}_{y}",
                 heat_map_figure(cells(rows, x, y, ratio_cell("pooled", cfg.tau), reference),
                                 (AXIS_LABELS[x], xs), (AXIS_LABELS[y], ys),
                                 title=f"Adam/Muon exposure-lag ratio, FTA {cfg.tau:g}",
                                 colorbar="lag ratio", center=1.0, log=True),
-                f"lag_ratio_{x}_{y}",
                 f"Exposure-lag ratio (exposures Adam needs ÷ Muon's to bring a group to FTA "
                 f"{cfg.tau:g}, pooled over groups: per seed the geometric mean over the groups "
                 f"measured in every seed) over {AXIS_LABELS[x]} × {AXIS_LABELS[y]} ({others}): "
                 "geometric mean over seeds [95 % t interval]; hatched ≥/≤: a bound where a "
                 "crossing is not bracketed in every seed; red: Adam lags.",
             ),
-            run.save_report_figure(
+            Figure(
+                f"tail_gap_{x}_{y}",
                 heat_map_figure(cells(rows, x, y, tail_cell, reference),
                                 (AXIS_LABELS[x], xs), (AXIS_LABELS[y], ys),
                                 title="Tail gap: rarest-group FTA at the end, Muon − Adam",
                                 colorbar="FTA gap", center=0.0, digits=2),
-                f"tail_gap_{x}_{y}",
                 f"The tail gap — FTA Muon − Adam of the rarest group at the last evaluation, the "
                 f"pre-specified cell — over {AXIS_LABELS[x]} × {AXIS_LABELS[y]} ({others}): "
                 "mean over paired seeds [95 % t interval].",
@@ -415,9 +412,9 @@ def write_outputs(cfg: Config, run: RunDir, rows: Sequence[MapRow]) -> None:
     published = paper_ratios(cfg.trend.tau)
     if trend.fitted:
         extra = trend.features[1:]
-        figures.append(run.save_report_figure(
-            trend_figure_of(trend, published),
+        figures.append(Figure(
             "lag_ratio_trend",
+            trend_figure_of(trend, published),
             f"Exposure-lag ratio at FTA {trend.tau:g} {READING_WORDS[trend.reading]}, "
             f"frequency exponent {trend.exponent:g}, against {trend.features[0]}: geometric "
             f"mean over seeds ± SE, the fitted power law in {' and '.join(trend.features)} and "
@@ -428,23 +425,23 @@ def write_outputs(cfg: Config, run: RunDir, rows: Sequence[MapRow]) -> None:
             + "; open markers: the paper's tables computed the same way.",
         ))  # fmt: skip
     inputs = claim_inputs(cfg, rows)
-    claims = [r for c in MAP_CLAIMS for r in c.evaluate(inputs)]
-    write_claims(run, claims)
-    run.write_json("results.json", {
+    claims = tuple(r for c in MAP_CLAIMS for r in c.evaluate(inputs))
+    results = {
         "rows": records, "trend": trend.to_json(),
         "paper": {v: {name: r.to_json() for name, r in by.items()} for v, by in published.items()},
         "reference": inputs.reference,
         "seed_ratios": {p.label: {f"{tau:g}": [_plain(v) for v in s.values]
                                   for tau, s in p.ratios.items()} for p in inputs.points},
         "edge_margins": {"ratio": RATIO_MARGIN, "tail_gap": GAP_MARGIN},
-    })  # fmt: skip
-    run.write_json("report.json", {
-        "title": "The map: where Muon's tail edge over Adam appears (knowledge QA)",
-        "summary": summary(cfg, rows, trend, published, claims),
-        "figures": figures,
-        "tables": [{"file": "map_summary.csv", "caption": "Every point of the grid (all numbers: "
-                    "map.csv)", "columns": SUMMARY_COLUMNS}],
-    })  # fmt: skip
+    }  # fmt: skip
+    csvs = (
+        Table("map.csv", records),
+        Table("map_summary.csv", summary_rows(cfg, rows),
+              "Every point of the grid (all numbers: map.csv)", SUMMARY_COLUMNS),
+    )  # fmt: skip
+    report = Report("The map: where Muon's tail edge over Adam appears (knowledge QA)",
+                    summary(cfg, rows, trend, published, claims))  # fmt: skip
+    return Outputs(csvs, tuple(figures), {"results.json": results}, claims, report)
 
 
 def _plain(value: Any) -> Any:

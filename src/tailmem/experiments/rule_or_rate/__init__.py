@@ -56,6 +56,7 @@ from tailmem.lm import store
 from tailmem.lm.plan import TrainedPlan, run_plans, tidy
 from tailmem.lm.store import load_store, missing_rates, stored_choices
 from tailmem.lm.sweeps import write_tuning
+from tailmem.outputs import write
 from tailmem.rundir import RunDir
 from tailmem.train import distributed as D
 
@@ -143,8 +144,8 @@ def run(cfg: Config, run: RunDir) -> None:
     for label, (study, trained) in done.items():
         tidy(trained, study.context.root, configs[label][1].train.keep_checkpoints)
     if D.is_main_process():
-        outputs.write(cfg, run, {label: _point(label, configs[label], s, t)
-                                 for label, (s, t) in done.items()})  # fmt: skip
+        points = {label: _point(label, configs[label], s, t) for label, (s, t) in done.items()}
+        write(run, outputs.outputs(cfg, points))
 
 
 def _point(

@@ -13,7 +13,7 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
-from tailmem.claims.registry import evaluate, write_claims
+from tailmem.claims.registry import evaluate
 from tailmem.claims.rule_or_rate import RuleOrRateInputs
 from tailmem.columns import column, column_docs, records
 from tailmem.experiments.knowledge_qa import grid, tables
@@ -23,8 +23,8 @@ from tailmem.experiments.rule_or_rate.config import BASE, NAME, Config, axis_of
 from tailmem.metrics.lag_trend import TrendError, fit_trend
 from tailmem.metrics.qa_gaps import POOLED, TAUS, LagRatio
 from tailmem.metrics.share import Share, share
+from tailmem.outputs import Answer, Figure, Outputs, Report, Table
 from tailmem.plotting import legend_outside, pyplot
-from tailmem.rundir import RunDir
 
 TAU = 0.5
 """The FTA level of the headline numbers (the middle of the paper's three)."""
@@ -384,7 +384,7 @@ def factorial_figure(rows: Sequence[FactorialRow]) -> Any:
 
 def answers(
     base: RegimeRow | None, trend: Extrapolation | None, claims: Sequence[Any]
-) -> list[dict[str, str]]:
+) -> list[Answer]:
     """The report's first-screen answers: at the base scale, rule or rate; the width trend."""
     out = []
     if base is not None and base.share is not None:
@@ -409,46 +409,79 @@ def answers(
                 else f" ± {base.rarest_gap_se:.2f} (paired SE)"
             )
         )
-        out.append({
-            "question": f"At d = {base.width}, is Muon's tail edge its update rule or its "
-            "learning rate?",
-            "answer": verdict,
-            "evidence": f"Adam's own rate on the hidden matrices recovers {base.share:.2f} "
-            f"[{low:.2f}, {high:.2f}] of Muon's edge over Adam at one rate; with equal tuning "
-            f"freedom Adam-own still needs {edge}× Muon's exposures ({base.fair_verdict})"
-            f"{rarest}",
-            "verdict": verdict,
-        } if low is not None and high is not None else {
-            "question": f"At d = {base.width}, is Muon's tail edge its update rule or its "
-            "learning rate?", "answer": verdict, "evidence": f"share {base.share:.2f}",
-            "verdict": verdict,
-        })  # fmt: skip
+        question = f"At d = {base.width}, is Muon's tail edge its update rule or its learning rate?"
+        evidence = (
+            f"Adam's own rate on the hidden matrices recovers {base.share:.2f} [{low:.2f}, "
+            f"{high:.2f}] of Muon's edge over Adam at one rate; with equal tuning freedom "
+            f"Adam-own still needs {edge}× Muon's exposures ({base.fair_verdict}){rarest}"
+            if low is not None and high is not None
+            else f"share {base.share:.2f}"
+        )
+        out.append(Answer(question, verdict, evidence, verdict))
     trend_claim = next((c for c in claims if c.id == "D.wen.fair_edge_shrinks"), None)
     if trend is not None and trend_claim is not None:
-        out.append({
-            "question": "Does the fair edge (Muon vs Adam at its own rate) shrink with width, "
-            "and what does its trend predict at paper A's 12 × 768 model?",
-            "answer": trend_claim.verdict,
-            "evidence": f"fitted exponent {trend.slope:+.2f} ± {trend.slope_se:.2f} over "
-            f"{trend.n_points} widths; predicted Adam-own ÷ Muon exposures at d = {PAPER_WIDTH}: "
+        out.append(Answer(
+            "Does the fair edge (Muon vs Adam at its own rate) shrink with width, and what "
+            "does its trend predict at paper A's 12 × 768 model?",
+            trend_claim.verdict,
+            f"fitted exponent {trend.slope:+.2f} ± {trend.slope_se:.2f} over {trend.n_points} "
+            f"widths; predicted Adam-own ÷ Muon exposures at d = {PAPER_WIDTH}: "
             f"{trend.ratio:.2f} (95 % prediction interval {trend.low:.2f}–{trend.high:.2f})",
-            "verdict": trend_claim.verdict,
-        })  # fmt: skip
+            trend_claim.verdict,
+        ))  # fmt: skip
     return out
 
 
-def write(cfg: Config, run: RunDir, points: Mapping[str, grid.PointResult]) -> None:
-    """Every table, figure, the claims, ``results.json`` and ``report.json``."""
-
+def outputs(cfg: Config, points: Mapping[str, grid.PointResult]) -> Outputs:
+    """Every table, figure, the claims, ``results.json`` and the report."""
     base = points[BASE]
     factorial = factorial_rows(cfg, base)
     regime = regime_rows(cfg, points)
     widths = width_points(cfg, regime)
     trend = extrapolate(widths)
-    claims = evaluate(NAME, claim_inputs(points, widths))
-    write_claims(run, claims)
-    run.write_csv("factorial.csv", records(factorial))
-    run.write_csv("regime.csv", records(regime))
+    claims = tuple(evaluate(NAME, claim_inputs(points, widths)))
+    csvs = (
+        Table("factorial.csv", records(factorial),
+              "The factorial: update rule × rate structure", column_docs(FactorialRow)),
+        Table("regime.csv", records(regime), "Every point: the share the rate split recovers "
+              "and the fair edge", column_docs(RegimeRow)),
+        Table("lag_ratio.csv", lag_ratio_rows(points)),
+    )  # fmt: skip
+    figures = (
+        Figure("factorial", factorial_figure(factorial),
+               "The factorial at the base point: each arm's tail speed-up over Adam at one rate "
+               "(Adam-shared's exposures ÷ the arm's, τ 0.5, pooled), 95 % interval; blue: the "
+               "hidden matrices at their own rate, orange: one rate for every parameter"),
+        Figure("share", share_figure(regime, widths),
+               "The share of Muon's edge over Adam at one rate that Adam's own rate on the "
+               "hidden matrices recovers (0: the edge is the update rule; 1: it is the learning "
+               "rate): in exposures to FTA 0.5 (dot, 95 % interval over paired seeds, clipped "
+               "to -0.5..1.5) and in the rarest group's final FTA (diamond); at every point, "
+               "and against width"),
+    )  # fmt: skip
+    base_row = next((r for r in regime if r.point == BASE), None)
+    said = tuple(answers(base_row, trend, claims))
+    results = {
+        "factorial": records(factorial), "regime": records(regime),
+        "trend": None if trend is None else trend.__dict__,
+        "shares": {label: rate_share(p).__dict__ for label, p in points.items()},
+    }  # fmt: skip
+    summary = [
+        f"The factorial at the base point ({len(factorial)} arms, {len(base.plan.seeds)} "
+        f"evaluation seeds, every arm tuning one rate on tuning seeds apart); "
+        f"{len(regime) - 1} further points, one regime axis at a time."
+    ]
+    summary += [f"{a.question} {a.answer}: {a.evidence}." for a in said]
+    summary += [f"{c.id}: {c.verdict} — {c.ours}." for c in claims]
+    if cfg.note:
+        summary.append(cfg.note.strip())
+    report = Report("Update rule or learning rate? The controlled study of Muon's tail edge",
+                    " ".join(summary), said)  # fmt: skip
+    return Outputs(csvs, figures, {"results.json": results}, claims, report)
+
+
+def lag_ratio_rows(points: Mapping[str, grid.PointResult]) -> list[dict[str, Any]]:
+    """Every measured lag ratio of every point (``lag_ratio.csv``)."""
     ratios = []
     for label, point in points.items():
         measures = point.measures.get(point.config.ffns[0])
@@ -460,46 +493,4 @@ def write(cfg: Config, run: RunDir, points: Mapping[str, grid.PointResult]) -> N
                                "ci_low": None if low_high is None else low_high[0],
                                "ci_high": None if low_high is None else low_high[1],
                                "n_measured": r.n_measured, "n_seeds": r.n_seeds})  # fmt: skip
-    run.write_csv("lag_ratio.csv", ratios)
-    figures = [
-        run.save_report_figure(factorial_figure(factorial), "factorial",
-                               "The factorial at the base point: each arm's tail speed-up over "
-                               "Adam at one rate (Adam-shared's exposures ÷ the arm's, τ 0.5, "
-                               "pooled), 95 % interval; blue: the hidden matrices at their own "
-                               "rate, orange: one rate for every parameter"),
-        run.save_report_figure(share_figure(regime, widths), "share",
-                               "The share of Muon's edge over Adam at one rate that Adam's own "
-                               "rate on the hidden matrices recovers (0: the edge is the update "
-                               "rule; 1: it is the learning rate): in exposures to FTA 0.5 "
-                               "(dot, 95 % interval over paired seeds, clipped to -0.5..1.5) "
-                               "and in the rarest group's final FTA (diamond); at every point, "
-                               "and against width"),
-    ]  # fmt: skip
-    base_row = next((r for r in regime if r.point == BASE), None)
-    said = answers(base_row, trend, claims)
-    run.write_json("results.json", {
-        "factorial": records(factorial), "regime": records(regime),
-        "trend": None if trend is None else trend.__dict__,
-        "shares": {label: rate_share(p).__dict__ for label, p in points.items()},
-    })  # fmt: skip
-    summary = [
-        f"The factorial at the base point ({len(factorial)} arms, {len(base.plan.seeds)} "
-        f"evaluation seeds, every arm tuning one rate on tuning seeds apart); "
-        f"{len(regime) - 1} further points, one regime axis at a time."
-    ]
-    summary += [f"{a['question']} {a['answer']}: {a['evidence']}." for a in said]
-    summary += [f"{c.id}: {c.verdict} — {c.ours}." for c in claims]
-    if cfg.note:
-        summary.append(cfg.note.strip())
-    run.write_json("report.json", {
-        "title": "Update rule or learning rate? The controlled study of Muon's tail edge",
-        "summary": " ".join(summary),
-        "answers": said,
-        "figures": figures,
-        "tables": [
-            {"file": "factorial.csv", "caption": "The factorial: update rule × rate structure",
-             "columns": column_docs(FactorialRow)},
-            {"file": "regime.csv", "caption": "Every point: the share the rate split recovers "
-             "and the fair edge", "columns": column_docs(RegimeRow)},
-        ],
-    })  # fmt: skip
+    return ratios
