@@ -12,7 +12,8 @@ matplotlib.use("Agg")
 import matplotlib.pyplot as plt
 
 from tailmem.claims.core import ClaimResult
-from tailmem.claims.registry import claims_of, write_claims
+from tailmem.claims.registry import claims_of
+from tailmem.outputs import Answer, Figure, Outputs, Report, Table, write
 from tailmem.rundir import RunDir
 
 VERDICT_CYCLE = ("reproduced", "not reproduced", "inconclusive", "reproduced")
@@ -81,28 +82,21 @@ def make_run(
             claim.describe(claim.published), f"{0.5 + i / 100:.3f} ± 0.010",
             claim.describe(claim.rule), verdict, reason=reason, seeds=[0, 1, 2],
         ))  # fmt: skip
-    write_claims(run, results)
-    layout: dict[str, object] = {
-        "title": f"{experiment} at {preset}",
-        "summary": f"What {experiment} measured, in one paragraph.",
-    }
     shown = []
     for k in range(figures):
         fig, ax = plt.subplots(figsize=(6, 4))
         ax.plot([0, 1, 2], [k, k + 1, k / 2])
-        shown.append(run.save_report_figure(fig, f"figure_{k}", f"figure {k} of {experiment}"))
-    if figures:
-        layout["figures"] = shown
+        shown.append(Figure(f"figure_{k}", fig, f"figure {k} of {experiment}"))
+    listed = []
     if tables:
         rows = [{"arm": arm, "fta mean": m, "fta SE": s, "n": 3}
                 for arm, m, s in (("muon", 0.9012345, 0.008), ("adam", 0.625, 0.0084))]  # fmt: skip
-        run.write_csv("final.csv", rows)
-        layout["tables"] = [{"file": "final.csv", "caption": "final FTA of the rarest group",
-                             "mean_se": {"rarest FTA": ["fta mean", "fta SE"]},
-                             "columns": {"rarest FTA": "seed mean ± SE"}}]  # fmt: skip
-    if answers is not None:
-        layout["answers"] = answers
-    run.write_json("report.json", layout)
+        listed.append(Table("final.csv", rows, "final FTA of the rarest group",
+                            {"rarest FTA": "seed mean ± SE"},
+                            {"rarest FTA": ["fta mean", "fta SE"]}))  # fmt: skip
+    report = Report(f"{experiment} at {preset}", f"What {experiment} measured, in one paragraph.",
+                    tuple(Answer(**a) for a in answers or ()))  # fmt: skip
+    write(run, Outputs(tuple(listed), tuple(shown), claims=tuple(results), report=report))
     run.mark_complete(12.0)
     return run
 

@@ -89,21 +89,6 @@ def test_stale_temp_files_of_killed_writers_are_removed(tmp_path):
     assert (nested / "notes.tmp").exists() and run.read_json("a.json") == {"x": 1}
 
 
-def test_report_figure_is_saved_as_png_and_svg_with_its_layout_entry(tmp_path):
-    import matplotlib
-
-    matplotlib.use("Agg")
-    import matplotlib.pyplot as plt
-
-    fig, ax = plt.subplots()
-    ax.plot([0, 1], [1, 0])
-    entry = RunDir(tmp_path).save_report_figure(fig, "curve", "a falling line")
-    assert entry == {"file": "curve.png", "caption": "a falling line"}
-    assert (tmp_path / "curve.png").read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
-    assert b"<svg" in (tmp_path / "curve.svg").read_bytes()[:400]
-    assert not plt.get_fignums()  # the figure was closed
-
-
 def _reject(constant: str) -> None:
     raise ValueError(f"non-standard JSON constant {constant}")
 

@@ -10,8 +10,8 @@ same place as the CSV's header (:func:`column_docs`)::
         lag: float | None = column("exposures it needs ÷ Muon's", None)
 
     rows = [Row("adam", 1.9)]
-    run.write_csv("board.csv", records(rows))            # the header is the fields' names
-    {"file": "board.csv", "columns": column_docs(Row)}   # the report's notes
+    Table("board.csv", records(rows), "The board", column_docs(Row))   # tailmem.outputs
+    # the CSV header is the fields' names; the report's column notes their docs
 """
 
 from __future__ import annotations

@@ -23,6 +23,7 @@ from typing import Any
 
 from tailmem.diagnose_study import Diagnosis, Model, collect
 from tailmem.metrics.role_spectra import ISO_METRICS, MATRICES, metric_label
+from tailmem.outputs import Figure, Outputs, Table, write
 from tailmem.plotting import integer_ticks, legend_outside, pyplot
 from tailmem.rundir import RunDir, claim
 
@@ -168,11 +169,9 @@ def csv_rows(diagnosis: Diagnosis, top_k: int = 10) -> list[dict[str, Any]]:
     ]
 
 
-def write_outputs(out: str | Path, diagnosis: Diagnosis, top_k: int = 10) -> RunDir:
-    """``isotropy.csv`` and ``isotropy.png`` / ``.svg`` in folder ``out`` (module docstring)."""
+def outputs(diagnosis: Diagnosis, top_k: int = 10) -> Outputs:
+    """``isotropy.csv`` and the ``isotropy`` figure (module docstring)."""
     plt = pyplot()
-    folder = RunDir(out)
-    folder.write_csv("isotropy.csv", csv_rows(diagnosis, top_k))
     fig, axes = plt.subplots(1, 4, figsize=(16, 3.8))
     if len(diagnosis.models) == 1:
         _by_layer(axes, diagnosis.models[0].rows)
@@ -186,7 +185,14 @@ def write_outputs(out: str | Path, diagnosis: Diagnosis, top_k: int = 10) -> Run
     title = diagnosis.models[0].source if len(diagnosis.models) == 1 else str(diagnosis.path)
     fig.suptitle(title)
     fig.tight_layout()
-    folder.save_figure(fig, "isotropy")
+    table = Table("isotropy.csv", csv_rows(diagnosis, top_k))
+    return Outputs(tables=(table,), figures=(Figure("isotropy", fig),))
+
+
+def write_outputs(out: str | Path, diagnosis: Diagnosis, top_k: int = 10) -> RunDir:
+    """:func:`outputs` written into folder ``out``."""
+    folder = RunDir(out)
+    write(folder, outputs(diagnosis, top_k))
     return folder
 
 

@@ -257,12 +257,6 @@ class RunDir:
         plt.close(fig)
         return paths
 
-    def save_report_figure(self, fig: Any, stem: str, caption: str) -> dict[str, str]:
-        """:meth:`save_figure`, returning the ``report.json`` entry that shows it with
-        ``caption`` (see :mod:`tailmem.report.layout`)."""
-        self.save_figure(fig, stem)
-        return {"file": f"{stem}.png", "caption": caption}
-
     def write_config(
         self, experiment: str, preset: str, cfg: Any, source: Mapping[str, Any] | None = None
     ) -> Path:

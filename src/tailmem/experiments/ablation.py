@@ -33,13 +33,13 @@ import math
 import statistics
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
-from typing import Any, Literal
+from typing import TYPE_CHECKING, Any, Literal
 
 import numpy as np
 
 from tailmem.claims.a1 import A1Inputs
 from tailmem.claims.core import ClaimResult, mean_se
-from tailmem.claims.registry import evaluate, write_claims
+from tailmem.claims.registry import evaluate
 from tailmem.errors import ConfigError
 from tailmem.experiments import TUNE_OVERRIDES_OF_LM_STUDIES
 from tailmem.lm.arms import HIDDEN_MATRICES, Arm, muon_recipe, select_arms
@@ -48,12 +48,16 @@ from tailmem.lm.corpus import CorpusData, CorpusSection, LMData, corpus_prefligh
 from tailmem.lm.plan import Entry, Plan, Rates, run_plan, tidy
 from tailmem.lm.spec import RunResult, diverged_runs
 from tailmem.lm.subrun import RunContext, template
-from tailmem.lm.sweeps import write_tuning
+from tailmem.lm.sweeps import tuning_outputs
 from tailmem.metrics.curves import first_crossing
 from tailmem.metrics.token_buckets import bucket_names
+from tailmem.outputs import Figure, Outputs, Report, Table, write
 from tailmem.plotting import legend_outside, pyplot
 from tailmem.rundir import RunDir
 from tailmem.train import distributed as D
+
+if TYPE_CHECKING:
+    from matplotlib.figure import Figure as PlotFigure
 
 NAME = "ablation"
 TUNE_OVERRIDES = TUNE_OVERRIDES_OF_LM_STUDIES
@@ -253,7 +257,7 @@ def run(cfg: Config, run: RunDir) -> None:
     tidy(trained, context.root, cfg.train.keep_checkpoints)
     if cfg.tuning.only:
         if ctx.is_main:
-            write_tuning(run, trained, cfg.tuning_record(), NAME)
+            write(run, tuning_outputs(run, trained, cfg.tuning_record(), NAME))
         D.barrier(ctx)
         return
     results = {row.id: trained.seed_results((cfg.ffn, row.id)) for row in cfg.selected()}
@@ -269,7 +273,7 @@ def run(cfg: Config, run: RunDir) -> None:
         for (_, arm_id), choice in trained.choices.items()
     }  # fmt: skip
     if ctx.is_main:
-        _write_outputs(cfg, run, data, results, factors, tuning)
+        write(run, outputs(cfg, data, results, factors, tuning))
     D.barrier(ctx)
 
 
@@ -440,43 +444,49 @@ def claims(
 # outputs
 
 
-def _write_outputs(
+def outputs(
     cfg: Config,
-    run: RunDir,
     data: LMData,
     results: dict[str, list[RunResult]],
     factors: Mapping[str, Mapping[str, float]],
     tuning: dict[str, dict[str, float]],
-) -> None:
+) -> Outputs:
+    """Table 1, the figures, ``results.json``, the claims and the report of the finished arms
+    (``factors``: each arm's chosen learning-rate factors; ``tuning``: every factor's loss)."""
     rows = summarise(cfg, results, data.n_buckets, factors)
-    run.write_csv("table1.csv", rows)
     efficiency = sample_efficiency(results)
     chance = chance_loss(data)
     provenance = data.provenance()
-    run.write_json(
-        "results.json",
-        {
-            "ffn": cfg.ffn,
-            "seeds": cfg.seed_list,
-            "data": provenance,
-            "chance_loss": chance,
-            "table": rows,
-            "sample_efficiency": efficiency,
-            "bucket_shares": dict(
-                zip(bucket_names(data.n_buckets), data.bucket_shares(), strict=True)
-            ),
-            "lr_tuning": tuning,
-            "curves": {
-                arm_id: dict(zip(("steps", "val_loss"), _mean_curve(rs), strict=True))
-                for arm_id, rs in results.items()
-            },
-            "runs": {arm_id: [r.key for r in rs] for arm_id, rs in results.items()},
-            "diverged": diverged_runs([r for rs in results.values() for r in rs]),
+    record = {
+        "ffn": cfg.ffn,
+        "seeds": cfg.seed_list,
+        "data": provenance,
+        "chance_loss": chance,
+        "table": rows,
+        "sample_efficiency": efficiency,
+        "bucket_shares": dict(zip(bucket_names(data.n_buckets), data.bucket_shares(), strict=True)),
+        "lr_tuning": tuning,
+        "curves": {
+            arm_id: dict(zip(("steps", "val_loss"), _mean_curve(rs), strict=True))
+            for arm_id, rs in results.items()
         },
+        "runs": {arm_id: [r.key for r in rs] for arm_id, rs in results.items()},
+        "diverged": diverged_runs([r for rs in results.values() for r in rs]),
+    }
+    table = Table(
+        "table1.csv",
+        rows,
+        "Final validation loss per arm, ours beside the paper's (different data: the paper's are "
+        "FineWeb losses of a 160M model). " + provenance_text(provenance),
+        TABLE1_COLUMNS,
     )
-    write_claims(run, claims(cfg, results, data.n_buckets, chance))
-    figures = _figures(cfg, run, results, data.n_buckets)
-    run.write_json("report.json", _layout(cfg, efficiency, figures, provenance))
+    return Outputs(
+        (table,),
+        _figures(cfg, results, data.n_buckets),
+        {"results.json": record},
+        tuple(claims(cfg, results, data.n_buckets, chance)),
+        _report(cfg, efficiency, provenance),
+    )
 
 
 TABLE1_COLUMNS = {
@@ -505,12 +515,8 @@ def provenance_text(provenance: Mapping[str, Any]) -> str:
     )
 
 
-def _layout(
-    cfg: Config,
-    efficiency: dict[str, Any],
-    figures: list[dict[str, Any]],
-    provenance: Mapping[str, Any],
-) -> dict[str, Any]:
+def _report(cfg: Config, efficiency: dict[str, Any], provenance: Mapping[str, Any]) -> Report:
+    """The report's title and summary: the set-up, the data and full Muon's sample efficiency."""
     rates = ", ".join(
         f"{section.kind.label} lr {section.grid[0]:g}" for section in cfg.optim.values()
     )
@@ -530,29 +536,29 @@ def _layout(
         )
     elif efficiency.get("measured"):
         summary += " Full Muon never reached all-Adam's final validation loss."
-    return {
-        "title": f"A1 component ablation ({cfg.ffn} FFN)",
-        "summary": summary,
-        "figures": figures,
-        "data": dict(provenance),
-        "tables": [
-            {
-                "file": "table1.csv",
-                "caption": "Final validation loss per arm, ours beside the paper's (different "
-                "data: the paper's are FineWeb losses of a 160M model). "
-                + provenance_text(provenance),
-                "columns": TABLE1_COLUMNS,
-            }
-        ],
-    }
+    return Report(f"A1 component ablation ({cfg.ffn} FFN)", summary, data=dict(provenance))
 
 
 def _figures(
-    cfg: Config, run: RunDir, results: dict[str, list[RunResult]], n_buckets: int
-) -> list[dict[str, str]]:
-    plt = pyplot()
+    cfg: Config, results: dict[str, list[RunResult]], n_buckets: int
+) -> tuple[Figure, ...]:
+    """The validation curves (paper Fig. 1) and, with an all-Adam arm, the gain per bucket."""
+    curves = Figure(
+        "val_curves", _val_curves(cfg, results), "Validation loss per arm (paper Fig. 1 panels)"
+    )
+    if "adam" not in results:
+        return (curves,)
+    gain = Figure(
+        "bucket_gain",
+        _bucket_gain(cfg, results, n_buckets),
+        "Beyond the paper: gain over all-Adam on head / body / tail tokens",
+    )
+    return (curves, gain)
 
-    figures = []
+
+def _val_curves(cfg: Config, results: dict[str, list[RunResult]]) -> PlotFigure:
+    """Validation loss over training per arm: independent blocks, then combinations."""
+    plt = pyplot()
     panels = [
         ("independent blocks", ("reference", "block")),
         ("combinations", ("reference", "combined", "beyond")),
@@ -576,31 +582,25 @@ def _figures(
         if ax.get_legend_handles_labels()[0]:
             legend_outside(ax)
     fig.suptitle(f"Validation loss ({cfg.ffn} FFN, mean over {cfg.seeds} seed(s))")
-    figures.append(
-        run.save_report_figure(fig, "val_curves", "Validation loss per arm (paper Fig. 1 panels)")
-    )
+    return fig
 
-    if "adam" in results:
-        names = bucket_names(n_buckets)
-        arms = [a for a in cfg.selected() if a.id != "adam"]
-        fig, ax = plt.subplots(figsize=(8, 4))
-        width = 0.8 / n_buckets
-        for j, name in enumerate(names):
-            key = f"val_loss_{name}"
-            base = _mean(_final(results["adam"], key))
-            gains = [base - _mean(_final(results[a.id], key)) for a in arms]
-            ax.bar([i + j * width for i in range(len(arms))], gains, width, label=name)
-        ax.set_xticks([i + width * (n_buckets - 1) / 2 for i in range(len(arms))])
-        ax.set_xticklabels([short_label(a) for a in arms], rotation=45, ha="right")
-        ax.axhline(0, color="black", lw=0.5)
-        ax.set_ylabel("L(all-Adam) − L(arm), nats")
-        ax.set_title("Gain over all-Adam by target-token frequency bucket")
-        legend_outside(ax, title="target bucket")
-        figures.append(
-            run.save_report_figure(
-                fig,
-                "bucket_gain",
-                "Beyond the paper: gain over all-Adam on head / body / tail tokens",
-            )
-        )
-    return figures
+
+def _bucket_gain(cfg: Config, results: dict[str, list[RunResult]], n_buckets: int) -> PlotFigure:
+    """Each arm's final-loss gain over all-Adam per target-token frequency bucket."""
+    plt = pyplot()
+    names = bucket_names(n_buckets)
+    arms = [a for a in cfg.selected() if a.id != "adam"]
+    fig, ax = plt.subplots(figsize=(8, 4))
+    width = 0.8 / n_buckets
+    for j, name in enumerate(names):
+        key = f"val_loss_{name}"
+        base = _mean(_final(results["adam"], key))
+        gains = [base - _mean(_final(results[a.id], key)) for a in arms]
+        ax.bar([i + j * width for i in range(len(arms))], gains, width, label=name)
+    ax.set_xticks([i + width * (n_buckets - 1) / 2 for i in range(len(arms))])
+    ax.set_xticklabels([short_label(a) for a in arms], rotation=45, ha="right")
+    ax.axhline(0, color="black", lw=0.5)
+    ax.set_ylabel("L(all-Adam) − L(arm), nats")
+    ax.set_title("Gain over all-Adam by target-token frequency bucket")
+    legend_outside(ax, title="target bucket")
+    return fig

@@ -13,7 +13,7 @@ from __future__ import annotations
 
 import time
 from dataclasses import asdict, dataclass, field
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import torch
 
@@ -23,13 +23,17 @@ from tailmem.assoc.fits import loglog_slope
 from tailmem.assoc.memory import DenseMemory
 from tailmem.assoc.optimizers import OPTIMIZERS
 from tailmem.claims.core import grid_edge
-from tailmem.claims.registry import evaluate, write_claims
+from tailmem.claims.registry import evaluate
 from tailmem.claims.related import CapacityInputs
 from tailmem.errors import ConfigError
+from tailmem.outputs import Figure, Outputs, Report, Table, write
 from tailmem.plotting import pyplot, style_loglog
 from tailmem.resources import require_memory, trajectory_bytes
 from tailmem.rundir import RunDir
 from tailmem.typecheck import check_range
+
+if TYPE_CHECKING:
+    from matplotlib.figure import Figure as PlotFigure
 
 NAME = "assoc-capacity"
 COLORS = {"gd": "tab:blue", "adam": "tab:red", "signgd": "tab:orange", "muon": "tab:green"}
@@ -102,7 +106,14 @@ def preflight(cfg: Config) -> None:
 
 
 def run(cfg: Config, run: RunDir) -> None:
+    """Train every optimiser at every d, then write the table, figure, claims and report."""
     started = time.perf_counter()
+    rows = _train(cfg)
+    write(run, outputs(cfg, rows, _fits(cfg, rows), time.perf_counter() - started))
+
+
+def _train(cfg: Config) -> list[dict[str, Any]]:
+    """One row per (d, optimiser): the best final error over the step-size grid and its rate."""
     spectrum = A.zipf(cfg.facts, cfg.zipf_exponent)
     n_obj = cfg.labels or cfg.facts
     answers = torch.arange(cfg.facts) % n_obj
@@ -131,6 +142,11 @@ def run(cfg: Config, run: RunDir) -> None:
                 "errors_per_lr": errors.tolist(),
             }
         )
+    return rows
+
+
+def _fits(cfg: Config, rows: list[dict[str, Any]]) -> dict[str, float | None]:
+    """Per optimiser, the log-log slope of the error against d (None under two points)."""
     fits = {}
     for opt in cfg.optimizers:
         sel = [r for r in rows if r["optimizer"] == opt and r["error"] > 0]
@@ -139,51 +155,53 @@ def run(cfg: Config, run: RunDir) -> None:
             if len(sel) >= 2
             else None
         )
-    predicted = 1.0 - cfg.zipf_exponent
-    run.write_csv(
-        "capacity.csv", [{k: v for k, v in r.items() if k != "errors_per_lr"} for r in rows]
-    )
-    _figure(cfg, rows, fits, run)
+    return fits
+
+
+CAPACITY_COLUMNS = {
+    "d": "embedding dimension",
+    "error": "best final top-1 error over the step-size grid",
+    "best_lr": "the step size that gave it",
+    "lr_grid_edge": "set where that step size is an end of the grid",
+    "tail_mass_beyond_d": "probability mass of the facts ranked beyond d",
+}
+
+
+def outputs(
+    cfg: Config,
+    rows: list[dict[str, Any]],
+    fits: dict[str, float | None],
+    wall_seconds: float,
+) -> Outputs:
+    """``capacity.csv``, the capacity figure, ``results.json``, the claims and the report."""
+    n_obj = cfg.labels or cfg.facts
     results = {
         "experiment": NAME,
         "config": asdict(cfg),
         "rows": rows,
         "fits": fits,
-        "predicted_exponent": predicted,
+        "predicted_exponent": 1.0 - cfg.zipf_exponent,
         "objects": n_obj,
         "chance_error": 1.0 - 1.0 / n_obj,
         "sampling": "population" if cfg.batch_size is None else f"batch {cfg.batch_size}",
     }
-    write_claims(run, evaluate(NAME, CapacityInputs.of(results)))
-    run.write_json("results.json", {**results, "wall_seconds": time.perf_counter() - started})
-    run.write_json(
-        "report.json",
-        {
-            "title": "Beyond the papers: the capacity regime (Cabannes et al.)",
-            "summary": (
-                f"{cfg.facts} facts with Zipf({cfg.zipf_exponent}) frequencies, {n_obj} objects, "
-                f"random embeddings in R^d, {cfg.steps} steps; best final top-1 error over a "
-                "step-size grid against d, beside the d^(1−α) law."
-            ),
-            "figures": [{"file": "capacity.png", "caption": "final error against d"}],
-            "tables": [
-                {
-                    "file": "capacity.csv",
-                    "caption": "best final error per optimiser",
-                    "columns": {
-                        "d": "embedding dimension",
-                        "error": "best final top-1 error over the step-size grid",
-                        "best_lr": "the step size that gave it",
-                        "lr_grid_edge": "set where that step size is an end of the grid",
-                        "tail_mass_beyond_d": "probability mass of the facts ranked beyond d",
-                    },
-                }
-            ],
-        },
+    table = [{k: v for k, v in r.items() if k != "errors_per_lr"} for r in rows]
+    summary = (
+        f"{cfg.facts} facts with Zipf({cfg.zipf_exponent}) frequencies, {n_obj} objects, "
+        f"random embeddings in R^d, {cfg.steps} steps; best final top-1 error over a "
+        "step-size grid against d, beside the d^(1−α) law."
+    )
+    return Outputs(
+        tables=(Table("capacity.csv", table, "best final error per optimiser", CAPACITY_COLUMNS),),
+        figures=(Figure("capacity", _figure(cfg, rows, fits), "final error against d"),),
+        records={"results.json": {**results, "wall_seconds": wall_seconds}},
+        claims=tuple(evaluate(NAME, CapacityInputs.of(results))),
+        report=Report("Beyond the papers: the capacity regime (Cabannes et al.)", summary),
     )
 
 
-def _figure(cfg: Config, rows: list[dict[str, Any]], fits: dict[str, Any], run: RunDir) -> None:
+def _figure(cfg: Config, rows: list[dict[str, Any]], fits: dict[str, Any]) -> PlotFigure:
+    """The best final error against d per optimiser, the d^(1−α) law and the mass beyond d."""
     plt = pyplot()
 
     fig, ax = plt.subplots(figsize=(6.5, 4.4))
@@ -220,4 +238,4 @@ def _figure(cfg: Config, rows: list[dict[str, Any]], fits: dict[str, Any], run: 
         ylabel="final top-1 error",
         title=f"N = {cfg.facts}, M = {cfg.labels or cfg.facts}, {cfg.steps} steps",
     )
-    run.save_figure(fig, "capacity")
+    return fig

@@ -48,7 +48,7 @@ import math
 import time
 from collections.abc import Mapping, Sequence
 from dataclasses import asdict, dataclass, field
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import torch
 
@@ -64,7 +64,7 @@ from tailmem.claims.core import (
     mean_se,
     t_quantile,
 )
-from tailmem.claims.registry import evaluate, write_claims
+from tailmem.claims.registry import evaluate
 from tailmem.claims.related import (
     ALIGNED,
     MECHANISM,
@@ -79,9 +79,13 @@ from tailmem.claims.related import (
 )
 from tailmem.errors import ConfigError
 from tailmem.experiments.assoc_scaling import half_loss_times
+from tailmem.outputs import Answer, Figure, Outputs, Report, Table, write
 from tailmem.plotting import pyplot
 from tailmem.rundir import RunDir
 from tailmem.typecheck import check_range
+
+if TYPE_CHECKING:
+    from matplotlib.figure import Figure as PlotFigure
 
 NAME = MECHANISM
 GEOMETRIES = (ALIGNED, ROTATED, "correlated")
@@ -396,7 +400,7 @@ def shown(row: Mapping[str, Any] | None) -> str:
 
 def answers(
     cfg: Config, results: Sequence[ClaimResult], rows: Sequence[Mapping[str, Any]]
-) -> list[dict[str, str]]:
+) -> list[Answer]:
     """The experiment's questions answered from its claims' verdicts (per regime) and the
     head-pace ratios (``rows``) behind them; the correlated geometry, which no published
     statement covers, descriptively."""
@@ -441,27 +445,32 @@ def answers(
             + "; ".join(f"{REGIME_LABELS[r]}: {WORDS[v]}" for r, v in found.items())
             + f"; {claim_id})"
         )
-        out.append({"question": question, "answer": answer,
-                    "evidence": evidence(families, geometries),
-                    "verdict": "; ".join(f"{r}: {v}" for r, v in found.items())})  # fmt: skip
+        out.append(
+            Answer(
+                question,
+                answer,
+                evidence(families, geometries),
+                "; ".join(f"{r}: {v}" for r, v in found.items()),
+            )
+        )
     # Beyond the intervals: the correlated one above the rotated one, which must be a value,
     # not a bound (a censored rotated ratio could be any larger number).
     slower = [f"{f} ({REGIME_LABELS[regime]})" for regime in REGIMES for f in cfg.families
               if (a := row(f, ROTATED, regime)) and (b := row(f, "correlated", regime))
               and a["ratio_high"] is not None and b["ratio_low"] is not None
               and not a["censored"] and b["ratio_low"] > a["ratio_high"]]  # fmt: skip
-    out.append({
-        "question": "What do correlated (non-orthogonal) embeddings do to each family's balance?",
-        "answer": (f"correlation (off-diagonal ρ = {cfg.correlation:g}) slows the tail, beyond "
-                   "the 95 % intervals of the rotated embeddings' ratio, of "
-                   + (", ".join(slower) or "no family")),
-        "evidence": evidence(cfg.families, [ROTATED, "correlated"]),
-        "verdict": "descriptive: no published statement covers non-orthogonal embeddings",
-    })  # fmt: skip
+    out.append(Answer(
+        question="What do correlated (non-orthogonal) embeddings do to each family's balance?",
+        answer=(f"correlation (off-diagonal ρ = {cfg.correlation:g}) slows the tail, beyond "
+                "the 95 % intervals of the rotated embeddings' ratio, of "
+                + (", ".join(slower) or "no family")),
+        evidence=evidence(cfg.families, [ROTATED, "correlated"]),
+        verdict="descriptive: no published statement covers non-orthogonal embeddings",
+    ))  # fmt: skip
     return out
 
 
-def figure(cfg: Config, rows: Sequence[Mapping[str, Any]], run: RunDir) -> dict[str, str]:
+def figure(cfg: Config, rows: Sequence[Mapping[str, Any]]) -> PlotFigure:
     """Rarest ÷ head time per family and geometry (points with 95 % intervals, log scale), one
     panel per regime, at the head pace; a censored mean (a lower bound) drawn as a triangle."""
     plt = pyplot()
@@ -488,15 +497,18 @@ def figure(cfg: Config, rows: Sequence[Mapping[str, Any]], run: RunDir) -> dict[
         ax.set_title(f"{REGIME_LABELS[regime]}: d = {cfg.dims()[regime]}, K = {cfg.facts}")
     axes[0].set_ylabel("rarest ÷ head time to halve the loss")
     axes[0].legend(title="embeddings (▲: lower bound)", fontsize=8)
-    return run.save_report_figure(
-        fig,
-        "ratios",
+    return fig
+
+
+def figure_caption(cfg: Config) -> str:
+    """The report's caption of :func:`figure`."""
+    return (
         f"rarest ÷ most frequent group's time to halve its loss at head pace {cfg.head_steps} "
         f"(each arm's step matched to it), geometric mean and 95 % interval over {cfg.seeds} "
         "draws of the rotation (and, at d < K, the codes); 1 = every group at once. Aligned: "
         "the identity (d ≥ K) or 2-sparse coordinate codes (d < K); rotated: the same under a "
         f"Haar-random rotation; correlated: rotated and mixed to off-diagonal ρ = "
-        f"{cfg.correlation:g}. A triangle is a lower bound (a draw's rarest group not learned)",
+        f"{cfg.correlation:g}. A triangle is a lower bound (a draw's rarest group not learned)"
     )
 
 
@@ -516,44 +528,54 @@ COLUMNS = {
 
 
 def run(cfg: Config, run: RunDir) -> None:
+    """Measure every arm, then write the tables, figure, results, claims and report."""
     started = time.perf_counter()
     measured = measure(cfg)
+    write(run, outputs(cfg, measured, time.perf_counter() - started))
+
+
+def run_rows(measured: Mapping[str, Any]) -> list[dict[str, Any]]:
+    """``runs.csv``: every draw's run, its times per group as ``steps_group<g>``."""
+    return [
+        {"regime": regime, "pace": p["pace"], "steps": p["steps"], **{k: v for k, v in r.items()
+         if k != "times"}, **{f"steps_group{g}": t for g, t in enumerate(r["times"])}}
+        for regime, entry in measured["regimes"].items() for p in entry["paces"]
+        for r in p["runs"]
+    ]  # fmt: skip
+
+
+def summary(cfg: Config, measured: Mapping[str, Any], claims: Sequence[ClaimResult]) -> str:
+    """The report's paragraph: the set-up and the claims' verdicts."""
+    decided = ", ".join(f"{r.id}: {r.verdict}" for r in claims)
+    return (
+        f"K = {cfg.facts} facts ({cfg.spectrum} spectrum: the most frequent group "
+        f"{measured['frequency_ratio']:.0f}× as frequent per fact as the rarest), E = Ẽ at "
+        f"d = {cfg.dim_ge_k} (≥ K) and d = {cfg.dim_lt_k} (< K), aligned / rotated / "
+        f"correlated, {cfg.seeds} draws; each family's step matched on its own head at "
+        f"paces {cfg.all_paces()} on a tuning draw. Claims: {decided}."
+    )
+
+
+def outputs(cfg: Config, measured: Mapping[str, Any], wall_seconds: float) -> Outputs:
+    """The tables, figure, ``results.json``, claims and report of a :func:`measure` result
+    (``wall_seconds``: how long it took)."""
     inputs = claim_inputs(measured)
     chosen = {regime: {p["pace"]: p["chosen"] for p in entry["paces"]}
               for regime, entry in measured["regimes"].items()}  # fmt: skip
     rows = ratio_rows(cfg, inputs, chosen)
     head = [r for r in rows if r["pace"] == cfg.head_steps]
-    run.write_csv("ratios.csv", head)
-    run.write_csv("ratios_all_paces.csv", rows)
-    run.write_csv("runs.csv", [
-        {"regime": regime, "pace": p["pace"], "steps": p["steps"], **{k: v for k, v in r.items()
-         if k != "times"}, **{f"steps_group{g}": t for g, t in enumerate(r["times"])}}
-        for regime, entry in measured["regimes"].items() for p in entry["paces"]
-        for r in p["runs"]
-    ])  # fmt: skip
-    claims = evaluate(NAME, inputs)
-    write_claims(run, claims)
-    shown_figure = figure(cfg, head, run)
+    claims = tuple(evaluate(NAME, inputs))
     results = {"experiment": NAME, "config": asdict(cfg), **measured, "table": head,
-               "wall_seconds": time.perf_counter() - started}  # fmt: skip
-    run.write_json("results.json", results)
-    decided = ", ".join(f"{r.id}: {r.verdict}" for r in claims)
-    run.write_json("report.json", {
-        "title": "Beyond the papers: the mechanism in the one-layer memory (embeddings' "
-                 "orientation)",
-        "summary": (
-            f"K = {cfg.facts} facts ({cfg.spectrum} spectrum: the most frequent group "
-            f"{measured['frequency_ratio']:.0f}× as frequent per fact as the rarest), E = Ẽ at "
-            f"d = {cfg.dim_ge_k} (≥ K) and d = {cfg.dim_lt_k} (< K), aligned / rotated / "
-            f"correlated, {cfg.seeds} draws; each family's step matched on its own head at "
-            f"paces {cfg.all_paces()} on a tuning draw. Claims: {decided}."
-        ),
-        "figures": [shown_figure],
-        "tables": [
-            {"file": "ratios.csv", "caption": f"rarest ÷ head time at head pace "
-             f"{cfg.head_steps}, per regime, family and geometry", "columns": COLUMNS},
-            {"file": "ratios_all_paces.csv", "caption": "the same at every pace",
-             "columns": COLUMNS},
-        ],
-        "answers": answers(cfg, claims, head),
-    })  # fmt: skip
+               "wall_seconds": wall_seconds}  # fmt: skip
+    tables = (
+        Table("ratios.csv", head, f"rarest ÷ head time at head pace {cfg.head_steps}, per "
+              "regime, family and geometry", COLUMNS),
+        Table("ratios_all_paces.csv", rows, "the same at every pace", COLUMNS),
+        Table("runs.csv", run_rows(measured)),
+    )  # fmt: skip
+    report = Report(
+        "Beyond the papers: the mechanism in the one-layer memory (embeddings' orientation)",
+        summary(cfg, measured, claims), tuple(answers(cfg, claims, head)),
+    )  # fmt: skip
+    figures = (Figure("ratios", figure(cfg, head), figure_caption(cfg)),)
+    return Outputs(tables, figures, {"results.json": results}, claims, report)

@@ -28,7 +28,7 @@ from __future__ import annotations
 import math
 import time
 from dataclasses import asdict, dataclass, field
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import torch
 
@@ -40,12 +40,16 @@ from tailmem.assoc.structure import Layout, project
 from tailmem.assoc.theory import MUON_NOISY_EXPONENT, gd_noisy_exponent, gd_stability_threshold
 from tailmem.claims.b import BInputs
 from tailmem.claims.core import grid_edge
-from tailmem.claims.registry import evaluate, write_claims
+from tailmem.claims.registry import evaluate
 from tailmem.errors import ConfigError
+from tailmem.outputs import Figure, Outputs, Report, Table, write
 from tailmem.plotting import pyplot, style_loglog
 from tailmem.resources import require_largest, rows_bytes, trajectory_bytes
 from tailmem.rundir import RunDir
 from tailmem.typecheck import check_range
+
+if TYPE_CHECKING:
+    from matplotlib.figure import Figure as PlotFigure
 
 NAME = "assoc-scaling"
 COLORS = {"gd": "tab:blue", "muon": "tab:green", "signgd": "tab:orange", "tra_signgd": "tab:purple"}
@@ -202,7 +206,29 @@ def preflight(cfg: Config) -> None:
     )
 
 
+@dataclass(frozen=True)
+class Results:
+    """What the five parts measured (see the module docstring), and the seconds they took."""
+
+    curves: list[dict[str, Any]]
+    noiseless: dict[str, Any]
+    matching: dict[str, Any]
+    sweep: list[dict[str, Any]]
+    sweep_fits: list[dict[str, Any]]
+    target_rows: list[dict[str, Any]]
+    target_fit: dict[str, Any]
+    stability: list[dict[str, Any]]
+    symmetry: dict[str, Any]
+    wall_seconds: float
+
+
 def run(cfg: Config, run: RunDir) -> None:
+    """Run the five parts, then write their tables, figures, claims and report."""
+    write(run, outputs(cfg, measure(cfg)))
+
+
+def measure(cfg: Config) -> Results:
+    """Run the five parts (see the module docstring)."""
     started = time.perf_counter()
     progress.plan(5, "phases")  # three sweeps, the matching check, the rest
     curves, noiseless = _noiseless(cfg)
@@ -212,31 +238,76 @@ def run(cfg: Config, run: RunDir) -> None:
     target_rows, target_fit = _steps_to_target(cfg)
     stability = _stability(cfg)
     symmetry = _block_symmetry(cfg)
-
-    run.write_csv("noiseless_curves.csv", curves)
-    run.write_csv("noisy_sweep.csv", sweep)
-    run.write_csv(  # the per-horizon lists are in noisy_sweep.csv
-        "noisy_fits.csv",
-        [{k: v for k, v in f.items() if not isinstance(v, list)} for f in sweep_fits],
+    return Results(
+        curves,
+        noiseless,
+        matching,
+        sweep,
+        sweep_fits,
+        target_rows,
+        target_fit,
+        stability,
+        symmetry,
+        time.perf_counter() - started,
     )
-    run.write_csv("steps_to_target.csv", target_rows)
-    run.write_csv("gd_stability.csv", stability)
-    _figure_curves(cfg, curves, noiseless, run)
-    _figure_sweep(cfg, sweep, sweep_fits, run)
-    _figure_target(cfg, target_rows, target_fit, run)
+
+
+def outputs(cfg: Config, found: Results) -> Outputs:
+    """The tables, figures, claims, ``results.json`` and report of the five parts."""
     results = {
         "experiment": NAME,
         "config": asdict(cfg),
-        "noiseless": noiseless,
-        "matching": matching,
-        "noisy_fits": sweep_fits,
-        "steps_to_target": {"rows": target_rows, "fit": target_fit},
-        "gd_stability": stability,
-        "block_symmetry": symmetry,
+        "noiseless": found.noiseless,
+        "matching": found.matching,
+        "noisy_fits": found.sweep_fits,
+        "steps_to_target": {"rows": found.target_rows, "fit": found.target_fit},
+        "gd_stability": found.stability,
+        "block_symmetry": found.symmetry,
     }
-    write_claims(run, evaluate(NAME, BInputs.of(results)))
-    run.write_json("results.json", {**results, "wall_seconds": time.perf_counter() - started})
-    run.write_json("report.json", _report_layout(cfg))
+    fits = [  # the per-horizon lists are in noisy_sweep.csv
+        {k: v for k, v in f.items() if not isinstance(v, list)} for f in found.sweep_fits
+    ]
+    tables = (
+        Table("noiseless_curves.csv", found.curves),
+        Table("noisy_sweep.csv", found.sweep),
+        Table("noisy_fits.csv", fits, "fitted exponents against the claims", NOISY_FITS_COLUMNS),
+        Table(
+            "steps_to_target.csv",
+            found.target_rows,
+            "steps to target against C",
+            STEPS_TO_TARGET_COLUMNS,
+        ),
+        Table(
+            "gd_stability.csv",
+            found.stability,
+            "GD stability against η·p_max",
+            GD_STABILITY_COLUMNS,
+        ),
+    )
+    figures = (
+        Figure(
+            "noiseless_group_curves",
+            _figure_curves(cfg, found.curves, found.noiseless),
+            "noiseless per-group loss curves",
+        ),
+        Figure(
+            "noisy_scaling",
+            _figure_sweep(cfg, found.sweep, found.sweep_fits),
+            "excess loss against the horizon T",
+        ),
+        Figure(
+            "steps_to_target",
+            _figure_target(cfg, found.target_rows, found.target_fit),
+            "steps to target, GD over Muon, vs C",
+        ),
+    )
+    return Outputs(
+        tables,
+        figures,
+        {"results.json": {**results, "wall_seconds": found.wall_seconds}},
+        tuple(evaluate(NAME, BInputs.of(results))),
+        _report(cfg),
+    )
 
 
 # --------------------------------------------------------------------------- 1. noiseless
@@ -594,9 +665,7 @@ def _block_symmetry(cfg: Config) -> dict[str, Any]:
 # --------------------------------------------------------------------------- figures
 
 
-def _figure_curves(
-    cfg: Config, rows: list[dict[str, Any]], fits: dict[str, Any], run: RunDir
-) -> None:
+def _figure_curves(cfg: Config, rows: list[dict[str, Any]], fits: dict[str, Any]) -> PlotFigure:
     plt = pyplot()
     opts = ["gd", "muon", "signgd", "tra_signgd"]
     fig, axes = plt.subplots(1, 5, figsize=(22, 4.2))
@@ -635,12 +704,12 @@ def _figure_curves(
     style_loglog(
         ax, xlabel="step t", ylabel="total loss", title=f"total loss, K = {K}", ylim=(1e-14, 50)
     )
-    run.save_figure(fig, "noiseless_group_curves")
+    return fig
 
 
 def _figure_sweep(
-    cfg: Config, rows: list[dict[str, Any]], fits: list[dict[str, Any]], run: RunDir
-) -> None:
+    cfg: Config, rows: list[dict[str, Any]], fits: list[dict[str, Any]]
+) -> PlotFigure:
     plt = pyplot()
     fig, axes = plt.subplots(1, 2, figsize=(12, 4.4))
     cmap = plt.get_cmap("plasma")
@@ -666,12 +735,10 @@ def _figure_sweep(
     axes[1].set_title(f"Muon, η = {cfg.muon_c}·log K / T (o: worse of last two iterates)")
     for ax in axes:
         style_loglog(ax, xlabel="horizon T", ylabel="excess loss L(W_T) − L*")
-    run.save_figure(fig, "noisy_scaling")
+    return fig
 
 
-def _figure_target(
-    cfg: Config, rows: list[dict[str, Any]], fit: dict[str, Any], run: RunDir
-) -> None:
+def _figure_target(cfg: Config, rows: list[dict[str, Any]], fit: dict[str, Any]) -> PlotFigure:
     plt = pyplot()
     fig, ax = plt.subplots(figsize=(6.5, 4.4))
     Cs = [r["group_size"] for r in rows]
@@ -690,58 +757,39 @@ def _figure_target(
         ylabel="steps to target, GD / Muon",
         title=f"excess ≤ {cfg.target_excess}, M = {cfg.target_groups}",
     )
-    run.save_figure(fig, "steps_to_target")
+    return fig
 
 
-def _report_layout(cfg: Config) -> dict[str, Any]:
-    return {
-        "title": "Paper B: training dynamics and scaling laws of the associative memory",
-        "summary": (
-            "Hierarchical power-law spectrum, random orthonormal embeddings, exact population "
-            f"loss. Label noise {cfg.label_noise} for the scaling sweep. Paper B's rates come from "
-            "secondary sources; verdicts say where our simulation disagrees."
-        ),
-        "figures": [
-            {"file": "noiseless_group_curves.png", "caption": "noiseless per-group loss curves"},
-            {"file": "noisy_scaling.png", "caption": "excess loss against the horizon T"},
-            {"file": "steps_to_target.png", "caption": "steps to target, GD over Muon, vs C"},
-        ],
-        "tables": [
-            {
-                "file": "noisy_fits.csv",
-                "caption": "fitted exponents against the claims",
-                "columns": {
-                    "spectrum_exponent": "β of the group masses i^(−β)",
-                    "gd_slope": "fitted log-log slope of GD's excess loss against T",
-                    "gd_predicted": "−(1 − 1/β), the claimed lower bound's exponent",
-                    "muon_slope": "the same for the larger of Muon's last two iterates",
-                    "muon_slope_last": "the same for Muon's last iterate alone",
-                    "muon_max_bound_constant": "max over T of excess·(T/log K)²",
-                },
-            },
-            {
-                "file": "steps_to_target.csv",
-                "caption": "steps to target against C",
-                "columns": {
-                    "group_size": "C, facts per frequency group",
-                    "gd_best_steps": "GD's fewest steps over its step-size grid",
-                    "gd_best_lr_p1": "that step size, in units of 1/p_max",
-                    "muon_best_lr": "Muon's best step size",
-                    "ratio_tuned": "GD steps / Muon steps, both tuned",
-                    "ratio_gd_lr_p1_1": "the same with GD at η·p_max = 1",
-                    "gd_lr_grid_edge": "set where GD's best step is an end of its grid",
-                    "muon_lr_grid_edge": "set where Muon's best step is an end of its grid",
-                },
-            },
-            {
-                "file": "gd_stability.csv",
-                "caption": "GD stability against η·p_max",
-                "columns": {
-                    "lr_p1": "η·p_max",
-                    "stable": "finite, below the start and ≤ 1% late increases",
-                    "late_increase_fraction": "share of late steps that raise the loss",
-                    "predicted_threshold": "2/(λ_max(H)/p_max) at the noisy optimum",
-                },
-            },
-        ],
-    }
+NOISY_FITS_COLUMNS = {
+    "spectrum_exponent": "β of the group masses i^(−β)",
+    "gd_slope": "fitted log-log slope of GD's excess loss against T",
+    "gd_predicted": "−(1 − 1/β), the claimed lower bound's exponent",
+    "muon_slope": "the same for the larger of Muon's last two iterates",
+    "muon_slope_last": "the same for Muon's last iterate alone",
+    "muon_max_bound_constant": "max over T of excess·(T/log K)²",
+}
+STEPS_TO_TARGET_COLUMNS = {
+    "group_size": "C, facts per frequency group",
+    "gd_best_steps": "GD's fewest steps over its step-size grid",
+    "gd_best_lr_p1": "that step size, in units of 1/p_max",
+    "muon_best_lr": "Muon's best step size",
+    "ratio_tuned": "GD steps / Muon steps, both tuned",
+    "ratio_gd_lr_p1_1": "the same with GD at η·p_max = 1",
+    "gd_lr_grid_edge": "set where GD's best step is an end of its grid",
+    "muon_lr_grid_edge": "set where Muon's best step is an end of its grid",
+}
+GD_STABILITY_COLUMNS = {
+    "lr_p1": "η·p_max",
+    "stable": "finite, below the start and ≤ 1% late increases",
+    "late_increase_fraction": "share of late steps that raise the loss",
+    "predicted_threshold": "2/(λ_max(H)/p_max) at the noisy optimum",
+}
+
+
+def _report(cfg: Config) -> Report:
+    return Report(
+        "Paper B: training dynamics and scaling laws of the associative memory",
+        "Hierarchical power-law spectrum, random orthonormal embeddings, exact population "
+        f"loss. Label noise {cfg.label_noise} for the scaling sweep. Paper B's rates come from "
+        "secondary sources; verdicts say where our simulation disagrees.",
+    )

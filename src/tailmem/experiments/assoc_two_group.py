@@ -21,7 +21,7 @@ from __future__ import annotations
 import math
 import time
 from dataclasses import asdict, dataclass, field
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import torch
 
@@ -33,12 +33,16 @@ from tailmem.assoc.fits import loglog_slope
 from tailmem.assoc.optimizers import OPTIMIZERS
 from tailmem.assoc.spectra import HEAD_ROUNDINGS
 from tailmem.claims.a4 import A4Inputs
-from tailmem.claims.registry import evaluate, write_claims
+from tailmem.claims.registry import evaluate
 from tailmem.errors import ConfigError
+from tailmem.outputs import Figure, Outputs, Report, Table, write
 from tailmem.plotting import legend_outside, pyplot, style_loglog
 from tailmem.resources import require_largest, rows_bytes, trajectory_bytes
 from tailmem.rundir import RunDir
 from tailmem.typecheck import check_range
+
+if TYPE_CHECKING:
+    from matplotlib.figure import Figure as PlotFigure
 
 NAME = "assoc-two-group"
 
@@ -154,9 +158,33 @@ def preflight(cfg: Config) -> None:
 
 
 def run(cfg: Config, run: RunDir) -> None:
-    """Run all four parts and write results, CSVs, figures and claims."""
+    """Run all four parts, then write results, CSVs, figures, claims and the report."""
     started = time.perf_counter()
     progress.plan(3, "phases")  # the rho table, the other measurements, the outputs
+    measured = measure(cfg)
+    write(run, outputs(cfg, measured, time.perf_counter() - started))
+
+
+@dataclass(frozen=True)
+class Measured:
+    """What the four parts measure: the rows of the CSVs (``rho``, ``slopes``, ``spectra``,
+    ``sweep``, ``multi``, ``multi_k``), the coupled construction's printed numbers
+    (``coupled``), the ``figure_k`` spectrum's description and, per (embedding, optimiser),
+    the non-zero singular values of the first update at ``figure_k`` (largest first)."""
+
+    rho: list[dict[str, Any]]
+    slopes: list[dict[str, Any]]
+    spectra: list[dict[str, Any]]
+    sweep: list[dict[str, Any]]
+    multi: list[dict[str, Any]]
+    multi_k: list[dict[str, Any]]
+    coupled: dict[str, Any]
+    spectrum_info: dict[str, Any]
+    singular_values: dict[tuple[str, str], torch.Tensor]
+
+
+def measure(cfg: Config) -> Measured:
+    """Every part's numbers (:class:`Measured`)."""
     rho_rows = _rho_table(cfg)
     slopes = _slopes(cfg, rho_rows)
     spectra_rows = _update_spectra(cfg)
@@ -166,42 +194,10 @@ def run(cfg: Config, run: RunDir) -> None:
     progress.advance(1)
     check = theory.coupled_construction_check(cfg.figure_k, cfg.head_mass, cfg.head_fraction)
     spectrum = A.two_group(cfg.figure_k, cfg.head_mass, cfg.head_fraction, cfg.head_rounding)
-
-    run.write_csv("rho.csv", rho_rows)
-    run.write_csv("rho_slopes.csv", slopes)
-    run.write_csv("update_spectra.csv", spectra_rows)
-    run.write_csv("delta_vs_loss_one_step.csv", sweep)
-    run.write_csv("delta_vs_loss_multi_step.csv", multi)
-    coupled = _check_json(check)
-    run.write_json("coupled_check.json", coupled)
-
-    _figure_rho(cfg, rho_rows, run)
-    _figure_delta_loss(cfg, sweep, multi, run)
-    _figure_spectra(cfg, run)
-
-    run.write_csv("muon_multistep_k.csv", multi_k)
-    results = {
-        "experiment": NAME,
-        "config": asdict(cfg),
-        "head_rounding": cfg.head_rounding,
-        "figure_k_spectrum": spectrum.info,
-        "rho": rho_rows,
-        "slopes": slopes,
-        "update_spectra": spectra_rows,
-        "coupled_check": coupled,
-        "muon_multistep_k": multi_k,
-        "signgd_coupled_rate_exponent": {
-            "ours_papers_md_orientation": theory.signgd_coupled_rate_exponent(),
-            "transposed_orientation": theory.signgd_coupled_rate_exponent(
-                theory.PAPER_OBJECT_ANGLES, theory.PAPER_KEY_ANGLES
-            ),
-            "same_position_only": theory.signgd_coupled_rate_exponent(same_position_only=True),
-            "paper": 0.675,
-        },
-    }
-    write_claims(run, evaluate(NAME, A4Inputs.of({**results, "sweep": sweep, "multi": multi})))
-    run.write_json("results.json", {**results, "wall_seconds": time.perf_counter() - started})
-    run.write_json("report.json", _report_layout(cfg))
+    return Measured(
+        rho_rows, slopes, spectra_rows, sweep, multi, multi_k, _check_json(check),
+        spectrum.info, _singular_values(cfg),
+    )  # fmt: skip
 
 
 # --------------------------------------------------------------------------- (a) rho table
@@ -442,7 +438,8 @@ def _check_json(check: dict[str, Any]) -> dict[str, Any]:
 # --------------------------------------------------------------------------- figures
 
 
-def _figure_rho(cfg: Config, rows: list[dict[str, Any]], run: RunDir) -> None:
+def _figure_rho(cfg: Config, rows: list[dict[str, Any]]) -> PlotFigure:
+    """ϱ^ε and Δ = 1 − ε − ϱ^ε against K with the theorem's lines."""
     plt = pyplot()
 
     fig, axes = plt.subplots(1, 2, figsize=(12, 4.6))
@@ -491,12 +488,13 @@ def _figure_rho(cfg: Config, rows: list[dict[str, Any]], run: RunDir) -> None:
         ax.grid(True, which="both", alpha=0.3)
     axes[0].legend(loc="upper center", bbox_to_anchor=(0.5, -0.18), ncol=2)
     axes[1].legend(loc="upper center", bbox_to_anchor=(0.5, -0.18), ncol=1)
-    run.save_figure(fig, "rho_vs_k")
+    return fig
 
 
 def _figure_delta_loss(
-    cfg: Config, sweep: list[dict[str, Any]], multi: list[dict[str, Any]], run: RunDir
-) -> None:
+    cfg: Config, sweep: list[dict[str, Any]], multi: list[dict[str, Any]]
+) -> PlotFigure:
+    """Paper A's Figure 4(b, c): Δ(W) against L(W), one step and along the runs."""
     plt = pyplot()
 
     fig, axes = plt.subplots(1, 2, figsize=(12, 4.6), sharey=True)
@@ -520,83 +518,133 @@ def _figure_delta_loss(
         ax.grid(True, which="both", alpha=0.3)
     axes[0].set_ylabel("maximal probability gap Δ(W)")
     legend_outside(axes[1])
-    run.save_figure(fig, "delta_vs_loss")
+    return fig
 
 
-def _figure_spectra(cfg: Config, run: RunDir) -> None:
-    plt = pyplot()
-
+def _singular_values(cfg: Config) -> dict[tuple[str, str], torch.Tensor]:
+    """Per (embedding, optimiser), the singular values of the first update at ``figure_k``
+    above the float64 noise floor."""
     K = cfg.figure_k
     spectrum = A.two_group(K, cfg.head_mass, cfg.head_fraction, cfg.head_rounding)
-    fig, ax = plt.subplots(figsize=(6.5, 4.4))
+    out = {}
     for emb in cfg.embeddings:
         for opt in cfg.optimizers:
             memory = A.build_memory(spectrum, A.make_embedding(emb, K), opt)
             with A.small_op_threads(memory):
                 U = A.first_direction(memory, opt)
                 s = memory.singular_values(U)
-            s = s[s > K * 1e-16 * s[0]]
-            ax.plot(
-                torch.arange(1, len(s) + 1),
-                s / s[0],
-                color=COLORS.get(opt),
-                linestyle=STYLES[emb],
-                label=f"{opt}, {emb}",
-            )
+            out[emb, opt] = s[s > K * 1e-16 * s[0]]
+    return out
+
+
+def _figure_spectra(
+    cfg: Config, singular_values: dict[tuple[str, str], torch.Tensor]
+) -> PlotFigure:
+    """σ_i / σ_max of every first update at ``figure_k``, on log-log axes."""
+    plt = pyplot()
+
+    fig, ax = plt.subplots(figsize=(6.5, 4.4))
+    for (emb, opt), s in singular_values.items():
+        ax.plot(
+            torch.arange(1, len(s) + 1),
+            s / s[0],
+            color=COLORS.get(opt),
+            linestyle=STYLES[emb],
+            label=f"{opt}, {emb}",
+        )
     style_loglog(
         ax,
         xlabel="index",
         ylabel="σ_i / σ_max",
-        title=f"Singular values of the first update, K = {K}",
+        title=f"Singular values of the first update, K = {cfg.figure_k}",
     )
-    run.save_figure(fig, "update_spectra")
+    return fig
 
 
-def _report_layout(cfg: Config) -> dict[str, Any]:
-    return {
-        "title": "Paper A: one-layer associative memory (two-group frequencies)",
-        "summary": (
-            f"One-step balance ϱ^ε (ε = {cfg.eps}, α = {cfg.head_mass}, β = {cfg.head_fraction}, "
-            f"L = βK rounded '{cfg.head_rounding}') for GD, SignGD and Muon with decoupled and "
-            "coupled embeddings, exact population loss; Δ–L curves at "
-            f"K = {cfg.figure_k}."
-        ),
-        "figures": [
-            {"file": "rho_vs_k.png", "caption": "ϱ^ε and Δ against K with the theorem's lines"},
-            {"file": "delta_vs_loss.png", "caption": "Figure 4(b, c): Δ(W) against L(W)"},
-            {"file": "update_spectra.png", "caption": "singular values of the first updates"},
-        ],
-        "tables": [
-            {
-                "file": "rho_slopes.csv",
-                "caption": "fitted slopes of ϱ^ε against K",
-                "columns": {
-                    "set": "main: the K list; asymptotic: the large-K list",
-                    "k_min": "smallest K of the fit",
-                    "k_max": "largest K of the fit",
-                    "slope_rho": "fitted log-log slope of ϱ^ε against K",
-                    "slope_gap": "fitted log-log slope of 1 − ε − ϱ^ε against K",
-                    "predicted_slope_rho": "the slope the theorem (or paper) predicts",
-                },
-            },
-            {
-                "file": "update_spectra.csv",
-                "caption": "σ_min/σ_max of the first updates",
-                "columns": {
-                    "ratio": "σ_min/σ_max over the non-zero singular values of the update",
-                    "block_ratio": "the same for the 3×3 (I⊗A) block of the coupled construction",
-                    "identity_deviation": "max |ẼᵀUE + I| (Muon's deviation from −ẼEᵀ)",
-                },
-            },
-            {
-                "file": "muon_multistep_k.csv",
-                "caption": "Theorem 5.4 over K: Muon runs read at the first step with ε_t ≤ ε",
-                "columns": {
-                    "eps_target": "the fixed ε",
-                    "eps_t": "1 − max_k f_k at that step",
-                    "gap": "Δ_t, the best-minus-worst fact probability",
-                    "constant_log_k": "Δ_t/(ε_t log K / K), the theorem's O(·) constant",
-                },
-            },
-        ],
+# --------------------------------------------------------------------------- outputs
+
+
+def outputs(cfg: Config, measured: Measured, wall_seconds: float) -> Outputs:
+    """The CSVs, ``coupled_check.json``, the three figures, ``results.json``, the claims and
+    the report of the measured parts."""
+    m = measured
+    results = _results(cfg, m)
+    claims = evaluate(NAME, A4Inputs.of({**results, "sweep": m.sweep, "multi": m.multi}))
+    tables = (
+        Table("rho.csv", m.rho),
+        Table("rho_slopes.csv", m.slopes, "fitted slopes of ϱ^ε against K", SLOPES_COLUMNS),
+        Table("update_spectra.csv", m.spectra, "σ_min/σ_max of the first updates",
+              SPECTRA_COLUMNS),
+        Table("delta_vs_loss_one_step.csv", m.sweep),
+        Table("delta_vs_loss_multi_step.csv", m.multi),
+        Table("muon_multistep_k.csv", m.multi_k,
+              "Theorem 5.4 over K: Muon runs read at the first step with ε_t ≤ ε",
+              MULTISTEP_K_COLUMNS),
+    )  # fmt: skip
+    figures = (
+        Figure("rho_vs_k", _figure_rho(cfg, m.rho),
+               "ϱ^ε and Δ against K with the theorem's lines"),
+        Figure("delta_vs_loss", _figure_delta_loss(cfg, m.sweep, m.multi),
+               "Figure 4(b, c): Δ(W) against L(W)"),
+        Figure("update_spectra", _figure_spectra(cfg, m.singular_values),
+               "singular values of the first updates"),
+    )  # fmt: skip
+    records = {
+        "coupled_check.json": m.coupled,
+        "results.json": {**results, "wall_seconds": wall_seconds},
     }
+    return Outputs(tables, figures, records, tuple(claims), _report(cfg))
+
+
+def _results(cfg: Config, m: Measured) -> dict[str, Any]:
+    """``results.json`` without its wall time (what the claims read, with the Δ–L rows)."""
+    return {
+        "experiment": NAME,
+        "config": asdict(cfg),
+        "head_rounding": cfg.head_rounding,
+        "figure_k_spectrum": m.spectrum_info,
+        "rho": m.rho,
+        "slopes": m.slopes,
+        "update_spectra": m.spectra,
+        "coupled_check": m.coupled,
+        "muon_multistep_k": m.multi_k,
+        "signgd_coupled_rate_exponent": {
+            "ours_papers_md_orientation": theory.signgd_coupled_rate_exponent(),
+            "transposed_orientation": theory.signgd_coupled_rate_exponent(
+                theory.PAPER_OBJECT_ANGLES, theory.PAPER_KEY_ANGLES
+            ),
+            "same_position_only": theory.signgd_coupled_rate_exponent(same_position_only=True),
+            "paper": 0.675,
+        },
+    }
+
+
+def _report(cfg: Config) -> Report:
+    return Report(
+        "Paper A: one-layer associative memory (two-group frequencies)",
+        f"One-step balance ϱ^ε (ε = {cfg.eps}, α = {cfg.head_mass}, β = {cfg.head_fraction}, "
+        f"L = βK rounded '{cfg.head_rounding}') for GD, SignGD and Muon with decoupled and "
+        "coupled embeddings, exact population loss; Δ–L curves at "
+        f"K = {cfg.figure_k}.",
+    )
+
+
+SLOPES_COLUMNS = {
+    "set": "main: the K list; asymptotic: the large-K list",
+    "k_min": "smallest K of the fit",
+    "k_max": "largest K of the fit",
+    "slope_rho": "fitted log-log slope of ϱ^ε against K",
+    "slope_gap": "fitted log-log slope of 1 − ε − ϱ^ε against K",
+    "predicted_slope_rho": "the slope the theorem (or paper) predicts",
+}
+SPECTRA_COLUMNS = {
+    "ratio": "σ_min/σ_max over the non-zero singular values of the update",
+    "block_ratio": "the same for the 3×3 (I⊗A) block of the coupled construction",
+    "identity_deviation": "max |ẼᵀUE + I| (Muon's deviation from −ẼEᵀ)",
+}
+MULTISTEP_K_COLUMNS = {
+    "eps_target": "the fixed ε",
+    "eps_t": "1 − max_k f_k at that step",
+    "gap": "Δ_t, the best-minus-worst fact probability",
+    "constant_log_k": "Δ_t/(ε_t log K / K), the theorem's O(·) constant",
+}

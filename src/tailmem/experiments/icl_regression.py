@@ -51,7 +51,8 @@ import torch
 from torch import Tensor, nn
 
 from tailmem.claims.a3_qk import A3QKInputs
-from tailmem.claims.registry import evaluate, write_claims
+from tailmem.claims.core import ClaimResult
+from tailmem.claims.registry import evaluate
 from tailmem.data.icl_tasks import ICLBatches, ICLTaskConfig, ICLTasks
 from tailmem.errors import ConfigError
 from tailmem.experiments import TUNE_OVERRIDES_OF_LM_STUDIES
@@ -63,15 +64,17 @@ from tailmem.lm.rates import rate_entries
 from tailmem.lm.spec import BatchShape, RunResult
 from tailmem.lm.subrun import RunContext, template
 from tailmem.lm.sweeps import (
-    CHOICE_COLUMNS,
-    TRIAL_COLUMNS,
     choice_rows,
+    run_preset,
+    store_record,
     trial_rows,
-    write_tuning,
+    tuning_outputs,
+    tuning_tables,
 )
 from tailmem.metrics.qa_gaps import TAUS, FTACurves, GapMeasures, band, gap_measures
 from tailmem.models.gpt import GPTConfig
 from tailmem.models.icl import ICLRegressor
+from tailmem.outputs import Figure, Outputs, Report, Table, write
 from tailmem.plotting import legend_outside, pyplot
 from tailmem.report.qa_gap_figures import lag_ratio_figure
 from tailmem.rundir import RunDir
@@ -278,10 +281,13 @@ def run(cfg: Config, run: RunDir) -> None:
     plan = Plan(tuple(cfg.entries()), seeds, cfg.train.steps, runs, _score, cfg.stored_rates())
     trained = run_plan(plan, context, cfg.workers, _summary)
     tidy(trained, context.root, cfg.train.keep_checkpoints)
-    if D.is_main_process():
-        write_tuning(run, trained, cfg.tuning_record(), NAME)
-        if not cfg.tuning.only:
-            write_outputs(cfg, run, trained)
+    if not D.is_main_process():
+        return
+    if cfg.tuning.only:
+        write(run, tuning_outputs(run, trained, cfg.tuning_record(), NAME))
+        return
+    store = store_record(trained, cfg.tuning_record(), NAME, run_preset(run))
+    write(run, outputs(cfg, trained) + Outputs(records=store))
 
 
 def curves(
@@ -332,90 +338,102 @@ def _gap_rows(measures: GapMeasures) -> list[dict[str, Any]]:
     ]  # fmt: skip
 
 
-def write_outputs(cfg: Config, run: RunDir, trained: TrainedPlan) -> None:
-    """Tables, figures, results, claims and the report layout of a finished plan."""
-    plan = trained.completed()
+@dataclass(frozen=True)
+class Measured:
+    """What the tables, figures and claims read of a finished plan: the score curves
+    (:func:`curves`; None where no seed completed in every arm), the nMSE arrays, the seeds
+    kept and the Muon–Adam gap measures."""
+
+    curves: FTACurves | None
+    nmse: Mapping[str, np.ndarray]
+    seeds: list[int]
+    measures: GapMeasures
+
+
+def measured(cfg: Config, plan: TrainedPlan) -> Measured:
+    """The :class:`Measured` of a completed plan (gap measures: Muon vs Adam where both ran)."""
     score_curves, nmse, seeds = curves(cfg, plan)
     pairs = [("muon", "adam")] if {"muon", "adam"} <= set(plan.arms) and seeds else []
     measures = (gap_measures(score_curves, TAUS, pairs) if score_curves
                 else GapMeasures(tuple(TAUS), ()))  # fmt: skip
-    trials = [r.record(plan.kinds) for r in trial_rows(plan)]
-    choices = [r.record() for r in choice_rows(plan)]
-    run.write_csv("lag_ratio.csv", _ratio_rows(measures))
-    run.write_csv("gap.csv", _gap_rows(measures))
-    floor = bayes_floor(cfg.data.k, cfg.data.n_points)
-    results = {
-        "seeds": seeds,
-        "seeds_left_out": [s for s in cfg.seed_list if s not in seeds],
+    return Measured(score_curves, nmse, seeds, measures)
+
+
+def results_record(cfg: Config, plan: TrainedPlan, found: Measured) -> dict[str, Any]:
+    """``results.json`` of a completed plan (what the claim and the summary read)."""
+    score_curves = found.curves
+    return {
+        "seeds": found.seeds,
+        "seeds_left_out": [s for s in cfg.seed_list if s not in found.seeds],
         "arms": plan.arms,
         "labels": {name: plan.arm(name).label for name in plan.arms},
         "rarest": cfg.data.n_groups - 1,
         "group_probs": ICLTasks(cfg.data).probs.tolist(),
-        "bayes_floor_nmse": floor,
+        "bayes_floor_nmse": bayes_floor(cfg.data.k, cfg.data.n_points),
         "best_lr": {arm: lrs for (_, arm), lrs in plan.best.items()},
-        "tuning": {"score": cfg.tuning.score_name(SCORES), "choices": choices, "trials": trials},
+        "tuning": {
+            "score": cfg.tuning.score_name(SCORES),
+            "choices": [r.record() for r in choice_rows(plan)],
+            "trials": [r.record(plan.kinds) for r in trial_rows(plan)],
+        },
         "steps": score_curves.steps.tolist() if score_curves else [],
         "exposures": score_curves.exposures.tolist() if score_curves else [],
-        "nmse": {arm: values.tolist() for arm, values in nmse.items()},
-        "gap_measures": measures.to_json(),
+        "nmse": {arm: values.tolist() for arm, values in found.nmse.items()},
+        "gap_measures": found.measures.to_json(),
         "runs": [r.key for name in plan.arms for r in plan.seed_results((FFN, name))],
     }
-    run.write_json("results.json", results)
-    claims = evaluate(NAME, A3QKInputs.of(results))
-    write_claims(run, claims)
-    figures = []
-    if score_curves:
-        figures.append(
-            run.save_report_figure(
-                nmse_figure(score_curves.steps, nmse, floor, results["labels"]),
-                "nmse_by_group",
-                f"Test MSE normalised by the group's target energy (1 = nothing learned) per "
-                f"task group over training, Muon (solid) vs Adam (dashed), mean ± SE over "
-                f"{len(seeds)} seed(s); dotted: the Bayes floor {floor:.3f}",
-            )
-        )
-    pair = measures.pair("muon", "adam")
+
+
+def figures(found: Measured, floor: float, labels: Mapping[str, str]) -> tuple[Figure, ...]:
+    """The nMSE curves (where a seed completed) and the lag-ratio figure (where Muon and Adam
+    were measured), in the report's order."""
+    shown = []
+    if found.curves:
+        shown.append(Figure(
+            "nmse_by_group",
+            nmse_figure(found.curves.steps, found.nmse, floor, labels),
+            f"Test MSE normalised by the group's target energy (1 = nothing learned) per "
+            f"task group over training, Muon (solid) vs Adam (dashed), mean ± SE over "
+            f"{len(found.seeds)} seed(s); dotted: the Bayes floor {floor:.3f}",
+        ))  # fmt: skip
+    pair = found.measures.pair("muon", "adam")
     if pair is not None:
         fig = lag_ratio_figure(pair)
         fig.axes[0].set_xlabel("score level tau (1 − normalised MSE)")
-        figures.append(
-            run.save_report_figure(
-                fig,
-                "lag_ratio",
-                "Exposure-lag ratio of Adam behind Muon per group (sequences "
-                "of the group Adam needs ÷ Muon needs to reach 1 − nMSE = tau), geometric mean "
-                "over seeds with its 95 % t interval",
-            )
-        )
-    tuning_tables = [
-        {
-            "file": "tuning.csv",
-            "caption": "Every arm's tuning choice, cost and budget",
-            "columns": CHOICE_COLUMNS,
-        },
-        {
-            "file": "lr_sweep.csv",
-            "caption": "Every tuning trial (score: mixture nMSE at the end)",
-            "columns": TRIAL_COLUMNS,
-        },
-    ]
-    run.write_json(
-        "report.json",
-        {
-            "title": "QK control task: in-context linear regression with a rare task group",
-            "summary": report_summary(cfg, results, claims),
-            "figures": figures,
-            "tables": [
-                {"file": "lag_ratio.csv", "caption": "Exposure-lag ratio per group and tau"},
-                {
-                    "file": "gap.csv",
-                    "caption": "Gaps of the score 1 − nMSE: the tail gap "
-                    "(rarest group at the end, pre-specified) and each group's peak (descriptive)",
-                },
-                *(tuning_tables if choices else []),  # at set rates they are empty
-            ],
-        },
+        shown.append(Figure(
+            "lag_ratio",
+            fig,
+            "Exposure-lag ratio of Adam behind Muon per group (sequences "
+            "of the group Adam needs ÷ Muon needs to reach 1 − nMSE = tau), geometric mean "
+            "over seeds with its 95 % t interval",
+        ))  # fmt: skip
+    return tuple(shown)
+
+
+def outputs(cfg: Config, trained: TrainedPlan) -> Outputs:
+    """Tables, figures, results, claims and the report of a finished plan (its measures read
+    the runs that did not diverge; the tuning tables every trial)."""
+    plan = trained.completed()
+    found = measured(cfg, plan)
+    results = results_record(cfg, plan, found)
+    claims = tuple(evaluate(NAME, A3QKInputs.of(results)))
+    captions = (
+        "Every arm's tuning choice, cost and budget",
+        "Every tuning trial (score: mixture nMSE at the end)",
     )
+    tuned = bool(results["tuning"]["choices"])  # at set rates the tuning tables are empty
+    tables = (
+        Table("lag_ratio.csv", _ratio_rows(found.measures), "Exposure-lag ratio per group and tau"),
+        Table("gap.csv", _gap_rows(found.measures), "Gaps of the score 1 − nMSE: the tail gap "
+              "(rarest group at the end, pre-specified) and each group's peak (descriptive)"),
+        *tuning_tables(trained, captions if tuned else None),
+    )  # fmt: skip
+    report = Report(
+        "QK control task: in-context linear regression with a rare task group",
+        report_summary(cfg, results, claims),
+    )
+    shown = figures(found, results["bayes_floor_nmse"], results["labels"])
+    return Outputs(tables, shown, {"results.json": results}, claims, report)
 
 
 def nmse_figure(
@@ -449,7 +467,7 @@ def _final_by_group(values: np.ndarray) -> str:
     return ", ".join(f"g{g} {m:.3f}±{s:.3f}" for g, (m, s) in enumerate(zip(mean, se, strict=True)))
 
 
-def report_summary(cfg: Config, results: Mapping[str, Any], claims: Sequence[Any]) -> str:
+def report_summary(cfg: Config, results: Mapping[str, Any], claims: Sequence[ClaimResult]) -> str:
     """One paragraph: the setting, final nMSE per arm and group, the tail lag ratio, verdicts."""
     model = cfg.model.build(1, FFN, cfg.train.seq_len)
     probs = ", ".join(f"{p:.4f}" for p in results["group_probs"])

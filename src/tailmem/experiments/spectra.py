@@ -32,7 +32,7 @@ from __future__ import annotations
 import math
 from collections.abc import Sequence
 from dataclasses import dataclass, field
-from typing import Any, Literal, cast
+from typing import TYPE_CHECKING, Any, Literal, cast
 
 import numpy as np
 import torch
@@ -40,7 +40,7 @@ from torch import Tensor, nn
 
 from tailmem.claims.a2 import A2Inputs, isotropy_comparison
 from tailmem.claims.core import ClaimResult, mean_se
-from tailmem.claims.registry import evaluate, write_claims
+from tailmem.claims.registry import evaluate
 from tailmem.errors import ConfigError
 from tailmem.lm.arms import Arm, matrix_recipe
 from tailmem.lm.config import LMConfig
@@ -57,10 +57,14 @@ from tailmem.metrics.role_spectra import (
 )
 from tailmem.models.gpt import GPT, GPTConfig
 from tailmem.models.roles import resolve_roles
+from tailmem.outputs import Figure, Outputs, Report, Table, write
 from tailmem.plotting import integer_ticks, legend_outside, pyplot
 from tailmem.rundir import RunDir
 from tailmem.train import EvalHook, describe_scalars
 from tailmem.train import distributed as D
+
+if TYPE_CHECKING:
+    from matplotlib.figure import Figure as PlotFigure
 
 NAME = "spectra"
 
@@ -184,7 +188,7 @@ def run(cfg: Config, run: RunDir) -> None:
     results = {arm.name: trained.seed_results((cfg.ffn, arm.name)) for arm in ARMS}
     model_cfg = cfg.model.build(data.vocab_size, cfg.ffn, cfg.train.seq_len)
     if ctx.is_main:
-        _write_outputs(cfg, run, model_cfg, results, data.data.provenance())
+        write(run, outputs(cfg, model_cfg, results, data.data.provenance()))
     D.barrier(ctx)
 
 
@@ -358,80 +362,76 @@ def _summary_rows(
     return rows
 
 
-def _write_outputs(
+def outputs(
     cfg: Config,
-    run: RunDir,
     model_cfg: GPTConfig,
     results: dict[str, list[RunResult]],
     provenance: dict[str, Any],
-) -> None:
+) -> Outputs:
+    """The tables, figures, ``results.json``, claims and report of the finished runs."""
     muon, adam = Series.of(results["muon"]), Series.of(results["adam"])
     matrices = [m for m in MATRIX_LABELS if muon.layers(m) or adam.layers(m)]
-    final_rows = _final_rows(muon, adam, matrices)
-    summary_rows = _summary_rows(muon, adam, matrices, cfg.top_k)
-    run.write_csv("spectra_final.csv", final_rows)
-    run.write_csv("spectra_curves.csv", _long_rows(results))
-    run.write_csv("spectra_summary.csv", summary_rows)
     logits = {name: logit_summary(s) for name, s in (("muon", muon), ("adam", adam)) if s.n}
-    logit_rows = []
+    tables = (
+        Table("spectra_final.csv", _final_rows(muon, adam, matrices)),
+        Table("spectra_curves.csv", _long_rows(results)),
+        Table("spectra_summary.csv", _summary_rows(muon, adam, matrices, cfg.top_k),
+              "Final-step isotropy, layer mean", SUMMARY_COLUMNS,
+              {"muon": ["muon_mean", "muon_se"], "adam": ["adam_mean", "adam_se"]}),
+        Table("max_logit.csv", _logit_rows(logits), "Max attention logit per layer (Table 2)"),
+    )  # fmt: skip
+    record = {
+        "seeds": cfg.seed_list,
+        "data": provenance,
+        "vo_form_plotted": cfg.vo_form,
+        "steps": muon.steps or adam.steps,
+        "head_dim": model_cfg.head_dim,
+        "status": {name: [r.status for r in rs] for name, rs in results.items()},
+        "final_val_loss": {
+            name: [r.final.get("val_loss") for r in rs] for name, rs in results.items()
+        },
+        "max_logit": logits,
+        "runs": {name: [r.key for r in rs] for name, rs in results.items()},
+        "diverged": diverged_runs([r for rs in results.values() for r in rs]),
+    }
+    return Outputs(
+        tables,
+        _figures(cfg, model_cfg, muon, adam),
+        {"results.json": record},
+        tuple(claims(cfg, model_cfg, muon, adam)),
+        _report(cfg, provenance),
+    )
+
+
+SUMMARY_COLUMNS = {
+    "muon": "Muon: mean ± SE over seeds of the layer-mean metric",
+    "adam": "Adam: the same",
+    "muon_more_isotropic": "the claims' per-metric verdict: Muon more isotropic beyond the "
+    "95 % two-sided t interval over ≥ 3 seeds (inconclusive within)",
+}
+"""The column notes of ``spectra_summary.csv`` in the report."""
+
+
+def _logit_rows(logits: dict[str, dict[str, Any]]) -> list[dict[str, Any]]:
+    """Per layer: each optimiser's final and peak max attention logit (``max_logit.csv``)."""
+    rows = []
     for i, layer in enumerate(next(iter(logits.values()))["layers"] if logits else []):
         row = {"layer": layer}
         for name, summ in logits.items():
             row[f"{name}_final"] = _r(summ["final_mean"][i])
             row[f"{name}_max_during_training"] = _r(summ["max_over_training"][i])
-        logit_rows.append(row)
-    run.write_csv("max_logit.csv", logit_rows)
-    run.write_json(
-        "results.json",
-        {
-            "seeds": cfg.seed_list,
-            "data": provenance,
-            "vo_form_plotted": cfg.vo_form,
-            "steps": muon.steps or adam.steps,
-            "head_dim": model_cfg.head_dim,
-            "status": {name: [r.status for r in rs] for name, rs in results.items()},
-            "final_val_loss": {
-                name: [r.final.get("val_loss") for r in rs] for name, rs in results.items()
-            },
-            "max_logit": logits,
-            "runs": {name: [r.key for r in rs] for name, rs in results.items()},
-            "diverged": diverged_runs([r for rs in results.values() for r in rs]),
-        },
+        rows.append(row)
+    return rows
+
+
+def _report(cfg: Config, provenance: dict[str, Any]) -> Report:
+    summary = (
+        f"{cfg.seeds} seed(s), {cfg.model.size} model ({cfg.ffn} FFN), "
+        f"{cfg.train.steps} steps. Curves: mean over seeds of the layer-averaged metric, "
+        f"bands ±1 seed SD. The main figure's VO is the {cfg.vo_form.replace('_', '-')} "
+        "form (per head: W_O,h·W_V,h averaged over heads; stacked: W_O·W_V)."
     )
-    write_claims(run, claims(cfg, model_cfg, muon, adam))
-    figures = _figures(cfg, run, model_cfg, muon, adam)
-    run.write_json(
-        "report.json",
-        {
-            "title": "A2 spectral isotropy: Muon vs Adam",
-            "summary": (
-                f"{cfg.seeds} seed(s), {cfg.model.size} model ({cfg.ffn} FFN), "
-                f"{cfg.train.steps} steps. Curves: mean over seeds of the layer-averaged metric, "
-                f"bands ±1 seed SD. The main figure's VO is the {cfg.vo_form.replace('_', '-')} "
-                "form (per head: W_O,h·W_V,h averaged over heads; stacked: W_O·W_V)."
-            ),
-            "figures": figures,
-            "data": provenance,
-            "tables": [
-                {
-                    "file": "spectra_summary.csv",
-                    "caption": "Final-step isotropy, layer mean",
-                    "mean_se": {
-                        "muon": ["muon_mean", "muon_se"],
-                        "adam": ["adam_mean", "adam_se"],
-                    },
-                    "columns": {
-                        "muon": "Muon: mean ± SE over seeds of the layer-mean metric",
-                        "adam": "Adam: the same",
-                        "muon_more_isotropic": "the claims' per-metric verdict: Muon more "
-                        "isotropic beyond the 95 % two-sided t interval over ≥ 3 seeds "
-                        "(inconclusive within)",
-                    },
-                },
-                {"file": "max_logit.csv", "caption": "Max attention logit per layer (Table 2)"},
-            ],
-        },
-    )
+    return Report("A2 spectral isotropy: Muon vs Adam", summary, data=provenance)
 
 
 def _long_rows(results: dict[str, list[RunResult]]) -> list[dict[str, Any]]:
@@ -470,21 +470,19 @@ COLORS = {"muon": "tab:blue", "adam": "tab:orange"}
 """Each arm's colour in every spectra figure."""
 
 
-def _figures(
-    cfg: Config, run: RunDir, model_cfg: GPTConfig, muon: Series, adam: Series
-) -> list[dict[str, str]]:
-    """Every figure of the study, saved into ``run``: isotropy over training (three groups of
-    matrices), final isotropy per layer, and the attention logits with the validation loss."""
-    return [
-        *_isotropy_over_training(cfg, run, muon, adam),
-        _isotropy_by_layer(cfg, run, muon, adam),
-        _logits_and_loss(run, model_cfg, muon, adam),
-    ]
+def _figures(cfg: Config, model_cfg: GPTConfig, muon: Series, adam: Series) -> tuple[Figure, ...]:
+    """Every figure of the study: isotropy over training (three groups of matrices), final
+    isotropy per layer, and the attention logits with the validation loss."""
+    return (
+        *_isotropy_over_training(cfg, muon, adam),
+        Figure("isotropy_by_layer", _isotropy_by_layer(cfg, muon, adam),
+               "Final-step isotropy per layer"),
+        Figure("max_logit", _logits_and_loss(model_cfg, muon, adam),
+               "Max attention logit per layer (paper Table 2) and validation loss"),
+    )  # fmt: skip
 
 
-def _isotropy_over_training(
-    cfg: Config, run: RunDir, muon: Series, adam: Series
-) -> list[dict[str, str]]:
+def _isotropy_over_training(cfg: Config, muon: Series, adam: Series) -> list[Figure]:
     """Each isotropy metric over training, Muon against Adam, per group of matrices."""
     plt = pyplot()
     other_vo = "vo_stacked" if cfg.vo_form == "per_head" else "vo_head"
@@ -524,13 +522,11 @@ def _isotropy_over_training(
                     ax.set_xlabel("step")
         fig.tight_layout()
         legend_outside(axes[0][-1])
-        figures.append(
-            run.save_report_figure(fig, stem, f"{caption} — mean ± SD over {cfg.seeds} seeds")
-        )
+        figures.append(Figure(stem, fig, f"{caption} — mean ± SD over {cfg.seeds} seeds"))
     return figures
 
 
-def _isotropy_by_layer(cfg: Config, run: RunDir, muon: Series, adam: Series) -> dict[str, str]:
+def _isotropy_by_layer(cfg: Config, muon: Series, adam: Series) -> PlotFigure:
     """Each isotropy metric at the last step per layer, for VO and W_out."""
     plt = pyplot()
     fig, axes = plt.subplots(2, 4, figsize=(FIG_WIDTH, 5), squeeze=False)
@@ -559,12 +555,10 @@ def _isotropy_by_layer(cfg: Config, run: RunDir, muon: Series, adam: Series) -> 
             ax.grid(alpha=0.3)
     fig.tight_layout()
     legend_outside(axes[0][-1])
-    return run.save_report_figure(fig, "isotropy_by_layer", "Final-step isotropy per layer")
+    return fig
 
 
-def _logits_and_loss(
-    run: RunDir, model_cfg: GPTConfig, muon: Series, adam: Series
-) -> dict[str, str]:
+def _logits_and_loss(model_cfg: GPTConfig, muon: Series, adam: Series) -> PlotFigure:
     """The max attention logit per layer over training (paper Table 2), and the validation loss."""
     plt = pyplot()
     fig, axes = plt.subplots(3, 1, figsize=(7, 9), sharex=True, layout="constrained")
@@ -597,6 +591,4 @@ def _logits_and_loss(
     ax.set_xlabel("step")
     ax.grid(alpha=0.3)
     legend_outside(ax)
-    return run.save_report_figure(
-        fig, "max_logit", "Max attention logit per layer (paper Table 2) and validation loss"
-    )
+    return fig

@@ -15,7 +15,7 @@ from typing import Any
 
 from tailmem.lm.plan import EntryStatus, TrainedPlan
 from tailmem.lm.store import STORE_NAME, store_body
-from tailmem.outputs import Outputs, Table, write
+from tailmem.outputs import Outputs, Table
 from tailmem.rundir import RunDir
 
 THIS_RUN = "this run"
@@ -200,8 +200,3 @@ def tuning_outputs(
     (:func:`tuning_tables`, :func:`store_record`)."""
     records = store_record(trained, record, study, run_preset(run))
     return Outputs(tables=tuning_tables(trained), records=records)
-
-
-def write_tuning(run: RunDir, trained: TrainedPlan, record: Mapping[str, Any], study: str) -> None:
-    """Write :func:`tuning_outputs` into ``run``."""
-    write(run, tuning_outputs(run, trained, record, study))

@@ -1,7 +1,7 @@
 """Figures of the knowledge-QA gap measures (:mod:`tailmem.metrics.qa_gaps`).
 
-Both return the matplotlib figure; save it with :meth:`tailmem.rundir.RunDir.save_figure` or
-``save_report_figure`` (PNG and SVG, written atomically, figure closed).
+Both return the matplotlib figure, for a study's :class:`tailmem.outputs.Figure` (saved as PNG
+and SVG, atomically, then closed, by :func:`tailmem.outputs.write`).
 
 - :func:`fta_vs_exposures_figure`: FTA against exposures per group for two arms, seed mean with a
   ± standard-error band, the tau levels as dotted lines: how far right the lagging arm's

@@ -1,6 +1,6 @@
 """Figures of the Muon-vs-Adam map: heat maps over two grid axes and the lag ratio's trend.
 
-Both return the matplotlib figure (save with :meth:`tailmem.rundir.RunDir.save_report_figure`).
+Both return the matplotlib figure, for a study's :class:`tailmem.outputs.Figure`.
 
 - :func:`heat_map_figure`: one value per cell of a two-axis grid (the other axes fixed), coloured
   and annotated with the value and its 95 % interval; a cell whose value is a bound (the lag

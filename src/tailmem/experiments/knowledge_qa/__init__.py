@@ -327,30 +327,36 @@ def outputs(
     exposures: gaps.Exposures,
 ) -> Outputs:
     """Tables, figures, results, claims and the report of a finished plan (its tables read the
-    runs that did not diverge; ``results.json`` lists those that did)."""
+    runs that did not diverge; ``results.json`` lists those that did). The gap measures lead
+    the report, then each FFN type's tail table and figures, then the head–tail gap and the
+    tuning."""
     diverged = diverged_runs(list(trained.results.values()))
     plan = trained.completed()
+    score = cfg.tuning.score_name(SCORES)
     sweep_rows = [r.record(plan.kinds) for r in trial_rows(plan)]
     choices = [r.record() for r in choice_rows(plan)]
-    measured = {ffn: gap_outputs(cfg, plan, ffn, exposures) for ffn in plan.ffns}
-    measures = {ffn: found for ffn, (found, _) in measured.items()}
-    shown = [files for _, files in measured.values()]  # the gap measures lead the report
-    shown += [_ffn_outputs(cfg, plan, ffn, chance, sweep_rows) for ffn in plan.ffns]
-    long_rows = [row for ffn in plan.ffns for row in _tail_long(cfg, plan, ffn)]
-    gaps_rows = [row for ffn in plan.ffns for row in tables.gap_rows(plan, ffn, cfg.head_groups)]
-    score = cfg.tuning.score_name(SCORES)
     captions = (
         f"Tuning: every arm's choice, cost and budget (score {score}: {SCORES[score]})",
         "Every tuning trial",
     )
+    tuning = sweeps.tuning_tables(plan, captions if choices else None)  # none tuned: not shown
+    measured = {ffn: gap_outputs(cfg, plan, ffn, exposures) for ffn in plan.ffns}
+    measures = {ffn: found for ffn, (found, _) in measured.items()}
+    fracs, offsets, m = cfg.table_fracs, cfg.tail_offsets, cfg.data.m
+    long_rows = [
+        row for f in plan.ffns for row in tables.tail_table_long(plan, f, fracs, offsets, m)
+    ]
+    gaps_rows = [row for f in plan.ffns for row in tables.gap_rows(plan, f, cfg.head_groups)]
+    claims = tables.claims(plan, m, cfg.head_groups, chance)
+    finals = {ffn: tables.final_by_group(plan, ffn) for ffn in cfg.ffns}
+    per_ffn = [_ffn_outputs(cfg, plan, ffn, chance, sweep_rows) for ffn in plan.ffns]
     last = (
         Table("tail_table_long.csv", long_rows),
         Table("head_tail_gap.csv", gaps_rows, f"Head (groups 0..{cfg.head_groups - 1}) vs "
               "rarest group at the end: the head–tail gap, mean and std over seeds",
-              HEAD_TAIL_COLUMNS),
-        *sweeps.tuning_tables(plan, captions if choices else None),  # none tuned: not shown
+              tables.HEAD_TAIL_COLUMNS),
+        *tuning,
     )  # fmt: skip
-    claims = tables.claims(plan, cfg.data.m, cfg.head_groups, chance)
     results = {
         "data": data_summary,
         "chance_fta": chance,
@@ -361,7 +367,7 @@ def outputs(
         "head_tail_gap": gaps_rows,
         "tail_table": long_rows,
         "gap_measures": {ffn: found.to_json() for ffn, found in measures.items()},
-        "final_by_group": {ffn: final_by_group(plan, ffn) for ffn in cfg.ffns},
+        "final_by_group": finals,
         "config_model": dataclasses.asdict(cfg.model),
     }
     report = Report(
@@ -372,11 +378,7 @@ def outputs(
     )  # fmt: skip
     done = Outputs(tables=last, records={"results.json": results}, claims=tuple(claims),
                    report=report)  # fmt: skip
-    return sum(shown, Outputs()) + done
-
-
-def _tail_long(cfg: Config, plan: TrainedPlan, ffn: str) -> list[dict[str, Any]]:
-    return tables.tail_table_long(plan, ffn, cfg.table_fracs, cfg.tail_offsets, cfg.data.m)
+    return sum([shown for _, shown in measured.values()] + per_ffn, Outputs()) + done
 
 
 def _ffn_outputs(
@@ -385,6 +387,15 @@ def _ffn_outputs(
     """One FFN type's tail table and figures (an FFN type whose every seed run diverged has
     none)."""
     m = cfg.data.m
+    table = Table(
+        f"tail_table_{ffn}.csv",
+        tables.tail_table(plan, ffn, cfg.table_fracs, cfg.tail_offsets, m),
+        f"Tail groups (m = {m}) at 20/50/100% of {cfg.train.steps} steps, {ffn} FFN, mean ± SE "
+        f"over {cfg.seeds} seed(s); 'paper' columns: the published m = 15 value of the group "
+        "at the same distance from the rarest (empty where not published)",
+        tables.tail_columns(plan),
+        tables.tail_mean_se([plan.arm(arm).label for arm in plan.arms]),
+    )
     figures = [
         Figure(
             f"fta_by_group_{ffn}",
@@ -407,15 +418,6 @@ def _ffn_outputs(
             f"Tuning, {ffn} FFN: each candidate's score ({cfg.tuning.score_name(SCORES)}), "
             f"mean over the tuning seeds (dots: each seed; star: chosen)",
         ))  # fmt: skip
-    table = Table(
-        f"tail_table_{ffn}.csv",
-        tables.tail_table(plan, ffn, cfg.table_fracs, cfg.tail_offsets, m),
-        f"Tail groups (m = {m}) at 20/50/100% of {cfg.train.steps} steps, {ffn} FFN, mean ± SE "
-        f"over {cfg.seeds} seed(s); 'paper' columns: the published m = 15 value of the group "
-        "at the same distance from the rarest (empty where not published)",
-        tail_columns(plan),
-        tables.tail_mean_se([plan.arm(arm).label for arm in plan.arms]),
-    )
     return Outputs(tables=(table,), figures=tuple(figures))
 
 
@@ -484,46 +486,6 @@ def gap_outputs(
         gaps.GAP_COLUMNS,
     ))  # fmt: skip
     return found, Outputs(tables=tuple(listed), figures=tuple(figures))
-
-
-def tail_columns(plan: TrainedPlan) -> dict[str, str]:
-    """Explanations of the tail table's headers."""
-    columns = {
-        "step": "the evaluated step nearest to the fraction",
-        "fraction": "fraction of training",
-        "group": "frequency group (the rarest is m)",
-    }
-    for arm in plan.arms:
-        label = plan.arm(arm).label
-        columns[label] = f"first-token accuracy of {label}, mean ± SE over seeds"
-        columns[f"paper {label}"] = "published FTA (m = 15) at the same distance from the rarest"
-        columns[f"{label} EM"] = (
-            f"whole-answer exact match of {label} (greedy decoding), mean ± SE over seeds"
-        )
-    return columns
-
-
-HEAD_TAIL_COLUMNS = {
-    "head_mean": "FTA of the most frequent groups (mean over them), seed mean",
-    "rarest_mean": "FTA of the rarest group, seed mean",
-    "gap_mean": "head minus rarest FTA, seed mean (_std: standard deviation over seeds)",
-    "em_head_mean": "the same three for whole-answer exact match",
-    "fta_all": "FTA over all questions",
-    "em_all": "exact match over all questions",
-}
-
-
-def final_by_group(plan: TrainedPlan, ffn: str) -> dict[str, dict[str, list[float]]]:
-    """Per arm, FTA and EM of every group at the end: seed mean and standard deviation."""
-    out = {}
-    for arm in plan.arms:
-        results = tables.seed_results(plan, ffn, arm)
-        entry = {}
-        for metric in tables.METRICS:
-            mean, std = tables.mean_std(tables.fta_at(results, plan.steps, metric))
-            entry[metric], entry[f"{metric}_std"] = mean.round(5).tolist(), std.round(5).tolist()
-        out[arm] = entry
-    return out
 
 
 def choices_sentence(cfg: Config) -> str:

@@ -233,3 +233,19 @@ def chosen_edge(plan: TrainedPlan, ffn: str, arm: str) -> str | None:
     candidates it tried (or the stored tuning tried), None when it is interior or the arm tuned
     nothing."""
     return plan.edge((ffn, arm)) if (ffn, arm) in plan.states else None
+
+
+def lag_ratio_rows(points: Mapping[str, PointResult], by: str = "point") -> list[dict[str, Any]]:
+    """Every measured lag ratio of every point (first FFN type), one row each, the point's
+    label under ``by``: lead, lag, group, τ, ratio, its 95 % interval and log SE, seeds."""
+    rows = []
+    for label, point in points.items():
+        measures = point.measures.get(point.config.ffns[0])
+        for pair in [] if measures is None else measures.ours.measured:
+            for r in pair.lag_ratios:
+                low, high = r.interval() or (None, None)
+                rows.append({by: label, "lead": pair.lead, "lag": pair.lag, "group": r.group,
+                             "tau": r.tau, "ratio": r.ratio, "ci_low": low, "ci_high": high,
+                             "se_log": r.se_log, "n_measured": r.n_measured,
+                             "n_seeds": r.n_seeds})  # fmt: skip
+    return rows

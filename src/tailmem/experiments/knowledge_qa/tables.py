@@ -228,3 +228,43 @@ def claims(plan: TrainedPlan, m: int, head_groups: int, chance: float) -> list[C
     its claims not measured)."""
     per_ffn = {ffn: claim_inputs(plan, ffn, m, head_groups, chance) for ffn in plan.ffns}
     return evaluate_per_ffn(per_ffn)
+
+
+def tail_columns(plan: TrainedPlan) -> dict[str, str]:
+    """Explanations of the tail table's headers."""
+    columns = {
+        "step": "the evaluated step nearest to the fraction",
+        "fraction": "fraction of training",
+        "group": "frequency group (the rarest is m)",
+    }
+    for arm in plan.arms:
+        label = plan.arm(arm).label
+        columns[label] = f"first-token accuracy of {label}, mean ± SE over seeds"
+        columns[f"paper {label}"] = "published FTA (m = 15) at the same distance from the rarest"
+        columns[f"{label} EM"] = (
+            f"whole-answer exact match of {label} (greedy decoding), mean ± SE over seeds"
+        )
+    return columns
+
+
+HEAD_TAIL_COLUMNS = {
+    "head_mean": "FTA of the most frequent groups (mean over them), seed mean",
+    "rarest_mean": "FTA of the rarest group, seed mean",
+    "gap_mean": "head minus rarest FTA, seed mean (_std: standard deviation over seeds)",
+    "em_head_mean": "the same three for whole-answer exact match",
+    "fta_all": "FTA over all questions",
+    "em_all": "exact match over all questions",
+}
+
+
+def final_by_group(plan: TrainedPlan, ffn: str) -> dict[str, dict[str, list[float]]]:
+    """Per arm, FTA and EM of every group at the end: seed mean and standard deviation."""
+    out = {}
+    for arm in plan.arms:
+        results = seed_results(plan, ffn, arm)
+        entry = {}
+        for metric in METRICS:
+            mean, std = mean_std(fta_at(results, plan.steps, metric))
+            entry[metric], entry[f"{metric}_std"] = mean.round(5).tolist(), std.round(5).tolist()
+        out[arm] = entry
+    return out

@@ -335,18 +335,7 @@ def build(
     """Every table of the benchmark (written by :func:`write`)."""
     summary = memory_summary(memory, cfg.memory.steps)
     rows = [row for p in points.values() for row in level_rows(p, run.path, labels, summary)]
-    ratios = []
-    for label, point in points.items():
-        measures = point.measures.get(point.config.ffns[0])
-        for pair in [] if measures is None else measures.ours.measured:
-            for r in pair.lag_ratios:
-                interval = r.interval()
-                ratios.append({
-                    "level": label, "lead": pair.lead, "lag": pair.lag, "group": r.group,
-                    "tau": r.tau, "ratio": r.ratio, "ci_low": None if interval is None
-                    else interval[0], "ci_high": None if interval is None else interval[1],
-                    "se_log": r.se_log, "n_measured": r.n_measured, "n_seeds": r.n_seeds,
-                })  # fmt: skip
+    ratios = grid.lag_ratio_rows(points, by="level")
     sweep = [{"optimizer": name, **r} for name, rows_ in memory["sweeps"].items() for r in rows_]
     findings = {label: placements(point)[1] for label, point in points.items()}
     return Board(tuple(rows), tuple(ratios), tuple(memory_rows(memory, cfg.memory.steps)),

@@ -55,7 +55,7 @@ from tailmem.experiments.rule_or_rate.config import (
 from tailmem.lm import store
 from tailmem.lm.plan import TrainedPlan, run_plans, tidy
 from tailmem.lm.store import load_store, missing_rates, stored_choices
-from tailmem.lm.sweeps import write_tuning
+from tailmem.lm.sweeps import tuning_outputs
 from tailmem.outputs import write
 from tailmem.rundir import RunDir
 from tailmem.train import distributed as D
@@ -131,8 +131,8 @@ def run(cfg: Config, run: RunDir) -> None:
     done = _train(cfg, run.path, tuned, None, more=False)
     if D.is_main_process():
         for label, (study, trained) in done.items():
-            write_tuning(RunDir(study.context.root), trained, configs[label][1].tuning_record(),
-                         NAME)  # fmt: skip
+            folder = RunDir(study.context.root)
+            write(folder, tuning_outputs(folder, trained, configs[label][1].tuning_record(), NAME))
     if cfg.tune_only:
         if D.is_main_process():
             store.gather(run.path)

@@ -445,7 +445,7 @@ def outputs(cfg: Config, points: Mapping[str, grid.PointResult]) -> Outputs:
               "The factorial: update rule × rate structure", column_docs(FactorialRow)),
         Table("regime.csv", records(regime), "Every point: the share the rate split recovers "
               "and the fair edge", column_docs(RegimeRow)),
-        Table("lag_ratio.csv", lag_ratio_rows(points)),
+        Table("lag_ratio.csv", grid.lag_ratio_rows(points)),
     )  # fmt: skip
     figures = (
         Figure("factorial", factorial_figure(factorial),
@@ -478,19 +478,3 @@ def outputs(cfg: Config, points: Mapping[str, grid.PointResult]) -> Outputs:
     report = Report("Update rule or learning rate? The controlled study of Muon's tail edge",
                     " ".join(summary), said)  # fmt: skip
     return Outputs(csvs, figures, {"results.json": results}, claims, report)
-
-
-def lag_ratio_rows(points: Mapping[str, grid.PointResult]) -> list[dict[str, Any]]:
-    """Every measured lag ratio of every point (``lag_ratio.csv``)."""
-    ratios = []
-    for label, point in points.items():
-        measures = point.measures.get(point.config.ffns[0])
-        for pair in [] if measures is None else measures.ours.measured:
-            for r in pair.lag_ratios:
-                low_high = r.interval()
-                ratios.append({"point": label, "lead": pair.lead, "lag": pair.lag,
-                               "group": r.group, "tau": r.tau, "ratio": r.ratio,
-                               "ci_low": None if low_high is None else low_high[0],
-                               "ci_high": None if low_high is None else low_high[1],
-                               "n_measured": r.n_measured, "n_seeds": r.n_seeds})  # fmt: skip
-    return ratios
