@@ -60,9 +60,9 @@ class Table:
     columns: Mapping[str, str] = field(default_factory=dict)
     mean_se: Mapping[str, Sequence[str]] | None = None
 
-    def entry(self) -> dict[str, Any]:
+    def entry(self) -> dict[str, object]:
         """Its ``report.json`` entry."""
-        out: dict[str, Any] = {"file": self.name, "caption": self.caption}
+        out: dict[str, object] = {"file": self.name, "caption": self.caption}
         if self.columns:
             out["columns"] = dict(self.columns)
         if self.mean_se is not None:
@@ -116,10 +116,10 @@ class Outputs:
             other.report if other.report is not None else self.report,
         )
 
-    def layout(self) -> dict[str, Any]:
+    def layout(self) -> dict[str, object]:
         """``report.json``: the report's text, then the figures and tables with a caption."""
         assert self.report is not None
-        out: dict[str, Any] = {"title": self.report.title, "summary": self.report.summary}
+        out: dict[str, object] = {"title": self.report.title, "summary": self.report.summary}
         if self.report.answers:
             out["answers"] = [a.to_json() for a in self.report.answers]
         out["figures"] = [f.entry() for f in self.figures if f.caption is not None]

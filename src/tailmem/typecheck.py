@@ -110,7 +110,7 @@ def _validated(cfg: T, prefix: str, fields: Mapping[str, object]) -> T:
 
 def _replaced_field(
     current: object, changes: Mapping[str, object], tp: object, name: str, rules: _Rules
-) -> Any:
+) -> object:
     """One field of :func:`replaced`: a whole new value (key ``""``), or changes inside it."""
     if "" in changes:
         if len(changes) > 1:

@@ -329,7 +329,7 @@ class OptimSection(Mapping[str, KindSection]):
         """This section with every kind of ``other`` taking ``other``'s section."""
         return OptimSection({**self._sections, **other._sections})._twins_synced()
 
-    def with_rates(self, rates: Mapping[str, Any]) -> OptimSection:
+    def with_rates(self, rates: Mapping[str, float | list[float]]) -> OptimSection:
         """This section with each kind of ``rates`` at that rate or grid (checked as
         ``optim.<kind>.lr`` is; a kind without a section gets the registry's defaults)."""
         sections = dict(self.with_kinds(rates)._sections)

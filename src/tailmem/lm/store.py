@@ -161,7 +161,7 @@ def write_store(path: Path | str, rates: Iterable[StoredRate], merge: bool = Tru
     return len(held)
 
 
-def store_body(rates: Iterable[StoredRate]) -> dict[str, Any]:
+def store_body(rates: Iterable[StoredRate]) -> dict[str, object]:
     """The JSON of a store holding ``rates`` (sorted by key)."""
     held = {rate.key: rate for rate in rates}
     return {

@@ -98,7 +98,7 @@ def dotted(overrides: Mapping[str, Any], prefix: str = "") -> dict[str, Any]:
 
 
 def refuse_owned(
-    overrides: Mapping[str, Any], owned: Sequence[str], study: str, where: str = "common"
+    overrides: Mapping[str, object], owned: Sequence[str], study: str, where: str = "common"
 ) -> None:
     """Refuse a key of ``overrides`` (the user's, at ``where``) that the driving ``study`` sets
     itself (one of ``owned``, or a key inside or around one): one value would silently
@@ -235,10 +235,10 @@ def chosen_edge(plan: TrainedPlan, ffn: str, arm: str) -> str | None:
     return plan.edge((ffn, arm)) if (ffn, arm) in plan.states else None
 
 
-def lag_ratio_rows(points: Mapping[str, PointResult], by: str = "point") -> list[dict[str, Any]]:
+def lag_ratio_rows(points: Mapping[str, PointResult], by: str = "point") -> list[dict[str, object]]:
     """Every measured lag ratio of every point (first FFN type), one row each, the point's
     label under ``by``: lead, lag, group, τ, ratio, its 95 % interval and log SE, seeds."""
-    rows = []
+    rows: list[dict[str, object]] = []
     for label, point in points.items():
         measures = point.measures.get(point.config.ffns[0])
         for pair in [] if measures is None else measures.ours.measured:
