@@ -24,13 +24,13 @@ import time
 from pathlib import Path
 from typing import Any
 
+from tailmem.atomic import atomic_write_text
 from tailmem.cli import ScriptParser, script_main
 from tailmem.config import load_config
 from tailmem.data.bios import build_dataset
 from tailmem.data.stream import QATrainStream
 from tailmem.errors import ConfigError
 from tailmem.experiments.knowledge_qa import Config
-from tailmem.rundir import atomic_write_text
 from tailmem.runner import run_experiment
 
 ROOT = Path(__file__).resolve().parents[1]

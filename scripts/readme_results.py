@@ -32,12 +32,13 @@ from typing import Any
 
 import yaml
 
+from tailmem.atomic import atomic_write_bytes, atomic_write_text
 from tailmem.claims.host import host_note
 from tailmem.cli import ScriptParser, script_main
 from tailmem.errors import DataError
 from tailmem.lm.store import load_store
 from tailmem.mdtable import md_table
-from tailmem.rundir import RunDir, atomic_write_bytes, atomic_write_text, folder_kind
+from tailmem.rundir import RunDir, folder_kind
 
 ROOT = Path(__file__).resolve().parents[1]
 VALUES = ROOT / "docs" / "results_cpu.json"

@@ -228,9 +228,10 @@ def _cmd_claims(args: argparse.Namespace) -> int:
 
 
 def _cmd_compare(args: argparse.Namespace) -> int:
+    from tailmem.atomic import atomic_write_text
     from tailmem.compare import compare, render_markdown, summary
     from tailmem.compare_page import render_html
-    from tailmem.rundir import atomic_write_text, claim
+    from tailmem.rundir import claim
 
     found = compare(args.runs)
     written: list[Path] = []

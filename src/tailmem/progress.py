@@ -25,7 +25,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, TypeVar
 
-from tailmem.rundir import atomic_write_text, strict_json
+from tailmem.atomic import atomic_write_text, strict_json
 
 PROGRESS_FILE = "progress.json"
 T = TypeVar("T")

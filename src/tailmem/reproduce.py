@@ -35,8 +35,9 @@ from tailmem.experiments import EXPERIMENTS
 from tailmem.experiments.catalog import in_reproduce
 from tailmem.lm.pool import Pool
 from tailmem.progress_display import Board, watching
+from tailmem.provenance import config_digest
 from tailmem.report.render import write_report
-from tailmem.rundir import RunDir, check_folder, claim, config_digest
+from tailmem.rundir import RunDir, check_folder, claim
 from tailmem.runner import prepare, run_experiment
 
 LAUNCHERS = ("local", "slurm")

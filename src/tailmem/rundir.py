@@ -2,9 +2,9 @@
 
 A run directory holds ``config.yaml`` (the full config plus the environment that produced it),
 the experiment's outputs (``results.json``, CSVs, figures, ``claims.json``) and, once the
-experiment has finished, ``COMPLETE``. Every write is atomic (temp file in the same folder, then
-``os.replace``) so an interrupted run never leaves a half-written file behind; files get the mode
-the process umask gives (like ``open``), not ``mkstemp``'s 0600.
+experiment has finished, ``COMPLETE``. Every write is atomic (:mod:`tailmem.atomic`: temp file in
+the same folder, then ``os.replace``) so an interrupted run never leaves a half-written file
+behind; ``config.yaml`` records the environment (:mod:`tailmem.provenance`).
 
 Every folder a command writes records what it is and what was written into it, in
 ``.tailmem.json`` (:data:`MANIFEST`): its kind — a *run* folder (``tailmem run``, and each
@@ -33,22 +33,25 @@ import contextlib
 import csv
 import datetime as _dt
 import fcntl
-import hashlib
 import io
 import json
-import math
 import os
-import platform
-import secrets
 import shutil
-import subprocess
-import sys
-from collections.abc import Callable, Collection, Iterable, Iterator, Mapping, Sequence
+from collections.abc import Collection, Iterable, Iterator, Mapping, Sequence
 from pathlib import Path
-from typing import Any, BinaryIO
+from typing import Any
 
+from tailmem.atomic import (
+    atomic_write_bytes,
+    atomic_write_text,
+    file_sha256,
+    is_temp,
+    strict_json,
+    temp_owner,
+)
 from tailmem.config import dump_yaml, to_dict
 from tailmem.errors import ConfigError, DataError
+from tailmem.provenance import config_digest, environment
 
 COMPLETE_MARKER = "COMPLETE"
 LOCK_FILE = ".lock"
@@ -72,72 +75,6 @@ FOREIGN = "foreign"
 """The kind of a folder that holds files but no tailmem record: the user's own."""
 
 
-def atomic_write(path: Path, write: Callable[[BinaryIO], object]) -> None:
-    """Stream a file through ``write(handle)``; readers see the old file or the whole new one.
-
-    The data goes to a temp file in the same folder, is fsynced, renamed over ``path`` and the
-    rename is made durable; on any error the temp file is removed and ``path`` is untouched.
-    """
-    path = Path(path)
-    path.parent.mkdir(parents=True, exist_ok=True)
-    tmp = path.parent / f".{path.name}.{os.getpid()}.{secrets.token_hex(4)}.tmp"
-    fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o666)  # the umask applies
-    try:
-        with os.fdopen(fd, "wb") as handle:
-            write(handle)
-            handle.flush()
-            os.fsync(handle.fileno())
-        os.replace(tmp, path)
-    except BaseException:
-        Path(tmp).unlink(missing_ok=True)
-        raise
-    _fsync_dir(path.parent)
-
-
-def _fsync_dir(directory: Path) -> None:
-    """Make a rename durable; a no-op where directories cannot be opened (Windows)."""
-    try:
-        fd = os.open(directory, os.O_RDONLY)
-    except OSError:
-        return
-    try:
-        os.fsync(fd)
-    finally:
-        os.close(fd)
-
-
-def atomic_write_bytes(path: Path, data: bytes) -> None:
-    """Write ``data`` to ``path`` atomically (see :func:`atomic_write`)."""
-    atomic_write(path, lambda handle: handle.write(data))
-
-
-def atomic_write_text(path: Path, text: str) -> None:
-    atomic_write_bytes(path, text.encode())
-
-
-def file_sha256(path: Path) -> str:
-    """Hex SHA-256 of a file's bytes, read in blocks."""
-    digest = hashlib.sha256()
-    with open(path, "rb") as handle:
-        for block in iter(lambda: handle.read(1 << 20), b""):
-            digest.update(block)
-    return digest.hexdigest()
-
-
-def _temp_owner(path: Path) -> int | None:
-    """The pid an atomic write's temp file ``.NAME.PID.HEX.tmp`` was made by (None: unknown)."""
-    parts = path.name.split(".")
-    try:
-        return int(parts[-3])
-    except (IndexError, ValueError):
-        return None
-
-
-def _is_temp(name: str) -> bool:
-    """Whether ``name`` is an atomic write's temp file (``.NAME.PID.HEX.tmp``)."""
-    return name.startswith(".") and name.endswith(".tmp")
-
-
 def _alive(pid: int) -> bool:
     try:
         os.kill(pid, 0)
@@ -146,51 +83,6 @@ def _alive(pid: int) -> bool:
     except PermissionError:
         return True
     return True
-
-
-def config_digest(experiment: str, config: Mapping[str, Any]) -> str:
-    """A short stable hash of an experiment's config, used to decide whether a run can be reused."""
-    text = json.dumps({"experiment": experiment, "config": config}, sort_keys=True, default=str)
-    return hashlib.sha256(text.encode()).hexdigest()[:16]
-
-
-def environment() -> dict[str, Any]:
-    """Versions and machine facts recorded with every run."""
-    import numpy
-    import torch
-
-    from tailmem import __version__
-
-    device = "cpu"
-    if torch.cuda.is_available():
-        device = f"cuda ({torch.cuda.get_device_name(0)})"
-    return {
-        "tailmem": __version__,
-        "git_commit": _git_commit(),
-        "python": platform.python_version(),
-        "torch": torch.__version__,
-        "numpy": numpy.__version__,
-        "platform": platform.platform(),
-        "device": device,
-        "cpu_threads": torch.get_num_threads(),
-        "argv": sys.argv,
-        "started": _dt.datetime.now(_dt.timezone.utc).isoformat(timespec="seconds"),
-    }
-
-
-def _git_commit() -> str | None:
-    try:
-        out = subprocess.run(
-            ["git", "rev-parse", "HEAD"],
-            cwd=Path(__file__).resolve().parent,
-            capture_output=True,
-            text=True,
-            timeout=5,
-            check=False,
-        )
-    except (OSError, subprocess.SubprocessError):
-        return None
-    return out.stdout.strip() or None
 
 
 class RunDir:
@@ -382,7 +274,7 @@ class RunDir:
         out = {}
         with os.scandir(self.path) as it:
             for entry in it:
-                if entry.name in (MANIFEST, LOCK_FILE) or _is_temp(entry.name):
+                if entry.name in (MANIFEST, LOCK_FILE) or is_temp(entry.name):
                     continue
                 st = entry.stat(follow_symlinks=False)
                 out[entry.name] = (st.st_ino, st.st_mtime_ns, st.st_size)
@@ -441,7 +333,7 @@ class RunDir:
         stale = [
             p
             for p in self.path.rglob(".*.tmp")
-            if p.is_file() and not ((pid := _temp_owner(p)) is not None and _alive(pid))
+            if p.is_file() and not ((pid := temp_owner(p)) is not None and _alive(pid))
         ]
         for path in stale:
             path.unlink(missing_ok=True)
@@ -550,45 +442,3 @@ def claim(
                 after = folder._snapshot()
                 with contextlib.suppress(OSError):  # a full disk: the block's own error matters
                     folder.record([n for n, st in after.items() if before.get(n) != st], writer)
-
-
-def finite_json(obj: Any) -> Any:
-    """``obj`` with every NaN/±Infinity float replaced by ``None``.
-
-    In a dict, a replaced ``key`` gets a sibling ``"<key>_status"`` saying what it was
-    (``"nan"``, ``"inf"``, ``"-inf"``), so a reader can tell a missing value from a diverged one.
-    """
-    if isinstance(obj, float) and not math.isfinite(obj):
-        return None
-    if isinstance(obj, Mapping):
-        out: dict[Any, Any] = {}
-        for key, value in obj.items():
-            out[key] = finite_json(value)
-            if isinstance(value, float) and not math.isfinite(value):
-                out[f"{key}_status"] = repr(value)
-        return out
-    if isinstance(obj, (list, tuple)):
-        return [finite_json(v) for v in obj]
-    return obj
-
-
-def strict_json(obj: Any, indent: int | None = 2) -> str:
-    """``obj`` as JSON that every strict parser accepts: no NaN/Infinity (see
-    :func:`finite_json`); numpy/torch values, paths and dataclasses converted first."""
-    plain = json.loads(json.dumps(obj, default=_json_default, allow_nan=True))
-    return json.dumps(finite_json(plain), indent=indent, allow_nan=False, ensure_ascii=False) + "\n"
-
-
-def _json_default(value: Any) -> Any:
-    """Serialise numpy/torch scalars and arrays, paths and dataclasses found in results."""
-    import dataclasses
-
-    if dataclasses.is_dataclass(value) and not isinstance(value, type):
-        return dataclasses.asdict(value)
-    if isinstance(value, Path):
-        return str(value)
-    if hasattr(value, "tolist"):
-        return value.tolist()
-    if hasattr(value, "item"):
-        return value.item()
-    raise TypeError(f"cannot serialise {type(value).__name__} to JSON")

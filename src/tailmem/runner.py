@@ -35,16 +35,9 @@ from tailmem import progress
 from tailmem.config import PresetSource, config_from, preset_source, to_dict
 from tailmem.errors import ConfigError
 from tailmem.experiments import get_experiment
+from tailmem.provenance import config_digest
 from tailmem.resources import check_devices
-from tailmem.rundir import (
-    LOCK_FILE,
-    MANIFEST,
-    RUN_RECORD,
-    RunDir,
-    check_folder,
-    claim,
-    config_digest,
-)
+from tailmem.rundir import LOCK_FILE, MANIFEST, RUN_RECORD, RunDir, check_folder, claim
 from tailmem.train import seed_everything
 from tailmem.train.distributed import check_launch, is_main_process
 

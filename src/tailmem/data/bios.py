@@ -71,6 +71,7 @@ from typing import Any, Literal
 import numpy as np
 from tokenizers import Tokenizer
 
+from tailmem.atomic import file_sha256, strict_json
 from tailmem.data.bpe import (
     add_whole_tokens,
     encode_pieces,
@@ -94,7 +95,6 @@ from tailmem.data.templates import (
     qa_prompt,
 )
 from tailmem.errors import ConfigError, DataError
-from tailmem.rundir import file_sha256, strict_json
 
 DATA_FORMAT = "tailmem-bios"
 DATA_VERSION = 1

@@ -57,6 +57,7 @@ import numpy as np
 import tokenizers
 from tokenizers import Tokenizer
 
+from tailmem.atomic import atomic_write_bytes, file_sha256, strict_json
 from tailmem.data.bpe import load_tokenizer, token_dtype, token_id, train_bpe
 from tailmem.data.text_sources import (
     Document,
@@ -67,7 +68,6 @@ from tailmem.data.text_sources import (
     stdlib_text_file,
 )
 from tailmem.errors import ConfigError, DataError
-from tailmem.rundir import atomic_write_bytes, file_sha256, strict_json
 
 FORMAT_VERSION = 1
 MAX_VOCAB = 1 << 20

@@ -22,9 +22,9 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import IO, Literal, overload
 
+from tailmem.atomic import atomic_write_bytes, file_sha256
 from tailmem.data import stdlib_text
 from tailmem.errors import ConfigError, DataError
-from tailmem.rundir import atomic_write_bytes, file_sha256
 
 
 @dataclass(frozen=True)

@@ -37,7 +37,7 @@ from tailmem.lm.store import StoredRate, StoredTrial, tuning_key
 from tailmem.lm.subrun import RunContext, drop_checkpoints, run_job
 from tailmem.lm.tuning import Choice, Sweep, Trial, Widen, choose
 from tailmem.optim.registry import kind_order
-from tailmem.rundir import environment
+from tailmem.provenance import environment
 from tailmem.train import distributed as D
 
 EntryId = tuple[str, str]

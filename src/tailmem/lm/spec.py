@@ -20,7 +20,7 @@ from typing import Any
 from tailmem.lm.arms import Arm
 from tailmem.models.gpt import GPTConfig
 from tailmem.optim.registry import OptimizerSetting
-from tailmem.rundir import config_digest
+from tailmem.provenance import config_digest
 from tailmem.train import TrainConfig
 from tailmem.train.state import COMPLETE, DIVERGED
 

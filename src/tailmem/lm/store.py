@@ -24,8 +24,9 @@ from dataclasses import asdict, dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Literal
 
+from tailmem.atomic import atomic_write_text
 from tailmem.errors import ConfigError, DataError
-from tailmem.rundir import atomic_write_text, config_digest
+from tailmem.provenance import config_digest
 
 if TYPE_CHECKING:
     from tailmem.lm.plan import Entry, EntryId

@@ -11,7 +11,7 @@ is a :func:`tailmem.train.train` run directory (``metrics.jsonl``, ``ckpt/``) pl
 - ``result.json``: written last — status ("complete" or "diverged"), evaluation history, final
   numbers; a diverged run also holds ``diverged`` (the update, loss, gradient norm, message and
   the diagnostics file). Strict JSON: a non-finite number is written as null beside a
-  ``<key>_status`` naming it (:func:`tailmem.rundir.strict_json`).
+  ``<key>_status`` naming it (:func:`tailmem.atomic.strict_json`).
 
 The rule: a sub-run whose ``spec.json`` digest differs from the spec's is deleted and trained
 again; one with ``result.json`` is reused as is (a diverged run too: divergence is a result,
@@ -37,13 +37,13 @@ from typing import Any, Protocol
 import torch
 from torch import nn
 
+from tailmem.atomic import atomic_write_text, strict_json
 from tailmem.lm.arms import Arm
 from tailmem.lm.config import OptimSection, TrainSection
 from tailmem.lm.spec import BatchShape, Divergence, RunResult, RunSpec
 from tailmem.models.gpt import GPT, GPTConfig
 from tailmem.models.gpt_io import write_gpt_config
 from tailmem.optim.routing import route
-from tailmem.rundir import atomic_write_text, strict_json
 from tailmem.train import (
     BatchSource,
     EvalHook,

@@ -12,9 +12,9 @@ import dataclasses
 import json
 from pathlib import Path
 
+from tailmem.atomic import atomic_write_text, strict_json
 from tailmem.errors import CheckpointError, ConfigError
 from tailmem.models.gpt import GPTConfig
-from tailmem.rundir import atomic_write_text, strict_json
 
 GPT_CONFIG_FILE = "gpt_config.json"
 

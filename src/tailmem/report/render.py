@@ -13,10 +13,10 @@ import dataclasses
 import sys
 from pathlib import Path
 
+from tailmem.atomic import atomic_write_text, strict_json
 from tailmem.report.markdown import render_markdown
 from tailmem.report.page import render_html
 from tailmem.report.reader import collect_runs
-from tailmem.rundir import atomic_write_text, strict_json
 
 
 def write_report(root: str | Path) -> Path:

@@ -20,8 +20,8 @@ from typing import Any
 
 import torch
 
+from tailmem.atomic import atomic_write
 from tailmem.errors import CheckpointError
-from tailmem.rundir import atomic_write
 
 FORMAT = "tailmem-train-checkpoint"
 VERSION = 1

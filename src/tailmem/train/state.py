@@ -19,8 +19,8 @@ import numpy as np
 import torch
 from torch import Tensor, nn
 
+from tailmem.atomic import atomic_write_text
 from tailmem.errors import CheckpointError
-from tailmem.rundir import atomic_write_text
 from tailmem.train import distributed as D
 from tailmem.train.checkpoint import (
     checkpoint_path,
