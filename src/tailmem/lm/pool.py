@@ -200,7 +200,7 @@ class Pool:
     ) -> None:
         self.workers, self.threads, self.on_steps = workers, threads, on_steps
         self._inline: list[tuple[Any, Callable[..., Any], tuple[Any, ...]]] = []
-        self._running: dict[Future, Any] = {}
+        self._running: dict[Future[Any], Any] = {}
         self._executor: ProcessPoolExecutor | None = None
         self._channel: Any = None
         self._writer: Any = None  # kept open here: workers start when calls are submitted

@@ -299,12 +299,24 @@ def _fmt_time(seconds: float) -> str:
     return f"{h}h{m:02d}m{s:02d}s" if h else f"{m}m{s:02d}s"
 
 
+class _Bar(Protocol):
+    """What a run uses of its progress bar (a ``tqdm``, which has no type information)."""
+
+    disable: bool
+
+    def write(self, s: str, file: IO[str] | None = None) -> None: ...
+
+    def update(self, n: int = 1) -> object: ...
+
+    def set_postfix(self, refresh: bool = True, **kwargs: str) -> None: ...
+
+
 @dataclass
 class _Printer:
     """Lines of one run on stderr (through the progress bar when it is shown), each prefixed
     with the run's ``label`` when it has one; silent on ranks other than 0."""
 
-    bar: tqdm
+    bar: _Bar
     label: str | None
     enabled: bool
 
@@ -323,7 +335,7 @@ class _Outputs:
     """Where a run's progress goes: the progress bar and its printer (every rank; silent off
     rank 0), ``metrics.jsonl`` and the trackers of ``log_to`` (rank 0 only)."""
 
-    bar: tqdm
+    bar: _Bar
     printer: _Printer
     metrics: IO[str] | None
     track: Callable[[Mapping[str, Any]], None] | None
