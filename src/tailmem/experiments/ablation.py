@@ -46,7 +46,7 @@ from tailmem.lm.arms import HIDDEN_MATRICES, Arm, muon_recipe, select_arms
 from tailmem.lm.config import LMConfig
 from tailmem.lm.corpus import CorpusData, CorpusSection, LMData, corpus_preflight
 from tailmem.lm.plan import Entry, Plan, Rates, run_plan, tidy
-from tailmem.lm.spec import RunResult, diverged_runs
+from tailmem.lm.spec import RunResult, diverged_runs, number, step_of
 from tailmem.lm.subrun import RunContext, template
 from tailmem.lm.sweeps import tuning_outputs
 from tailmem.metrics.curves import first_crossing
@@ -377,12 +377,10 @@ def sample_efficiency(results: dict[str, list[RunResult]]) -> dict[str, Any]:
 def _mean_curve(
     results: Sequence[RunResult], key: str = "val_loss"
 ) -> tuple[list[int], list[float]]:
-    steps = [e["step"] for e in results[0].evals]
+    steps = [step_of(e) for e in results[0].evals]
     values = []
     for i in range(len(steps)):
-        column = [
-            float(r.evals[i].get(key, math.nan)) if i < len(r.evals) else math.nan for r in results
-        ]
+        column = [number(r.evals[i], key) if i < len(r.evals) else math.nan for r in results]
         values.append(_mean(column))
     return steps, values
 
@@ -408,26 +406,22 @@ def claim_inputs(
     keys = ["val_loss", *(f"val_loss_{name}" for name in names)]
 
     def finished(r: RunResult) -> bool:
-        return r.ok and all(math.isfinite(_num(r.metric(k))) for k in keys)
+        return r.ok and all(math.isfinite(number(r.final, k)) for k in keys)
 
     by_seed = {arm: {r.seed: r.final for r in rs if finished(r)} for arm, rs in results.items()}
     seeds = [s for s in cfg.seed_list if all(s in runs for runs in by_seed.values())]
     return A1Inputs(
         ffn=cfg.ffn,
         seeds=seeds,
-        losses={arm: [runs[s]["val_loss"] for s in seeds] for arm, runs in by_seed.items()},
+        losses={arm: [number(runs[s], "val_loss") for s in seeds] for arm, runs in by_seed.items()},
         buckets=names,
         bucket_losses={
-            arm: {n: [runs[s][f"val_loss_{n}"] for s in seeds] for n in names}
+            arm: {n: [number(runs[s], f"val_loss_{n}") for s in seeds] for n in names}
             for arm, runs in by_seed.items()
         },
         chance_loss=chance,
         diverged=diverged_runs([r for rs in results.values() for r in rs]),
     )
-
-
-def _num(value: Any) -> float:
-    return float(value) if isinstance(value, (int, float)) else math.nan
 
 
 def claims(

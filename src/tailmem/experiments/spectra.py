@@ -47,7 +47,7 @@ from tailmem.lm.config import LMConfig
 from tailmem.lm.corpus import CorpusData, CorpusSection, LMData, corpus_preflight
 from tailmem.lm.plan import Entry, Plan, run_plan, tidy
 from tailmem.lm.rates import rate_entries
-from tailmem.lm.spec import BatchShape, RunResult, diverged_runs
+from tailmem.lm.spec import BatchShape, RunResult, diverged_runs, number, step_of
 from tailmem.lm.subrun import RunContext, template
 from tailmem.metrics.role_spectra import (
     HIGHER_IS_ISOTROPIC,
@@ -222,11 +222,11 @@ class Series:
         complete = [r for r in results if r.ok]
         if not complete:
             return cls([], [])
-        steps = [e["step"] for e in complete[0].evals]
+        steps = [step_of(e) for e in complete[0].evals]
         runs = []
         for r in complete:
             keys = {k for e in r.evals for k in e if k != "step"}
-            runs.append({k: [_num(e.get(k)) for e in r.evals[: len(steps)]] for k in sorted(keys)})
+            runs.append({k: [number(e, k) for e in r.evals[: len(steps)]] for k in sorted(keys)})
         return cls(steps, runs, [r.seed for r in complete])
 
     @property
@@ -250,10 +250,6 @@ class Series:
         """``(seeds, steps)``: the metric averaged over the layers of each seed."""
         stack = [self.per_seed(f"iso/{matrix}/{layer}/{metric}") for layer in self.layers(matrix)]
         return np.mean(stack, axis=0) if stack else np.empty((self.n, len(self.steps)))
-
-
-def _num(value: Any) -> float:
-    return float(value) if isinstance(value, (int, float)) else math.nan
 
 
 # ----------------------------------------------------------------------------------------------

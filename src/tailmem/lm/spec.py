@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import dataclasses
 import hashlib
+import math
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from functools import cached_property
@@ -121,8 +122,38 @@ class Divergence:
     diagnostics: str = "nan_diagnostics.json"
 
 
-Eval = Mapping[str, Any]
-"""One evaluation: ``step`` and every eval hook's numbers (a study's own metric names)."""
+EvalValue = float | int | list[float] | None
+"""One number of an evaluation: a scalar, one value per group, or null (a non-finite number,
+with ``<key>_status`` beside it: :func:`tailmem.atomic.finite_json`)."""
+Eval = Mapping[str, EvalValue]
+"""One evaluation: ``step`` and every eval hook's numbers (a study's own metric names); read
+them with :func:`step_of`, :func:`number` and :func:`per_group`."""
+
+
+def step_of(evaluation: Eval) -> int:
+    """The step an evaluation was made at."""
+    step = evaluation["step"]
+    if not isinstance(step, int):
+        raise TypeError(f"an evaluation's step is {step!r}; expected an integer")
+    return step
+
+
+def number(evaluation: Eval, key: str) -> float:
+    """The scalar ``key`` of an evaluation; NaN where it is absent or was not finite (null)."""
+    value = evaluation.get(key)
+    if value is None:
+        return math.nan
+    if isinstance(value, list):
+        raise TypeError(f"evaluation {key!r} is one value per group; expected a scalar")
+    return float(value)
+
+
+def per_group(evaluation: Eval, key: str) -> list[float]:
+    """The per-group values ``key`` of an evaluation (group 0 first)."""
+    value = evaluation[key]
+    if not isinstance(value, list):
+        raise TypeError(f"evaluation {key!r} is {value!r}; expected one value per group")
+    return value
 
 
 @dataclass(frozen=True)
@@ -162,7 +193,7 @@ class RunResult:
     def is_diverged(self) -> bool:
         return self.status == DIVERGED
 
-    def metric(self, name: str) -> Any:
+    def metric(self, name: str) -> EvalValue:
         """A number of the final evaluation (None when the run has none)."""
         return self.final.get(name)
 

@@ -17,7 +17,7 @@ from tailmem.claims.a3 import A3_PUBLISHED_FTA, A3Inputs, evaluate_per_ffn
 from tailmem.claims.core import ClaimResult, mean_se
 from tailmem.data.bios import N_ATTRIBUTES, group_sizes
 from tailmem.lm.plan import TrainedPlan
-from tailmem.lm.spec import RunResult
+from tailmem.lm.spec import RunResult, number, per_group, step_of
 
 METRICS = ("fta", "em")
 """The per-group metrics of every evaluation: first-token accuracy and whole-answer exact match."""
@@ -25,12 +25,12 @@ METRICS = ("fta", "em")
 
 def fta_all(result: RunResult) -> float:
     """FTA over all questions at the last evaluation (NaN when the run has none)."""
-    return float(result.evals[-1]["fta_all"]) if result.evals else float("nan")
+    return number(result.evals[-1], "fta_all") if result.evals else float("nan")
 
 
 def rarest(result: RunResult) -> float:
     """FTA of the rarest group at the last evaluation."""
-    return float(result.evals[-1]["fta"][-1]) if result.evals else float("nan")
+    return per_group(result.evals[-1], "fta")[-1] if result.evals else float("nan")
 
 
 def seed_results(plan: TrainedPlan, ffn: str, arm: str) -> list[RunResult]:
@@ -41,16 +41,19 @@ def seed_results(plan: TrainedPlan, ffn: str, arm: str) -> list[RunResult]:
 def evaluated_step(plan: TrainedPlan, frac: float) -> int:
     """The evaluated step nearest to ``frac`` of training (ties: the earlier one)."""
     first = next(plan.results[jobs[0]] for jobs in plan.seed_runs.values() if jobs)
-    steps = [e["step"] for e in first.evals]
+    steps = [step_of(e) for e in first.evals]
     return min(steps, key=lambda s: (abs(s - frac * plan.steps), s))
 
 
 def history(results: Sequence[RunResult], metric: str = "fta") -> tuple[np.ndarray, np.ndarray]:
     """Eval steps ``(E,)`` and ``metric`` (:data:`METRICS`) ``(seeds, E, groups)`` over the steps
     all seeds evaluated."""
-    steps = sorted(set.intersection(*({e["step"] for e in r.evals} for r in results)))
+    steps = sorted(set.intersection(*({step_of(e) for e in r.evals} for r in results)))
     values = np.array(
-        [[next(e[metric] for e in r.evals if e["step"] == s) for s in steps] for r in results],
+        [
+            [next(per_group(e, metric) for e in r.evals if step_of(e) == s) for s in steps]
+            for r in results
+        ],
         dtype=np.float64,
     )
     return np.array(steps), values
@@ -186,7 +189,7 @@ def gap_rows(plan: TrainedPlan, ffn: str, head_groups: int) -> list[dict[str, An
                 row[f"{prefix}{name}_mean"] = round(float(mean), 4)
                 row[f"{prefix}{name}_std"] = round(float(std), 4)
         for metric in METRICS:
-            finals = [r.evals[-1][f"{metric}_all"] for r in results]
+            finals = [number(r.evals[-1], f"{metric}_all") for r in results]
             row[f"{metric}_all"] = round(float(np.mean(finals)), 4)
         rows.append(row)
     return rows
