@@ -37,7 +37,8 @@ def test_every_declared_file_is_written_and_the_report_reads_back_what_was_decla
     shown = Table("rho.csv", [{"k": 10, "rho mean": 0.25, "rho SE": 0.01}], "ρ per K",
                   {"k": "facts"}, {"ρ": ["rho mean", "rho SE"]})  # fmt: skip
     hidden = Table("all.csv", [{"k": 10, "x": 1}, {"k": 20, "y": 2}])
-    outputs = Outputs((hidden, shown), (_figure(),), {"results.json": {"rho": [0.25]}},
+    figure = _figure()
+    outputs = Outputs((hidden, shown), (figure,), {"results.json": {"rho": [0.25]}},
                       (_claim(),), Report("Title", "Summary.", (answer,)))  # fmt: skip
     run = RunDir(tmp_path)
     write(run, outputs)
@@ -46,7 +47,7 @@ def test_every_declared_file_is_written_and_the_report_reads_back_what_was_decla
     assert (tmp_path / "all.csv").read_text() == "k,x,y\n10,1,\n20,,2\n"  # every key a column
     assert (tmp_path / "curve.png").read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
     assert b"<svg" in (tmp_path / "curve.svg").read_bytes()[:400]
-    assert not plt.get_fignums()  # the figure was closed once saved
+    assert not plt.fignum_exists(figure.figure.number)  # the figure was closed once saved
     assert json.loads((tmp_path / "results.json").read_text()) == {"rho": [0.25]}
     assert [c.id for c in read_claims(run)] == [CLAIM_ID]
     layout = read_layout(run, "exp")

@@ -65,10 +65,9 @@ from tailmem.data.stream import QATrainStream
 from tailmem.data.templates import QA_TEMPLATES
 from tailmem.errors import ConfigError
 from tailmem.experiments import TUNE_OVERRIDES_OF_LM_STUDIES
-from tailmem.experiments.knowledge_qa import gaps, tables
+from tailmem.experiments.knowledge_qa import gaps, outputs, tables
 from tailmem.experiments.knowledge_qa.config import FFNS, SCORES, Config, score_of
 from tailmem.experiments.knowledge_qa.fta import QAData, answer_loss_sum, chance_fta, describe_fta
-from tailmem.experiments.knowledge_qa.outputs import outputs
 from tailmem.lm import sweeps
 from tailmem.lm.plan import Plan, TrainedPlan, run_plan, tidy
 from tailmem.lm.preflight import check_lm
@@ -79,7 +78,7 @@ from tailmem.resources import check_writable_folder
 from tailmem.rundir import RunDir
 from tailmem.train import distributed as D
 
-__all__ = ["FFNS", "NAME", "SCORES", "TUNE_OVERRIDES", "Config", "Prepared", "outputs",
+__all__ = ["FFNS", "NAME", "SCORES", "TUNE_OVERRIDES", "Config", "Prepared",
            "preflight", "prepare", "run", "score_of", "summary", "tuning_outputs"]  # fmt: skip
 
 NAME = "knowledge-qa"
@@ -180,7 +179,7 @@ def run(cfg: Config, run: RunDir) -> None:
         write(run, tuning_outputs(cfg, run, trained))
         return
     store = sweeps.store_record(trained, cfg.tuning_record(), NAME, sweeps.run_preset(run))
-    found = outputs(cfg, trained, study.chance, study.data_summary, study.exposures)
+    found = outputs.outputs(cfg, trained, study.chance, study.data_summary, study.exposures)
     write(run, found + Outputs(records=store))
 
 

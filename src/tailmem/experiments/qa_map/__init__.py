@@ -60,7 +60,7 @@ from tailmem.data.stream import QATrainStream
 from tailmem.errors import ConfigError
 from tailmem.experiments import knowledge_qa as kqa
 from tailmem.experiments.knowledge_qa import grid
-from tailmem.experiments.qa_map.outputs import outputs, point_row
+from tailmem.experiments.qa_map import outputs
 from tailmem.experiments.qa_map.points import (
     AXES,
     FEATURES,
@@ -265,5 +265,5 @@ def run(cfg: Config, run: RunDir) -> None:
     results = grid.run_points(configure(planned), run.path, cfg.workers)
     grid.prune_points(run.path, list(results))
     if D.is_main_process():
-        rows = [point_row(p, results[p.point.label], cfg.tau) for p in planned]
-        write(run, outputs(cfg, rows))
+        rows = [outputs.point_row(p, results[p.point.label], cfg.tau) for p in planned]
+        write(run, outputs.outputs(cfg, rows))
