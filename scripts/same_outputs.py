@@ -1,0 +1,116 @@
+"""Whether two run folders of one study hold the same outputs, file by file: for a refactor that
+must change no result.
+
+Usage: ``python scripts/same_outputs.py BEFORE AFTER`` (two folders of ``tailmem run``, e.g. the
+smoke preset run from two commits). Prints every difference and a last line ``N common files,
+D differing``; exits 1 when a file differs or exists on one side only.
+
+- JSON and JSON-lines files must hold the same values once the fields that time a run are left
+  out (:data:`VOLATILE`, at any depth): the same values in other bytes (another key order) are
+  the same file; CSVs the same rows once the columns of :data:`VOLATILE` are left out;
+- every other file (PNG, text) must be the same bytes;
+- the run's own bookkeeping is skipped (:data:`SKIPPED`: the lock, COMPLETE, progress, the
+  config record with its start time) and so are SVGs (matplotlib stamps a date and random ids),
+  logs and checkpoints.
+
+A sub-run's identity is its ``spec.json`` digest, so two folders with the same ``spec.json``
+files (compared as values here) trained the same runs and would reuse each other's cache.
+"""
+
+from __future__ import annotations
+
+import csv
+import io
+import json
+import sys
+from collections.abc import Iterator
+from pathlib import Path
+
+VOLATILE = frozenset({"wall_seconds", "build_seconds", "seconds", "elapsed", "started",
+                      "planned", "environment", "date", "step_seconds", "step_time_vs_adam",
+                      "step time", "tokens_per_s"})  # fmt: skip
+"""Fields and columns that time a run or record when it ran, not what it computed."""
+SKIPPED = frozenset({".lock", "COMPLETE", "progress.json", "config.yaml", ".tailmem.json"})
+SKIPPED_SUFFIXES = frozenset({".svg", ".log", ".pt", ".safetensors", ".html", ".md"})
+
+
+def _without_volatile(value: object) -> object:
+    if isinstance(value, dict):
+        return {k: _without_volatile(v) for k, v in value.items() if k not in VOLATILE}
+    if isinstance(value, list):
+        return [_without_volatile(v) for v in value]
+    return value
+
+
+def _values(path: Path) -> object:
+    text = path.read_text()
+    if path.suffix == ".csv":
+        return [_without_volatile(row) for row in csv.DictReader(io.StringIO(text))]
+    if path.suffix == ".jsonl":
+        return [_without_volatile(json.loads(line)) for line in text.splitlines() if line.strip()]
+    return _without_volatile(json.loads(text))
+
+
+def _first_difference(a: object, b: object, where: str = "") -> str | None:
+    """The path of the first value that differs, with both values (None: equal)."""
+    if isinstance(a, dict) and isinstance(b, dict):
+        for key in [*a, *(k for k in b if k not in a)]:
+            if key not in a or key not in b:
+                return f"{where}/{key}: on one side only"
+            found = _first_difference(a[key], b[key], f"{where}/{key}")
+            if found:
+                return found
+        return None
+    if isinstance(a, list) and isinstance(b, list):
+        if len(a) != len(b):
+            return f"{where}: {len(a)} items vs {len(b)}"
+        for i, (x, y) in enumerate(zip(a, b, strict=True)):
+            found = _first_difference(x, y, f"{where}[{i}]")
+            if found:
+                return found
+        return None
+    return None if a == b else f"{where or '/'}: {str(a)[:60]} vs {str(b)[:60]}"
+
+
+def _files(root: Path) -> set[Path]:
+    return {
+        p.relative_to(root)
+        for p in root.rglob("*")
+        if p.is_file() and p.name not in SKIPPED and p.suffix not in SKIPPED_SUFFIXES
+    }
+
+
+def differences(before: Path, after: Path) -> Iterator[str]:
+    """Every difference between the two folders, one line each (see the module docstring)."""
+    first, second = _files(before), _files(after)
+    for rel in sorted(first - second):
+        yield f"{rel}: only in {before}"
+    for rel in sorted(second - first):
+        yield f"{rel}: only in {after}"
+    for rel in sorted(first & second):
+        a, b = before / rel, after / rel
+        if a.read_bytes() == b.read_bytes():
+            continue
+        if rel.suffix in (".json", ".jsonl", ".csv"):
+            found = _first_difference(_values(a), _values(b))
+            if found:
+                yield f"{rel}: {found}"
+        else:
+            yield f"{rel}: other bytes"
+
+
+def main(argv: list[str]) -> int:
+    if len(argv) != 2 or not all(Path(a).is_dir() for a in argv):
+        print("usage: python scripts/same_outputs.py BEFORE AFTER (two run folders)")
+        return 2
+    before, after = Path(argv[0]), Path(argv[1])
+    found = list(differences(before, after))
+    for line in found:
+        print(line)
+    common = len(_files(before) & _files(after))
+    print(f"{common} common files, {len(found)} differing")
+    return 1 if found else 0
+
+
+if __name__ == "__main__":
+    sys.exit(main(sys.argv[1:]))

@@ -1,0 +1,58 @@
+"""scripts/same_outputs.py: two run folders compared file by file, timing left out."""
+
+from __future__ import annotations
+
+import importlib.util
+import json
+from pathlib import Path
+from types import ModuleType
+
+ROOT = Path(__file__).resolve().parents[1]
+
+
+def _script() -> ModuleType:
+    spec = importlib.util.spec_from_file_location(
+        "same_outputs", ROOT / "scripts" / "same_outputs.py"
+    )
+    assert spec is not None and spec.loader is not None
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module
+
+
+def _folder(root: Path, results: dict, rows: str, png: bytes = b"\x89PNG1") -> Path:
+    root.mkdir()
+    (root / "results.json").write_text(json.dumps(results))
+    (root / "table.csv").write_text(rows)
+    (root / "figure.png").write_bytes(png)
+    (root / "figure.svg").write_text("<svg><dc:date>today</dc:date></svg>")
+    (root / "COMPLETE").write_text("{}")
+    return root
+
+
+def test_the_same_values_in_other_bytes_and_other_timings_are_the_same_outputs(tmp_path, capsys):
+    same = _script()
+    before = _folder(tmp_path / "a", {"rho": [0.25], "wall_seconds": 3.0, "n": 2},
+                     "k,rho,step_seconds\n10,0.25,0.10\n")  # fmt: skip
+    after = _folder(tmp_path / "b", {"n": 2, "wall_seconds": 9.5, "rho": [0.25]},
+                    "k,rho,step_seconds\n10,0.25,0.31\n")  # fmt: skip
+    (after / "figure.svg").write_text("<svg><dc:date>tomorrow</dc:date></svg>")
+    assert same.main([str(before), str(after)]) == 0
+    assert capsys.readouterr().out.splitlines() == ["3 common files, 0 differing"]
+
+
+def test_a_changed_number_a_changed_image_and_a_missing_file_are_each_named(tmp_path, capsys):
+    same = _script()
+    before = _folder(tmp_path / "a", {"rho": [0.25, 0.5]}, "k,rho\n10,0.25\n")
+    after = _folder(tmp_path / "b", {"rho": [0.25, 0.51]}, "k,rho\n10,0.26\n", b"\x89PNG2")
+    (before / "claims.json").write_text("[]")
+    assert same.main([str(before), str(after)]) == 1
+    out = capsys.readouterr().out.splitlines()
+    assert out == [
+        f"claims.json: only in {before}",
+        "figure.png: other bytes",
+        "results.json: /rho[1]: 0.5 vs 0.51",
+        "table.csv: [0]/rho: 0.25 vs 0.26",
+        "3 common files, 4 differing",
+    ]
+    assert same.main([str(before)]) == 2
