@@ -23,8 +23,11 @@ import csv
 import io
 import json
 import sys
-from collections.abc import Iterator
+from collections.abc import Iterator, Sequence
 from pathlib import Path
+
+from tailmem.cli import ScriptParser, script_main
+from tailmem.errors import DataError
 
 VOLATILE = frozenset({"wall_seconds", "build_seconds", "seconds", "elapsed", "started",
                       "planned", "environment", "date", "step_seconds", "step_time_vs_adam",
@@ -99,18 +102,25 @@ def differences(before: Path, after: Path) -> Iterator[str]:
             yield f"{rel}: other bytes"
 
 
-def main(argv: list[str]) -> int:
-    if len(argv) != 2 or not all(Path(a).is_dir() for a in argv):
-        print("usage: python scripts/same_outputs.py BEFORE AFTER (two run folders)")
-        return 2
-    before, after = Path(argv[0]), Path(argv[1])
-    found = list(differences(before, after))
-    for line in found:
-        print(line)
-    common = len(_files(before) & _files(after))
-    print(f"{common} common files, {len(found)} differing")
-    return 1 if found else 0
+def main(argv: Sequence[str] | None = None) -> int:
+    parser = ScriptParser(description=(__doc__ or "").splitlines()[0])
+    parser.add_argument("before", type=Path, help="a run folder")
+    parser.add_argument("after", type=Path, help="the same study's run folder, made otherwise")
+    args = parser.parse_args(argv)
+
+    def body() -> int:
+        for folder in (args.before, args.after):
+            if not folder.is_dir():
+                raise DataError(f"{folder}: no such folder; expected a folder of tailmem run")
+        found = list(differences(args.before, args.after))
+        for line in found:
+            print(line)
+        common = len(_files(args.before) & _files(args.after))
+        print(f"{common} common files, {len(found)} differing")
+        return 1 if found else 0
+
+    return script_main(body, "same_outputs")
 
 
 if __name__ == "__main__":
-    sys.exit(main(sys.argv[1:]))
+    sys.exit(main())

@@ -7,6 +7,8 @@ import json
 from pathlib import Path
 from types import ModuleType
 
+import pytest
+
 ROOT = Path(__file__).resolve().parents[1]
 
 
@@ -55,4 +57,12 @@ def test_a_changed_number_a_changed_image_and_a_missing_file_are_each_named(tmp_
         "table.csv: [0]/rho: 0.25 vs 0.26",
         "3 common files, 4 differing",
     ]
-    assert same.main([str(before)]) == 2
+    with pytest.raises(SystemExit) as usage:
+        same.main([str(before)])
+    assert usage.value.code == 2
+    capsys.readouterr()
+    assert same.main([str(before), str(tmp_path / "nowhere")]) == 2
+    assert capsys.readouterr().err == (
+        f"same_outputs: error: {tmp_path / 'nowhere'}: no such folder; expected a folder of "
+        "tailmem run\n"
+    )
