@@ -65,8 +65,7 @@ from tailmem.lm.spec import BatchShape, RunResult
 from tailmem.lm.subrun import RunContext, template
 from tailmem.lm.sweeps import (
     choice_rows,
-    run_preset,
-    store_record,
+    store_outputs,
     trial_rows,
     tuning_outputs,
     tuning_tables,
@@ -286,8 +285,7 @@ def run(cfg: Config, run: RunDir) -> None:
     if cfg.tuning.only:
         write(run, tuning_outputs(run, trained, cfg.tuning_record(), NAME))
         return
-    store = store_record(trained, cfg.tuning_record(), NAME, run_preset(run))
-    write(run, outputs(cfg, trained) + Outputs(records=store))
+    write(run, outputs(cfg, trained) + store_outputs(run, trained, cfg.tuning_record(), NAME))
 
 
 def curves(

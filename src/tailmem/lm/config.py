@@ -336,7 +336,7 @@ class OptimSection(Mapping[str, KindSection]):
         for name, lr in rates.items():
             rate = _rate(lr, f"optim.{name}.lr")
             sections[name] = replace(sections[name], lr=rate)
-        return OptimSection(sections)._twins_synced()
+        return OptimSection(sections)  # with_kinds synced the twins; a rate changes no hparam
 
     def with_kinds(self, names: Iterable[str]) -> OptimSection:
         """This section plus the registry's defaults for every kind of ``names`` it lacks."""

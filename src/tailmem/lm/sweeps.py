@@ -178,25 +178,22 @@ def tuning_tables(
     )  # fmt: skip
 
 
-def store_record(
-    trained: TrainedPlan, record: Mapping[str, Any], study: str, preset: str
-) -> dict[str, Any]:
-    """The choices made in this run as ``tuned_rates.json`` (a rate store,
-    :mod:`tailmem.lm.store`) of the tuning problem ``record`` (nothing where none was made)."""
+def store_outputs(
+    run: RunDir, trained: TrainedPlan, record: Mapping[str, Any], study: str
+) -> Outputs:
+    """The choices made in ``run`` as ``tuned_rates.json`` (a rate store,
+    :mod:`tailmem.lm.store`) of the tuning problem ``record``, under the preset the run records
+    (nothing where no choice was made)."""
+    has_config = run.file("config.yaml").is_file()
+    preset = str(run.read_config().get("preset", "")) if has_config else ""
     command = " ".join(sys.argv[1:]) or f"{study} run"
     tuned = trained.tuned_rates(record, study, preset, command)
-    return {STORE_NAME: store_body(tuned)} if tuned else {}
-
-
-def run_preset(run: RunDir) -> str:
-    """The preset ``run`` records in its ``config.yaml`` ('' when it has none)."""
-    return str(run.read_config().get("preset", "")) if run.file("config.yaml").is_file() else ""
+    return Outputs(records={STORE_NAME: store_body(tuned)} if tuned else {})
 
 
 def tuning_outputs(
     run: RunDir, trained: TrainedPlan, record: Mapping[str, Any], study: str
 ) -> Outputs:
     """What a run that stops after tuning writes: its tuning tables and its choices
-    (:func:`tuning_tables`, :func:`store_record`)."""
-    records = store_record(trained, record, study, run_preset(run))
-    return Outputs(tables=tuning_tables(trained), records=records)
+    (:func:`tuning_tables`, :func:`store_outputs`)."""
+    return Outputs(tables=tuning_tables(trained)) + store_outputs(run, trained, record, study)

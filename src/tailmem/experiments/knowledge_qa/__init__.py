@@ -178,9 +178,8 @@ def run(cfg: Config, run: RunDir) -> None:
     if cfg.tuning.only:
         write(run, tuning_outputs(cfg, run, trained))
         return
-    store = sweeps.store_record(trained, cfg.tuning_record(), NAME, sweeps.run_preset(run))
     found = outputs.outputs(cfg, trained, study.chance, study.data_summary, study.exposures)
-    write(run, found + Outputs(records=store))
+    write(run, found + sweeps.store_outputs(run, trained, cfg.tuning_record(), NAME))
 
 
 def tuning_outputs(cfg: Config, run: RunDir, trained: TrainedPlan) -> Outputs:
