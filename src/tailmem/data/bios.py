@@ -37,7 +37,12 @@ Tokens
     answer text (every city, university, major and employer of the pools, every person's birth
     date) is added to the tokenizer as a whole token (after the BPE's ids), so first-token
     accuracy is whole-answer accuracy; ``"bpe"`` (default) splits answers like any text, and
-    the first token of a date or a city is then shared by many answers.
+    the first token of a date or a city is then shared by many answers. ``name_tokens="single"``
+    does the same for names: every first name and surname is one token (a full name is two or
+    three), as in a word-level vocabulary; ``"bpe"`` (default) splits them into about three
+    syllable pieces shared with other names. ``n_birth_dates`` draws birth dates from a pool of
+    that many dates (default: any day of the year range). With ``"single"`` tokens and small
+    pools the data set is the word-level one of an implementation that gives every word a token.
 
     Ids are composed from pieces tokenized once (template literals, names, values); with a
     byte-level pre-tokenizer the composition equals tokenizing the full text, which the build
@@ -80,7 +85,7 @@ from tailmem.data.bpe import (
     token_id,
     train_bpe,
 )
-from tailmem.data.pools import MONTHS, VALUE_FORMS, Pools, make_pools
+from tailmem.data.pools import MONTHS, VALUE_FORMS, Pools, make_pools, n_days
 from tailmem.data.ragged import Ragged, concat_rows, stack_rows
 from tailmem.data.templates import (
     ATTRIBUTES,
@@ -127,11 +132,16 @@ ARRAYS = (
 
 # Sub-stream tags: each random decision has its own generator derived from (seed, tag), so
 # changing one option (say the template count) does not reshuffle the people.
-_RNG_POOLS, _RNG_PEOPLE, _RNG_TEMPLATES, _RNG_EVAL, _RNG_BIOS = range(1, 6)
+_RNG_POOLS, _RNG_PEOPLE, _RNG_TEMPLATES, _RNG_EVAL, _RNG_BIOS, _RNG_DATES = range(1, 7)
 
 
 def _rng(seed: int, tag: int, *more: int) -> np.random.Generator:
     return np.random.default_rng([seed, tag, *more])
+
+
+LATER_FIELDS: dict[str, object] = {"name_tokens": "bpe", "n_birth_dates": None}
+""":class:`BiosConfig` fields added after data sets were first fingerprinted, with their
+defaults (:meth:`BiosConfig.record`)."""
 
 
 @dataclass
@@ -153,6 +163,8 @@ class BiosConfig:
     templates_per_attribute: int = 1
     eval_templates: Literal["train", "heldout"] = "train"
     answer_tokens: Literal["bpe", "single"] = "bpe"
+    name_tokens: Literal["bpe", "single"] = "bpe"
+    n_birth_dates: int | None = None
     train_on: Literal["qa", "qa+bios"] = "qa"
     bio_variants: int = 2
     vocab_size: int = 4096
@@ -163,6 +175,11 @@ class BiosConfig:
     def validate(self) -> None:
         """Raise :class:`ConfigError` (one line: field, value, what was expected) if invalid."""
         _int_in(self, "m", 1, MAX_M)
+        for name in ("answer_tokens", "name_tokens"):
+            if getattr(self, name) not in ("bpe", "single"):
+                raise ConfigError(
+                    f"{name}: got {getattr(self, name)!r}; expected 'bpe' or 'single'"
+                )
         n_qa = self.n_qa
         if isinstance(n_qa, bool) or not isinstance(n_qa, int) or n_qa < 1 or n_qa % N_ATTRIBUTES:
             raise ConfigError(
@@ -202,10 +219,8 @@ class BiosConfig:
                 f"templates_per_attribute: got {self.templates_per_attribute}; expected at most "
                 f"{N_QA_TEMPLATES - 1} with eval_templates='heldout' (a template must be held out)"
             )
-        if self.answer_tokens not in ("bpe", "single"):
-            raise ConfigError(
-                f"answer_tokens: got {self.answer_tokens!r}; expected 'bpe' or 'single'"
-            )
+        if self.n_birth_dates is not None:
+            _int_in(self, "n_birth_dates", 2, n_days(self.birth_year_min, self.birth_year_max))
         if self.train_on not in ("qa", "qa+bios"):
             raise ConfigError(f"train_on: got {self.train_on!r}; expected 'qa' or 'qa+bios'")
         _int_in(self, "bio_variants", 1, 64)
@@ -232,6 +247,17 @@ class BiosConfig:
                 f"m: got m={self.m}, frequency_exponent={rho} giving {total:,} training samples; "
                 f"expected at most {MAX_TRAIN_ITEMS:,}"
             )
+
+    def record(self) -> dict[str, Any]:
+        """The config as plain data for the data set's identity (:func:`fingerprint`, a tuning
+        problem's record): the fields added after data sets were first fingerprinted
+        (:data:`LATER_FIELDS`) only where they differ from their defaults, so a data set built
+        at the defaults keeps the identity (cache entry, run digests, stored rates) it had."""
+        out = dataclasses.asdict(self)
+        for name, default in LATER_FIELDS.items():
+            if out[name] == default:
+                del out[name]
+        return out
 
     @property
     def train_items(self) -> int:
@@ -331,10 +357,21 @@ def sample_people(cfg: BiosConfig, pools: Pools) -> tuple[np.ndarray, np.ndarray
         key = (everyone[:, 0] * (n_f + 1) + everyone[:, 1] + 1) * n_s + everyone[:, 2]
         _, first_seen = np.unique(key, return_index=True)
         chosen = everyone[np.sort(first_seen)][:n]
-    sizes = [pools.n_dates, len(pools.cities), len(pools.universities), len(pools.majors)]
+    dates = birth_date_pool(cfg, pools)
+    sizes = [len(dates), len(pools.cities), len(pools.universities), len(pools.majors)]
     sizes += [len(pools.employers), len(pools.cities)]
     values = np.stack([rng.integers(size, size=n) for size in sizes], axis=1)
+    values[:, 0] = dates[values[:, 0]]
     return chosen, values
+
+
+def birth_date_pool(cfg: BiosConfig, pools: Pools) -> np.ndarray:
+    """The day offsets a birth date is drawn from: every day of the year range, or
+    ``n_birth_dates`` distinct ones drawn once (sorted) from its own random stream."""
+    if cfg.n_birth_dates is None:
+        return np.arange(pools.n_dates)
+    chosen = _rng(cfg.seed, _RNG_DATES).choice(pools.n_dates, cfg.n_birth_dates, replace=False)
+    return np.sort(chosen)
 
 
 def full_name(pools: Pools, parts: np.ndarray) -> str:
@@ -588,6 +625,8 @@ def generate(cfg: BiosConfig, tokenizer: Tokenizer | None = None) -> GeneratedDa
     if tokenizer is None:
         tokenizer = train_bpe(tokenizer_corpus(pools), cfg.vocab_size, cfg.eos_token)
     eos = token_id(tokenizer, cfg.eos_token)
+    if cfg.name_tokens == "single":
+        add_whole_tokens(tokenizer, _name_texts(pools))
     single = cfg.answer_tokens == "single"
     if single:
         add_whole_tokens(tokenizer, _value_texts(pools, attr_values))
@@ -654,6 +693,13 @@ def _name_tokens(
         [(first, name_parts[:, 0]), (middle, mid), (last, name_parts[:, 2])], dtype
     )
     return names
+
+
+def _name_texts(pools: Pools) -> list[str]:
+    """Every name word as it appears in an item: after a space (a first name in a question, a
+    middle name, a surname) and bare (a first name opening a biography)."""
+    words = pools.first_names + pools.surnames
+    return [" " + w for w in words] + list(pools.first_names)
 
 
 def _date_tokens(tokenizer: Tokenizer, pools: Pools, days: np.ndarray, dtype: np.dtype) -> Ragged:
@@ -755,7 +801,7 @@ def _verify_composition(
 
 def fingerprint(cfg: BiosConfig) -> str:
     """SHA-256 over the data format version, the config and the given tokenizer file's bytes."""
-    config = dataclasses.asdict(cfg)
+    config = cfg.record()
     tokenizer_path = config.pop("tokenizer_path")
     for name in ("frequency_exponent", "middle_name_prob"):  # 1 and 1.0 are the same data
         config[name] = float(config[name])

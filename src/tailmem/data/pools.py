@@ -71,9 +71,7 @@ class Pools:
     @property
     def n_dates(self) -> int:
         """Number of days from 1 January ``birth_year_min`` to 31 December ``birth_year_max``."""
-        first = datetime.date(self.birth_year_min, 1, 1)
-        last = datetime.date(self.birth_year_max, 12, 31)
-        return (last - first).days + 1
+        return n_days(self.birth_year_min, self.birth_year_max)
 
     def date(self, day: int) -> str:
         """Birth date ``day`` (days after 1 January ``birth_year_min``) as text."""
@@ -119,6 +117,11 @@ class Pools:
             birth_year_min=year("birth_year_min"),
             birth_year_max=year("birth_year_max"),
         )
+
+
+def n_days(year_min: int, year_max: int) -> int:
+    """Number of days from 1 January ``year_min`` to 31 December ``year_max``."""
+    return (datetime.date(year_max, 12, 31) - datetime.date(year_min, 1, 1)).days + 1
 
 
 def date_string(year_min: int, day: int) -> str:

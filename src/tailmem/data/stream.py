@@ -20,8 +20,14 @@ Packing: items are placed whole, never cut
     Row ``r`` of the endless stream is row ``r mod rows_per_epoch`` of epoch
     ``r // rows_per_epoch``; batch ``step`` is rows ``step * batch_size .. (step + 1) *
     batch_size - 1`` (a batch may straddle epoch boundaries). So ``batch(step)`` is a pure
-    function of ``(dataset, seed, batch_size, seq_len, loss_on, packing, step)``: resuming at
-    any step reproduces the exact batches.
+    function of ``(dataset, seed, batch_size, seq_len, loss_on, packing, epoch_aligned,
+    step)``: resuming at any step reproduces the exact batches.
+
+    ``epoch_aligned``: every epoch is a whole number of batches. The packed rows are followed by
+    empty rows (padding only, no target in the loss) up to a multiple of ``batch_size``, so no
+    batch straddles two epochs and ``E * steps_per_epoch`` steps train exactly ``E`` epochs:
+    every item is seen exactly ``E`` times (times its repetitions). The last batch of an epoch
+    then holds fewer items, as in an implementation that cuts each epoch into batches.
 
 Attention across items (``packing``)
     ``"cross"`` (default): a row is one sequence; an item's tokens attend to the earlier items
@@ -144,6 +150,7 @@ class QATrainStream:
         seed: int,
         loss_on: Literal["answer", "all"] = "answer",
         packing: Literal["cross", "document"] = "cross",
+        epoch_aligned: bool = False,
     ) -> None:
         items = dataset.items
         lengths = items.lengths
@@ -176,7 +183,11 @@ class QATrainStream:
         self._is_qa = dataset.item_kind == KIND_QA
         self._train_items = train_items
         item_lengths = lengths[train_items]
-        row_of, self.rows_per_epoch = pack_rows(item_lengths, seq_len + 1)
+        row_of, self.packed_rows = pack_rows(item_lengths, seq_len + 1)
+        self.epoch_aligned = epoch_aligned
+        self.rows_per_epoch = (
+            -(-self.packed_rows // batch_size) * batch_size if epoch_aligned else self.packed_rows
+        )
         # Slots and items both sorted by length: slot j is filled by an item of its length.
         by_length = np.argsort(item_lengths, kind="stable")
         self._slot_row = row_of[by_length]
@@ -196,7 +207,7 @@ class QATrainStream:
 
     @property
     def steps_per_epoch(self) -> float:
-        """Batches per epoch (usually not a whole number)."""
+        """Batches per epoch (a whole number when ``epoch_aligned``, usually not otherwise)."""
         return self.rows_per_epoch / self.batch_size
 
     @property
@@ -222,7 +233,7 @@ class QATrainStream:
             n = len(self._items_by_length)
             fill = np.lexsort((rng.random(n), self._slot_length))  # shuffle within each length
             items = self._items_by_length[fill]
-            row_position = rng.permutation(self.rows_per_epoch)[self._slot_row]
+            row_position = rng.permutation(self.packed_rows)[self._slot_row]
             order = np.lexsort((rng.random(n), row_position))  # by row, shuffled within rows
             per_row = np.bincount(row_position, minlength=self.rows_per_epoch)
             offsets = np.concatenate([[0], np.cumsum(per_row)])

@@ -49,6 +49,11 @@ class Arm:
         }
         return max(self.routes, key=lambda kind: hidden[kind])
 
+    def trains_rest_only(self, kind: str) -> bool:
+        """Whether ``kind`` trains none of the arm's hidden matrices (only its rest:
+        embedding, head, norms)."""
+        return not set(HIDDEN_MATRICES) & set(self.routes.get(kind, ()))
+
     def trains_every_hidden(self, kind: str) -> bool:
         """Whether ``kind`` trains all of the arm's hidden matrices."""
         return set(HIDDEN_MATRICES) <= set(self.routes.get(kind, ()))

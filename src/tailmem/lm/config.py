@@ -13,6 +13,7 @@ from collections.abc import Iterable, Iterator, Mapping, Sequence
 from dataclasses import asdict, dataclass, field, fields, is_dataclass, replace
 from typing import TYPE_CHECKING, Any, Literal
 
+from tailmem.data.bios import LATER_FIELDS as BIOS_LATER_FIELDS
 from tailmem.errors import ConfigError
 from tailmem.lm.arms import Arm
 from tailmem.lm.store import StoredRate, load_store, missing_rates, stored_choices
@@ -45,7 +46,9 @@ class ModelSection:
     of the embedding). ``pos_encoding``: ``rope`` (rotary, the paper's), ``learned`` (an
     absolute position embedding added to the token embedding, role ``embed``) or ``none``
     (NoPE). ``norm``: ``rms`` (RMSNorm) or ``layer`` (LayerNorm); ``residual_init``: ``scaled``
-    (O and W_out at init_std/√(2 n_layer)) or ``plain`` (every matrix at init_std).
+    (O and W_out at init_std/√(2 n_layer)) or ``plain`` (every matrix at init_std);
+    ``norm_eps``: the ε of every norm (null: the GPT's default, 1e-6; torch's LayerNorm uses
+    1e-5).
     """
 
     size: str = "cpu-small"
@@ -60,6 +63,7 @@ class ModelSection:
     pos_encoding: Literal["rope", "learned", "none"] = "rope"
     norm: Literal["rms", "layer"] = "rms"
     residual_init: Literal["scaled", "plain"] = "scaled"
+    norm_eps: float | None = None
 
     def validate(self) -> None:
         if self.size not in SIZES:
@@ -91,6 +95,7 @@ class ModelSection:
             norm=self.norm,
             residual_init=self.residual_init,
             **fields,
+            **({} if self.norm_eps is None else {"norm_eps": self.norm_eps}),
         )
 
 
@@ -102,6 +107,16 @@ a run's spec holds, less how its arithmetic is carried out — not the threads, 
 ``compile`` (like the host, they change a trial's rounding, not the problem it solves: a rate
 tuned in fp32 serves a bf16 run, which is how the cpu verdicts are checked against a second
 reduction order), the checkpoints kept or how metrics are reported."""
+
+RECORD_LATER: dict[str, dict[str, object]] = {
+    "model": {**LATER_FIELDS, "norm_eps": None},
+    "data": dict(BIOS_LATER_FIELDS),
+    "tuning": {"rest_lr": None},
+    "": {"epochs": None},
+}
+"""Per section of a tuning problem's record (``""``: the study's own fields), the fields added
+after problems were first recorded, with their defaults: left out where at their default, so a
+rate stored before a field existed keeps its key (:meth:`LMConfig.tuning_record`)."""
 
 LOOP_FIELDS = ("schedule", "decay_frac", "min_lr_frac", "grad_clip", "grad_accum", "log_every",
                "eval_every", "ckpt_every", "precision", "compile", "device")  # fmt: skip
@@ -411,12 +426,14 @@ class LMConfig:
             elif is_dataclass(value) and not isinstance(value, type):
                 value = asdict(value)
             out[spec.name] = value
-        for name, default in LATER_FIELDS.items():  # a problem recorded before they existed
-            if out["model"].get(name) == default:
-                del out["model"][name]
         out["train"] = {k: v for k, v in out["train"].items() if k in TRAIN_RECORD}
         out["tuning"] = {k: v for k, v in out["tuning"].items()
                          if k not in ("rates", "store", "only")}  # fmt: skip
+        for section, later in RECORD_LATER.items():  # a problem recorded before they existed
+            found = out.get(section) if section else out
+            for name, default in later.items():
+                if isinstance(found, dict) and name in found and found[name] == default:
+                    del found[name]
         return out
 
     def stored_rates(self) -> dict[tuple[str, str], StoredRate]:

@@ -11,12 +11,14 @@ K of ``muon_qk``). So every arm tunes exactly one rate by the same rule and budg
 of the parameters it shares with the base arm is that arm's: Muon on the hidden matrices and
 ``adam_split`` (Adam at its own rate there) tune the same one rate over the same Adam-trained
 embedding, head and norms — equal tuning freedom. A swept kind with no base arm among those run
-is refused: set its rate to a number, or add the arm.
+is refused: set its rate to a number, or add the arm. ``tuning.rest_lr`` fixes instead the rate
+of a kind that trains only an arm's rest (embedding, head, norms): every arm's rest then trains
+at that one number while the all-Adam arm still tunes its own.
 """
 
 from __future__ import annotations
 
-from collections.abc import Mapping, Sequence
+from collections.abc import Iterable, Mapping, Sequence
 
 from tailmem.errors import ConfigError
 from tailmem.lm.arms import Arm
@@ -63,9 +65,11 @@ def rate_entries(
     _refuse_cycles(borrowed)
 
     def entry(ffn: str, arm: Arm) -> Entry:
-        sources = borrowed[arm.name]
+        rest = {} if tuning.rest_lr is None else rest_rates(arm, borrowed[arm.name], tuning.rest_lr)
+        sources = {k: lender for k, lender in borrowed[arm.name].items() if k not in rest}
         section = optim[arm.tuned]
         fixed = {k: optim[k].grid[0] for k in arm.kinds if k != arm.tuned and k not in sources}
+        fixed |= rest
         if not section.tuned:
             fixed[arm.tuned] = section.grid[0]
         rates = Rates(
@@ -79,6 +83,11 @@ def rate_entries(
     entries = [entry(ffn, arm) for ffn in ffns for arm in arms]
     equal_budgets(entries)
     return entries
+
+
+def rest_rates(arm: Arm, kinds: Iterable[str], rest_lr: float) -> dict[str, float]:
+    """``rest_lr`` for each of ``kinds`` that trains only ``arm``'s rest (``tuning.rest_lr``)."""
+    return {kind: rest_lr for kind in kinds if arm.trains_rest_only(kind)}
 
 
 def equal_budgets(entries: Sequence[Entry]) -> None:

@@ -168,7 +168,13 @@ class TuningSection:
     trials (``None``: ``train.steps``); ``rates``: ``sweep`` (tune in this run) or ``stored``
     (the rates stored for exactly this tuning problem, :mod:`tailmem.lm.store`: no trial is
     trained; refused when none is stored); ``store``: the store to read (``None``: the
-    package's); ``only``: train the trials alone and write the choices (``tailmem tune``)."""
+    package's); ``only``: train the trials alone and write the choices (``tailmem tune``);
+    ``rest_lr``: the rate of every arm's *rest* — the parameters trained by a kind that trains
+    none of its hidden matrices (the Adam-trained embedding, head and norms of a Muon arm) —
+    when that kind is swept: ``None`` borrows the rate the arm training everything with it
+    chose (:mod:`tailmem.lm.rates`, the default), a number fixes it for every arm (the rest's
+    rate held apart from the all-Adam arm's tuned one, as an implementation that sets it by
+    hand does)."""
 
     seeds: int = MIN_TUNING_SEEDS
     score: str | None = None
@@ -177,6 +183,7 @@ class TuningSection:
     rates: Literal["sweep", "stored"] = "sweep"
     store: str | None = None
     only: bool = False
+    rest_lr: float | None = None
 
     def validate(self) -> None:
         """One-line :class:`ConfigError` for a bad field (the study's own checks:
@@ -188,6 +195,9 @@ class TuningSection:
             )
         if self.max_extend < 0:
             raise ConfigError(f"tuning.max_extend: got {self.max_extend}; expected >= 0")
+        if self.rest_lr is not None and not (math.isfinite(self.rest_lr) and self.rest_lr > 0):
+            raise ConfigError(f"tuning.rest_lr: got {self.rest_lr!r}; expected null (borrowed "
+                              "from the arm that tunes it) or a positive rate")  # fmt: skip
         if self.steps is not None and self.steps < 1:
             raise ConfigError(f"tuning.steps: got {self.steps!r}; expected a positive integer")
         if self.only and self.rates == "stored":

@@ -66,7 +66,14 @@ from tailmem.data.templates import QA_TEMPLATES
 from tailmem.errors import ConfigError
 from tailmem.experiments import TUNE_OVERRIDES_OF_LM_STUDIES
 from tailmem.experiments.knowledge_qa import gaps, outputs, tables
-from tailmem.experiments.knowledge_qa.config import FFNS, SCORES, Config, score_of
+from tailmem.experiments.knowledge_qa.config import (
+    FFNS,
+    SCORES,
+    Config,
+    at_epochs,
+    check_epochs,
+    score_of,
+)
 from tailmem.experiments.knowledge_qa.fta import QAData, answer_loss_sum, chance_fta, describe_fta
 from tailmem.lm import sweeps
 from tailmem.lm.plan import Plan, TrainedPlan, run_plan, tidy
@@ -78,7 +85,7 @@ from tailmem.resources import check_writable_folder
 from tailmem.rundir import RunDir
 from tailmem.train import distributed as D
 
-__all__ = ["FFNS", "NAME", "SCORES", "TUNE_OVERRIDES", "Config", "Prepared",
+__all__ = ["FFNS", "NAME", "SCORES", "TUNE_OVERRIDES", "Config", "Prepared", "at_epochs",
            "preflight", "prepare", "run", "score_of", "summary", "tuning_outputs"]  # fmt: skip
 
 NAME = "knowledge-qa"
@@ -89,8 +96,8 @@ TUNE_OVERRIDES = TUNE_OVERRIDES_OF_LM_STUDIES
 def preflight(cfg: Config) -> None:
     """Refuse, before anything is written, a cache folder this process cannot write, a given
     tokenizer that does not load, a model, batch or data set this machine cannot hold
-    (:func:`tailmem.lm.preflight.check_lm`) and a ``train.seq_len`` whose rows cannot hold a QA
-    item.
+    (:func:`tailmem.lm.preflight.check_lm`), a ``train.seq_len`` whose rows cannot hold a QA
+    item and, with ``epochs`` set, a ``train.steps`` that is not that many whole epochs.
 
     The shortest a training item can be: one token per word of its question template (the
     byte-level pre-tokenizer never merges across words), two for the name (first name and
@@ -117,6 +124,7 @@ def preflight(cfg: Config) -> None:
             f"seq_len + 1 tokens holds whole QA items, and an item here has at least {shortest} "
             "tokens)"
         )
+    check_epochs(cfg)
 
 
 def summary(result: RunResult) -> str:
@@ -146,7 +154,9 @@ def prepare(cfg: Config, root: Path) -> Prepared:
     (the data under ``cfg.cache_dir``, default ``root/data``)."""
     cache = Path(cfg.cache_dir) if cfg.cache_dir else root / "data"
     dataset = build_dataset(cfg.data, cache)
-    stream = QATrainStream(dataset, cfg.train.batch_size, cfg.train.seq_len, cfg.seed, cfg.loss_on)
+    aligned = cfg.epochs is not None
+    stream = QATrainStream(dataset, cfg.train.batch_size, cfg.train.seq_len, cfg.seed, cfg.loss_on,
+                           cfg.packing, aligned)  # fmt: skip
     exposures = gaps.Exposures(
         tuple(int(s) for s in dataset.selections_per_group()),
         cfg.data.n_qa // N_ATTRIBUTES,
@@ -154,7 +164,7 @@ def prepare(cfg: Config, root: Path) -> Prepared:
     )
     data = QAData(
         str(dataset.path), dataset.fingerprint, cfg.loss_on, cfg.train.eval_batch_size,
-        cfg.packing, cfg.eval_sample,
+        cfg.packing, cfg.eval_sample, aligned,
     )  # fmt: skip
     context = RunContext(
         str(root), data, loss_fn=answer_loss_sum, describe=describe_fta,

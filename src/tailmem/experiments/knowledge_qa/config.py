@@ -4,12 +4,17 @@ cells, and the tuning scores a sweep may be ranked by (the experiment:
 
 from __future__ import annotations
 
+import dataclasses
 import math
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from typing import Any, Literal
 
-from tailmem.data.bios import BiosConfig
+import numpy as np
+
+from tailmem.data.bios import BiosConfig, fingerprint, generate
+from tailmem.data.bpe import load_tokenizer
+from tailmem.data.stream import pack_rows
 from tailmem.errors import ConfigError
 from tailmem.experiments.knowledge_qa.arms import ARMS
 from tailmem.lm.arms import Arm, select_arms
@@ -63,8 +68,14 @@ class Config(LMConfig):
     group at every evaluation (null: all; a number: that many, the same ones each time, with
     ``fta_all`` weighted by group size, :mod:`.fta`), for a model that asking all
     2**m · 6 questions would slow down more than training it; it is part of every run's data
-    identity. ``cache_dir``: where the data set is built (default: the run directory's
-    ``data/``). ``tuning``: how the grids are tuned (module docstring).
+    identity. ``epochs``: train exactly this many epochs — every epoch is a whole number of
+    batches (its last batch holds the rows left, :class:`~tailmem.data.stream.QATrainStream`
+    ``epoch_aligned``) and ``train.steps`` must be ``epochs`` times that number (refused
+    otherwise, naming it; :func:`at_epochs` sets it); null: ``train.steps`` alone decides and a
+    batch may straddle two epochs. So every rarest fact is seen exactly ``epochs`` times
+    whatever the tokenisation, batch or row length. ``cache_dir``: where the data set is built
+    (default: the run directory's ``data/``). ``tuning``: how the grids are tuned (module
+    docstring).
     """
 
     seeds: int = 3
@@ -77,6 +88,7 @@ class Config(LMConfig):
     tail_offsets: list[int] = field(default_factory=lambda: [2, 1, 0])
     head_groups: int = 3
     eval_sample: int | None = None
+    epochs: int | None = None
     cache_dir: str | None = None
     note: str = ""
 
@@ -114,6 +126,11 @@ class Config(LMConfig):
             raise ConfigError(
                 f"table_fracs: got {self.table_fracs}; expected fractions of training in (0, 1]"
             )
+        if self.epochs is not None and self.epochs < 1:
+            raise ConfigError(
+                f"epochs: got {self.epochs}; expected null (train.steps decides) or a whole "
+                "number of epochs >= 1"
+            )
         if self.eval_sample is not None and self.eval_sample < 1:
             raise ConfigError(
                 f"eval_sample: got {self.eval_sample}; expected null (every question) or a "
@@ -143,3 +160,57 @@ class Config(LMConfig):
                     f"{key}: no learning rate of this run is tuned (every optim.<kind>.lr the "
                     "arms use is one number); expected a list of rates to tune"
                 )
+
+
+_PACKED_ROWS: dict[tuple[str, int], int] = {}
+
+
+def packed_rows(data: BiosConfig, seq_len: int) -> int:
+    """Rows of ``seq_len + 1`` tokens one epoch of ``data`` packs into (built in memory once
+    per data set and row length; :func:`~tailmem.data.stream.pack_rows`)."""
+    key = (fingerprint(data), seq_len)
+    if key not in _PACKED_ROWS:
+        tokenizer = load_tokenizer(data.tokenizer_path) if data.tokenizer_path else None
+        arrays = generate(data, tokenizer).arrays
+        lengths = np.diff(arrays["item_offsets"])[arrays["train_items"]]
+        _PACKED_ROWS[key] = pack_rows(lengths, seq_len + 1)[1]
+    return _PACKED_ROWS[key]
+
+
+def epoch_steps(cfg: Config) -> int:
+    """Steps of one epoch with ``epochs`` set: the packed rows in whole batches."""
+    return -(-packed_rows(cfg.data, cfg.train.seq_len) // cfg.train.batch_size)
+
+
+def check_epochs(cfg: Config) -> None:
+    """With ``epochs`` set, refuse (one line naming the number) a ``train.steps`` that is not
+    ``epochs`` whole epochs."""
+    if cfg.epochs is None:
+        return
+    per_epoch = epoch_steps(cfg)
+    if cfg.train.steps != cfg.epochs * per_epoch:
+        raise ConfigError(
+            f"train.steps: got {cfg.train.steps}; expected {cfg.epochs * per_epoch} for epochs "
+            f"{cfg.epochs} ({per_epoch} steps an epoch at batch {cfg.train.batch_size} x "
+            f"{cfg.train.seq_len} tokens), or epochs: null"
+        )
+
+
+def at_epochs(cfg: Config) -> Config:
+    """``cfg`` with ``train.steps`` set to ``epochs`` whole epochs (unchanged when ``epochs``
+    is null), and the warm-up, evaluation, logging and checkpoint cadences scaled with it (the
+    same fractions of training; at least one step each where set)."""
+    if cfg.epochs is None:
+        return cfg
+    steps = cfg.epochs * epoch_steps(cfg)
+    old = cfg.train
+
+    def scaled(value: int) -> int:
+        return max(1, round(value * steps / old.steps)) if value else 0
+
+    train = dataclasses.replace(
+        old, steps=steps, warmup_steps=scaled(old.warmup_steps),
+        eval_every=min(steps, scaled(old.eval_every)), log_every=scaled(old.log_every),
+        ckpt_every=scaled(old.ckpt_every),
+    )  # fmt: skip
+    return dataclasses.replace(cfg, train=train)

@@ -260,13 +260,15 @@ class QABatches:
 @dataclass
 class QAMaterials:
     """The loaded data set with its evaluators (a :class:`~tailmem.lm.subrun.Materials`);
-    ``eval_sample``: questions asked per group (None: all of them)."""
+    ``eval_sample``: questions asked per group (None: all of them); ``epoch_aligned``: every
+    epoch a whole number of batches (:class:`~tailmem.data.stream.QATrainStream`)."""
 
     dataset: BiosDataset
     loss_on: Literal["answer", "all"]
     eval_batch_size: int
     packing: Literal["cross", "document"] = "cross"
     eval_sample: int | None = None
+    epoch_aligned: bool = False
 
     @property
     def vocab_size(self) -> int:
@@ -274,16 +276,24 @@ class QAMaterials:
 
     @property
     def identity(self) -> dict[str, Any]:
-        """What determines a run's numbers; ``eval_sample`` only when set, so runs that ask
-        every question keep the identity they had before the sample existed."""
-        sample = {} if self.eval_sample is None else {"eval_sample": self.eval_sample}
+        """What determines a run's numbers; ``eval_sample`` and ``epoch_aligned`` only when
+        set, so runs without them keep the identity they had before they existed."""
+        later = {} if self.eval_sample is None else {"eval_sample": self.eval_sample}
+        if self.epoch_aligned:
+            later["epoch_aligned"] = True
         return {"bios": self.dataset.fingerprint, "loss_on": self.loss_on, "eval": "fta+em+loss",
-                "packing": self.packing, **sample}  # fmt: skip
+                "packing": self.packing, **later}  # fmt: skip
 
     def batches(self, seed: int, batch: BatchShape) -> QABatches:
         return QABatches(
             QATrainStream(
-                self.dataset, batch.batch_size, batch.seq_len, seed, self.loss_on, self.packing
+                self.dataset,
+                batch.batch_size,
+                batch.seq_len,
+                seed,
+                self.loss_on,
+                self.packing,
+                self.epoch_aligned,
             )
         )
 
@@ -297,7 +307,8 @@ class QAMaterials:
 class QAData:
     """Picklable description of the data (a :class:`~tailmem.lm.subrun.DataSpec`): a built data
     set, what the loss counts, the evaluation batch size, how items share a row and how many
-    questions per group an evaluation asks (None: all)."""
+    questions per group an evaluation asks (None: all) and whether every epoch is a whole number
+    of batches."""
 
     path: str
     fingerprint: str
@@ -305,11 +316,17 @@ class QAData:
     eval_batch_size: int
     packing: Literal["cross", "document"] = "cross"
     eval_sample: int | None = None
+    epoch_aligned: bool = False
 
     def load(self, ctx: D.DistContext) -> QAMaterials:
         dataset = _dataset(self.path, self.fingerprint)
         return QAMaterials(
-            dataset, self.loss_on, self.eval_batch_size, self.packing, self.eval_sample
+            dataset,
+            self.loss_on,
+            self.eval_batch_size,
+            self.packing,
+            self.eval_sample,
+            self.epoch_aligned,
         )
 
 

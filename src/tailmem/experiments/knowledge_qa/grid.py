@@ -122,8 +122,10 @@ def configure(
     user's ``common`` changes (dotted keys, for every point), then the driving ``study``'s own
     fields (a function of the config: its arms, rates, seed...), then the point's overrides —
     each change typed and checked (:func:`~tailmem.typecheck.replaced`), the user's keys refused
-    where they would reach no run. Refuses repeated labels or folders and a ``shared_lr`` point
-    without both Muon and Adam arms."""
+    where they would reach no run. A point with ``epochs`` set trains that many whole epochs of
+    its own data (:func:`~tailmem.experiments.knowledge_qa.at_epochs` sets its steps and
+    cadences), so every point sees each rarest fact equally often. Refuses repeated labels or
+    folders and a ``shared_lr`` point without both Muon and Adam arms."""
     user = dotted(common or {})
     try:
         start = replaced(load_config(kqa.Config, EXPERIMENT, preset), user)
@@ -139,7 +141,7 @@ def configure(
         folders[slug(point.label)] = point.label
         own = dotted(point.overrides)
         try:
-            cfg = replaced(start, own)
+            cfg = kqa.at_epochs(replaced(start, own))
             cfg.check_overrides([*user, *own])
             if point.shared_lr and not {"muon", "adam"} <= {arm.name for arm in cfg.run_arms()}:
                 raise ConfigError(f"arms: got {cfg.arms}; shared_lr needs muon and adam")

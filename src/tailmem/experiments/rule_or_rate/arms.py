@@ -86,17 +86,20 @@ def factorial_entries(
 ) -> tuple[Entry, ...]:
     """One plan entry per arm: each tunes one rate over ``grids[arm name]`` — a shared arm
     the rate of every parameter, an own arm its hidden matrices' rate with the rest at the
-    Adam-shared arm's choice (a one-point grid is that rate, tuned by no trial)."""
+    Adam-shared arm's choice, or at ``tuning.rest_lr`` when that is set (a one-point grid is
+    that rate, tuned by no trial)."""
     out = []
     for a in arms:
         grid = tuple(grids[a.name])
         kinds = tuple(dict.fromkeys((a.kind, REST))) if a.structure == SHARED else (a.kind,)
-        borrowed = {} if a.structure == SHARED else {REST: (ADAM_SHARED, REST)}
+        own = a.structure != SHARED
+        rest = {REST: tuning.rest_lr} if own and tuning.rest_lr is not None else {}
+        borrowed = {REST: (ADAM_SHARED, REST)} if own and not rest else {}
         if len(grid) == 1:
-            rates = Rates(fixed=dict.fromkeys(kinds, grid[0]), borrowed=borrowed)
+            rates = Rates(fixed=dict.fromkeys(kinds, grid[0]) | rest, borrowed=borrowed)
             out.append(Entry(ffn, a.arm, rates))
             continue
-        rates = Rates(borrowed=borrowed, swept=kinds)
+        rates = Rates(fixed=rest, borrowed=borrowed, swept=kinds)
         out.append(Entry(ffn, a.arm, rates, tuning.sweep(grid, seed, steps, scores)))
     equal_budgets(out)
     return tuple(out)
