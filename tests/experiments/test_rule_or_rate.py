@@ -10,6 +10,7 @@ import math
 
 import numpy as np
 import pytest
+from scipy import stats
 
 from tailmem.claims.registry import CLAIMS
 from tailmem.claims.rule_or_rate import RuleOrRateInputs
@@ -46,20 +47,47 @@ def test_every_arm_tunes_one_rate_with_the_same_budget_and_own_arms_borrow_adams
     assert all(e.sweep is None for e in one)  # a one-point grid is a set rate
 
 
-def test_the_share_is_the_ratio_of_paired_means_with_a_delta_method_interval():
+def test_the_share_is_the_ratio_of_paired_means_with_fiellers_interval():
     whole = [1.0, 1.2, 0.8, 1.1, 0.9]
     exact = share([0.5 * w for w in whole], whole)
-    assert exact.share == pytest.approx(0.5) and exact.se == pytest.approx(0.0, abs=1e-12)
-    # coverage of the 95 % interval under noise, simulated (paired, correlated seeds)
+    assert exact.share == pytest.approx(0.5)
+    assert exact.low == pytest.approx(0.5) and exact.high == pytest.approx(0.5)
+    # coverage of the 95 % interval under noise, simulated (paired, correlated seeds), where
+    # the edge is resolved
     rng = np.random.default_rng(0)
     hits = 0
     for _ in range(400):
         w = rng.normal(1.0, 0.1, 5)
         p = 0.3 * w + rng.normal(0.0, 0.05, 5)
         found = share(p.tolist(), w.tolist())
-        hits += found.low is not None and found.high is not None and found.low <= 0.3 <= found.high
-    assert 0.88 <= hits / 400 <= 0.99
+        assert found.defined
+        hits += found.low <= 0.3 <= found.high
+    assert 0.92 <= hits / 400 <= 0.98
     assert share([], []).share is None and share([1.0], [0.0]).share is None
+
+
+def test_an_unresolved_edge_leaves_the_share_not_defined_where_the_delta_method_invents_one():
+    # the whole's mean is well inside its noise: the delta method gave a finite interval
+    # (about 6.7 [-14.6, 28.0] in a run); no bounded interval covers the ratio at 95 %
+    whole, part = [0.05, -0.02, 0.04], [0.3, 0.1, 0.0]
+    found = share(part, whole)
+    assert found.share == pytest.approx((0.4 / 3) / (0.07 / 3))
+    assert not found.defined and found.low is None and found.high is None
+    assert found.verdict() == "not defined" and "not defined" in found.text()
+
+
+def test_fiellers_interval_is_the_set_a_t_test_does_not_reject():
+    rng = np.random.default_rng(3)
+    w = rng.normal(1.0, 0.2, 4)
+    p = 0.6 * w + rng.normal(0.0, 0.1, 4)
+    found = share(p.tolist(), w.tolist())
+    t = stats.t.ppf(0.975, 3)
+    for rho in (found.low, found.high):
+        d = p - rho * w  # at the ends, |mean / se| is exactly t
+        assert abs(d.mean() / (d.std(ddof=1) / 2)) == pytest.approx(t, rel=1e-9)
+    for rho in (found.low - 0.05, found.high + 0.05):
+        d = p - rho * w
+        assert abs(d.mean() / (d.std(ddof=1) / 2)) > t
 
 
 def _inputs(**logs) -> RuleOrRateInputs:
@@ -107,7 +135,7 @@ def test_the_smoke_study_writes_the_factorial_and_the_regime_table(tmp_path):
     assert rows[0]["arm"] == ADAM_SHARED and len(rows) == 6
     with open(run.path / "regime.csv") as fh:
         regime = list(csv.DictReader(fh))
-    assert [r["point"] for r in regime] == ["base", "width: d 64", "reference"]
+    assert sorted(r["point"] for r in regime) == ["base", "smoke walk: 0 start", "width: d 64"]
     # The regime table's rarest-group FTA is the factorial's at the base, and its gap and share
     # follow from those three numbers (one seed: paired gap = difference of the means).
     final = {r["arm"]: float(r["rarest_fta"]) for r in rows}
@@ -123,7 +151,15 @@ def test_the_smoke_study_writes_the_factorial_and_the_regime_table(tmp_path):
     else:
         assert base["rarest_share"] == ""
     report = json.loads((run.path / "report.json").read_text())
-    assert {f["file"] for f in report["figures"]} >= {"factorial.png", "share.png"}
+    assert {f["file"] for f in report["figures"]} >= {"factorial.png", "share.png", "walk.png"}
+    # the walk's table: its start, then the base it ends at, each arm's interval beside
+    with open(run.path / "walk.csv") as fh:
+        walked = list(csv.DictReader(fh))
+    assert [(r["step"], r["point"]) for r in walked] == [("0", "smoke walk: 0 start"),
+                                                         ("1", "base")]  # fmt: skip
+    assert walked[0]["factor"] == "start" and walked[1]["factor"] == "RoPE, answer loss"
+    assert walked[1]["adam_shared"] == base["rarest_adam_shared"]
+    assert report["answers"][0]["question"].endswith("(walk at smoke walk)")
 
 
 def test_the_first_answer_gives_the_rarest_groups_share_and_gap_beside_the_lags():
@@ -140,3 +176,91 @@ def test_the_first_answer_gives_the_rarest_groups_share_and_gap_beside_the_lags(
         dataclasses.replace(row, rarest_share=share, rarest_gap_se=None), None, []
     )
     assert "Muon keeps 0.12 (one seed)" in one_seed.evidence
+
+
+# --------------------------------------------------------------------------- the walks
+
+
+def _walk(**change):
+    from tailmem.experiments.rule_or_rate import Walk, WalkStep
+
+    fields = dict(
+        name="w",
+        start={"model.pos_encoding": "learned", "loss_on": "all", "model.qk_norm": False},
+        steps=[WalkStep("RoPE", ["model.pos_encoding"]), WalkStep("rest", ["loss_on",
+               "model.qk_norm"])],
+    )  # fmt: skip
+    return Walk(**(fields | change))
+
+
+def test_a_walk_reverts_the_start_one_factor_a_step_and_ends_at_the_base():
+    from tailmem.experiments.rule_or_rate.config import BASE
+
+    walk = _walk()
+    walk.validate()
+    assert walk.labels() == ["w: 0 start", "w: 1 + RoPE", BASE]
+    first, second = walk.points()
+    assert first.overrides == walk.start
+    assert second.overrides == {"loss_on": "all", "model.qk_norm": False}
+    fixed = _walk(fixed={"model.d_model": 64})
+    assert fixed.labels()[-1] == "w: 2 + rest"  # a walk under its own changes ends at its own
+    assert fixed.points()[-1].overrides == {"model.d_model": 64}
+
+
+@pytest.mark.parametrize(
+    ("steps", "message"),
+    [
+        ([("RoPE", ["model.pos_encoding"])],
+         r"start keys \['loss_on', 'model.qk_norm'\] are never"),
+        ([("a", ["model.pos_encoding", "loss_on", "model.qk_norm"]), ("b", ["loss_on"])],
+         r"\['loss_on'\] reverted by more than one step"),
+        ([("a", ["model.pos_encoding", "loss_on", "model.qk_norm", "seed"])],
+         r"steps revert \['seed'\], which start does not set"),
+        ([("a", ["model.pos_encoding", "loss_on", "model.qk_norm"]), ("b", [])],
+         "each reverting at least one key"),
+    ],
+)  # fmt: skip
+def test_a_walk_that_does_not_end_at_the_base_is_refused_in_one_line(steps, message):
+    from tailmem.errors import ConfigError
+    from tailmem.experiments.rule_or_rate import WalkStep
+
+    walk = _walk(steps=[WalkStep(label, revert) for label, revert in steps])
+    with pytest.raises(ConfigError, match=message):
+        walk.validate()
+
+
+def test_every_point_of_the_cpu_walks_trains_the_same_epochs_of_its_own_data():
+    from tailmem.config import load_config
+    from tailmem.experiments import knowledge_qa as kqa
+    from tailmem.experiments import rule_or_rate as ror
+
+    cfg = load_config(ror.Config, "rule-or-rate", "cpu", ["rates=sweep"])
+    configs = cfg.configs()
+    walked = [label for walk in cfg.walks for label in walk.labels()]
+    assert len(walked) > 10 and all(label in configs for label in walked)
+    for _, qa in configs.values():
+        assert qa.epochs is not None
+        kqa.check_epochs(qa)  # train.steps is exactly that many whole epochs
+    start = configs[cfg.walks[0].labels()[0]][1]
+    assert start.data.name_tokens == "single" and start.tuning.rest_lr == 1e-3
+
+
+def test_walk_moves_are_welch_tests_holm_corrected_per_walk_and_arm():
+    from tailmem.experiments.rule_or_rate.walk import ARMS, WalkPoint, moves
+    from tailmem.metrics.share import share as ratio
+
+    def point(index, level):
+        values = {arm: {s: level[arm] + 0.01 * s for s in range(3)} for arm in ARMS}
+        return WalkPoint("w", index, f"f{index}", f"w: {index}", 100, values, ratio([], []),
+                         {a: {} for a in ARMS}, {a: "" for a in ARMS}, None)  # fmt: skip
+
+    flat = dict.fromkeys(ARMS, 0.1)
+    jump = flat | {"adam_shared": 0.6}
+    found = moves([point(0, flat), point(1, flat), point(2, jump)])
+    by = {(m.arm, m.index): m for m in found}
+    jumped = by[("adam_shared", 2)]
+    assert jumped.beyond_noise and jumped.change == pytest.approx(0.5)
+    assert not by[("adam_shared", 1)].beyond_noise and not by[("muon_own", 2)].beyond_noise
+    # Holm: the two steps' p-values of one arm form one family
+    p = [by[("adam_shared", i)].p for i in (1, 2)]
+    assert by[("adam_shared", 2)].beyond_noise == (min(p) <= 0.05 / 2)

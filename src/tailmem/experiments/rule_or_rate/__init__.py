@@ -19,8 +19,12 @@ This study separates the two on knowledge QA (:mod:`tailmem.experiments.knowledg
   a shifted optimum as a change of the edge; the table says which). The width levels' ratios
   are fitted as a power law and extrapolated to paper A's 12 × 768 model
   (:mod:`tailmem.metrics.lag_trend`).
-- **The reference point** (``reference``): tailmem at an independent implementation's settings,
-  where the config can express them, to reconcile the two implementations' answers.
+- **One-factor walks** (``walks``): from a starting configuration — an independent
+  implementation's settings, as far as the config expresses them — to the base, one factor a
+  step (:class:`~.config.Walk`), every point tuned with the three regime arms at the same
+  exposures per fact (``epochs``): which factor moves Adam's tail, and under which settings the
+  answer holds (:mod:`.outputs`' walk table, with each arm's 95 % interval and the share's
+  Fieller interval).
 
 Claims (:mod:`tailmem.claims.rule_or_rate`): ``A3.beyond.rule_not_rate`` per width (with equal
 tuning freedom Muon still leads Adam beyond noise) and ``D.wen.fair_edge_shrinks`` (the fair
@@ -43,12 +47,13 @@ from tailmem.experiments.rule_or_rate.arms import factorial_entries, fixed_entri
 from tailmem.experiments.rule_or_rate.config import (
     BASE,
     NAME,
-    REFERENCE,
     TUNE_OVERRIDES,
     Axis,
     Config,
     Level,
     RuleSection,
+    Walk,
+    WalkStep,
     axis_of,
     labels,
 )
@@ -60,8 +65,8 @@ from tailmem.outputs import write
 from tailmem.rundir import RunDir
 from tailmem.train import distributed as D
 
-__all__ = ["BASE", "NAME", "REFERENCE", "TUNE_OVERRIDES", "Axis", "Config", "Level", "RuleSection",
-           "axis_of", "labels", "preflight", "run"]  # fmt: skip
+__all__ = ["BASE", "NAME", "TUNE_OVERRIDES", "Axis", "Config", "Level", "RuleSection", "Walk",
+           "WalkStep", "axis_of", "labels", "preflight", "run"]  # fmt: skip
 
 
 def preflight(cfg: Config) -> None:

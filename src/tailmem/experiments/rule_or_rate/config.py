@@ -1,5 +1,5 @@
-"""The rule-or-rate study's configuration: the update rules, the regime axes and the reference
-point, each point built as a knowledge-QA config (:mod:`tailmem.experiments.knowledge_qa.grid`)."""
+"""The rule-or-rate study's configuration: the update rules, the regime axes and the one-factor
+walks, each point built as a knowledge-QA config (:mod:`tailmem.experiments.knowledge_qa.grid`)."""
 
 from __future__ import annotations
 
@@ -25,8 +25,6 @@ TUNE_OVERRIDES = ("tune_only=true",)
 """``tailmem tune``: every tuning point's trials only, the choices in ``tuned_rates.json``."""
 BASE = "base"
 """The label of the base point (the factorial)."""
-REFERENCE = "reference"
-"""The label of the point at the independent implementation's settings."""
 
 
 @dataclass
@@ -61,11 +59,81 @@ class Axis:
 
 
 @dataclass
+class WalkStep:
+    """One step of a walk: its ``label`` (the factor, for people) and the keys of the walk's
+    ``start`` it reverts to the base's values (one factor: one key or a few that belong
+    together)."""
+
+    label: str
+    revert: list[str]
+
+
+@dataclass
+class Walk:
+    """A one-factor walk from a starting configuration to the base (``common`` and the preset):
+    ``start`` holds the changes that make the first point, ``steps`` revert them in order, one
+    factor a step, so the last point is the base itself under the walk's own ``fixed`` changes
+    (e.g. a width and FFN type the whole walk holds) — the base point itself when there are
+    none. Every point tunes its rates and runs Adam-shared and the regime rules' own arms: the
+    walk shows which factor moves each arm's tail and the share the rate split recovers."""
+
+    name: str
+    start: dict[str, Any]
+    steps: list[WalkStep]
+    fixed: dict[str, Any] = field(default_factory=dict)
+    why: str = ""
+
+    def labels(self) -> list[str]:
+        """Its points' labels, start first (the last one :data:`BASE` when ``fixed`` is
+        empty: the walk ends at the base point)."""
+        out = [walk_label(self, i) for i in range(len(self.steps) + 1)]
+        return out if self.fixed else [*out[:-1], BASE]
+
+    def points(self) -> list[grid.Point]:
+        """Its points other than the base: ``fixed`` ∪ ``start`` less what the steps so far
+        reverted."""
+        out: list[grid.Point] = []
+        reverted: set[str] = set()
+        for i, label in enumerate(self.labels()):
+            if i:
+                reverted |= set(self.steps[i - 1].revert)
+            kept = {k: v for k, v in self.start.items() if k not in reverted}
+            if label != BASE:
+                out.append(grid.Point(label, {**self.fixed, **kept}))
+        return out
+
+    def validate(self) -> None:
+        """Every key of ``start`` reverted by exactly one step, and nothing else."""
+        where = f"walks: {self.name!r}"
+        reverted = [k for step in self.steps for k in step.revert]
+        unknown = sorted(set(reverted) - set(self.start))
+        if unknown:
+            raise ConfigError(f"{where}: steps revert {unknown}, which start does not set; "
+                              "expected keys of start")  # fmt: skip
+        twice = sorted({k for k in reverted if reverted.count(k) > 1})
+        if twice:
+            raise ConfigError(f"{where}: {twice} reverted by more than one step; expected each "
+                              "key of start reverted once")  # fmt: skip
+        left = sorted(set(self.start) - set(reverted))
+        if left:
+            raise ConfigError(f"{where}: start keys {left} are never reverted; expected the "
+                              "walk to end at the base")  # fmt: skip
+        if not self.steps or any(not step.revert for step in self.steps):
+            raise ConfigError(f"{where}: expected steps, each reverting at least one key")
+
+
+def walk_label(walk: Walk, index: int) -> str:
+    """``"<walk>: <index> <factor>"`` (index 0: the start)."""
+    what = "start" if index == 0 else f"+ {walk.steps[index - 1].label}"
+    return f"{walk.name}: {index} {what}"
+
+
+@dataclass
 class Config:
     """The study (module docstring). ``preset`` + ``common``: the knowledge-QA config of the
     base point; ``rules``: the update rules (``adam`` required: its shared arm sets the rest's
     rate); ``regime_rules``: the rules whose own arms the regime levels run (Adam-shared always);
-    ``reference``: the independent implementation's settings (None: no such point);
+    ``walks``: one-factor walks from a starting configuration to the base (:class:`Walk`);
     ``rates``: ``sweep`` (tune in this run) or ``stored`` (every tuned point at the rates stored
     for exactly its tuning problems, :mod:`tailmem.lm.store`; refused when one is missing);
     ``tune_only``: train the tuning trials only (``tailmem tune``)."""
@@ -76,7 +144,7 @@ class Config:
     rules: dict[str, RuleSection] = field(default_factory=dict)
     regime_rules: list[str] = field(default_factory=lambda: ["muon", "adam"])
     axes: list[Axis] = field(default_factory=list)
-    reference: Level | None = None
+    walks: list[Walk] = field(default_factory=list)
     workers: int = 2
     note: str = ""
     rates: Literal["sweep", "stored"] = "sweep"
@@ -102,6 +170,8 @@ class Config:
             grid.refuse_owned(point.overrides, ["tuning.rates"], NAME, f"point {point.label!r}")
         if self.workers < 1:
             raise ConfigError(f"workers: got {self.workers}; expected >= 1")
+        for walk in self.walks:
+            walk.validate()
         labels = [p.label for p in self.points()]
         if len(set(labels)) != len(labels):
             raise ConfigError(f"axes: level labels repeat ({labels}); expected each once")
@@ -110,11 +180,11 @@ class Config:
     # ---------------------------------------------------------------- the points
 
     def points(self) -> list[grid.Point]:
-        """The base, every axis level and the reference, as knowledge-QA points."""
+        """The base, every axis level and every walk's points, as knowledge-QA points."""
         out = [grid.Point(BASE)]
         out += [grid.Point(level_label(a, lv), lv.overrides) for a in self.axes for lv in a.levels]
-        if self.reference is not None:
-            out.append(grid.Point(REFERENCE, self.reference.overrides))
+        for walk in self.walks:
+            out += walk.points()
         return out
 
     def rates_of(self, label: str) -> str:
@@ -123,8 +193,6 @@ class Config:
             for level in axis.levels:
                 if level_label(axis, level) == label:
                     return level.rates
-        if self.reference is not None and label == REFERENCE:
-            return self.reference.rates
         return "tune"
 
     def arms(self, label: str) -> list[FactorialArm]:
@@ -177,11 +245,16 @@ def level_label(axis: Axis, level: Level) -> str:
 
 
 def axis_of(cfg: Config, label: str) -> tuple[str, str] | None:
-    """(axis name, level label) of a point, None for the base and the reference."""
+    """(axis name, level label) of a point — for a walk's point ("walk <name>", its step) —
+    None for the base."""
     for axis in cfg.axes:
         for level in axis.levels:
             if level_label(axis, level) == label:
                 return axis.name, level.label
+    for walk in cfg.walks:
+        for i, walk_point in enumerate(walk.labels()):
+            if walk_point == label != BASE:
+                return f"walk {walk.name}", walk_label(walk, i).split(": ", 1)[1]
     return None
 
 

@@ -18,6 +18,7 @@ from tailmem.claims.rule_or_rate import RuleOrRateInputs
 from tailmem.columns import column, column_docs, records
 from tailmem.experiments.knowledge_qa import grid, tables
 from tailmem.experiments.knowledge_qa.answers import lag_verdict
+from tailmem.experiments.rule_or_rate import walk
 from tailmem.experiments.rule_or_rate.arms import ADAM_SHARED, OWN, REST
 from tailmem.experiments.rule_or_rate.config import BASE, NAME, Config, axis_of
 from tailmem.metrics.lag_trend import TrendError, fit_trend
@@ -158,7 +159,7 @@ class RegimeRow:
         f"share of Muon's edge over Adam-shared that Adam-own recovers (τ {TAU:g}; 1: all of it "
         "is the learning rate, 0: none)"
     )
-    share_low: float | None = column("its 95 % t interval (paired seeds, delta method), low end")
+    share_low: float | None = column("its 95 % Fieller interval (paired seeds), low end")
     share_high: float | None = column("its 95 % t interval, high end")
     muon_vs_adam_own: float | None = column(
         "Adam-own's exposures ÷ Muon-own's (the fair edge; > 1: Muon faster), geometric mean"
@@ -440,14 +441,20 @@ def outputs(cfg: Config, points: Mapping[str, grid.PointResult]) -> Outputs:
     widths = width_points(cfg, regime)
     trend = extrapolate(widths)
     claims = tuple(evaluate(NAME, claim_inputs(points, widths)))
-    csvs = (
+    walked = walk.walk_points(cfg, points)
+    moved = walk.moves(walked)
+    csvs: tuple[Table, ...] = (
         Table("factorial.csv", records(factorial),
               "The factorial: update rule × rate structure", column_docs(FactorialRow)),
         Table("regime.csv", records(regime), "Every point: the share the rate split recovers "
               "and the fair edge", column_docs(RegimeRow)),
         Table("lag_ratio.csv", grid.lag_ratio_rows(points)),
     )  # fmt: skip
-    figures = (
+    if walked:
+        csvs += (Table("walk.csv", records([walk.row(p) for p in walked]), "The one-factor "
+                       "walks: every arm's rarest-group FTA at every step", column_docs(
+                           walk.WalkRow)),)  # fmt: skip
+    figures: tuple[Figure, ...] = (
         Figure("factorial", factorial_figure(factorial),
                "The factorial at the base point: each arm's tail speed-up over Adam at one rate "
                "(Adam-shared's exposures ÷ the arm's, τ 0.5, pooled), 95 % interval; blue: the "
@@ -459,17 +466,26 @@ def outputs(cfg: Config, points: Mapping[str, grid.PointResult]) -> Outputs:
                "to -0.5..1.5) and in the rarest group's final FTA (diamond); at every point, "
                "and against width"),
     )  # fmt: skip
+    if walked:
+        figures += (Figure("walk", walk.walk_figure(walked),
+                           "The one-factor walks from the independent implementation's settings "
+                           "to the base: the rarest group's final FTA of Adam at one rate, Adam "
+                           "at its own rate and Muon at its own, 95 % t intervals over the "
+                           "evaluation seeds, every point tuned and trained for the same "
+                           "epochs"),)  # fmt: skip
     base_row = next((r for r in regime if r.point == BASE), None)
-    said = tuple(answers(base_row, trend, claims))
+    said = tuple(walk.answers(walked, moved)) + tuple(answers(base_row, trend, claims))
     results = {
         "factorial": records(factorial), "regime": records(regime),
         "trend": None if trend is None else trend.__dict__,
         "shares": {label: rate_share(p).__dict__ for label, p in points.items()},
+        "walk_moves": [m.__dict__ for m in moved],
     }  # fmt: skip
     summary = [
         f"The factorial at the base point ({len(factorial)} arms, {len(base.plan.seeds)} "
         f"evaluation seeds, every arm tuning one rate on tuning seeds apart); "
-        f"{len(regime) - 1} further points, one regime axis at a time."
+        f"{len(regime) - 1} further points: one regime axis at a time and "
+        f"{len(cfg.walks)} one-factor walks."
     ]
     summary += [f"{a.question} {a.answer}: {a.evidence}." for a in said]
     summary += [f"{c.id}: {c.verdict} — {c.ours}." for c in claims]
