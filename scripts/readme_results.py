@@ -15,7 +15,12 @@ value the template names — and anything wrong is one line ``readme_results: er
 2, with no tracked file (``docs/results_cpu.json``, ``docs/gallery/*.png``, ``README.md``)
 changed. The files are written only once everything is read.
 
+``update`` re-reads the runs of some studies (one finished cpu run folder each) and keeps every
+other study as it was collected, with the provenance that says from which run and commit: a
+study re-run alone replaces its own values, verdict counts and headline claims.
+
     PYTHONPATH=src python scripts/readme_results.py collect results/cpu
+    PYTHONPATH=src python scripts/readme_results.py update runs/rule-or-rate-cpu
     PYTHONPATH=src python scripts/readme_results.py render
 """
 
@@ -356,25 +361,35 @@ def details(run: Path, experiment: str) -> dict[str, Any]:
     return out
 
 
-def collect(folders: Sequence[Path]) -> dict[str, Any]:
-    """Every run under ``folders`` (checked by :func:`runs_of`), read; nothing is written."""
-    records: dict[str, Any] = {}
-    kept: dict[str, Any] = {}
+def study(run: Path) -> tuple[str, dict[str, Any]]:
+    """One run's part of the collected data: its experiment, and its ``record`` (provenance),
+    ``details`` (what its numbers rest on, with its claims) and ``values`` (what the template
+    shows of it)."""
+    record = _record(run)
+    name = record["experiment"]
+    values = {f"{name}.wall": minutes(record["wall_seconds"] or 0.0),
+              f"{name}.commit": (record["git_commit"] or "unknown")[:10]}  # fmt: skip
+    if name in COLLECT:
+        values.update(COLLECT[name](run, record))
+    return name, {
+        "record": {k: v for k, v in record.items() if k != "claims"} | {"folder": str(run)},
+        "details": details(run, name) | {"claims": record["claims"]},
+        "values": values,
+    }
+
+
+def assemble(parts: Mapping[str, Mapping[str, Any]]) -> dict[str, Any]:
+    """The collected data from every study's part (:func:`study`): the parts' values and the
+    values over all studies — verdict counts, the headline claims, the commits, the wall time."""
     values: dict[str, str] = {}
     counts: list[tuple[str | int, ...]] = []
     claims: dict[str, Any] = {}
-    for run in runs_of(folders):
-        record = _record(run)
-        name = record["experiment"]
-        records[name] = {k: v for k, v in record.items() if k != "claims"} | {"folder": str(run)}
-        kept[name] = details(run, name) | {"claims": record["claims"]}
-        values[f"{name}.wall"] = minutes(record["wall_seconds"] or 0.0)
-        values[f"{name}.commit"] = (record["git_commit"] or "unknown")[:10]
-        if name in COLLECT:
-            values.update(COLLECT[name](run, record))
-        verdicts = [c["verdict"] for c in record["claims"]]
+    for name in parts:  # in the order the runs were read
+        values.update(parts[name]["values"])
+        found = parts[name]["details"]["claims"]
+        verdicts = [c["verdict"] for c in found]
         counts.append((f"`{name}`", *(verdicts.count(v) for v in VERDICTS)))
-        claims |= {c["id"]: c for c in record["claims"]}
+        claims |= {c["id"]: c for c in found}
     values["verdicts.table"] = md_table(("study", *VERDICTS), counts)
     values["verdicts.headlines"] = "\n".join(
         f"- `{i}` ({claims[i]['claim']}): **{claims[i]['verdict']}** — {claims[i]['ours']}"
@@ -388,11 +403,49 @@ def collect(folders: Sequence[Path]) -> dict[str, Any]:
         "\n".join(f"- `{i}`: **{claims[i]['verdict']}** here; {host_note(i)}" for i in per_host)
         or "- none: every verdict held"
     )
+    records = {name: part["record"] for name, part in parts.items()}
     commits = sorted({r["git_commit"] or "unknown" for r in records.values()})
     values["commit"] = ", ".join(c[:10] for c in commits)
     total = sum(r["wall_seconds"] or 0.0 for r in records.values())
     values["total.wall"] = minutes(total)
-    return {"runs": records, "values": values, "details": kept}
+    return {"runs": records, "values": values,
+            "details": {name: part["details"] for name, part in parts.items()}}  # fmt: skip
+
+
+def collect(folders: Sequence[Path]) -> dict[str, Any]:
+    """Every run under ``folders`` (checked by :func:`runs_of`), read; nothing is written."""
+    return assemble(dict(study(run) for run in runs_of(folders)))
+
+
+def parts_of(data: Mapping[str, Any]) -> dict[str, dict[str, Any]]:
+    """The per-study parts of collected ``data`` (the inverse of :func:`assemble`): each
+    study's values are those named after it."""
+    return {
+        name: {"record": record, "details": data["details"][name],
+               "values": {k: v for k, v in data["values"].items() if k.startswith(f"{name}.")}}
+        for name, record in data["runs"].items()
+    }  # fmt: skip
+
+
+def update(runs: Sequence[Path]) -> dict[str, Any]:
+    """The collected data of :data:`VALUES` with the studies of ``runs`` (complete run folders
+    at :data:`PRESET`, one per study) read anew and every other study kept as it was collected
+    (its provenance says from which run and commit)."""
+    if not VALUES.is_file():
+        raise DataError(f"{VALUES} is missing; expected a collect of every study first")
+    parts = parts_of(json.loads(VALUES.read_text()))
+    for run in runs:
+        if folder_kind(run) != "run":
+            raise DataError(f"{run} is not a run folder; expected a finished run of one study")
+        reason = RunDir(run).incomplete_reason()
+        if reason is not None:
+            raise DataError(f"{run} is not a complete run ({reason}); expected finished runs")
+        preset = RunDir(run).read_config().get("preset")
+        if preset != PRESET:
+            raise DataError(f"{run} is a run at preset {preset!r}; expected a {PRESET} run")
+        name, part = study(run)
+        parts[name] = part
+    return assemble(parts)
 
 
 def figures(data: Mapping[str, Any]) -> dict[Path, Path]:
@@ -453,14 +506,16 @@ def main(argv: Sequence[str] | None = None) -> int:
     sub = parser.add_subparsers(dest="command", required=True)
     p = sub.add_parser("collect", help="read run folders into docs/results_cpu.json")
     p.add_argument("folders", nargs="+", type=Path)
+    p = sub.add_parser("update", help="re-read these studies' runs, keep the others' values")
+    p.add_argument("runs", nargs="+", type=Path)
     sub.add_parser("render", help="rewrite the README's results block from the template")
     args = parser.parse_args(argv)
-    body = (lambda: _collect(args.folders)) if args.command == "collect" else _render
-    return script_main(body, "readme_results")
+    bodies = {"collect": lambda: _write(collect(args.folders)),
+              "update": lambda: _write(update(args.runs)), "render": _render}  # fmt: skip
+    return script_main(bodies[args.command], "readme_results")
 
 
-def _collect(folders: Sequence[Path]) -> int:
-    data = collect(folders)
+def _write(data: Mapping[str, Any]) -> int:
     write_collected(data)
     print(f"{len(data['values'])} values from {len(data['runs'])} runs -> {VALUES}")
     return 0

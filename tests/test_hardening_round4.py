@@ -584,6 +584,24 @@ def test_collect_refuses_an_incomplete_or_partial_cpu_folder(
     )
 
 
+def test_update_refuses_a_results_folder_a_smoke_run_or_an_incomplete_one(
+    readme_script, fake_experiment, tmp_path, capsys
+):
+    out = tmp_path / "results"
+    assert main(["run", "fake", "--preset", "smoke", "--out", str(out / "fake")]) == 0
+    capsys.readouterr()
+    assert script_error(readme_script, ["update", str(tmp_path)], capsys) == (
+        f"{tmp_path} is not a run folder; expected a finished run of one study"
+    )
+    assert script_error(readme_script, ["update", str(out / "fake")], capsys) == (
+        f"{out / 'fake'} is a run at preset 'smoke'; expected a cpu run"
+    )
+    (out / "fake" / "results.json").write_text("{}")
+    assert script_error(readme_script, ["update", str(out / "fake")], capsys).startswith(
+        f"{out / 'fake'} is not a complete run ("
+    )
+
+
 def test_render_refuses_a_damaged_results_file(readme_script, capsys):
     values = readme_script.VALUES
     saved = values.read_bytes()

@@ -45,3 +45,17 @@ def test_a_value_the_template_names_but_the_runs_did_not_give_is_an_error():
         assert "no.such.value" in str(exc)
     else:
         raise AssertionError("render accepted a value no run gave")
+
+
+def test_parts_and_assemble_are_inverse_so_an_update_keeps_every_other_study_as_collected():
+    script = _script()
+    data = json.loads(script.VALUES.read_text())
+    assert script.assemble(script.parts_of(data)) == data
+    parts = script.parts_of(data)
+    name = next(iter(parts))
+    parts[name]["values"] = {f"{name}.commit": "abcdef1234", f"{name}.wall": "1 s"}
+    again = script.assemble(parts)
+    assert again["values"][f"{name}.commit"] == "abcdef1234"
+    others = {k: v for k, v in data["values"].items() if not k.startswith(f"{name}.")
+              and k.split(".")[0] in parts and k.split(".")[0] != name}  # fmt: skip
+    assert all(again["values"][k] == v for k, v in others.items())
