@@ -279,21 +279,22 @@ class Extrapolation:
     n_points: int
 
 
-def extrapolate(rows: Sequence[RegimeRow]) -> Extrapolation | None:
-    """Fit ``log ratio = b0 + b·log d`` through the widths' fair edges (:func:`~tailmem.
-    metrics.lag_trend.fit_trend`) and predict at d = :data:`PAPER_WIDTH` with the 95 %
-    prediction interval; None with fewer than 3 widths measured."""
-    usable = [r for r in rows if r.muon_vs_adam_own and r.muon_vs_adam_own_high]
+def extrapolate(
+    points: Mapping[str, grid.PointResult], rows: Sequence[RegimeRow]
+) -> Extrapolation | None:
+    """Fit ``log ratio = b0 + b·log d`` through the widths' fair edges, each with the SE of its
+    mean log ratio over seeds (:func:`~tailmem.metrics.lag_trend.fit_trend`), and predict at
+    d = :data:`PAPER_WIDTH` with the 95 % prediction interval; None with fewer than 3 widths
+    measured."""
+    found = [(r.width, _ratio(points[r.point], MUON_OWN, ADAM_OWN)) for r in rows]
+    usable = [(w, r) for w, r in found if r is not None and r.ratio and r.se_log]
     if len(usable) < 3:
         return None
-    se = []
-    for r in usable:
-        assert r.muon_vs_adam_own is not None and r.muon_vs_adam_own_high is not None
-        half = math.log(r.muon_vs_adam_own_high / r.muon_vs_adam_own)
-        se.append(max(half / 4.3, 1e-6) * r.muon_vs_adam_own)  # t(2) ≈ 4.30: back to an SE
+    widths = [float(w) for w, _ in usable]
+    ratios = [float(r.ratio or 1.0) for _, r in usable]
+    se = [float(r.se_log or 0.0) * q for (_, r), q in zip(usable, ratios, strict=True)]
     try:
-        fit = fit_trend({"width": [float(r.width) for r in usable]},
-                        [float(r.muon_vs_adam_own or 1.0) for r in usable], se)  # fmt: skip
+        fit = fit_trend({"width": widths}, ratios, se)
     except TrendError:
         return None
     at = fit.predict({"width": float(PAPER_WIDTH)})
@@ -439,7 +440,7 @@ def outputs(cfg: Config, points: Mapping[str, grid.PointResult]) -> Outputs:
     factorial = factorial_rows(cfg, base)
     regime = regime_rows(cfg, points)
     widths = width_points(cfg, regime)
-    trend = extrapolate(widths)
+    trend = extrapolate(points, widths)
     claims = tuple(evaluate(NAME, claim_inputs(points, widths)))
     walked = walk.walk_points(cfg, points)
     moved = walk.moves(walked)
