@@ -8,7 +8,6 @@ and the answers stated first in the report.
 
 from __future__ import annotations
 
-import math
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
