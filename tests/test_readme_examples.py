@@ -63,8 +63,16 @@ def test_the_quick_starts_two_minute_taste_at_smoke_prints_its_report(
     smoke = [*argv[1:3], "smoke", "--only", "assoc-two-group,assoc-scaling"]
     assert main(smoke) == 0
     report = tmp_path / "results" / "smoke" / "report.html"
-    assert capsys.readouterr().out.splitlines()[-1] == f"report: {report}"
+    printed = capsys.readouterr().out.splitlines()
+    assert printed[-1] == f"report: {report}"
     assert "Preset smoke</b>: checks the code runs end to end" in report.read_text()
+    # the results table ends the run: a row per study, then the preset's not-evidence line
+    start = printed.index("results:")
+    assert sorted(line.split()[0] for line in printed[start + 3 : start + 5]) == [
+        "assoc-scaling",
+        "assoc-two-group",
+    ]
+    assert printed[start + 5].endswith("its verdicts are not evidence.")
 
 
 @pytest.mark.slow

@@ -86,6 +86,7 @@ from dataclasses import dataclass
 
 from torch import nn
 
+from tailmem.mdtable import text_table
 from tailmem.models.gpt import MemberEmbedding
 
 ROLES: tuple[str, ...] = (
@@ -536,17 +537,6 @@ def _short_list(items: list[str], limit: int = 6) -> str:
     return shown + (f" (+{len(items) - limit} more)" if len(items) > limit else "")
 
 
-def _format_table(headers: tuple[str, ...], rows: Sequence[tuple[object, ...]]) -> str:
-    """A plain-text table with left-aligned columns, for logs."""
-    cells = [tuple(str(c) for c in headers)] + [tuple(str(c) for c in row) for row in rows]
-    widths = [max(len(row[i]) for row in cells) for i in range(len(headers))]
-    lines = [
-        "  ".join(c.ljust(w) for c, w in zip(row, widths, strict=True)).rstrip() for row in cells
-    ]
-    lines.insert(1, "  ".join("-" * w for w in widths))
-    return "\n".join(lines)
-
-
 def roles_table(model: nn.Module) -> str:
     """A printable table of every parameter's name, shape, role and Muon layout hints.
 
@@ -563,4 +553,4 @@ def roles_table(model: nn.Module) -> str:
             hints.append(f"row_splits={pr.row_splits}")
         rows.append((name, tuple(params[name].shape), pr.role, " ".join(hints)))
     header = f"roles from: {naming_scheme(model)}\n"
-    return header + _format_table(("parameter", "shape", "role", "hints"), rows)
+    return header + text_table(("parameter", "shape", "role", "hints"), rows)

@@ -38,13 +38,13 @@ import torch
 from torch import nn
 
 from tailmem.errors import CheckpointError, ConfigError
+from tailmem.mdtable import text_table
 from tailmem.models.roles import (
     FAMILIES,
     MATRIX_ROLES,
     ROLES,
     ParamRole,
     RoleSpec,
-    _format_table,
     _short_list,
     resolve_roles,
     vocab_size,
@@ -291,7 +291,7 @@ def _refuse_unrouted(model: nn.Module, recipe: str, unassigned: list[tuple[str, 
         f"name those roles or add a catch-all such as 'adam:*', or give the parameters "
         f"roles with build_optimizer(..., roles={{name pattern: role}}) "
         f"(tailmem.models.roles.roles_table(model) shows every role):\n"
-        + _format_table(("parameter", "shape", "role"), rows)
+        + text_table(("parameter", "shape", "role"), rows)
         + (f"\n(+{more} more)" if more > 0 else "")
     )
 
@@ -650,7 +650,7 @@ class RoutedOptimizer(torch.optim.Optimizer):
         tensors = sum(r["tensors"] for r in summary)
         rows.append(("total", "", tensors, f"{sum(r['numel'] for r in summary):,}", ""))
         title = f"recipe: {self.recipe}\n" if self.recipe else ""
-        return title + _format_table(("kind", "role", "tensors", "params", "lr"), rows)
+        return title + text_table(("kind", "role", "tensors", "params", "lr"), rows)
 
     def __repr__(self) -> str:
         return f"{type(self).__name__}\n{self.describe()}"
