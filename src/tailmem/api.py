@@ -32,7 +32,7 @@ from tailmem.claims.core import ClaimResult
 from tailmem.errors import DataError
 from tailmem.outputs import Answer
 from tailmem.report.layout import Figure
-from tailmem.report.reader import read_run
+from tailmem.report.reader import read_run, require_run
 
 if TYPE_CHECKING:
     from tailmem.lm.spec import RunResult
@@ -116,11 +116,7 @@ def load(path: str | os.PathLike[str]) -> RunView:
     """The run directory ``path`` (written by ``tailmem run``, or one experiment's folder of a
     ``tailmem reproduce``), read and checked."""
     path = Path(path)
-    if not (path / "config.yaml").is_file():
-        raise DataError(
-            f"{path} is not a run directory (no config.yaml); expected a folder written by "
-            "tailmem run or one experiment's folder of tailmem reproduce"
-        )
+    require_run(path)
     summary = read_run(path)
     return RunView(
         path=summary.path,

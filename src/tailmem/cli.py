@@ -259,6 +259,13 @@ def _cmd_compare(args: argparse.Namespace) -> int:
     return 0
 
 
+def _cmd_export(args: argparse.Namespace) -> int:
+    from tailmem.report.export import export
+
+    print(export(args.run, args.table, args.format), end="")
+    return 0
+
+
 def _cmd_diagnose(args: argparse.Namespace) -> int:
     from tailmem.diagnose_view import command
 
@@ -289,6 +296,7 @@ def build_parser() -> argparse.ArgumentParser:
     _add_diagnose(sub)
     _add_report(sub)
     _add_compare(sub)
+    _add_export(sub)
     _add_claims(sub)
     return parser
 
@@ -427,6 +435,26 @@ def _add_compare(sub: Commands) -> None:
         "wrote (without it, only the summary is printed)",
     )
     p.set_defaults(func=_cmd_compare)
+
+
+def _add_export(sub: Commands) -> None:
+    """``tailmem export``."""
+    p = sub.add_parser("export", help="print one results table of a run as LaTeX or CSV")
+    p.add_argument("run", metavar="RUN", help="a finished run folder")
+    p.add_argument(
+        "--table",
+        default="claims",
+        help="claims (default), answers, or one of the run's CSV files by name "
+        "(e.g. tail_table_plain.csv); a wrong name lists them",
+    )
+    p.add_argument(
+        "--format",
+        choices=("latex", "csv"),
+        default="latex",
+        help="latex (a booktabs table, as the report shows it; default) | csv (every column "
+        "and digit)",
+    )
+    p.set_defaults(func=_cmd_export)
 
 
 def _add_claims(sub: Commands) -> None:
