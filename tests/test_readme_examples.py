@@ -123,7 +123,9 @@ def _own_optimiser_at_smoke(folder, experiment: str) -> str:
 
 
 def test_the_own_optimiser_example_runs_at_smoke(tmp_path):
-    assert "knowledge-qa (smoke):" in _own_optimiser_at_smoke(tmp_path, "knowledge-qa")
+    printed = _own_optimiser_at_smoke(tmp_path, "knowledge-qa").splitlines()
+    (row,) = [line.split() for line in printed if line.startswith("  knowledge-qa ")]
+    assert row[:2] == ["knowledge-qa", "smoke"] and "results:" in printed
 
 
 def test_the_optimiser_template_runs_in_optim_benchs_smoke(tmp_path):
