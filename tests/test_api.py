@@ -87,7 +87,7 @@ def test_a_missing_table_or_claim_is_one_line_naming_what_there_is(qa_run, call,
 
 
 def test_load_refuses_what_is_not_a_run_and_a_damaged_run(tmp_path, qa_run):
-    with pytest.raises(DataError, match=r"is not a run directory \(no config.yaml\)"):
+    with pytest.raises(DataError, match=r"is not a run folder \(no config.yaml\)"):
         api.load(tmp_path / "elsewhere")
     assert not (tmp_path / "elsewhere").exists()  # nothing made by reading
     (qa_run / "claims.json").write_text("[{")

@@ -112,29 +112,36 @@ def test_run_ends_with_the_claims_that_did_not_reproduce(tmp_path, capsys):
     assert main([*args, "--out", str(out)]) == 0
     text = capsys.readouterr().out.splitlines()
     n = len(claims)
-    tally = f"{n - 1} reproduced, 1 not reproduced, 0 inconclusive, 0 not measured (claims: {n})"
-    assert text[1] == f"assoc-capacity (cpu): {tally}"
+    assert text[1:4] == [
+        "results:",
+        "  study           preset  reproduced  not reproduced  inconclusive  not measured",
+        "  --------------  ------  ----------  --------------  ------------  ------------",
+    ]
+    assert text[4].split() == ["assoc-capacity", "cpu", str(n - 1), "1", "0", "0"]
+    assert text[5].startswith("Preset cpu: a laptop-scale reproduction")
+    assert text[6] == "  160M scale."  # the banner wrapped to fit a screen
+    assert text[7] == "claims not reproduced:"
     full = f"  not reproduced  {claims[0]['claim']} ({claims[0]['source']})"
-    assert text[2] == (full if len(full) <= 110 else full[:109] + "…")  # cut to fit a screen
+    assert text[8] == (full if len(full) <= 110 else full[:109] + "…")  # cut to fit a screen
     second = f"  {'':<16}published {claims[0]['published']}; ours {claims[0]['ours']}"
-    assert text[3] == (second if len(second) <= 110 else second[:109] + "…")
-    assert text[4] == f"run directory: {out} (claims.json: every rule and number)"
-    assert len(text) == 5 and max(len(line) for line in text[1:4]) <= 110
+    assert text[9] == (second if len(second) <= 110 else second[:109] + "…")
+    assert text[10] == f"run directory: {out} (claims.json: every rule and number)"
+    assert len(text) == 11 and max(len(line) for line in text[1:10]) <= 110
 
 
 def test_run_at_smoke_says_it_cannot_judge_claims(tmp_path, capsys):
+    """A smoke run's table ends with the preset's line: its verdicts are not evidence; no
+    claim is listed as not reproduced."""
     out = tmp_path / "smoke"
     assert main(["run", "assoc-capacity", "--preset", "smoke", "--out", str(out)]) == 0
     text = capsys.readouterr().out.splitlines()
     verdicts = [c["verdict"] for c in json.loads((out / "claims.json").read_text())]
-    assert text[1].endswith(
-        f"{verdicts.count('reproduced')} reproduced, "
-        f"{verdicts.count('not reproduced')} not reproduced, "
-        f"{verdicts.count('inconclusive')} inconclusive, 0 not measured "
-        f"(claims: {len(verdicts)})"
+    counts = [str(verdicts.count(v)) for v in ("reproduced", "not reproduced", "inconclusive")]
+    assert text[4].split() == ["assoc-capacity", "smoke", *counts, "0"]
+    assert text[5] == (
+        "Preset smoke: checks the code runs end to end; its verdicts are not evidence."
     )
-    assert text[2].startswith("smoke runs are too small to judge claims")
-    assert len(text) == 4
+    assert text[6].startswith("run directory: ") and len(text) == 7
 
 
 def test_list_says_what_each_experiment_reproduces_and_what_its_presets_cost(capsys):

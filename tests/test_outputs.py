@@ -4,6 +4,7 @@ read back by the report as the same values."""
 from __future__ import annotations
 
 import json
+from dataclasses import dataclass
 
 import matplotlib
 
@@ -14,6 +15,7 @@ import pytest
 from tailmem.claims.core import ClaimResult
 from tailmem.claims.registry import claims_of, read_claims
 from tailmem.outputs import Answer, Figure, Outputs, Report, Table, write
+from tailmem.plotting import SMOKE_MARK
 from tailmem.report.layout import read_layout
 from tailmem.rundir import RunDir
 
@@ -67,3 +69,26 @@ def test_outputs_add_up_and_repeated_claim_ids_are_refused(tmp_path):
     with pytest.raises(ValueError, match=r"^duplicate claim ids: A\.x$"):
         write(RunDir(tmp_path), Outputs(claims=(_claim("A.x"), _claim("A.x"))))
     assert not (tmp_path / "claims.json").exists()
+
+
+@pytest.mark.parametrize("preset", ["smoke", "cpu"])
+def test_a_smoke_runs_figures_say_they_are_no_evidence(tmp_path, preset):
+    """Every figure a run at the smoke preset writes carries the smoke mark above its axes (in
+    the PNG, wherever it is shown); a cpu run's figures carry none."""
+    run = RunDir(tmp_path / preset)
+    run.write_config("assoc-capacity", preset, _Seeded())
+    figure = _figure()
+    write(run, Outputs(figures=(figure,)))
+    marks = [t for t in figure.figure.texts if t.get_text() == SMOKE_MARK]
+    assert len(marks) == (preset == "smoke")
+    plain = _figure()
+    plain_run = RunDir(tmp_path / f"{preset}-unmarked")
+    write(plain_run, Outputs(figures=(plain,)))  # no config.yaml: nothing to say
+    assert not plain.figure.texts
+    height = plt.imread(run.file("curve.png")).shape[0]
+    assert (height > plt.imread(plain_run.file("curve.png")).shape[0]) == (preset == "smoke")
+
+
+@dataclass
+class _Seeded:
+    seed: int = 0

@@ -1,30 +1,39 @@
 """The README's examples, run verbatim: the quick start (at smoke: its cpu preset trains for an
-hour), the Python API's worked example and the own-optimiser command (at smoke likewise)."""
+hour), the Python API's worked example as a script, and the own-optimiser commands of
+knowledge-qa and optim-bench with the README's optimiser template (at smoke likewise). The
+optimiser library's examples are in test_examples.py."""
 
 from __future__ import annotations
 
+import csv
 import os
 import subprocess
 import sys
 
-import matplotlib
-
-matplotlib.use("Agg")
-import matplotlib.pyplot as plt
 import pytest
 
 from readme_blocks import README, block, commands
 from tailmem.cli import main
 
 ROOT = README.parent
+EXAMPLES = ROOT / "examples"
 QUICK_START = "Quick start"
-MY_OPTIMIZER = """import torch
+ENV = {**os.environ, "PYTHONPATH": str(ROOT / "src"), "MPLBACKEND": "Agg"}
 
 
-class MyOptimizer(torch.optim.SGD):
-    def __init__(self, params, lr=1e-3, weight_decay=0.0):
-        super().__init__(params, lr=lr, weight_decay=weight_decay)
-"""
+def _tailmem(argv: list[str], cwd) -> subprocess.CompletedProcess[str]:
+    """``python -m tailmem ARGV`` run from ``cwd`` with this checkout's package."""
+    return subprocess.run(
+        [sys.executable, "-m", "tailmem", *argv],
+        cwd=cwd, env=ENV, capture_output=True, text=True, timeout=600, check=False,
+    )  # fmt: skip
+
+
+def _with_my_optimizer(folder) -> None:
+    """``folder/mypkg/opt.py``: the README's optimiser template, copied as a user would."""
+    (folder / "mypkg").mkdir()
+    (folder / "mypkg" / "__init__.py").write_text("")
+    (folder / "mypkg" / "opt.py").write_text((EXAMPLES / "my_optimizer.py").read_text())
 
 
 def _quick_start() -> list[str]:
@@ -54,8 +63,16 @@ def test_the_quick_starts_two_minute_taste_at_smoke_prints_its_report(
     smoke = [*argv[1:3], "smoke", "--only", "assoc-two-group,assoc-scaling"]
     assert main(smoke) == 0
     report = tmp_path / "results" / "smoke" / "report.html"
-    assert capsys.readouterr().out.splitlines()[-1] == f"report: {report}"
+    printed = capsys.readouterr().out.splitlines()
+    assert printed[-1] == f"report: {report}"
     assert "Preset smoke</b>: checks the code runs end to end" in report.read_text()
+    # the results table ends the run: a row per study, then the preset's not-evidence line
+    start = printed.index("results:")
+    assert sorted(line.split()[0] for line in printed[start + 3 : start + 5]) == [
+        "assoc-scaling",
+        "assoc-two-group",
+    ]
+    assert printed[start + 5].endswith("its verdicts are not evidence.")
 
 
 @pytest.mark.slow
@@ -68,12 +85,17 @@ def test_the_quick_start_at_smoke_reproduces_every_study(tmp_path, monkeypatch, 
     assert capsys.readouterr().out.splitlines()[-1] == f"report: {report}"
 
 
-def test_the_python_api_example_runs_verbatim(tmp_path, monkeypatch, capsys):
-    code = block("Python API", "python", "from tailmem import api")
-    monkeypatch.chdir(tmp_path)
-    exec(compile(code, str(README), "exec"), {"__name__": "readme_example"})
-    plt.close("all")
-    printed = capsys.readouterr().out.splitlines()
+def test_the_python_api_example_runs_verbatim_as_a_script(tmp_path):
+    """``python python_api.py``: its worker processes import the script again, and its
+    ``__main__`` guard keeps them from starting runs of their own."""
+    script = tmp_path / "python_api.py"
+    script.write_text(block("Python API", "python", "from tailmem import api"))
+    done = subprocess.run(
+        [sys.executable, str(script)],
+        cwd=tmp_path, env=ENV, capture_output=True, text=True, timeout=600, check=False,
+    )  # fmt: skip
+    assert done.returncode == 0, done.stderr[-2000:]
+    printed = done.stdout.splitlines()
     run = tmp_path / "runs" / "qa-smoke"
     assert (run / "COMPLETE").is_file()
     assert any(
@@ -84,22 +106,33 @@ def test_the_python_api_example_runs_verbatim(tmp_path, monkeypatch, capsys):
     assert int(line.split()[0]) == len(list(run.rglob("result.json")))
 
 
-def test_the_own_optimiser_example_runs_at_smoke(tmp_path):
-    """The README's own-optimiser command, its preset smoke, from a folder holding ``mypkg``
-    (as the README says: found in the folder you run tailmem from)."""
-    (argv,) = commands(block("Commands", "bash", "tailmem run knowledge-qa --preset cpu optim"))
-    assert argv[:5] == ["tailmem", "run", "knowledge-qa", "--preset", "cpu"]
-    (tmp_path / "mypkg").mkdir()
-    (tmp_path / "mypkg" / "__init__.py").write_text("")
-    (tmp_path / "mypkg" / "opt.py").write_text(MY_OPTIMIZER)
-    env = {**os.environ, "PYTHONPATH": str(ROOT / "src")}
-    done = subprocess.run(
-        [sys.executable, "-m", "tailmem", *argv[1:4], "smoke", *argv[5:]],
-        cwd=tmp_path, env=env, capture_output=True, text=True, timeout=600, check=False,
-    )  # fmt: skip
+def _own_optimiser_at_smoke(folder, experiment: str) -> str:
+    """The README's own-optimiser command for ``experiment``, its preset smoke, run from
+    ``folder`` holding the template as ``mypkg`` (as the README says: found in the folder you
+    run tailmem from); its stdout, once the run is complete and records the user's factory."""
+    (argv,) = commands(block("Commands", "bash", f"tailmem run {experiment} --preset cpu "))
+    assert argv[:5] == ["tailmem", "run", experiment, "--preset", "cpu"]
+    _with_my_optimizer(folder)
+    done = _tailmem([*argv[1:4], "smoke", *argv[5:]], folder)
     assert done.returncode == 0, done.stderr[-2000:]
-    run = tmp_path / "runs" / "knowledge-qa-smoke"
+    run = folder / "runs" / f"{experiment}-smoke"
     assert (run / "COMPLETE").is_file()
     specs = [p.read_text() for p in run.rglob("spec.json")]
     assert any("mypkg.opt:MyOptimizer" in spec for spec in specs)
-    assert "knowledge-qa (smoke):" in done.stdout
+    return done.stdout
+
+
+def test_the_own_optimiser_example_runs_at_smoke(tmp_path):
+    printed = _own_optimiser_at_smoke(tmp_path, "knowledge-qa").splitlines()
+    (row,) = [line.split() for line in printed if line.startswith("  knowledge-qa ")]
+    assert row[:2] == ["knowledge-qa", "smoke"] and "results:" in printed
+
+
+def test_the_optimiser_template_runs_in_optim_benchs_smoke(tmp_path):
+    """The README's optim-bench command with the template: it is tuned over the command's grid
+    and gets a leaderboard row at each level."""
+    _own_optimiser_at_smoke(tmp_path, "optim-bench")
+    with (tmp_path / "runs" / "optim-bench-smoke" / "leaderboard.csv").open() as f:
+        rows = [r for r in csv.DictReader(f) if r["optimizer"] == "mine"]
+    assert [r["level"] for r in rows] == ["bpe", "one token per answer"]
+    assert int(rows[0]["tuning_trials"]) >= 3 and float(rows[0]["lr"]) > 0

@@ -67,7 +67,7 @@ def test_report_counts_verdicts_and_embeds_figures(tmp_path):
     assert 3 + others + len(claims_of(None)) == len(CLAIMS) + 2  # a family gives 3 results
     assert "incomplete" in text
     md = (tmp_path / "report.md").read_text()
-    assert "![curve](exp-a/curve.png)" in md and "| claim 1 |" in md
+    assert "![curve (smoke: not evidence)](exp-a/curve.png)" in md and "| claim 1 |" in md
     verdicts = json.loads((tmp_path / "verdicts.json").read_text())
     assert [c["verdict"] for c in verdicts["exp-a"]] == ["reproduced", "not reproduced"]
 
@@ -126,11 +126,11 @@ def test_claims_show_rule_seeds_reason_and_column_notes(tmp_path):
     write_report(tmp_path)
     md = (tmp_path / "report.md").read_text()
     why = CLAIMS["cabannes.capacity"].why
-    cells = f"| the rule in words — why: {why} | 0, 1, 2 (n = 3) | inconclusive: model at chance |"
-    assert cells in md
+    cells = f"| the rule in words — why: {why} | 0, 1, 2 (n = 3) | inconclusive: model at chance"
+    assert cells + " (smoke: not evidence) |" in md  # a smoke run's verdict is not evidence
     assert "Columns: **d** embedding dimension" in md and "absent" not in md
     html = (tmp_path / "report.html").read_text()
-    assert '<tr class="v-inconclusive">' in html
+    assert '<tr class="v-smoke">' in html and '<tr class="v-inconclusive">' not in html
     # Every table sits in a horizontally scrolling box, so none is clipped at any width.
     assert html.count('<div class="scroll"><table') == html.count("<table")
 

@@ -22,7 +22,6 @@ training run's :class:`~tailmem.lm.spec.RunResult`. Bad input is a one-line
 from __future__ import annotations
 
 import csv
-import json
 import os
 from collections.abc import Sequence
 from dataclasses import dataclass
@@ -33,7 +32,7 @@ from tailmem.claims.core import ClaimResult
 from tailmem.errors import DataError
 from tailmem.outputs import Answer
 from tailmem.report.layout import Figure
-from tailmem.report.reader import read_run
+from tailmem.report.reader import read_run, require_run
 
 if TYPE_CHECKING:
     from tailmem.lm.spec import RunResult
@@ -90,20 +89,9 @@ class RunView:
         """Every training run of a language-model study, by its folder relative to the run
         (``runs/plain/muon/muon0.02-adam0.003-seed0-steps40``): the result it recorded in its
         ``result.json`` (empty for the other studies)."""
-        from tailmem.lm.spec import RunResult
+        from tailmem.lm.spec import read_results
 
-        found = {}
-        for path in sorted(self.path.rglob("result.json")):
-            try:
-                data = json.loads(path.read_text())
-                result = RunResult.from_json(data)
-            except (json.JSONDecodeError, UnicodeDecodeError, KeyError, TypeError) as exc:
-                raise DataError(
-                    f"{path} is not a training run's result ({type(exc).__name__}: {exc}); "
-                    "expected the result.json tailmem wrote"
-                ) from None
-            found[path.parent.relative_to(self.path).as_posix()] = result
-        return found
+        return read_results(self.path)
 
     def _table(self, name: str) -> Path:
         if name not in self.tables:
@@ -128,11 +116,7 @@ def load(path: str | os.PathLike[str]) -> RunView:
     """The run directory ``path`` (written by ``tailmem run``, or one experiment's folder of a
     ``tailmem reproduce``), read and checked."""
     path = Path(path)
-    if not (path / "config.yaml").is_file():
-        raise DataError(
-            f"{path} is not a run directory (no config.yaml); expected a folder written by "
-            "tailmem run or one experiment's folder of tailmem reproduce"
-        )
+    require_run(path)
     summary = read_run(path)
     return RunView(
         path=summary.path,

@@ -166,6 +166,7 @@ def _cmd_tune(args: argparse.Namespace) -> int:
 
 
 def _cmd_reproduce(args: argparse.Namespace) -> int:
+    from tailmem.report.summary import folder_summary
     from tailmem.reproduce import SlurmOptions, reproduce
 
     only = None  # every study; "--only ''" names none and is refused
@@ -180,6 +181,7 @@ def _cmd_reproduce(args: argparse.Namespace) -> int:
     report = reproduce(
         args.preset, only=only, out=args.out, jobs=args.jobs, launcher=args.launcher, slurm=slurm
     )
+    print(folder_summary(report.parent))
     print(f"report: {report.resolve()}")
     return 0
 
@@ -230,6 +232,7 @@ def _cmd_claims(args: argparse.Namespace) -> int:
 def _cmd_compare(args: argparse.Namespace) -> int:
     from tailmem.atomic import atomic_write_text
     from tailmem.compare import compare, render_markdown, summary
+    from tailmem.compare_curves import STEM, curves, figure
     from tailmem.compare_page import render_html
     from tailmem.rundir import claim
 
@@ -237,12 +240,29 @@ def _cmd_compare(args: argparse.Namespace) -> int:
     written: list[Path] = []
     if args.out is not None:
         out = Path(args.out)
-        with claim(out, ("compare",), "compare", record_new=True):
-            pages = {"compare.md": render_markdown(found, out), "compare.html": render_html(found)}
+        drawn = curves(found)
+        with claim(out, ("compare",), "compare", record_new=True) as folder:
+            png = None
+            if drawn is not None:
+                smoke = any(r.preset.name == "smoke" for r in found.runs)
+                saved = folder.save_figure(figure(drawn, found.labels, smoke), STEM)
+                png = saved[0].read_bytes()
+                written += saved
+            pages = {
+                "compare.md": render_markdown(found, out, f"{STEM}.png" if png else None),
+                "compare.html": render_html(found, png),
+            }
             for name, text in pages.items():
                 atomic_write_text(out / name, text)
                 written.append(out / name)
     print(summary(found, written))
+    return 0
+
+
+def _cmd_export(args: argparse.Namespace) -> int:
+    from tailmem.report.export import export
+
+    print(export(args.run, args.table, args.format), end="")
     return 0
 
 
@@ -276,6 +296,7 @@ def build_parser() -> argparse.ArgumentParser:
     _add_diagnose(sub)
     _add_report(sub)
     _add_compare(sub)
+    _add_export(sub)
     _add_claims(sub)
     return parser
 
@@ -414,6 +435,26 @@ def _add_compare(sub: Commands) -> None:
         "wrote (without it, only the summary is printed)",
     )
     p.set_defaults(func=_cmd_compare)
+
+
+def _add_export(sub: Commands) -> None:
+    """``tailmem export``."""
+    p = sub.add_parser("export", help="print one results table of a run as LaTeX or CSV")
+    p.add_argument("run", metavar="RUN", help="a finished run folder")
+    p.add_argument(
+        "--table",
+        default="claims",
+        help="claims (default), answers, or one of the run's CSV files by name "
+        "(e.g. tail_table_plain.csv); a wrong name lists them",
+    )
+    p.add_argument(
+        "--format",
+        choices=("latex", "csv"),
+        default="latex",
+        help="latex (a booktabs table, as the report shows it; default) | csv (every column "
+        "and digit)",
+    )
+    p.set_defaults(func=_cmd_export)
 
 
 def _add_claims(sub: Commands) -> None:

@@ -10,11 +10,23 @@ runs' presets differ. Printed as a summary; with ``--out DIR`` also written as `
 
 Every run is read and checked as the report reads it (:func:`tailmem.report.reader.read_run`),
 before anything is written; runs of different experiments are refused in one line, as are a
-run given twice and fewer than two runs.
+run given twice, fewer than two runs, a path that does not lead to a folder (a symbolic-link
+loop, a missing path) and a run still being written (another tailmem process holds its writer
+lock: its files change while they are read). A run that is not complete is labelled as the
+report labels it, in every column header and in a note: one that stopped before finishing
+(killed, or failed: no ``COMPLETE``) and one whose files changed after it finished (a file no
+longer matches the hash ``COMPLETE`` recorded, as when ``claims.json`` was edited).
+
+Each preset's banner says what its runs can show (a smoke run's verdicts are not evidence).
+Beside each later run, each claim has a difference column: its measures (``mean ± SE``) minus
+the first run's, with 95 % intervals where both rest on seeds (:mod:`tailmem.compare_values`);
+each run's headline answers are listed with their intervals; and the training curves of the
+runs' language-model sub-runs are drawn on one figure (:mod:`tailmem.compare_curves`).
 """
 
 from __future__ import annotations
 
+import errno
 import json
 import os
 from collections.abc import Mapping, Sequence
@@ -23,10 +35,12 @@ from pathlib import Path
 from typing import Any
 
 from tailmem.claims.core import VERDICTS
+from tailmem.compare_values import Delta, differences
 from tailmem.errors import ConfigError, DataError
 from tailmem.mdtable import md_table
 from tailmem.report.layout import Figure
 from tailmem.report.reader import RunSummary, read_run
+from tailmem.rundir import COMPLETE_MARKER, RunDir
 
 KEY_FIGURES = 4
 """Figures shown side by side (the rest are listed in compare.md and folded in compare.html)."""
@@ -46,13 +60,15 @@ class Difference:
 
 @dataclass(frozen=True)
 class ClaimRow:
-    """One claim: its statement and the published value, then per run its verdict and ours."""
+    """One claim: its statement and the published value, then per run its verdict and ours,
+    and per run after the first its measures' differences from the first run's."""
 
     id: str
     claim: str
     published: str
     verdicts: tuple[str, ...]
     ours: tuple[str, ...]
+    differences: tuple[tuple[Delta, ...], ...] = ()
 
     @property
     def agree(self) -> bool:
@@ -76,6 +92,19 @@ class Comparison:
     def presets_differ(self) -> bool:
         return len({r.preset.label for r in self.runs}) > 1
 
+    @property
+    def banners(self) -> list[str]:
+        """What each preset of the runs can show, once per preset (the report's banners)."""
+        return [p.banner() for p in dict.fromkeys(r.preset for r in self.runs)]
+
+    def notes(self) -> list[str]:
+        """One line per run that is not complete: what happened to it and what that means."""
+        return [
+            f"{label}: {_state(run)} ({run.incomplete}); {_meaning(run)}"
+            for run, label in zip(self.runs, self.labels, strict=True)
+            if not run.complete
+        ]
+
     def counts(self, run: RunSummary) -> list[int]:
         """The verdict counts of one run (:data:`~tailmem.claims.core.VERDICTS` order)."""
         return [sum(c.verdict == v for c in run.claims) for v in VERDICTS]
@@ -91,6 +120,7 @@ def compare(paths: Sequence[str | os.PathLike[str]]) -> Comparison:
             raise ConfigError(
                 "compare: got an empty path; expected a run folder ('.' for this one)"
             )
+        _reachable(path)
         resolved = Path(path).resolve()
         if resolved in seen:
             raise ConfigError(f"compare: {path} is given twice; expected each run once")
@@ -98,6 +128,11 @@ def compare(paths: Sequence[str | os.PathLike[str]]) -> Comparison:
         if not (Path(path) / "config.yaml").is_file():
             raise DataError(f"compare: {path} is not a run folder (no config.yaml); expected one "
                             "written by tailmem run or reproduce")  # fmt: skip
+        if (pid := RunDir(path).writer()) is not None:
+            raise ConfigError(
+                f"compare: {path} is being written by a tailmem process (pid {pid}); expected a "
+                "finished run: wait for it to finish, then compare"
+            )
     runs = tuple(read_run(Path(p)) for p in paths)
     experiments = list(dict.fromkeys(r.experiment for r in runs))
     if len(experiments) > 1:
@@ -119,13 +154,52 @@ def compare(paths: Sequence[str | os.PathLike[str]]) -> Comparison:
     )
 
 
+def _reachable(path: str | os.PathLike[str]) -> None:
+    """Refuse a path the file system cannot follow (a symbolic-link loop, a missing folder)
+    in one line, before anything resolves it."""
+    try:
+        os.stat(path)
+    except OSError as exc:
+        what = "a symbolic-link loop" if exc.errno == errno.ELOOP else exc.strerror
+        raise DataError(
+            f"compare: {path}: {what or type(exc).__name__}; expected a run folder written by "
+            "tailmem run or reproduce"
+        ) from None
+
+
 def _labels(runs: Sequence[RunSummary], paths: Sequence[str | os.PathLike[str]]) -> tuple[str, ...]:
-    """Each run's column header: its folder name (its path where two share a name) and preset."""
+    """Each run's column header: its folder name (its path where two share a name), preset and,
+    for a run that is not complete, what it is (:func:`_state`)."""
     names = [r.name for r in runs]
     shown = [
         str(p) if names.count(r.name) > 1 else r.name for r, p in zip(runs, paths, strict=True)
     ]
-    return tuple(f"{name} ({r.preset.label})" for name, r in zip(shown, runs, strict=True))
+    return tuple(
+        f"{name} ({', '.join([r.preset.label, *([_state(r)] if not r.complete else [])])})"
+        for name, r in zip(shown, runs, strict=True)
+    )
+
+
+def _state(run: RunSummary) -> str:
+    """``incomplete`` (it never finished) or ``changed after it finished`` (COMPLETE is there
+    but a file no longer matches it); "" for a complete run."""
+    if run.complete:
+        return ""
+    finished = (run.path / COMPLETE_MARKER).is_file()
+    return "changed after it finished" if finished else "incomplete"
+
+
+def _meaning(run: RunSummary) -> str:
+    """What a run's state means for its columns."""
+    if _state(run) == "incomplete":
+        return (
+            "it stopped before finishing (killed, or failed): its claims are what it had "
+            "written, not a finished run's; rerun it to finish it"
+        )
+    return (
+        "its files are not what the run wrote: its verdicts and numbers are not the run's; "
+        "rerun it with --force to certify them again"
+    )
 
 
 def _config_view(record: Mapping[str, Any]) -> dict[str, Any]:
@@ -180,7 +254,11 @@ def _claim_rows(runs: Sequence[RunSummary]) -> tuple[ClaimRow, ...]:
         first = next(claims[cid] for claims in by_run if cid in claims)
         verdicts = tuple(c[cid].verdict if cid in c else MISSING for c in by_run)
         ours = tuple(c[cid].ours if cid in c else MISSING for c in by_run)
-        rows.append(ClaimRow(cid, first.claim, first.published, verdicts, ours))
+        base = by_run[0].get(cid)
+        diffs = tuple(
+            differences(base, c[cid]) if base is not None and cid in c else () for c in by_run[1:]
+        )
+        rows.append(ClaimRow(cid, first.claim, first.published, verdicts, ours, diffs))
     return tuple(rows)
 
 
@@ -224,12 +302,15 @@ def presets_note(comparison: Comparison) -> str:
 
 
 def summary(comparison: Comparison, written: Sequence[Path] = ()) -> str:
-    """The printed summary: the config keys that differ, each run's verdict counts, the claims
-    whose verdicts differ, and the files written."""
+    """The printed summary: each preset's banner, the runs that are not complete, the config
+    keys that differ, each run's verdict counts, the claims whose verdicts differ, each claim's
+    difference from the first run (:data:`MAX_LISTED` at most), each run's answers and the
+    files written."""
     c = comparison
-    lines = [f"compare {c.experiment}: {' vs '.join(c.labels)}"]
+    lines = [f"compare {c.experiment}: {' vs '.join(c.labels)}", *c.banners]
     if note := presets_note(c):
         lines.append(note)
+    lines += c.notes()
     lines.append(
         f"config: {_count(len(c.config), 'key')} differ{'s' if len(c.config) == 1 else ''}"
     )
@@ -242,9 +323,44 @@ def summary(comparison: Comparison, written: Sequence[Path] = ()) -> str:
     differ = [row for row in c.claims if not row.agree]
     lines.append(f"claims whose verdict differs: {len(differ)} of {len(c.claims)}")
     lines += [f"  {row.id}: {' | '.join(row.verdicts)}" for row in differ]
+    lines += _difference_lines(c)
+    for question, given in answers(c):
+        lines.append(f"answer: {question}")
+        lines += [f"  {label}: {text}" for label, text in given]
     if written:
         lines.append(f"written: {', '.join(str(p) for p in written)}")
     return "\n".join(lines)
+
+
+MAX_LISTED = 12
+"""Claims whose differences the printed summary lists (every one is in compare.md)."""
+
+
+def _difference_lines(comparison: Comparison) -> list[str]:
+    """Each claim's measured differences from the first run, one line per claim and later run."""
+    c = comparison
+    rows = [row for row in c.claims if any(row.differences)]
+    if not rows:
+        return ["differences: no claim states a measure (mean ± SE) in both runs"]
+    lines = [f"differences from {c.labels[0]} (95 % t intervals where both runs have seeds):"]
+    for row in rows[:MAX_LISTED]:
+        for label, deltas in zip(c.labels[1:], row.differences, strict=True):
+            if deltas:
+                lines.append(f"  {row.id} ({label}): {'; '.join(d.text() for d in deltas)}")
+    if len(rows) > MAX_LISTED:
+        lines.append(f"  … and {len(rows) - MAX_LISTED} more claims in compare.md")
+    return lines
+
+
+def answers(comparison: Comparison) -> list[tuple[str, list[tuple[str, str]]]]:
+    """Each headline question any run answers, with each run's answer, verdict and the number
+    behind it (its interval): ``(question, [(run label, text), ...])``."""
+    questions: dict[str, list[tuple[str, str]]] = {}
+    for run, label in zip(comparison.runs, comparison.labels, strict=True):
+        for answer in run.layout.answers:
+            text = f"{answer.answer} [{answer.verdict}] — {answer.evidence}"
+            questions.setdefault(answer.question, []).append((label, text))
+    return list(questions.items())
 
 
 def _count(n: int, noun: str) -> str:
@@ -252,14 +368,18 @@ def _count(n: int, noun: str) -> str:
 
 
 def claim_header(comparison: Comparison) -> list[str]:
-    """The claims table's header: the claim and published value, then verdict and ours per run."""
-    per_run = [f"{what} ({label})" for label in comparison.labels for what in ("verdict", "ours")]
-    return ["claim", "published", *per_run]
+    """The claims table's header: the claim and published value, verdict and ours per run, then
+    each later run's difference from the first."""
+    c = comparison
+    per_run = [f"{what} ({label})" for label in c.labels for what in ("verdict", "ours")]
+    diffs = [f"difference ({label} − {c.labels[0]})" for label in c.labels[1:]]
+    return ["claim", "published", *per_run, *diffs]
 
 
 def claim_cells(row: ClaimRow) -> list[str]:
     pairs = [cell for pair in zip(row.verdicts, row.ours, strict=True) for cell in pair]
-    return [f"{row.claim} ({row.id})", row.published, *pairs]
+    diffs = ["; ".join(d.text() for d in deltas) or MISSING for deltas in row.differences]
+    return [f"{row.claim} ({row.id})", row.published, *pairs, *diffs]
 
 
 def config_header(comparison: Comparison) -> list[str]:
@@ -273,13 +393,25 @@ def counts_rows(comparison: Comparison) -> list[list[str]]:
     ]
 
 
-def render_markdown(comparison: Comparison, out: Path) -> str:
-    """``compare.md``; figures linked relative to ``out``."""
+DIFFERENCE_NOTE = (
+    "Each **difference** column: every measure (mean ± SE) the claim states in both runs, this "
+    "run's minus the first's, with its 95 % two-sided Student-t interval (Welch degrees of "
+    "freedom) where both rest on two or more seeds; — where the claim states none in both."
+)
+CURVES_CAPTION = "The runs' training curves overlaid: an arm's colour, a run's line style"
+NO_CURVES = "No training curves to overlay: these runs train no language model in common."
+
+
+def render_markdown(comparison: Comparison, out: Path, curves: str | None = None) -> str:
+    """``compare.md``; figures linked relative to ``out``, ``curves`` the overlaid curves'
+    file name in ``out`` (None: the runs have none)."""
     c = comparison
     lines = [f"# tailmem compare: {c.experiment}", ""]
     lines += [f"Runs: {', '.join(f'`{r.path}`' for r in c.runs)}", ""]
+    lines += [f"> **{banner}**" for banner in c.banners] + [""]
     if note := presets_note(c):
         lines += [f"> **{note}**", ""]
+    lines += [f"- *{note}*" for note in c.notes()] + ([""] if c.notes() else [])
     lines += ["## Config difference", ""]
     if c.config:
         lines += [md_table(config_header(c), [[d.key, *d.values] for d in c.config]), ""]
@@ -290,6 +422,14 @@ def render_markdown(comparison: Comparison, out: Path) -> str:
         lines += ["Environment:", "", md_table(config_header(c), rows), ""]
     lines += ["## Verdicts", "", md_table(["run", *VERDICTS], counts_rows(c)), ""]
     lines += ["## Claims", "", md_table(claim_header(c), [claim_cells(r) for r in c.claims]), ""]
+    lines += [DIFFERENCE_NOTE, ""]
+    if found := answers(c):
+        lines += ["## Answers", ""]
+        for question, given in found:
+            lines += [f"**{question}**", ""] + [f"- {label}: {text}" for label, text in given]
+            lines.append("")
+    lines += ["## Training curves", ""]
+    lines += [f"![{CURVES_CAPTION}]({curves})" if curves else NO_CURVES, ""]
     lines += ["## Key figures", ""]
     for figures in c.figures[:KEY_FIGURES]:
         cells = [

@@ -8,8 +8,12 @@ import html
 
 from tailmem.claims.core import VERDICTS
 from tailmem.compare import (
+    CURVES_CAPTION,
+    DIFFERENCE_NOTE,
     KEY_FIGURES,
+    NO_CURVES,
     Comparison,
+    answers,
     claim_cells,
     claim_header,
     config_header,
@@ -17,7 +21,7 @@ from tailmem.compare import (
     presets_note,
 )
 from tailmem.report.layout import Figure
-from tailmem.report.page import html_table
+from tailmem.report.page import html_table, note_html
 from tailmem.report.style import CSS
 
 PAGE_CSS = "body{display:block} main{margin:0 auto;padding:0 1em 2em} td{overflow-wrap:break-word}"
@@ -25,12 +29,19 @@ PAGE_CSS = "body{display:block} main{margin:0 auto;padding:0 1em 2em} td{overflo
 breaks words anywhere to fit; a comparison's cells break between words."""
 
 
-def render_html(comparison: Comparison) -> str:
+def render_html(comparison: Comparison, curves: bytes | None = None) -> str:
+    """The page; ``curves`` the overlaid training curves as PNG bytes (None: there are none)."""
     c = comparison
     runs = "".join(f"<li><code>{html.escape(str(r.path))}</code></li>" for r in c.runs)
     body = [f"<h1>tailmem compare: {html.escape(c.experiment)}</h1>", f"<ul>{runs}</ul>"]
+    presets = dict.fromkeys(r.preset for r in c.runs)
+    body += [
+        f'<p class="banner preset-{html.escape(p.name)}">{html.escape(p.banner())}</p>'
+        for p in presets
+    ]
     if note := presets_note(c):
         body.append(f'<p class="banner mixed">{html.escape(note)}</p>')
+    body += [f'<p class="incomplete">{html.escape(note)}</p>' for note in c.notes()]
     body.append("<h2>Config difference</h2>")
     if c.config:
         rows = [[d.key, *d.values] for d in c.config]
@@ -41,7 +52,24 @@ def render_html(comparison: Comparison) -> str:
         rows = [[d.key, *d.values] for d in c.environment]
         body.append("<h3>Environment</h3>" + html_table(config_header(c), rows, "env"))
     body.append("<h2>Verdicts</h2>" + html_table(["run", *VERDICTS], counts_rows(c), "summary"))
-    body.append("<h2>Claims</h2>" + _claims(c))
+    body.append("<h2>Claims</h2>" + _claims(c) + note_html(DIFFERENCE_NOTE))
+    if found := answers(c):
+        body.append("<h2>Answers</h2>")
+        for question, given in found:
+            items = "".join(
+                f"<li><b>{html.escape(label)}</b>: {html.escape(text)}</li>"
+                for label, text in given
+            )
+            body.append(f"<h3>{html.escape(question)}</h3><ul>{items}</ul>")
+    body.append("<h2>Training curves</h2>")
+    if curves is None:
+        body.append(f"<p>{html.escape(NO_CURVES)}</p>")
+    else:
+        data = base64.b64encode(curves).decode()
+        body.append(
+            f'<figure><img alt="{html.escape(CURVES_CAPTION)}" src="data:image/png;base64,{data}">'
+            f"<figcaption>{html.escape(CURVES_CAPTION)}</figcaption></figure>"
+        )
     body.append("<h2>Key figures</h2>")
     body += [_figure_row(figures, c.labels) for figures in c.figures[:KEY_FIGURES]]
     rest = c.figures[KEY_FIGURES:]

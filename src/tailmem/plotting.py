@@ -12,6 +12,7 @@ from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:  # matplotlib itself is imported on first use
     from matplotlib.axes import Axes
+    from matplotlib.figure import Figure
     from matplotlib.legend import Legend
     from matplotlib.typing import RcKeyType
 
@@ -65,3 +66,15 @@ def style_loglog(ax: Axes, legend_size: int = MIN_FONT, **labels: Any) -> None:
     ax.set(xscale="log", yscale="log", **labels)
     ax.grid(True, which="both", alpha=0.3)
     legend_outside(ax, fontsize=legend_size)
+
+
+SMOKE_MARK = "smoke preset: checks that the code runs; not evidence"
+
+
+def mark_smoke(fig: Figure) -> None:
+    """Write :data:`SMOKE_MARK` above ``fig``'s axes, so a smoke run's figure says what it is
+    wherever it is shown (saved with ``bbox_inches="tight"``, the figure grows to hold it)."""
+    fig.text(
+        0.0, 1.0, SMOKE_MARK, ha="left", va="bottom", color="#a05a00", fontsize=MIN_FONT + 1,
+        fontweight="bold", transform=fig.transFigure,
+    )  # fmt: skip

@@ -32,6 +32,7 @@ from __future__ import annotations
 import contextlib
 import csv
 import datetime as _dt
+import errno
 import fcntl
 import io
 import json
@@ -83,6 +84,11 @@ def _alive(pid: int) -> bool:
     except PermissionError:
         return True
     return True
+
+
+def _holder(fd: int) -> str:
+    """The pid a lock holder wrote into the lock file ``fd`` ("unknown" if none yet)."""
+    return os.pread(fd, 32, 0).decode(errors="replace").strip() or "unknown"
 
 
 class RunDir:
@@ -191,16 +197,33 @@ class RunDir:
             try:
                 fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
             except BlockingIOError:
-                holder = os.pread(fd, 32, 0).decode(errors="replace").strip() or "unknown"
                 raise ConfigError(
-                    f"{self.path} is being written by another tailmem process (pid {holder}); "
-                    "wait for it to finish or choose another folder"
+                    f"{self.path} is being written by another tailmem process (pid "
+                    f"{_holder(fd)}); wait for it to finish or choose another folder"
                 ) from None
             os.ftruncate(fd, 0)
             os.pwrite(fd, f"{os.getpid()}\n".encode(), 0)
             yield
         finally:
             os.close(fd)  # closing the last descriptor releases the flock
+
+    def writer(self) -> str | None:
+        """The pid of the tailmem process writing this folder now (holding :meth:`lock`), or
+        None. A reader's probe: it creates no lock file and holds a shared lock only for the
+        probe itself."""
+        try:
+            fd = os.open(self.file(LOCK_FILE), os.O_RDONLY)
+        except FileNotFoundError:
+            return None
+        try:
+            try:
+                fcntl.flock(fd, fcntl.LOCK_SH | fcntl.LOCK_NB)
+            except BlockingIOError:
+                return _holder(fd)
+            fcntl.flock(fd, fcntl.LOCK_UN)
+            return None
+        finally:
+            os.close(fd)
 
     # ------------------------------------------------------------------ what was written here
 
@@ -387,6 +410,15 @@ def folder_kind(path: Path) -> str | None:
     return FOREIGN if visible else None
 
 
+def _loops(path: Path) -> bool:
+    """Whether following ``path``'s links never ends (the system says ELOOP)."""
+    try:
+        os.stat(path)
+    except OSError as exc:
+        return exc.errno == errno.ELOOP
+    return False
+
+
 def check_folder(path: Path, kinds: Sequence[str], *, new: bool = True) -> str | None:
     """Refuse (one-line :class:`ConfigError`, nothing written) a folder a command may not write:
     one of a kind not in ``kinds``, the user's own (:data:`FOREIGN`), one lying inside a run
@@ -396,6 +428,9 @@ def check_folder(path: Path, kinds: Sequence[str], *, new: bool = True) -> str |
     expected = " or ".join(KINDS[k] for k in kinds)
     if new:
         expected = f"a new or empty folder, or {expected}"
+    if path.is_symlink() and not path.exists():  # a link to nowhere, or to itself
+        what = "a symbolic-link loop" if _loops(path) else "a link to a missing path"
+        raise ConfigError(f"{path} is {what}; expected {expected}")
     for parent in path.absolute().parents:
         if (parent / MANIFEST).is_file() and folder_kind(parent) == "run":
             raise ConfigError(f"{path} lies inside the run folder {parent}; expected {expected} "

@@ -688,7 +688,7 @@ def test_vocabulary_shaped_parameters_never_go_to_muon_unless_forced():
     with pytest.raises(ConfigError) as err:
         plan_param_groups(Mystery(), "muon:other adam:*")
     msg = str(err.value)
-    assert f"shaped like the {VOCAB}-token vocabulary" in msg
+    assert f"the {VOCAB}-token vocabulary's tables (embedding / LM head)" in msg
     assert f"lm_out.weight ({VOCAB}, {E}) (other)" in msg and "force_muon_vocab=True" in msg
     with pytest.raises(ConfigError, match=r"emb\.weight"):
         plan_param_groups(Mystery(), "muon:embed adam:*")

@@ -12,12 +12,15 @@ from __future__ import annotations
 
 import dataclasses
 import hashlib
+import json
 import math
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from functools import cached_property
+from pathlib import Path
 from typing import Any
 
+from tailmem.errors import DataError
 from tailmem.lm.arms import Arm
 from tailmem.models.gpt import GPTConfig
 from tailmem.optim.registry import OptimizerSetting
@@ -231,3 +234,21 @@ def diverged_runs(results: Sequence[RunResult]) -> list[dict[str, Any]]:
              "step": step, "reason": f"arm {r.arm} diverged at step {step}"}
         )  # fmt: skip
     return out
+
+
+def read_results(root: Path) -> dict[str, RunResult]:
+    """Every training run under the run folder ``root``, by its folder relative to it
+    (``runs/plain/muon/muon0.02-adam0.003-seed0-steps40``): the result its ``result.json``
+    records (none for a study that trains no language model). A file that is not a result is
+    a one-line :class:`~tailmem.errors.DataError`."""
+    found = {}
+    for path in sorted(root.rglob("result.json")):
+        try:
+            result = RunResult.from_json(json.loads(path.read_text()))
+        except (json.JSONDecodeError, UnicodeDecodeError, KeyError, TypeError) as exc:
+            raise DataError(
+                f"{path} is not a training run's result ({type(exc).__name__}: {exc}); "
+                "expected the result.json tailmem wrote"
+            ) from None
+        found[path.parent.relative_to(root).as_posix()] = result
+    return found

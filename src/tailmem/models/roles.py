@@ -47,10 +47,22 @@ c. the family's name rules, for parameters with at least two dimensions (a 1-D `
    - torchtitan / lingua: ``tok_embeddings`` -> embed; ``attention.{wq,wk,wv,wo}`` -> q k v o;
      ``feed_forward.w1`` -> w_gate, ``feed_forward.w3`` -> w_in, ``feed_forward.w2`` -> w_out
      (``w2(silu(w1 x) * w3 x)``); ``output`` -> head.
+   - torch's own layers, in any model and decided by the class of the module that owns the
+     tensor: ``nn.MultiheadAttention``'s ``in_proj_weight`` -> fused q+k+v (its ``q/k/v_proj_
+     weight`` when q, k and v differ in width -> q k v) and ``out_proj`` -> o; the ``linear1`` /
+     ``linear2`` of ``nn.TransformerEncoderLayer`` / ``nn.TransformerDecoderLayer`` -> w_in /
+     w_out (so a model built from ``nn.TransformerEncoder`` needs no ``roles=``).
 d. the weight of an embedding module (class name contains "Embedding") -> ``embed``;
 e. anything else -> ``other``. Nothing is guessed from shapes: a family member with an unusual
    layer name (e.g. OPT's ``fc1``) shows up as ``other`` in :func:`roles_table` instead of being
    misassigned.
+
+Which tensors are the vocabulary's tables (embedding, LM head), which Muon must not train
+(:func:`vocabulary_tables`), is decided by role and by the module that owns the tensor, never by
+a coincidence of sizes: ``embed`` and ``head`` are; a matrix role never is; an unrecognised
+``other`` matrix is when an embedding module owns it, or when it spans the vocabulary and sits
+outside the model's stack of blocks (an output layer beside the blocks, not a feed-forward
+matrix inside one whose width happens to equal the vocabulary's).
 
 Weights of a module whose class is named ``Conv1D`` (Hugging Face GPT-2) are stored (in, out), so
 they carry the Muon layout hint ``fan_out_dim=1``. GPT-2's ``c_attn`` holds q, k and v side by side
@@ -74,6 +86,7 @@ from dataclasses import dataclass
 
 from torch import nn
 
+from tailmem.mdtable import text_table
 from tailmem.models.gpt import MemberEmbedding
 
 ROLES: tuple[str, ...] = (
@@ -91,7 +104,17 @@ ROLES: tuple[str, ...] = (
     "other",
 )
 MATRIX_ROLES: tuple[str, ...] = ("q", "k", "v", "o", "w_in", "w_gate", "w_out")
-SCHEMES: tuple[str, ...] = ("param_roles", "gpt2", "llama", "bert", "torchtitan", "generic")
+SCHEMES: tuple[str, ...] = (
+    "param_roles",
+    "gpt2",
+    "llama",
+    "bert",
+    "torchtitan",
+    "torch",
+    "generic",
+)
+FAMILIES = "GPT-2, LLaMA, BERT, torchtitan naming or torch.nn's transformer layers"
+"""The model families whose roles resolve without ``roles=``, as an error message names them."""
 
 
 @dataclass(frozen=True)
@@ -214,7 +237,11 @@ def naming_scheme(model: nn.Module) -> str:
     """Which role source :func:`resolve_roles` uses for ``model`` (one of :data:`SCHEMES`)."""
     if _role_owners(model):
         return "param_roles"
-    return _family([name for name, _ in model.named_parameters()])
+    family = _family([name for name, _ in model.named_parameters()])
+    torch_layers = (nn.MultiheadAttention, *_TORCH_LAYERS)
+    if family == "generic" and any(isinstance(m, torch_layers) for m in model.modules()):
+        return "torch"
+    return family
 
 
 def resolve_roles(model: nn.Module, roles: RoleSpec | None = None) -> dict[str, ParamRole]:
@@ -359,7 +386,81 @@ def _from_param_roles(model: nn.Module, params: dict[str, nn.Parameter]) -> dict
 def _rule_role(model: nn.Module, name: str, p: nn.Parameter, scheme: str) -> ParamRole:
     module_path = name.rpartition(".")[0]
     module = model.get_submodule(module_path) if module_path else model
-    return _role_by_rules(name, tuple(p.shape), scheme, type(module).__name__)
+    torch_role = _torch_layer_role(model, name, tuple(p.shape)) if p.ndim >= 2 else None
+    return torch_role or _role_by_rules(name, tuple(p.shape), scheme, type(module).__name__)
+
+
+_TORCH_LAYERS = (nn.TransformerEncoderLayer, nn.TransformerDecoderLayer)
+_TORCH_ATTENTION_ROLES = {"q_proj_weight": "q", "k_proj_weight": "k", "v_proj_weight": "v"}
+_TORCH_FFN_ROLES = {"linear1": "w_in", "linear2": "w_out"}
+
+
+def _torch_layer_role(model: nn.Module, name: str, shape: tuple[int, ...]) -> ParamRole | None:
+    """The role of a matrix of torch's own transformer layers (rule c), by the class of the
+    module that owns it and of that module's parent; None for any other tensor."""
+    module_path, _, attr = name.rpartition(".")
+    owner = model.get_submodule(module_path) if module_path else model
+    if isinstance(owner, nn.MultiheadAttention):
+        width = owner.embed_dim
+        if attr == "in_proj_weight" and shape[0] == 3 * width:
+            return ParamRole.fused(("q", "k", "v"), (width, width, width))
+        role = _TORCH_ATTENTION_ROLES.get(attr)
+        return ParamRole(role) if role else None
+    if not module_path or attr != "weight":
+        return None
+    parent_path, _, child = module_path.rpartition(".")
+    parent = model.get_submodule(parent_path)
+    if isinstance(parent, nn.MultiheadAttention) and child == "out_proj":
+        return ParamRole("o")
+    role = _TORCH_FFN_ROLES.get(child) if isinstance(parent, _TORCH_LAYERS) else None
+    return ParamRole(role) if role else None
+
+
+def vocabulary_tables(
+    model: nn.Module, resolved: Mapping[str, ParamRole], member_dims: int = 0
+) -> list[str]:
+    """The names of ``resolved`` (roles of ``model``'s parameters) that are the vocabulary's
+    tables, an embedding or an LM head: what Muon must not train.
+
+    Decided by role and by the module that owns the tensor, not by shape alone (module
+    docstring): ``embed`` and ``head`` are; matrix roles, ``norm`` and ``bias`` are not; an
+    ``other`` tensor is when an embedding module owns it, or when one of its sizes (after
+    ``member_dims`` leading ensemble dimensions) is the vocabulary's (:func:`vocab_size`) and it
+    is not inside a block of the model's layer stack (:func:`in_layer_stack`).
+    """
+    vocab = vocab_size(model)
+    params = dict(model.named_parameters())
+    found = []
+    for name, pr in resolved.items():
+        if pr.role in ("embed", "head"):
+            found.append(name)
+        elif pr.role == "other":
+            owner = model.get_submodule(name.rpartition(".")[0])
+            sizes = tuple(params[name].shape)[member_dims:]
+            spans = vocab is not None and vocab in sizes and not in_layer_stack(model, name)
+            if "Embedding" in type(owner).__name__ or spans:
+                found.append(name)
+    return found
+
+
+def in_layer_stack(model: nn.Module, name: str) -> bool:
+    """Whether parameter ``name`` sits inside a block of a stack of layers: a module with
+    sub-modules held by an ``nn.ModuleList`` or ``nn.ModuleDict`` (a transformer's blocks), or
+    by an ``nn.Sequential`` beside another module of its class. A layer that is itself an
+    element (a list of output heads, a flat ``nn.Sequential`` model) is not in a block."""
+    parts = name.split(".")[:-1]
+    module = model
+    for part in parts:
+        child = module.get_submodule(part)
+        has_children = next(child.children(), None) is not None
+        repeated = sum(type(m) is type(child) for m in module.children()) > 1
+        stack = isinstance(module, (nn.ModuleList, nn.ModuleDict)) or (
+            isinstance(module, nn.Sequential) and repeated
+        )
+        if stack and has_children:
+            return True
+        module = child
+    return False
 
 
 def _role_by_rules(name: str, shape: tuple[int, ...], scheme: str, cls_name: str) -> ParamRole:
@@ -436,17 +537,6 @@ def _short_list(items: list[str], limit: int = 6) -> str:
     return shown + (f" (+{len(items) - limit} more)" if len(items) > limit else "")
 
 
-def _format_table(headers: tuple[str, ...], rows: Sequence[tuple[object, ...]]) -> str:
-    """A plain-text table with left-aligned columns, for logs."""
-    cells = [tuple(str(c) for c in headers)] + [tuple(str(c) for c in row) for row in rows]
-    widths = [max(len(row[i]) for row in cells) for i in range(len(headers))]
-    lines = [
-        "  ".join(c.ljust(w) for c, w in zip(row, widths, strict=True)).rstrip() for row in cells
-    ]
-    lines.insert(1, "  ".join("-" * w for w in widths))
-    return "\n".join(lines)
-
-
 def roles_table(model: nn.Module) -> str:
     """A printable table of every parameter's name, shape, role and Muon layout hints.
 
@@ -463,4 +553,4 @@ def roles_table(model: nn.Module) -> str:
             hints.append(f"row_splits={pr.row_splits}")
         rows.append((name, tuple(params[name].shape), pr.role, " ".join(hints)))
     header = f"roles from: {naming_scheme(model)}\n"
-    return header + _format_table(("parameter", "shape", "role", "hints"), rows)
+    return header + text_table(("parameter", "shape", "role", "hints"), rows)

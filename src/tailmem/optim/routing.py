@@ -38,14 +38,17 @@ import torch
 from torch import nn
 
 from tailmem.errors import CheckpointError, ConfigError
+from tailmem.mdtable import text_table
 from tailmem.models.roles import (
+    FAMILIES,
     MATRIX_ROLES,
     ROLES,
+    ParamRole,
     RoleSpec,
-    _format_table,
     _short_list,
     resolve_roles,
     vocab_size,
+    vocabulary_tables,
 )
 from tailmem.optim.registry import REGISTRY, OptimizerKind, OptimizerSetting, get_kind
 
@@ -141,10 +144,14 @@ def plan_param_groups(
     a Muon-like kind gets ``batch_dims`` (each member's matrix orthogonalised on its own), and a
     kind that is not ``per_member`` (it would mix members) is a :class:`ConfigError`.
 
-    Vocabulary guard: a parameter whose shape contains the token vocabulary size (rows of the
-    model's largest ``nn.Embedding``) and whose role is not one of the matrix roles (an
-    embedding, an LM head, an unrecognised ``other``) is never given to a matrices-only kind
+    Vocabulary guard: the vocabulary's tables (an embedding, an LM head, an unrecognised output
+    layer beside the blocks; decided by role and owning module, not by shape alone:
+    :func:`~tailmem.models.roles.vocabulary_tables`) are never given to a matrices-only kind
     (Muon): that raises :class:`~tailmem.errors.ConfigError` unless ``force_muon_vocab=True``.
+    A hidden matrix whose width happens to equal the vocabulary's is not refused.
+
+    Every refusal names its fix: a recipe line that routes the model, or the ``roles=`` that
+    names the roles of a model whose layers no built-in rule recognises.
     """
     known = {**REGISTRY, **(kinds or {})}
     routes = parse_recipe(recipe, tuple(known))
@@ -153,8 +160,8 @@ def plan_param_groups(
         resolved = resolve_roles(model, roles)
     except ValueError as err:
         raise ConfigError(str(err)) from None
-    vocab = None if force_muon_vocab else vocab_size(model)
     member_dims = getattr(model, "member_dims", 0)
+    tables = set() if force_muon_vocab else set(vocabulary_tables(model, resolved, member_dims))
     mixing = [kind for kind in routes if member_dims and not known[kind].per_member]
     if mixing:
         safe = [k for k, spec in known.items() if spec.per_member]
@@ -176,28 +183,91 @@ def plan_param_groups(
             continue
         if len(set(kinds_of_param)) > 1:
             sent = ", ".join(f"{r} -> {k}" for r, k in zip(pr.roles, kinds_of_param, strict=True))
+            fixes = " or ".join(
+                repr(_recipe_moving(recipe, pr.roles, kind))
+                for kind in dict.fromkeys(k for k in kinds_of_param if k is not None)
+            )
             raise ConfigError(
                 f"parameter {name!r} holds {', '.join(pr.roles)} fused in one tensor, so they "
-                f"need one optimiser kind, but recipe {recipe!r} sends {sent}"
+                f"need one optimiser kind, but recipe {recipe!r} sends {sent}; give them one "
+                f"kind, e.g. {fixes}"
             )
         kind = kind_of_role[pr.roles[0]]  # every part of a fused tensor goes to this one kind
         matrices_only = known[kind].matrices_only
         if matrices_only and p.ndim - member_dims < 2:
             non_matrix.append((kind, name, pr.role, tuple(p.shape)))
-        elif matrices_only and vocab in p.shape and not set(pr.roles) & set(MATRIX_ROLES):
+        elif matrices_only and name in tables:
             vocab_shaped.append((kind, name, pr.role, tuple(p.shape)))
         hints = (pr.fan_out_dim, pr.row_splits) if known[kind].layout_keys else ()
         buckets.setdefault((kind, pr.role, *hints), []).append((name, p))
     _refuse_unrouted(model, recipe, unassigned)
-    _refuse_misrouted(recipe, known, non_matrix, vocab_shaped, vocab)
+    _refuse_misrouted(recipe, known, non_matrix, vocab_shaped, vocab_size(model))
     empty = [kind for kind in routes if not any(key[0] == kind for key in buckets)]
     if empty:
-        kind = empty[0]
-        raise ConfigError(
-            f"recipe {recipe!r} gives {kind} role(s) {', '.join(routes[kind])}, but the model "
-            f"has no trainable parameters with those roles; drop {kind} from the recipe"
-        )
+        _refuse_empty(model, recipe, empty[0], routes[empty[0]], resolved, tables, member_dims)
     return _groups(buckets, routes, known, member_dims)
+
+
+def _refuse_empty(
+    model: nn.Module,
+    recipe: str,
+    kind: str,
+    kind_roles: Sequence[str],
+    resolved: Mapping[str, ParamRole],
+    tables: Collection[str],
+    member_dims: int,
+) -> None:
+    """The :class:`ConfigError` for a kind of ``recipe`` that gets no parameter: where the model
+    has matrices no built-in rule recognises (role ``other``) and the kind was given matrix
+    roles, the fix is to name their roles (``roles=``, patterns drawn from their names) or to
+    route ``other`` (a recipe line); otherwise, to drop the kind."""
+    params = dict(model.named_parameters())
+    hidden = [
+        name
+        for name, pr in resolved.items()
+        if pr.role == "other"
+        and params[name].requires_grad
+        and params[name].ndim - member_dims >= 2
+        and name not in tables
+    ]
+    given = f"recipe {recipe!r} gives {kind} role(s) {', '.join(kind_roles)}"
+    if not hidden or not set(kind_roles) & set(MATRIX_ROLES):
+        raise ConfigError(
+            f"{given}, but the model has no trainable parameters with those roles; drop {kind} "
+            f"from the recipe"
+        )
+    heads = [name for name in tables if resolved[name].role == "other"]
+    patterns = ", ".join(f'r"{p}": "..."' for p in dict.fromkeys(map(name_pattern, hidden)))
+    head_roles = ", ".join(f'r"{p}": "head"' for p in dict.fromkeys(map(name_pattern, heads)))
+    line = _recipe_moving(recipe, ("other",), kind)
+    raise ConfigError(
+        f"{given}, but no parameter of the model has them: its layer names are none that "
+        f"tailmem recognises ({FAMILIES}), so its {len(hidden)} hidden matrices have role "
+        f"'other' ({_short_list(hidden, 4)}); name their roles, build_optimizer(model, recipe, "
+        f"roles={{{patterns}}}) with each one's role ({' '.join(MATRIX_ROLES)}), or give "
+        f"{kind} all of them with the recipe {line!r}"
+        + (f" and roles={{{head_roles}}} for the output layer" if heads else "")
+        + "; tailmem.models.roles.roles_table(model) shows every role"
+    )
+
+
+def name_pattern(name: str) -> str:
+    """A regular expression matching ``name`` with every block index as ``\\d+``
+    (``layers.0.linear1.weight`` -> ``layers\\.\\d+\\.linear1\\.weight``): one ``roles=``
+    pattern for the same tensor of every block."""
+    return r"\.".join(r"\d+" if part.isdigit() else re.escape(part) for part in name.split("."))
+
+
+def _recipe_moving(recipe: str, roles: Sequence[str], kind: str) -> str:
+    """``recipe`` with ``roles`` taken out of every clause and given to ``kind`` (left to its
+    ``*`` when it has one); a clause left with no role is dropped."""
+    clauses: dict[str, list[str]] = {}
+    for clause in re.split(r"\s+(?=[^\s,:]+\s*:)", recipe.strip()):
+        name, _, rest = (part.strip() for part in clause.partition(":"))
+        clauses[name] = [r for r in re.split(r"[,\s]+", rest) if r and r not in roles]
+    if "*" not in clauses[kind]:
+        clauses[kind] = [*roles, *clauses[kind]]
+    return " ".join(f"{name}:{','.join(rs)}" for name, rs in clauses.items() if rs)
 
 
 Misrouted = list[tuple[str, str, str, tuple[int, ...]]]
@@ -221,7 +291,7 @@ def _refuse_unrouted(model: nn.Module, recipe: str, unassigned: list[tuple[str, 
         f"name those roles or add a catch-all such as 'adam:*', or give the parameters "
         f"roles with build_optimizer(..., roles={{name pattern: role}}) "
         f"(tailmem.models.roles.roles_table(model) shows every role):\n"
-        + _format_table(("parameter", "shape", "role"), rows)
+        + text_table(("parameter", "shape", "role"), rows)
         + (f"\n(+{more} more)" if more > 0 else "")
     )
 
@@ -233,8 +303,8 @@ def _refuse_misrouted(
     vocab_shaped: Misrouted,
     vocab: int | None,
 ) -> None:
-    """One :class:`ConfigError` for a matrices-only kind given vectors or vocabulary-shaped
-    tensors (embedding, LM head); nothing when there are none."""
+    """One :class:`ConfigError` for a matrices-only kind given vectors or the vocabulary's
+    tables (embedding, LM head); nothing when there are none."""
     if non_matrix:
         kind = non_matrix[0][0]
         bad_roles = sorted({role for k, _, role, _ in non_matrix if k == kind}, key=_role_order)
@@ -248,11 +318,14 @@ def _refuse_misrouted(
     if vocab_shaped:
         kind = vocab_shaped[0][0]
         shown = _short_list([f"{n} {s} ({role})" for k, n, role, s in vocab_shaped if k == kind])
+        of = f"the {vocab}-token vocabulary's" if vocab is not None else "the vocabulary's"
+        unnamed = [n for k, n, role, _ in vocab_shaped if k == kind and role == "other"]
+        head_roles = ", ".join(f'r"{p}": "head"' for p in dict.fromkeys(map(name_pattern, unnamed)))
         raise ConfigError(
-            f"recipe {recipe!r} gives {kind} parameter(s) shaped like the {vocab}-token "
-            f"vocabulary (embedding / LM head): {shown}; {kind} is for hidden matrices: route them "
-            f"to adam (name their role in an adam clause, or give them roles={{pattern: 'head'}}), "
-            f"or pass force_muon_vocab=True to build_optimizer"
+            f"recipe {recipe!r} gives {kind} {of} tables (embedding / LM head): {shown}; {kind} "
+            f"is for hidden matrices: route them to adam (name their role in an adam clause, or "
+            f"give them roles={{{head_roles or 'pattern: ' + repr('head')}}}), or pass "
+            f"force_muon_vocab=True to build_optimizer"
         )
 
 
@@ -305,7 +378,7 @@ def build_optimizer(
         roles: optional explicit roles, consulted before the built-in ones: ``{name pattern:
             role}`` (regular expressions matched against whole names, first match wins; role a
             str or ParamRole) or a callable ``(name, param) -> role | None``.
-        force_muon_vocab: let Muon train vocabulary-shaped parameters (see
+        force_muon_vocab: let Muon train the vocabulary's tables (embedding, LM head) (see
             :func:`plan_param_groups`).
         role_overrides: optional ``role -> {option: value}`` set on that role's param group after
             the kind's settings, e.g. ``{"head": {"lr": 1e-3}, "q": {"num_heads": 12}}``.
@@ -577,7 +650,7 @@ class RoutedOptimizer(torch.optim.Optimizer):
         tensors = sum(r["tensors"] for r in summary)
         rows.append(("total", "", tensors, f"{sum(r['numel'] for r in summary):,}", ""))
         title = f"recipe: {self.recipe}\n" if self.recipe else ""
-        return title + _format_table(("kind", "role", "tensors", "params", "lr"), rows)
+        return title + text_table(("kind", "role", "tensors", "params", "lr"), rows)
 
     def __repr__(self) -> str:
         return f"{type(self).__name__}\n{self.describe()}"

@@ -113,7 +113,8 @@ def answers(results: Results) -> list[tuple[RunSummary, Answer]]:
 
 def answer_row(run: RunSummary, answer: Answer, results: Results) -> list[str]:
     study = run.experiment + (f" ({run.preset.label})" if mixed(results) else "")
-    return [answer.question, answer.answer, answer.evidence, answer.verdict, study]
+    verdict = smoke_verdict(run, answer.verdict)
+    return [answer.question, answer.answer, answer.evidence, verdict, study]
 
 
 def unanswered(results: Results, folder: Path | None) -> list[str]:
@@ -244,11 +245,36 @@ def rule_text(claim: ClaimResult) -> str:
 
 
 def claim_rows(run: RunSummary) -> list[list[str]]:
-    """The claims table of a run (:data:`CLAIM_HEADER`)."""
+    """The claims table of a run (:data:`CLAIM_HEADER`); a smoke run's verdicts say they are
+    not evidence (:func:`smoke_verdict`)."""
     return [
-        [c.claim, c.source, c.published, c.ours, rule_text(c), seeds_text(c), verdict_text(c)]
+        [c.claim, c.source, c.published, c.ours, rule_text(c), seeds_text(c),
+         smoke_verdict(run, verdict_text(c))]
         for c in run.claims
-    ]
+    ]  # fmt: skip
+
+
+SMOKE_VERDICT = "smoke: not evidence"
+
+
+def is_smoke(run: RunSummary) -> bool:
+    return run.preset.name == "smoke"
+
+
+def smoke_note(run: RunSummary) -> str:
+    """The banner every section of a smoke run repeats ("" for other presets): a reader who
+    lands on a study's section or figure sees that its verdicts are not evidence."""
+    return run.preset.banner() if is_smoke(run) else ""
+
+
+def smoke_verdict(run: RunSummary, verdict: str) -> str:
+    """``verdict`` as a smoke run's report shows it, ``reproduced (smoke: not evidence)``."""
+    return f"{verdict} ({SMOKE_VERDICT})" if is_smoke(run) else verdict
+
+
+def figure_caption(run: RunSummary, caption: str) -> str:
+    """A figure's caption, with a smoke run's figures marked as no evidence."""
+    return f"{caption} ({SMOKE_VERDICT})" if is_smoke(run) else caption
 
 
 def uncovered_rows() -> list[list[str]]:

@@ -110,9 +110,10 @@ class Layout:
     data: Data | None
 
 
-def read_layout(run: RunDir, experiment: str) -> Layout:
+def read_layout(run: RunDir, experiment: str, max_rows: int | None = MAX_TABLE_ROWS) -> Layout:
     """``report.json`` of ``run`` (an experiment of ``experiment``), every key and entry
-    checked; without the file, the experiment's name and every PNG of the run."""
+    checked; without the file, the experiment's name and every PNG of the run. Each table keeps
+    its first ``max_rows`` rows (None: every row)."""
     source = run.file("report.json")
     raw: Any = run.read_json("report.json") if source.is_file() else {}
     if not isinstance(raw, dict):
@@ -130,7 +131,7 @@ def read_layout(run: RunDir, experiment: str) -> Layout:
         summary=raw.get("summary", ""),
         answers=_answers(source, raw.get("answers", [])),
         figures=_figures(run, raw),
-        tables=_tables(run, raw),
+        tables=_tables(run, raw, max_rows),
         data=_data(source, raw["data"]) if "data" in raw else None,
     )
 
@@ -237,31 +238,37 @@ def _figures(run: RunDir, raw: dict[str, Any]) -> tuple[Figure, ...]:
     return tuple(figures)
 
 
-def _tables(run: RunDir, raw: dict[str, Any]) -> tuple[Table, ...]:
-    """Each table ``report.json`` lists, read and checked (CSV text, every row as wide as the
-    header, ``columns`` mapping names to text, ``mean_se`` pairing columns of the header)."""
-    tables = []
-    for path, caption, item in _entries(run, raw, "tables") or []:
-        try:
-            rows = list(csv.reader(io.StringIO(path.read_text())))
-        except (UnicodeDecodeError, csv.Error) as exc:
+def _tables(run: RunDir, raw: dict[str, Any], max_rows: int | None) -> tuple[Table, ...]:
+    """Each table ``report.json`` lists, read and checked (:func:`read_table`)."""
+    return tuple(
+        read_table(path, caption, item, max_rows)
+        for path, caption, item in _entries(run, raw, "tables") or []
+    )
+
+
+def read_table(
+    path: Path, caption: str, item: dict[str, Any], max_rows: int | None = MAX_TABLE_ROWS
+) -> Table:
+    """A CSV of a run as the report shows it, checked (CSV text, every row as wide as the
+    header; ``item``, its ``report.json`` entry: ``columns`` mapping names to text, ``mean_se``
+    pairing columns of the header), its first ``max_rows`` rows (None: every row)."""
+    try:
+        rows = list(csv.reader(io.StringIO(path.read_text())))
+    except (UnicodeDecodeError, csv.Error) as exc:
+        raise DataError(f"{path} is a table of the run but is not CSV text ({exc})") from None
+    header, *body = rows or [[]]
+    for i, row in enumerate(body, start=2):
+        if len(row) != len(header):
             raise DataError(
-                f"{path} is listed in report.json but is not CSV text ({exc})"
-            ) from None
-        header, *body = rows or [[]]
-        for i, row in enumerate(body, start=2):
-            if len(row) != len(header):
-                raise DataError(
-                    f"{path}: line {i} has {len(row)} cells; expected {len(header)}, as the header"
-                )
-        columns = item.get("columns", {})
-        if not isinstance(columns, dict) or not all(isinstance(v, str) for v in columns.values()):
-            raise DataError(f"{path}: report.json 'columns' must map column names to text")
-        pairs = _mean_se(path, header, item.get("mean_se", {}))
-        shown, cells = _merged(header, body[:MAX_TABLE_ROWS], pairs)
-        columns = {k: v for k, v in columns.items() if k in shown}
-        tables.append(Table(path.name, caption, shown, cells, len(body), columns))
-    return tuple(tables)
+                f"{path}: line {i} has {len(row)} cells; expected {len(header)}, as the header"
+            )
+    columns = item.get("columns", {})
+    if not isinstance(columns, dict) or not all(isinstance(v, str) for v in columns.values()):
+        raise DataError(f"{path}: report.json 'columns' must map column names to text")
+    pairs = _mean_se(path, header, item.get("mean_se", {}))
+    shown, cells = _merged(header, body[:max_rows], pairs)
+    columns = {k: v for k, v in columns.items() if k in shown}
+    return Table(path.name, caption, shown, cells, len(body), columns)
 
 
 def _mean_se(path: Path, header: list[str], pairs: object) -> dict[str, tuple[str, str]]:

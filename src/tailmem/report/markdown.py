@@ -53,6 +53,8 @@ def _section(run: RunSummary, results: Results, root: Path) -> list[str]:
     out = ["", f'<a id="{C.anchor(run)}"></a>', "", f"## {C.section_title(run, results)}", ""]
     if not run.complete:
         out += [f"*{C.incomplete_note(run)}*", ""]
+    if note := C.smoke_note(run):
+        out += [f"> **{note}**", ""]
     if run.layout.summary:
         out += [run.layout.summary, ""]
     if run.layout.data is not None:
@@ -62,7 +64,8 @@ def _section(run: RunSummary, results: Results, root: Path) -> list[str]:
         out += [C.CLAIM_COLUMNS, ""]
     for figure in run.layout.figures:
         link = figure.path.relative_to(root).as_posix()
-        out += [f"![{figure.caption}]({link})", "", f"*{figure.caption}*", ""]
+        caption = C.figure_caption(run, figure.caption)
+        out += [f"![{caption}]({link})", "", f"*{caption}*", ""]
     for table in run.layout.tables:
         out += [f"**{table.caption}**", ""]
         if not table.header:

@@ -90,7 +90,8 @@ def _answers(results: Results, folder: Path | None) -> str:
     answered = C.answers(results)
     if answered:
         rows = [C.answer_row(r, a, results) for r, a in answered]
-        parts.append(html_table(C.ANSWER_HEADER, rows, "answers", [a.verdict for _, a in answered]))
+        verdicts = [_shown(r, a.verdict) for r, a in answered]
+        parts.append(html_table(C.ANSWER_HEADER, rows, "answers", verdicts))
     missing = C.unanswered(results, folder)
     if missing:
         items = "".join(f"<li>{_code_spans(line)}</li>" for line in missing)
@@ -124,20 +125,22 @@ def _section(run: RunSummary, results: Results) -> str:
     parts = [f'<section id="{html.escape(C.anchor(run))}"><h2>{title}</h2>']
     if not run.complete:
         parts.append(f'<p class="incomplete">{html.escape(C.incomplete_note(run))}</p>')
+    if note := C.smoke_note(run):
+        parts.append(f'<p class="banner preset-smoke">{_bold_first(note)}</p>')
     if run.layout.summary:
         parts.append(f"<p>{html.escape(run.layout.summary)}</p>")
     if run.layout.data is not None:
         parts.append(f'<p class="data"><b>Data</b>: {html.escape(run.layout.data.text())}</p>')
     if run.claims:
-        parts.append("<h3>Claims</h3>" + _claims(run) + _notes(C.CLAIM_COLUMNS))
+        parts.append("<h3>Claims</h3>" + _claims(run) + note_html(C.CLAIM_COLUMNS))
     figures = run.layout.figures
     if figures:
-        parts.append(_figures(figures[:KEY_FIGURES]))
+        parts.append(_figures(run, figures[:KEY_FIGURES]))
     if len(figures) > KEY_FIGURES:
         rest = figures[KEY_FIGURES:]
         parts.append(
             f"<details><summary>{len(rest)} more figure{'s' if len(rest) > 1 else ''}</summary>"
-            + _figures(rest)
+            + _figures(run, rest)
             + "</details>"
         )
     parts += [_data_table(table) for table in run.layout.tables]
@@ -157,7 +160,7 @@ def _claims(run: RunSummary) -> str:
             f"<p><b>seeds</b> {html.escape(seeds)}</p></details>"
         )
         cells = [html.escape(statement) + how, *map(html.escape, (published, ours, verdict))]
-        css = _verdict_class(claim.verdict)
+        css = _verdict_class(_shown(run, claim.verdict))
         rows.append(f'<tr class="{css}">' + "".join(f"<td>{c}</td>" for c in cells) + "</tr>")
     head = "".join(f"<th>{h}</th>" for h in CLAIM_HEADER)
     return (
@@ -167,11 +170,11 @@ def _claims(run: RunSummary) -> str:
     )
 
 
-def _figures(figures: Sequence[Figure]) -> str:
+def _figures(run: RunSummary, figures: Sequence[Figure]) -> str:
     shown = []
     for figure in figures:
         data = base64.b64encode(figure.path.read_bytes()).decode()
-        caption = html.escape(figure.caption)
+        caption = html.escape(C.figure_caption(run, figure.caption))
         shown.append(
             f'<figure><img alt="{caption}" src="data:image/png;base64,{data}">'
             f"<figcaption>{caption}</figcaption></figure>"
@@ -191,14 +194,22 @@ def _data_table(table: Table) -> str:
     if cut := C.cut_note(table):
         parts.append(f'<p class="columns">{html.escape(cut)}</p>')
     if table.columns:
-        parts.append(_notes(C.column_notes(table.columns)))
+        parts.append(note_html(C.column_notes(table.columns)))
     parts.append("</details>")
     return "".join(parts)
 
 
 def _verdict_class(verdict: str) -> str:
-    """The colour class of a verdict (a claim verdict; other words of an answer: none)."""
+    """The colour class of a verdict (a claim verdict; other words of an answer: none; a smoke
+    run's: the neutral ``v-smoke``, never a reproduced green)."""
+    if verdict == C.SMOKE_VERDICT:
+        return "v-smoke"
     return f"v-{verdict.replace(' ', '-')}" if verdict in VERDICTS else ""
+
+
+def _shown(run: RunSummary, verdict: str) -> str:
+    """The verdict whose colour a row takes: a smoke run's are all :data:`C.SMOKE_VERDICT`."""
+    return C.SMOKE_VERDICT if C.is_smoke(run) else verdict
 
 
 def html_table(
@@ -220,7 +231,7 @@ def html_table(
     return "".join(parts)
 
 
-def _notes(markdown: str) -> str:
+def note_html(markdown: str) -> str:
     """A column explanation (``**name** text; …``) as an HTML paragraph."""
     parts = html.escape(markdown).split("**")
     text = "".join(f"<b>{p}</b>" if i % 2 else p for i, p in enumerate(parts))

@@ -146,6 +146,15 @@ def _named_experiment(path: Path) -> str | None:
     return named if isinstance(named, str) and named in EXPERIMENTS else None
 
 
+def require_run(path: Path) -> None:
+    """Refuse, in one line, a folder that holds no run (no ``config.yaml``)."""
+    if not (path / "config.yaml").is_file():
+        raise DataError(
+            f"{path} is not a run folder (no config.yaml); expected one written by tailmem run, "
+            "or one study's folder of a reproduce (results/PRESET/STUDY)"
+        )
+
+
 def read_run(path: str | Path) -> RunSummary:
     """Read one run directory and check everything the report shows from it.
 

@@ -40,6 +40,7 @@ details{margin:.4em 0} summary{cursor:pointer;color:#1a4d8f}
 td details{margin:.2em 0 0;font-size:.92em} td details p{margin:.2em 0}
 .v-reproduced{background:#e3f6e3}.v-not-reproduced{background:#fbe3e3}
 .v-not-measured{background:#f1f1f1;color:#666}.v-inconclusive{background:#fdf5d8}
+.v-smoke{background:#f6f3ee;color:#555}
 .columns{font-size:.85em;color:#444}
 .incomplete{color:#a00}
 @media (max-width:900px){body{display:block} nav.toc{position:static;max-height:none;

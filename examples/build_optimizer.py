@@ -1,0 +1,17 @@
+import torch
+from tailmem.models.gpt import GPT, gpt_config
+from tailmem.optim import build_optimizer
+
+model = GPT(gpt_config("tiny", vocab_size=256, ffn="gated"))
+opt = build_optimizer(
+    model,
+    "muon:v,o,w_in,w_gate,w_out adam:*",  # paper A's VO+FFN arm
+    muon={"lr": 0.02, "momentum": 0.95},  # tailmem.optim.Muon options
+    adam={"lr": 3e-3, "betas": (0.8, 0.95)},  # torch.optim.Adam options
+)
+print(opt.describe())  # role -> kind -> tensors, params, lr
+x = torch.randint(0, 256, (4, 16))
+logits, loss = model(x[:, :-1], x[:, 1:])
+opt.zero_grad()
+loss.backward()
+opt.step()
