@@ -79,12 +79,28 @@ def test_a_birth_date_pool_limits_the_distinct_dates(cache):
         }
 
 
+def test_the_uniform_question_form_asks_every_attribute_with_the_name_last(cache):
+    base = BiosConfig(**SMALL, answer_tokens="single", name_tokens="single")
+    uniform = build_dataset(dataclasses.replace(base, question_form="uniform"), cache)
+    varied = build_dataset(base, cache)
+    for item in np.unique(uniform.train_items)[::9]:
+        prompt = bios.item_text(dict(uniform.arrays), uniform.people, int(item))
+        attr = bios.ATTRIBUTES[int(uniform.arrays["item_attr"][item])].replace("_", " ")
+        name = uniform.people.name(int(uniform.arrays["item_person"][item]))
+        assert prompt.startswith(f"What is the {attr} of {name}?\nAnswer: ")
+    # the same people, facts and answers; only the questions' words differ
+    assert np.array_equal(uniform.arrays["attr_values"], varied.arrays["attr_values"])
+    texts = [bios.item_text(dict(ds.arrays), ds.people, 0) for ds in (uniform, varied)]
+    assert texts[0].split("Answer:")[1] == texts[1].split("Answer:")[1]
+
+
 @pytest.mark.parametrize(
     ("change", "message"),
     [
         ({"n_birth_dates": 1}, "n_birth_dates: got 1; expected an integer"),
         ({"n_birth_dates": 10**6}, "n_birth_dates: got 1000000; expected an integer"),
         ({"name_tokens": "word"}, "name_tokens: got 'word'; expected 'bpe' or 'single'"),
+        ({"question_form": "short"}, "question_form: got 'short'; expected one of varied"),
     ],
 )
 def test_bad_reference_data_options_are_refused_in_one_line(change, message):

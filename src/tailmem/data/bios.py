@@ -41,7 +41,9 @@ Tokens
     does the same for names: every first name and surname is one token (a full name is two or
     three), as in a word-level vocabulary; ``"bpe"`` (default) splits them into about three
     syllable pieces shared with other names. ``n_birth_dates`` draws birth dates from a pool of
-    that many dates (default: any day of the year range). With ``"single"`` tokens and small
+    that many dates (default: any day of the year range). ``question_form="uniform"`` asks every
+    attribute as "What is the <attribute> of NAME?" (template 0; ``"varied"``, the default, asks
+    four of six with the name mid-sentence, :func:`~tailmem.data.templates.qa_templates`). With ``"single"`` tokens and small
     pools the data set is the word-level one of an implementation that gives every word a token.
 
     Ids are composed from pieces tokenized once (template literals, names, values); with a
@@ -92,12 +94,13 @@ from tailmem.data.templates import (
     BIO_TEMPLATES,
     N_BIO_TEMPLATES,
     N_QA_TEMPLATES,
-    QA_TEMPLATES,
+    QUESTION_FORMS,
     bio_pieces,
     bio_text,
     qa_answer,
     qa_pieces,
     qa_prompt,
+    qa_templates,
 )
 from tailmem.errors import ConfigError, DataError
 
@@ -139,7 +142,11 @@ def _rng(seed: int, tag: int, *more: int) -> np.random.Generator:
     return np.random.default_rng([seed, tag, *more])
 
 
-LATER_FIELDS: dict[str, object] = {"name_tokens": "bpe", "n_birth_dates": None}
+LATER_FIELDS: dict[str, object] = {
+    "name_tokens": "bpe",
+    "n_birth_dates": None,
+    "question_form": "varied",
+}
 """:class:`BiosConfig` fields added after data sets were first fingerprinted, with their
 defaults (:meth:`BiosConfig.record`)."""
 
@@ -165,6 +172,7 @@ class BiosConfig:
     answer_tokens: Literal["bpe", "single"] = "bpe"
     name_tokens: Literal["bpe", "single"] = "bpe"
     n_birth_dates: int | None = None
+    question_form: Literal["varied", "uniform"] = "varied"
     train_on: Literal["qa", "qa+bios"] = "qa"
     bio_variants: int = 2
     vocab_size: int = 4096
@@ -221,6 +229,9 @@ class BiosConfig:
             )
         if self.n_birth_dates is not None:
             _int_in(self, "n_birth_dates", 2, n_days(self.birth_year_min, self.birth_year_max))
+        if self.question_form not in QUESTION_FORMS:
+            raise ConfigError(f"question_form: got {self.question_form!r}; expected one of "
+                              f"{', '.join(QUESTION_FORMS)}")  # fmt: skip
         if self.train_on not in ("qa", "qa+bios"):
             raise ConfigError(f"train_on: got {self.train_on!r}; expected 'qa' or 'qa+bios'")
         _int_in(self, "bio_variants", 1, 64)
@@ -398,7 +409,7 @@ def value_string(pools: Pools, attr: int, index: int) -> str:
     return table[int(index)]
 
 
-def tokenizer_corpus(pools: Pools) -> list[str]:
+def tokenizer_corpus(pools: Pools, question_form: str = "varied") -> list[str]:
     """The inventory the BPE is trained on.
 
     Every distinct word of the pools (names, place and brand words, ...) and every year appears
@@ -414,13 +425,14 @@ def tokenizer_corpus(pools: Pools) -> list[str]:
     texts = [" " + w for w in words]
     texts += [f" {y}" for y in range(pools.birth_year_min, pools.birth_year_max + 1)]
     common = [" " + month for month in MONTHS] + [f" {d}," for d in range(1, 32)]
-    common += [form.format("") for form in VALUE_FORMS] + _literals()
+    common += [form.format("") for form in VALUE_FORMS] + _literals(question_form)
     return texts + common + common
 
 
-def _literals() -> list[str]:
+def _literals(question_form: str = "varied") -> list[str]:
     """Template literals in a fixed order: QA prefixes, QA suffixes, bio middles, bio ends."""
-    qa = [qa_pieces(t) for a in ATTRIBUTES for t in QA_TEMPLATES[a]]
+    templates = qa_templates(question_form)
+    qa = [qa_pieces(t) for a in ATTRIBUTES for t in templates[a]]
     bio = [bio_pieces(t) for a in ATTRIBUTES for t in BIO_TEMPLATES[a]]
     return (
         [p.prefix for p in qa]
@@ -452,13 +464,15 @@ def _eval_templates(cfg: BiosConfig, template: np.ndarray, first_item: np.ndarra
 
 @dataclass(frozen=True)
 class People:
-    """Names and facts of every person, and the sentence templates of their biographies."""
+    """Names and facts of every person, the sentence templates of their biographies and the
+    question templates they are asked with (:func:`~tailmem.data.templates.qa_templates`)."""
 
     pools: Pools
     name_parts: np.ndarray
     attr_values: np.ndarray
     bio_templates: np.ndarray
     bio_variants: int
+    qa_templates: dict[str, tuple[str, ...]]
 
     def name(self, person: int) -> str:
         """Full name of ``person``."""
@@ -470,7 +484,7 @@ class People:
 
     def qa(self, person: int, attr: int, template: int) -> tuple[str, str]:
         """(prompt, answer) text of one QA sample; the answer starts with a space."""
-        prompt = qa_prompt(QA_TEMPLATES[ATTRIBUTES[attr]][template], self.name(person))
+        prompt = qa_prompt(self.qa_templates[ATTRIBUTES[attr]][template], self.name(person))
         return prompt, qa_answer(self.value(person, attr))
 
     def bio(self, person: int, variant: int = 0) -> str:
@@ -620,10 +634,13 @@ def generate(cfg: BiosConfig, tokenizer: Tokenizer | None = None) -> GeneratedDa
     bio_templates = _rng(cfg.seed, _RNG_BIOS).integers(
         N_BIO_TEMPLATES, size=(n_people * cfg.bio_variants, N_ATTRIBUTES)
     )
-    people = People(pools, name_parts, attr_values, bio_templates, cfg.bio_variants)
+    people = People(pools, name_parts, attr_values, bio_templates, cfg.bio_variants,
+                    qa_templates(cfg.question_form))  # fmt: skip
     groups = group_of_person(cfg.m)
     if tokenizer is None:
-        tokenizer = train_bpe(tokenizer_corpus(pools), cfg.vocab_size, cfg.eos_token)
+        tokenizer = train_bpe(
+            tokenizer_corpus(pools, cfg.question_form), cfg.vocab_size, cfg.eos_token
+        )
     eos = token_id(tokenizer, cfg.eos_token)
     if cfg.name_tokens == "single":
         add_whole_tokens(tokenizer, _name_texts(pools))
@@ -633,7 +650,7 @@ def generate(cfg: BiosConfig, tokenizer: Tokenizer | None = None) -> GeneratedDa
     dtype = token_dtype(tokenizer.get_vocab_size())
     values, value_row = _value_tokens(tokenizer, pools, attr_values, dtype, single)
     pieces = _Pieces(
-        literals=encode_pieces(tokenizer, _literals(), dtype),
+        literals=encode_pieces(tokenizer, _literals(cfg.question_form), dtype),
         names_spaced=_name_tokens(tokenizer, pools, name_parts, dtype, spaced=True),
         values=values,
         value_row=value_row,
@@ -980,6 +997,7 @@ class BiosDataset:
             arrays["attr_values"],
             arrays["bio_templates"],
             cfg.bio_variants,
+            qa_templates(cfg.question_form),
         )
         self.eos_id = int(meta["eos_id"])
         self.vocab_size = int(meta["vocab_size"])

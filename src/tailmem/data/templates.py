@@ -113,6 +113,24 @@ BIO_TEMPLATES: dict[str, tuple[str, ...]] = {
 N_QA_TEMPLATES = 6
 N_BIO_TEMPLATES = 4
 
+QUESTION_FORMS = ("varied", "uniform")
+"""The forms of template 0, the question asked when there is one template per attribute:
+``varied`` (each attribute in its own words, the name mid-sentence in four of six) or
+``uniform`` (``What is the <attribute> of NAME?`` for all six, the name always last)."""
+
+
+def qa_templates(form: str = "varied") -> dict[str, tuple[str, ...]]:
+    """The QA templates of a question form (:data:`QUESTION_FORMS`): :data:`QA_TEMPLATES`, with
+    template 0 of every attribute made ``What is the <attribute> of {name}?`` for ``uniform``."""
+    if form not in QUESTION_FORMS:
+        raise ValueError(f"unknown question form {form!r}; expected one of {QUESTION_FORMS}")
+    if form == "varied":
+        return dict(QA_TEMPLATES)
+    return {
+        attr: (f"What is the {attr.replace('_', ' ')} of {{name}}?\nAnswer:", *rest)
+        for attr, (_, *rest) in QA_TEMPLATES.items()
+    }
+
 _QA_FORM = re.compile(r"^([^{}]*) \{name\}([^{}]*)$", re.DOTALL)
 _BIO_FORM = re.compile(r"^\{name\}([^{}]+) \{value\}([^{}]*)$")
 

@@ -62,7 +62,7 @@ from typing import Any
 
 from tailmem.data.bios import N_ATTRIBUTES, build_dataset
 from tailmem.data.stream import QATrainStream
-from tailmem.data.templates import QA_TEMPLATES
+from tailmem.data.templates import qa_templates
 from tailmem.errors import ConfigError
 from tailmem.experiments import TUNE_OVERRIDES_OF_LM_STUDIES
 from tailmem.experiments.knowledge_qa import gaps, outputs, tables
@@ -110,7 +110,7 @@ def preflight(cfg: Config) -> None:
     cfg.data.check_tokenizer()
     words = max(
         len(re.findall(r"\w+", template.replace("{name}", "")))
-        for templates in QA_TEMPLATES.values()
+        for templates in qa_templates(cfg.data.question_form).values()
         for template in templates[: cfg.data.templates_per_attribute]
     )
     shortest = 1 if cfg.data.tokenizer_path is not None else words + 2 + 1 + 1
