@@ -43,8 +43,9 @@ Tokens
     syllable pieces shared with other names. ``n_birth_dates`` draws birth dates from a pool of
     that many dates (default: any day of the year range). ``question_form="uniform"`` asks every
     attribute as "What is the <attribute> of NAME?" (template 0; ``"varied"``, the default, asks
-    four of six with the name mid-sentence, :func:`~tailmem.data.templates.qa_templates`). With ``"single"`` tokens and small
-    pools the data set is the word-level one of an implementation that gives every word a token.
+    four of six with the name mid-sentence, :func:`~tailmem.data.templates.qa_templates`). With
+    ``"single"`` tokens and small pools the data set is the word-level one of an implementation
+    that gives every word a token.
 
     Ids are composed from pieces tokenized once (template literals, names, values); with a
     byte-level pre-tokenizer the composition equals tokenizing the full text, which the build
