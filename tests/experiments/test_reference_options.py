@@ -87,7 +87,7 @@ def test_the_uniform_question_form_asks_every_attribute_with_the_name_last(cache
         prompt = bios.item_text(dict(uniform.arrays), uniform.people, int(item))
         attr = bios.ATTRIBUTES[int(uniform.arrays["item_attr"][item])].replace("_", " ")
         name = uniform.people.name(int(uniform.arrays["item_person"][item]))
-        assert prompt.startswith(f"What is the {attr} of {name}?\nAnswer: ")
+        assert prompt.startswith(f"What is the {attr} of {name}? Answer: ")
     # the same people, facts and answers; only the questions' words differ
     assert np.array_equal(uniform.arrays["attr_values"], varied.arrays["attr_values"])
     texts = [bios.item_text(dict(ds.arrays), ds.people, 0) for ds in (uniform, varied)]

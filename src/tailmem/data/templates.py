@@ -116,18 +116,21 @@ N_BIO_TEMPLATES = 4
 QUESTION_FORMS = ("varied", "uniform")
 """The forms of template 0, the question asked when there is one template per attribute:
 ``varied`` (each attribute in its own words, the name mid-sentence in four of six) or
-``uniform`` (``What is the <attribute> of NAME?`` for all six, the name always last)."""
+``uniform`` (``What is the <attribute> of NAME? Answer:`` for all six, the name always last and
+no line break: as many tokens as the independent implementation's ``what is the <attribute> of
+NAME ? answer :``)."""
 
 
 def qa_templates(form: str = "varied") -> dict[str, tuple[str, ...]]:
     """The QA templates of a question form (:data:`QUESTION_FORMS`): :data:`QA_TEMPLATES`, with
-    template 0 of every attribute made ``What is the <attribute> of {name}?`` for ``uniform``."""
+    template 0 of every attribute made ``What is the <attribute> of {name}? Answer:`` for
+    ``uniform``."""
     if form not in QUESTION_FORMS:
         raise ValueError(f"unknown question form {form!r}; expected one of {QUESTION_FORMS}")
     if form == "varied":
         return dict(QA_TEMPLATES)
     return {
-        attr: (f"What is the {attr.replace('_', ' ')} of {{name}}?\nAnswer:", *rest)
+        attr: (f"What is the {attr.replace('_', ' ')} of {{name}}? Answer:", *rest)
         for attr, (_, *rest) in QA_TEMPLATES.items()
     }
 
