@@ -6,6 +6,7 @@ keep their identity)."""
 from __future__ import annotations
 
 import dataclasses
+from pathlib import Path
 
 import numpy as np
 import pytest
@@ -223,3 +224,32 @@ def test_norm_eps_reaches_every_norm():
     norms = [m for m in GPT(cfg).modules() if isinstance(m, torch.nn.LayerNorm)]
     assert norms and all(m.eps == 1e-5 for m in norms)
     assert ModelSection(size="tiny").build(64, "plain", 16).norm_eps == 1e-6
+
+
+# --------------------------------------------------------------------------- the shipped configs
+
+EXAMPLES = Path(__file__).resolve().parents[2] / "examples" / "reference"
+
+
+@pytest.mark.parametrize(("name", "walk"), [("d128_plain", 0), ("d256_gated", 1)])
+def test_the_reference_configs_are_the_walks_starting_points_at_the_references_rates(name, walk):
+    from tailmem.experiments import rule_or_rate as ror
+
+    cfg = load_config(kqa.Config, "knowledge-qa", None, config=EXAMPLES / f"{name}.yaml")
+    check_epochs(cfg)  # exactly 6 epochs
+    study = load_config(ror.Config, "rule-or-rate", "cpu", ["rates=sweep"])
+    start = study.configs()[study.walks[walk].labels()[0]][1]
+    assert (cfg.data, cfg.model, cfg.loss_on, cfg.packing, cfg.epochs, cfg.ffn) == (
+        start.data,
+        start.model,
+        start.loss_on,
+        start.packing,
+        start.epochs,
+        start.ffn,
+    )
+    same = ("batch_size", "seq_len", "schedule", "decay_frac", "grad_clip", "steps")
+    assert {k: getattr(cfg.train, k) for k in same} == {k: getattr(start.train, k) for k in same}
+    for kind in ("adam", "muon"):  # the optimisers' settings other than their rates
+        assert dataclasses.replace(cfg.optim[kind], lr=0.0) == dataclasses.replace(
+            start.optim[kind], lr=0.0
+        )

@@ -134,6 +134,7 @@ def qa_templates(form: str = "varied") -> dict[str, tuple[str, ...]]:
         for attr, (_, *rest) in QA_TEMPLATES.items()
     }
 
+
 _QA_FORM = re.compile(r"^([^{}]*) \{name\}([^{}]*)$", re.DOTALL)
 _BIO_FORM = re.compile(r"^\{name\}([^{}]+) \{value\}([^{}]*)$")
 
