@@ -251,8 +251,9 @@ def test_walk_moves_are_welch_tests_holm_corrected_per_walk_and_arm():
 
     def point(index, level):
         values = {arm: {s: level[arm] + 0.01 * s for s in range(3)} for arm in ARMS}
-        return WalkPoint("w", index, f"f{index}", f"w: {index}", 100, values, ratio([], []),
-                         {a: {} for a in ARMS}, {a: "" for a in ARMS}, None)  # fmt: skip
+        return WalkPoint("w", index, f"f{index}", f"w: {index}", "plain", 100, values,
+                         ratio([], []), {a: {} for a in ARMS}, {a: "" for a in ARMS},
+                         None)  # fmt: skip
 
     flat = dict.fromkeys(ARMS, 0.1)
     jump = flat | {"adam_shared": 0.6}

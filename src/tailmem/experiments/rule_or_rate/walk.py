@@ -21,6 +21,7 @@ from typing import Any
 
 from scipy import stats
 
+from tailmem.claims.a3 import A3_PUBLISHED_FTA
 from tailmem.claims.core import holm, t_quantile
 from tailmem.columns import column
 from tailmem.experiments.knowledge_qa import grid, tables
@@ -90,6 +91,7 @@ class WalkPoint:
     index: int
     factor: str
     label: str
+    ffn: str
     train_steps: int
     by_seed: Mapping[str, Mapping[int, float]]
     share: Share
@@ -101,6 +103,18 @@ class WalkPoint:
     def rarest(self) -> dict[str, Interval]:
         """Every arm's rarest-group final FTA over its seeds."""
         return {arm: Interval.of(list(v.values())) for arm, v in self.by_seed.items() if v}
+
+    def paper_distance(self) -> float | None:
+        """How far this point is from paper A's pattern in its FFN type (arXiv v2, the end of
+        training): ``|Adam − Adam_A| + |Muon − Muon_A|`` in the rarest group's FTA (Adam at
+        one rate, Muon at its own) plus ``1 − Adam's head-group FTA`` (the paper's head groups
+        reach ≈ 1.0 with every optimiser). 0: the paper's pattern; a description, not a test."""
+        rarest = self.rarest
+        if ADAM_SHARED not in rarest or MUON_OWN not in rarest or self.head_adam is None:
+            return None
+        paper = A3_PUBLISHED_FTA[self.ffn][(1.0, 0)]
+        return (abs(rarest[ADAM_SHARED].mean - paper["adam"])
+                + abs(rarest[MUON_OWN].mean - paper["muon"]) + 1.0 - self.head_adam)  # fmt: skip
 
     def lead(self, arm: str = MUON_OWN, over: str = ADAM_OWN) -> Interval | None:
         """``arm`` − ``over`` in the rarest group's final FTA over the seeds both finished."""
@@ -118,7 +132,8 @@ def measure(walk: Walk, index: int, label: str, point: grid.PointResult, heads: 
     plan = point.plan
     factor = "start" if index == 0 else walk.steps[index - 1].label
     return WalkPoint(
-        walk.name, index, factor, label, point.config.train.steps, by_seed, share(closed, whole),
+        walk.name, index, factor, label, ffn, point.config.train.steps, by_seed,
+        share(closed, whole),
         {arm: dict(plan.best.get((ffn, arm), {})) for arm in ARMS},
         {arm: plan.edge((ffn, arm)) or "" for arm in ARMS},
         head_fta(point, ADAM_SHARED, heads),
@@ -164,6 +179,10 @@ class WalkRow:
     share_low: float | None = column("Fieller's 95 % interval, low end (empty: not defined)")
     share_high: float | None = column("Fieller's 95 % interval, high end (empty: not defined)")
     adam_shared_head: float | None = column("Adam-shared's final FTA over the head groups")
+    paper_distance: float | None = column(
+        "distance to paper A's pattern (arXiv v2): |Adam-shared − paper's Adam| + |Muon-own − "
+        "paper's Muon| in the rarest group's final FTA, + 1 − Adam-shared's head FTA"
+    )
     lr_adam_shared: float | None = column("the rate Adam-shared chose (every parameter)")
     lr_adam_own: float | None = column("the hidden matrices' rate Adam-own chose")
     lr_muon_own: float | None = column("the hidden matrices' rate Muon-own chose")
@@ -204,6 +223,7 @@ def row(p: WalkPoint) -> WalkRow:
         share_low=p.share.low,
         share_high=p.share.high,
         adam_shared_head=p.head_adam,
+        paper_distance=p.paper_distance(),
         lr_adam_shared=p.rates[ADAM_SHARED].get(REST),
         lr_adam_own=hidden[ADAM_OWN],
         lr_muon_own=hidden[MUON_OWN],
@@ -297,6 +317,16 @@ def lead_verdict(lead: Interval | None) -> str:
     return "not distinguished"
 
 
+def _nearest(near: Sequence[tuple[float, WalkPoint]]) -> str:
+    if not near:
+        return ""
+    distance, p = min(near, key=lambda x: x[0])
+    return (
+        f". Closest to paper A's pattern (Adam at one rate, Muon, Adam's head groups; the "
+        f"walk's distance column): step {p.index} ({p.factor}), distance {distance:.2f}"
+    )
+
+
 def _text(found: Interval | None) -> str:
     return "—" if found is None else found.text()
 
@@ -323,6 +353,7 @@ def answers(points: Sequence[WalkPoint], found: Sequence[Move]) -> list[Answer]:
     for name in dict.fromkeys(p.walk for p in points):
         mine = sorted((p for p in points if p.walk == name), key=lambda p: p.index)
         start, end = mine[0], mine[-1]
+        near = [(d, p) for p in mine if (d := p.paper_distance()) is not None]
         verdicts = [f"{p.share.verdict()} at {'its start' if p is start else 'the base'}"
                     for p in (start, end)]  # fmt: skip
         evidence = "; ".join(
@@ -334,7 +365,7 @@ def answers(points: Sequence[WalkPoint], found: Sequence[Move]) -> list[Answer]:
         out.append(Answer(
             f"Is Muon's tail edge its update rule or its learning rate? (walk at {name})",
             f"{verdicts[0]}; {verdicts[1]}",
-            f"{evidence}. Along the walk, {_moved(found, name)}",
+            f"{evidence}. Along the walk, {_moved(found, name)}" + _nearest(near),
             verdicts[1].split(" at ")[0],
         ))  # fmt: skip
         paper = [(p, p.lead(MUON_OWN, ADAM_SHARED)) for p in (start, end)]
