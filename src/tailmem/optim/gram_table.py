@@ -27,10 +27,13 @@ class GramRule:
 
 
 GRAM_TABLE: dict[str, tuple[GramRule, ...]] = {
-    "cpu": (GramRule(min_rows=64, min_aspect=3.0), GramRule(min_rows=256, min_aspect=2.0)),
+    "cpu": (GramRule(min_rows=64, min_aspect=2.0), GramRule(min_rows=32, min_aspect=3.0)),
 }
-"""Per device kind, the rules of which any one suffices. "cpu": a 2-core AMD EPYC (Zen 4,
-AVX-512), torch 2.13, one thread, float32, 5 steps (``benchmarks/gram_table.py``)."""
+"""Per device kind, the rules of which any one suffices. "cpu": a 2-core AMD EPYC (AVX-512),
+torch 2.13, one thread, float32, 5 steps (``benchmarks/gram_table.py``): the Gram form was
+1.15-1.2x faster at ``n = 2m`` for every ``m`` from 64 to 768, 1.4-1.5x at ``3m``, 1.65-1.8x at
+``4m`` and 2.35-2.6x at ``8m``; below ``m = 64`` it paid only from ``n = 3m`` (from 32 rows) and
+lost at ``m = 8``-``32`` with ``n = 2m`` (0.86-1.0x)."""
 
 
 def gram_pays(m: int, n: int, device_type: str) -> bool:

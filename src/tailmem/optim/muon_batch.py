@@ -173,6 +173,7 @@ def orthogonal_updates(
     check_finite(deferred)
     for members, out in zip(buckets.values(), stacks, strict=True):
         _normuon(members, out)
+    _scale_blocks([job for job in jobs if not _one_factor(job)])
     return [_assemble(job) for job in jobs]
 
 
@@ -235,19 +236,33 @@ def _moments(job: _Job, index: int) -> Tensor:
     return state[start : start + count * rows].view(count, rows)
 
 
+def _one_factor(job: _Job) -> bool:
+    """Whether the job's shape scale can stay a factor of the whole update: every block has one
+    shape and NorMuon has not rescaled them."""
+    return job.equal_blocks and job.request.second_moment is None
+
+
+def _scale_blocks(jobs: list[_Job]) -> None:
+    """Multiply every piece of ``jobs`` by its blocks' shape scale, in one foreach call."""
+    pieces = [piece for job in jobs for piece in job.pieces]
+    scales = [
+        update_scale(piece.shape[1], piece.shape[2], job.request.adjust_lr_fn)
+        for job in jobs
+        for piece in job.pieces
+    ]
+    scaled = iter(torch._foreach_mul(pieces, scales) if pieces else ())
+    for job in jobs:
+        job.pieces = [next(scaled) for _ in job.pieces]
+
+
 def _assemble(job: _Job) -> Update:
-    """The orthogonalised blocks back in the direction's layout, with their shape scale."""
+    """The (orthogonalised) blocks back in the direction's layout, with the factor that is
+    still to multiply them (1 once :func:`_scale_blocks` has)."""
     request = job.request
-    cols = job.pieces[0].shape[-1]
-    if job.equal_blocks and request.second_moment is None:
-        update = job.pieces[0].reshape(job.moved_shape)
-        factor = update_scale(job.block_rows[0], cols, request.adjust_lr_fn)
-    else:
-        scaled = [p * update_scale(p.shape[1], cols, request.adjust_lr_fn) for p in job.pieces]
-        update = (scaled[0] if len(scaled) == 1 else torch.cat(scaled, dim=1)).reshape(
-            job.moved_shape
-        )
-        factor = 1.0
-    layout = request.layout
-    moved = update.movedim(1, layout.fan_out_dim + 1)
+    pieces = job.pieces
+    update = (pieces[0] if len(pieces) == 1 else torch.cat(pieces, dim=1)).reshape(job.moved_shape)
+    factor = 1.0
+    if _one_factor(job):
+        factor = update_scale(job.block_rows[0], pieces[0].shape[-1], request.adjust_lr_fn)
+    moved = update.movedim(1, request.layout.fan_out_dim + 1)
     return Update(moved.reshape(request.direction.shape), factor)
