@@ -10,7 +10,7 @@ from torch._dynamo.testing import CompileCounter
 
 from tailmem.optim import Muon, muon_update, orthogonalize
 from tailmem.optim.gram_table import GRAM_TABLE, gram_pays
-from tailmem.optim.muon_batch import backend
+from tailmem.optim.muon_batch import COMPILE_VARIABLE, backend
 from tailmem.optim.orthogonalize import NonFiniteInputError, orthogonalize_flops
 
 SHAPES = [(24, 12), (12, 24), (24, 12), (8, 3, 2, 2), (16, 16), (8, 3, 2, 2), (40, 12)]
@@ -158,7 +158,8 @@ def test_inductor_compiled_step_matches_the_eager_step():
         torch.testing.assert_close(p, q, rtol=0, atol=1e-5)
 
 
-def test_compile_switch():
+def test_compile_switch(monkeypatch):
+    monkeypatch.delenv(COMPILE_VARIABLE, raising=False)
     cpu, cuda = torch.device("cpu"), torch.device("cuda")
     assert backend(None, cpu, "ns5") is None  # measured not to pay on a CPU
     assert backend(None, cuda, "ns5") == "inductor"
@@ -170,6 +171,13 @@ def test_compile_switch():
         Muon(make(), compile=1)  # type: ignore[arg-type]
     with pytest.raises(TypeError, match="Muon compile must be"):
         Muon(make(), compile="")
+    monkeypatch.setenv(COMPILE_VARIABLE, "0")  # the switch a recipe's Muon (compile=None) reads
+    assert backend(None, cuda, "ns5") is None and backend(True, cuda, "ns5") == "inductor"
+    monkeypatch.setenv(COMPILE_VARIABLE, "1")
+    assert backend(None, cpu, "ns5") == "inductor"
+    monkeypatch.setenv(COMPILE_VARIABLE, "yes")
+    with pytest.raises(ValueError, match="TAILMEM_MUON_COMPILE='yes': expected 0, 1 or unset"):
+        backend(None, cpu, "ns5")
 
 
 def test_auto_runs_the_gram_form_exactly_where_the_table_says_it_pays():

@@ -162,9 +162,10 @@ class Muon(Optimizer):
             none is initialised); ``None``: local.
         compile: run each batched orthogonalisation through ``torch.compile`` (one graph per
             shape group, compiled at its first step, none later): ``None`` on CUDA devices only
-            (on a CPU it was measured not to pay), ``True`` everywhere, ``False`` never, or the
-            name of a ``torch.compile`` backend. Polynomial methods only; see
-            :func:`tailmem.optim.muon_batch.backend`.
+            (on a CPU it was measured not to pay) unless the environment variable
+            ``TAILMEM_MUON_COMPILE`` is "0" (never) or "1" (everywhere), ``True`` everywhere,
+            ``False`` never, or the name of a ``torch.compile`` backend. Polynomial methods
+            only; see :func:`tailmem.optim.muon_batch.backend`.
 
     Every group argument (all but the last three) can be overridden per param group. ``p.grad`` is
     never modified; parameters whose grad is ``None`` are skipped, and an empty one (a zero-size

@@ -15,6 +15,7 @@ one shape) or multiplied into the blocks. Whether the inputs are finite is read 
 from __future__ import annotations
 
 import math
+import os
 from collections.abc import Sequence
 from dataclasses import dataclass
 from functools import partial
@@ -100,14 +101,25 @@ def update_scale(rows: int, cols: int, scale: str | None) -> float:
     raise ValueError(f"unknown Muon scale {scale!r}; expected one of {SCALES}")
 
 
+COMPILE_VARIABLE = "TAILMEM_MUON_COMPILE"
+"""Environment variable that decides ``compile=None`` (the default, also of a recipe's Muon):
+"0" never compiles, "1" compiles everywhere, unset (or empty) compiles on CUDA only."""
+
+
 def backend(compile: bool | str | None, device: torch.device, method: str) -> str | None:
     """The ``torch.compile`` backend for one batched call, or ``None`` (eager).
 
-    ``compile``: ``None`` compiles with "inductor" on CUDA devices and nowhere else (on a CPU it
-    was measured not to pay: ``benchmarks/muon_batched.py``), ``True`` everywhere, ``False``
-    never, a string names the backend to use everywhere. Only :data:`POLYNOMIAL_METHODS`
-    compile.
+    ``compile``: ``None`` follows :data:`COMPILE_VARIABLE`, unset compiling with "inductor" on
+    CUDA devices and nowhere else (on a CPU it was measured not to pay:
+    ``benchmarks/muon_batched.py``); ``True`` compiles everywhere, ``False`` never, a string
+    names the backend to use everywhere. Only :data:`POLYNOMIAL_METHODS` compile. A bad value of
+    the variable raises ``ValueError``.
     """
+    if compile is None:
+        setting = os.environ.get(COMPILE_VARIABLE) or None
+        if setting not in (None, "0", "1"):
+            raise ValueError(f"{COMPILE_VARIABLE}={setting!r}: expected 0, 1 or unset")
+        compile = None if setting is None else setting == "1"
     if method not in POLYNOMIAL_METHODS or compile is False:
         return None
     if compile is None:
