@@ -191,3 +191,24 @@ def test_auto_runs_the_gram_form_exactly_where_the_table_says_it_pays():
         assert orthogonalize_flops(m, n, "auto") == orthogonalize_flops(m, n, form)
     assert gram_pays(64, 256, "cpu") and not gram_pays(96, 96, "cpu")
     assert not gram_pays(768, 3072, "no-such-device")  # no row: never the Gram form
+
+
+@pytest.mark.parametrize(
+    ("kwargs", "error", "message"),
+    [
+        ({"method": "nope"}, ValueError, "unknown orthogonalisation method 'nope'"),
+        ({"ns_steps": 0}, ValueError, "steps must be a positive integer"),
+        ({"eps": -1.0}, ValueError, "eps must be a finite number > 0"),
+        ({"adjust_lr_fn": "x"}, ValueError, "unknown Muon scale 'x'"),
+        ({"dtype": torch.int32}, TypeError, "dtype must be a floating torch.dtype"),
+    ],
+)
+def test_the_functional_update_refuses_what_orthogonalize_refuses(kwargs, error, message):
+    grad, buf = torch.randn(4, 3), torch.zeros(4, 3)
+    with pytest.raises(error, match=message):
+        muon_update(grad, buf, **kwargs)
+    assert not buf.any()  # refused before the momentum moved
+
+
+def test_the_functional_update_of_an_empty_tensor_is_empty():
+    assert muon_update(torch.zeros(0, 3), torch.zeros(0, 3)).shape == (0, 3)

@@ -83,8 +83,14 @@ from tailmem.optim.muon_batch import (
     Request,
     Update,
     orthogonal_updates,
+    update_scale,
 )
-from tailmem.optim.orthogonalize import DEFAULT_STEPS, METHODS, NS5_COEFFICIENTS
+from tailmem.optim.orthogonalize import (
+    DEFAULT_STEPS,
+    METHODS,
+    NS5_COEFFICIENTS,
+    check_arguments,
+)
 
 ALIASES: dict[str, str] = {"steps": "ns_steps", "scale": "adjust_lr_fn"}
 """tailmem's older hyperparameter names and torch's names they stand for."""
@@ -124,10 +130,14 @@ def muon_update(
     (:func:`momentum_directions`, :func:`~tailmem.optim.muon_batch.orthogonal_updates`),
     batched across parameters.
     """
+    coefficients = ns_coefficients if method == "ns5" else None
+    matrix = grad.flatten(1) if grad.ndim > 1 else grad.reshape(-1, 1)
+    check_arguments(matrix, method, ns_steps, dtype, eps, coefficients)
+    update_scale(1, 1, adjust_lr_fn)  # a ValueError naming a bad one
     (direction,) = momentum_directions([grad], None if buf is None else [buf], momentum, nesterov)
-    how = Orthogonalisation(
-        method, ns_steps, ns_coefficients if method == "ns5" else None, dtype, eps
-    )
+    if grad.numel() == 0:
+        return torch.zeros_like(grad)
+    how = Orthogonalisation(method, ns_steps, coefficients, dtype, eps)
     (update,) = orthogonal_updates([Request(direction, how, adjust_lr_fn=adjust_lr_fn)])
     return update.tensor * update.factor
 

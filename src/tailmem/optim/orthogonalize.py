@@ -131,7 +131,7 @@ def orthogonalize(
     Tall inputs (``m > n``) are transposed, processed and transposed back, so the Gram matrix is
     always the smaller one.
     """
-    _check_arguments(G, method, steps, dtype, eps, coefficients)
+    check_arguments(G, method, steps, dtype, eps, coefficients)
     if G.numel() == 0:
         return torch.zeros_like(G)
     wide = widen(G)
@@ -257,7 +257,7 @@ def compiled(backend: str, group: Hashable) -> Callable[..., Tensor]:
     return torch.compile(copy, backend=backend, dynamic=False, fullgraph=True)
 
 
-def _check_arguments(
+def check_arguments(
     G: Tensor,
     method: str,
     steps: int | None,
@@ -265,7 +265,8 @@ def _check_arguments(
     eps: float,
     coefficients: tuple[float, float, float] | None,
 ) -> None:
-    """Refuse what :func:`orthogonalize` cannot take, one error naming it (its docstring)."""
+    """Refuse what :func:`orthogonalize` cannot take, one error naming it (its docstring); also
+    :func:`~tailmem.optim.muon_update`'s check of its input."""
     if method not in METHODS:
         raise ValueError(f"unknown orthogonalisation method {method!r}; expected one of {METHODS}")
     if G.ndim < 2:
