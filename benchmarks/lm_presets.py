@@ -21,6 +21,7 @@ from __future__ import annotations
 import resource
 import tempfile
 import time
+from collections.abc import Collection
 from pathlib import Path
 
 import torch
@@ -29,17 +30,20 @@ from tailmem.cli import ScriptParser, script_main
 from tailmem.config import load_config
 from tailmem.experiments import ablation, spectra
 from tailmem.lm.arms import HIDDEN_MATRICES, muon_recipe
-from tailmem.lm.corpus import CorpusData
+from tailmem.lm.config import LMConfig
+from tailmem.lm.corpus import CorpusData, LMData
 from tailmem.lm.spec import BatchShape
-from tailmem.models.gpt import GPT
+from tailmem.models.gpt import GPT, GPTConfig
 from tailmem.optim.routing import parse_recipe, route
-from tailmem.train import read_metrics, seed_everything, train
+from tailmem.train import EvalHook, read_metrics, seed_everything, train
 from tailmem.train.distributed import DistContext
 
 BUDGET_S = {"ablation": 30 * 60, "spectra": 15 * 60}
 
 
-def step_seconds(model_cfg, recipe, cfg, data, steps: int) -> float:
+def step_seconds(
+    model_cfg: GPTConfig, recipe: str, cfg: LMConfig, data: LMData, steps: int
+) -> float:
     """Fastest per-update time over logging windows of 5 updates of the real loop."""
     seed_everything(0)
     model = GPT(model_cfg)
@@ -57,7 +61,7 @@ def step_seconds(model_cfg, recipe, cfg, data, steps: int) -> float:
     return min(tokens_per_step / r["tokens_per_s"] for r in rows[1:] if r.get("tokens_per_s"))
 
 
-def eval_seconds(hooks, model, repeats: int = 3) -> float:
+def eval_seconds(hooks: list[EvalHook], model: torch.nn.Module, repeats: int = 3) -> float:
     times = []
     model.eval()
     for _ in range(repeats):
@@ -69,7 +73,7 @@ def eval_seconds(hooks, model, repeats: int = 3) -> float:
     return min(times)
 
 
-def muon_share(model, roles) -> float:
+def muon_share(model: torch.nn.Module, roles: Collection[str]) -> float:
     muon = sum(p.numel() for n, p in model.named_parameters() if n.split(".")[-2] in roles)
     hidden = sum(
         p.numel() for n, p in model.named_parameters() if n.split(".")[-2] in HIDDEN_MATRICES

@@ -37,17 +37,19 @@ import datetime
 import resource
 import tempfile
 import time
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterable, Iterator
+from typing import Any, cast
 
 import torch
 import torch.distributed as dist
-import torch.multiprocessing as mp
 import torch.optim._muon as torch_muon
+from torch.multiprocessing.spawn import spawn
 
 from tailmem.cli import ScriptParser, script_main
 from tailmem.optim import Muon, orthogonalize
 from tailmem.optim.orthogonalize import BAND_MIN_SINGULAR, orthogonalize_flops
 
+LR = 0.02
 FAST_METHODS = ("ns5", "polar_express", "gram_ns")
 ALL_METHODS = (*FAST_METHODS, "cubic", "svd")
 
@@ -96,7 +98,9 @@ def matmul_rate(dtype: torch.dtype, device: str, seconds: float = 1.0) -> float:
     return 2 * 768 * 3072 * 768 / best / 1e9
 
 
-def _torch_ns_float32(grad, ns_coefficients, ns_steps, eps):
+def _torch_ns_float32(
+    grad: torch.Tensor, ns_coefficients: tuple[float, float, float], ns_steps: int, eps: float
+) -> torch.Tensor:
     """``torch.optim.Muon``'s Newton–Schulz, operation for operation, with float32 for bfloat16."""
     a, b, c = ns_coefficients
     X = grad.float()
@@ -128,6 +132,11 @@ def float32_step(step: Callable[[], None]) -> Callable[[], None]:
     return run
 
 
+def tailmem_muon(params: Iterable[torch.Tensor], **options: Any) -> Muon:
+    """tailmem's Muon as timed here: lr 0.02, momentum 0.95, Nesterov, no weight decay."""
+    return Muon(params, lr=LR, weight_decay=0.0, **options)
+
+
 def flops(shapes: list[tuple[int, int]], method: str) -> int | None:
     counts = [orthogonalize_flops(m, n, method) for m, n in shapes]
     return None if None in counts else sum(counts)  # type: ignore[arg-type]
@@ -154,7 +163,12 @@ def time_steps(
 
 
 def bench_set(
-    title: str, shapes: list[tuple[int, int]], methods, repeats, rates, device: str
+    title: str,
+    shapes: list[tuple[int, int]],
+    methods: tuple[str, ...],
+    repeats: int,
+    rates: dict[str, float],
+    device: str,
 ) -> None:
     """Time one step of every contender on ``shapes`` on ``device``; ``rates``: matmul GFLOP/s
     by dtype."""
@@ -164,14 +178,15 @@ def bench_set(
     ]
     for p in params:
         p.grad = torch.randn(p.shape, generator=gen).to(device)
-    hyper = {"lr": 0.02, "momentum": 0.95, "nesterov": True, "weight_decay": 0.0}
     contenders: dict[str, Callable[[], None]] = {
-        "torch.optim.Muon (bf16)": torch.optim.Muon(params, **hyper).step,
-        "torch.optim.Muon (fp32)": float32_step(torch.optim.Muon(params, **hyper).step),
+        "torch.optim.Muon (bf16)": torch.optim.Muon(params, lr=LR, weight_decay=0.0).step,
+        "torch.optim.Muon (fp32)": float32_step(
+            torch.optim.Muon(params, lr=LR, weight_decay=0.0).step
+        ),
     }
     for method in methods:
-        contenders[f"tailmem {method}"] = Muon(params, method=method, dtype=None, **hyper).step
-    contenders["tailmem ns5 (bf16)"] = Muon(params, dtype=torch.bfloat16, **hyper).step
+        contenders[f"tailmem {method}"] = tailmem_muon(params, method=method, dtype=None).step
+    contenders["tailmem ns5 (bf16)"] = tailmem_muon(params, dtype=torch.bfloat16).step
     adamw = torch.optim.AdamW(params, lr=1e-3)
     adamw.step()  # untimed: its first step's state allocation costs ≈10 steady steps here
     contenders["torch.optim.AdamW"] = adamw.step
@@ -206,7 +221,7 @@ def bench_set(
             f"same dtype ({dtype}): tailmem ns5 is {times[theirs][0] / times[ours][0]:.2f}x "
             f"torch.optim.Muon (wall), {times[theirs][1] / times[ours][1]:.2f}x (CPU)"
         )
-    ns5, gram = flops(shapes, "ns5"), flops(shapes, "gram_ns")
+    ns5, gram = flops(shapes, "ns5") or 0, flops(shapes, "gram_ns") or 0
     best_ns5, best_gram = ns5 / rates["fp32"] / 1e9, gram / rates["fp32"] / 1e9
     print(
         f"limits: ns5 counts the same {ns5 / 1e9:.0f} GFLOP as torch.optim.Muon; at 100% of the "
@@ -216,7 +231,7 @@ def bench_set(
     )
 
 
-def sigma_report(shapes: list[tuple[int, int]], methods) -> None:
+def sigma_report(shapes: list[tuple[int, int]], methods: tuple[str, ...]) -> None:
     """max|σ - 1| of each method's output per distinct shape, Gaussian input (float32).
 
     A shape and its transpose run the same code (tall inputs are transposed), so one is shown.
@@ -244,16 +259,17 @@ def sigma_report(shapes: list[tuple[int, int]], methods) -> None:
         print(f"{f'{m}x{n}':>10s} {below:6.1%} " + " ".join(cells))
 
 
-def _dist_worker(rank: int, world: int, init: str, shapes, repeats: int, out: str) -> None:
+def _dist_worker(
+    rank: int, world: int, init: str, shapes: list[tuple[int, int]], repeats: int, out: str
+) -> None:
     """Time one Muon step under DDP and under FSDP2 on ``world`` gloo ranks; rank 0 saves."""
     from torch.distributed.fsdp import fully_shard
-    from torch.distributed.tensor import distribute_tensor
+    from torch.distributed.tensor import DTensor, distribute_tensor
 
     torch.set_num_threads(1)
     timeout = datetime.timedelta(minutes=10)
     dist.init_process_group("gloo", init_method=f"file://{init}", rank=rank, world_size=world,
                             timeout=timeout)  # fmt: skip
-    hyper = {"lr": 0.02, "momentum": 0.95, "nesterov": True, "weight_decay": 0.0, "dtype": None}
     gen = torch.Generator().manual_seed(0)
     grads = [torch.randn(*s, generator=gen) for s in shapes]
     plain = [torch.nn.Parameter(torch.randn(*s, generator=gen) * 0.02) for s in shapes]
@@ -263,10 +279,11 @@ def _dist_worker(rank: int, world: int, init: str, shapes, repeats: int, out: st
     for layer in model:
         fully_shard(layer)
     for p, g in zip(model.parameters(), grads, strict=True):
-        p.grad = distribute_tensor(g, p.device_mesh, p.placements, src_data_rank=None)
+        spec = cast(DTensor, p)  # fully_shard made every parameter a DTensor
+        p.grad = distribute_tensor(g, spec.device_mesh, spec.placements, src_data_rank=None)
     steps = {
-        "DDP": Muon(plain, distributed="ddp", **hyper).step,
-        "FSDP2": Muon(model.parameters(), **hyper).step,
+        "DDP": tailmem_muon(plain, distributed="ddp", dtype=None).step,
+        "FSDP2": tailmem_muon(model.parameters(), dtype=None).step,
     }
     best = dict.fromkeys(steps, float("inf"))
     for _ in range(repeats):
@@ -287,7 +304,7 @@ def bench_distributed(title: str, shapes: list[tuple[int, int]], repeats: int) -
     """One Muon step with 2 CPU ranks under DDP and FSDP2, ns5 in float32."""
     with tempfile.TemporaryDirectory() as tmp:
         init, out = f"{tmp}/store", f"{tmp}/times.pt"
-        mp.spawn(_dist_worker, args=(2, init, shapes, repeats, out), nprocs=2, join=True)
+        spawn(_dist_worker, args=(2, init, shapes, repeats, out), nprocs=2, join=True)
         best = torch.load(out, weights_only=True)
     print(f"\n== {title}: one Muon step (ns5, fp32) on 2 gloo CPU ranks, one thread each")
     for name, seconds in best.items():

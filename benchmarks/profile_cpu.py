@@ -63,15 +63,16 @@ from typing import Any
 import torch
 from torch.utils.flop_counter import FlopCounterMode
 
+from step_modes import TimedOptimizer
 from tailmem.cli import ScriptParser, script_main
-from tailmem.lm.plan import Entry, Plan
+from tailmem.lm.plan import EntryId, Plan, Score
 from tailmem.lm.spec import RunResult, RunSpec
 from tailmem.lm.subrun import RunContext
 from tailmem.optim.routing import route
 from tailmem.rundir import RunDir
 from tailmem.runner import prepare
+from tailmem.train import EvalHook, train_step
 from tailmem.train import distributed as D
-from tailmem.train import train_step
 from tailmem.train.precision import autocast, matmul_gflops
 
 LM_STUDIES = ("knowledge-qa", "ablation", "spectra", "icl-regression")
@@ -118,38 +119,25 @@ def capture(study: str, root: Path) -> tuple[Any, Plan, RunContext]:
     return cfg, found["plan"], found["context"]
 
 
-def first_specs(plan: Plan) -> dict[tuple[str, str], RunSpec]:
-    """One spec per entry (its first sweep point; a borrowed rate from the first point of the
-    entry it borrows from)."""
-    best: dict[tuple[str, str], dict[str, float]] = {}
-    specs: dict[tuple[str, str], RunSpec] = {}
+def first_specs(plan: Plan) -> dict[EntryId, RunSpec]:
+    """One spec per entry: at its stored rate, else its grid's first point (1.0 without a
+    sweep), a borrowed rate taken from the spec of the entry it borrows from."""
+    chosen: dict[EntryId, dict[str, float]] = {}
+    specs: dict[EntryId, RunSpec] = {}
     pending = list(plan.entries)
     while pending:
-        entry = next(e for e in pending if all((e.ffn, n) in best for n in e.needs))
+        entry = next(e for e in pending if all((e.ffn, arm) in chosen for arm in e.rates.lenders))
         pending.remove(entry)
-        lrs = entry.lrs(entry.points[0], best)
-        best[entry.id] = lrs
-        specs[entry.id] = plan.template.spec(entry.arm, entry.ffn, lrs, plan.seeds[0], plan.steps)
+        stored = plan.stored.get(entry.id)
+        point = stored.point if stored else entry.sweep.grid[0] if entry.sweep else 1.0
+        lenders = {arm: chosen[entry.ffn, arm] for arm in entry.rates.lenders}
+        lrs = entry.rates.at(point, lenders)
+        chosen[entry.id] = lrs
+        specs[entry.id] = plan.spec(entry, lrs, plan.seeds[0], plan.steps)
     return specs
 
 
-class CountedOptimizer:
-    """An optimiser whose ``step`` adds its seconds to ``seconds``."""
-
-    def __init__(self, inner: Any) -> None:
-        self.inner, self.seconds = inner, 0.0
-        self.param_groups = inner.param_groups
-
-    def step(self, closure: Callable | None = None) -> None:
-        start = time.perf_counter()
-        self.inner.step()
-        self.seconds += time.perf_counter() - start
-
-    def zero_grad(self, set_to_none: bool = True) -> None:
-        self.inner.zero_grad(set_to_none=set_to_none)
-
-
-def evaluate(model: torch.nn.Module, hooks: list, precision: str) -> None:
+def evaluate(model: torch.nn.Module, hooks: list[EvalHook], precision: str) -> None:
     """Every eval hook once, as the loop calls them (eval mode, no gradients, the precision)."""
     model.eval()
     with torch.no_grad(), autocast(torch.device("cpu"), precision):
@@ -168,7 +156,7 @@ def measure_kind(spec: RunSpec, context: RunContext, materials: Any) -> Kind:
         torch.manual_seed(spec.seed)
         model = context.model_fn(spec.model)
         settings = {s.kind.name: s for s in spec.optimizers}
-        optimizer = CountedOptimizer(route(model, spec.arm.recipe, settings))
+        optimizer = TimedOptimizer(route(model, spec.arm.recipe, settings), torch.device("cpu"))
         loop = dataclasses.replace(spec.loop, precision=precision)
         lrs = [float(g["lr"]) for g in optimizer.param_groups]
         steps, opts = [], []
@@ -214,10 +202,14 @@ class Fixed:
     wall: float
 
 
-def short_run(study: str, out: Path, kinds: dict[tuple[str, str], Kind]) -> Fixed:
+def short_run(study: str, out: Path, kinds: dict[EntryId, Kind], stored: bool) -> Fixed:
     """``tailmem run study --preset cpu`` with ``SHORT_STEPS`` steps per run, in a new process;
-    the run kinds (when known) give each run's steps and evaluations, the rest is setup."""
+    the run kinds (when known) give each run's steps and evaluations, the rest is setup. A
+    study that reads ``stored`` rates tunes its own here (``tuning.rates=sweep``): none is
+    stored for runs this short."""
     overrides = [f"train.steps={SHORT_STEPS}", "train.warmup_steps=0"]
+    if stored:
+        overrides.append("tuning.rates=sweep")
     cmd = [sys.executable, "-m", "tailmem", "run", study, "--preset", "cpu", "--out", str(out)]
     launched = time.time()
     subprocess.run([*cmd, *overrides], check=True, capture_output=True)
@@ -229,7 +221,7 @@ def short_run(study: str, out: Path, kinds: dict[tuple[str, str], Kind]) -> Fixe
         result = json.loads(path.read_text())
         spent = result["wall_seconds"]
         kind = kinds[result["ffn"], result["arm"]]
-        spent -= SHORT_STEPS * kind.step["fp32"] + len(result["evals"]) * kind.eval["fp32"]
+        spent -= result["steps"] * kind.step["fp32"] + len(result["evals"]) * kind.eval["fp32"]
         setups.append(max(spent, 0.0))
     return Fixed(
         start_data=specs[0].stat().st_mtime - launched,
@@ -239,10 +231,21 @@ def short_run(study: str, out: Path, kinds: dict[tuple[str, str], Kind]) -> Fixe
     )
 
 
-def middle_wins(entry: Entry, point: float, result: RunResult) -> float:
-    """A sweep score under which the middle of every grid wins (no grid grows)."""
-    logs = sorted(math.log(p) for p in entry.points)
-    return -abs(math.log(point) - logs[len(logs) // 2])
+def middle_wins(plan: Plan) -> Score:
+    """A sweep score under which the middle of every grid wins (no grid grows): minus the log
+    distance of a run's sweep point from its grid's middle."""
+    entries = {entry.id: entry for entry in plan.entries}
+
+    def score(result: RunResult) -> float:
+        entry = entries[result.ffn, result.arm]
+        if entry.sweep is None:
+            return 0.0
+        kind = entry.rates.swept[0]
+        point = result.lrs[kind] / entry.rates.base.get(kind, 1.0)
+        logs = sorted(math.log(p) for p in entry.sweep.grid)
+        return -abs(math.log(point) - logs[len(logs) // 2])
+
+    return score
 
 
 def finished(spec: RunSpec, seconds: float) -> RunResult:
@@ -255,12 +258,26 @@ def finished(spec: RunSpec, seconds: float) -> RunResult:
     )  # fmt: skip
 
 
-def schedule(plan: Plan, seconds: Callable[[RunSpec], float], workers: int) -> tuple[float, list]:
+def schedule(
+    plan: Plan, seconds: Callable[[RunSpec], float], workers: int
+) -> tuple[float, list[RunSpec]]:
     """The training phase's wall seconds with ``workers`` workers taking the plan's runs in the
-    order it releases them, and every run scheduled (in that order)."""
-    plan = dataclasses.replace(plan, score=middle_wins, results={}, sweeps={}, best={},
-                               chosen={}, seed_runs={}, extended={})  # fmt: skip
-    queue, running, clock, order, done = deque(plan.start()), [], 0.0, 0, []
+    order it releases them, and every run scheduled (in that order). A stored rate decides its
+    entry without trials, as in the study; every other grid is run, its middle winning."""
+    plan = dataclasses.replace(plan, score=middle_wins(plan))
+    results: dict[RunSpec, RunResult] = {}
+    queue: deque[RunSpec] = deque()
+    released: set[RunSpec] = set()
+    running: list[tuple[float, int, RunSpec]] = []
+    clock, order, done = 0.0, 0, []
+
+    def release() -> None:
+        for job in plan.ready(results):
+            if job not in released:
+                released.add(job)
+                queue.append(job)
+
+    release()
     while queue or running:
         while queue and len(running) < workers:
             job = queue.popleft()
@@ -268,7 +285,8 @@ def schedule(plan: Plan, seconds: Callable[[RunSpec], float], workers: int) -> t
             order += 1
         clock, _, job = heapq.heappop(running)
         done.append(job)
-        queue.extend(plan.done(job, finished(job, seconds(job))))
+        results[job] = finished(job, seconds(job))
+        release()
     return clock, done
 
 
@@ -283,9 +301,9 @@ class Row:
     opt_flops: float = 0.0
     eval_flops: float = 0.0
     parts: dict[str, float] = field(default_factory=dict)
-    bf16: float | None = None
-    fp32_rate: float | None = None
-    bf16_rate: float | None = None
+    bf16: float = 0.0
+    fp32_rate: float = 0.0  # 0: not measured (an assoc study)
+    bf16_rate: float = 0.0
     workers: int = 1
 
     @property
@@ -305,7 +323,7 @@ def profile_lm(study: str, tmp: Path) -> Row:
     materials = context.data.load(D.DistContext())
     specs = first_specs(plan)
     kinds = {key: measure_kind(spec, context, materials) for key, spec in specs.items()}
-    fixed = short_run(study, tmp / f"{study}-short", kinds)
+    fixed = short_run(study, tmp / f"{study}-short", kinds, bool(plan.stored))
     model = next(iter(specs.values())).model
     tokens = cfg.train.batch_size * cfg.train.seq_len
     shape = (tokens, model.d_model, model.d_ff)

@@ -26,7 +26,7 @@ import torch
 
 from tailmem.cli import ScriptParser, script_main
 from tailmem.config import load_config
-from tailmem.data.bios import build_dataset
+from tailmem.data.bios import BiosDataset, build_dataset
 from tailmem.data.stream import QATrainStream
 from tailmem.experiments.knowledge_qa import Config
 from tailmem.experiments.knowledge_qa.fta import (
@@ -47,7 +47,7 @@ def best_of(repeat: int, fn: Callable[[], object]) -> float:
     return min(times)
 
 
-def fta_only(model: GPT, dataset, batch_size: int) -> Callable[[], None]:
+def fta_only(model: GPT, dataset: BiosDataset, batch_size: int) -> Callable[[], None]:
     """The replaced evaluation: each prompt alone, the logits at its last position."""
     order = np.argsort(dataset.item_loss_start[dataset.eval_items], kind="stable")
     batches = []

@@ -32,6 +32,8 @@ import argparse
 import resource
 import time
 from collections.abc import Callable
+from dataclasses import dataclass
+from typing import Any
 
 import torch
 
@@ -57,7 +59,7 @@ class TimedOptimizer:
         self.inner, self.device, self.seconds = inner, device, 0.0
         self.param_groups = inner.param_groups
 
-    def step(self, closure: Callable | None = None) -> None:
+    def step(self, closure: Callable[[], Any] | None = None) -> None:
         sync(self.device)
         start = time.perf_counter()
         self.inner.step()
@@ -67,6 +69,12 @@ class TimedOptimizer:
     def zero_grad(self, set_to_none: bool = True) -> None:
         self.inner.zero_grad(set_to_none=set_to_none)
 
+    def state_dict(self) -> dict[str, Any]:
+        return self.inner.state_dict()
+
+    def load_state_dict(self, state_dict: dict[str, Any]) -> None:
+        self.inner.load_state_dict(state_dict)
+
 
 def make_optimizer(arm: str, model: torch.nn.Module) -> torch.optim.Optimizer:
     if arm == "adamw":
@@ -74,7 +82,16 @@ def make_optimizer(arm: str, model: torch.nn.Module) -> torch.optim.Optimizer:
     return build_optimizer(model, HYBRID, muon={"lr": 0.02, "momentum": 0.95}, adamw=ADAMW)
 
 
-def measure(args: argparse.Namespace, precision: str, compiled: bool, arm: str) -> dict:
+@dataclass(frozen=True)
+class Measured:
+    """One combination's best step seconds, its optimiser's seconds and the compile seconds."""
+
+    step: float
+    opt: float
+    compile: float | None
+
+
+def measure(args: argparse.Namespace, precision: str, compiled: bool, arm: str) -> Measured:
     """Best step seconds, optimiser seconds of that step, and compile seconds of one combination."""
     device = torch.device(args.device)
     seed_everything(0)
@@ -99,7 +116,7 @@ def measure(args: argparse.Namespace, precision: str, compiled: bool, arm: str) 
         opt_times.append(optimizer.seconds - before)
     steady = min(range(args.warmup, len(times)), key=times.__getitem__)
     first = times[0] - times[steady]
-    return {"step": times[steady], "opt": opt_times[steady], "compile": first if compiled else None}
+    return Measured(times[steady], opt_times[steady], first if compiled else None)
 
 
 def main() -> None:
@@ -140,7 +157,7 @@ def main() -> None:
         ns5 = orth_flops(muon_shapes(GPT(cfg)), "ns5")
         print(f"Muon NS5 per step: {ns5 / 1e9:.2f} GFLOP ({ns5 / (fpt * n_tokens):.1%} of the "
               "model's step FLOPs)")  # fmt: skip
-    found = {}
+    found: dict[tuple[str, str, str], Measured] = {}
     print(f"{'precision':9s} {'mode':8s} {'arm':6s} {'tokens/s':>10s} {'MFU':>6s} "
           f"{'opt share':>9s} {'compile s':>9s}")  # fmt: skip
     for precision in precisions:
@@ -148,17 +165,17 @@ def main() -> None:
             for arm in arms:
                 got = measure(args, precision, mode == "compiled", arm)
                 found[precision, mode, arm] = got
-                rate = n_tokens / got["step"]
-                compile_s = "-" if got["compile"] is None else f"{got['compile']:.1f}"
+                rate = n_tokens / got.step
+                compile_s = "-" if got.compile is None else f"{got.compile:.1f}"
                 print(
                     f"{precision:9s} {mode:8s} {arm:6s} {rate:10.0f} "
-                    f"{rate * fpt / peak[precision]:6.1%} {got['opt'] / got['step']:9.1%} "
+                    f"{rate * fpt / peak[precision]:6.1%} {got.opt / got.step:9.1%} "
                     f"{compile_s:>9s}",
                     flush=True,
                 )
 
     def step(precision: str, mode: str, arm: str) -> float:
-        return found[precision, mode, arm]["step"]
+        return found[precision, mode, arm].step
 
     for arm in arms:
         if {"fp32", "bf16"} <= set(precisions):

@@ -10,7 +10,10 @@ Prints, from one process:
   as a fraction of the matmul rate, and the step-time ratio hybrid / AdamW (goal <= 1.10);
 - at ``--batch`` also: the loop's overhead against a bare forward/backward/step loop, and, for
   comparison only, the hybrid with ``method="gram_ns"`` (Polar Express polynomial, run on the Gram
-  matrix for the rectangular FFN weights: other numerics than the experiments' default);
+  matrix for the rectangular FFN weights: other numerics than the experiments' default), with
+  ``method="auto"`` (the same polynomial, Gram form only where ``tailmem.optim.gram_table``
+  measured it to pay), with Newton–Schulz in bf16 (``dtype=torch.bfloat16``, torch's default;
+  fast on a CPU with AVX-512 bf16), and with both;
 - the limit: orthogonalisation FLOPs as a share of the model step's FLOPs, the measured FLOP rate
   of the batched orthogonalisation and of the model, and the ratio they predict;
 - peak RSS.
@@ -29,8 +32,10 @@ default single steps: load from other processes only ever slows a step down, so 
 many short windows is the least disturbed estimate; 5-step windows swung the batch-8 ratio between
 0.9 and 1.5 while a timed experiment ran beside it).
 
-    PYTHONPATH=src python benchmarks/train_step.py [--size cpu-small] [--batch 8]
+    PYTHONPATH=src python benchmarks/train_step.py [--size cpu-small] [--n-layer N] [--batch 8]
         [--large-batch 32] [--threads 1]
+
+The knowledge-qa cpu preset's model: ``--size cpu --n-layer 2 --vocab 1578`` (2 x 256).
 """
 
 from __future__ import annotations
@@ -43,18 +48,20 @@ import time
 from collections.abc import Callable
 from functools import partial
 from pathlib import Path
+from typing import Any
 
 import torch
 
 from tailmem.cli import ScriptParser, script_main
-from tailmem.models.gpt import GPT, count_params, flops_per_token, gpt_config, mfu
+from tailmem.models.gpt import GPT, GPTConfig, count_params, flops_per_token, gpt_config, mfu
 from tailmem.optim import build_optimizer, orthogonalize
 from tailmem.optim.orthogonalize import orthogonalize_flops
 from tailmem.train import RandomWindows, TrainConfig, read_metrics, seed_everything, train
 
 HYBRID = "muon:q,k,v,o,w_in,w_gate,w_out adamw:*"
+MakeOptimizer = Callable[[torch.nn.Module], torch.optim.Optimizer]
 MUON_ROLES = frozenset(HYBRID.split()[0].removeprefix("muon:").split(","))
-ADAMW = {"lr": 3e-3, "betas": (0.8, 0.95), "weight_decay": 0.0}
+ADAMW: dict[str, Any] = {"lr": 3e-3, "betas": (0.8, 0.95), "weight_decay": 0.0}
 
 
 def matmul_flops(n: int = 1024, reps: int = 50) -> float:
@@ -82,7 +89,7 @@ def muon_shapes(model: GPT) -> dict[tuple[int, int], int]:
 
 def orth_flops(shapes: dict[tuple[int, int], int], method: str) -> int:
     """Orthogonalisation FLOPs of one Muon step (``orthogonalize_flops`` per matrix)."""
-    return sum(count * orthogonalize_flops(m, n, method) for (m, n), count in shapes.items())
+    return sum(count * (orthogonalize_flops(m, n, method) or 0) for (m, n), count in shapes.items())
 
 
 def orth_seconds(shapes: dict[tuple[int, int], int], method: str, reps: int = 20) -> float:
@@ -101,20 +108,34 @@ def adamw(model: torch.nn.Module) -> torch.optim.Optimizer:
     return torch.optim.AdamW(model.parameters(), **ADAMW)
 
 
-def hybrid(model: torch.nn.Module, method: str = "ns5") -> torch.optim.Optimizer:
-    return build_optimizer(
-        model, HYBRID, muon={"lr": 0.02, "momentum": 0.95, "method": method}, adamw=ADAMW
+def hybrid(
+    model: torch.nn.Module, method: str = "ns5", dtype: torch.dtype | None = None
+) -> torch.optim.Optimizer:
+    """The hybrid recipe; ``dtype``: Newton–Schulz's compute dtype (a recipe's Muon computes in
+    the gradient's, fp32; set here on its param groups, which Muon reads at every step)."""
+    muon = {"lr": 0.02, "momentum": 0.95, "method": method}
+    routed = build_optimizer(model, HYBRID, muon=muon, adamw=ADAMW)
+    for group in routed.optimizers["muon"].param_groups:
+        group["dtype"] = dtype
+    return routed
+
+
+def model_config(args: argparse.Namespace) -> GPTConfig:
+    """The benchmarked GPT: ``--size`` with ``--n-layer`` layers if given."""
+    layers = {} if args.n_layer is None else {"n_layer": args.n_layer}
+    return gpt_config(
+        args.size, vocab_size=args.vocab, max_seq_len=args.seq, ffn=args.ffn, **layers
     )
 
 
 def loop_tokens_per_s(
     args: argparse.Namespace,
-    make_opt: Callable[[torch.nn.Module], torch.optim.Optimizer],
+    make_opt: MakeOptimizer,
     data: RandomWindows,
 ) -> float:
     """Best steady-state tokens/s of ``train`` (first window, with warm-up, dropped)."""
     seed_everything(0)
-    model = GPT(gpt_config(args.size, vocab_size=args.vocab, max_seq_len=args.seq, ffn=args.ffn))
+    model = GPT(model_config(args))
     cfg = TrainConfig(
         steps=args.window * (args.windows + 1),
         log_every=args.window,
@@ -131,7 +152,7 @@ def loop_tokens_per_s(
 def bare_tokens_per_s(args: argparse.Namespace, data: RandomWindows) -> float:
     """Tokens/s of a minimal forward/backward/AdamW loop on the same batches."""
     seed_everything(0)
-    model = GPT(gpt_config(args.size, vocab_size=args.vocab, max_seq_len=args.seq, ffn=args.ffn))
+    model = GPT(model_config(args))
     opt = adamw(model)
     times = []
     tokens = 0
@@ -151,7 +172,7 @@ def bare_tokens_per_s(args: argparse.Namespace, data: RandomWindows) -> float:
 
 
 def measure(
-    args: argparse.Namespace, batch: int, arms: dict[str, Callable], bare: bool
+    args: argparse.Namespace, batch: int, arms: dict[str, MakeOptimizer], bare: bool
 ) -> dict[str, float]:
     """Best tokens/s of each arm (and of the bare loop if ``bare``) at ``batch`` x ``args.seq``."""
     tokens = torch.randint(0, args.vocab, (200_000,), generator=torch.Generator().manual_seed(0))
@@ -177,6 +198,7 @@ def ratio_line(best: dict[str, float], batch: int) -> str:
 def main() -> None:
     parser = ScriptParser(description=__doc__.split("\n")[0])
     parser.add_argument("--size", default="cpu-small")
+    parser.add_argument("--n-layer", type=int, default=None, help="layers (default: the size's)")
     parser.add_argument("--ffn", default="plain", choices=["plain", "gated"])
     parser.add_argument("--vocab", type=int, default=2048)
     parser.add_argument("--seq", type=int, default=128)
@@ -190,19 +212,23 @@ def main() -> None:
     if args.threads:
         torch.set_num_threads(args.threads)
 
-    cfg = gpt_config(args.size, vocab_size=args.vocab, max_seq_len=args.seq, ffn=args.ffn)
+    cfg = model_config(args)
     fpt = flops_per_token(cfg, args.seq)
     peak = matmul_flops()
     print(
-        f"model {args.size} ({args.ffn} FFN, vocab {args.vocab}): {count_params(cfg) / 1e6:.2f}M "
+        f"model {args.size}, {cfg.n_layer} x {cfg.d_model} ({args.ffn} FFN, vocab {args.vocab}): "
+        f"{count_params(cfg) / 1e6:.2f}M "
         f"params, {fpt / 1e6:.1f} MFLOP/token; seq {args.seq}; {torch.get_num_threads()} threads"
     )
     print(f"fp32 matmul rate (1024^3): {peak / 1e9:.1f} GFLOP/s")
 
-    arms: dict[str, Callable] = {
+    arms: dict[str, MakeOptimizer] = {
         "adamw": adamw,
         "hybrid-muon": hybrid,
         "hybrid-gram_ns": partial(hybrid, method="gram_ns"),
+        "hybrid-auto": partial(hybrid, method="auto"),
+        "hybrid-bf16": partial(hybrid, dtype=torch.bfloat16),
+        "hybrid-auto-bf16": partial(hybrid, method="auto", dtype=torch.bfloat16),
     }
     best = measure(args, args.batch, arms, bare=True)
     for name in arms:
@@ -215,10 +241,16 @@ def main() -> None:
         f"(bare / train) = {best['bare'] / best['adamw']:.3f}"
     )
     print(ratio_line(best, args.batch))
-    print(
-        f"  for comparison, hybrid with method=gram_ns / adamw = "
-        f"{best['adamw'] / best['hybrid-gram_ns']:.3f} (other numerics than the default ns5)"
-    )
+    for name, what in (
+        ("hybrid-gram_ns", "method=gram_ns"),
+        ("hybrid-auto", "method=auto"),
+        ("hybrid-bf16", "Newton-Schulz in bf16"),
+        ("hybrid-auto-bf16", "method=auto in bf16"),
+    ):
+        print(
+            f"  for comparison, hybrid with {what} / adamw = {best['adamw'] / best[name]:.3f} "
+            f"(other numerics than the default ns5 in fp32)"
+        )
 
     shapes = muon_shapes(GPT(cfg))
     ns5 = orth_flops(shapes, "ns5")

@@ -19,7 +19,7 @@ import torch.distributed as dist
 import torch.multiprocessing as mp
 from torch import nn
 
-import tailmem.optim.muon as muon_module
+import tailmem.optim.muon_batch as muon_batch
 from tailmem.optim import Muon, orthogonalize
 from tailmem.optim.distributed import rank_and_world, sharded_map
 
@@ -72,13 +72,13 @@ def _trajectory(deepcopied: bool = False, **distribution) -> list[torch.Tensor]:
 def _ddp_worker(rank: int, world: int, init_file: str, out_file: str) -> None:
     _init(rank, world, init_file)
     calls: list[int] = []
-    original = muon_module.orthogonalize
+    original = muon_batch.orthogonalize_wide
 
-    def counting(G, **kwargs):
-        calls.append(G.shape[0])
-        return original(G, **kwargs)
+    def counting(X, *args, **kwargs):
+        calls.append(X.shape[0])
+        return original(X, *args, **kwargs)
 
-    muon_module.orthogonalize = counting
+    muon_batch.orthogonalize_wide = counting
     by_name = _trajectory(distributed="ddp")
     calls_by_name, calls[:] = list(calls), []
     by_group = _trajectory(process_group=dist.group.WORLD)

@@ -24,21 +24,28 @@ def rank_and_world(group: Any = None) -> tuple[int, int]:
     return dist.get_rank(group), dist.get_world_size(group)
 
 
-def sharded_map(batch: Tensor, fn: Callable[[Tensor], Tensor], group: Any = None) -> Tensor:
-    """``fn(batch)`` for a batch ``(B, ...)`` of same-shaped matrices, split across ``group``.
+def sharded_map(
+    batch: Tensor,
+    fn: Callable[..., Tensor],
+    group: Any = None,
+    aligned: tuple[Tensor, ...] = (),
+) -> Tensor:
+    """``fn(batch, *aligned)`` for a batch ``(B, ...)`` of same-shaped matrices, split across
+    ``group``; ``aligned`` are tensors indexed like ``batch`` (e.g. a per-matrix scale), sliced
+    with it.
 
-    ``fn`` must act on each leading-index item independently and keep shapes and dtype. Rank ``r``
-    of ``W`` computes items ``[r·c, (r+1)·c)`` with ``c = ceil(B / W)``; every rank's load differs
-    by at most one matrix of this shape, and the last slices are zero-padded so that the
-    ``all_gather`` has equal sizes (padding is never computed, only sent).
+    ``fn`` must act on each leading-index item independently and return ``(B, ...)`` items.
+    Rank ``r`` of ``W`` computes items ``[r·c, (r+1)·c)`` with ``c = ceil(B / W)``; every rank's
+    load differs by at most one matrix of this shape, and the last slices are zero-padded so
+    that the ``all_gather`` has equal sizes (padding is never computed, only sent).
     """
     rank, world = rank_and_world(group)
     if world == 1:
-        return fn(batch)
+        return fn(batch, *aligned)
     count = batch.shape[0]
     chunk = -(-count // world)
     start = min(rank * chunk, count)
-    local = fn(batch[start : start + chunk])
+    local = fn(*(t[start : start + chunk] for t in (batch, *aligned)))
     if local.shape[0] < chunk:
         pad = local.new_zeros((chunk - local.shape[0], *local.shape[1:]))
         local = torch.cat([local, pad])

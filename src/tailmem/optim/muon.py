@@ -44,7 +44,13 @@ normalised per output neuron (row) by a running second moment and rescaled to it
     O' = O / sqrt(max(V, 1e-10)),   O <- O'·‖O‖_F / max(‖O'‖_F, 1e-10)
 
 Speed: all blocks of one shape (across parameters and param groups with the same method, steps,
-dtype and eps) are stacked and orthogonalised in ONE batched call.
+dtype and eps) are stacked and orthogonalised in ONE batched call, compiled by ``torch.compile``
+on CUDA (``compile``); momentum, weight decay and the update are ``torch._foreach_*`` calls over
+all parameters that share their values, and the inputs' finiteness is read once per step
+(:mod:`tailmem.optim.muon_batch`, which :func:`muon_update` calls too: one code path). Only the
+momentum buffers (and NorMuon's rows) persist between steps; the stacks are per step.
+``method="auto"`` runs the Polar Express polynomial in the Gram form where that was measured to
+pay on the device (:mod:`tailmem.optim.gram_table`).
 
 Distribution is explicit. ``process_group=None`` (default) is local: no collective, ever, so any
 subset of ranks may step. Passing a ``process_group`` (or ``distributed="ddp"``: the default group,
@@ -62,8 +68,6 @@ from __future__ import annotations
 import copy
 import math
 from collections.abc import Callable, Iterable
-from dataclasses import dataclass
-from functools import partial
 from typing import Any
 
 import torch
@@ -72,28 +76,24 @@ from torch import Tensor
 from torch.optim import Optimizer
 
 from tailmem.optim import distributed as D
+from tailmem.optim.muon_batch import (
+    SCALES,
+    Layout,
+    Orthogonalisation,
+    Request,
+    Update,
+    orthogonal_updates,
+    update_scale,
+)
 from tailmem.optim.orthogonalize import (
     DEFAULT_STEPS,
     METHODS,
     NS5_COEFFICIENTS,
-    orthogonalize,
+    check_arguments,
 )
 
-SCALES: tuple[str | None, ...] = (None, "original", "match_rms_adamw", "none")
 ALIASES: dict[str, str] = {"steps": "ns_steps", "scale": "adjust_lr_fn"}
 """tailmem's older hyperparameter names and torch's names they stand for."""
-NORMUON_FLOOR = 1e-10
-
-
-def update_scale(rows: int, cols: int, scale: str | None) -> float:
-    """The learning-rate multiplier of an orthogonalised ``rows × cols`` (out × in) block."""
-    if scale is None or scale == "original":
-        return math.sqrt(max(1.0, rows / cols))
-    if scale == "match_rms_adamw":
-        return 0.2 * math.sqrt(max(rows, cols))
-    if scale == "none":
-        return 1.0
-    raise ValueError(f"unknown Muon scale {scale!r}; expected one of {SCALES}")
 
 
 def momentum_directions(
@@ -106,17 +106,6 @@ def momentum_directions(
     if nesterov:
         return list(torch._foreach_lerp(grads, bufs, momentum))
     return bufs
-
-
-def normuon(block: Tensor, second_moment: Tensor, beta2: float) -> Tensor:
-    """NorMuon's per-row normalisation of an orthogonalised ``(rows, cols)`` block.
-
-    Updates ``second_moment`` (``(rows,)``) in place; returns the normalised block (same norm).
-    """
-    second_moment.lerp_(block.float().square().mean(dim=-1), 1.0 - beta2)
-    normalised = block * second_moment.clamp_min(NORMUON_FLOOR).rsqrt().unsqueeze(-1)
-    ratio = block.norm() / normalised.norm().clamp_min(NORMUON_FLOOR)
-    return (normalised * ratio).to(block.dtype)
 
 
 def muon_update(
@@ -137,30 +126,20 @@ def muon_update(
     Updates the momentum buffer ``buf`` in place (``None`` with ``momentum=0``) and returns
     ``scale(out, in)·orthogonalize(D)`` with ``D`` the (Nesterov) momentum direction, dimensions
     after the first flattened. Weight decay is the caller's: ``W.mul_(1 - lr·weight_decay)``.
-    :class:`Muon` computes exactly this, batched across parameters.
+    :class:`Muon` computes exactly this through the same functions
+    (:func:`momentum_directions`, :func:`~tailmem.optim.muon_batch.orthogonal_updates`),
+    batched across parameters.
     """
-    (direction,) = momentum_directions([grad], None if buf is None else [buf], momentum, nesterov)
-    matrix = direction.reshape(direction.shape[0], -1)
     coefficients = ns_coefficients if method == "ns5" else None
-    ortho = orthogonalize(
-        matrix, method, steps=ns_steps, dtype=dtype, eps=eps, coefficients=coefficients
-    )
-    rows, cols = matrix.shape
-    return ortho.reshape(grad.shape) * update_scale(rows, cols, adjust_lr_fn)
-
-
-@dataclass
-class _Job:
-    """One parameter's update: its full ``(out, in)`` direction (one per batch index) cut into
-    row blocks. ``pieces`` are ``(n, rows, cols)`` stacks of equal blocks; ``block_rows`` the rows
-    of every block in the order the pieces unbind."""
-
-    param: Tensor
-    group: dict[str, Any]
-    moved_shape: tuple[int, ...]  # (count, out, other dims...): count = product of batch dims
-    block_rows: tuple[int, ...]
-    equal_blocks: bool
-    pieces: list[Tensor]
+    matrix = grad.flatten(1) if grad.ndim > 1 else grad.reshape(-1, 1)
+    check_arguments(matrix, method, ns_steps, dtype, eps, coefficients)
+    update_scale(1, 1, adjust_lr_fn)  # a ValueError naming a bad one
+    (direction,) = momentum_directions([grad], None if buf is None else [buf], momentum, nesterov)
+    if grad.numel() == 0:
+        return torch.zeros_like(grad)
+    how = Orthogonalisation(method, ns_steps, coefficients, dtype, eps)
+    (update,) = orthogonal_updates([Request(direction, how, adjust_lr_fn=adjust_lr_fn)])
+    return update.tensor * update.factor
 
 
 class Muon(Optimizer):
@@ -191,8 +170,14 @@ class Muon(Optimizer):
         process_group: share the orthogonalisation across this group (DDP); ``None``: local.
         distributed: ``"ddp"`` to use the default process group at each step (local while
             none is initialised); ``None``: local.
+        compile: run each batched orthogonalisation through ``torch.compile`` (one graph per
+            shape group, compiled at its first step, none later): ``None`` on CUDA devices only
+            (on a CPU it was measured not to pay) unless the environment variable
+            ``TAILMEM_MUON_COMPILE`` is "0" (never) or "1" (everywhere), ``True`` everywhere,
+            ``False`` never, or the name of a ``torch.compile`` backend. Polynomial methods
+            only; see :func:`tailmem.optim.muon_batch.backend`.
 
-    Every group argument (all but the last two) can be overridden per param group. ``p.grad`` is
+    Every group argument (all but the last three) can be overridden per param group. ``p.grad`` is
     never modified; parameters whose grad is ``None`` are skipped, and an empty one (a zero-size
     dimension) is stepped as torch's optimisers step it: its momentum buffer is kept, and there
     is nothing to orthogonalise or move. State per parameter: ``momentum_buffer`` (when
@@ -200,7 +185,8 @@ class Muon(Optimizer):
     entry per output row). Bad values raise ``ValueError`` (a wrong type ``TypeError``) wherever
     they enter: the constructor, :meth:`add_param_group`, :meth:`load_state_dict`, and a group
     edited between steps (checked at :meth:`step`, before anything is updated). A deep copy
-    keeps ``process_group`` (shared, not copied: it is a live communicator) and ``distributed``.
+    keeps ``process_group`` (shared, not copied: it is a live communicator), ``distributed`` and
+    ``compile``.
     """
 
     def __init__(
@@ -227,13 +213,22 @@ class Muon(Optimizer):
         scale: str | None = None,
         process_group: Any = None,
         distributed: str | None = None,
+        compile: bool | str | None = None,
     ) -> None:
+        if not (
+            compile is None or isinstance(compile, bool) or (compile and isinstance(compile, str))
+        ):
+            raise TypeError(
+                f"Muon compile must be None, True, False or a torch.compile backend name, "
+                f"got {compile!r}"
+            )
         if distributed not in (None, "ddp"):
             raise ValueError(f"Muon distributed must be None or 'ddp', got {distributed!r}")
         if distributed is not None and process_group is not None:
             raise ValueError("Muon takes process_group or distributed='ddp', not both")
         self.process_group = process_group
         self.distributed = distributed
+        self.compile = compile
         defaults = {
             "lr": lr,
             "weight_decay": weight_decay,
@@ -286,11 +281,13 @@ class Muon(Optimizer):
             raise
 
     def __getstate__(self) -> dict[str, Any]:
-        """torch's state (defaults, state, param groups) and how this optimiser distributes."""
+        """torch's state (defaults, state, param groups), how this optimiser distributes and
+        whether it compiles."""
         return {
             **super().__getstate__(),
             "process_group": self.process_group,
             "distributed": self.distributed,
+            "compile": self.compile,
         }
 
     def __deepcopy__(self, memo: dict[int, Any]) -> Muon:
@@ -321,50 +318,28 @@ class Muon(Optimizer):
         for group in self.param_groups:  # edited since they were checked? (no host sync)
             _check_group(group)
         comm = self._group_comm()
-        jobs: list[_Job] = []
-        buckets: dict[tuple[Any, ...], list[tuple[_Job, int]]] = {}
+        requests: list[Request] = []
+        owners: list[tuple[Tensor, dict[str, Any]]] = []
         for group in self.param_groups:
             params = [p for p in group["params"] if p.grad is not None]
             if not params:
                 continue
+            how, layout = _orthogonalisation(group), _layout(group)
             for p, direction in zip(params, self._directions(group, params), strict=True):
                 if p.numel() == 0:  # nothing to orthogonalise (torch's Muon divides by 0 cols)
                     continue
-                job = _split(p, group, direction)
-                jobs.append(job)
-                group_comm = D.mesh_group(p) if D.is_dtensor(p) else comm
-                for index, piece in enumerate(job.pieces):
-                    key = (
-                        tuple(piece.shape[1:]),
-                        piece.dtype,
-                        piece.device,
-                        group["method"],
-                        group["ns_steps"],
-                        tuple(group["ns_coefficients"]),
-                        group["dtype"],
-                        group["eps"],
-                        group_comm,
-                    )
-                    buckets.setdefault(key, []).append((job, index))
-        for key, members in buckets.items():
-            method, steps, coefficients, dtype, eps, group_comm = key[3:]
-            stacked = torch.cat([job.pieces[i] for job, i in members])
-            fn = partial(
-                orthogonalize,
-                method=method,
-                steps=steps,
-                dtype=dtype,
-                eps=eps,
-                coefficients=coefficients if method == "ns5" else None,
-            )
-            ortho = D.sharded_map(stacked, fn, group_comm)
-            offset = 0
-            for job, i in members:
-                count = job.pieces[i].shape[0]
-                job.pieces[i] = ortho[offset : offset + count]
-                offset += count
-        for job in jobs:
-            self._apply(job)
+                request = Request(
+                    direction,
+                    how,
+                    layout,
+                    group["adjust_lr_fn"],
+                    self._second_moment(p, group),
+                    float(group["normuon_beta2"]),
+                    D.mesh_group(p) if D.is_dtensor(p) else comm,
+                )
+                requests.append(request)
+                owners.append((p, group))
+        _apply(owners, orthogonal_updates(requests, self.compile))
         return loss
 
     def _directions(self, group: dict[str, Any], params: list[Tensor]) -> list[Tensor]:
@@ -393,41 +368,57 @@ class Muon(Optimizer):
             for p, d in zip(params, directions, strict=True)
         ]
 
-    def _apply(self, job: _Job) -> None:
-        """Weight decay, then ``p -= lr·scale·O`` with the orthogonalised blocks back in place."""
-        group, p = job.group, job.param
-        lr, scale = float(group["lr"]), group["adjust_lr_fn"]
-        cols = job.pieces[0].shape[-1]
-        blocks = [b for piece in job.pieces for b in piece.unbind(0)]
-        if group["normuon"]:
-            state = self.state[p]
-            if "normuon_second_moment" not in state:
-                state["normuon_second_moment"] = torch.zeros(
-                    sum(job.block_rows), dtype=torch.float32, device=blocks[0].device
-                )
-            moments = state["normuon_second_moment"].split(job.block_rows)
-            blocks = [
-                normuon(b, v, group["normuon_beta2"]) for b, v in zip(blocks, moments, strict=True)
-            ]
-        if job.equal_blocks and not group["normuon"]:
-            update = job.pieces[0].reshape(job.moved_shape)
-            alpha = -lr * update_scale(job.block_rows[0], cols, scale)
-        else:
-            scaled = iter(
-                b * update_scale(rows, cols, scale)
-                for b, rows in zip(blocks, job.block_rows, strict=True)
-            )
-            pieces = [torch.stack([next(scaled) for _ in piece]) for piece in job.pieces]
-            update = pieces[0] if job.equal_blocks else torch.cat(pieces, dim=1)  # rows per index
-            update = update.reshape(job.moved_shape)
-            alpha = -lr
-        update = update.movedim(1, group["fan_out_dim"] + 1).reshape(p.shape)
-        target = D.local(p)
-        if D.is_dtensor(p):
-            update = D.local_shard(p, update)
+    def _second_moment(self, p: Tensor, group: dict[str, Any]) -> Tensor | None:
+        """NorMuon's per-row state of ``p`` (created as zeros), or ``None`` without NorMuon."""
+        if not group["normuon"]:
+            return None
+        state = self.state[p]
+        if "normuon_second_moment" not in state:
+            batch = group["batch_dims"]
+            rows = math.prod(p.shape[:batch]) * p.shape[batch + group["fan_out_dim"]]
+            device = D.local(p).device
+            state["normuon_second_moment"] = torch.zeros(rows, dtype=torch.float32, device=device)
+        moments: Tensor = state["normuon_second_moment"]
+        return moments
+
+
+def _orthogonalisation(group: dict[str, Any]) -> Orthogonalisation:
+    """How a (checked) group's blocks are orthogonalised."""
+    method = group["method"]
+    coefficients = tuple(group["ns_coefficients"]) if method == "ns5" else None
+    return Orthogonalisation(
+        method, group["ns_steps"], coefficients, group["dtype"], float(group["eps"])
+    )
+
+
+def _layout(group: dict[str, Any]) -> Layout:
+    """How a (checked) group's parameters are sets of matrices."""
+    splits = group["row_splits"]
+    return Layout(
+        group["fan_out_dim"],
+        group["batch_dims"],
+        group["num_heads"],
+        None if splits is None else tuple(splits),
+    )
+
+
+def _apply(owners: list[tuple[Tensor, dict[str, Any]]], updates: list[Update]) -> None:
+    """Weight decay, then ``p -= lr·factor·update``, as ``torch._foreach_*`` calls over the
+    parameters that share a decay or a step size (a DTensor parameter takes its own shard)."""
+    decays: dict[float, list[Tensor]] = {}
+    steps: dict[float, tuple[list[Tensor], list[Tensor]]] = {}
+    for (p, group), update in zip(owners, updates, strict=True):
+        lr, target = float(group["lr"]), D.local(p)
+        tensor = D.local_shard(p, update.tensor) if D.is_dtensor(p) else update.tensor
         if group["weight_decay"] != 0.0:
-            target.mul_(1.0 - lr * group["weight_decay"])
-        target.add_(update, alpha=alpha)
+            decays.setdefault(1.0 - lr * float(group["weight_decay"]), []).append(target)
+        targets, tensors = steps.setdefault(-lr * update.factor, ([], []))
+        targets.append(target)
+        tensors.append(tensor)
+    for decay, targets in decays.items():
+        torch._foreach_mul_(targets, decay)
+    for alpha, (targets, tensors) in steps.items():
+        torch._foreach_add_(targets, tensors, alpha=alpha)
 
 
 def _alias(value: Any, alias_value: Any, name: str, alias: str, default: Any) -> Any:
@@ -437,28 +428,6 @@ def _alias(value: Any, alias_value: Any, name: str, alias: str, default: Any) ->
     if value is not default and value != alias_value:
         raise ValueError(f"Muon got {name}={value!r} and its alias {alias}={alias_value!r}")
     return alias_value
-
-
-def _split(p: Tensor, group: dict[str, Any], direction: Tensor) -> _Job:
-    """Cut a parameter's direction into ``(n, rows, cols)`` pieces of equal-shaped blocks: per
-    batch index, its ``(out, in)`` matrix view split into row blocks."""
-    batch = group["batch_dims"]
-    count = math.prod(direction.shape[:batch])
-    per_index = direction.reshape(count, *direction.shape[batch:])
-    moved = per_index.movedim(group["fan_out_dim"] + 1, 1)
-    out = moved.shape[1]
-    matrices = moved.reshape(count, out, -1)
-    if group["row_splits"] is not None:
-        splits = tuple(group["row_splits"])
-        pieces = list(matrices.split(splits, dim=1))
-        rows = tuple(r for r in splits for _ in range(count))
-        equal = False
-    else:
-        heads = group["num_heads"] or 1
-        rows = (out // heads,) * (heads * count)
-        pieces = [matrices.reshape(count * heads, out // heads, -1)]
-        equal = True
-    return _Job(p, group, tuple(moved.shape), rows, equal, pieces)
 
 
 def _number(group: dict[str, Any], name: str, low: float, high: float, closed: bool) -> None:

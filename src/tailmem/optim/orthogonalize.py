@@ -3,7 +3,7 @@
 Muon's update is the orthogonal polar factor of the (momentum-averaged) gradient, i.e. every
 non-zero singular value set to 1 (paper A, Sec. 5: "Muon: W -= η U Vᵀ"). :func:`orthogonalize`
 computes it exactly ("svd"), iterates to it ("cubic"), or approximates it with a few odd-polynomial
-Newton–Schulz steps ("ns5", "polar_express", "gram_ns").
+Newton–Schulz steps ("ns5", "polar_express", "gram_ns", "auto").
 
 Every polynomial method maps each singular value ``s`` of the normalised input ``X`` through the
 same scalar odd polynomial ``s -> a·s + b·s³ + c·s⁵`` per step, implemented as
@@ -16,10 +16,16 @@ on singular values one by one, left and right singular vectors are kept and the 
 
 from __future__ import annotations
 
+import functools
 import math
+import types
+from collections.abc import Callable, Hashable, Sequence
+from dataclasses import dataclass
 
 import torch
 from torch import Tensor
+
+from tailmem.optim.gram_table import gram_pays
 
 NS5_COEFFICIENTS: tuple[float, float, float] = (3.4445, -4.7750, 2.0315)
 """Keller Jordan's quintic: slope 3.4445 at zero, does not converge to 1 but lands in a band."""
@@ -49,9 +55,12 @@ CUBIC_COEFFICIENTS: tuple[float, float, float] = (1.5, -0.5, 0.0)
 CUBIC_MAX_STEPS = 100
 """Step cap of the "cubic" iteration; a singular value ``s`` needs ``≈ log(1/s)/log(1.5) + 5``."""
 
-METHODS: tuple[str, ...] = ("ns5", "polar_express", "cubic", "svd", "gram_ns")
+METHODS: tuple[str, ...] = ("ns5", "polar_express", "cubic", "svd", "gram_ns", "auto")
 
-DEFAULT_STEPS: dict[str, int] = {"ns5": 5, "polar_express": 5, "gram_ns": 5}
+POLYNOMIAL_METHODS: tuple[str, ...] = ("ns5", "polar_express", "gram_ns", "auto")
+"""The methods that run a fixed number of polynomial steps (no host sync): these compile."""
+
+DEFAULT_STEPS: dict[str, int] = {"ns5": 5, "polar_express": 5, "gram_ns": 5, "auto": 5}
 
 BAND_MIN_SINGULAR = 2e-3
 """The bands hold for scaled singular values ``s = σ/‖G‖_F >= BAND_MIN_SINGULAR``."""
@@ -60,6 +69,7 @@ BANDS: dict[str, tuple[float, float]] = {
     "ns5": (0.675, 1.21),
     "polar_express": (0.855, 1.145),
     "gram_ns": (0.855, 1.145),
+    "auto": (0.855, 1.145),
 }
 """Output singular values (float32 compute, default 5 steps) for ``s >= BAND_MIN_SINGULAR``.
 
@@ -67,8 +77,8 @@ Measured from the scalar composite polynomial on a dense log grid of ``s`` in
 ``[2e-3, 1]`` (ns5: [0.6818, 1.2024]; Polar Express: [0.8586, 1.1411]) widened by float32
 rounding seen in ``tests/optim/test_orthogonalize.py`` on random, ill-conditioned and batched
 inputs. Smaller ``s`` are only amplified (by at most ≈484× for ns5, ≈970× for Polar Express
-over 5 steps) and stay below the upper bound. "gram_ns" runs the Polar Express polynomial, so
-it shares that band.
+over 5 steps) and stay below the upper bound. "gram_ns" and "auto" run the Polar Express
+polynomial, so they share that band.
 """
 
 GRAM_ASPECT_THRESHOLD = 1.5
@@ -100,6 +110,9 @@ def orthogonalize(
             ``max(m, n)·eps(dtype)·σ_max``); zero singular values map to zero.
             ``"gram_ns"`` the Polar Express polynomial run on the small Gram matrix (see
             :func:`_gram_ns`): fewer FLOPs for rectangular matrices, same band.
+            ``"auto"`` the Polar Express polynomial, run as "gram_ns" where a table measured on
+            the input's kind of device says that is faster
+            (:func:`~tailmem.optim.gram_table.gram_pays`), else as "polar_express"; same band.
         steps: number of polynomial steps (``None``: :data:`DEFAULT_STEPS`); ignored by "svd".
         dtype: compute dtype (``None``: the input's dtype), e.g. ``torch.bfloat16`` for "ns5" on
             a GPU. "cubic" and "svd" compute in at least float32; "gram_ns" forms its Gram
@@ -118,39 +131,133 @@ def orthogonalize(
     Tall inputs (``m > n``) are transposed, processed and transposed back, so the Gram matrix is
     always the smaller one.
     """
-    _check_arguments(G, method, steps, dtype, eps, coefficients)
-    shape = G.shape
-    m, n = shape[-2], shape[-1]
+    check_arguments(G, method, steps, dtype, eps, coefficients)
     if G.numel() == 0:
         return torch.zeros_like(G)
-    compute = dtype or G.dtype
+    wide = widen(G)
+    check_finite([wide.finite])
+    out = orthogonalize_wide(wide.X, wide.scale, method, steps, dtype, eps, coefficients)
+    return narrow(out, wide).reshape(G.shape)
+
+
+@dataclass(frozen=True)
+class Finite:
+    """Whether each matrix of a batch is finite: a device tensor, read by :func:`check_finite`."""
+
+    flags: Tensor
+    """``(B,)`` bool."""
+    shape: tuple[int, int]
+    """The (wide) shape of the batch's matrices, for the error message."""
+
+
+@dataclass(frozen=True)
+class Wide:
+    """A batch of matrices as the orthogonalisation works on them (see :func:`widen`)."""
+
+    X: Tensor
+    """``(B, m, n)`` with ``m <= n``: a view of the input, transposed when it is tall."""
+    transposed: bool
+    scale: Tensor
+    """``(B, 1, 1)``, at least float32: per matrix the power of two ``2^e`` with
+    ``max|X| < 2^e`` (1 for an all-zero matrix); see :func:`_normalise`."""
+    finite: Finite
+
+
+def widen(G: Tensor) -> Wide:
+    """``G`` (``(..., m, n)``) as a batch of wide matrices with their scales, without a host sync.
+
+    Reading whether every matrix is finite is left to :func:`check_finite`, so that a caller
+    with several batches (:class:`~tailmem.optim.Muon`, one batch per shape) waits for the
+    device once, not once per batch.
+    """
+    m, n = G.shape[-2], G.shape[-1]
+    X = G.reshape(-1, m, n)
+    if m > n:
+        X = X.mT
+    peak = X.abs().amax(dim=(-2, -1), keepdim=True).to(_at_least_float32(X.dtype))
+    _, exponent = torch.frexp(peak)
+    finite = Finite(torch.isfinite(peak).flatten(), (X.shape[-2], X.shape[-1]))
+    return Wide(X, m > n, torch.ldexp(torch.ones_like(peak), exponent), finite)
+
+
+def check_finite(batches: Sequence[Finite]) -> None:
+    """Raise :class:`NonFiniteInputError` naming the first matrix with a NaN or infinite entry.
+
+    One host sync for all ``batches`` (none when the sequence is empty).
+    """
+    if not batches or bool(torch.stack([b.flags.all() for b in batches]).all()):
+        return
+    for batch in batches:
+        if not bool(batch.flags.all()):
+            index = int((~batch.flags).nonzero()[0])
+            raise NonFiniteInputError(
+                f"orthogonalize got a NaN or infinite entry in matrix {index} of a batch of "
+                f"{batch.flags.shape[0]} matrices of shape {batch.shape}; expected finite values"
+            )
+
+
+def narrow(out: Tensor, wide: Wide) -> Tensor:
+    """A result of :func:`orthogonalize_wide` in the input's orientation, ``(B, rows, cols)``."""
+    return out.mT if wide.transposed else out
+
+
+def orthogonalize_wide(
+    X: Tensor,
+    scale: Tensor,
+    method: str,
+    steps: int | None,
+    dtype: torch.dtype | None,
+    eps: float,
+    coefficients: tuple[float, float, float] | None,
+) -> Tensor:
+    """The polar factor of each finite wide matrix of ``X`` (``(B, m, n)``, ``m <= n``), in
+    ``X.dtype``: :func:`orthogonalize`'s work after :func:`widen` and :func:`check_finite`.
+
+    ``scale`` is :attr:`Wide.scale`; the other arguments are :func:`orthogonalize`'s (checked
+    there). ``X`` is never modified. For :data:`POLYNOMIAL_METHODS` this is straight-line tensor
+    code that :func:`compiled` compiles whole.
+    """
+    compute = dtype or X.dtype
     if method in ("cubic", "svd"):
         compute = _at_least_float32(compute)
-    transpose = m > n
-    X = G.reshape(-1, m, n)
-    if transpose:
-        X = X.mT
-    scale = _power_of_two_scale(X)
     if method == "svd":
-        out = _svd_polar(X.to(compute))
-    else:
-        safety = 1.0 if method in ("ns5", "cubic") else POLAR_EXPRESS_SAFETY
-        X = _normalise(X, safety, eps, compute, scale)
-        if method == "ns5":
-            a, b, c = coefficients if coefficients is not None else NS5_COEFFICIENTS
-            out = _polynomial_steps(X, ((a, b, c),) * (steps or DEFAULT_STEPS["ns5"]))
-        elif method == "polar_express":
-            out = _polynomial_steps(X, polar_express_schedule(steps or DEFAULT_STEPS[method]))
-        elif method == "cubic":
-            out = _cubic(X, steps or CUBIC_MAX_STEPS)
-        else:
-            out = _gram_ns(X, polar_express_schedule(steps or DEFAULT_STEPS[method]))
-    if transpose:
-        out = out.mT
-    return out.to(G.dtype).reshape(shape)
+        return _svd_polar(X.to(compute)).to(X.dtype)
+    m, n = X.shape[-2], X.shape[-1]
+    safety = 1.0 if method in ("ns5", "cubic") else POLAR_EXPRESS_SAFETY
+    Y = _normalise(X, safety, eps, compute, scale)
+    if method == "ns5":
+        a, b, c = coefficients if coefficients is not None else NS5_COEFFICIENTS
+        out = _polynomial_steps(Y, ((a, b, c),) * (steps or DEFAULT_STEPS["ns5"]))
+    elif method == "cubic":
+        out = _cubic(Y, steps or CUBIC_MAX_STEPS)
+    elif method == "gram_ns" or (method == "auto" and gram_pays(m, n, X.device.type)):
+        out = _gram_ns(Y, polar_express_schedule(steps or DEFAULT_STEPS[method]))
+    else:  # polar_express, and "auto" where the Gram form does not pay
+        out = _polynomial_steps(Y, polar_express_schedule(steps or DEFAULT_STEPS[method]))
+    return out.to(X.dtype)
 
 
-def _check_arguments(
+@functools.cache
+def compiled(backend: str, group: Hashable) -> Callable[..., Tensor]:
+    """:func:`orthogonalize_wide` compiled by ``torch.compile`` with ``backend`` (e.g.
+    "inductor") for the shape group ``group`` (any hashable name of it, e.g. matrix shape, dtype,
+    device and settings).
+
+    Each group gets its own copy of the function's code: torch keeps the graphs of one code
+    object in one cache capped at ``torch._dynamo.config.recompile_limit`` (8), which a model
+    with many shape groups, or many optimisers in one process, would exceed. Within a group one
+    graph per batch size (``dynamic=False``, ``fullgraph=True``): a later call with the same
+    batch size reuses it. Only for :data:`POLYNOMIAL_METHODS` ("cubic" stops on a data-dependent
+    test, "svd" is one LAPACK call).
+    """
+    fn = orthogonalize_wide
+    copy = types.FunctionType(
+        fn.__code__.replace(), fn.__globals__, fn.__name__, fn.__defaults__, fn.__closure__
+    )
+    return torch.compile(copy, backend=backend, dynamic=False, fullgraph=True)
+
+
+def check_arguments(
     G: Tensor,
     method: str,
     steps: int | None,
@@ -158,7 +265,8 @@ def _check_arguments(
     eps: float,
     coefficients: tuple[float, float, float] | None,
 ) -> None:
-    """Refuse what :func:`orthogonalize` cannot take, one error naming it (its docstring)."""
+    """Refuse what :func:`orthogonalize` cannot take, one error naming it (its docstring); also
+    :func:`~tailmem.optim.muon_update`'s check of its input."""
     if method not in METHODS:
         raise ValueError(f"unknown orthogonalisation method {method!r}; expected one of {METHODS}")
     if G.ndim < 2:
@@ -188,15 +296,21 @@ def polar_express_schedule(steps: int) -> tuple[tuple[float, float, float], ...]
     return tuple(table[min(i, len(table) - 1)] for i in range(steps))
 
 
-def orthogonalize_flops(m: int, n: int, method: str, steps: int | None = None) -> int | None:
+def orthogonalize_flops(
+    m: int, n: int, method: str, steps: int | None = None, device_type: str = "cpu"
+) -> int | None:
     """Multiply–add FLOPs (2 per multiply-add) of one ``m × n`` matrix; ``None`` for "svd".
 
     With ``m <= n`` after transposition, one X-space quintic step costs ``X Xᵀ`` (``2m²n``), the
     ``b·A + c·A²`` product (``2m³``) and ``(…)·X`` (``2m²n``): ``4m²n + 2m³``. The cubic step has
     no ``A²``: ``4m²n`` (its step count is data-dependent; ``steps`` defaults to the cap).
-    "gram_ns" is counted as in :func:`_gram_ns`. Element-wise work (``O(mn)``) is not counted.
+    "gram_ns" is counted as in :func:`_gram_ns`; "auto" as "gram_ns" where
+    :func:`~tailmem.optim.gram_table.gram_pays` on ``device_type``, else as "polar_express".
+    Element-wise work (``O(mn)``) is not counted.
     """
     m, n = min(m, n), max(m, n)
+    if method == "auto":
+        method = "gram_ns" if gram_pays(m, n, device_type) else "polar_express"
     if method == "svd":
         return None
     if method == "cubic":
@@ -221,37 +335,23 @@ def _check_eps(eps: float) -> None:
         raise ValueError(f"eps must be a finite number > 0, got {eps!r}")
 
 
-def _power_of_two_scale(X: Tensor) -> Tensor:
-    """Per matrix of ``X`` (``(B, m, n)``), the power of two ``2^e`` with ``max|X| < 2^e``.
-
-    ``(B, 1, 1)`` in at least float32; 1 for an all-zero matrix. Raises
-    :class:`NonFiniteInputError` naming the first matrix with a NaN or infinite entry.
-    """
-    peak = X.abs().amax(dim=(-2, -1), keepdim=True).to(_at_least_float32(X.dtype))
-    finite = torch.isfinite(peak)
-    if not bool(finite.all()):
-        index = int((~finite).flatten().nonzero()[0])
-        raise NonFiniteInputError(
-            f"orthogonalize got a NaN or infinite entry in matrix {index} of a batch of "
-            f"{X.shape[0]} matrices of shape {tuple(X.shape[1:])}; expected finite values"
-        )
-    _, exponent = torch.frexp(peak)
-    return torch.ldexp(torch.ones_like(peak), exponent)
-
-
 def _normalise(X: Tensor, safety: float, eps: float, dtype: torch.dtype, scale: Tensor) -> Tensor:
     """``X / (safety·‖X‖_F + eps)`` per matrix as a new contiguous ``dtype`` tensor.
 
     The norm is taken of ``X / scale`` (``scale`` a power of two per matrix, from
-    :func:`_power_of_two_scale`), whose entries are below 1 in magnitude, so the sum of squares
-    cannot overflow; every operation commutes exactly with a power-of-two scaling, so
+    :func:`widen`), whose entries are below 1 in magnitude, so the sum of squares cannot
+    overflow; every operation commutes exactly with a power-of-two scaling, so
     ``(X/s) / ((safety·‖X‖_F + eps)/s)`` rounds to the same bits as the unscaled quotient. The
-    norm is accumulated in at least float32; one allocation, also for transposed views.
+    norm is accumulated in at least float32. The quotient overwrites ``X/s`` when that is
+    already a contiguous ``dtype`` tensor (one allocation, not two).
     """
     X = X.to(scale.dtype) / scale
     norm = torch.linalg.vector_norm(X, dim=(-2, -1), keepdim=True, dtype=scale.dtype)
+    denominator = norm * safety + eps / scale
+    if X.dtype == dtype and X.is_contiguous():
+        return X.div_(denominator)
     out = torch.empty(X.shape, dtype=dtype, device=X.device)
-    return torch.div(X, norm * safety + eps / scale, out=out)
+    return torch.div(X, denominator, out=out)
 
 
 def _polynomial_steps(X: Tensor, coefficients: tuple[tuple[float, float, float], ...]) -> Tensor:
