@@ -11,7 +11,11 @@ D differing``; exits 1 when a file differs or exists on one side only.
 - every other file (PNG, text) must be the same bytes;
 - the run's own bookkeeping is skipped (:data:`SKIPPED`: the lock, COMPLETE, progress, the
   config record with its start time) and so are SVGs (matplotlib stamps a date and random ids),
-  logs and checkpoints.
+  logs, checkpoints and the trackers' files (:data:`SKIPPED_FOLDERS`: TensorBoard's event files
+  and W&B's run files, stamped with host and time; ``metrics.jsonl`` holds their numbers).
+
+A folder with no file to compare is refused (two empty folders are not "the same outputs"), and
+so is a damaged JSON, JSON-lines or CSV file: one line each, exit 2.
 
 A sub-run's identity is its ``spec.json`` digest, so two folders with the same ``spec.json``
 files (compared as values here) trained the same runs and would reuse each other's cache.
@@ -35,6 +39,8 @@ VOLATILE = frozenset({"wall_seconds", "build_seconds", "seconds", "elapsed", "st
 """Fields and columns that time a run or record when it ran, not what it computed."""
 SKIPPED = frozenset({".lock", "COMPLETE", "progress.json", "config.yaml", ".tailmem.json"})
 SKIPPED_SUFFIXES = frozenset({".svg", ".log", ".pt", ".safetensors", ".html", ".md"})
+SKIPPED_FOLDERS = frozenset({"tensorboard", "wandb"})
+"""Folders of a run's trackers (``train.log_to``), at any depth."""
 
 
 def _without_volatile(value: object) -> object:
@@ -46,12 +52,26 @@ def _without_volatile(value: object) -> object:
 
 
 def _values(path: Path) -> object:
-    text = path.read_text()
-    if path.suffix == ".csv":
-        return [_without_volatile(row) for row in csv.DictReader(io.StringIO(text))]
-    if path.suffix == ".jsonl":
-        return [_without_volatile(json.loads(line)) for line in text.splitlines() if line.strip()]
-    return _without_volatile(json.loads(text))
+    """The values of a JSON, JSON-lines or CSV file (timing left out); a damaged one is one
+    :class:`DataError` line naming it."""
+    try:
+        text = path.read_text(encoding="utf-8")
+    except UnicodeDecodeError as exc:
+        raise DataError(f"{path}: not UTF-8 text ({exc.reason} at byte {exc.start})") from None
+    try:
+        if path.suffix == ".csv":
+            return [_without_volatile(row) for row in csv.DictReader(io.StringIO(text))]
+        if path.suffix == ".jsonl":
+            lines = [line for line in text.splitlines() if line.strip()]
+            return [_without_volatile(json.loads(line)) for line in lines]
+        return _without_volatile(json.loads(text))
+    except json.JSONDecodeError as exc:
+        raise DataError(
+            f"{path}: not valid JSON ({exc.msg}, line {exc.lineno} column {exc.colno}); expected "
+            "a whole file (was the run killed while writing it?)"
+        ) from None
+    except csv.Error as exc:
+        raise DataError(f"{path}: not a valid CSV ({exc}); expected a whole file") from None
 
 
 def _first_difference(a: object, b: object, where: str = "") -> str | None:
@@ -76,11 +96,14 @@ def _first_difference(a: object, b: object, where: str = "") -> str | None:
 
 
 def _files(root: Path) -> set[Path]:
-    return {
-        p.relative_to(root)
-        for p in root.rglob("*")
-        if p.is_file() and p.name not in SKIPPED and p.suffix not in SKIPPED_SUFFIXES
-    }
+    found = set()
+    for p in root.rglob("*"):
+        rel = p.relative_to(root)
+        if SKIPPED_FOLDERS & set(rel.parts[:-1]) or not p.is_file():
+            continue
+        if p.name not in SKIPPED and p.suffix not in SKIPPED_SUFFIXES:
+            found.add(rel)
+    return found
 
 
 def differences(before: Path, after: Path) -> Iterator[str]:
@@ -112,6 +135,11 @@ def main(argv: Sequence[str] | None = None) -> int:
         for folder in (args.before, args.after):
             if not folder.is_dir():
                 raise DataError(f"{folder}: no such folder; expected a folder of tailmem run")
+            if not _files(folder):
+                raise DataError(
+                    f"{folder}: holds no output to compare; expected a folder of tailmem run "
+                    "(two empty folders are not the same outputs)"
+                )
         found = list(differences(args.before, args.after))
         for line in found:
             print(line)

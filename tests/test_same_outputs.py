@@ -9,6 +9,8 @@ from types import ModuleType
 
 import pytest
 
+from tailmem.cli import expected_failure
+
 ROOT = Path(__file__).resolve().parents[1]
 
 
@@ -66,3 +68,35 @@ def test_a_changed_number_a_changed_image_and_a_missing_file_are_each_named(tmp_
         f"same_outputs: error: {tmp_path / 'nowhere'}: no such folder; expected a folder of "
         "tailmem run\n"
     )
+
+
+# Issue 42: nothing compared is not "the same", a damaged file is one line, trackers are skipped.
+
+
+def test_same_outputs_refuses_empty_folders_and_damaged_files_and_skips_trackers(tmp_path, capsys):
+    same = _script()
+    a, b = tmp_path / "a", tmp_path / "b"
+    a.mkdir()
+    b.mkdir()
+    assert same.main([str(a), str(b)]) == 2
+    assert "holds no output to compare" in capsys.readouterr().err
+    (a / "r.json").write_text('{"x": 1')
+    (b / "r.json").write_text('{"x": 1}')
+    assert same.main([str(a), str(b)]) == 2
+    err = capsys.readouterr().err.strip().splitlines()
+    assert len(err) == 1 and "r.json: not valid JSON" in err[0]
+    (a / "r.json").write_bytes(b'{"x": "\xff"}')
+    assert same.main([str(a), str(b)]) == 2
+    err = capsys.readouterr().err
+    assert "not UTF-8" in err and "--debug" not in err
+    undecodable = UnicodeDecodeError("utf-8", b"\xff", 0, 1, "invalid start byte")
+    assert "--debug" not in str(expected_failure(undecodable, debug_flag=False))
+    assert "--debug" in str(expected_failure(undecodable))
+    (a / "r.json").write_text('{"x": 1}')
+    for side, stamp in ((a, "1"), (b, "2")):
+        (side / "runs" / "tensorboard").mkdir(parents=True)
+        (side / "runs" / "tensorboard" / f"events.out.tfevents.{stamp}").write_text(stamp)
+        (side / "runs" / "wandb" / "run").mkdir(parents=True)
+        (side / "runs" / "wandb" / "run" / "files.json").write_text(stamp)
+    assert same.main([str(a), str(b)]) == 0
+    assert capsys.readouterr().out.splitlines() == ["1 common files, 0 differing"]

@@ -23,7 +23,7 @@ from __future__ import annotations
 
 import csv
 import os
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
@@ -134,21 +134,23 @@ def load(path: str | os.PathLike[str]) -> RunView:
 def run(
     experiment: str,
     preset: str | None = None,
-    overrides: Sequence[str] = (),
+    overrides: Sequence[str] | Mapping[str, object] = (),
     out: str | os.PathLike[str] | None = None,
     *,
     config: str | os.PathLike[str] | None = None,
     force: bool = False,
 ) -> RunView:
     """Run ``experiment`` at the packaged ``preset`` (``smoke``, ``cpu``, ``paper``) or from
-    the YAML file ``config`` (exactly one of the two), with ``overrides`` (``"key=value"``, as
-    on the command line), into ``out`` (default ``runs/EXP-PRESET``), as ``tailmem run`` does
+    the YAML file ``config`` (exactly one of the two), with ``overrides`` — ``"key=value"``
+    strings, as on the command line, or a mapping ``{"train.steps": 8}``; anything else is a
+    :class:`~tailmem.errors.ConfigError` — into ``out`` (default ``runs/EXP-PRESET``), as
+    ``tailmem run`` does
     (:func:`tailmem.runner.run_experiment`; a complete run with the same config is reused,
     ``force`` redoes it); returns the view of its run directory."""
+    from tailmem.config import as_overrides
     from tailmem.runner import run_experiment
 
+    items = as_overrides(overrides)
     where = None if out is None else os.fspath(out)  # an empty path is refused, not "."
-    run_dir, _ = run_experiment(
-        experiment, preset, list(overrides), where, force=force, config=config
-    )
+    run_dir, _ = run_experiment(experiment, preset, items, where, force=force, config=config)
     return load(run_dir.path)

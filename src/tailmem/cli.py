@@ -57,7 +57,7 @@ def script_main(body: Callable[[], int | None], prog: str) -> int:
         print(f"{prog}: interrupted", file=sys.stderr)
         return 130
     except Exception as exc:
-        message = expected_failure(exc)
+        message = expected_failure(exc, debug_flag=False)
         if message is None:
             raise
         print(f"{prog}: error: {' '.join(message.split())}", file=sys.stderr)
@@ -142,10 +142,15 @@ def _cmd_tune(args: argparse.Namespace) -> int:
             f"{args.experiment} tunes no learning rate; expected a study that does "
             "(knowledge-qa, optim-bench, icl-regression, ablation)"
         )
-    given = {item.split("=", 1)[0] for item in args.overrides}
-    clash = sorted(given & {item.split("=", 1)[0] for item in extra})
-    if clash:
-        raise ConfigError(f"{clash[0]}: tailmem tune sets it; expected it left out")
+    for item in args.overrides:
+        key = item.split("=", 1)[0].strip()
+        for mine in (own.split("=", 1)[0] for own in extra):
+            if key == mine or mine.startswith(f"{key}.") or key.startswith(f"{mine}."):
+                what = "it" if key == mine else f"{mine}, inside it" if len(mine) > len(key) else (
+                    f"{mine}, which holds it")  # fmt: skip
+                raise ConfigError(f"{key}: tailmem tune sets {what}; expected it left out")
+    if args.store:  # refused before any trial trains, not after
+        store.check_writable(store.PACKAGE_STORE)
     out = args.out or f"runs/{args.experiment}-{args.preset or 'custom'}-tune"
     run, _ = run_shown(args.experiment, args.preset, [*args.overrides, *extra], out=out,
                        force=args.force, config=args.config)  # fmt: skip
@@ -482,8 +487,9 @@ _OS_HINTS = {
 _OOM_TEXT = ("can't allocate memory", "not enough memory", "out of memory")
 
 
-def expected_failure(exc: BaseException) -> str | None:
-    """The one-line message of a failure that is not a bug (None: it is a bug)."""
+def expected_failure(exc: BaseException, debug_flag: bool = True) -> str | None:
+    """The one-line message of a failure that is not a bug (None: it is a bug); with
+    ``debug_flag`` a message may suggest ``--debug`` (a script has no such flag)."""
     if isinstance(exc, TailmemError):
         return str(exc)
     if (missing := missing_dependency(exc)) is not None:
@@ -494,9 +500,10 @@ def expected_failure(exc: BaseException) -> str | None:
         hint = _OS_HINTS.get(exc.errno or 0, "expected a readable, writable location")
         return f"{where or 'file system'}: {what}; {hint}"
     if isinstance(exc, UnicodeDecodeError):
+        which = " (rerun with --debug to see which)" if debug_flag else ""
         return (
             f"a file that should be text is not UTF-8 ({exc.reason} at byte {exc.start}); "
-            "expected a text file (rerun with --debug to see which)"
+            f"expected a text file{which}"
         )
     if isinstance(exc, MemoryError) or (
         isinstance(exc, RuntimeError) and any(t in str(exc).lower() for t in _OOM_TEXT)

@@ -26,13 +26,15 @@ import dataclasses
 import hashlib
 import os
 import re
-from collections.abc import Mapping, Sequence
+from collections.abc import Hashable, Mapping, Sequence
 from dataclasses import dataclass
 from importlib import resources
 from pathlib import Path
 from typing import Any, TypeVar
 
 import yaml
+from yaml.composer import ComposerError
+from yaml.constructor import ConstructorError
 
 from tailmem.errors import ConfigError
 from tailmem.typecheck import from_dict
@@ -123,6 +125,10 @@ def _user_file(path: Path, experiment: str) -> bytes:
         raise ConfigError(f"--config {path}: no such file; expected {hint}")
     if not path.is_file():
         raise ConfigError(f"--config {path} is not a file; expected {hint}")
+    size = path.stat().st_size
+    if size > MAX_YAML_CHARS * 4:  # UTF-8: at most 4 bytes a character
+        raise ConfigError(f"--config {path}: {size} bytes; expected {hint} (at most "
+                          f"{MAX_YAML_CHARS} characters)")  # fmt: skip
     return path.read_bytes()
 
 
@@ -141,10 +147,10 @@ def load_config(
 def config_from(cls: type[T], source: PresetSource, overrides: Sequence[str] = ()) -> T:
     """Build ``cls`` from the YAML of ``source`` plus ``key=value`` overrides."""
     values = _read_yaml(source)
-    given: dict[str, str] = {}
+    given: dict[str, tuple[str, Any]] = {}
     for item in overrides:
         key, value = parse_override(item)
-        _check_once(key, item, given)
+        _check_once(key, item, value, given)
         _set_dotted(values, key, value)
     cfg = from_dict(cls, values)
     check_overrides = getattr(cfg, "check_overrides", None)
@@ -153,18 +159,30 @@ def config_from(cls: type[T], source: PresetSource, overrides: Sequence[str] = (
     return cfg
 
 
-def _check_once(key: str, item: str, given: dict[str, str]) -> None:
-    """Refuse an override that would silently replace an earlier one: the same key again, or a
-    section holding an earlier key (``model={...}`` after ``model.n_head=4``). ``given`` maps the
-    keys so far to their items."""
-    for earlier, text in given.items():
-        if earlier == key or earlier.startswith(f"{key}."):
+def _check_once(key: str, item: str, value: Any, given: dict[str, tuple[str, Any]]) -> None:
+    """Refuse an override that would silently replace an earlier one: the same key again, a
+    section holding an earlier key (``model={...}`` after ``model.n_head=4``), or a key an
+    earlier section's mapping sets (``tuning.only=true`` after ``tuning={only: false}``; a key
+    it does not set adds to it). ``given`` maps the keys so far to their items and values."""
+    for earlier, (text, held) in given.items():
+        inside = key.startswith(f"{earlier}.") and _holds(held, key[len(earlier) + 1 :])
+        if earlier == key or earlier.startswith(f"{key}.") or inside:
             relation = "repeats" if earlier == key else "replaces"
+            relation = "changes a key of" if inside else relation
             raise ConfigError(
                 f"override {key}: {item!r} {relation} {text!r}; expected each key once "
                 "(the later would silently replace the earlier)"
             )
-    given[key] = item
+    given[key] = (item, value)
+
+
+def _holds(section: Any, dotted: str) -> bool:
+    """Whether the mapping ``section`` sets the dotted key ``dotted`` (``a.b``: ``{a: {b: 1}}``)."""
+    for part in dotted.split("."):
+        if not isinstance(section, Mapping) or part not in section:
+            return False
+        section = section[part]
+    return True
 
 
 class _Loader(yaml.SafeLoader):
@@ -190,12 +208,112 @@ _Loader.add_implicit_resolver(
 )
 
 
+MAX_YAML_CHARS = 1_000_000
+"""The longest YAML text read (a preset is a few kilobytes)."""
+MAX_YAML_DEPTH = 64
+"""The deepest nesting of collections read (a config nests a handful deep)."""
+MAX_YAML_NODES = 100_000
+"""The most values a document may hold once every alias is expanded (an alias bomb's billions
+are refused before anything is built from them)."""
+
+_MERGE = "tag:yaml.org,2002:merge"
+
+
+class _BoundedLoader(_Loader):
+    """:class:`_Loader` that refuses, before building any value, what would exhaust the
+    interpreter or the machine: nesting deeper than :data:`MAX_YAML_DEPTH` (a RecursionError
+    otherwise), more than :data:`MAX_YAML_NODES` values once aliases are expanded, and a key
+    given twice in one mapping (YAML would keep the second silently)."""
+
+    def __init__(self, stream: str) -> None:
+        super().__init__(stream)
+        self._depth = 0
+
+    def compose_node(self, parent: Any, index: Any) -> Any:
+        self._depth += 1
+        try:
+            if self._depth > MAX_YAML_DEPTH:
+                raise ComposerError(
+                    None, None, f"nested more than {MAX_YAML_DEPTH} deep",
+                    self.peek_event().start_mark,
+                )  # fmt: skip
+            return super().compose_node(parent, index)
+        finally:
+            self._depth -= 1
+
+    def get_single_node(self) -> Any:
+        node = super().get_single_node()
+        if node is not None:
+            _check_expanded_size(node)
+        return node
+
+    def construct_mapping(self, node: Any, deep: bool = False) -> Any:
+        if isinstance(node, yaml.MappingNode):
+            seen: dict[Any, Any] = {}
+            for key_node, _ in node.value:
+                if key_node.tag == _MERGE:
+                    continue
+                key = self.construct_object(key_node, deep=True)
+                if isinstance(key, Hashable) and key in seen:
+                    raise ConstructorError(
+                        "while constructing a mapping", node.start_mark,
+                        f"found key {key!r} twice (first at line {seen[key].line + 1}); "
+                        "expected each key once", key_node.start_mark,
+                    )  # fmt: skip
+                if isinstance(key, Hashable):
+                    seen[key] = key_node.start_mark
+        return super().construct_mapping(node, deep=deep)
+
+
+def _check_expanded_size(root: Any) -> None:
+    """Refuse a composed document holding more than :data:`MAX_YAML_NODES` values once its
+    aliases are expanded, or an alias of a collection inside itself; counted without expanding
+    (each node once, in post-order, without recursion)."""
+    size: dict[int, int] = {}
+    open_: set[int] = set()
+    stack: list[tuple[Any, bool]] = [(root, False)]
+    while stack:
+        node, children_done = stack.pop()
+        key = id(node)
+        items = _children(node)
+        if children_done:
+            open_.discard(key)
+            size[key] = 1 + sum(size[id(child)] for child in items)
+            if size[key] > MAX_YAML_NODES:
+                raise ComposerError(
+                    None, None, f"holds more than {MAX_YAML_NODES} values once its aliases are "
+                    "expanded (an alias bomb?)", node.start_mark,
+                )  # fmt: skip
+            continue
+        if key in size:
+            continue
+        if key in open_:
+            raise ComposerError(
+                None, None, "an alias refers to a collection inside itself", node.start_mark
+            )
+        open_.add(key)
+        stack.append((node, True))
+        stack.extend((child, False) for child in items if id(child) not in size)
+
+
+def _children(node: Any) -> list[Any]:
+    """The child nodes of a composed YAML node (a mapping's keys and values)."""
+    if isinstance(node, yaml.MappingNode):
+        return [part for pair in node.value for part in pair]
+    if isinstance(node, yaml.SequenceNode):
+        return list(node.value)
+    return []
+
+
 def _yaml_load(text: str) -> Any:
     """Parse YAML text; a value Python refuses to build (an integer of more digits than
     ``sys.get_int_max_str_digits()``, a date such as 2020-13-45) is a :class:`yaml.YAMLError`
-    like any other malformed document."""
+    like any other malformed document, and so is a text longer than :data:`MAX_YAML_CHARS` or a
+    document :class:`_BoundedLoader` refuses."""
+    if len(text) > MAX_YAML_CHARS:
+        raise yaml.YAMLError(f"{len(text)} characters; expected at most {MAX_YAML_CHARS}")
     try:
-        return yaml.load(text, Loader=_Loader)  # safe: _Loader is a SafeLoader subclass
+        return yaml.load(text, Loader=_BoundedLoader)  # safe: a SafeLoader subclass
     except ValueError as exc:  # Python's own advice after ";" (set_int_max_str_digits) is cut
         raise yaml.YAMLError(" ".join(str(exc).split(";")[0].split())) from None
 
@@ -215,6 +333,30 @@ def parse_override(item: str) -> tuple[str, Any]:
             f"override {key}: value {shown!r} is not valid YAML ({problem})"
         ) from None
     return key, value
+
+
+def as_overrides(overrides: object) -> list[str]:
+    """``key=value`` overrides from a mapping ``{key: value}`` (each value written as YAML that
+    :func:`parse_override` reads back as the same value) or a sequence of ``"key=value"``
+    strings; anything else (one string, a list of tuples) is one :class:`ConfigError` line."""
+    expected = "expected a mapping {key: value} or a list of 'key=value' strings"
+    if isinstance(overrides, Mapping):
+        items = []
+        for key, value in overrides.items():
+            if not isinstance(key, str) or not key.strip() or "=" in key:
+                raise ConfigError(f"overrides: key {key!r} is not a config key; {expected}")
+            flow = yaml.dump(_plain(value), Dumper=_Dumper, default_flow_style=True,
+                             width=float("inf"))  # fmt: skip
+            items.append(f"{key}={flow.removesuffix(chr(10)).removesuffix('...').strip()}")
+        return items
+    if isinstance(overrides, (str, bytes)) or not isinstance(overrides, Sequence):
+        raise ConfigError(
+            f"overrides: got {type(overrides).__name__} {overrides!r:.60}; {expected}"
+        )
+    for item in overrides:
+        if not isinstance(item, str):
+            raise ConfigError(f"overrides: got an item {item!r:.60}; {expected}")
+    return list(overrides)
 
 
 def to_dict(cfg: Any) -> dict[str, Any]:
@@ -262,7 +404,7 @@ def _plain(value: Any) -> Any:
 
 def _read_yaml(source: PresetSource) -> dict[str, Any]:
     try:
-        data = _yaml_load(source.data.decode("utf-8")) or {}
+        data = _yaml_load(source.data.decode("utf-8"))
     except UnicodeDecodeError as exc:
         raise ConfigError(
             f"{source.label} is not UTF-8 text ({exc.reason} at byte {exc.start}); expected a "
@@ -271,6 +413,11 @@ def _read_yaml(source: PresetSource) -> dict[str, Any]:
     except yaml.YAMLError as exc:
         problem = " ".join(str(exc).split())
         raise ConfigError(f"{source.label} is not valid YAML: {problem}") from None
+    if data is None:  # no document, or comments only: it would run every default unasked
+        raise ConfigError(
+            f"{source.label} is empty; expected a mapping of config fields (`tailmem config "
+            "EXP --preset cpu` prints one to start from)"
+        )
     if not isinstance(data, dict):
         raise ConfigError(f"{source.label} must contain a mapping of config fields")
     return data

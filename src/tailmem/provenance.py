@@ -20,6 +20,25 @@ def config_digest(experiment: str, config: Mapping[str, Any]) -> str:
     return hashlib.sha256(text.encode()).hexdigest()[:16]
 
 
+WATCHED = (("train", "log_to"),)
+"""Config fields that say how a run is watched, not what it computes (the trackers): a run's
+digest holds each at its default, so adding one to a finished run finds it the same run."""
+
+
+def run_digest(experiment: str, cfg: Any) -> str:
+    """The digest of a run of ``experiment`` with config ``cfg`` (a config dataclass or its
+    plain form): :func:`config_digest` of the plain config with every :data:`WATCHED` field
+    at its default (empty), so the digest of a run recorded before is unchanged."""
+    from tailmem.config import to_dict
+
+    config = to_dict(cfg)
+    for section, name in WATCHED:
+        part = config.get(section)
+        if isinstance(part, dict) and name in part:
+            config[section] = {**part, name: []}
+    return config_digest(experiment, config)
+
+
 def environment() -> dict[str, Any]:
     """Versions and machine facts recorded with every run."""
     import numpy

@@ -29,13 +29,13 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from tailmem.config import PRESETS, to_dict
+from tailmem.config import PRESETS
 from tailmem.errors import ConfigError, TailmemError
 from tailmem.experiments import EXPERIMENTS
 from tailmem.experiments.catalog import in_reproduce
 from tailmem.lm.pool import Pool
 from tailmem.progress_display import Board, watching
-from tailmem.provenance import config_digest
+from tailmem.provenance import run_digest
 from tailmem.report.render import write_report
 from tailmem.rundir import RunDir, check_folder, claim
 from tailmem.runner import prepare, run_experiment
@@ -115,7 +115,7 @@ def _plan(name: str, preset: str, out: Path) -> str:
     if not (path / "config.yaml").is_file():
         return "run"
     previous = RunDir(path).read_config()
-    if previous.get("digest") != config_digest(name, to_dict(cfg)):
+    if previous.get("digest") != run_digest(name, cfg):
         return "redo"
     return "skip" if RunDir(path).is_complete else "resume"
 

@@ -52,7 +52,7 @@ from tailmem.atomic import (
 )
 from tailmem.config import dump_yaml, to_dict
 from tailmem.errors import ConfigError, DataError
-from tailmem.provenance import config_digest, environment
+from tailmem.provenance import environment, run_digest
 
 COMPLETE_MARKER = "COMPLETE"
 LOCK_FILE = ".lock"
@@ -165,7 +165,7 @@ class RunDir:
             "experiment": experiment,
             "preset": preset,
             **(source or {}),
-            "digest": config_digest(experiment, config),
+            "digest": run_digest(experiment, config),
             "config": config,
             "environment": environment(),
         }

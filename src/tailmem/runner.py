@@ -27,7 +27,7 @@ from __future__ import annotations
 
 import os
 import time
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
@@ -35,7 +35,8 @@ from tailmem import progress
 from tailmem.config import PresetSource, config_from, preset_source, to_dict
 from tailmem.errors import ConfigError
 from tailmem.experiments import get_experiment
-from tailmem.provenance import config_digest
+from tailmem.optim.user_code import code_digest
+from tailmem.provenance import run_digest
 from tailmem.resources import check_devices
 from tailmem.rundir import LOCK_FILE, MANIFEST, RUN_RECORD, RunDir, check_folder, claim
 from tailmem.train import seed_everything
@@ -82,11 +83,12 @@ def _holds_results(run: RunDir) -> bool:
     return any(name not in RUN_RECORD for name in run.entries())
 
 
-def _decide(path: Path, experiment: str, digest: str, force: bool) -> str:
-    """What a run of ``experiment`` with config ``digest`` does with folder ``path``: "skipped"
-    (complete with this config), "resumed" (incomplete with this config) or "ran" (afresh,
-    after :meth:`RunDir.clear`); refuses a folder that is not a run folder, or holds a run this
-    one may not replace without ``--force``. Reads only."""
+def _decide(path: Path, experiment: str, digest: str, force: bool, code: Mapping[str, str]) -> str:
+    """What a run of ``experiment`` with config ``digest`` and user code ``code``
+    (:func:`user_code`) does with folder ``path``: "skipped" (complete with this config),
+    "resumed" (incomplete with this config) or "ran" (afresh, after :meth:`RunDir.clear`);
+    refuses a folder that is not a run folder, holds a run this one may not replace without
+    ``--force``, or a run of this config whose user code has changed since. Reads only."""
     check_folder(path, ("run",))
     if not path.exists():
         return "ran"
@@ -101,6 +103,7 @@ def _decide(path: Path, experiment: str, digest: str, force: bool) -> str:
     previous = run.read_config()
     same = previous.get("digest") == digest and previous.get("experiment") == experiment
     if same and not force:
+        _check_code(path, previous.get(USER_CODE) or {}, code)
         return "skipped" if run.is_complete else "resumed"
     if not same and not force and _holds_results(run):
         raise ConfigError(
@@ -108,6 +111,43 @@ def _decide(path: Path, experiment: str, digest: str, force: bool) -> str:
             "choose another --out or pass --force to replace it"
         )
     return "ran"
+
+
+USER_CODE = "user_code"
+"""The run record's field holding the digest of every user optimiser's code, by import path."""
+
+
+def user_code(cfg: Any) -> dict[str, str]:
+    """The digest of the code of every user optimiser ``cfg`` imports (any ``factory`` /
+    ``*.factory`` key, at any depth: ``optim.mine.factory``, a grid study's ``common``), by
+    import path (:func:`tailmem.optim.user_code.code_digest`)."""
+    found: set[str] = set()
+
+    def visit(value: Any) -> None:
+        if isinstance(value, Mapping):
+            for key, item in value.items():
+                if str(key).split(".")[-1] == "factory" and isinstance(item, str):
+                    found.add(item)
+                visit(item)
+        elif isinstance(value, list):
+            for item in value:
+                visit(item)
+
+    visit(to_dict(cfg))
+    return {path: code_digest(path) for path in sorted(found)}
+
+
+def _check_code(path: Path, recorded: Mapping[str, str], code: Mapping[str, str]) -> None:
+    """Refuse to resume (or call complete) a run whose user code differs from the code it
+    was trained with: one line naming the factory and both digests."""
+    for factory in sorted(set(recorded) | set(code)):
+        then, now = recorded.get(factory), code.get(factory)
+        if then != now:
+            raise ConfigError(
+                f"{path}: the code of {factory} has changed since this run was trained (digest "
+                f"{then or 'not recorded'}, now {now or 'not imported'}); expected the code it "
+                "was trained with, or --force to train it again with this code"
+            )
 
 
 REUSABLE = ("runs", "points", "data")
@@ -143,16 +183,17 @@ def run_experiment(
     cfg = _checked(module, source, overrides)
     path = Path(out) if out is not None else default_out(experiment, source)
     _usable_folder(path)
-    digest = config_digest(experiment, to_dict(cfg))
+    digest = run_digest(experiment, cfg)
+    code = user_code(cfg)
     replace = force or update
-    status = _decide(path, experiment, digest, replace)  # refuse before anything is written
+    status = _decide(path, experiment, digest, replace, code)  # refuse before anything is written
     if not is_main_process():
         return _execute(module, cfg, RunDir(path), status, main=False)
     made = _first_missing(path)
     fresh = made is not None or not any(path.iterdir())
     with claim(path, ("run",), "run") as run:
         try:
-            status = _decide(path, experiment, digest, replace)  # again, now no one else writes
+            status = _decide(path, experiment, digest, replace, code)  # now no one else writes
             if status != "skipped":
                 if status == "ran":  # this run's COMPLETE lists its own files only
                     same = _previous_experiment(run) == experiment
@@ -160,7 +201,8 @@ def run_experiment(
                 else:
                     run.clear_complete()
                 run.remove_stale_temp_files()
-                run.write_config(experiment, source.preset, cfg, source.record())
+                extra = {**source.record(), **({USER_CODE: code} if code else {})}
+                run.write_config(experiment, source.preset, cfg, extra)
             return _execute(module, cfg, run, status, main=True)
         except BaseException:
             if fresh and not _holds_results(run):  # a refusal or failure that made nothing

@@ -102,7 +102,9 @@ def test_a_users_optimiser_is_a_kind_whose_keys_its_signature_checks(user):
         and section.kinds() == {"mine": mine.kind}
     )
     assert mine.hparams == FactoryHParams((("damping", 0.5),))
-    assert mine.at(0.1).record() == {"factory": user, "lr": 0.1, "damping": 0.5}
+    assert mine.at(0.1).record() == {"factory": user, "code": mine.kind.code, "lr": 0.1,
+                                     "damping": 0.5}  # fmt: skip
+    assert mine.kind.code is not None and len(mine.kind.code) == 16  # the digest of its code
     assert OptimSection.from_config(section.to_config(), "optim") == section
     # A recipe may name it once the section defines it.
     assert section.with_kinds(["mine", "adam"])["adam"].lr == 3e-3

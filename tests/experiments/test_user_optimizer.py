@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import json
 import os
+import re
 import subprocess
 import sys
 from pathlib import Path
@@ -41,8 +42,9 @@ def test_a_user_optimiser_given_on_the_command_line_trains_as_an_arm(study, arms
     toy = [s for s in specs if "toy" in s["hparams"]]
     assert toy and len(toy) < len(specs)
     for spec in toy:
-        assert spec["hparams"]["toy"] == {"factory": "toy_optimizer:DampedSign", "lr": 0.01,
-                                          "damping": 0.5}  # fmt: skip
+        hparams = dict(spec["hparams"]["toy"])
+        assert re.fullmatch(r"[0-9a-f]{16}", hparams.pop("code"))  # the digest of its code
+        assert hparams == {"factory": "toy_optimizer:DampedSign", "lr": 0.01, "damping": 0.5}
         assert spec["lrs"]["toy"] == 0.01 and spec["arm"]["recipe"].startswith("toy:")
     results = [json.loads(p.read_text()) for p in out.glob("runs/*/*/*/result.json")]
     assert all(r["status"] == "complete" for r in results)

@@ -8,12 +8,14 @@ recipe (:func:`select_arms`), so any optimiser — a user's too — can be an ar
 
 from __future__ import annotations
 
+import hashlib
 import re
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from functools import cached_property
 
 from tailmem.errors import ConfigError
+from tailmem.names import MAX_NAME, check_distinct, check_folder_name
 from tailmem.optim.registry import REGISTRY, kind_order
 from tailmem.optim.routing import parse_recipe
 
@@ -30,6 +32,9 @@ class Arm:
     label: str
     recipe: str
 
+    def __post_init__(self) -> None:
+        check_folder_name("arms", self.name)
+
     @cached_property
     def routes(self) -> dict[str, list[str]]:
         """Kind -> roles of the recipe (kind names are checked by the study's config)."""
@@ -44,10 +49,7 @@ class Arm:
     def tuned(self) -> str:
         """The kind that trains most of the arm's hidden matrices (the first in the recipe on a
         tie): the kind whose learning rate the arm tunes (:mod:`tailmem.lm.rates`)."""
-        hidden = {
-            kind: len(set(roles) & set(HIDDEN_MATRICES)) for kind, roles in self.routes.items()
-        }
-        return max(self.routes, key=lambda kind: hidden[kind])
+        return _tuned(self.routes)
 
     def trains_rest_only(self, kind: str) -> bool:
         """Whether ``kind`` trains none of the arm's hidden matrices (only its rest:
@@ -66,13 +68,22 @@ class Arm:
         any other recipe is named by a folder-safe form of it (``sgd-v_o+adam-all``) and
         labelled with it."""
         clauses = " ".join(recipe.split())
-        arm = Arm(clauses, clauses, clauses)
-        kind = arm.tuned
+        kind = _tuned(parse_recipe(clauses, kinds=None))
         if clauses in (matrix_recipe(kind), f"{kind}:*"):
             label = REGISTRY[kind].label if kind in REGISTRY else kind
             return Arm(kind, label, clauses)
         name = clauses.replace("*", "all").replace(":", "-").replace(" ", "+")
-        return Arm(re.sub(r"[^A-Za-z0-9_.+-]+", "_", name), clauses, clauses)
+        name = re.sub(r"[^A-Za-z0-9_.+-]+", "_", name).lstrip(".")
+        if len(name) > MAX_NAME:  # a long recipe: cut, and told apart by its digest
+            name = f"{name[: MAX_NAME - 9]}-{hashlib.sha256(clauses.encode()).hexdigest()[:8]}"
+        return Arm(name, clauses, clauses)
+
+
+def _tuned(routes: Mapping[str, Sequence[str]]) -> str:
+    """The kind of ``routes`` (kind → roles) that trains most hidden matrices (the first on a
+    tie): :attr:`Arm.tuned`."""
+    hidden = {kind: len(set(roles) & set(HIDDEN_MATRICES)) for kind, roles in routes.items()}
+    return max(routes, key=lambda kind: hidden[kind])
 
 
 def muon_recipe(roles: Sequence[str]) -> str:
@@ -100,8 +111,5 @@ def select_arms(entries: Sequence[str], known: Mapping[str, Arm]) -> list[Arm]:
             arms.append(known[entry])
         else:
             raise ConfigError(f"arms: unknown arm {entry!r}; {expected}")
-    names = [arm.name for arm in arms]
-    for i, name in enumerate(names):
-        if name in names[:i]:
-            raise ConfigError(f"arms: {name!r} is listed twice; expected each arm at most once")
+    check_distinct("arms", [arm.name for arm in arms])
     return arms

@@ -19,17 +19,18 @@ from tailmem.lm.arms import Arm
 from tailmem.lm.store import StoredRate, load_store, missing_rates, stored_choices
 from tailmem.lm.tuning import TuningSection
 from tailmem.models.gpt import LATER_FIELDS, SIZES, GPTConfig, gated_d_ff, gpt_config
+from tailmem.names import check_distinct
 from tailmem.optim.registry import (
     HParams,
     OptimizerKind,
     OptimizerSetting,
+    check_finite_rate,
     get_kind,
     kind_order,
     user_kind,
 )
 from tailmem.train import TrainConfig
 from tailmem.train.precision import resolve_precision
-from tailmem.typecheck import check_range
 
 if TYPE_CHECKING:
     from tailmem.lm.plan import Entry
@@ -245,7 +246,7 @@ def _rate(value: Any, name: str) -> Rate:
     for item in values:
         if isinstance(item, bool) or not isinstance(item, (int, float)):
             raise ConfigError(f"{name}: got {value!r}; expected a number or a list of numbers")
-        check_range(name, float(item), gt=0)
+        check_finite_rate(name, float(item))
     if len(set(values)) != len(values):
         raise ConfigError(f"{name}: got {value!r}; expected each learning rate at most once")
     return tuple(float(v) for v in values) if isinstance(value, list) else float(value)
@@ -319,6 +320,7 @@ class OptimSection(Mapping[str, KindSection]):
                 )
             hparams = kind.parse(given, f"{where}.")
             sections[str(kind_name)] = KindSection(kind, lr, hparams)
+        check_distinct(name, sections)
         return cls(sections)._twins_synced()
 
     def _twins_synced(self) -> OptimSection:

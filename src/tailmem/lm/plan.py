@@ -116,6 +116,11 @@ class EntryStatus:
     def waiting(self) -> bool:
         return self.lrs is None and not self.trials
 
+    @property
+    def failed(self) -> bool:
+        """Every candidate of its sweep failed: it has no rate and no evaluation runs."""
+        return self.choice is not None and self.choice.failed
+
 
 @dataclass(frozen=True)
 class Plan:
@@ -200,6 +205,8 @@ class Plan:
                 points.append(decision.point)
                 continue
             status = EntryStatus(entry, tuple(trials), decision)
+            if decision.failed:  # no rate to evaluate (nor to lend): reported as diverged
+                return status
             return self._evaluated(status, entry.rates.at(decision.point, chosen))
 
     def _score(self, result: RunResult) -> float | None:
@@ -226,7 +233,8 @@ class Plan:
                 total += len(state.trials) * state.trials[0][2].steps
             elif sweep is not None and state.stored is None and state.lrs is None:
                 total += len(sweep.grid) * len(sweep.seeds) * sweep.steps
-            total += len(self.seeds) * self.steps
+            if not state.failed:
+                total += len(self.seeds) * self.steps
         return total
 
 
@@ -288,6 +296,11 @@ class TrainedPlan:
         return {i: s.choice for i, s in self.states.items() if s.choice is not None}
 
     @property
+    def failed(self) -> list[EntryId]:
+        """The entries whose every tuning candidate failed (no rate chosen, none evaluated)."""
+        return [i for i, s in self.states.items() if s.failed]
+
+    @property
     def stored(self) -> dict[EntryId, StoredRate]:
         """The stored rate of every entry decided by the store."""
         return {i: s.stored for i, s in self.states.items() if s.stored is not None}
@@ -308,7 +321,7 @@ class TrainedPlan:
         """Where the entry's chosen rate sits among the points tried (or stored), or None."""
         state = self.states[entry]
         if state.choice is not None:
-            return state.choice.edge
+            return None if state.choice.failed else state.choice.edge
         return None if state.stored is None else state.stored.edge
 
     def tuning_cost(self, entry: EntryId) -> tuple[int, int]:
@@ -388,7 +401,7 @@ def run_plans(
     declared = sum(plan.declared_steps({}) for plan, _ in plans.values())
     if more:
         progress.extend(declared)
-    else:
+    elif declared:  # nothing to train (every run reused from a store): nothing to declare
         progress.plan(declared, "steps")
     trained: dict[tuple[str, RunSpec], int] = {}
     submitted: set[tuple[str, RunSpec]] = set()
@@ -421,9 +434,10 @@ def run_plans(
             results[name][job] = result
             submit(name)
             took = "reused" if result.reused else f"{result.wall_seconds:.0f}s"
-            text = f"{result.status}, {summary(result)}"
-            if result.diverged is not None:
+            if result.diverged is not None:  # a diverged run's numbers are not summarised
                 text = f"diverged at step {result.diverged.step}"
+            else:
+                text = f"{result.status}, {summary(result)}"
             if main:  # every run known so far has been submitted
                 print(
                     f"[{count}/{len(submitted)}] {name + ': ' if name else ''}{job.label} "

@@ -122,7 +122,38 @@ class Divergence:
     step: int
     loss: float | None
     message: str
-    diagnostics: str = "nan_diagnostics.json"
+    diagnostics: str | None = "nan_diagnostics.json"
+
+
+NONFINITE_TEXT = ("nan", "inf", "-inf")
+"""How a metrics line writes a non-finite number (:func:`tailmem.train.state.json_value`)."""
+
+
+def _nonfinite(value: object) -> bool:
+    """Whether an evaluation's value is, or holds, a non-finite number (as a float or as the
+    text a metrics line writes for one)."""
+    if isinstance(value, list):
+        return any(_nonfinite(v) for v in value)
+    if isinstance(value, str):
+        return value in NONFINITE_TEXT
+    return isinstance(value, float) and not math.isfinite(value)
+
+
+def eval_divergence(evals: Sequence[Mapping[str, Any]]) -> Divergence | None:
+    """The divergence of a run whose every update was finite but whose last evaluation has a
+    non-finite loss (a ``*loss*`` key: the weights overflowed where the training batches did
+    not show it); None when the last evaluation's losses are finite or there is none. Such a
+    run is a diverged run, reported as one, not a result with a NaN in it."""
+    if not evals:
+        return None
+    last = evals[-1]
+    for key, value in last.items():
+        if "loss" in key and _nonfinite(value):
+            step = int(last.get("step", 0))
+            message = (f"the evaluation after update {step} has a non-finite {key} ({value}); "
+                       "the run diverged")  # fmt: skip
+            return Divergence(step, None, message, diagnostics=None)
+    return None
 
 
 EvalValue = float | int | list[float] | None

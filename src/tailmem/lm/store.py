@@ -18,8 +18,12 @@ one, which ``--store`` merges into the package's.
 
 from __future__ import annotations
 
+import contextlib
+import fcntl
 import json
-from collections.abc import Iterable, Mapping, Sequence
+import os
+import tempfile
+from collections.abc import Iterable, Iterator, Mapping, Sequence
 from dataclasses import asdict, dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Literal
@@ -146,20 +150,55 @@ def load_store(path: Path | str | None = None) -> dict[str, StoredRate]:
     try:
         data = json.loads(where.read_text())
         return {key: StoredRate.from_json(entry) for key, entry in data["rates"].items()}
-    except (ValueError, KeyError, TypeError) as exc:
+    except (ValueError, KeyError, TypeError, AttributeError) as exc:
+        problem = " ".join(str(exc).split())[:160] or type(exc).__name__
         raise DataError(
-            f"{where}: not a store of tuned rates ({exc}); expected the file `tailmem tune` writes"
+            f"{where}: not a store of tuned rates ({problem}); expected the file `tailmem tune` "
+            "writes"
         ) from None
 
 
 def write_store(path: Path | str, rates: Iterable[StoredRate], merge: bool = True) -> int:
     """Write ``rates`` to the store at ``path`` (atomically), merged into what it holds when
-    ``merge``; returns how many entries it holds."""
+    ``merge``; returns how many entries it holds. Read, merge and write happen under a lock of
+    the store's folder, so two writers at once both keep their entries."""
     where = Path(path)
-    held = load_store(where) if merge and where.is_file() else {}
-    held |= {rate.key: rate for rate in rates}
-    atomic_write_text(where, json.dumps(store_body(held.values()), indent=1) + "\n")
+    with _locked(where.parent):
+        held = load_store(where) if merge and where.is_file() else {}
+        held |= {rate.key: rate for rate in rates}
+        atomic_write_text(where, json.dumps(store_body(held.values()), indent=1) + "\n")
     return len(held)
+
+
+@contextlib.contextmanager
+def _locked(folder: Path) -> Iterator[None]:
+    """Hold an exclusive ``flock`` on ``folder`` for the block, waiting for another holder (a
+    store is replaced by a rename, so its folder, not the file, is what stays put)."""
+    fd = os.open(folder, os.O_RDONLY)
+    try:
+        fcntl.flock(fd, fcntl.LOCK_EX)
+        yield
+    finally:
+        os.close(fd)  # releases the lock
+
+
+def check_writable(path: Path) -> None:
+    """Refuse, before any trial trains, a store ``--store`` cannot merge into: a damaged file
+    (:func:`load_store`'s line) or one whose folder takes no new file (the write is a rename)."""
+    if path.is_file():
+        load_store(path)
+    try:
+        with tempfile.NamedTemporaryFile(dir=path.parent, prefix=".probe-"):
+            pass
+        if path.is_file():
+            with open(path, "ab"):
+                pass
+    except OSError as exc:
+        raise DataError(
+            f"--store: {path} cannot be written ({exc.strerror or type(exc).__name__}); "
+            "expected a writable package store, or tailmem tune without --store (its choices "
+            "stay in the run folder's tuned_rates.json)"
+        ) from None
 
 
 def store_body(rates: Iterable[StoredRate]) -> dict[str, object]:
@@ -177,7 +216,9 @@ def missing_rates(missing: Iterable[tuple[str, str]], where: str) -> ConfigError
     names = ", ".join(f"{ffn}/{arm}" for ffn, arm in missing)
     return ConfigError(
         f"tuning.rates: stored, but {where} holds no rate tuned for exactly this config for "
-        f"{names}; expected tuning.rates=sweep (tune in this run) or `tailmem tune` first"
+        f"{names}; expected tuning.rates=sweep (tune in this run), or `tailmem tune` with the "
+        "same config first: with --store it fills the package's store, without it set "
+        "tuning.store=OUT/tuned_rates.json"
     )
 
 

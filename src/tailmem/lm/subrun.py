@@ -9,9 +9,11 @@ is a :func:`tailmem.train.train` run directory (``metrics.jsonl``, ``ckpt/``) pl
 - ``gpt_config.json``: the model config (read by ``tailmem diagnose``);
 - ``initial.json``: the eval hooks on the freshly initialised model (studies that want step 0);
 - ``result.json``: written last — status ("complete" or "diverged"), evaluation history, final
-  numbers; a diverged run also holds ``diverged`` (the update, loss, gradient norm, message and
-  the diagnostics file). Strict JSON: a non-finite number is written as null beside a
-  ``<key>_status`` naming it (:func:`tailmem.atomic.strict_json`).
+  numbers; a diverged run (an update with a non-finite loss or gradient norm, or a last
+  evaluation with a non-finite loss: :func:`~tailmem.lm.spec.eval_divergence`) also holds
+  ``diverged`` (the update, loss, gradient norm, message and the diagnostics file). Strict
+  JSON: a non-finite number is written as null beside a ``<key>_status`` naming it
+  (:func:`tailmem.atomic.strict_json`).
 
 The rule: a sub-run whose ``spec.json`` digest differs from the spec's is deleted and trained
 again; one with ``result.json`` is reused as is (a diverged run too: divergence is a result,
@@ -40,7 +42,7 @@ from torch import nn
 from tailmem.atomic import atomic_write_text, strict_json
 from tailmem.lm.arms import Arm
 from tailmem.lm.config import OptimSection, TrainSection
-from tailmem.lm.spec import BatchShape, Divergence, RunResult, RunSpec
+from tailmem.lm.spec import BatchShape, Divergence, RunResult, RunSpec, eval_divergence
 from tailmem.models.gpt import GPT, GPTConfig
 from tailmem.models.gpt_io import write_gpt_config
 from tailmem.optim.routing import route
@@ -204,6 +206,9 @@ def run_job(spec: RunSpec, context: RunContext, on_steps: StepSink | None = None
     rows = read_metrics(sub / "metrics.jsonl")
     evals = [{"step": 0, **initial}] if initial is not None else []
     evals += [{"step": r["step"], **r["eval"]} for r in rows if "eval" in r]
+    stopped = None if outcome.ok else divergence(outcome)
+    if stopped is None and (stopped := eval_divergence(evals)) is not None:
+        outcome = dataclasses.replace(outcome, status=DIVERGED, message=stopped.message)
     result = RunResult(
         digest=spec.digest,
         key=spec.key,
@@ -220,7 +225,7 @@ def run_job(spec: RunSpec, context: RunContext, on_steps: StepSink | None = None
         tokens=rows[-1]["tokens"] if rows else 0,
         evals=evals,
         final=evals[-1] if outcome.ok and evals else {},
-        diverged=None if outcome.ok else divergence(outcome),
+        diverged=stopped,
         wall_seconds=round(time.perf_counter() - started, 3),
     )
     text = _json_text(result.to_json())

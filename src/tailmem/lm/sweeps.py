@@ -73,7 +73,11 @@ TRIAL_COLUMNS = {
 def _chosen_point(state: EntryStatus) -> float | None:
     if state.stored is not None:
         return state.stored.point
-    return None if state.choice is None else state.choice.point
+    return None if state.choice is None or state.choice.failed else state.choice.point
+
+
+FAILED = "every trial failed"
+"""A sweep's outcome when every candidate had a failed trial: no rate chosen, none evaluated."""
 
 
 def _swept(state: EntryStatus) -> str:
@@ -93,7 +97,7 @@ def trial_rows(trained: TrainedPlan) -> list[TrialRow]:
     rows: list[TrialRow] = []
     for state in trained.states.values():
         entry, sweep, chosen = state.entry, state.entry.sweep, _chosen_point(state)
-        if sweep is None or chosen is None:
+        if sweep is None or (chosen is None and not state.failed):
             continue
         if state.stored is not None:
             trials = [(t.point, t.seed, t.score, "complete" if t.score is not None else "failed")
@@ -122,7 +126,7 @@ class ChoiceRow:
     ffn: str
     arm: str
     swept: str
-    chosen: float
+    chosen: float | None
     edge: str | None
     trials: int
     budget: int
@@ -131,7 +135,8 @@ class ChoiceRow:
     source: str
 
     def record(self) -> dict[str, Any]:
-        return {"ffn": self.ffn, "arm": self.arm, "swept": self.swept, "chosen": self.chosen,
+        chosen = FAILED if self.chosen is None else self.chosen
+        return {"ffn": self.ffn, "arm": self.arm, "swept": self.swept, "chosen": chosen,
                 "edge": self.edge or "", "trials": self.trials, "budget": self.budget,
                 "tuning_seeds": " ".join(map(str, self.tuning_seeds)), "score": self.score,
                 "source": self.source}  # fmt: skip
@@ -139,7 +144,8 @@ class ChoiceRow:
 
 CHOICE_COLUMNS = {
     "swept": "the kind whose rate (or factor) the arm tunes; every other rate is set or borrowed",
-    "chosen": "the chosen candidate",
+    "chosen": f"the chosen candidate ('{FAILED}': every candidate diverged or scored "
+    "non-finite on a tuning seed, so none is chosen and the arm is not evaluated)",
     "edge": "lowest/highest: the choice sits at an end of the candidates tried (the budget ran "
     "out before it became interior; it may not be the optimum)",
     "trials": "trials run (candidates × tuning seeds): the arm's tuning cost",
@@ -155,7 +161,7 @@ def choice_rows(trained: TrainedPlan) -> list[ChoiceRow]:
     rows = []
     for entry_id, state in trained.states.items():
         sweep, point = state.entry.sweep, _chosen_point(state)
-        if sweep is None or point is None:
+        if sweep is None or (point is None and not state.failed):
             continue
         trials, budget = trained.tuning_cost(entry_id)
         rows.append(ChoiceRow(

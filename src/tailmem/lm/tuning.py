@@ -9,7 +9,9 @@ between arms gives each the same tuning freedom (issue "A fair comparison"):
 - **A declared score.** The study names what ranks the candidates (``tuning.score``; each study
   lists its scores and says why its default is not the quantity its claims measure); the mean
   over the tuning seeds decides, and a candidate with a failed trial (diverged, non-finite)
-  ranks below every candidate without one. Ties go to the point tried first.
+  ranks below every candidate without one. Ties go to the point tried first. When every
+  candidate failed, nothing is chosen (:attr:`Choice.failed`): the arm is reported as diverged
+  in tuning, not evaluated at a rate no trial supports.
 - **One widening rule, one budget.** A winner at an end of the points tried may not be the
   optimum: the sweep then tries one more point a grid step beyond that end (the ratio of the
   end point to its neighbour), up to ``max_extend`` times, and chooses again. Every arm has the
@@ -90,6 +92,12 @@ class Choice:
     def cost(self) -> int:
         """Trials run to make this choice."""
         return len(self.trials)
+
+    @property
+    def failed(self) -> bool:
+        """Every candidate tried had a failed trial (diverged, or a non-finite score): no rate
+        is chosen; ``point`` is only where the ranking's tie rule stopped."""
+        return all(mean is None for mean in self.means)
 
 
 @dataclass(frozen=True)

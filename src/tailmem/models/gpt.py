@@ -49,7 +49,7 @@ import torch
 import torch.nn.functional as F
 from torch import Tensor, nn
 
-from tailmem.errors import ConfigError
+from tailmem.errors import ConfigError, DataError
 
 ROLES = ("q", "k", "v", "o", "w_in", "w_gate", "w_out", "embed", "head", "norm", "bias", "other")
 """Every role a parameter can have; optimiser recipes are written in these names."""
@@ -423,6 +423,8 @@ class GPT(nn.Module):
 
     rope_cos: Tensor  # (max_seq_len, head_dim/2) buffers, with RoPE only
     rope_sin: Tensor
+    input_axes: tuple[str, ...] = ("B", "T")
+    """The axes of one model's input (a subclass that embeds other inputs names its own)."""
 
     def __init__(self, cfg: GPTConfig, members: int = 1) -> None:
         super().__init__()
@@ -502,6 +504,11 @@ class GPT(nn.Module):
         over the non-ignored positions; an ensemble's is one per member, ``(members,)``, so that
         the gradient of their sum is every member's own.
         """
+        if targets is not None and tuple(targets.shape) != tuple(idx.shape):
+            raise DataError(
+                f"GPT: targets of shape {tuple(targets.shape)} for inputs of shape "
+                f"{tuple(idx.shape)}; expected the inputs' shape"
+            )
         logits = self.head(self.hidden(idx, positions=positions, doc_ids=doc_ids))
         loss = None
         if targets is not None and self.members == 1:
@@ -529,6 +536,7 @@ class GPT(nn.Module):
         (``(B, T)``): a token attends only to tokens at or before it with the same id (packed
         documents, each on its own); default: every earlier token of the row.
         """
+        self._check_inputs(inputs, positions, doc_ids)
         x = self.embed(inputs)
         t = x.shape[-2]
         if t > self.cfg.max_seq_len:
@@ -543,6 +551,35 @@ class GPT(nn.Module):
         for block in self.blocks:
             x = block(x, rope, mask)
         return self.final_norm(x)
+
+    def _check_inputs(
+        self, inputs: Tensor, positions: Tensor | None, doc_ids: Tensor | None
+    ) -> None:
+        """One :class:`DataError` line for inputs of the wrong shape: an ensemble's need the
+        member dimension first, of its size (a smaller count would silently use the first
+        members' weights); ``positions`` must be one per token, ``doc_ids`` one per token of
+        every row."""
+        lead = (self.members,) if self.members > 1 else ()
+        axes = [f"members={self.members}"] * len(lead) + list(self.input_axes)
+        shape = tuple(inputs.shape)
+        if len(shape) != len(axes) or shape[: len(lead)] != lead:
+            note = (" (an ensemble takes every member's batch stacked on a first dimension)"
+                    if lead else "")  # fmt: skip
+            raise DataError(
+                f"{type(self).__name__}: got inputs of shape {shape}; expected "
+                f"({', '.join(axes)}){note}"
+            )
+        rows = shape[: len(lead) + 2]  # (members,) B, T
+        name = type(self).__name__
+        if positions is not None and not 1 <= positions.ndim <= len(rows):
+            raise DataError(f"{name}: got positions of shape {tuple(positions.shape)}; expected "
+                            f"(T,) or (B, T) of {rows}")  # fmt: skip
+        if positions is not None and tuple(positions.shape) != rows[len(rows) - positions.ndim :]:
+            raise DataError(f"{name}: got positions of shape {tuple(positions.shape)}; expected "
+                            f"(T,) or (B, T) of {rows}")  # fmt: skip
+        if doc_ids is not None and tuple(doc_ids.shape) != rows:
+            raise DataError(f"{name}: got doc_ids of shape {tuple(doc_ids.shape)}; expected "
+                            f"{rows}, one per token")  # fmt: skip
 
     def _rope(self, positions: Tensor) -> tuple[Tensor, Tensor] | None:
         """The RoPE ``(cos, sin)`` rows of ``positions`` ``(T,)`` or ``(B, T)``, shaped

@@ -35,6 +35,7 @@ class ICLRegressor(GPT):
             raise ConfigError(f"ICLRegressor: features must be >= 1, got {features}")
         super().__init__(replace(cfg, vocab_size=1))
         self.features = features
+        self.input_axes = ("B", "T", f"features={features}")
         self.embed = nn.Linear(features, cfg.d_model, bias=False)
         self.head = nn.Linear(cfg.d_model, 1, bias=False)
         for layer in (self.embed, self.head):

@@ -34,7 +34,9 @@ from typing import Any
 import torch
 
 from tailmem.errors import ConfigError
+from tailmem.names import KIND, check_folder_name
 from tailmem.optim.orthogonalize import METHODS
+from tailmem.optim.user_code import code_digest, import_user_module
 from tailmem.typecheck import check_range, from_dict
 
 BOUNDS = "bounds"
@@ -305,7 +307,9 @@ class OptimizerKind:
     tensor's entries (whitening, a per-tensor norm, torch's Muon) are refused for ensembles.
     ``twin``: this kind is another kind at a learning rate of its own, with every other
     hyper-parameter the other's (``adam_split``: Adam on the hidden matrices, its rate tuned
-    apart from the embedding's, for comparisons with equal tuning freedom).
+    apart from the embedding's, for comparisons with equal tuning freedom). ``code``: the digest
+    of a user's factory's code (:func:`tailmem.optim.user_code.code_digest`), which a run's
+    record holds, so that changed code is never resumed as the same run.
     """
 
     name: str
@@ -319,6 +323,7 @@ class OptimizerKind:
     family: str = "yours"
     per_member: bool = False
     twin: str | None = None
+    code: str | None = None
 
     def options(self) -> set[str] | None:
         """Names a param group of this kind may set (None: any, a factory taking ``**kwargs``)."""
@@ -339,6 +344,13 @@ class OptimizerKind:
         return OptimizerSetting(self, self.lr if lr is None else lr, hparams or self.hparams())
 
 
+def check_finite_rate(name: str, lr: float) -> None:
+    """Refuse a learning rate that is not a finite number > 0 (``.inf`` passes ``> 0``)."""
+    if not math.isfinite(lr):
+        raise ConfigError(f"{name}: got {lr!r}; expected a finite learning rate > 0")
+    check_range(name, lr, gt=0)
+
+
 @dataclass(frozen=True)
 class OptimizerSetting:
     """A kind ready to build: its learning rate and hyper-parameters (what a run records)."""
@@ -348,7 +360,7 @@ class OptimizerSetting:
     hparams: HParams
 
     def __post_init__(self) -> None:
-        check_range(f"{self.kind.name}.lr", self.lr, gt=0)
+        check_finite_rate(f"{self.kind.name}.lr", self.lr)
 
     def build(self, param_groups: list[dict[str, Any]]) -> torch.optim.Optimizer:
         """The optimiser over ``param_groups``; a value it rejects is one ConfigError line, and
@@ -379,9 +391,12 @@ class OptimizerSetting:
         return built
 
     def record(self) -> dict[str, Any]:
-        """``{"lr": ..., **hyper-parameters}`` (plus ``factory`` for a user's kind)."""
+        """``{"lr": ..., **hyper-parameters}`` (plus ``factory`` and the digest of its
+        ``code`` for a user's kind)."""
         out: dict[str, Any] = {"lr": self.lr, **self.hparams.record()}
-        return out if self.kind.path is None else {"factory": self.kind.path, **out}
+        if self.kind.path is None:
+            return out
+        return {"factory": self.kind.path, "code": self.kind.code, **out}
 
 
 REGISTRY: dict[str, OptimizerKind] = {
@@ -474,7 +489,7 @@ def load_factory(path: str) -> Callable[..., torch.optim.Optimizer]:
         raise ConfigError(f"factory: got {path!r}; expected an import path package.module:Class")
     _import_from_working_directory()
     try:
-        target: Any = importlib.import_module(module_name)
+        target: Any = import_user_module(module_name)
     except ImportError as exc:
         raise ConfigError(
             f"factory {path!r}: cannot import {module_name!r} ({exc}); expected a module on "
@@ -641,14 +656,19 @@ class FactoryHParams(HParams):
 def user_kind(name: str, path: str, lr: float) -> OptimizerKind:
     """The kind ``name`` built by the factory at ``path`` (``package.module:Class``), with
     default learning rate ``lr``. A registered name cannot be reused."""
-    if name in REGISTRY:
+    check_folder_name(f"optim.{name}", name, KIND)
+    taken = {known.casefold(): known for known in REGISTRY}
+    if name.casefold() in taken:
+        same = "" if taken[name.casefold()] == name else f" (as {taken[name.casefold()]!r}, "
+        same += "" if not same else "on a disk that ignores letter case)"
         raise ConfigError(
-            f"optim.{name}.factory: {name!r} is a built-in optimiser kind; expected a new name "
-            "for your own"
+            f"optim.{name}.factory: {name!r} is a built-in optimiser kind{same}; expected a new "
+            "name for your own"
         )
     try:
         factory = load_factory(path)
         _signature_names(factory, path)
     except ConfigError as exc:
         raise ConfigError(f"optim.{name}.{exc}") from None
-    return OptimizerKind(name, name, factory, FactoryHParams, lr=lr, path=path)
+    return OptimizerKind(name, name, factory, FactoryHParams, lr=lr, path=path,
+                         code=code_digest(path))  # fmt: skip

@@ -6,9 +6,11 @@ Checkpoints hold tensors and plain containers only, so they load with ``weights_
 
 from __future__ import annotations
 
+import hashlib
 import json
 import math
 import random
+import re
 import warnings
 from collections.abc import Mapping
 from dataclasses import asdict, dataclass, field
@@ -181,10 +183,13 @@ def restore(
     """Load checkpoint ``path`` into model, optimiser, RNGs and data source; a missing or
     malformed field, a step outside ``0..steps``, a run ``identity`` other than the one the
     checkpoint records, or any mismatch is a :class:`CheckpointError` naming the file and what
-    was expected."""
+    was expected. What is resumed is verified against the checkpoint's :data:`VERIFY` record:
+    the step it holds (not its file name's), its RNG states and the batch training continues
+    with (:func:`position_record`)."""
     state = load_checkpoint(path)
     _check_identity(path, state, identity)
     _check_fields(path, state, steps)
+    _check_position(path, state)
     try:
         model.load_state_dict(state["model"])
     except (RuntimeError, KeyError) as exc:
@@ -217,6 +222,7 @@ def restore(
             f"checkpoint {path} has a malformed RNG, data or loop state ({type(exc).__name__}: "
             f"{exc}); expected the state a tailmem training run writes"
         ) from exc
+    _check_next_batch(path, state, data, steps, ctx)
     return Restored(loop, [float(lr) for lr in state["base_lrs"]])
 
 
@@ -272,6 +278,105 @@ def _check_fields(path: Path, state: Mapping[str, Any], steps: int) -> None:
         )
 
 
+VERIFY = "verify"
+"""The checkpoint field a resume checks the checkpoint against (:func:`position_record`)."""
+
+
+def digest(value: Any) -> str:
+    """SHA-256 of tensors and plain containers by value (a tensor by dtype, shape and bytes)."""
+    h = hashlib.sha256()
+
+    def feed(item: Any) -> None:
+        if isinstance(item, Tensor):
+            flat = item.detach().cpu().contiguous()
+            h.update(f"tensor {flat.dtype} {tuple(flat.shape)}".encode())
+            h.update(flat.view(torch.uint8).numpy().tobytes() if flat.numel() else b"")
+        elif isinstance(item, Mapping):
+            h.update(b"{")
+            for key in sorted(item, key=str):
+                h.update(repr(key).encode())
+                feed(item[key])
+            h.update(b"}")
+        elif isinstance(item, list | tuple):
+            h.update(b"[")
+            for part in item:
+                feed(part)
+            h.update(b"]")
+        else:
+            h.update(repr(item).encode())
+
+    feed(value)
+    return h.hexdigest()
+
+
+def _next_batch(data: Any, step: int, steps: int, world_size: int) -> str | None:
+    """The digest of rank 0's batch of ``step`` — where the data stand when training resumes
+    there — or None after the last step."""
+    if step >= steps:
+        return None
+    return digest(data.batch(step, 0, world_size))
+
+
+def position_record(
+    step: int, rngs: list[Any], data: Any, steps: int, world_size: int
+) -> dict[str, Any]:
+    """What a resume verifies (:data:`VERIFY`): the step, the digest of every rank's RNG state
+    and the digest of the batch training continues with (the data position)."""
+    return {
+        "step": step,
+        "rng": digest(rngs),
+        "next_batch": _next_batch(data, step, steps, world_size),
+        "world_size": world_size,
+    }
+
+
+def _check_position(path: Path, state: Mapping[str, Any]) -> None:
+    """Refuse a checkpoint whose file name names another step than it holds (a renamed or
+    copied file), or whose step or RNG states are not those its verification record was
+    written with."""
+    match = re.fullmatch(r"step_(\d+)\.pt", path.name)
+    if match and int(match.group(1)) != state["step"]:
+        raise CheckpointError(
+            f"checkpoint {path} holds step {state['step']}, not the step {int(match.group(1))} "
+            "its name says (renamed or copied); expected a checkpoint under its own name: "
+            f"delete it to resume from an earlier one"
+        )
+    record = state.get(VERIFY)
+    if not isinstance(record, dict):
+        raise CheckpointError(
+            f"checkpoint {path} records no step, RNG and data position to verify (written by an "
+            f"older tailmem); expected one that does: delete {path.parent} to train from scratch"
+        )
+    if record.get("step") != state["step"]:
+        raise CheckpointError(
+            f"checkpoint {path} holds step {state['step']} but was written at step "
+            f"{record.get('step')!r}; expected the step it was written at (an edited file)"
+        )
+    if record.get("rng") != digest(state["rng"]):
+        raise CheckpointError(
+            f"checkpoint {path}: its RNG states are not those it was written with (their digest "
+            "differs); expected an unedited checkpoint: delete it to resume from an earlier one"
+        )
+
+
+def _check_next_batch(
+    path: Path, state: Mapping[str, Any], data: Any, steps: int, ctx: D.DistContext
+) -> None:
+    """Refuse to resume when the batch training continues with is not the one the checkpoint
+    was written before (the data set or its order changed, or the data position moved); only
+    under the world size it was written with (another splits the batches otherwise)."""
+    record = state[VERIFY]
+    if record.get("world_size") != ctx.world_size or record.get("next_batch") is None:
+        return
+    found = _next_batch(data, state["step"], steps, ctx.world_size)
+    if found != record["next_batch"]:
+        raise CheckpointError(
+            f"checkpoint {path}: the batch of step {state['step']} is not the one it was written "
+            "before (the data or their order changed); expected the data the run started with: "
+            f"delete {path.parent} to train from scratch"
+        )
+
+
 def _check_optimizer_shapes(path: Path, optimizer: Any) -> None:
     """Every per-parameter state tensor loaded into ``optimizer`` (momentum, moments) must have
     its parameter's shape: ``load_state_dict`` does not check this, the next update would."""
@@ -305,6 +410,7 @@ def save(
     if not ctx.is_main:
         return
     done = restored.state.step
+    verify = position_record(done, rngs, data, cfg.steps, ctx.world_size)
     payload = {
         "step": done,
         "model": model.state_dict(),
@@ -316,6 +422,7 @@ def save(
         "world_size": ctx.world_size,
         "train_config": asdict(cfg),
         IDENTITY: identity,
+        VERIFY: verify,
     }
     save_checkpoint(checkpoint_path(ckpt_dir, done), payload)
     if cfg.keep_ckpts is not None:

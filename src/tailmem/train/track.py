@@ -5,8 +5,9 @@ line the training loop writes to ``metrics.jsonl``: ``tensorboard`` (event files
 ``<run>/tensorboard/``, through ``torch.utils.tensorboard``) and ``wandb`` (a Weights & Biases run
 whose local files go to ``<run>/wandb/``; ``WANDB_MODE=offline`` keeps it on disk for a later
 ``wandb sync``, ``WANDB_PROJECT`` names the project, default ``tailmem``). Both are optional
-extras (``pip install 'tailmem[track]'``); a tracker whose library is missing is refused by
-:func:`check_log_to` before anything is written.
+extras (``pip install 'tailmem[track]'``); a tracker whose library is missing, or W&B without
+a login outside its offline mode, is refused by :func:`check_log_to` before anything is
+written.
 
 ``metrics.jsonl`` stays the source of truth: the trackers get the same numbers, as scalars
 named by their path in a metrics line (``loss``, ``lrs/muon:q``, ``eval/fta/0`` for item 0 of
@@ -27,10 +28,12 @@ import hashlib
 import importlib.util
 import json
 import math
+import netrc
 import os
 from collections.abc import Callable, Iterator, Mapping, Sequence
 from pathlib import Path
 from typing import Any, Protocol
+from urllib.parse import urlsplit
 
 from tailmem.errors import ConfigError
 
@@ -57,6 +60,36 @@ def check_log_to(log_to: Sequence[str]) -> None:
     for name in log_to:
         if importlib.util.find_spec(TRACKERS[name]) is None:
             raise ConfigError(f"log_to: {name} needs `{INSTALL}`")
+    if "wandb" in log_to and not wandb_can_start():
+        raise ConfigError(
+            "log_to: wandb has no login on this machine; expected `wandb login` (or "
+            "WANDB_API_KEY set), or WANDB_MODE=offline to keep the runs on disk"
+        )
+
+
+WANDB_LOCAL = ("offline", "disabled", "dryrun")
+"""``WANDB_MODE`` values under which W&B writes locally and needs no login."""
+
+
+def wandb_can_start() -> bool:
+    """Whether W&B can start a run here without asking for a login, checked without importing
+    it: a local mode (:data:`WANDB_LOCAL`), an API key or identity token in the environment, or
+    a ``.netrc`` entry for the W&B host (what ``wandb login`` writes)."""
+    env = os.environ
+    if env.get("WANDB_MODE", "").strip().lower() in WANDB_LOCAL:
+        return True
+    if env.get("WANDB_API_KEY") or env.get("WANDB_IDENTITY_TOKEN_FILE"):
+        return True
+    host = urlsplit(env.get("WANDB_BASE_URL") or "https://api.wandb.ai").netloc
+    where = [Path(env["NETRC"]).expanduser()] if env.get("NETRC") else [
+        Path("~/.netrc").expanduser(), Path("~/_netrc").expanduser()]  # fmt: skip
+    for path in where:
+        try:
+            if netrc.netrc(path).authenticators(host) is not None:
+                return True
+        except (OSError, netrc.NetrcParseError):
+            continue
+    return False
 
 
 def scalars(row: Row) -> dict[str, float]:

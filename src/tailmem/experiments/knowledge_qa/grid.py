@@ -28,7 +28,6 @@ scale meant for it (``optim.muon.scale: match_rms_adamw``).
 from __future__ import annotations
 
 import dataclasses
-import re
 import shutil
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
@@ -41,6 +40,7 @@ from tailmem.experiments import knowledge_qa as kqa
 from tailmem.experiments.knowledge_qa import gaps
 from tailmem.lm.plan import Entry, Rates, Train, TrainedPlan, run_plans, tidy
 from tailmem.lm.subrun import run_job
+from tailmem.names import check_distinct, folder_name
 from tailmem.outputs import write
 from tailmem.resources import check_devices
 from tailmem.rundir import RunDir
@@ -78,8 +78,9 @@ class PointResult:
 
 def slug(label: str) -> str:
     """The folder name of a point: ``label`` with every run of other characters than letters,
-    digits, ``.``, ``_`` and ``-`` made one ``_``."""
-    return re.sub(r"[^A-Za-z0-9._-]+", "_", label).strip("_") or "_"
+    digits, ``.``, ``_`` and ``-`` made one ``_``, never ``..``, bounded in length
+    (:func:`tailmem.names.folder_name`)."""
+    return folder_name(label)
 
 
 def dotted(overrides: Mapping[str, Any], prefix: str = "") -> dict[str, Any]:
@@ -133,12 +134,9 @@ def configure(
     except ConfigError as exc:
         raise ConfigError(f"common: {exc}") from None
     out: dict[str, tuple[Point, kqa.Config]] = {}
-    folders: dict[str, str] = {}
+    check_distinct("points", [point.label for point in points])
     for point in points:
         where = f"point {point.label!r}"
-        if point.label in out or slug(point.label) in folders:
-            raise ConfigError(f"{where}: expected a label (and folder name) used by no other point")
-        folders[slug(point.label)] = point.label
         own = dotted(point.overrides)
         try:
             cfg = kqa.at_epochs(replaced(start, own))

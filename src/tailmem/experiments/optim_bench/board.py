@@ -35,6 +35,7 @@ from tailmem.experiments.optim_bench.places import (
     place_all,
     reference_finding,
 )
+from tailmem.lm.plan import EntryStatus
 from tailmem.metrics.qa_gaps import POOLED, TAUS, LagRatio
 from tailmem.optim.registry import get_kind, source
 from tailmem.outputs import Figure, Outputs, Report, Table
@@ -219,7 +220,8 @@ def level_rows(
     placed, finding = placements(point)
     measures = point.measures.get(ffn)
     rows = []
-    for arm in plan.arms:
+    every = [state.entry.arm.name for (f, _), state in plan.states.items() if f == ffn]
+    for arm in every:  # an optimiser without a finished seed is a row that says why
         kind = get_kind(arm, cfg.optim.kinds())
         results = tables.seed_results(plan, ffn, arm)
         best = plan.best.get((ffn, arm), {})
@@ -236,6 +238,8 @@ def level_rows(
         else:
             role = "extra: Adam everywhere (paper A)" if arm == ALL_ADAM else "challenger"
             where = place.place if place is not None else "not distinguished"
+        if arm not in plan.arms:
+            where = not_measured(plan.states[(ffn, arm)], role)
         tests = (finding.test, None) if arm == ADAM else (
             (place.vs_muon, place.vs_adam) if place is not None else (None, None))  # fmt: skip
         finals: dict[str, tuple[float | None, float | None]] = {}
@@ -245,7 +249,7 @@ def level_rows(
         gap = None if measures is None else measures.pair(arm, ADAM)
         first = plan.seed_runs.get((ffn, arm), [])
         iso = isotropy(level_root / first[0].key) if first else isotropy(level_root / "none")
-        base, mine = times.get(ADAM), times[arm]
+        base, mine = times.get(ADAM), times.get(arm)
         extra = memory.get(arm, NO_MEMORY)
         rows.append(LeaderboardRow(
             level=point.point.label, optimizer=arm, label=labels.get(arm, arm),
@@ -282,6 +286,16 @@ def level_rows(
             memory_rho=extra.get("memory_rho"),
         ))  # fmt: skip
     return rows
+
+
+def not_measured(state: EntryStatus, role: str) -> str:
+    """The placement of an optimiser no seed of which finished: why."""
+    what = "reference: " if role == "reference" else ""
+    if state.failed:
+        return f"{what}diverged in every tuning trial (no rate chosen; not evaluated)"
+    if state.seed_runs:
+        return f"{what}diverged in every evaluation seed"
+    return f"{what}not run (a rate it borrows was not chosen: its lender diverged in tuning)"
 
 
 BOARD_COLUMNS = column_docs(LeaderboardRow)

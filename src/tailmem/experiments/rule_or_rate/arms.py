@@ -25,6 +25,7 @@ from tailmem.lm.arms import Arm, matrix_recipe
 from tailmem.lm.plan import Entry, Rates
 from tailmem.lm.rates import equal_budgets
 from tailmem.lm.tuning import TuningSection
+from tailmem.names import check_distinct
 
 REST = "adam"
 """The kind that trains the rest (embedding, head, norms) in every arm."""
@@ -69,6 +70,7 @@ def factorial_arms(
     """Every rule (name → (kind, label)) at every structure, Adam's shared arm first (the
     others borrow its rate for the rest)."""
     arms = [factorial_arm(r, k, label, s) for r, (k, label) in rules.items() for s in structures]
+    check_distinct("rules", [a.name for a in arms])
     if not any(a.name == ADAM_SHARED for a in arms):
         raise ConfigError(f"rules: expected an adam rule (its shared arm, {ADAM_SHARED}, sets "
                           "the rate of the rest in every own arm)")  # fmt: skip

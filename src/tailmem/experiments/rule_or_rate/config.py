@@ -166,12 +166,18 @@ class Config:
                     raise ConfigError(f"rules.{name}.{which}: got {grid_}; expected positive "
                                       "learning rates")  # fmt: skip
         grid.refuse_owned(self.common, self.owned(), NAME)
+        study_sets = [key for key in self.owned() if key != "seed"]  # a point's seed applies
         for point in self.points():
-            grid.refuse_owned(point.overrides, ["tuning.rates"], NAME, f"point {point.label!r}")
+            grid.refuse_owned(point.overrides, study_sets, NAME, f"point {point.label!r}")
         if self.workers < 1:
             raise ConfigError(f"workers: got {self.workers}; expected >= 1")
+        if self.tune_only and all(len(rates) == 1 for rates in self.grids().values()):
+            raise ConfigError("tune_only: every rate of rules is one number, so nothing is "
+                              "tuned; expected a list of rates to tune, e.g. "
+                              "rules.muon.own=[0.01,0.02,0.05]")  # fmt: skip
         for walk in self.walks:
             walk.validate()
+        self.arms(BASE)  # every arm's name is checked (a rule's name names its folders)
         labels = [p.label for p in self.points()]
         if len(set(labels)) != len(labels):
             raise ConfigError(f"axes: level labels repeat ({labels}); expected each once")
