@@ -26,6 +26,7 @@ from tailmem.optim.registry import (
     user_kind,
 )
 from tailmem.optim.routing import route
+from tailmem.optim.user_code import code_digest
 
 USER = '''
 import torch
@@ -202,7 +203,9 @@ def test_a_user_optimiser_is_checked_against_its_signature(user):
 def test_a_user_optimiser_records_its_factory_and_trains_its_roles(user):
     damped = user_kind("damped", f"{user}:Damped", lr=1.0)
     setting = damped.setting(0.1, damped.parse({"damping": 0.5}, "optim.damped."))
-    assert setting.record() == {"factory": f"{user}:Damped", "lr": 0.1, "damping": 0.5}
+    code = code_digest(f"{user}:Damped")  # the user's code enters the record (a resume checks it)
+    assert setting.record() == {"factory": f"{user}:Damped", "code": code, "lr": 0.1,
+                                "damping": 0.5}  # fmt: skip
     torch.manual_seed(0)
     model = GPT(GPTConfig(vocab_size=32, n_layer=1, n_head=2, d_model=8, d_ff=16, max_seq_len=8))
     optimizer = route(model, "damped:v,o adam:*", {"damped": setting})
