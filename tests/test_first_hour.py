@@ -1,5 +1,5 @@
 """What a new user meets first: reproduce's overall ETA, the summary ``tailmem run`` ends with,
-``tailmem list`` and the README's experiment list, and ``diagnose`` on a file that is not a
+``tailmem list`` and the studies page's experiment list, and ``diagnose`` on a file that is not a
 checkpoint."""
 
 from __future__ import annotations
@@ -172,8 +172,8 @@ def test_reproduce_runs_the_catalog_default_set_and_only_adds_the_others(monkeyp
     assert line.endswith("| --only")
 
 
-def test_readme_experiment_list_names_every_experiment():
-    text = README.read_text()
+def test_the_studies_page_names_every_experiment():
+    text = (README.parent / "docs" / "studies.md").read_text()
     paragraph = text[text.index("\nExperiments (") :].split("\n\n")[0]
     assert [name for name in EXPERIMENTS if f"`{name}`" not in paragraph] == []
 
