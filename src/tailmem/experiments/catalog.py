@@ -114,17 +114,17 @@ CATALOG: dict[str, About] = {
         in_reproduce=False,
     ),
 }
-"""Smoke presets are toy sizes (seconds, for the test suite), all timed in one ``tailmem
-reproduce --preset smoke`` of every study (this branch, from main at 0a0d16f, load 5 on the
-shared 2-core AMD EPYC: 3 min 17 s in all). Timed one by one at other commits and loads they
-had drifted apart (knowledge-qa 2.5 s against 17 s, icl-regression 38 s against 8 s), and the
-overall ETA, which rescales the others by the finished ones, overestimated threefold. The
-``paper`` presets carry the published sizes and were not timed here. The cpu times are each study's wall time from a fresh
-clone on a 2-core AMD EPYC: ``tailmem reproduce --preset cpu`` of commit 47a0af2 (the main job's
-studies), ``tailmem run spectra --preset cpu`` of commit f5d1dc1 (5 seeds), ``tailmem run
-optim-bench --preset cpu`` of commit 62546c5 and ``tailmem run rule-or-rate --preset cpu`` of
-commit 143334a (the results page's numbers come from those runs);
-qa-sensitivity's, qa-map's and assoc-embeddings' were measured at earlier commits."""
+"""Smoke presets are toy sizes (seconds, for the test suite), all timed in one ``tailmem reproduce
+--preset smoke`` of every study (this branch, from main at 0a0d16f, load 5 on the shared 2-core AMD
+EPYC: 3 min 17 s in all). Timed one by one at other commits and loads they had drifted apart
+(knowledge-qa 2.5 s against 17 s, icl-regression 38 s against 8 s), and the overall ETA, which
+rescales the others by the finished ones, overestimated threefold. The ``paper`` presets carry the
+published sizes and were not timed here. The cpu times are each study's wall time from a fresh clone
+on a 2-core AMD EPYC: ``tailmem reproduce --preset cpu`` of commit 47a0af2 (the main job's studies),
+``tailmem run spectra --preset cpu`` of commit f5d1dc1 (5 seeds), ``tailmem run optim-bench --preset
+cpu`` of commit 62546c5 and ``tailmem run rule-or-rate --preset cpu`` of commit 143334a (the results
+page's numbers come from those runs); qa-sensitivity's, qa-map's and assoc-embeddings' were measured
+at earlier commits."""
 
 
 def about(name: str) -> About | None:
