@@ -1,4 +1,5 @@
-"""The README's code blocks, read as the tests that run them verbatim need them."""
+"""The code blocks of the README and of the documentation's pages (docs/), read as the tests that
+run them verbatim need them."""
 
 from __future__ import annotations
 
@@ -6,12 +7,21 @@ import re
 import shlex
 from pathlib import Path
 
-README = Path(__file__).resolve().parents[1] / "README.md"
+ROOT = Path(__file__).resolve().parents[1]
+README = ROOT / "README.md"
+DOCS = ROOT / "docs"
+TEMPLATE = DOCS / "readme_results.md"
+"""The results page's template (no page of the site: scripts/readme_results.py fills it in)."""
 
 
-def section(heading: str) -> str:
-    """The README's text under ``## heading`` up to the next ``## `` heading."""
-    text = README.read_text()
+def pages() -> list[Path]:
+    """The README and every page of the documentation site, the README first."""
+    return [README, *sorted(p for p in DOCS.rglob("*.md") if p != TEMPLATE)]
+
+
+def section(heading: str, page: Path = README) -> str:
+    """``page``'s text under ``## heading`` up to the next ``## `` heading."""
+    text = page.read_text()
     start = text.index(f"\n## {heading}\n")
     end = text.find("\n## ", start + 1)
     return text[start : end if end != -1 else len(text)]
@@ -22,9 +32,10 @@ def blocks(text: str, language: str) -> list[str]:
     return re.findall(rf"```{language}\n(.*?)```", text, flags=re.DOTALL)
 
 
-def block(heading: str, language: str, containing: str) -> str:
-    """The one ``language`` block of section ``heading`` that contains ``containing``."""
-    (found,) = [b for b in blocks(section(heading), language) if containing in b]
+def block(heading: str, language: str, containing: str, page: Path = README) -> str:
+    """The one ``language`` block of ``page``'s section ``heading`` that contains
+    ``containing``."""
+    (found,) = [b for b in blocks(section(heading, page), language) if containing in b]
     return found
 
 

@@ -8,7 +8,8 @@
   the first screen holds the preset banner, every answer and the table of contents.
 
 ``TAILMEM_REPORT=results/cpu/report.html`` checks an existing report instead of a fresh smoke one
-(``TAILMEM_SCREENSHOT`` names the full-page screenshot; docs/report_cpu.png is made this way).
+(``TAILMEM_SCREENSHOT`` names the full-page screenshot: .ci/run keeps one of the smoke report
+in ci-artifacts/report.png).
 
 Marked ``browser``: it needs Debian's ``chromium`` and the ``playwright`` package (``.ci/run``
 installs both). Run with ``python -m pytest -m browser``.

@@ -1,6 +1,6 @@
 """The licence and the citation: the MIT LICENSE that pyproject names, a CITATION.cff of this
-version citing the two papers the README names, the README's BibTeX of the same papers, and
-both files in the wheel's metadata (license-files; .ci/run checks the built wheel)."""
+version citing the two papers the README names, the citing page's BibTeX of the same papers,
+and both files in the wheel's metadata (license-files; .ci/run checks the built wheel)."""
 
 from __future__ import annotations
 
@@ -43,8 +43,8 @@ def test_the_citation_cites_this_version_and_the_two_papers_the_readme_names():
         assert ref["title"] in intro  # the title the README gives it
         cited[arxiv] = [f"{a['given-names']} {a['family-names']}" for a in ref["authors"]]
     assert set(cited) == PAPERS
-    # the README's BibTeX cites the same papers with the same authors, in the same order
-    (bibtex,) = blocks(README.read_text(), "bibtex")
+    # the citing page's BibTeX cites the same papers with the same authors, in the same order
+    (bibtex,) = blocks((ROOT / "docs" / "citing.md").read_text(), "bibtex")
     for entry in bibtex.split("@misc")[1:]:
         eprint = re.search(r"eprint\s*=\s*\{([^}]+)\}", entry)[1]
         authors = " ".join(re.search(r"author\s*=\s*\{([^}]+)\}", entry)[1].split())

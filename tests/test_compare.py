@@ -12,7 +12,7 @@ from pathlib import Path
 import pytest
 from scipy import stats
 
-from readme_blocks import block, commands
+from readme_blocks import DOCS, block, commands
 from report_fixture import make_run
 from tailmem.claims.registry import claims_of
 from tailmem.cli import main
@@ -25,11 +25,13 @@ SMOKE_BANNER = "Preset smoke: checks the code runs end to end; its verdicts are 
 
 @pytest.fixture(scope="module")
 def readme_comparison(tmp_path_factory) -> Path:
-    """The README's comparison run verbatim in a fresh folder: two smoke runs of knowledge-qa
-    that differ in one key (train.steps 8 and 12), then ``tailmem compare`` into runs/qa-compare.
+    """The reading-results page's comparison run verbatim in a fresh folder: two smoke runs of
+    knowledge-qa that differ in one key (train.steps 8 and 12), then ``tailmem compare`` into
+    runs/qa-compare.
     Returns the folder; the compare command's printed summary is in ``printed.txt``."""
     root = tmp_path_factory.mktemp("readme")
-    argvs = commands(block("Commands", "bash", "tailmem compare"))
+    page = DOCS / "reading-results.md"
+    argvs = commands(block("Comparing runs", "bash", "tailmem compare", page))
     assert [argv[:2] for argv in argvs] == [["tailmem", "run"]] * 2 + [["tailmem", "compare"]]
     with pytest.MonkeyPatch.context() as patch:
         patch.chdir(root)
@@ -243,7 +245,7 @@ def test_the_difference_column_is_each_measure_minus_the_first_runs_with_its_int
 
 
 def test_the_overlaid_curves_are_each_arms_seed_mean_of_the_rarest_group(readme_comparison):
-    """The curves drawn for the README's two runs are, per arm, the rarest group's FTA at each
+    """The curves drawn for the page's two runs are, per arm, the rarest group's FTA at each
     evaluation of its result.json; the page embeds them and compare.md links them."""
     root = readme_comparison
     runs = [root / "runs" / "qa8", root / "runs" / "qa12"]

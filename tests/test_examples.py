@@ -1,7 +1,7 @@
-"""Every Python example of the README is a file of examples/, shown there verbatim, and each file
-runs: the optimiser library's here (build_optimizer, Muon alone, DDP and FSDP2 under torchrun,
-the user-optimiser template's step), the Python API's and the template's runs of a study in
-test_readme_examples.py."""
+"""Every Python example of the README and of the documentation's pages is a file of examples/,
+shown there verbatim, and each file runs: the optimiser library's here (build_optimizer, Muon
+alone, DDP and FSDP2 under torchrun, the user-optimiser template's step), the Python API's and
+the template's runs of a study in test_readme_examples.py."""
 
 from __future__ import annotations
 
@@ -15,12 +15,12 @@ from pathlib import Path
 import pytest
 import torch
 
-from readme_blocks import README, blocks
+from readme_blocks import ROOT, blocks, pages
 from tailmem.models.gpt import GPT, gpt_config
 from tailmem.models.roles import MATRIX_ROLES, resolve_roles
 
-EXAMPLES = README.parent / "examples"
-ENV = {**os.environ, "PYTHONPATH": str(README.parent / "src"), "MPLBACKEND": "Agg"}
+EXAMPLES = ROOT / "examples"
+ENV = {**os.environ, "PYTHONPATH": str(ROOT / "src"), "MPLBACKEND": "Agg"}
 TEARDOWN_ABORT = "terminate called without an active exception"
 """What torch 2.13's gloo prints when a rank aborts at interpreter teardown, after its script
 ended: about 1 launch in 8 on the 2-core host, plain torch DDP with AdamW alone included."""
@@ -43,11 +43,18 @@ def _torchrun(example: str, cwd: Path) -> subprocess.CompletedProcess[str]:
     return done
 
 
-def test_every_python_block_of_the_readme_is_a_file_of_examples():
-    shown = blocks(README.read_text(), "python")
+def test_every_python_block_of_the_docs_is_a_file_of_examples_shown_once():
+    """Across the README and the site's pages, the Python blocks are the files of examples/,
+    each shown exactly once; the optimiser library's four on its page."""
+    shown = {
+        page.relative_to(ROOT).as_posix(): blocks(page.read_text(), "python") for page in pages()
+    }
     files = {path.name: path.read_text() for path in sorted(EXAMPLES.glob("*.py"))}
-    assert sorted(shown) == sorted(files.values())
-    assert len(shown) == len(files) == 6
+    assert sorted(b for found in shown.values() for b in found) == sorted(files.values())
+    assert len(files) == 6
+    on_optim = [files[name] for name in ("build_optimizer.py", "muon_alone.py", "train_ddp.py",
+                                         "train_fsdp2.py")]  # fmt: skip
+    assert shown["docs/optim.md"] == on_optim
 
 
 def test_build_optimizer_example(tmp_path):

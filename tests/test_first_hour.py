@@ -1,5 +1,5 @@
 """What a new user meets first: reproduce's overall ETA, the summary ``tailmem run`` ends with,
-``tailmem list`` and the README's experiment list, and ``diagnose`` on a file that is not a
+``tailmem list`` and the studies page's experiment list, and ``diagnose`` on a file that is not a
 checkpoint."""
 
 from __future__ import annotations
@@ -15,7 +15,7 @@ from tailmem.cli import main
 from tailmem.config import available_presets
 from tailmem.experiments import EXPERIMENTS
 from tailmem.experiments.catalog import CATALOG
-from tailmem.progress_display import Board, PlainLines
+from tailmem.progress_display import SPEED_PRIOR_SECONDS, Board, PlainLines
 from tailmem.rundir import RunDir
 
 README = Path(__file__).resolve().parents[1] / "README.md"
@@ -55,14 +55,40 @@ def test_overall_eta_counts_queued_experiments_and_moves(tmp_path):
     assert board.overall() == "0/3 finished, elapsed 6s, ETA 1m07s"
     clock.now = 1008.0  # two seconds on, no new snapshot: 0.3 * 12 + 0.7 * 2 = 5 s for a
     assert board.overall() == "0/3 finished, elapsed 8s, ETA 1m05s"
-    # a finished after 20 s where 10 were expected: this machine is 2x slower today. b did
-    # half its steps in 5 s: 0.5 * 5 + 0.5 * (2 * 20 - 5) = 20 s, then c 2 * 40 s.
+    # a finished after 20 s where 10 were expected: ten seconds of evidence, weighed against
+    # SPEED_PRIOR_SECONDS (60) at the measured pace: speed (20 + 60) / (10 + 60) = 8/7. b did
+    # half its steps in 5 s: 0.5 * 5 + 0.5 * (8/7 * 20 - 5) = 11.93 s, then c 8/7 * 40 s.
     snapshot(tmp_path, "a", done=100, total=100, started=1000.0, updated=1020.0)
     board.finish("a", ok=True)
     clock.now = 1025.0
     snapshot(tmp_path, "b", done=50, total=100, started=1020.0, updated=1025.0)
-    assert board.speed(board.rows()) == pytest.approx(2.0)
-    assert board.overall() == "1/3 finished, elapsed 25s, ETA 1m40s"
+    assert SPEED_PRIOR_SECONDS == 60.0
+    assert board.speed(board.rows()) == pytest.approx(8 / 7)
+    assert board.remaining(board.rows()) == (pytest.approx(2.5 + 0.5 * (160 / 7 - 5) + 320 / 7), 0)
+    assert board.overall() == "1/3 finished, elapsed 25s, ETA 57s"
+
+
+def test_a_short_experiments_fixed_cost_does_not_scale_the_rest_but_a_slow_machine_does(tmp_path):
+    """The smoke reproduce that showed it, at its sixth of eleven experiments: the finished
+    ones took 62 s where the catalog said 18.4 (3.4x: knowledge-qa's 2.5 s entry was 17 s), the
+    rest 102 s where it said 84.5. Scaled by 3.4 the ETA was 4m46s; it is now within 1.6x of
+    the 102 s. Ten minutes of experiments at twice their time still make the machine 1.9x."""
+    clock = Clock(0.0)
+    finished = {"a": (18.4, 62.0)}
+    queued = {"b": 84.5}
+    expected = {**{n: e for n, (e, _) in finished.items()}, **queued}
+    board = Board(tmp_path, dict.fromkeys(expected, "run"), clock=clock, expected=expected)
+    snapshot(tmp_path, "a", done=1, total=1, started=0.0, updated=62.0)
+    board.finish("a", ok=True)
+    clock.now = 62.0
+    eta, unknown = board.remaining(board.rows())
+    assert unknown == 0 and eta == pytest.approx(84.5 * (62 + 60) / (18.4 + 60))
+    assert 102 / 1.6 < eta < 102 * 1.6  # was 84.5 * 62 / 18.4 = 285 s
+    slow = Board(tmp_path / "slow", {"a": "run", "b": "run"}, clock=Clock(1200.0),
+                 expected={"a": 600.0, "b": 600.0})  # fmt: skip
+    snapshot(tmp_path / "slow", "a", done=1, total=1, started=0.0, updated=1200.0)
+    slow.finish("a", ok=True)
+    assert slow.speed(slow.rows()) == pytest.approx(1260 / 660)
 
 
 def test_overall_eta_with_parallel_runs_and_an_untimed_experiment(tmp_path):
@@ -172,8 +198,8 @@ def test_reproduce_runs_the_catalog_default_set_and_only_adds_the_others(monkeyp
     assert line.endswith("| --only")
 
 
-def test_readme_experiment_list_names_every_experiment():
-    text = README.read_text()
+def test_the_studies_page_names_every_experiment():
+    text = (README.parent / "docs" / "studies.md").read_text()
     paragraph = text[text.index("\nExperiments (") :].split("\n\n")[0]
     assert [name for name in EXPERIMENTS if f"`{name}`" not in paragraph] == []
 

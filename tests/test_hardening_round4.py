@@ -507,7 +507,7 @@ def test_a_preset_and_a_config_file_together_are_refused(fake_experiment, tmp_pa
 # ------------------------------------------ class 3: scripts write tracked files from runs only
 
 ROOT = Path(__file__).resolve().parents[1]
-TRACKED = [ROOT / "docs" / "results_cpu.json", ROOT / "README.md",
+TRACKED = [ROOT / "docs" / "results_cpu.json", ROOT / "docs" / "results.md",
            *sorted((ROOT / "docs" / "gallery").glob("*.png"))]  # fmt: skip
 
 
@@ -525,9 +525,8 @@ def readme_script(tmp_path, monkeypatch):
     spec.loader.exec_module(script)
     copy = tmp_path / "repo"
     shutil.copytree(ROOT / "docs", copy / "docs")
-    shutil.copy(ROOT / "README.md", copy / "README.md")
     monkeypatch.setattr(script, "ROOT", copy)
-    for name in ("VALUES", "TEMPLATE", "README", "GALLERY_DIR"):
+    for name in ("VALUES", "TEMPLATE", "PAGE", "GALLERY_DIR"):
         monkeypatch.setattr(script, name, copy / getattr(script, name).relative_to(ROOT))
     before = {p: p.read_bytes() for p in TRACKED}
     copies = [copy / p.relative_to(ROOT) for p in TRACKED]
@@ -563,8 +562,8 @@ def test_collect_refuses_a_smoke_results_folder(readme_script, fake_experiment, 
     assert main(["run", "fake", "--preset", "smoke", "--out", str(out / "fake")]) == 0
     capsys.readouterr()
     assert script_error(readme_script, ["collect", str(out)], capsys) == (
-        f"{out / 'fake'} is a run of fake at preset 'smoke'; expected cpu runs (the README "
-        "shows the cpu results)"
+        f"{out / 'fake'} is a run of fake at preset 'smoke'; expected cpu runs (the results "
+        "page shows the cpu results)"
     )
 
 

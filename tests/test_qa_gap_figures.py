@@ -72,3 +72,37 @@ def test_lag_ratio_figure_marks_measured_means_and_the_papers_bounds(curves, tmp
     (png, _) = RunDir(tmp_path).save_figure(fig, "lag_ratio")
     assert _png_size(png)[0] > 300
     pyplot().close("all")
+
+
+def test_arms_are_named_by_their_labels_never_their_ids(curves):
+    labels = {"muon": "Muon", "adam": "Adam (own rate)"}
+    fig = fta_vs_exposures_figure(curves, "muon", "adam", groups=[2], labels=labels)
+    (ax,) = fig.axes
+    assert [line.get_label() for line in ax.get_lines()] == [
+        "Muon, group 2", "Adam (own rate), group 2"
+    ]  # fmt: skip
+    assert ax.get_title() == "Muon (solid) vs Adam (own rate) (dashed)"
+    pair = gap_measures(curves).pair("muon", "adam")
+    assert pair is not None
+    (ax,) = lag_ratio_figure(pair, labels=labels).axes
+    assert ax.get_ylabel() == "exposures Adam (own rate) needs / Muon needs"
+    assert "adam" not in ax.get_title() and not ax.texts  # measured: no "no data" note
+    pyplot().close("all")
+
+
+def test_a_pair_that_reached_no_level_says_so_instead_of_an_empty_axes(curves):
+    """A smoke run's few steps: neither arm brings any group to a level, so no ratio is drawn;
+    the axes say why, and no empty legend box is drawn (the paper's reference still shows)."""
+    flat = FTACurves({arm: np.zeros_like(fta) for arm, fta in curves.fta.items()},
+                     curves.steps, curves.exposures)  # fmt: skip
+    pair = gap_measures(flat).pair("muon", "adam")
+    assert pair is not None
+    (ax,) = lag_ratio_figure(pair, labels={"muon": "Muon", "adam": "Adam"}).axes
+    assert [t.get_text() for t in ax.texts] == [
+        "no data: neither Muon nor Adam brought any group to a level τ"
+    ]
+    assert ax.get_legend() is None and not ax.containers
+    paper = gap_measures(paper_curves("arxiv-v2"), pairs=[("muon", "adam")]).pair("muon", "adam")
+    (ax,) = lag_ratio_figure(pair, reference=paper).axes
+    assert ax.texts and ax.get_legend() is not None  # the paper's points, and still the note
+    pyplot().close("all")

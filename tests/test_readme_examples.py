@@ -1,7 +1,8 @@
-"""The README's examples, run verbatim: the quick start (at smoke: its cpu preset trains for an
-hour), the Python API's worked example as a script, and the own-optimiser commands of
-knowledge-qa and optim-bench with the README's optimiser template (at smoke likewise). The
-optimiser library's examples are in test_examples.py."""
+"""The README's and the documentation's examples, run verbatim: the README's quick start (at
+smoke: its cpu preset trains for an hour), the Python API page's worked example as a script, and
+the running-studies page's own-optimiser commands of knowledge-qa and optim-bench with its
+optimiser template (at smoke likewise). The optimiser library's examples are in
+test_examples.py."""
 
 from __future__ import annotations
 
@@ -12,12 +13,13 @@ import sys
 
 import pytest
 
-from readme_blocks import README, block, commands
+from readme_blocks import DOCS, README, block, blocks, commands
 from tailmem.cli import main
 
 ROOT = README.parent
 EXAMPLES = ROOT / "examples"
 QUICK_START = "Quick start"
+OWN_OPTIMISER = ("Your own optimiser as an arm", DOCS / "running.md")
 ENV = {**os.environ, "PYTHONPATH": str(ROOT / "src"), "MPLBACKEND": "Agg"}
 
 
@@ -30,7 +32,8 @@ def _tailmem(argv: list[str], cwd) -> subprocess.CompletedProcess[str]:
 
 
 def _with_my_optimizer(folder) -> None:
-    """``folder/mypkg/opt.py``: the README's optimiser template, copied as a user would."""
+    """``folder/mypkg/opt.py``: the optimiser template of the running-studies page (the file
+    examples/my_optimizer.py, shown there verbatim), copied as a user would."""
     (folder / "mypkg").mkdir()
     (folder / "mypkg" / "__init__.py").write_text("")
     (folder / "mypkg" / "opt.py").write_text((EXAMPLES / "my_optimizer.py").read_text())
@@ -88,8 +91,10 @@ def test_the_quick_start_at_smoke_reproduces_every_study(tmp_path, monkeypatch, 
 def test_the_python_api_example_runs_verbatim_as_a_script(tmp_path):
     """``python python_api.py``: its worker processes import the script again, and its
     ``__main__`` guard keeps them from starting runs of their own."""
+    text = (DOCS / "python-api.md").read_text()
+    (example,) = [b for b in blocks(text, "python") if "from tailmem import api" in b]
     script = tmp_path / "python_api.py"
-    script.write_text(block("Python API", "python", "from tailmem import api"))
+    script.write_text(example)
     done = subprocess.run(
         [sys.executable, str(script)],
         cwd=tmp_path, env=ENV, capture_output=True, text=True, timeout=600, check=False,
@@ -107,10 +112,12 @@ def test_the_python_api_example_runs_verbatim_as_a_script(tmp_path):
 
 
 def _own_optimiser_at_smoke(folder, experiment: str) -> str:
-    """The README's own-optimiser command for ``experiment``, its preset smoke, run from
-    ``folder`` holding the template as ``mypkg`` (as the README says: found in the folder you
-    run tailmem from); its stdout, once the run is complete and records the user's factory."""
-    (argv,) = commands(block("Commands", "bash", f"tailmem run {experiment} --preset cpu "))
+    """The running-studies page's own-optimiser command for ``experiment``, its preset smoke,
+    run from ``folder`` holding the template as ``mypkg`` (as the page says: found in the folder
+    you run tailmem from); its stdout, once the run is complete and records the user's
+    factory."""
+    heading, page = OWN_OPTIMISER
+    (argv,) = commands(block(heading, "bash", f"tailmem run {experiment} --preset cpu ", page))
     assert argv[:5] == ["tailmem", "run", experiment, "--preset", "cpu"]
     _with_my_optimizer(folder)
     done = _tailmem([*argv[1:4], "smoke", *argv[5:]], folder)
@@ -129,7 +136,7 @@ def test_the_own_optimiser_example_runs_at_smoke(tmp_path):
 
 
 def test_the_optimiser_template_runs_in_optim_benchs_smoke(tmp_path):
-    """The README's optim-bench command with the template: it is tuned over the command's grid
+    """The page's optim-bench command with the template: it is tuned over the command's grid
     and gets a leaderboard row at each level."""
     _own_optimiser_at_smoke(tmp_path, "optim-bench")
     with (tmp_path / "runs" / "optim-bench-smoke" / "leaderboard.csv").open() as f:

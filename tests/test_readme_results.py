@@ -1,6 +1,6 @@
-"""The README's results section is the template filled from the results file of the runs it
-names (``scripts/readme_results.py``): a number edited by hand, or a run re-done without
-re-rendering, fails here."""
+"""The documentation's results page (docs/results.md) is the template filled from the results
+file of the runs it names (``scripts/readme_results.py``): a number edited by hand, or a run
+re-done without re-rendering, fails here."""
 
 from __future__ import annotations
 
@@ -19,11 +19,11 @@ def _script():
     return module
 
 
-def test_the_readme_results_are_the_template_filled_from_the_results_file():
+def test_the_results_page_is_the_template_filled_from_the_results_file():
     script = _script()
     data = json.loads(script.VALUES.read_text())
     rendered = script.render(script.TEMPLATE.read_text(), data["values"]).strip("\n")
-    assert script.readme_block(script.README.read_text()) == rendered
+    assert script.results_block(script.PAGE.read_text()) == rendered
 
 
 def test_the_results_file_names_every_run_it_read_and_its_commit():

@@ -26,7 +26,7 @@ from collections.abc import Mapping, Sequence
 from dataclasses import asdict, dataclass, field
 from typing import TYPE_CHECKING, Any
 
-from tailmem.plotting import mark_smoke
+from tailmem.plotting import keep_legends_clear, mark_smoke
 from tailmem.rundir import RunDir
 
 if TYPE_CHECKING:
@@ -132,13 +132,16 @@ class Outputs:
 
 def write(run: RunDir, outputs: Outputs) -> None:
     """Write ``outputs`` into ``run``: every table, figure (closed once saved) and record, then
-    ``claims.json`` and ``report.json``; the one place a study's results become files. A run at
-    the smoke preset (its ``config.yaml`` says so) marks every figure as such
-    (:func:`~tailmem.plotting.mark_smoke`): a smoke figure is no evidence wherever it is shown."""
+    ``claims.json`` and ``report.json``; the one place a study's results become files. A figure
+    whose legend covers another of its panels is laid out again
+    (:func:`~tailmem.plotting.keep_legends_clear`). A run at the smoke preset (its
+    ``config.yaml`` says so) marks every figure as such (:func:`~tailmem.plotting.mark_smoke`):
+    a smoke figure is no evidence wherever it is shown."""
     for table in outputs.tables:
         run.write_csv(table.name, table.rows)
     smoke = run.file("config.yaml").is_file() and run.read_config().get("preset") == "smoke"
     for figure in outputs.figures:
+        keep_legends_clear(figure.figure)
         if smoke:
             mark_smoke(figure.figure)
         run.save_figure(figure.figure, figure.stem)

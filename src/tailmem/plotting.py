@@ -1,5 +1,6 @@
 """Figure helpers shared by the experiments: a headless pyplot with readable sizes, the log-log
-axes style, legends outside the data and integer ticks.
+axes style, legends outside the data (and a layout that keeps them off the neighbouring panels),
+integer ticks and the "no data" note of an empty panel.
 
 matplotlib is imported on first use, so commands that draw nothing never pay for it. Sizes are
 set so that a figure shown at the report's width (about 1100 px) keeps tick labels of ≥ 9 pt.
@@ -49,6 +50,37 @@ def legend_outside(ax: Axes, **kwargs: Any) -> Legend:
     kwargs.setdefault("fontsize", MIN_FONT)
     kwargs["fontsize"] = max(kwargs["fontsize"], MIN_FONT)
     return ax.legend(loc="upper left", bbox_to_anchor=(1.02, 1.0), borderaxespad=0.0, **kwargs)
+
+
+def covered_panels(fig: Figure) -> list[tuple[int, int]]:
+    """``(i, j)`` for every legend of axes ``i`` that covers axes ``j`` (a legend placed outside
+    one panel of a row lands on its neighbour unless the layout makes room)."""
+    fig.draw_without_rendering()
+    boxes = [ax.get_window_extent() for ax in fig.axes]
+    out = []
+    for i, ax in enumerate(fig.axes):
+        legend = ax.get_legend()
+        if legend is None:
+            continue
+        box = legend.get_window_extent()
+        out += [(i, j) for j, other in enumerate(boxes) if j != i and box.overlaps(other)]
+    return out
+
+
+def keep_legends_clear(fig: Figure) -> None:
+    """Lay ``fig`` out again (tight layout, which counts each axes' legend) when a legend covers
+    another panel; a figure whose legends are clear is left as it was drawn."""
+    if covered_panels(fig):
+        fig.tight_layout()
+
+
+def note_no_data(ax: Axes, why: str) -> None:
+    """Say in the middle of the empty ``ax`` that it has no data, and ``why`` (a smoke run's
+    few steps often reach no level): an empty panel is then not read as a drawing error."""
+    ax.text(
+        0.5, 0.5, f"no data: {why}", transform=ax.transAxes, ha="center", va="center",
+        color="#555555", fontsize=MIN_FONT + 1, wrap=True,
+    )  # fmt: skip
 
 
 def integer_ticks(ax: Axes, axis: str = "x") -> None:

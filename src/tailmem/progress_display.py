@@ -12,7 +12,8 @@ begun, and on a terminal the run's output (its workers' too) is printed above th
 
 The overall ETA adds up, per experiment, its measured time at the preset
 (:mod:`tailmem.experiments.catalog`) scaled by how much slower or faster the finished ones ran
-on this machine today, blended with its own ETA as its work gets done (:meth:`Board.remaining`).
+on this machine today (:meth:`Board.speed`, which trusts a few seconds of finished work little),
+blended with its own ETA as its work gets done (:meth:`Board.remaining`).
 """
 
 from __future__ import annotations
@@ -35,6 +36,13 @@ if TYPE_CHECKING:  # rich is imported when the board is first drawn
     from rich.table import Table
 
 STATUSES = ("queued", "running", "resuming", "skipped", "done", "failed")
+SPEED_PRIOR_SECONDS = 60.0
+"""How much expected time the catalog's own pace (speed 1) weighs in :meth:`Board.speed`, as
+if that many seconds of work had run exactly as measured. A short experiment is mostly fixed
+cost (start-up, imports, writing figures) and varies twofold from run to run on a shared
+machine (assoc-two-group at cpu: 14 s and 27 s at the same load, timed here); scaling every
+other experiment by its ratio alone made a smoke reproduce's overall ETA two to three and a
+half times the time left (at its sixth of eleven experiments: 4m46s estimated, 1m43s left)."""
 
 
 @dataclass(frozen=True)
@@ -129,15 +137,18 @@ class Board:
         return rows
 
     def speed(self, rows: list[Row]) -> float:
-        """How much longer than ``expected`` the experiments finished in this call took (total
-        over total, so a long experiment weighs more than a short one); 1 before any has."""
-        took = expected = 0.0
+        """How much longer than ``expected`` the experiments finished in this call took: total
+        over total, so a long experiment weighs more than a short one, each total starting from
+        :data:`SPEED_PRIOR_SECONDS` of work at the measured pace. 1 before any has finished; a
+        12 s experiment that took 24 s makes it 1.17, ten minutes of experiments that took
+        twice their time 1.9."""
+        took = expected = SPEED_PRIOR_SECONDS
         for r in rows:
             measured = self.expected.get(r.name)
             if r.status == "done" and r.elapsed is not None and measured:
                 took += r.elapsed
                 expected += measured
-        return took / expected if expected > 0 else 1.0
+        return took / expected
 
     def remaining(self, rows: list[Row]) -> tuple[float | None, int]:
         """Seconds until every open experiment is done, and how many open ones have no

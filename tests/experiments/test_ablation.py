@@ -7,7 +7,9 @@ import csv
 import json
 import math
 import shutil
+import statistics
 
+import numpy as np
 import pytest
 import torch
 import torch.nn.functional as F
@@ -25,6 +27,7 @@ from tailmem.lm.spec import RunResult
 from tailmem.models.gpt import GPT, count_params
 from tailmem.models.gpt_io import read_gpt_config
 from tailmem.optim.routing import parse_recipe
+from tailmem.plotting import pyplot
 from tailmem.rundir import RunDir
 from tailmem.runner import run_experiment
 from tailmem.train import read_metrics
@@ -322,3 +325,32 @@ def test_an_arm_given_as_a_recipe_is_a_row_beyond_table_1():
     row = {r["arm"]: r for r in ablation.summarise(cfg, fake, 3)}["sgd-v_o+adam-all"]
     assert row["paper_val_loss"] is None and row["paper_gain_frac"] is None  # no published number
     assert row["ours_gain_frac"] == pytest.approx(0.25) and row["recipe"] == "sgd:v,o adam:*"
+
+
+def test_the_bucket_gain_bars_carry_the_seeds_standard_error_and_the_curves_a_band():
+    from matplotlib.container import BarContainer
+
+    """With three seeds, each bar is the mean gain over all-Adam with its SE (the two arms' SEs
+    in quadrature: sqrt(2) x 0.01 / sqrt(3) with the jitter of _fake); with one seed, none. The
+    validation curves carry a ± SE band where seeds give a spread."""
+    cfg = ablation.Config(seeds=3, arms=["full", "adam"])
+    results = _fake({"full": 3.0, "adam": 4.0}, {"full": (2.0, 3.0, 5.0), "adam": (2.5, 4.0, 6.5)})
+    fig = ablation._bucket_gain(cfg, results, 3)
+    (ax,) = fig.axes
+    bars = [c for c in ax.containers if isinstance(c, BarContainer)]
+    heights = [bar.patches[0].get_height() for bar in bars]
+    assert heights == pytest.approx([0.5, 1.0, 1.5])  # head, body, tail: Adam's minus full's
+    spans = [bar.errorbar.lines[2][0].get_segments()[0][:, 1] for bar in bars]
+    se = (2 * statistics.variance(JITTER) / 3) ** 0.5
+    for span, height in zip(spans, heights, strict=True):
+        assert span == pytest.approx([height - se, height + se])
+    assert "mean ± SE over 3 seeds" in ax.get_title()
+    one = {arm: runs[:1] for arm, runs in results.items()}
+    (ax,) = ablation._bucket_gain(ablation.Config(seeds=1, arms=cfg.arms), one, 3).axes
+    drawn = [segment for bar in ax.containers if isinstance(bar, BarContainer)
+             for segment in bar.errorbar.lines[2][0].get_segments()
+             if len(segment) and np.isfinite(np.asarray(segment)).all()]  # fmt: skip
+    assert drawn == []  # one seed: no spread, no bar
+    curves = ablation._val_curves(cfg, results)
+    assert [len(a.collections) for a in curves.axes] == [2, 2]  # a band per arm and panel
+    pyplot().close("all")

@@ -151,6 +151,31 @@ def test_the_ranked_figure_orders_optimisers_by_their_tail_speed_up_with_their_p
     assert bars == [([0.7, 0.9], [0, 0]), ([1.0, 1.0], [1, 1]), ([1.7, 2.1], [2, 2])]
 
 
+def test_the_figures_name_the_pooled_statistic_and_say_when_nothing_was_measured():
+    """The axis is Adam (own rate)'s exposures ÷ the optimiser's, pooled over every group: no
+    "tail speed-up" (the head groups are in it). The optimiser names are readable, and a level
+    where only the reference stands (a smoke run) says it has no data."""
+    from tailmem.experiments.optim_bench.board import figure, ranked_figure
+    from tailmem.plotting import MIN_FONT
+
+    adam = row(optimizer="adam_split", label="Adam (own rate)", family="elementwise",
+               placement="reference (Adam, own rate): not measured in every seed",
+               step_time_vs_adam=1.0)  # fmt: skip
+    muon = row(optimizer="muon", label="Muon", family="orthogonalised", placement="reference",
+               lag_vs_adam=1.2, lag_vs_adam_low=1.1, lag_vs_adam_high=1.3,
+               step_time_vs_adam=1.7)  # fmt: skip
+    for draw, measured in ((ranked_figure, [adam, muon]), (figure, [adam, muon])):
+        (ax,) = draw(measured, "bpe").axes
+        label = ax.get_xlabel() if draw is ranked_figure else ax.get_ylabel()
+        assert "speed-up" not in label and "all groups, head groups included" in label
+        assert label.startswith("Adam (own rate)'s exposures ÷ the optimiser's to FTA 0.5")
+        assert all(t.get_fontsize() >= MIN_FONT for t in ax.get_yticklabels())
+        assert not [t for t in ax.texts if t.get_text().startswith("no data")]
+        (ax,) = draw([adam], "bpe").axes
+        (note,) = [t.get_text() for t in ax.texts if t.get_text().startswith("no data")]
+        assert "measured in every seed" in note
+
+
 def test_a_command_line_common_key_joins_the_presets_dotted_keys():
     """``common.tuning.rates=sweep`` (how a run tunes optimisers the store has no rate for)
     replaces the preset's ``tuning.rates`` and keeps its other ``tuning.*`` keys."""

@@ -115,6 +115,28 @@ def test_metrics_lines_schedule_tokens_and_checkpoints(tmp_path):
     assert model.training
 
 
+def test_the_console_names_the_logged_mean_loss_apart_from_the_batch_loss(tmp_path, capsys):
+    """An evaluation's line shows metrics.jsonl's ``loss`` (the logging window's mean) under that
+    name and this update's own loss as ``batch loss``; a step that closes no window shows the
+    batch loss alone, and the run's last line names its final batch loss."""
+    model = make()
+    cfg = quiet(steps=30, log_every=10, eval_every=15)
+    result = train(
+        model, adamw(model), RandomWindows(stream(), BATCH, SEQ, 0), cfg, tmp_path,
+        eval_hooks=[lambda step, m: {"echo": float(step)}],
+    )  # fmt: skip
+    logged = {r["step"]: r for r in read_metrics(tmp_path / "metrics.jsonl")}
+    lines = capsys.readouterr().err.splitlines()
+    (at_15,) = [line for line in lines if line.startswith("step 15/30 ")]
+    assert at_15.startswith("step 15/30 batch loss ") and "mean of" not in at_15
+    (at_30,) = [line for line in lines if line.startswith("step 30/30 ")]
+    mean, batch = logged[30]["loss"], result.loss
+    assert mean != pytest.approx(batch, abs=1e-4)  # two quantities: they differ
+    assert at_30.startswith(f"step 30/30 loss {mean:.4f} (mean of 10 updates), batch loss "
+                            f"{batch:.4f} | echo=30")  # fmt: skip
+    assert lines[-1] == f"trained 30 steps, final batch loss {batch}"
+
+
 def test_each_group_follows_the_schedule_from_its_own_base_lr(tmp_path):
     model = make()
     matrices = [p for p in model.parameters() if p.ndim == 2]

@@ -37,11 +37,21 @@ import torch
 
 from tailmem.assoc.memory import Mat, MemoryBackend
 from tailmem.errors import ConfigError
-from tailmem.optim.registry import OptimizerSetting
+from tailmem.optim.registry import REGISTRY, OptimizerSetting
 
 OPTIMIZERS = ("gd", "signgd", "muon", "muon_ns5", "tra_signgd", "adam")
+LABELS = {"gd": "GD", "signgd": "SignGD", "muon": "Muon", "muon_ns5": "Muon (NS5)",
+          "tra_signgd": "TRA-SignGD", "adam": "Adam"}  # fmt: skip
+"""How figures and tables name the optimisers above (a registry kind: its own label)."""
 BASIS_INVARIANT = frozenset({"gd", "muon", "muon_ns5", "tra_signgd"})
 """Optimisers whose logit dynamics are the same for every orthonormal E, Ẽ."""
+
+
+def label(name: str) -> str:
+    """The name a figure shows for optimiser ``name``: :data:`LABELS`, else the registry kind's
+    label (``normuon`` → "NorMuon"), else ``name`` itself (a user's optimiser)."""
+    kind = REGISTRY.get(name)
+    return LABELS.get(name) or (kind.label if kind is not None else name)
 
 
 @dataclass(frozen=True)

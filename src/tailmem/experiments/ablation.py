@@ -374,15 +374,22 @@ def sample_efficiency(results: dict[str, list[RunResult]]) -> dict[str, Any]:
     }
 
 
+def _columns(results: Sequence[RunResult], key: str) -> tuple[list[int], list[list[float]]]:
+    """The evaluation steps of the first seed and, per step, every seed's ``key`` (NaN where a
+    seed stopped before it)."""
+    steps = [step_of(e) for e in results[0].evals]
+    columns = [
+        [number(r.evals[i], key) if i < len(r.evals) else math.nan for r in results]
+        for i in range(len(steps))
+    ]
+    return steps, columns
+
+
 def _mean_curve(
     results: Sequence[RunResult], key: str = "val_loss"
 ) -> tuple[list[int], list[float]]:
-    steps = [step_of(e) for e in results[0].evals]
-    values = []
-    for i in range(len(steps)):
-        column = [number(r.evals[i], key) if i < len(r.evals) else math.nan for r in results]
-        values.append(_mean(column))
-    return steps, values
+    steps, columns = _columns(results, key)
+    return steps, [_mean(column) for column in columns]
 
 
 def chance_loss(data: LMData) -> float:
@@ -545,7 +552,8 @@ def _figures(
     gain = Figure(
         "bucket_gain",
         _bucket_gain(cfg, results, n_buckets),
-        "Beyond the paper: gain over all-Adam on head / body / tail tokens",
+        "Beyond the paper: gain over all-Adam on head / body / tail tokens (bars: ± SE over "
+        "seeds, the two arms' in quadrature)",
     )
     return (curves, gain)
 
@@ -562,12 +570,16 @@ def _val_curves(cfg: Config, results: dict[str, list[RunResult]]) -> PlotFigure:
         for arm in cfg.selected():
             if arm.group not in groups:
                 continue
-            steps, values = _mean_curve(results[arm.id])
-            pairs = [(s, v) for s, v in zip(steps, values, strict=True) if s > 0]
-            if not pairs:
+            steps, columns = _columns(results[arm.id], "val_loss")
+            kept = [(s, _mean(c), _se(c)) for s, c in zip(steps, columns, strict=True) if s > 0]
+            if not kept:
                 continue
             style = "--" if arm.group == "reference" else "-"
-            ax.plot(*zip(*pairs, strict=True), style, marker=".", label=short_label(arm))
+            x, mean = [k[0] for k in kept], np.array([k[1] for k in kept])
+            (line,) = ax.plot(x, mean, style, marker=".", label=short_label(arm))
+            se = np.array([math.nan if k[2] is None else k[2] for k in kept])
+            if np.isfinite(se).any():  # a band where two or more seeds give a spread
+                ax.fill_between(x, mean - se, mean + se, color=line.get_color(), alpha=0.15)
         ax.set_title(f"Muon on {title}, Adam on the rest")
         ax.set_ylabel("validation loss")
         ax.grid(alpha=0.3)
@@ -575,12 +587,21 @@ def _val_curves(cfg: Config, results: dict[str, list[RunResult]]) -> PlotFigure:
     for ax in axes:
         if ax.get_legend_handles_labels()[0]:
             legend_outside(ax)
-    fig.suptitle(f"Validation loss ({cfg.ffn} FFN, mean over {cfg.seeds} seed(s))")
+    spread = ", band: ± SE" if cfg.seeds > 1 else ""
+    fig.suptitle(f"Validation loss ({cfg.ffn} FFN, mean over {cfg.seeds} seed(s){spread})")
     return fig
 
 
+def _gain_se(base: Sequence[float], arm: Sequence[float]) -> float:
+    """Standard error of mean(base) − mean(arm) over their seeds (the two SEs in quadrature;
+    NaN with fewer than two seeds in either, so no bar is drawn)."""
+    parts = (_se(base), _se(arm))
+    return math.nan if None in parts else math.hypot(*(p or 0.0 for p in parts))
+
+
 def _bucket_gain(cfg: Config, results: dict[str, list[RunResult]], n_buckets: int) -> PlotFigure:
-    """Each arm's final-loss gain over all-Adam per target-token frequency bucket."""
+    """Each arm's final-loss gain over all-Adam per target-token frequency bucket, with its
+    standard error over the seeds (where there are two or more)."""
     plt = pyplot()
     names = bucket_names(n_buckets)
     arms = [a for a in cfg.selected() if a.id != "adam"]
@@ -588,13 +609,16 @@ def _bucket_gain(cfg: Config, results: dict[str, list[RunResult]], n_buckets: in
     width = 0.8 / n_buckets
     for j, name in enumerate(names):
         key = f"val_loss_{name}"
-        base = _mean(_final(results["adam"], key))
-        gains = [base - _mean(_final(results[a.id], key)) for a in arms]
-        ax.bar([i + j * width for i in range(len(arms))], gains, width, label=name)
+        base = _final(results["adam"], key)
+        gains = [_mean(base) - _mean(_final(results[a.id], key)) for a in arms]
+        errors = [_gain_se(base, _final(results[a.id], key)) for a in arms]
+        ax.bar([i + j * width for i in range(len(arms))], gains, width, label=name,
+               yerr=errors, capsize=2, error_kw={"elinewidth": 0.8})  # fmt: skip
     ax.set_xticks([i + width * (n_buckets - 1) / 2 for i in range(len(arms))])
     ax.set_xticklabels([short_label(a) for a in arms], rotation=45, ha="right")
     ax.axhline(0, color="black", lw=0.5)
     ax.set_ylabel("L(all-Adam) − L(arm), nats")
-    ax.set_title("Gain over all-Adam by target-token frequency bucket")
+    seeds = f"mean ± SE over {cfg.seeds} seeds" if cfg.seeds > 1 else "one seed"
+    ax.set_title(f"Gain over all-Adam by target-token frequency bucket ({seeds})")
     legend_outside(ax, title="target bucket")
     return fig

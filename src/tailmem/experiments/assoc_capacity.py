@@ -22,6 +22,7 @@ from tailmem import progress
 from tailmem.assoc.fits import loglog_slope
 from tailmem.assoc.memory import DenseMemory
 from tailmem.assoc.optimizers import OPTIMIZERS
+from tailmem.assoc.optimizers import label as optimizer_label
 from tailmem.claims.core import grid_edge
 from tailmem.claims.registry import evaluate
 from tailmem.claims.related import CapacityInputs
@@ -208,7 +209,8 @@ def _figure(cfg: Config, rows: list[dict[str, Any]], fits: dict[str, Any]) -> Pl
     for opt in cfg.optimizers:
         sel = [r for r in rows if r["optimizer"] == opt]
         slope = fits.get(opt)
-        label = f"{opt} (fit {slope:.2f})" if slope is not None else opt
+        name = optimizer_label(opt)
+        label = f"{name} (fit {slope:.2f})" if slope is not None else name
         ax.plot(
             [r["d"] for r in sel],
             [max(r["error"], 1e-6) for r in sel],

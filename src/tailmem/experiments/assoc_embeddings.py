@@ -56,6 +56,7 @@ from tailmem import progress
 from tailmem.assoc import build_memory, custom, lr_schedule, train, two_group, zipf
 from tailmem.assoc.embeddings import Embedding, haar_orthogonal
 from tailmem.assoc.optimizers import OptimizerSpec
+from tailmem.assoc.optimizers import label as optimizer_label
 from tailmem.assoc.spectra import FrequencySpectrum
 from tailmem.claims.core import (
     Bound,
@@ -493,7 +494,7 @@ def figure(cfg: Config, rows: Sequence[Mapping[str, Any]]) -> PlotFigure:
                 ax.annotate("not run", (i, 1.0), ha="center", va="bottom", fontsize=8)
         ax.axhline(1.0, color="k", lw=0.8, ls=":")
         ax.set_yscale("log")
-        ax.set_xticks(range(len(cfg.families)), cfg.families)
+        ax.set_xticks(range(len(cfg.families)), [optimizer_label(f) for f in cfg.families])
         ax.set_title(f"{REGIME_LABELS[regime]}: d = {cfg.dims()[regime]}, K = {cfg.facts}")
     axes[0].set_ylabel("rarest ÷ head time to halve the loss")
     axes[0].legend(title="embeddings (▲: lower bound)", fontsize=8)

@@ -36,6 +36,7 @@ import tailmem.assoc as A
 from tailmem import progress
 from tailmem.assoc.fits import exponential_rate, loglog_slope
 from tailmem.assoc.memory import loss_floor
+from tailmem.assoc.optimizers import label as optimizer_label
 from tailmem.assoc.structure import Layout, project
 from tailmem.assoc.theory import MUON_NOISY_EXPONENT, gd_noisy_exponent, gd_stability_threshold
 from tailmem.claims.b import BInputs
@@ -685,7 +686,7 @@ def _figure_curves(cfg: Config, rows: list[dict[str, Any]], fits: dict[str, Any]
             ax,
             xlabel="step t",
             ylabel="mean loss per fact in group",
-            title=f"{opt} (η = {sel[0]['lr']:.3g})",
+            title=f"{optimizer_label(opt)} (η = {sel[0]['lr']:.3g})",
             ylim=(1e-14, 20),
         )
     ax = axes[4]
@@ -695,7 +696,7 @@ def _figure_curves(cfg: Config, rows: list[dict[str, Any]], fits: dict[str, Any]
             [r["step"] for r in sel],
             [max(r["loss"], 1e-16) for r in sel],
             color=COLORS[opt],
-            label=opt,
+            label=optimizer_label(opt),
         )
     t = torch.logspace(0, math.log10(cfg.curve_steps), 100, dtype=torch.float64)
     eta = fits["lrs"]["gd"]

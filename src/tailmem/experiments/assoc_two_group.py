@@ -31,6 +31,7 @@ from tailmem.assoc import theory
 from tailmem.assoc.balance import one_step_balance, one_step_curve, update_spectrum
 from tailmem.assoc.fits import loglog_slope
 from tailmem.assoc.optimizers import OPTIMIZERS
+from tailmem.assoc.optimizers import label as optimizer_label
 from tailmem.assoc.spectra import HEAD_ROUNDINGS
 from tailmem.claims.a4 import A4Inputs
 from tailmem.claims.registry import evaluate
@@ -455,7 +456,7 @@ def _figure_rho(cfg: Config, rows: list[dict[str, Any]]) -> PlotFigure:
                 "color": COLORS.get(opt),
                 "marker": MARKERS.get(opt, "o"),
                 "linestyle": STYLES[emb],
-                "label": f"{opt}, {emb}",
+                "label": f"{optimizer_label(opt)}, {emb}",
             }
             axes[0].plot(ks, [r["rho"] for r in sel], **kw)
             gaps = [(k, 1 - cfg.eps - r["rho"]) for k, r in zip(ks, sel, strict=True)]
@@ -511,7 +512,7 @@ def _figure_delta_loss(
                     [r["gap"] for r in sel],
                     color=COLORS.get(opt),
                     linestyle=STYLES[emb],
-                    label=f"{opt}, {emb}",
+                    label=f"{optimizer_label(opt)}, {emb}",
                 )
         ax.set(xscale="log", xlabel="loss L(W)", title=title)
         ax.invert_xaxis()
@@ -550,7 +551,7 @@ def _figure_spectra(
             s / s[0],
             color=COLORS.get(opt),
             linestyle=STYLES[emb],
-            label=f"{opt}, {emb}",
+            label=f"{optimizer_label(opt)}, {emb}",
         )
     style_loglog(
         ax,

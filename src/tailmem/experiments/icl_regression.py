@@ -396,7 +396,7 @@ def figures(found: Measured, floor: float, labels: Mapping[str, str]) -> tuple[F
         ))  # fmt: skip
     pair = found.measures.pair("muon", "adam")
     if pair is not None:
-        fig = lag_ratio_figure(pair)
+        fig = lag_ratio_figure(pair, labels=labels)
         fig.axes[0].set_xlabel("score level tau (1 − normalised MSE)")
         shown.append(Figure(
             "lag_ratio",

@@ -56,6 +56,8 @@ CUBIC_MAX_STEPS = 100
 """Step cap of the "cubic" iteration; a singular value ``s`` needs ``≈ log(1/s)/log(1.5) + 5``."""
 
 METHODS: tuple[str, ...] = ("ns5", "polar_express", "cubic", "svd", "gram_ns", "auto")
+"""The orthogonalisation methods, by name: what ``orthogonalize(G, method=...)`` and
+``Muon(..., method=...)`` accept."""
 
 POLYNOMIAL_METHODS: tuple[str, ...] = ("ns5", "polar_express", "gram_ns", "auto")
 """The methods that run a fixed number of polynomial steps (no host sync): these compile."""

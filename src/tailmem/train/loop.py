@@ -4,10 +4,12 @@
 into ``run_dir``:
 
 - ``metrics.jsonl``: one JSON object per logged step — ``step`` (updates done), ``loss`` (mean
-  training loss since the previous line), ``grad_norm`` (mean pre-clip global norm, same window),
-  ``lr`` (first group) and ``lrs`` (every group, when there are several), ``tokens`` (input
-  tokens consumed so far, all ranks), ``elapsed`` and ``tokens_per_s`` (wall clock; see
-  :data:`TIMING_KEYS`), and ``eval`` (the merged dicts of the eval hooks) on evaluation steps;
+  training loss since the previous line; an evaluation's console line shows it as ``loss``
+  beside the one update's ``batch loss``, see :func:`losses_text`), ``grad_norm`` (mean
+  pre-clip global norm, same window), ``lr`` (first group) and ``lrs`` (every group, when there
+  are several), ``tokens`` (input tokens consumed so far, all ranks), ``elapsed`` and
+  ``tokens_per_s`` (wall clock; see :data:`TIMING_KEYS`), and ``eval`` (the merged dicts of the
+  eval hooks) on evaluation steps;
 - ``ckpt/step_NNNNNN.pt``: checkpoints (model, optimiser, base learning rates, RNG states of every
   rank, data-source state, loop counters), written atomically;
 - on divergence, ``diverged.json`` and ``nan_diagnostics.json`` / ``nan_batch.pt``;
@@ -178,8 +180,9 @@ class TrainConfig:
 @dataclass
 class TrainResult:
     """Outcome of :func:`train`: ``status`` is "complete" or :data:`DIVERGED` (a non-finite loss
-    or gradient norm at update ``step + 1``; ``loss`` is that non-finite value); ``precision``
-    the one it trained in (``auto`` resolved)."""
+    or gradient norm at update ``step + 1``; ``loss`` is that non-finite value); ``loss`` is the
+    last update's batch loss (not ``metrics.jsonl``'s windowed mean); ``precision`` the one it
+    trained in (``auto`` resolved)."""
 
     status: str
     step: int
@@ -290,6 +293,17 @@ def describe_scalars(metrics: Mapping[str, Any]) -> str:
         for k, v in metrics.items()
         if "/" not in k and isinstance(v, int | float)
     )
+
+
+def losses_text(row: Mapping[str, Any], window: int, batch_loss: float) -> str:
+    """The losses of an evaluation's console line, named apart: ``loss`` is what
+    ``metrics.jsonl`` logs in ``row`` (the mean over its logging window of ``window`` updates;
+    left out when the step closes no window), ``batch loss`` this update's loss on its one
+    batch, a far noisier number."""
+    batch = f"batch loss {batch_loss:.4f}"
+    if "loss" not in row:
+        return batch
+    return f"loss {row['loss']:.4f} (mean of {window} updates), {batch}"
 
 
 def _fmt_time(seconds: float) -> str:
@@ -626,6 +640,7 @@ def train(
             is_log, is_eval, is_ckpt = cfg.due(done, bool(eval_hooks))
             if is_log or is_eval:
                 row = _log_row(state, optimizer, now - window_start, with_window=is_log)
+                window = len(state.window)
                 if is_log:
                     bar.set_postfix(loss=f"{row['loss']:.4f}", refresh=False)
                     state.window, state.window_tokens, window_start = [], 0, now
@@ -634,14 +649,14 @@ def train(
                     rate = (done - start) / max(now - session_start, 1e-9)
                     eta = _fmt_time((cfg.steps - done) / rate) if rate > 0 else "?"
                     out.say(
-                        f"step {done}/{cfg.steps} loss {result.loss:.4f} | {describe(last_eval)} "
-                        f"| elapsed {_fmt_time(state.elapsed)} ETA {eta}"
+                        f"step {done}/{cfg.steps} {losses_text(row, window, result.loss)} | "
+                        f"{describe(last_eval)} | elapsed {_fmt_time(state.elapsed)} ETA {eta}"
                     )
                 outputs.record(row)
             if is_ckpt:
                 save(run_dir / "ckpt", model, optimizer, data, run, cfg, ctx, device, identity)
         D.barrier(ctx)
-        message = f"trained {cfg.steps} steps, final loss {last_loss}"
+        message = f"trained {cfg.steps} steps, final batch loss {last_loss}"
         out.say(message)
         return TrainResult(
             COMPLETE, cfg.steps, last_loss, resumed_from, message, last_eval, cfg.precision

@@ -146,6 +146,7 @@ def gap_outputs(
                 fta_vs_exposures_figure(
                     curves[lead_arm, lag_arm], lead_arm, lag_arm, groups=tail,
                     taus=found.ours.taus, title=f"{lead} (solid) vs {lag} (dashed), {ffn} FFN",
+                    labels=labels,
                 ),
                 f"FTA of the tail groups against exposures per fact (times one fact has been "
                 f"trained), {lead} vs {lag}, {ffn} FFN, mean ± SE band over "
@@ -158,7 +159,7 @@ def gap_outputs(
                     pair, reference=reference,
                     reference_label=gaps.VERSION_LABELS[gaps.REFERENCE],
                     title=f"Exposure-lag ratio of {lag} behind {lead}, {ffn} FFN "
-                    "(▲ at least, ▼ at most)",
+                    "(▲ at least, ▼ at most)", labels=labels,
                 ),
                 f"Exposure-lag ratio, {ffn} FFN: exposures {lag} needs ÷ exposures {lead} needs "
                 "to bring a group to FTA τ (read on each curve's monotone envelope, "
