@@ -214,6 +214,7 @@ GALLERY = {
     "qa_fta_vs_exposures.png": ("knowledge-qa", "fta_vs_exposures_plain.png"),
     "optim_bench_leaderboard.png": ("optim-bench", "leaderboard_BPE_answers.png"),
     "rule_or_rate_share.png": ("rule-or-rate", "share.png"),
+    "rule_or_rate_walk.png": ("rule-or-rate", "walk.png"),
     "icl_nmse_by_group.png": ("icl-regression", "nmse_by_group.png"),
     "isotropy_main.png": ("spectra", "isotropy_main.png"),
     "ablation_bucket_gain.png": ("ablation", "bucket_gain.png"),
@@ -253,6 +254,7 @@ def rule_or_rate(run: Path, record: Mapping[str, Any]) -> dict[str, str]:
                         for arm in ("adam_shared", "adam_own", "muon_own")),
           pm(_number(r["rarest_gap"]), _number(r["rarest_gap_se"])),
           pm(_number(r["rarest_share"]), None)) for r in regime])  # fmt: skip
+    out["rule-or-rate.walk"] = walk_table(_csv(run / "walk.csv"))
     report = json.loads((run / "report.json").read_text())
     out["rule-or-rate.answers"] = (
         "\n".join(
@@ -262,6 +264,30 @@ def rule_or_rate(run: Path, record: Mapping[str, Any]) -> dict[str, str]:
         or "—"
     )
     return out
+
+
+def walk_table(rows: Sequence[Mapping[str, str]]) -> str:
+    """The walks as one table: per step, each arm's rarest-group FTA with its 95 % t interval,
+    Muon-own's lead over Adam-own and the share of its lead over Adam-shared that Adam-own closes
+    (Fieller's interval, "not defined" where the lead is not resolved), the point's distance
+    from paper A's pattern and the arms whose rate ended at its grid's end."""
+
+    def cell(r: Mapping[str, str], key: str) -> str:
+        return interval({"ratio": _number(r[key]), "ci_low": _number(r[f"{key}_low"]),
+                         "ci_high": _number(r[f"{key}_high"])})  # fmt: skip
+
+    def share(r: Mapping[str, str]) -> str:
+        if not r["share"]:
+            return "—"
+        return cell(r, "share") if r["share_low"] else f"{float(r['share']):.2f} (not defined)"
+
+    return md_table(
+        ("walk", "step", "factor changed toward the base", "Adam-shared", "Adam-own", "Muon-own",
+         "Muon-own − Adam-own", "share Adam-own closes", "from paper A's pattern",
+         "rates at a grid end"),
+        [(r["walk"], r["step"], r["factor"], cell(r, "adam_shared"), cell(r, "adam_own"),
+          cell(r, "muon_own"), cell(r, "lead"), share(r), pm(_number(r["paper_distance"]), None),
+          r["edges"] or "none") for r in rows])  # fmt: skip
 
 
 COLLECT: dict[str, Callable[[Path, Mapping[str, Any]], dict[str, str]]] = {

@@ -59,3 +59,20 @@ def test_parts_and_assemble_are_inverse_so_an_update_keeps_every_other_study_as_
     others = {k: v for k, v in data["values"].items() if not k.startswith(f"{name}.")
               and k.split(".")[0] in parts and k.split(".")[0] != name}  # fmt: skip
     assert all(again["values"][k] == v for k, v in others.items())
+
+
+def test_the_walk_table_gives_each_arm_its_interval_and_a_share_without_one_as_not_defined():
+    base = {"walk": "d 128 plain", "step": "0", "factor": "start", "adam_shared": "0.04",
+            "adam_shared_low": "0.01", "adam_shared_high": "0.07", "adam_own": "0.07",
+            "adam_own_low": "0.05", "adam_own_high": "0.09", "muon_own": "0.37",
+            "muon_own_low": "0.30", "muon_own_high": "0.44", "lead": "0.30", "lead_low": "0.22",
+            "lead_high": "0.38", "share": "0.09", "share_low": "0.03", "share_high": "0.16",
+            "paper_distance": "1.05", "edges": ""}  # fmt: skip
+    unresolved = base | {"step": "1", "share": "0.5", "share_low": "", "share_high": "",
+                         "edges": "Muon-own: lowest"}  # fmt: skip
+    table = _script().walk_table([base, unresolved]).splitlines()
+    assert table[2].split(" | ")[3:9] == ["0.04 [0.01, 0.07]", "0.07 [0.05, 0.09]",
+                                          "0.37 [0.30, 0.44]", "0.30 [0.22, 0.38]",
+                                          "0.09 [0.03, 0.16]", "1.05"]  # fmt: skip
+    assert "0.50 (not defined)" in table[3] and "Muon-own: lowest" in table[3]
+    assert table[2].endswith("| none |")
