@@ -1,0 +1,58 @@
+"""The cross-implementation page (docs/two-implementations.md) is its results file rendered
+(scripts/reference_check.py), and the collector refuses what is not a finished reference run or
+an output file of the other implementation, in one line."""
+
+from __future__ import annotations
+
+import importlib.util
+import json
+from pathlib import Path
+
+import pytest
+
+from tailmem.errors import DataError
+
+ROOT = Path(__file__).resolve().parents[1]
+
+
+def _script():
+    spec = importlib.util.spec_from_file_location(
+        "reference_check", ROOT / "scripts" / "reference_check.py"
+    )
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module
+
+
+def test_the_page_is_the_results_file_rendered():
+    script = _script()
+    data = json.loads(script.VALUES.read_text())
+    assert script.page_block(script.PAGE.read_text()) == script.tables(data)
+    assert {"d 128 plain", "d 256 gated"} <= set(data["settings"])
+    for run in data["tailmem_runs"]:
+        assert run["commit"] and run["digest"] and run["setting"] in data["settings"]
+
+
+def test_the_tables_pool_every_draw_and_difference_the_means(tmp_path):
+    script = _script()
+    data = {"settings": {"d 8 plain": {
+        "tailmem": {"muon": {"0": {"0": 0.5, "1": 0.7}, "1": {"0": 0.3}}},
+        "reference": {"muon": {"9": {"0": 0.4, "1": 0.4, "2": 0.4}}},
+    }}, "tailmem_runs": []}  # fmt: skip
+    text = script.tables(data)
+    assert "0.600 [" in text and "(n 2)" in text  # tailmem's first draw: 0.5 and 0.7
+    assert "0.500 [" in text and "(n 3)" in text  # every draw pooled: 0.5, 0.7, 0.3
+    assert "+0.100 [" in text  # 0.5 − 0.4
+    assert "tailmem 1: 0.30" in text and "reference 9: 0.40" in text
+
+
+def test_collect_refuses_a_folder_that_is_no_run_and_a_file_that_is_no_output(tmp_path):
+    script = _script()
+    with pytest.raises(DataError, match="is not a run folder; expected a finished knowledge-qa"):
+        script.collect([tmp_path], [])
+    bad = tmp_path / "out.json"
+    bad.write_text('{"arm": "muon"}')
+    with pytest.raises(DataError, match="is not an output file of the independent"):
+        script.collect([], [f"1234={bad}"])
+    with pytest.raises(DataError, match="expected DRAW=FILE"):
+        script.collect([], [str(bad)])
