@@ -8,11 +8,14 @@ from __future__ import annotations
 
 import json
 
+from tailmem.claims.bench import PROTOCOL
 from tailmem.claims.core import ALPHA, CONFIDENCE, Claim, t_quantile
 from tailmem.claims.registry import CLAIMS, claims_of
 from tailmem.errors import ConfigError
 from tailmem.mdtable import md_table
 
+BENCH = "optim-bench"
+"""The experiment whose leaderboard's statistics the Markdown listing states after its table."""
 UNCOVERED = "none"
 """``--experiment none`` selects the claims no experiment measures."""
 HEADER = [
@@ -95,4 +98,7 @@ def as_markdown(claims: list[Claim]) -> str:
         "reproduced, not reproduced, inconclusive (within the noise the run can resolve), "
         "not measured (with a reason). " + STATISTICS
     )
-    return f"{title}\n\n{note}\n\n{md_table(HEADER, rows)}"
+    text = f"{title}\n\n{note}\n\n{md_table(HEADER, rows)}"
+    if any(c.experiment == BENCH for c in claims):
+        text += f"\n\n## The optimiser benchmark's places (`{BENCH}`)\n\n{PROTOCOL}"
+    return text
