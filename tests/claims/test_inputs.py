@@ -11,7 +11,7 @@ import tailmem.claims
 from tailmem.claims.a1 import A1Inputs
 from tailmem.claims.a3 import A3Inputs
 from tailmem.claims.a4 import A4Inputs
-from tailmem.claims.core import Claim, ClaimInputs, Outcome, decided
+from tailmem.claims.core import EXACT, Claim, ClaimInputs, Outcome, decided, declares
 from tailmem.claims.registry import CLAIMS, claims_of, evaluate, inputs_of
 from tailmem.claims.related import BenchMemory
 
@@ -99,6 +99,8 @@ def test_a_check_must_name_its_inputs_class():
 
     with pytest.raises(TypeError, match="annotated as a ClaimInputs dataclass"):
         Claim("X.y", "ablation", "A1", "s", "p", "r", check=untyped)
-    claim = Claim("X.y", "ablation", "A1", "s", "p", "r", check=typed)
-    assert claim.inputs is A1Inputs
+    with pytest.raises(TypeError, match="declares no test"):
+        Claim("X.y", "ablation", "A1", "s", "p", "r", check=typed)
+    claim = Claim("X.y", "ablation", "A1", "s", "p", "r", check=declares(EXACT)(typed))
+    assert claim.inputs is A1Inputs and claim.declared is EXACT
     assert Claim("X.z", None, "A1", "s", "p", "r").inputs is None

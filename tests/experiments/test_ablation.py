@@ -62,15 +62,30 @@ JITTER = (-0.01, 0.0, 0.01)
 """Per-seed offsets: an SE of 0.0058 per arm, so differences above ~0.02 nats are resolved."""
 
 
+ORDER = {"adam": (1, 2, 0), "qk": (2, 0, 1), "vo_ffn": (0, 2, 1), "o": (1, 0, 2),
+         "v": (2, 1, 0), "w_out": (1, 2, 0)}  # fmt: skip
+"""Per arm, the seeds' order of :data:`JITTER` (the rest: as listed): the claims pair arms by
+seed, so two compared arms' offsets differ per seed, and each arm's mean stays its loss."""
+
+
+def _jitter(arm_id: str) -> list[float]:
+    return [JITTER[i] for i in ORDER.get(arm_id, (0, 1, 2))]
+
+
 def _fake(losses: dict[str, float], buckets: dict[str, tuple[float, float, float]] | None = None):
     """Arm results over three seeds: final losses (and per-bucket losses) ``loss + jitter``."""
     out = {}
     for arm_id, loss in losses.items():
         head, body, tail = (buckets or {}).get(arm_id, (loss, loss, loss))
         out[arm_id] = []
-        for seed, j in enumerate(JITTER):
-            final = {"val_loss": loss + j, "val_loss_head": head + j, "val_loss_body": body + j,
-                     "val_loss_tail": tail + j}  # fmt: skip
+        jitter = _jitter(arm_id)
+        for seed, (j, k) in enumerate(zip(jitter, reversed(jitter), strict=True)):
+            final = {
+                "val_loss": loss + j,
+                "val_loss_head": head + j,
+                "val_loss_body": body + j,
+                "val_loss_tail": tail + k,
+            }  # the tail bucket's seeds in another order
             evals = [{"step": 0, "val_loss": 6.0}, {"step": 50, "val_loss": (6.0 + loss) / 2},
                      {"step": 100, **final}]  # fmt: skip
             out[arm_id].append(
@@ -94,16 +109,18 @@ def test_claims_follow_the_seed_statistics():
     assert verdicts == {
         "A1.full_beats_adam": "reproduced",
         "A1.vo_ffn_recovers_full": "reproduced",  # g/g(full) = 0.75
-        "A1.vo_ffn_gain_magnitude": "not reproduced",  # 0.75, below Table 1's 0.943
+        "A1.vo_ffn_gain_magnitude": "not measured",  # Table 1's 0.943 is the 160M model's
         "A1.qk_gain_small": "reproduced",  # 0.2
         "A1.o_beats_v": "reproduced",
         "A1.w_out_beats_w_in": "not reproduced",
         "A1.beyond.tail_gain": "reproduced",
     }
     assert all(
-        c.seeds == [0, 1, 2] and "±" in c.ours for c in results if c.id != "A1.qk_gain_small"
+        c.seeds == [0, 1, 2] and "±" in c.ours
+        for c in results
+        if c.id not in ("A1.qk_gain_small", "A1.vo_ffn_gain_magnitude")
     )
-    losses |= {"vo_ffn": 3.6, "qk": 3.65}  # 0.4 and 0.35 of full Muon's gain
+    losses |= {"vo_ffn": 3.6, "qk": 3.55}  # 0.4 and 0.45 of full Muon's gain
     verdicts = {c.id: c.verdict for c in ablation.claims(cfg, _fake(losses), 3)}
     assert verdicts["A1.vo_ffn_recovers_full"] == verdicts["A1.qk_gain_small"] == "not reproduced"
     # The same relative gain on head and tail: no tail advantage resolved.
@@ -290,7 +307,9 @@ def test_cpu_and_paper_presets_validate_and_the_paper_model_builds_on_meta():
     arms = [r.id for r in cpu.selected()]
     losses = {arm: 3.0 + 0.1 * i for i, arm in enumerate(arms)}
     found = ablation.claims(cpu, _fake(losses), 3)
-    assert "not measured" not in {c.verdict for c in found}
+    # the magnitude against Table 1 is judged on paper A's 160M model only
+    (elsewhere,) = [c for c in found if c.verdict == "not measured"]
+    assert "not measured in its setting" in elsewhere.reason
     for arm in arms:
         fewer = ablation.Config(seeds=3, arms=[a for a in arms if a != arm])
         missing = ablation.claims(fewer, _fake({a: v for a, v in losses.items() if a != arm}), 3)

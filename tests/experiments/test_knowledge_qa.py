@@ -16,6 +16,7 @@ import pytest
 import torch
 
 from tailmem.claims.a3 import CHANCE_TOL
+from tailmem.claims.core import PAPER_A_QA
 from tailmem.claims.registry import claims_of, read_claims
 from tailmem.cli import main
 from tailmem.config import load_config
@@ -641,10 +642,10 @@ def test_tables_gap_and_claim_rules_on_constructed_results():
     finals = {
         "muon": [[1, 1, 1, 1.0, 0.99], [1, 1, 1, 0.96, 0.93], [1, 1, 1, 0.98, 0.96]],
         "adam": [[1, 1, 1, 0.60, 0.31], [1, 1, 1, 0.50, 0.21], [1, 1, 1, 0.55, 0.26]],
-        "sgd": [
+        "sgd": [  # the rarest group follows Adam's seeds (paired: the claims pair by seed)
             [0.6, 0.6, 0.5, 0.2, 0.11],
-            [0.6, 0.6, 0.5, 0.2, 0.13],
-            [0.6, 0.6, 0.5, 0.2, 0.12],
+            [0.6, 0.6, 0.5, 0.2, 0.02],
+            [0.6, 0.6, 0.5, 0.2, 0.07],
         ],
         "muon_vo_ffn": [[1, 1, 1, 0.92, 0.91], [1, 1, 1, 0.92, 0.89], [1, 1, 1, 0.92, 0.91]],
         "muon_qk": [[1, 1, 1, 0.6, 0.31]] * 3,
@@ -674,7 +675,7 @@ def test_tables_gap_and_claim_rules_on_constructed_results():
     assert verdicts["A3.plain.head_all_optimisers"] == "not reproduced"  # SGD head 0.567
     assert verdicts["A3.plain.muon_vo_ffn_like_muon"] == "reproduced"  # t = 0.643/0.70 = 0.92
     assert verdicts["A3.plain.muon_qk_like_adam"] == "reproduced"  # t = 0.05/0.70 = 0.07
-    assert verdicts["A3.plain.sgd_below_adam"] == "reproduced"  # 0.12 vs 0.26
+    assert verdicts["A3.plain.sgd_below_adam"] == "reproduced"  # 0.07 vs 0.26
     # Both 0.5 at step 50: no difference, but the floored SE leaves the interval around 0, so a
     # direction claim stays undecided (not reproduced needs Muon below Adam beyond the interval).
     assert verdicts["A3.plain.midtail_halfway"] == "inconclusive"
@@ -688,9 +689,13 @@ def test_tables_gap_and_claim_rules_on_constructed_results():
 
     no_gap = _plan_with({a: [[1, 1, 1, 0.5, 0.4]] * 3 for a in finals})
     found = {c.id: c for c in claims(no_gap, m=4, head_groups=3, chance=0.01)}
-    # Muon = Adam: short of the published gap beyond noise; the direction alone stays undecided
-    # (refuting it needs Muon below Adam beyond the interval).
-    assert found["A3.plain.tail_gap_magnitude"].verdict == "not reproduced"
+    # The published gap is paper A's 160M model's: not measured in this model's setting.
+    magnitude = found["A3.plain.tail_gap_magnitude"]
+    assert magnitude.verdict == "not measured" and "in its setting" in magnitude.reason
+    at_paper = {c.id: c for c in claims(no_gap, 4, 3, 0.01, model=PAPER_A_QA)}
+    # On the paper's model, Muon = Adam is short of the published gap beyond noise; the
+    # direction alone stays undecided (refuting it needs Muon below Adam beyond the interval).
+    assert at_paper["A3.plain.tail_gap_magnitude"].verdict == "not reproduced"
     assert found["A3.plain.tail_muon_vs_adam"].verdict == "inconclusive"
     hybrid = found["A3.plain.muon_vo_ffn_like_muon"]  # nothing to place it between
     assert hybrid.verdict == "inconclusive" and "Muon − Adam not resolved" in hybrid.reason

@@ -3,9 +3,11 @@
 The checks are pure functions of :class:`A2Inputs` (which also carries what
 ``A1.table2.logit_bounded``, see :mod:`~tailmem.claims.a1`, reads from the same runs).
 
-"More isotropic" is higher H_norm and eRank, lower TopE_k and Q75/25; every Muon–Adam comparison
-is over seeds (mean ± SE, ≥ 3 seeds, beyond the 95 % two-sided Welch t interval:
-:func:`~tailmem.claims.core.compare_seeds`). The four metrics of a matrix are functions of the
+"More isotropic" is higher H_norm and eRank, lower TopE_k and Q75/25; the two arms share their
+seeds (the same data order and initialisation), so every Muon–Adam comparison is paired: per-seed
+differences over ≥ 3 seeds, beyond their 95 % two-sided Student-t interval
+(:func:`~tailmem.claims.core.compare_paired`), and the seed variances are compared by the paired
+(Pitman–Morgan) test. The four metrics of a matrix are functions of the
 same singular values of the same seeds: one measurement seen four ways, never four independent
 ones. So a refutation from any of them is corrected for the family (Holm), and the seed-spread
 claim compares one pre-specified metric per matrix (:data:`SPREAD_METRIC`).
@@ -13,6 +15,7 @@ claim compares one pre-specified metric per matrix (:data:`SPREAD_METRIC`).
 
 from __future__ import annotations
 
+import math
 import statistics
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
@@ -23,12 +26,15 @@ from tailmem.claims.core import (
     ALPHA,
     CONFIDENCE,
     MIN_SEEDS,
+    TWO_SIDED,
     Claim,
     ClaimInputs,
     Comparison,
+    Declared,
     MeanSE,
     Outcome,
-    compare_seeds,
+    compare_paired,
+    declares,
     holm,
     inconclusive,
     unmeasured,
@@ -37,9 +43,10 @@ from tailmem.claims.core import (
 EXPERIMENT = "spectra"
 _PUBLISHED = "curves only: Muon higher H and eRank, lower Top10E and Q75/25"
 _RULE = (
-    "every metric (layer mean, final step), mean ± SE over ≥ 3 seeds: Muon − Adam in the "
-    f"isotropic direction beyond the {CONFIDENCE:.0%} two-sided t interval (Welch df) of both "
-    "arms' noise, in every metric of every matrix → reproduced; Adam more isotropic beyond the "
+    "every metric (layer mean, final step), per seed (paired: the arms share seeds) over ≥ 3 "
+    "seeds: Muon − Adam in the isotropic direction beyond the "
+    f"{CONFIDENCE:.0%} two-sided t interval of the per-seed differences (df n − 1), in every "
+    "metric of every matrix → reproduced; Adam more isotropic beyond the "
     "interval in some metric, with Holm's correction over the claim's metric comparisons at "
     f"family-wise {ALPHA:.0%} → not reproduced; otherwise (or < 3 seeds) inconclusive"
 )
@@ -55,7 +62,8 @@ _WHY = (
 @dataclass(frozen=True, kw_only=True)
 class A2Inputs(ClaimInputs):
     """What the spectra study gives the A2 checks and ``A1.table2.logit_bounded`` (arms
-    ``"muon"`` and ``"adam"``; every per-seed list in the order of ``seeds``)."""
+    ``"muon"`` and ``"adam"``; every per-seed list in the order of ``seeds``, the seeds both
+    arms completed, so that seed ``i`` of one arm is paired with seed ``i`` of the other)."""
 
     seeds: Sequence[int]
     """The seeds behind every per-seed list (complete runs of both arms)."""
@@ -87,12 +95,17 @@ def _matrices(claim: Claim, inputs: A2Inputs) -> list[str]:
 def isotropy_comparison(
     muon: Sequence[float], adam: Sequence[float], higher_is_isotropic: bool
 ) -> Comparison:
-    """Muon − Adam over seeds in the isotropic direction (values sign-flipped where lower is
-    more isotropic): ``reproduced`` means Muon is more isotropic beyond the t interval."""
+    """Muon − Adam per paired seed in the isotropic direction (values sign-flipped where lower
+    is more isotropic): ``reproduced`` means Muon is more isotropic beyond the t interval."""
     sign = 1.0 if higher_is_isotropic else -1.0
-    return compare_seeds([sign * x for x in muon], [sign * x for x in adam])
+    return compare_paired([sign * x for x in muon], [sign * x for x in adam])
 
 
+@declares(Declared(
+    "paired t of Muon − Adam per seed in each metric of each matrix, df n − 1", TWO_SIDED,
+    "the claim's metric comparisons (4 metrics × its matrices)",
+    "confirm: every one required (intersection–union, none needed); refute: Holm",
+))  # fmt: skip
 def check_isotropic(claim: Claim, inputs: A2Inputs) -> Outcome:
     """Muon more isotropic than Adam in every metric of every matrix, each beyond the t
     interval; refuted by a metric in Adam's favour beyond it, after Holm's correction over the
@@ -144,36 +157,51 @@ singular values, so they add no independent comparison)."""
 @dataclass(frozen=True)
 class VarianceRatio:
     """Adam's seed variance over Muon's for one matrix (:func:`variance_ratio`): the ratio, its
-    two-sided :data:`~tailmem.claims.core.CONFIDENCE` interval and p-value (F-test), and the
-    seed counts."""
+    two-sided :data:`~tailmem.claims.core.CONFIDENCE` interval, the p-value of equal variances
+    and the number of paired seeds."""
 
     ratio: float
     low: float
     high: float
     p: float
-    n_muon: int
-    n_adam: int
+    n: int
 
 
 def variance_ratio(muon: Sequence[float], adam: Sequence[float]) -> VarianceRatio | None:
-    """The F-test of equal seed variances: F = s²_Adam / s²_Muon has Fisher's F distribution
-    with (n_Adam − 1, n_Muon − 1) degrees of freedom under equal variances (normal seeds), so
-    the interval of σ²_Adam/σ²_Muon is [F / F_{1−α/2}, F / F_{α/2}]. None when either variance
-    is 0 (no noise estimate) or an arm has fewer than two seeds."""
-    if min(len(muon), len(adam)) < 2:
+    """The paired test of equal seed variances (Pitman 1939, Morgan 1939): the arms share their
+    seeds, so their values are correlated and Fisher's F (independent samples) does not apply.
+    With r the correlation of Adam's and Muon's values over the seeds, the ratio
+    F = s²_Adam / s²_Muon equals 1 exactly when Adam − Muon and Adam + Muon are uncorrelated,
+    so t = r_ds √(n − 2) / √(1 − r_ds²) on n − 2 degrees of freedom tests it; the interval of
+    σ²_Adam/σ²_Muon is F·(K ∓ √(K² − 1)) with K = 1 + 2(1 − r²) t²_{n−2} / (n − 2) (the
+    inversion of that test). None when either variance is 0 (no noise estimate) or there are
+    fewer than three paired seeds."""
+    if len(muon) != len(adam):
+        raise ValueError(f"paired seeds differ in length: {len(muon)} and {len(adam)}")
+    n = len(muon)
+    if n < 3:
         return None
     var_m, var_a = statistics.variance(muon), statistics.variance(adam)
     if var_m <= 0 or var_a <= 0:
         return None
-    df_a, df_m = len(adam) - 1, len(muon) - 1
     f = var_a / var_m
-    tail = (1 - CONFIDENCE) / 2
-    dist = scipy_stats.f(df_a, df_m)
-    low, high = f / float(dist.ppf(1 - tail)), f / float(dist.ppf(tail))
-    p = min(1.0, 2 * min(float(dist.cdf(f)), float(dist.sf(f))))
-    return VarianceRatio(f, low, high, p, len(muon), len(adam))
+    r = statistics.correlation(list(adam), list(muon)) if n > 2 else 0.0
+    df = n - 2
+    # corr(Adam − Muon, Adam + Muon) = (F − 1) / √((F + 1)² − 4 r² F)
+    r_ds = (f - 1) / math.sqrt((f + 1) ** 2 - 4 * r * r * f)
+    t = r_ds * math.sqrt(df) / math.sqrt(max(1 - r_ds * r_ds, 1e-300))
+    p = float(2 * scipy_stats.t.sf(abs(t), df))
+    q = float(scipy_stats.t.ppf(0.5 + CONFIDENCE / 2, df))
+    k = 1 + 2 * (1 - r * r) * q * q / df
+    root = math.sqrt(k * k - 1)
+    return VarianceRatio(f, f * (k - root), f * (k + root), min(p, 1.0), n)
 
 
+@declares(Declared(
+    "paired (Pitman–Morgan) t test of equal seed variances of the per-seed SVD entropy, "
+    "df n − 2; interval of Adam's variance ÷ Muon's", TWO_SIDED, "the two matrices (VO, W_out)",
+    "confirm: both required (intersection–union, none needed); refute: Holm over the two",
+))  # fmt: skip
 def check_seed_spread(claim: Claim, inputs: A2Inputs) -> Outcome:
     """Adam's seed variance above Muon's for each of VO and W_out (the matrices of Fig. 2),
     each an F-test of :data:`SPREAD_METRIC` at the final step; below Muon's for either, after
@@ -195,7 +223,7 @@ def check_seed_spread(claim: Claim, inputs: A2Inputs) -> Outcome:
     parts = [
         f"{m}: no variance estimate (a seed variance of 0)" if t is None else
         f"{m}: Adam's variance ÷ Muon's {t.ratio:.3g} ({CONFIDENCE:.0%} CI {t.low:.3g}–"
-        f"{t.high:.3g}, F-test df {t.n_adam - 1}, {t.n_muon - 1})"
+        f"{t.high:.3g}, paired test over {t.n} seeds, df {t.n - 2})"
         for m, t in tests.items()
     ]  # fmt: skip
     ours = f"{SPREAD_METRIC} at the final step: " + "; ".join(parts)
@@ -244,8 +272,9 @@ CLAIMS: list[Claim] = [
         "one statistic per matrix, fixed in advance: the normalised SVD entropy H "
         f"({SPREAD_METRIC}) of the layer mean at the final step, per seed, for "
         "{vo} and W_out; per matrix the "
-        "F-test of Adam's seed variance over Muon's (df n_Adam − 1, n_Muon − 1, ≥ 3 seeds "
-        f"each): its {CONFIDENCE:.0%} two-sided interval above 1 for both matrices → "
+        "paired (Pitman–Morgan) test of Adam's seed variance over Muon's (the arms share "
+        "seeds; df n − 2, ≥ 3 paired seeds): its "
+        f"{CONFIDENCE:.0%} two-sided interval above 1 for both matrices → "
         f"reproduced; below 1 for either at family-wise {ALPHA:.0%} (Holm over the two) → not "
         "reproduced; else (or < 3 seeds) inconclusive",
         placeholders={"vo": "the VO matrix of the config"},
@@ -253,11 +282,12 @@ CLAIMS: list[Claim] = [
         why="'Nearly identical vs varies' compares seed variances, one per matrix of Fig. 2 "
         "(VO and W_out). The four metrics are functions of the same singular values of the "
         "same seeds — one measurement, not four independent comparisons — so one metric per "
-        "matrix is fixed in advance (H, the paper's first). The variance ratio of normal "
-        "samples is F-distributed, an exact small-sample test; with 3 seeds per arm (df 2, 2) "
-        "the ratio must exceed 39 (Adam's SD 6.2× Muon's) to be resolved, so the paper's 10 "
-        "seeds are what decides it. Both matrices are required (no correction needed to "
-        "confirm); a refutation by either is corrected for the two (Holm).",
+        "matrix is fixed in advance (H, the paper's first). The two arms share their seeds, "
+        "so their values are correlated: Fisher's F (independent samples) does not apply, and "
+        "the paired Pitman–Morgan test — exact for normal pairs — does; with 5 seeds (df 3) "
+        "the ratio must be large to be resolved, so the paper's 10 seeds are what decides it. "
+        "Both matrices are required (no correction needed to confirm); a refutation by either "
+        "is corrected for the two (Holm).",
         min_seeds=MIN_SEEDS,
     ),
     Claim(

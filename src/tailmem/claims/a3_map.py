@@ -24,10 +24,13 @@ from tailmem.claims.a3_sensitivity import SeedRatios, judge_log
 from tailmem.claims.core import (
     CONFIDENCE,
     MIN_SEEDS,
+    TWO_SIDED,
     Claim,
     ClaimInputs,
+    Declared,
     Outcome,
     decided,
+    declares,
     inconclusive,
     unmeasured,
 )
@@ -58,6 +61,10 @@ class A3MapInputs(ClaimInputs):
     """Every point of the grid."""
 
 
+@declares(Declared(
+    "Welch t of the per-seed log lag ratios, exponent 1 against the flattest (unpaired: the two "
+    "points train on different data), censored seeds kept as bounds", TWO_SIDED,
+))  # fmt: skip
 def check_uniform(claim: Claim, inputs: A3MapInputs) -> Outcome:
     """Pooled lag ratio at ``tau``, exponent 1 vs the grid's smallest exponent (the other axes
     at their reference values), on the log scale: larger at exponent 1 beyond the 95 % t

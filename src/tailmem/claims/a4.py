@@ -13,10 +13,13 @@ from dataclasses import dataclass
 from typing import Any
 
 from tailmem.claims.core import (
+    EXACT,
+    TREND,
     Claim,
     ClaimInputs,
     Outcome,
     decided,
+    declares,
     inconclusive,
     trend_bound,
     unmeasured,
@@ -88,6 +91,7 @@ def _gd_rate_exponent(alpha: float, beta: float) -> float:
     return min(x, 1 / x)
 
 
+@declares(TREND)
 def _check_gd_slope(claim: Claim, inputs: A4Inputs) -> Outcome:
     """O(K^(r−1)) as a trend: c_K = ϱ/K^(r−1) must not grow with K, every embedding."""
     cfg = inputs.config
@@ -119,6 +123,7 @@ def _all_of(outcomes: Sequence[Outcome], **kw: Any) -> Outcome:
     return inconclusive(ours, reason, details=details, **kw)
 
 
+@declares(EXACT)
 def _check_gd_min_step(claim: Claim, inputs: A4Inputs) -> Outcome:
     cfg = inputs.config
     rows = [r for e in EMBEDDINGS for r in _rows(inputs, "main", e, "gd")]
@@ -153,6 +158,7 @@ def _constant_trend(ks: Sequence[int], constants: Sequence[float], what: str) ->
     )
 
 
+@declares(TREND)
 def _check_muon_rho(claim: Claim, inputs: A4Inputs) -> Outcome:
     eps = inputs.config["eps"]
     rows = [r for e in EMBEDDINGS for r in _rows(inputs, "main", e, "muon")]
@@ -165,6 +171,7 @@ def _check_muon_rho(claim: Claim, inputs: A4Inputs) -> Outcome:
     return _constant_trend(ks, worst, "(1 − ε − ϱ)/(ε log K / K), worst embedding:")
 
 
+@declares(TREND)
 def _check_muon_update(claim: Claim, inputs: A4Inputs) -> Outcome:
     rows = [s for s in inputs.update_spectra if s["optimizer"] == "muon"]
     main = [
@@ -186,6 +193,7 @@ def _check_muon_update(claim: Claim, inputs: A4Inputs) -> Outcome:
     return decided(trend.verdict == "reproduced" and equal, ours, details=dict(trend.details))
 
 
+@declares(EXACT)
 def _check_signgd_decoupled(claim: Claim, inputs: A4Inputs) -> Outcome:
     eps = inputs.config["eps"]
     rows = _rows(inputs, "main", "decoupled", "signgd")
@@ -197,6 +205,7 @@ def _check_signgd_decoupled(claim: Claim, inputs: A4Inputs) -> Outcome:
     )
 
 
+@declares(TREND)
 def _check_signgd_coupled_slope(claim: Claim, inputs: A4Inputs) -> Outcome:
     """O(K^(r−1)) with the published r as a trend: ϱ/K^(r−1) must not grow over the largest K
     list (the asymptotic set where run, else the main one)."""
@@ -222,6 +231,7 @@ def _check_signgd_coupled_slope(claim: Claim, inputs: A4Inputs) -> Outcome:
     return dataclasses.replace(found, ours=ours)
 
 
+@declares(EXACT)
 def _check_signgd_coupled_r(claim: Claim, inputs: A4Inputs) -> Outcome:
     r = inputs.signgd_coupled_rate_exponent
     ours, swapped, same = (
@@ -237,6 +247,7 @@ def _check_signgd_coupled_r(claim: Claim, inputs: A4Inputs) -> Outcome:
     )
 
 
+@declares(EXACT)
 def _check_signgd_coupled_sv(claim: Claim, inputs: A4Inputs) -> Outcome:
     rows = [
         s
@@ -252,6 +263,7 @@ def _check_signgd_coupled_sv(claim: Claim, inputs: A4Inputs) -> Outcome:
     )
 
 
+@declares(EXACT)
 def _check_printed_row(claim: Claim, inputs: A4Inputs) -> Outcome:
     c = inputs.coupled_check
     return decided(
@@ -265,6 +277,7 @@ def _check_printed_row(claim: Claim, inputs: A4Inputs) -> Outcome:
     )
 
 
+@declares(TREND)
 def _check_muon_multistep(claim: Claim, inputs: A4Inputs) -> Outcome:
     rows = inputs.muon_multistep_k
     if not rows:
@@ -307,6 +320,7 @@ def _panels(gaps: Mapping[tuple[str, str, str], float], emb: str, opt: str) -> l
     return None if any(v is None for v in vals) else [v for v in vals if v is not None]
 
 
+@declares(EXACT)
 def _check_gd_imbalanced(claim: Claim, inputs: A4Inputs) -> Outcome:
     gaps = _max_gaps(inputs)
     vals = [_panels(gaps, e, "gd") for e in EMBEDDINGS]
@@ -315,6 +329,7 @@ def _check_gd_imbalanced(claim: Claim, inputs: A4Inputs) -> Outcome:
     return decided(all(x >= claim["gap_min"] for v in vals if v for x in v), _fmt(gaps, "gd"))
 
 
+@declares(EXACT)
 def _check_muon_balanced(claim: Claim, inputs: A4Inputs) -> Outcome:
     gaps = _max_gaps(inputs)
     vals = [_panels(gaps, e, "muon") for e in EMBEDDINGS]
@@ -323,6 +338,7 @@ def _check_muon_balanced(claim: Claim, inputs: A4Inputs) -> Outcome:
     return decided(all(x <= claim["gap_max"] for v in vals if v for x in v), _fmt(gaps, "muon"))
 
 
+@declares(EXACT)
 def _check_signgd(claim: Claim, inputs: A4Inputs) -> Outcome:
     gaps = _max_gaps(inputs)
     dec = _panels(gaps, "decoupled", "signgd")
@@ -341,6 +357,7 @@ def _check_signgd(claim: Claim, inputs: A4Inputs) -> Outcome:
     )
 
 
+@declares(EXACT)
 def _check_rise_then_fall(claim: Claim, inputs: A4Inputs) -> Outcome:
     rises = []
     for rows in (inputs.sweep, inputs.multi):

@@ -11,11 +11,14 @@ from dataclasses import dataclass
 from typing import Any
 
 from tailmem.claims.core import (
+    EXACT,
+    TREND,
     Claim,
     ClaimInputs,
     Outcome,
     Trend,
     decided,
+    declares,
     grid_edge,
     inconclusive,
     log_factor_slope,
@@ -67,6 +70,7 @@ class BInputs(ClaimInputs):
     """Max relative distance from the exchangeable algebra: ``muon``, ``signgd`` (control)."""
 
 
+@declares(EXACT)
 def _check_gd_per_item(claim: Claim, inputs: BInputs) -> Outcome:
     n = inputs.noiseless
     learned = n["gd_group_ratio_learned"]
@@ -80,6 +84,7 @@ def _check_gd_per_item(claim: Claim, inputs: BInputs) -> Outcome:
     )
 
 
+@declares(EXACT)
 def _check_gd_total(claim: Claim, inputs: BInputs) -> Outcome:
     ratio, slope = inputs.noiseless["gd_total_ratio"], inputs.noiseless["gd_total_slope"]
     return decided(
@@ -92,6 +97,7 @@ def _muon_rates(inputs: BInputs) -> list[float]:
     return inputs.noiseless["muon_group_rates_over_eta"]
 
 
+@declares(EXACT)
 def _check_muon_exponential(claim: Claim, inputs: BInputs) -> Outcome:
     n = inputs.noiseless
     rate, pref, rates = n["muon_rate_over_eta"], n["muon_prefactor_over_k"], _muon_rates(inputs)
@@ -115,6 +121,7 @@ def speed_exponent(
     return loglog_trend(p, speeds), any(t is None for t in times)
 
 
+@declares(TREND)
 def _check_preconditioner(claim: Claim, inputs: BInputs) -> Outcome:
     """Paper B: Muon acts as an implicit preconditioner. GD's per-item dynamics run at a speed
     ∝ p_j (its per-item loss ≈ 1/(η p_j t)): a speed exponent 1 against the frequency. A
@@ -162,6 +169,7 @@ def unlearned_coverage(horizon: float, groups: int, beta: float, gd_lr_p1: float
     return max(0.0, 1.0 - (learned / groups) ** (beta - 1.0))
 
 
+@declares(TREND)
 def _check_gd_exponent(claim: Claim, inputs: BInputs) -> list[Outcome]:
     """A lower bound as a trend: c_T = excess·T^(1−1/β)/coverage(T) must not decay with T."""
     cfg = inputs.config
@@ -196,6 +204,7 @@ def _check_gd_exponent(claim: Claim, inputs: BInputs) -> list[Outcome]:
     return out
 
 
+@declares(TREND)
 def _check_muon_exponent(claim: Claim, inputs: BInputs) -> list[Outcome]:
     """An upper bound as a trend: c_T = envelope·(T/log K)² must not grow with T."""
     out = []
@@ -222,6 +231,7 @@ def _check_muon_exponent(claim: Claim, inputs: BInputs) -> list[Outcome]:
     return out
 
 
+@declares(EXACT)
 def _check_beta_independent(claim: Claim, inputs: BInputs) -> Outcome:
     slopes = [f["muon_slope"] for f in inputs.noisy_fits]
     ours = "fitted exponents " + ", ".join(f"{s:.2f}" for s in slopes)
@@ -245,6 +255,7 @@ def _edges(rows: Sequence[Mapping[str, Any]], config: Mapping[str, Any]) -> list
     return flags
 
 
+@declares(TREND)
 def _check_speedup(claim: Claim, inputs: BInputs) -> Outcome:
     """Ω(C) as a trend: the steps ratio over C must not decay with C; an optimum at a grid
     edge (either optimiser) leaves the ratio unbracketed, hence inconclusive."""
@@ -285,6 +296,7 @@ def _check_speedup(claim: Claim, inputs: BInputs) -> Outcome:
     return Outcome(verdict, ours, values=values, details=details)
 
 
+@declares(EXACT)
 def _check_block_symmetry(claim: Claim, inputs: BInputs) -> Outcome:
     s = inputs.block_symmetry
     return decided(
@@ -295,6 +307,7 @@ def _check_block_symmetry(claim: Claim, inputs: BInputs) -> Outcome:
     )
 
 
+@declares(EXACT)
 def _check_tra(claim: Claim, inputs: BInputs) -> Outcome:
     m = inputs.matching
     clean, noisy = m["noiseless"]["tra_vs_muon_2eta"], m["noisy"]["tra_vs_muon_2eta"]
@@ -305,6 +318,7 @@ def _check_tra(claim: Claim, inputs: BInputs) -> Outcome:
     )
 
 
+@declares(EXACT)
 def _check_signgd_cannot(claim: Claim, inputs: BInputs) -> Outcome:
     """No plain SignGD step size within ``min_mismatch`` of Muon(2η): the best over the grid and
     its refinement between the best grid point's neighbours; a grid whose best point is an end
@@ -322,6 +336,7 @@ def _check_signgd_cannot(claim: Claim, inputs: BInputs) -> Outcome:
     return decided(best["mismatch"] > claim["min_mismatch"], ours)
 
 
+@declares(EXACT)
 def _check_gd_stability(claim: Claim, inputs: BInputs) -> Outcome:
     """The stability threshold in units of 1/p_max does not depend on C: every group size's
     bracket (largest stable, smallest unstable grid value) overlaps the others'."""

@@ -132,6 +132,13 @@ class MeanSE:
             return "—"
         return f"{self.mean:.4g}" + ("" if self.se is None else f" ± {self.se:.2g}")
 
+    def floored(self, resolution: float) -> MeanSE:
+        """The same mean with the SE a decision uses (:func:`floored_se`), so that what is
+        printed is what was decided on; one seed (no SE) stays without one."""
+        if self.se is None or resolution <= 0:
+            return self
+        return MeanSE(self.mean, floored_se(self, resolution), self.n)
+
 
 def mean_se(values: Sequence[float]) -> MeanSE:
     """Mean ± SE of per-seed values (SE = sample SD / √n)."""
@@ -223,6 +230,7 @@ class Comparison:
     df: float | None = None
     half_width: float | None = None
     p: float | None = None
+    paired: bool = False
 
     @property
     def interval(self) -> tuple[float, float] | None:
@@ -236,6 +244,10 @@ class Comparison:
         ci = "" if self.interval is None else " (95 % CI {:+.3g} to {:+.3g})".format(*self.interval)
         bounds = f"; {self.censored} censored seed(s) kept as bounds" if self.censored else ""
         bounds += f"; {self.empty} seed(s) with neither a value nor a bound" if self.empty else ""
+        if self.paired:
+            se = "" if self.se is None else f" ± {self.se:.2g}"
+            return (f"{self.a} vs {self.b} (paired difference {self.difference + self.margin:+.4g}"
+                    f"{se}{ci}{bounds})")  # fmt: skip
         return f"{self.a} vs {self.b} (difference {self.a.mean - self.b.mean:+.4g}{ci}{bounds})"
 
 
@@ -301,6 +313,7 @@ def compare_seeds(
         xb, dir_b, bounds_b, empty_b = _values(b, -1.0)
         mb = mean_se(xb) if xb else MeanSE(math.nan, None, 0)
     ma = mean_se(xa) if xa else MeanSE(math.nan, None, 0)
+    ma, mb = ma.floored(resolution), mb.floored(resolution)  # printed as decided
     censored = bounds_a + bounds_b
     diff = ma.mean - mb.mean - margin
 
@@ -333,7 +346,59 @@ def compare_seeds(
             se,
             **kw,
         )
-    return Comparison(ma, mb, margin, diff, se, verdict, "", censored, 0, **kw)
+    return Comparison(ma, mb, margin, diff, se, verdict, "", censored, 0, df, half, kw["p"])
+
+
+def difference_of(a: float | Bound | None, b: float | Bound | None) -> float | Bound | None:
+    """``a − b`` of one seed's two values, censoring carried: a lower bound of ``a`` or an
+    upper bound of ``b`` makes a lower bound of the difference (and the opposite an upper
+    bound); bounds pulling both ways, or a None, leave nothing."""
+    if a is None or b is None:
+        return None
+    sides: set[Literal["lower", "upper"]] = set()
+    if isinstance(a, Bound):
+        sides.add(a.side)
+    if isinstance(b, Bound):
+        sides.add("upper" if b.side == "lower" else "lower")
+    value = (a.value if isinstance(a, Bound) else a) - (b.value if isinstance(b, Bound) else b)
+    if len(sides) > 1:
+        return None
+    return Bound(value, sides.pop()) if sides else value
+
+
+def _summary(sample: Sample) -> MeanSE:
+    """Mean ± SE of a sample's numbers (bounds at their value; NaN mean when it has none)."""
+    values = [v.value if isinstance(v, Bound) else float(v) for v in sample if v is not None]
+    return mean_se(values) if values else MeanSE(math.nan, None, 0)
+
+
+def compare_paired(
+    a: Sample,
+    b: Sample,
+    *,
+    margin: float = 0.0,
+    min_seeds: int = MIN_SEEDS,
+    resolution: float = 0.0,
+    confidence: float = CONFIDENCE,
+) -> Comparison:
+    """Is ``a − b > margin`` over seeds that two arms share (seed ``i`` of ``a`` and of ``b``
+    trained on the same data order and initialisation)?
+
+    The paired test: the per-seed differences ``aᵢ − bᵢ`` (:func:`difference_of`, censoring
+    carried) against ``margin`` by a one-sample Student-t test, df n − 1, its SE floored by
+    the resolution of a difference of two values each of ``resolution`` (``√2 ·
+    resolution``). The shared seed's noise cancels; an unpaired (Welch) test of the same
+    values adds it twice. Verdicts as :func:`compare_seeds`; the :class:`Comparison`'s ``a``
+    and ``b`` are the arms' own means (for the text), its difference, SE, df and interval
+    those of the paired differences."""
+    if len(a) != len(b):
+        raise ValueError(f"paired samples differ in length: {len(a)} and {len(b)}")
+    diffs = [difference_of(x, y) for x, y in zip(a, b, strict=True)]
+    floor = math.hypot(resolution, resolution)
+    c = compare_seeds(diffs, margin, min_seeds=min_seeds, resolution=floor, confidence=confidence)
+    return dataclasses.replace(c, a=_summary(a).floored(resolution),
+                               b=_summary(b).floored(resolution), margin=margin,
+                               difference=c.a.mean - margin, paired=True)  # fmt: skip
 
 
 @dataclass(frozen=True)
@@ -348,6 +413,23 @@ class Contrast:
     reason: str
     df: float | None = None
     half_width: float | None = None
+    p: float | None = None
+
+    def one_sided(self, side: Literal["above", "below"]) -> float:
+        """The one-sided p-value of the estimate being above 0 (H0: ≤ 0) or below it (H0:
+        ≥ 0); 1 where there is no noise estimate."""
+        return one_sided_p(self.estimate, self.se, self.df, side)
+
+
+def one_sided_p(
+    estimate: float, se: float | None, df: float | None, side: Literal["above", "below"]
+) -> float:
+    """The one-sided Student-t p-value of ``estimate`` (SE ``se``, ``df`` degrees of freedom)
+    being above 0 (``side="above"``: H0 ≤ 0) or below it (H0 ≥ 0); 1 without an SE."""
+    if se is None or df is None or not se > 0:
+        return 1.0
+    t = estimate / se
+    return float(_scipy_stats.t.sf(t, df) if side == "above" else _scipy_stats.t.cdf(t, df))
 
 
 def contrast(
@@ -357,14 +439,32 @@ def contrast(
     min_seeds: int = MIN_SEEDS,
     resolution: float = 0.0,
     confidence: float = CONFIDENCE,
+    paired: bool = False,
 ) -> Contrast:
     """Is ``Σ c·mean(values) > margin`` beyond the noise of every arm it involves?
 
-    The arms are independent (unpaired, like :func:`compare_seeds`): SE = √(Σ c²·SE²), each SE
-    floored by ``resolution``, degrees of freedom by :func:`welch_df`. A ratio bound such as
-    ``g(x)/g(full) ≥ f`` is the contrast ``g(x) − f·g(full) > 0``, so every arm's noise
-    enters, not the point estimate of a ratio. The verdicts are those of :func:`compare_seeds`.
+    Independent arms (unpaired, like :func:`compare_seeds`): SE = √(Σ c²·SE²), each SE
+    floored by ``resolution``, degrees of freedom by :func:`welch_df`. Arms that share their
+    seeds (``paired``, every list in the same seeds' order): per seed the combination
+    Σ cᵢ·xᵢ, then a one-sample Student-t test of its mean against ``margin`` (df n − 1), the SE
+    floored by ``resolution · √(Σ c²)`` (each value's resolution, added in quadrature). A ratio
+    bound such as ``g(x)/g(full) ≥ f`` is the contrast ``g(x) − f·g(full) > 0``, so every
+    arm's noise enters, not the point estimate of a ratio (Fieller's test of the ratio at
+    ``f``). The verdicts are those of :func:`compare_seeds`.
     """
+    if paired:
+        used = [(c, list(v)) for c, v in terms if c]
+        lengths = {len(v) for _, v in used}
+        if len(lengths) != 1:
+            raise ValueError(
+                f"paired contrast: the arms' per-seed lists differ in length {lengths}"
+            )
+        per_seed = [sum(c * v[i] for c, v in used) for i in range(lengths.pop())]
+        floor = resolution * math.sqrt(sum(c * c for c, _ in used))
+        found = compare_seeds(per_seed, margin, min_seeds=min_seeds, resolution=floor,
+                              confidence=confidence)  # fmt: skip
+        return Contrast(found.difference, found.se, found.verdict, found.reason, found.df,
+                        found.half_width, found.p)  # fmt: skip
     stats = [(c, mean_se(v)) for c, v in terms if c]
     estimate = sum(c * m.mean for c, m in stats) - margin
     n = min(m.n for _, m in stats)
@@ -378,10 +478,45 @@ def contrast(
         return Contrast(estimate, se, "inconclusive", reason)
     df = welch_df(parts)
     half = t_quantile(df, confidence) * se
+    p = two_sided_p(estimate, se, df)
     if abs(estimate) <= half:
-        return Contrast(estimate, se, "inconclusive", _within_noise(estimate, half), df, half)
+        return Contrast(estimate, se, "inconclusive", _within_noise(estimate, half), df, half, p)
     verdict: Verdict = "reproduced" if estimate > 0 else "not reproduced"
-    return Contrast(estimate, se, verdict, "", df, half)
+    return Contrast(estimate, se, verdict, "", df, half, p)
+
+
+@dataclass(frozen=True)
+class Band:
+    """An equivalence decided edge by edge (:func:`within_band`): the verdict, each edge's
+    one-sided p-value of lying inside (above 0) and outside (below 0), and why it is
+    undecided."""
+
+    verdict: Verdict
+    p_inside: tuple[float, ...]
+    p_outside: tuple[float, ...]
+    reason: str = ""
+
+
+def within_band(edges: Sequence[tuple[str, Contrast]], alpha: float = ALPHA) -> Band:
+    """Does a value lie inside a band, each ``edge`` a contrast that is positive inside it
+    (``x − lo`` and ``hi − x``)? Two one-sided t tests at ``alpha`` each (TOST: an
+    intersection–union test, so no correction is needed to confirm): ``reproduced`` when every
+    edge is above 0 at ``alpha``; ``not reproduced`` when one edge is below 0 by its
+    one-sided test after Holm's correction over the edges (family-wise ``alpha``); otherwise
+    ``inconclusive``. The declared level is per side: a 95 % two-sided interval per edge would
+    test each side at 2.5 %."""
+    inside = tuple(c.one_sided("above") for _, c in edges)
+    outside = tuple(c.one_sided("below") for _, c in edges)
+    if any(holm(list(outside), alpha)):
+        return Band("not reproduced", inside, outside)
+    if all(p < alpha for p in inside):
+        return Band("reproduced", inside, outside)
+    reasons = [
+        f"{name}: {c.reason or 'no noise estimate'}" if c.se is None or c.se == 0 else
+        f"{name}: {c.estimate:+.3g} ± {c.se:.2g}, one-sided p {p:.3g} ≥ {alpha:g}"
+        for (name, c), p in zip(edges, inside, strict=True) if not p < alpha
+    ]  # fmt: skip
+    return Band("inconclusive", inside, outside, "; ".join(reasons))
 
 
 Equivalence = Literal["equivalent", "different", "not distinguished"]
@@ -440,6 +575,56 @@ def equivalence(
     elif p_diff < alpha:
         finding = "different"
     return EquivalenceTest(stats.mean, se, df, margin, p_eq, p_diff, finding)
+
+
+@dataclass(frozen=True)
+class Sameness:
+    """Whether per-seed values are the same as 0 within ±``margin`` (:func:`same_within`):
+    the verdict, the p-value of its refutation (1 where it is not refuted; 0 for a censored
+    seed beyond the margin by itself) and why it is undecided."""
+
+    verdict: Verdict
+    p_refute: float
+    reason: str = ""
+    test: EquivalenceTest | None = None
+
+
+def same_within(
+    values: Sample, margin: float, *, resolution: float = 0.0, alpha: float = ALPHA
+) -> Sameness:
+    """ "The same" as 0 within ±``margin`` — the one rule of every sameness over seeds:
+
+    - ``reproduced`` by an equivalence, two one-sided t tests at ``alpha`` each
+      (:func:`equivalence`; it needs every seed's value, so a censored seed leaves it
+      undecided);
+    - ``not reproduced`` by a mean beyond the margin beyond the two-sided :data:`CONFIDENCE`
+      interval (:func:`compare_seeds` against ±margin, censored seeds kept as bounds: each side
+      at ``alpha / 2``, Holm's correction over the two one-sided tests), or by a censored
+      seed whose bound alone lies beyond the margin;
+    - otherwise ``inconclusive`` (also with a seed that has neither a value nor a bound)."""
+    if any(v is None for v in values):
+        return Sameness("inconclusive", 1.0, "a seed has neither a value nor a bound")
+    bounds = [v for v in values if isinstance(v, Bound)]
+    if any(b.value > margin if b.side == "lower" else b.value < -margin for b in bounds):
+        return Sameness("not reproduced", 0.0, "a censored seed's bound lies beyond ±margin")
+    above = compare_seeds(values, margin, resolution=resolution)
+    below = compare_seeds(values, -margin, resolution=resolution)
+    outside = [c.p or 0.0 for c, v in ((above, "reproduced"), (below, "not reproduced"))
+               if c.verdict == v]  # fmt: skip
+    if outside:
+        return Sameness("not reproduced", min(outside))
+    if bounds:
+        reason = f"{len(bounds)} censored seed(s): an equivalence needs every value"
+        return Sameness("inconclusive", 1.0, reason)
+    test = equivalence([float(v) for v in values if isinstance(v, (int, float))], margin,
+                       resolution=resolution, alpha=alpha)  # fmt: skip
+    if test.finding == "equivalent":
+        return Sameness("reproduced", 1.0, test=test)
+    reason = test.reason or (
+        f"mean {test.mean:+.3g} ± {test.se:.2g} not shown within ±{margin:.3g} (TOST p "
+        f"{test.p_equivalent:.3g} ≥ {alpha:g})"
+    )
+    return Sameness("inconclusive", 1.0, reason, test)
 
 
 def holm(p_values: Sequence[float], alpha: float = ALPHA) -> list[bool]:
@@ -552,9 +737,44 @@ def grid_edge(value: float, grid: Sequence[float]) -> str | None:
     return None
 
 
+@dataclass(frozen=True)
+class Scale:
+    """The model a run measured, as far as a published number depends on it: layers × width,
+    and for the knowledge QA the index m of the rarest frequency group (``None``: not a QA
+    run)."""
+
+    n_layer: int
+    d_model: int
+    m: int | None = None
+
+    def __str__(self) -> str:
+        return f"{self.n_layer} × {self.d_model}" + ("" if self.m is None else f", m = {self.m}")
+
+
+PAPER_A_LM = Scale(12, 768)
+"""Paper A's 160M model (12 layers × 768), the model of its Table 1 losses."""
+PAPER_A_QA = Scale(12, 768, 15)
+"""Paper A's knowledge-QA run: the 160M model on m = 15 frequency groups (Tables 3–8)."""
+
+
+def not_in_setting(published: Scale, measured: Scale | None) -> str | None:
+    """Why a rule that compares with a number published for the ``published`` model cannot
+    judge a run of the ``measured`` one (the number is the paper's measurement of its own
+    model, not a bound derived for this one), else None: the "not measured in its setting"
+    reason of every magnitude claim read at another scale."""
+    if measured == published:
+        return None
+    found = "an unrecorded model" if measured is None else f"the {measured} model"
+    return (
+        f"not measured in its setting: the bound is paper A's number for its {published} "
+        f"model, and this run measured {found}; no bound derived for this model exists"
+    )
+
+
 # --------------------------------------------------------------------------- inputs
 
 _I = TypeVar("_I", bound="ClaimInputs")
+_C = TypeVar("_C", bound=Callable[..., Any])
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -665,6 +885,58 @@ def _shown(value: Any, limit: int = 60) -> str:
     return text if len(text) <= limit else text[: limit - 1] + "…"
 
 
+@dataclass(frozen=True)
+class Declared:
+    """The test a rule runs, as ``tailmem claims`` states it beside the rule: the ``test``
+    (what is computed over what), its ``per_side`` level (each side of a two-sided 95 %
+    interval: 2.5 %; each one-sided test of an equivalence: 5 %; ``None`` for an exact,
+    deterministic computation with no sampling noise), the ``family`` of tests that answer the
+    claim's one question together, and the ``correction`` over that family."""
+
+    test: str
+    per_side: float | None
+    family: str = "one test"
+    correction: str = "none"
+    level_note: str = ""
+    """Where a rule runs tests of two kinds, what the other's level is (appended)."""
+
+    @property
+    def level(self) -> str:
+        """The level per side in words (``2.5 %``; ``—`` for an exact computation)."""
+        if self.per_side is None:
+            return "— (exact computation)"
+        return f"{self.per_side * 100:.3g} %{self.level_note}"
+
+    def __post_init__(self) -> None:
+        if self.per_side is not None and not 0 < self.per_side < 0.5:
+            raise ValueError(f"a level per side must lie in (0, 0.5), got {self.per_side}")
+
+
+def declares(declared: Declared) -> Callable[[_C], _C]:
+    """Attach the test a check runs (:class:`Declared`) to the check function; every
+    :class:`Claim` with that check states it (:attr:`Claim.declared`)."""
+
+    def mark(check: _C) -> _C:
+        check.__declared__ = declared  # type: ignore[attr-defined]
+        return check
+
+    return mark
+
+
+TWO_SIDED = ALPHA / 2
+"""The level per side of a two-sided test at :data:`CONFIDENCE` (2.5 %)."""
+ONE_SIDED = ALPHA
+"""The level of each one-sided test of an equivalence (TOST) or a bound (5 %)."""
+
+
+EXACT = Declared("a deterministic computation (no seeds, no sampling noise) against the rule's "
+                 "tolerance", None)  # fmt: skip
+"""The test of a rule on an exact computation."""
+TREND = Declared("a fitted log-log slope of a deterministic computation (no seeds), within the "
+                 "rule's tolerance", None)  # fmt: skip
+"""The test of a trend rule on an exact computation."""
+
+
 Check = Callable[["Claim", Any], "Outcome | Sequence[Outcome]"]
 """``check(claim, inputs)``: ``inputs`` is the :class:`ClaimInputs` dataclass its second
 parameter is annotated with (``Any`` here, so a check may name its own class)."""
@@ -672,7 +944,7 @@ parameter is annotated with (``Any`` here, so a check may name its own class).""
 
 @dataclass(frozen=True)
 class Claim:
-    """One published claim, its rule and the function that checks it.
+    """One published claim, its rule, the test the rule runs and the function that checks it.
 
     ``id`` is stable across runs; a claim with ``variant`` set is a family whose results carry
     ids ``"<id>.<variant value>"`` (e.g. one per spectrum exponent β). ``tolerances`` are the
@@ -683,7 +955,8 @@ class Claim:
     reads (``None`` for a claim without a check). ``min_seeds`` is how many seeds (or
     independent draws) per arm the rule needs to decide at all (:data:`MIN_SEEDS` for a
     comparison over seeds; 0 for an exact computation): every preset of its experiment must
-    run at least that many.
+    run at least that many. ``declared`` is the test the rule runs (:class:`Declared`: test,
+    level per side, family, correction), from the check's :func:`declares` unless given.
     """
 
     id: str
@@ -699,6 +972,7 @@ class Claim:
     versions: Mapping[str, str] = field(default_factory=dict)
     why: str = ""
     min_seeds: int = 0
+    declared: Declared | None = None
     inputs: type[ClaimInputs] | None = field(init=False, default=None)
 
     def __post_init__(self) -> None:
@@ -706,6 +980,14 @@ class Claim:
             object.__setattr__(self, name, MappingProxyType(dict(getattr(self, name))))
         if self.check is not None:
             object.__setattr__(self, "inputs", inputs_class(self.check))
+            if self.declared is None:
+                found = getattr(self.check, "__declared__", None)
+                if not isinstance(found, Declared):
+                    raise TypeError(
+                        f"claim {self.id}: its check {self.check_name} declares no test; "
+                        "expected @declares(Declared(...)) on it (or declared= on the claim)"
+                    )
+                object.__setattr__(self, "declared", found)
 
     def __getitem__(self, name: str) -> float:
         """The tolerance ``name``: ``CLAIMS[id]["slope_tol"]``."""

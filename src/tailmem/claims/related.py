@@ -1,7 +1,8 @@
 """PAPERS.md "Related results" and section C (and paper B's experiments); ``cabannes.capacity``
-is measured by ``assoc-capacity``, ``kunstner.heavy_tail_adam`` and ``vasudeva.spectral_gd`` by
-``optim-bench`` (on its associative memory: :class:`BenchMemory`), the others by no experiment
-yet.
+is measured by ``assoc-capacity``, ``kunstner.heavy_tail_adam`` by ``optim-bench`` (on its
+associative memory: :class:`BenchMemory`), ``vasudeva.spectral_gd`` by ``assoc-embeddings`` in its
+own setting (orthonormal embeddings at d ≥ K: :class:`EmbeddingsInputs`), the others by no
+experiment yet.
 
 ``cabannes.capacity`` reads :class:`CapacityInputs`. Section D's test of the mechanism —
 paper A's and paper B's statements on the embeddings' orientation, :data:`MECHANISM_CLAIMS`
@@ -14,24 +15,30 @@ from __future__ import annotations
 import math
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, replace
-from typing import Any, Literal
+from typing import Any
 
 from tailmem.claims.core import (
     ALPHA,
     CONFIDENCE,
     MIN_SEEDS,
+    ONE_SIDED,
+    TREND,
+    TWO_SIDED,
     Bound,
     Claim,
     ClaimInputs,
+    Declared,
     Outcome,
     Sample,
     Verdict,
     both,
     compare_seeds,
-    equivalence,
+    declares,
+    difference_of,
     grid_edge,
     holm,
     inconclusive,
+    same_within,
     trend_bound,
     unmeasured,
 )
@@ -56,6 +63,7 @@ class CapacityInputs(ClaimInputs):
     """The error of guessing: 1 − 1/number of objects."""
 
 
+@declares(TREND)
 def check_capacity(claim: Claim, inputs: CapacityInputs) -> list[Outcome]:
     """Per optimiser: error ≍ d^(1−α) as a two-sided trend — error/d^(1−α) neither grows nor
     decays with d beyond the log-factor tolerance — over the d not at chance (≥ 3); any best
@@ -173,30 +181,13 @@ def lag_resolution(times: Sequence[int | None], steps: int) -> float:
     return math.hypot(*(1.0 / t for t in used))
 
 
-def _difference(a: float | Bound | None, b: float | Bound | None) -> float | Bound | None:
-    """``a − b`` of two per-draw lags, censoring carried: a lower bound of ``a`` or an upper
-    bound of ``b`` makes a lower bound of the difference (and the opposite an upper bound);
-    bounds pulling both ways, or a None, leave nothing."""
-    if a is None or b is None:
-        return None
-    sides: set[Literal["lower", "upper"]] = set()
-    if isinstance(a, Bound):
-        sides.add(a.side)
-    if isinstance(b, Bound):
-        sides.add("upper" if b.side == "lower" else "lower")
-    value = (a.value if isinstance(a, Bound) else a) - (b.value if isinstance(b, Bound) else b)
-    if len(sides) > 1:
-        return None
-    return Bound(value, sides.pop()) if sides else value
-
-
 def _paired(pace: MemoryPace, lead: str, lag: str) -> tuple[list[float | Bound | None], float]:
     """Per draw, ``lag``'s log lag minus ``lead``'s (positive: ``lag`` learns its rarest group
     later, relative to its own head, than ``lead``), and the resolution of that difference
     (the largest over draws)."""
     diffs, resolution = [], 0.0
     for a, b in zip(pace.times[lag], pace.times[lead], strict=True):
-        diffs.append(_difference(log_lag(a, pace.steps), log_lag(b, pace.steps)))
+        diffs.append(difference_of(log_lag(a, pace.steps), log_lag(b, pace.steps)))
         both_ = math.hypot(lag_resolution(a, pace.steps), lag_resolution(b, pace.steps))
         resolution = max(resolution, both_)
     return diffs, resolution
@@ -263,6 +254,16 @@ def _needs(inputs: BenchMemory, names: Sequence[str]) -> Outcome | None:
     return None
 
 
+PACES = Declared(
+    "per pace, paired t over the evaluation draws of the per-draw difference of log lags, df "
+    "n − 1 (censored draws kept as bounds)",
+    TWO_SIDED,
+    "the head paces",
+    "confirm: every pace required (intersection–union, none needed); refute: Holm over the paces",
+)
+
+
+@declares(PACES)
 def check_heavy_tail_adam(claim: Claim, inputs: BenchMemory) -> Outcome:
     """At every head pace, SGD+M's rarest group lags its own head (log time ratio) more than
     Adam's does, per draw, beyond the noise of the paired draws (:func:`_lags_more`). A
@@ -272,53 +273,6 @@ def check_heavy_tail_adam(claim: Claim, inputs: BenchMemory) -> Outcome:
         return missing
     findings = [_lags_more(pace, "adam", "sgd") for pace in inputs.paces]
     return _across_paces(claim, inputs, findings, "rarest ÷ own head time, SGD+M against Adam")
-
-
-def _same_rate(claim: Claim, pace: MemoryPace) -> PaceFinding:
-    """One pace of :func:`check_spectral_balance`."""
-    margin = math.log(claim["same_rate_factor"])
-    narrower = _lags_more(pace, "muon", "sgd")
-    lags = [log_lag(t, pace.steps) for t in pace.times["muon"]]
-    resolution = max(lag_resolution(t, pace.steps) for t in pace.times["muon"])
-    if None in lags:
-        return PaceFinding(pace.pace, "inconclusive", 1.0, "—", "Muon's head never learned")
-    if reason := _at_edge(pace, ("muon", "sgd")):
-        return PaceFinding(pace.pace, "inconclusive", 1.0, narrower.text, reason)
-    bounds = [x.value for x in lags if isinstance(x, Bound)]
-    if bounds and max(bounds) > margin:
-        text = (f"Muon's rarest group not learned within {pace.steps} steps, ≥ "
-                f"{math.exp(max(bounds)):.1f}× its head's time")  # fmt: skip
-        return PaceFinding(pace.pace, "not reproduced", 0.0, text)
-    above = compare_seeds(lags, margin, resolution=resolution)
-    below = compare_seeds(lags, -margin, resolution=resolution)
-    text = f"Muon's rarest ÷ head time ×{math.exp(above.a.mean):.2f}; {narrower.text}"
-    outside = [c.p or 0.0 for c, v in ((above, "reproduced"), (below, "not reproduced"))
-               if c.verdict == v]  # fmt: skip
-    if outside or narrower.verdict == "not reproduced":
-        return PaceFinding(pace.pace, "not reproduced", min([*outside, narrower.p_refute]), text)
-    values = [x for x in lags if isinstance(x, float)]
-    same = None if bounds else equivalence(values, margin, resolution=resolution)
-    equal = same is not None and same.finding == "equivalent"
-    reasons = [] if equal else [
-        f"Muon's log ratio {above.a} not shown within ±{margin:.3f} ("
-        + ("censored draws" if same is None else same.finding) + ")"
-    ]  # fmt: skip
-    reasons += [narrower.reason] if narrower.reason else []
-    verdict = both("reproduced" if equal else "inconclusive", narrower.verdict)
-    return PaceFinding(pace.pace, verdict, 1.0, text, "; ".join(reasons))
-
-
-def check_spectral_balance(claim: Claim, inputs: BenchMemory) -> Outcome:
-    """At every head pace: Muon's own rarest ÷ head time the same as 1 within
-    ``same_rate_factor`` — an equivalence test (two one-sided t tests, :func:`equivalence`) on
-    the per-draw log ratio with the margin ln(same_rate_factor) — and SGD+M's rarest lagging its
-    head more than Muon's (:func:`_lags_more`). Refuted by Muon's log ratio beyond the margin
-    (beyond the noise), by a censored Muon draw whose bound is beyond it, or by SGD+M's lag
-    not the larger beyond the noise."""
-    if missing := _needs(inputs, ("sgd", "muon")):
-        return missing
-    findings = [_same_rate(claim, pace) for pace in inputs.paces]
-    return _across_paces(claim, inputs, findings, "Muon's rarest ÷ own head time")
 
 
 # --------------------------------------------------------------------------- D: the mechanism
@@ -331,6 +285,17 @@ ORTHOGONAL_REGIME = "d_ge_k"
 ``E = Ẽ = I``), where paper A's theorems apply; ``d_lt_k`` (d < K) lies beyond them."""
 ORACLE = "tra_signgd"
 """Paper B's sign in the task basis (oracle access to the embeddings): the positive control."""
+
+MECHANISM_TEST = Declared(
+    "per pace and part, over the evaluation draws (df n − 1, censored draws kept as bounds): a "
+    "sameness by two one-sided t tests (TOST), a difference of paired log lags by a two-sided "
+    "t test",
+    ONE_SIDED,
+    "the parts at a pace, then the head paces",
+    "confirm: every part at every pace (intersection–union, none needed); refute: Bonferroni "
+    "over a pace's parts, Holm over the paces",
+    level_note=" per side of a sameness (TOST); 2.5 % per side of a difference",
+)
 
 
 def arm(family: str, geometry: str) -> str:
@@ -362,31 +327,14 @@ def _ratio_text(values: Sample) -> str:
 
 
 def _within(pace: int, values: Sample, resolution: float, margin: float, text: str) -> PaceFinding:
-    """Are the per-draw log ratios ``values`` the same as 0 within ±``margin``? Reproduced by an
-    equivalence (two one-sided t tests, :func:`equivalence`, SE floored by ``resolution``);
-    refuted by a mean beyond the margin beyond the noise (:func:`compare_seeds` against
-    ±margin, censored draws kept as bounds) or by a censored draw whose bound alone lies beyond
-    it; inconclusive otherwise, and with a censored draw inside the margin (an equivalence
-    needs every value)."""
-    if any(v is None for v in values):
-        return PaceFinding(pace, "inconclusive", 1.0, text, "a head never learned in some draw")
-    bounds = [v for v in values if isinstance(v, Bound)]
-    if any(b.value > margin if b.side == "lower" else b.value < -margin for b in bounds):
-        return PaceFinding(pace, "not reproduced", 0.0, f"{text}, a censored draw beyond ±margin")
-    above = compare_seeds(values, margin, resolution=resolution)
-    below = compare_seeds(values, -margin, resolution=resolution)
-    outside = [c.p or 0.0 for c, v in ((above, "reproduced"), (below, "not reproduced"))
-               if c.verdict == v]  # fmt: skip
-    if outside:
-        return PaceFinding(pace, "not reproduced", min(outside), text)
-    if bounds:
-        reason = f"{len(bounds)} censored draw(s): an equivalence needs every value"
-        return PaceFinding(pace, "inconclusive", 1.0, text, reason)
-    same = equivalence([v for v in values if isinstance(v, float)], margin, resolution=resolution)
-    if same.finding == "equivalent":
-        return PaceFinding(pace, "reproduced", 1.0, text)
-    reason = f"{text} not shown within ×{math.exp(margin):.3g} ({same.finding})"
-    return PaceFinding(pace, "inconclusive", 1.0, text, reason)
+    """Are the per-draw log ratios ``values`` the same as 0 within ±``margin``: the one rule of
+    every sameness (:func:`~tailmem.claims.core.same_within`: two one-sided t tests to confirm,
+    a mean beyond the margin beyond the two-sided interval or a censored draw beyond it to
+    refute) at one pace."""
+    found = same_within(values, margin, resolution=resolution)
+    if found.verdict == "not reproduced" and found.p_refute == 0.0:
+        text += ", a censored draw beyond ±margin"
+    return PaceFinding(pace, found.verdict, found.p_refute, text, found.reason)
 
 
 def _balanced(claim: Claim, pace: MemoryPace, name: str) -> PaceFinding:
@@ -446,6 +394,7 @@ def _per_regime(
     return out
 
 
+@declares(MECHANISM_TEST)
 def check_muon_rotation(claim: Claim, inputs: EmbeddingsInputs) -> list[Outcome]:
     """Per regime, at every head pace: Muon's rarest ÷ head time under the rotation the same
     as with the aligned embeddings (paired per draw, :func:`_same`), and at d ≥ K Muon
@@ -482,11 +431,37 @@ def _needs_alignment(claim: Claim, inputs: EmbeddingsInputs, family: str) -> lis
                        f"{family}'s rarest ÷ own head time, rotated against aligned")  # fmt: skip
 
 
+@declares(MECHANISM_TEST)
+def check_spectral_gd(claim: Claim, inputs: EmbeddingsInputs) -> Outcome:
+    """In the regime with orthonormal embeddings at d ≥ K only (the claim's setting), at
+    every head pace: Muon balanced with the identity embeddings (:func:`_balanced`) and GD's
+    rarest group lagging its head more than Muon's (paired per draw, :func:`_lags_more`);
+    joined per pace (:func:`_joined`), judged over the paces (:func:`_across_paces`). A run
+    without that regime is not measured in its setting."""
+    memory = inputs.regimes.get(ORTHOGONAL_REGIME)
+    if memory is None or not memory.paces:
+        return unmeasured(
+            "not measured in its setting: the run has no memory with orthonormal embeddings at "
+            "d ≥ K, the setting of the claim (a d < K memory lies outside it)"
+        )
+    muon, gd = arm("muon", ALIGNED), arm("gd", ALIGNED)
+    if missing := [name for name in (muon, gd) if name not in memory.paces[0].times]:
+        return unmeasured(f"needs the arms {', '.join(missing)} at d ≥ K")
+    findings = [
+        _joined(pace.pace, [_balanced(claim, pace, muon), _lags_more(pace, muon, gd)])
+        for pace in memory.paces
+    ]
+    ours = "d ≥ K, identity embeddings: Muon's and GD's rarest ÷ own head time"
+    return _across_paces(claim, memory, findings, ours)
+
+
+@declares(MECHANISM_TEST)
 def check_sign_alignment(claim: Claim, inputs: EmbeddingsInputs) -> list[Outcome]:
     """:func:`_needs_alignment` for SignGD (paper A's Adam with β1 = β2 = 0)."""
     return _needs_alignment(claim, inputs, "signgd")
 
 
+@declares(MECHANISM_TEST)
 def check_adam_embeddings(claim: Claim, inputs: EmbeddingsInputs) -> list[Outcome]:
     """:func:`_needs_alignment` for Adam with its moving averages."""
     return _needs_alignment(claim, inputs, "adam")
@@ -563,33 +538,38 @@ CLAIMS: list[Claim] = [
     ),
     Claim(
         "vasudeva.spectral_gd",
-        BENCH,
+        MECHANISM,
         "Related: Vasudeva et al. (ICLR 2026; arXiv 2510.22980); C",
         "spectral methods (Muon's idealisation, spectral GD) learn all principal components at "
         "the same rate on imbalanced data, balancing learning across frequency groups",
         "qualitative: equal rates for spectral GD, frequency-ordered rates for GD",
-        "on the benchmark's associative memory, at every head pace P of the config (steps "
-        "matched as for kunstner.heavy_tail_adam), per evaluation draw x = log(Muon's rarest ÷ "
-        "most frequent group's time to halve its loss): (1) the same rate — x equivalent to 0 "
-        "within the margin ln {same_rate_factor} (two one-sided t tests at "
-        f"{ALPHA:.0%} each over ≥ 3 draws, SE floored by one step), and (2) narrower than "
-        "SGD+M's — SGD+M's log ratio minus Muon's, per draw, above 0 beyond the "
-        f"{CONFIDENCE:.0%} two-sided t interval. A pace reproduces it when both hold; it "
-        "refutes it when x lies beyond the margin beyond the noise, when a censored Muon draw's "
-        "bound lies beyond the margin, or when SGD+M's ratio is the narrower beyond the noise; "
-        "a matched step at an end of the grid leaves the pace inconclusive. Reproduced when "
-        "every pace reproduces it and the paces span ≥ {min_pace_span}×; not reproduced when a "
-        f"pace refutes it at family-wise {ALPHA:.0%} (Holm over the paces); else inconclusive",
-        {"same_rate_factor": 1.5, "min_pace_span": MIN_PACE_SPAN},
-        check=check_spectral_balance,
+        "in the claim's setting only — the one-layer memory with orthonormal embeddings at "
+        "d ≥ K (the identity: every principal component a fact), Zipf facts; a run without "
+        "that regime is not measured in its setting — at every head pace P of the config (each "
+        "family's step matched on a tuning draw so that its most frequent group halves its "
+        "loss at about step P), per evaluation draw x = log(rarest ÷ most frequent group's "
+        "time to halve its loss): (1) the same rate — Muon's x the same as 0 within "
+        f"±ln {{same_factor}} (two one-sided t tests at {ONE_SIDED:.0%} each over ≥ 3 draws, SE "
+        "floored by one step; refuted by a mean beyond the margin beyond the two-sided "
+        f"{CONFIDENCE:.0%} interval or a censored draw beyond it), and (2) balanced against "
+        "GD — GD's x minus Muon's, paired by draw, above 0 beyond the two-sided "
+        f"{CONFIDENCE:.0%} t interval. A pace reproduces it when both hold and refutes it when "
+        "either is refuted (Bonferroni over the two parts); a matched step at an end of the "
+        "grid leaves the pace inconclusive. Reproduced when every pace reproduces it and the "
+        "paces span ≥ {min_pace_span}×; not reproduced when a pace refutes it at family-wise "
+        f"{ALPHA:.0%} (Holm over the paces); else inconclusive",
+        {"same_factor": 1.5, "min_pace_span": MIN_PACE_SPAN},
+        check=check_spectral_gd,
         min_seeds=MIN_SEEDS,
-        why="'The same rate' is a sameness, so it needs an equivalence test with a declared "
-        "margin, and 'balancing' a contrast with GD's frequency-ordered rates: both are "
-        "required. The margin is ours: the rarest group within half again of the head's time "
-        "(a factor 1.5), against GD's rates, which differ by the frequency ratio (≈ 23× "
-        "between the per-fact frequencies of the cpu memory's first and last groups: a factor "
-        "1.5 is an eighth of that in log). A rarest group Muon never learns within the run "
-        "(≥ 20× its head's time) is no equal rate, so such a draw refutes. " + PACE_WHY,
+        why="Vasudeva et al. analyse spectral GD where the data's principal components are "
+        "orthonormal directions — here the memory at d ≥ K with the identity embeddings, every "
+        "fact its own component — so the claim is measured there and nowhere else (at d < K the "
+        "facts interfere and no component is a fact; the benchmark's d < K memory with "
+        "Gaussian embeddings lies outside the claim). 'The same rate' is a sameness, so it "
+        "needs an equivalence with a declared margin, and 'balancing' a contrast with GD's "
+        "frequency-ordered rates: both are required. The margin is the mechanism claims' "
+        "(a factor 1.5, declared with them before this claim moved to their memory): small "
+        "beside GD's rarest ÷ head time, about the groups' frequency ratio. " + PACE_WHY,
     ),
     Claim(
         "related.independent_recall",

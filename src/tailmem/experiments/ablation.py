@@ -428,6 +428,7 @@ def claim_inputs(
         },
         chance_loss=chance,
         diverged=diverged_runs([r for rs in results.values() for r in rs]),
+        model=cfg.model.scale(),
     )
 
 

@@ -310,9 +310,10 @@ def claim_inputs(
     levels = [LevelPoint(f.name, lv.label, level_label(f, lv)) for f in cfg.factors
               for lv in f.levels]  # fmt: skip
     choices = [f"{f.name} = {f.base}" for f in cfg.factors]
+    base = results[BASE].config
     return A3SensitivityInputs(
-        paper=paper_values(results[BASE].config.ffns[0]), base=BASE, base_choices=choices,
-        points=points, levels=levels,
+        paper=paper_values(base.ffns[0]), base=BASE, base_choices=choices,
+        points=points, levels=levels, model=base.model.scale(base.data.m),
     )  # fmt: skip
 
 

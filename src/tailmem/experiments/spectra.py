@@ -233,6 +233,11 @@ class Series:
     def n(self) -> int:
         return len(self.runs)
 
+    def on(self, seeds: Sequence[int]) -> Series:
+        """The runs of ``seeds``, in that order (the arms' seeds paired for the claims)."""
+        index = {seed: i for i, seed in enumerate(self.seeds)}
+        return Series(self.steps, [self.runs[index[s]] for s in seeds], list(seeds))
+
     def layers(self, matrix: str) -> list[int]:
         prefix = f"iso/{matrix}/"
         found = {
@@ -271,7 +276,11 @@ def logit_summary(series: Series) -> dict[str, Any]:
 def claim_inputs(cfg: Config, model_cfg: GPTConfig, muon: Series, adam: Series) -> A2Inputs:
     """The inputs of the A2 claims and of A1.table2.logit_bounded
     (:class:`~tailmem.claims.a2.A2Inputs`): per-seed final layer means and per-seed peak
-    logits."""
+    logits, on the seeds both arms completed (in seed order: the comparisons are paired)
+    where both ran."""
+    if muon.n and adam.n:
+        both = sorted(set(muon.seeds) & set(adam.seeds))
+        muon, adam = muon.on(both), adam.on(both)
     arms = {name: s for name, s in (("muon", muon), ("adam", adam)) if s.n}
     matrices = [m for m in MATRIX_LABELS if all(s.layers(m) for s in arms.values())]
     isotropy = {
@@ -344,6 +353,8 @@ def _summary_rows(
     rows: list[dict[str, Any]] = []
     if not (muon.n and adam.n):
         return rows
+    both = sorted(set(muon.seeds) & set(adam.seeds))  # paired by seed, as the claims are
+    muon, adam = muon.on(both), adam.on(both)
     for matrix in matrices:
         for metric in ISO_METRICS:
             m, a = muon.layer_mean(matrix, metric)[:, -1], adam.layer_mean(matrix, metric)[:, -1]

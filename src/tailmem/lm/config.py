@@ -13,6 +13,7 @@ from collections.abc import Iterable, Iterator, Mapping, Sequence
 from dataclasses import asdict, dataclass, field, fields, is_dataclass, replace
 from typing import TYPE_CHECKING, Any, Literal
 
+from tailmem.claims.core import Scale
 from tailmem.data.bios import LATER_FIELDS as BIOS_LATER_FIELDS
 from tailmem.errors import ConfigError
 from tailmem.lm.arms import Arm
@@ -73,6 +74,12 @@ class ModelSection:
             self.build(1024, "plain", 64)
         except ConfigError as exc:
             raise ConfigError(f"model: {exc}") from None
+
+    def scale(self, m: int | None = None) -> Scale:
+        """Layers × width of the model this section builds (with ``m``, the QA's rarest group),
+        as a claim compares it with the model a published number is of."""
+        built = self.build(1024, "plain", 64)
+        return Scale(built.n_layer, built.d_model, m)
 
     def build(self, vocab_size: int, ffn: str, seq_len: int) -> GPTConfig:
         """The :class:`GPTConfig` of this section for a vocabulary, FFN type and length."""

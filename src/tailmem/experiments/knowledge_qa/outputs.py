@@ -46,7 +46,7 @@ def outputs(
         row for f in plan.ffns for row in tables.tail_table_long(plan, f, fracs, offsets, m)
     ]
     gaps_rows = [row for f in plan.ffns for row in tables.gap_rows(plan, f, cfg.head_groups)]
-    claims = tables.claims(plan, m, cfg.head_groups, chance)
+    claims = tables.claims(plan, m, cfg.head_groups, chance, cfg.model.scale(m))
     finals = {ffn: tables.final_by_group(plan, ffn) for ffn in cfg.ffns}
     per_ffn = [_ffn_outputs(cfg, plan, ffn, chance, sweep_rows) for ffn in plan.ffns]
     last = (

@@ -14,7 +14,7 @@ from typing import Any
 import numpy as np
 
 from tailmem.claims.a3 import A3_PUBLISHED_FTA, A3Inputs, evaluate_per_ffn
-from tailmem.claims.core import ClaimResult, mean_se
+from tailmem.claims.core import ClaimResult, Scale, mean_se
 from tailmem.data.bios import N_ATTRIBUTES, group_sizes
 from tailmem.lm.plan import TrainedPlan
 from tailmem.lm.spec import RunResult, number, per_group, step_of
@@ -198,38 +198,42 @@ def gap_rows(plan: TrainedPlan, ffn: str, head_groups: int) -> list[dict[str, An
 # --------------------------------------------------------------------------- claims
 
 
-def claim_inputs(plan: TrainedPlan, ffn: str, m: int, head_groups: int, chance: float) -> A3Inputs:
+def claim_inputs(
+    plan: TrainedPlan, ffn: str, m: int, head_groups: int, chance: float, model: Scale | None = None
+) -> A3Inputs:
     """The inputs of the A3 checks (:class:`~tailmem.claims.a3.A3Inputs`) for one FFN type: per
-    arm, the FTA per group of every complete seed run at the last step and at the evaluation
-    nearest half-way, and the evaluation questions of each group (one per person and
-    attribute: the resolution of its FTA)."""
+    arm, the FTA per group at the last step and at the evaluation nearest half-way, on the
+    seeds every arm completed, in seed order (the checks pair the arms by seed), and the
+    evaluation questions of each group (one per person and attribute: the resolution of its
+    FTA)."""
     half = evaluated_step(plan, 0.5)
-    fta, seeds = {}, None
-    for arm in plan.arms:
-        complete = [r for r in seed_results(plan, ffn, arm) if r.ok]
-        if not complete:
-            continue
-        fta[arm] = {
-            "final": fta_at(complete, plan.steps).tolist(),
-            "half": fta_at(complete, half).tolist(),
-        }
-        found = {r.seed for r in complete}
-        seeds = found if seeds is None else seeds & found
+    complete = {arm: {r.seed: r for r in seed_results(plan, ffn, arm) if r.ok}
+                for arm in plan.arms}  # fmt: skip
+    complete = {arm: runs for arm, runs in complete.items() if runs}
+    seeds = sorted(set.intersection(*(set(runs) for runs in complete.values()))) if complete else []
+    fta = {}
+    for arm, runs in complete.items():
+        paired = [runs[s] for s in seeds]
+        fta[arm] = {"final": fta_at(paired, plan.steps).tolist(),
+                    "half": fta_at(paired, half).tolist()} if paired else {}  # fmt: skip
     return A3Inputs(
         ffn=ffn,
-        seeds=sorted(seeds or ()),
+        seeds=seeds,
         rarest=m,
         head_groups=head_groups,
-        fta=fta,
+        fta={arm: v for arm, v in fta.items() if v},
         chance_fta=chance,
         questions_per_group=(N_ATTRIBUTES * group_sizes(m)).tolist(),
+        model=model,
     )
 
 
-def claims(plan: TrainedPlan, m: int, head_groups: int, chance: float) -> list[ClaimResult]:
+def claims(
+    plan: TrainedPlan, m: int, head_groups: int, chance: float, model: Scale | None = None
+) -> list[ClaimResult]:
     """Every A3 claim, each checked against the runs of its own FFN type (one not run leaves
     its claims not measured)."""
-    per_ffn = {ffn: claim_inputs(plan, ffn, m, head_groups, chance) for ffn in plan.ffns}
+    per_ffn = {ffn: claim_inputs(plan, ffn, m, head_groups, chance, model) for ffn in plan.ffns}
     return evaluate_per_ffn(per_ffn)
 
 

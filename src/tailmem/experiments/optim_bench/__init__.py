@@ -20,13 +20,17 @@ optimiser changes; ``adam`` is Adam on everything. Measured on:
 - **the one-layer associative memory** (:mod:`.memory`): the time each frequency group takes to
   halve its loss, and the one-step balance ϱ^ε, with d < K so that the families can differ.
 
-The leaderboard (:mod:`.board`) puts the tail measure — the lag ratios with their intervals —
-beside the cost — the step-time ratio and the tuning trials — and places every optimiser by one
-statistics (:mod:`.places`): ahead of Muon, equivalent to Muon, between, equivalent to Adam,
-behind Adam, or not distinguished (t tests and equivalence tests with a declared margin, Holm
-across the level). Whether ``adam_split`` shares Muon's edge is one pre-specified comparison.
-Claims: ``kunstner.heavy_tail_adam`` and ``vasudeva.spectral_gd`` (:mod:`tailmem.claims.
-related`), judged on the memory.
+The leaderboard (:mod:`.board`) puts the tail measure beside the cost — the step-time ratio and
+the tuning trials — and places every optimiser by the statistics declared in
+:mod:`tailmem.claims.bench` (:mod:`.places`): on the rarest group's final FTA paired by seed (the
+primary; the area under its FTA-against-exposures curve the second), ahead of Muon, equivalent
+to Muon, between, equivalent to Adam, behind Adam, or not distinguished (t tests and equivalence
+tests within a declared FTA margin, Holm across the level), and nothing unless the positive
+control — all-Adam against Muon — separates; the pooled lag ratios are descriptive columns.
+Whether ``adam_split`` shares Muon's edge is one pre-specified comparison; each level reports
+the seeds a difference of the margin needs at its observed seed SD. Claim:
+``kunstner.heavy_tail_adam`` (:mod:`tailmem.claims.related`), judged on the memory
+(``vasudeva.spectral_gd`` is judged by ``assoc-embeddings``, in its setting).
 
 Outputs: ``leaderboard.csv`` (every number and test; columns documented by
 :class:`.board.LeaderboardRow`), ``leaderboard_view.csv`` (the report's curated table),

@@ -1,51 +1,57 @@
 """Where each optimiser sits between Muon and Adam: one statistics for every leaderboard place.
 
-An optimiser X is placed at one QA level from two paired, per-seed exposure-lag ratios at the
-headline level τ (:data:`HEADLINE_TAU`, pooled over groups: the geometric mean over the groups
-measured in every seed), on the log scale:
+The statistics are declared once, in :mod:`tailmem.claims.bench` (and stated by ``tailmem
+claims``): an optimiser X is placed at one QA level from per-seed differences of the rarest
+group's final first-token accuracy (the primary statistic; the area under its FTA-against-
+exposures curve is the second), paired by seed:
 
-- ``vs Muon``: the exposures X needs ÷ Muon's (> 1: X trails Muon);
-- ``vs Adam``: the exposures Adam needs ÷ X's, where Adam is ``adam_split`` — Adam on the hidden
-  matrices at a rate of its own over the same Adam-trained rest, tuned by the same rule, so
-  every row has the same tuning freedom (> 1: X leads Adam).
+- ``vs Muon``: Muon − X per seed (> 0: X trails Muon);
+- ``vs Adam``: X − Adam per seed, where Adam is ``adam_split`` — Adam on the hidden matrices at
+  a rate of its own over the same Adam-trained rest, tuned by the same rule, so every row has
+  the same tuning freedom (> 0: X leads Adam).
 
-For each, a two-sided t test of a difference from 1 and an equivalence test — two one-sided t
-tests that the ratio lies within ``[1/margin, margin]`` (:data:`EQUIVALENCE_MARGIN`) — each at
-level 0.05 (:func:`tailmem.claims.core.equivalence`; standard errors floored at the
-interpolation's resolution). The four p-values of every placed optimiser form one family,
-corrected by Holm's step-down rule (:func:`tailmem.claims.core.holm`). Then, in order:
+For each, a two-sided t test of a difference from 0 and an equivalence test — two one-sided t
+tests that the difference lies within ±:data:`~tailmem.claims.bench.FTA_MARGIN` — each at 0.05
+(:func:`tailmem.claims.core.equivalence`; standard errors floored at the resolution of a
+difference of two FTAs, one question each). The four p-values of every placed optimiser form one
+family, corrected by Holm's step-down rule (:func:`tailmem.claims.core.holm`). Then, in order:
 
-- **ahead of Muon**: X's lag behind Muon is below 1 (a difference, after Holm);
-- **behind Adam**: Adam's lag behind X is below 1;
+- **ahead of Muon**: X above Muon (a difference, after Holm);
+- **behind Adam**: X below Adam;
 - **equivalent to Muon** / **equivalent to Adam**: an equivalence shown with one and not with
   the other;
 - **between**: X trails Muon and leads Adam, both differences shown;
-- **not distinguished**: anything else — including a ratio not measured in every seed, or
+- **not distinguished**: anything else — including an optimiser not measured in every seed, or
   equivalence with both (Muon and Adam not told apart at this level). No difference shown is
   never read as sameness.
 
+Nothing is placed unless the positive control separates (:func:`positive_control`: all-Adam
+below Muon by the paired t test); a run where it does not is underpowered and decides nothing.
 The question the benchmark exists for — does ``adam_split`` share Muon's tail edge? — is one
-pre-specified comparison (:func:`reference_finding`), outside the family: the same two tests
-on the lag of ``adam_split`` behind Muon, uncorrected.
+pre-specified comparison (:func:`reference_finding`), outside the family: the same two tests on
+Muon − ``adam_split``, uncorrected.
 """
 
 from __future__ import annotations
 
 import math
+import statistics
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 
-from tailmem.claims.core import ALPHA, EquivalenceTest, equivalence, holm
-from tailmem.metrics.qa_gaps import LagRatio
+import numpy as np
 
+from tailmem.claims.bench import FTA_MARGIN, POWER, family_level, seeds_for_power
+from tailmem.claims.core import ALPHA, EquivalenceTest, equivalence, holm
+
+MUON, ADAM, ALL_ADAM = "muon", "adam_split", "adam"
+"""The two references (Muon; Adam on the hidden matrices at its own rate) and the extra row
+(Adam everywhere at one rate: paper A's reference, the positive control)."""
+TailValues = Mapping[int, tuple[float, float]]
+"""One optimiser's tail per evaluation seed: (the rarest group's final FTA, its area under FTA
+against exposures ÷ the exposures trained)."""
 HEADLINE_TAU = 0.5
-"""The FTA level whose pooled lag ratios place each optimiser (the middle of the paper's three)."""
-EQUIVALENCE_MARGIN = 1.25
-"""Two optimisers are "equivalent" on the tail when the 90 % interval of the ratio of the
-exposures they need lies within [1/1.25, 1.25]: a quarter more or fewer exposures. Declared, not
-measured: it is below every lag the paper calls a difference (its smallest reported ratio, group
-11 at τ 0.5, is ≥ 1.5; the camera-ready's group-15 ratio is 1.5) and it is the conventional
-equivalence bound for ratios (0.80–1.25)."""
+"""The FTA level of the descriptive lag ratios (the middle of the paper's three)."""
 PLACES = (
     "ahead of Muon",
     "equivalent to Muon",
@@ -55,13 +61,19 @@ PLACES = (
     "not distinguished",
 )
 """Every place an optimiser can take (module docstring); references are placed as such."""
+UNDERPOWERED = (
+    "undecided: the run is underpowered (its positive control, all-Adam against Muon, did not "
+    "separate)"
+)
+"""The place of every optimiser of a run whose positive control did not separate."""
 
 
 @dataclass(frozen=True)
 class Placement:
-    """Where one optimiser sits: its ``place`` (one of :data:`PLACES`), the two tests it rests
-    on (None where the ratio was not measured in every seed), which of the four hypotheses
-    Holm's rule rejected (difference and equivalence vs Muon, then vs Adam) and why."""
+    """Where one optimiser sits: its ``place`` (one of :data:`PLACES`, or
+    :data:`UNDERPOWERED`), the two tests it rests on (None where not measured in every seed),
+    which of the four hypotheses Holm's rule rejected (difference and equivalence vs Muon, then
+    vs Adam) and why."""
 
     place: str
     vs_muon: EquivalenceTest | None
@@ -70,21 +82,21 @@ class Placement:
     reason: str = ""
 
 
-def log_test(ratio: LagRatio | None) -> EquivalenceTest | None:
-    """The difference and equivalence tests of a lag ratio on the log scale (None: not
-    measured in every seed)."""
-    if ratio is None or not ratio.complete:
+def difference_test(diffs: Sequence[float] | None, resolution: float) -> EquivalenceTest | None:
+    """The difference and equivalence tests of per-seed FTA differences (None: not measured in
+    every seed), the SE floored at the resolution of a difference of two FTAs each of
+    ``resolution`` (one question)."""
+    if diffs is None:
         return None
-    return equivalence(ratio.log_values(), math.log(EQUIVALENCE_MARGIN),
-                       resolution=ratio.resolution)  # fmt: skip
+    return equivalence(diffs, FTA_MARGIN, resolution=math.hypot(resolution, resolution))
 
 
 def place_all(
-    ratios: Mapping[str, tuple[LagRatio | None, LagRatio | None]], alpha: float = ALPHA
+    tests: Mapping[str, tuple[EquivalenceTest | None, EquivalenceTest | None]],
+    alpha: float = ALPHA,
 ) -> dict[str, Placement]:
-    """The placement of every optimiser of ``ratios`` (name → (its lag behind Muon, Adam's lag
-    behind it)), its tests corrected together by Holm's rule."""
-    tests = {name: (log_test(m), log_test(a)) for name, (m, a) in ratios.items()}
+    """The placement of every optimiser of ``tests`` (name → (Muon − it, it − Adam)), its
+    tests corrected together by Holm's rule."""
     family: list[tuple[str, int, float]] = []
     for name, (vs_muon, vs_adam) in tests.items():
         if vs_muon is None or vs_adam is None:
@@ -100,10 +112,11 @@ def place_all(
     for name, (vs_muon, vs_adam) in tests.items():
         if vs_muon is None or vs_adam is None:
             out[name] = Placement("not distinguished", vs_muon, vs_adam,
-                                  reason="a lag ratio is not measured in every seed")  # fmt: skip
+                                  reason="not measured in every seed")  # fmt: skip
             continue
-        held = tuple(flags[name])
-        out[name] = Placement(_place(vs_muon, vs_adam, held), vs_muon, vs_adam, held)  # type: ignore[arg-type]
+        d_m, e_m, d_a, e_a = flags[name]
+        out[name] = Placement(_place(vs_muon, vs_adam, flags[name]), vs_muon, vs_adam,
+                              (d_m, e_m, d_a, e_a))  # fmt: skip
     return out
 
 
@@ -123,23 +136,141 @@ def _place(vs_muon: EquivalenceTest, vs_adam: EquivalenceTest, held: Sequence[bo
 
 
 @dataclass(frozen=True)
+class PositiveControl:
+    """All-Adam against Muon on the primary statistic: the test of Muon − all-Adam per seed and
+    whether it separates (a difference above 0 at 5 %, two-sided)."""
+
+    test: EquivalenceTest | None
+    separated: bool
+
+    def text(self) -> str:
+        if self.test is None:
+            return "positive control not measured (all-Adam or Muon missing in some seed)"
+        verdict = "separates" if self.separated else "does not separate: underpowered"
+        return (f"positive control: Muon − all-Adam {self.test.mean:+.3f} ± {self.test.se:.2g} "
+                f"FTA (paired, p {self.test.p_different:.2g}): {verdict}")  # fmt: skip
+
+
+def positive_control(test: EquivalenceTest | None, alpha: float = ALPHA) -> PositiveControl:
+    """Does all-Adam trail Muon beyond the two-sided paired t test at ``alpha``?"""
+    separated = test is not None and test.p_different < alpha and test.mean > 0
+    return PositiveControl(test, separated)
+
+
+def decided(placed: Mapping[str, Placement], control: PositiveControl) -> dict[str, Placement]:
+    """The places, or every one :data:`UNDERPOWERED` when the positive control did not
+    separate."""
+    if control.separated:
+        return dict(placed)
+    return {name: Placement(UNDERPOWERED, p.vs_muon, p.vs_adam, reason=control.text())
+            for name, p in placed.items()}  # fmt: skip
+
+
+@dataclass(frozen=True)
 class ReferenceFinding:
-    """The pre-specified comparison of ``adam_split`` with Muon: the ratio (exposures
-    ``adam_split`` needs ÷ Muon's), its test and the finding in words: "shares Muon's tail edge"
-    (equivalent), "trails Muon" or "leads Muon" (a difference), or "not distinguished"."""
+    """The pre-specified comparison of ``adam_split`` with Muon: its test (Muon − it per seed)
+    and the finding in words: "shares Muon's tail edge" (equivalent), "trails Muon" or "leads
+    Muon" (a difference), or "not distinguished"."""
 
     test: EquivalenceTest | None
     finding: str
 
 
-def reference_finding(ratio: LagRatio | None, alpha: float = ALPHA) -> ReferenceFinding:
-    """Does ``adam_split`` share Muon's tail edge (module docstring)?"""
-    test = log_test(ratio)
+def reference_finding(
+    test: EquivalenceTest | None, control: PositiveControl, alpha: float = ALPHA
+) -> ReferenceFinding:
+    """Does ``adam_split`` share Muon's tail edge (module docstring)? Undecided in a run whose
+    positive control did not separate."""
     if test is None:
         return ReferenceFinding(None, "not measured in every seed")
+    if not control.separated:
+        return ReferenceFinding(test, UNDERPOWERED)
     if test.p_equivalent < alpha:
         return ReferenceFinding(test, "shares Muon's tail edge (equivalent within the margin)")
     if test.p_different < alpha:
-        finding = "trails Muon" if test.mean > 0 else "leads Muon"
-        return ReferenceFinding(test, finding)
+        return ReferenceFinding(test, "trails Muon" if test.mean > 0 else "leads Muon")
     return ReferenceFinding(test, "not distinguished")
+
+
+def tail_values(
+    seeds: Sequence[int], fta: np.ndarray, exposures: np.ndarray
+) -> dict[int, tuple[float, float]]:
+    """Per seed, the rarest group's final FTA (the primary statistic) and its area under FTA
+    against ``exposures`` divided by the exposures spanned (the second: its mean FTA over
+    training, trapezoids between the evaluations; the final FTA with one evaluation). ``fta``:
+    ``(seeds, evaluations)`` of the rarest group; ``exposures``: its exposures at each."""
+    span = float(exposures[-1] - exposures[0])
+    out = {}
+    for seed, curve in zip(seeds, np.asarray(fta, dtype=np.float64), strict=True):
+        area = float(np.trapezoid(curve, exposures)) / span if span > 0 else float(curve[-1])
+        out[int(seed)] = (float(curve[-1]), area)
+    return out
+
+
+def paired(a: TailValues, b: TailValues, which: int, seeds: Sequence[int]) -> list[float] | None:
+    """``a − b`` per seed of ``seeds`` (``which``: 0 the final FTA, 1 the area), in order; None
+    unless both finished every seed (a seed lost to divergence is not dropped silently)."""
+    if not seeds or any(s not in a or s not in b for s in seeds):
+        return None
+    return [a[s][which] - b[s][which] for s in seeds]
+
+
+@dataclass(frozen=True)
+class Power:
+    """The power computation of one level (:mod:`tailmem.claims.bench`): the median over
+    challengers of the seed SD of Muon − X in the rarest group's final FTA, the margin, the
+    target power, Holm's most stringent level over the level's family, the seeds the run had
+    and the seeds that decide a difference of the margin at the target (None: no SD)."""
+
+    sd: float | None
+    margin: float
+    target: float
+    alpha_per_test: float
+    seeds_run: int
+    seeds_needed: int | None
+
+
+@dataclass(frozen=True)
+class LevelStats:
+    """One level's tests: the positive control, the places on the primary and on the second
+    statistic, the pre-specified finding on Adam (own rate) against Muon, and the power."""
+
+    control: PositiveControl
+    placed: Mapping[str, Placement]
+    placed_auc: Mapping[str, Placement]
+    finding: ReferenceFinding
+    power: Power
+
+
+def decide_level(
+    values: Mapping[str, TailValues], seeds: Sequence[int], resolution: float
+) -> LevelStats:
+    """Every test of one level from each optimiser's :data:`TailValues` over the evaluation
+    ``seeds`` (``resolution``: one question of the rarest group, the floor of an FTA's SD):
+    the positive control (Muon − all-Adam), the places of every challenger (every optimiser
+    but the two references) on both statistics, each its own Holm family and withheld unless
+    the control separates, the finding on Adam (own rate), and the power at the SD observed."""
+    none: TailValues = {}
+
+    def test(a: str, b: str, which: int) -> EquivalenceTest | None:
+        return difference_test(paired(values.get(a, none), values.get(b, none), which, seeds),
+                               resolution)  # fmt: skip
+
+    control = positive_control(test(MUON, ALL_ADAM, 0))
+    challengers = [arm for arm in values if arm not in (MUON, ADAM)]
+    placed, placed_auc = (
+        decided(place_all({x: (test(MUON, x, k), test(x, ADAM, k)) for x in challengers}),
+                control)
+        for k in (0, 1)
+    )  # fmt: skip
+    finding = reference_finding(test(MUON, ADAM, 0), control)
+    muon = values.get(MUON, none)
+    sds = [statistics.stdev(d) for x in challengers
+           if (d := paired(muon, values[x], 0, seeds)) and len(d) > 1]  # fmt: skip
+    sd: float | None = statistics.median(sds) if sds else None
+    if sd is not None and not sd > 0:
+        sd = None
+    level = family_level(len(challengers))
+    needed = None if sd is None else seeds_for_power(sd, FTA_MARGIN, level)
+    power = Power(sd, FTA_MARGIN, POWER, level, len(seeds), needed)
+    return LevelStats(control, placed, placed_auc, finding, power)
