@@ -77,6 +77,7 @@ from tailmem.experiments.qa_map.points import (
 from tailmem.metrics.qa_gaps import TAUS
 from tailmem.outputs import write
 from tailmem.rundir import RunDir
+from tailmem.studies import Preset, Provenance, Study
 from tailmem.train import distributed as D
 from tailmem.typecheck import check_range
 
@@ -259,11 +260,29 @@ def preflight(cfg: Config) -> None:
     grid.preflight(configs, cfg.common)
 
 
-def run(cfg: Config, run: RunDir) -> None:
+def run(cfg: Config, run: RunDir, provenance: Provenance) -> None:
     """Plan every point, train them all on one pool, then write the map, figures and report."""
     planned = plan_points(cfg, run.path)
-    results = grid.run_points(configure(planned), run.path, cfg.workers)
+    results = grid.run_points(configure(planned), run.path, cfg.workers, provenance=provenance)
     grid.prune_points(run.path, list(results))
     if D.is_main_process():
         rows = [outputs.point_row(p, results[p.point.label], cfg.tau) for p in planned]
         write(run, outputs.outputs(cfg, rows))
+
+
+STUDY = Study(
+    name=NAME,
+    config=Config,
+    run=run,
+    preflight=preflight,
+    reproduces=(
+        "beyond the papers: where Muon's QA tail edge appears (width, exposures, m, exponent)"
+    ),
+    presets=(
+        Preset("smoke", "", 26.1),
+        Preset("cpu", "3 widths × 2 exposures", 979.0),
+        Preset("paper", "up to 160M", None),
+    ),
+    in_reproduce=False,
+)
+"""This study's record (:class:`~tailmem.studies.Study`)."""
