@@ -68,7 +68,8 @@ from torch.utils.flop_counter import FlopCounterMode
 from step_modes import TimedOptimizer
 from tailmem.cli import ScriptParser, script_main
 from tailmem.experiments import get_study
-from tailmem.lm.plan import EntryId, Plan, Score
+from tailmem.lm.entries import EntryId
+from tailmem.lm.plan import Plan, Score
 from tailmem.lm.spec import RunResult, RunSpec
 from tailmem.lm.subrun import RunContext
 from tailmem.optim.routing import route

@@ -19,11 +19,11 @@ from tailmem.claims.registry import (
     lookup,
     not_measured,
     section_of,
-    write_claims,
 )
 from tailmem.cli import main
 from tailmem.errors import DataError
 from tailmem.experiments import headline_questions, study_names
+from tailmem.outputs import Outputs, write
 from tailmem.report.content import SMOKE_VERDICT
 from tailmem.report.render import write_report
 from tailmem.rundir import RunDir
@@ -133,7 +133,7 @@ class _Config:
 def _run(root: Path, name: str, experiment: str, results: list[ClaimResult]) -> RunDir:
     run = RunDir(root / name)
     run.write_config(experiment, "smoke", _Config())
-    write_claims(run, results)
+    write(run, Outputs(claims=tuple(results)))
     run.mark_complete(1.0)
     return run
 

@@ -163,11 +163,11 @@ class _Seed:
 
 
 def _report_run(root: Path, layout: object) -> Path:
-    from tailmem.claims.registry import write_claims
+    from tailmem.outputs import Outputs, write
 
     run = RunDir(root / "exp")
     run.write_config("assoc-capacity", "smoke", _Seed())
-    write_claims(run, [])
+    write(run, Outputs(claims=()))
     (run.path / "t.csv").write_text("a,b\n1,2\n")
     run.write_json("report.json", layout)
     return run.path

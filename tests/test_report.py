@@ -11,10 +11,11 @@ import pytest
 from report_fixture import BENCH_ANSWERS, QA_ANSWERS, cpu_style_folder, make_run
 from tailmem.claims.core import ClaimResult
 from tailmem.claims.listing import EXPERIMENTS
-from tailmem.claims.registry import CLAIMS, claims_of, write_claims
+from tailmem.claims.registry import CLAIMS, claims_of
 from tailmem.cli import main
 from tailmem.errors import DataError
 from tailmem.experiments import headline_questions, study_names
+from tailmem.outputs import Outputs, write
 from tailmem.report.render import write_report
 from tailmem.rundir import RunDir
 
@@ -35,7 +36,7 @@ def _make_run(root, name, verdicts, figure=True, complete=True):
         ClaimResult(f"cabannes.capacity.{OPTIMIZERS[i]}", f"claim {i}", "A4", "1", "1", "rule", v)
         for i, v in enumerate(verdicts)
     ]
-    write_claims(run, claims)
+    write(run, Outputs(claims=tuple(claims)))
     if figure:
         fig, ax = plt.subplots()
         ax.plot([0, 1], [1, 0])
@@ -120,7 +121,7 @@ def test_claims_show_rule_seeds_reason_and_column_notes(tmp_path):
         "cabannes.capacity.gd", "c", "Related", "p", "o", "the rule in words", "inconclusive",
         reason="model at chance", seeds=[0, 1, 2],
     )  # fmt: skip
-    write_claims(run, [claim])
+    write(run, Outputs(claims=(claim,)))
     run.write_csv("t.csv", [{"d": 4, "error": 0.5}])
     columns = {"d": "embedding dimension", "absent": "not a column"}
     run.write_json("report.json", {"tables": [{"file": "t.csv", "columns": columns}]})

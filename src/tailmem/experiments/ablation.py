@@ -44,7 +44,8 @@ from tailmem.errors import ConfigError
 from tailmem.lm.arms import HIDDEN_MATRICES, Arm, muon_recipe, select_arms
 from tailmem.lm.config import LMConfig
 from tailmem.lm.corpus import CorpusData, CorpusSection, LMData, corpus_preflight
-from tailmem.lm.plan import Entry, Plan, Rates, run_plan, tidy
+from tailmem.lm.entries import Entry, Rates
+from tailmem.lm.plan import Plan, run_plan, tidy
 from tailmem.lm.spec import RunResult, diverged_runs, number, step_of
 from tailmem.lm.subrun import RunContext, template
 from tailmem.lm.sweeps import tuning_outputs

@@ -57,7 +57,8 @@ from tailmem.data.icl_tasks import ICLBatches, ICLTaskConfig, ICLTasks
 from tailmem.errors import ConfigError
 from tailmem.lm.arms import Arm, matrix_recipe, select_arms
 from tailmem.lm.config import LMConfig
-from tailmem.lm.plan import Entry, Plan, TrainedPlan, run_plan, tidy
+from tailmem.lm.entries import Entry
+from tailmem.lm.plan import Plan, TrainedPlan, run_plan, tidy
 from tailmem.lm.preflight import check_lm
 from tailmem.lm.rates import rate_entries
 from tailmem.lm.spec import BatchShape, RunResult

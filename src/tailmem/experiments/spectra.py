@@ -45,7 +45,8 @@ from tailmem.errors import ConfigError
 from tailmem.lm.arms import Arm, matrix_recipe
 from tailmem.lm.config import LMConfig
 from tailmem.lm.corpus import CorpusData, CorpusSection, LMData, corpus_preflight
-from tailmem.lm.plan import Entry, Plan, run_plan, tidy
+from tailmem.lm.entries import Entry
+from tailmem.lm.plan import Plan, run_plan, tidy
 from tailmem.lm.rates import rate_entries
 from tailmem.lm.spec import BatchShape, RunResult, diverged_runs, number, step_of
 from tailmem.lm.subrun import RunContext, template

@@ -38,7 +38,8 @@ from tailmem.config import load_config
 from tailmem.errors import ConfigError
 from tailmem.experiments import knowledge_qa as kqa
 from tailmem.experiments.knowledge_qa import gaps
-from tailmem.lm.plan import Entry, Rates, Train, TrainedPlan, run_plans, tidy
+from tailmem.lm.entries import Entry, Rates
+from tailmem.lm.plan import Train, TrainedPlan, run_plans, tidy
 from tailmem.lm.subrun import run_job
 from tailmem.names import check_distinct, folder_name
 from tailmem.outputs import write
