@@ -45,6 +45,7 @@ from __future__ import annotations
 import contextlib
 import dataclasses
 import heapq
+import importlib
 import json
 import math
 import os
@@ -59,18 +60,22 @@ from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
+from unittest import mock
 
 import torch
 from torch.utils.flop_counter import FlopCounterMode
 
 from step_modes import TimedOptimizer
 from tailmem.cli import ScriptParser, script_main
-from tailmem.lm.plan import EntryId, Plan, Score
+from tailmem.experiments import get_study
+from tailmem.lm.entries import EntryId
+from tailmem.lm.plan import Plan, Score
 from tailmem.lm.spec import RunResult, RunSpec
 from tailmem.lm.subrun import RunContext
 from tailmem.optim.routing import route
 from tailmem.rundir import RunDir
 from tailmem.runner import prepare
+from tailmem.studies import Provenance
 from tailmem.train import EvalHook, train_step
 from tailmem.train import distributed as D
 from tailmem.train.precision import autocast, matmul_gflops
@@ -101,21 +106,17 @@ class _Captured(Exception):
 def capture(study: str, root: Path) -> tuple[Any, Plan, RunContext]:
     """The cpu config of ``study`` and the plan and run context its ``run`` builds (its data
     built or loaded on the way), stopped before any run trains."""
-    module, cfg = prepare(study, "cpu", [])
+    cfg = prepare(study, "cpu", [])
+    record = get_study(study)
     found: dict[str, Any] = {}
 
     def stand_in(plan: Plan, context: RunContext, *args: Any, **kwargs: Any) -> Plan:
         found["plan"], found["context"] = plan, context
         raise _Captured
 
-    original = module.run_plan
-    module.run_plan = stand_in
-    try:
-        module.run(cfg, RunDir(root))
-    except _Captured:
-        pass
-    finally:
-        module.run_plan = original
+    module = importlib.import_module(record.run.__module__)  # the study's own run_plan
+    with mock.patch.object(module, "run_plan", stand_in), contextlib.suppress(_Captured):
+        record.run(cfg, RunDir(root), Provenance("cpu", f"profile {study}"))
     return cfg, found["plan"], found["context"]
 
 

@@ -32,7 +32,7 @@ from pathlib import Path
 
 from tailmem.cli import ScriptParser, script_main
 from tailmem.config import load_config
-from tailmem.experiments import get_experiment
+from tailmem.experiments import get_study
 from tailmem.lm.corpus import CorpusData
 from tailmem.train.distributed import DistContext
 
@@ -132,8 +132,7 @@ def prebuild_corpora(studies: list[str], preset: str, cache: Path) -> None:
     """Build the corpus of the corpus studies before anything is timed."""
     for study in studies:
         if study in ("ablation", "spectra"):
-            cfg = load_config(get_experiment(study).Config, study, preset)
-            cfg.data.cache_dir = str(cache)
+            cfg = load_config(get_study(study).config, study, preset, [f"data.cache_dir={cache}"])
             CorpusData(cfg.data, cfg.train.seq_len, cfg.train.eval_batch_size).load(DistContext())
 
 

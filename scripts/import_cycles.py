@@ -1,10 +1,11 @@
 """Import graph of the ``tailmem`` package: cycles between modules and forbidden layer edges.
 
 Usage: ``python scripts/import_cycles.py [SRC]`` (default ``src``). Reads every module's imports
-statically (``ast``; imports inside functions count too, ``if TYPE_CHECKING:`` blocks do not),
-prints each import cycle (strongly connected component of more than one module, and of more
-than one subpackage such as ``tailmem.report``/``tailmem.experiments``) and each edge that breaks
-a layer rule, and exits 1 if there is any. Layer rules: ``tailmem.claims`` imports
+statically (``ast``; imports inside functions and ``if TYPE_CHECKING:`` blocks count too: a
+reader follows a type's import as much as a call's), prints each import cycle (strongly
+connected component of more than one module, and of more than one subpackage such as
+``tailmem.report``/``tailmem.experiments``) and each edge that breaks a layer rule, and exits 1
+if there is any. Layer rules: ``tailmem.claims`` imports
 nothing from ``tailmem.experiments`` or ``tailmem.report``; ``tailmem.report`` imports nothing
 from ``tailmem.experiments``.
 """
@@ -27,23 +28,11 @@ def module_name(path: Path, src: Path) -> str:
     return ".".join(parts[:-1] if parts[-1] == "__init__" else parts)
 
 
-def _type_checking_lines(tree: ast.AST) -> set[int]:
-    lines: set[int] = set()
-    for node in ast.walk(tree):
-        if isinstance(node, ast.If) and "TYPE_CHECKING" in ast.unparse(node.test):
-            for sub in node.body:
-                lines.update(range(sub.lineno, (sub.end_lineno or sub.lineno) + 1))
-    return lines
-
-
 def imports_of(path: Path, name: str, modules: set[str]) -> Iterator[str]:
     """The ``tailmem`` modules that module ``name`` (file ``path``) imports."""
     tree = ast.parse(path.read_text())
-    skip = _type_checking_lines(tree)
     package = name if path.name == "__init__.py" else name.rpartition(".")[0]
     for node in ast.walk(tree):
-        if getattr(node, "lineno", None) in skip:
-            continue
         if isinstance(node, ast.Import):
             targets = [a.name for a in node.names]
         elif isinstance(node, ast.ImportFrom):

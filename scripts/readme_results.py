@@ -10,10 +10,10 @@ the file differ, so a number on the page cannot drift from the run it names.
 
 Both follow the CLI's contract: the folders are checked first — each a results folder of
 ``tailmem reproduce`` or a run folder, every run in them complete (COMPLETE and its hashes) and
-at the ``cpu`` preset, together holding every study the page shows (:data:`STUDIES`) and every
-value the template names — and anything wrong is one line ``readme_results: error: ...``, exit
-2, with no tracked file (``docs/results_cpu.json``, ``docs/gallery/*.png``, ``docs/results.md``)
-changed. The files are written only once everything is read.
+at the ``cpu`` preset, together holding every study the page shows (:func:`page_studies`) and
+every value the template names — and anything wrong is one line ``readme_results: error: ...``,
+exit 2, with no tracked file (``docs/results_cpu.json``, ``docs/gallery/*.png``,
+``docs/results.md``) changed. The files are written only once everything is read.
 
 ``update`` re-reads the runs of some studies (one finished cpu run folder each) and keeps every
 other study as it was collected, with the provenance that says from which run and commit: a
@@ -41,6 +41,7 @@ from tailmem.atomic import atomic_write_bytes, atomic_write_text
 from tailmem.claims.host import host_note
 from tailmem.cli import ScriptParser, script_main
 from tailmem.errors import DataError
+from tailmem.experiments import studies
 from tailmem.lm.store import load_store
 from tailmem.mdtable import md_table
 from tailmem.rundir import RunDir, folder_kind
@@ -298,18 +299,19 @@ COLLECT: dict[str, Callable[[Path, Mapping[str, Any]], dict[str, str]]] = {
 """Per experiment, the values beyond its verdicts that the page shows."""
 
 
-STUDIES = (
-    "assoc-two-group", "assoc-scaling", "assoc-capacity", "knowledge-qa", "ablation", "spectra",
-    "icl-regression", "optim-bench", "rule-or-rate",
-)  # fmt: skip
-"""The studies the results page shows: a collect that lacks one is refused."""
+def page_studies() -> list[str]:
+    """The studies the results page shows (those whose record says so: ``on_results_page``): a
+    collect that lacks one is refused."""
+    return [study.name for study in studies() if study.on_results_page]
+
+
 PRESET = "cpu"
 """The preset of every run the page shows (``docs/results_cpu.json``)."""
 
 
 def runs_of(folders: Sequence[Path]) -> list[Path]:
     """The run folders under ``folders`` (each a results folder of ``tailmem reproduce`` or one
-    run folder), checked: every run complete at :data:`PRESET`, every study of :data:`STUDIES`
+    run folder), checked: every run complete at :data:`PRESET`, every study of :func:`page_studies`
     there once; one :class:`DataError` line otherwise (nothing is written)."""
     expected = f"a results folder of tailmem reproduce --preset {PRESET}, or one of its runs"
     runs: list[Path] = []
@@ -338,11 +340,12 @@ def runs_of(folders: Sequence[Path]) -> list[Path]:
         if name in seen:
             raise DataError(f"{run} and {seen[name]} are both runs of {name}; expected one each")
         seen[name] = run
-    missing = [name for name in STUDIES if name not in seen]
+    shown = page_studies()
+    missing = [name for name in shown if name not in seen]
     if missing:
         raise DataError(
             f"{', '.join(map(str, folders))} holds no run of {', '.join(missing)}; expected a "
-            f"run of every study the results page shows ({', '.join(STUDIES)})"
+            f"run of every study the results page shows ({', '.join(shown)})"
         )
     return runs
 
@@ -478,8 +481,9 @@ def figures(data: Mapping[str, Any]) -> dict[Path, Path]:
     """``{gallery file: the run's figure}`` of the page's figures; a missing one is refused."""
     folders = {name: Path(record["folder"]) for name, record in data["runs"].items()}
     out = {}
+    shown = page_studies()
     for target, (name, figure) in GALLERY.items():
-        if name not in folders and name not in STUDIES:
+        if name not in folders and name not in shown:
             continue
         source = folders[name] / figure
         if not source.is_file():

@@ -1,4 +1,4 @@
-"""Shared fixtures: a tiny fake experiment registered with its own preset folder, and the
+"""Shared fixtures: a tiny fake study added with its own preset folder, and the
 hand-written isotropy reference that the spectra and diagnose tests check against."""
 
 import importlib.util
@@ -48,17 +48,34 @@ def _fake_run(cfg: FakeConfig, run) -> None:
 
 
 @pytest.fixture
-def fake_experiment(tmp_path, monkeypatch):
-    """Register experiment ``fake`` with presets ``smoke`` and ``cpu`` in a temp folder."""
+def fake_experiment(tmp_path, tmp_path_factory, monkeypatch):
+    """Add study ``fake`` with presets ``smoke`` and ``cpu`` in a temp folder, as a study is
+    added: a module of the registry's package (here in a temp folder on its path) exporting
+    ``STUDY``. Returns a module whose ``run`` (and ``Config``) a test may replace: the study
+    calls whatever ``run`` holds."""
     import tailmem.config
     import tailmem.experiments
+    from tailmem.studies import Preset, Study
 
     module = types.ModuleType("tailmem_fake_experiment")
     module.NAME = "fake"
     module.Config = FakeConfig
     module.run = _fake_run
+    module.STUDY = Study(
+        name="fake",
+        config=FakeConfig,
+        run=lambda cfg, run, provenance: module.run(cfg, run),
+        reproduces="a fake study of the tests",
+        presets=(Preset("smoke", "", 1.0), Preset("cpu", "5 steps", 2.0)),
+    )
     monkeypatch.setitem(sys.modules, "tailmem_fake_experiment", module)
-    monkeypatch.setitem(tailmem.experiments.EXPERIMENTS, "fake", "tailmem_fake_experiment")
+    package = tmp_path_factory.mktemp("studies")  # apart from tmp_path, which tests list
+    (package / "fake.py").write_text(
+        "import sys\n\nSTUDY = sys.modules['tailmem_fake_experiment'].STUDY\n"
+    )
+    path = [*tailmem.experiments.__path__, str(package)]
+    monkeypatch.setattr(tailmem.experiments, "__path__", path)
+    monkeypatch.delitem(sys.modules, "tailmem.experiments.fake", raising=False)
     root = tmp_path / "configs"
     (root / "fake").mkdir(parents=True)
     (root / "fake" / "smoke.yaml").write_text("steps: 2\ninner:\n  width: 8\n")

@@ -23,6 +23,7 @@ import pytest
 
 from report_fixture import BENCH_ANSWERS, QA_ANSWERS, cpu_style_folder
 from tailmem.cli import main
+from tailmem.experiments import headline_questions
 from tailmem.report.render import write_report
 
 pytestmark = pytest.mark.browser
@@ -104,7 +105,7 @@ BANNERS = {
 @pytest.mark.parametrize("preset", ["cpu", "smoke"])
 def test_the_first_screen_holds_the_banner_the_answers_and_the_contents(tmp_path, preset):
     sync_api = _playwright()
-    report = write_report(cpu_style_folder(tmp_path / "results", preset))
+    report = write_report(cpu_style_folder(tmp_path / "results", preset), headline_questions())
     screenshot = tmp_path / f"first_screen_{preset}.png"
     with sync_api.sync_playwright() as pw:
         browser = pw.chromium.launch(executable_path=CHROMIUM, args=CHROMIUM_FLAGS)

@@ -19,11 +19,11 @@ from tailmem.claims.registry import (
     lookup,
     not_measured,
     section_of,
-    write_claims,
 )
 from tailmem.cli import main
 from tailmem.errors import DataError
-from tailmem.experiments import EXPERIMENTS
+from tailmem.experiments import headline_questions, study_names
+from tailmem.outputs import Outputs, write
 from tailmem.report.content import SMOKE_VERDICT
 from tailmem.report.render import write_report
 from tailmem.rundir import RunDir
@@ -36,7 +36,7 @@ def test_every_claim_belongs_to_a_section_and_every_section_has_claims():
     counts = {key: 0 for key in SECTIONS}
     for claim in CLAIMS.values():
         counts[section_of(claim.source)] += 1
-        assert claim.experiment is None or claim.experiment in EXPERIMENTS, claim.id
+        assert claim.experiment is None or claim.experiment in study_names(), claim.id
     assert all(n >= 1 for n in counts.values()), counts
     # Registry order is PAPERS.md order: the sections appear in one run each, A1 … Related.
     order = [section_of(c.source) for c in CLAIMS.values()]
@@ -133,7 +133,7 @@ class _Config:
 def _run(root: Path, name: str, experiment: str, results: list[ClaimResult]) -> RunDir:
     run = RunDir(root / name)
     run.write_config(experiment, "smoke", _Config())
-    write_claims(run, results)
+    write(run, Outputs(claims=tuple(results)))
     run.mark_complete(1.0)
     return run
 
@@ -142,7 +142,7 @@ def test_report_lists_missing_and_uncovered_claims(tmp_path):
     outcome = Outcome("not reproduced", "C = 8: 16")
     measured = CLAIMS["B.gd_stability"].from_outcome(outcome)
     _run(tmp_path, "scaling", "assoc-scaling", [measured])
-    write_report(tmp_path)
+    write_report(tmp_path, headline_questions())
     verdicts = json.loads((tmp_path / "verdicts.json").read_text())["scaling"]
     assert [c["id"] for c in verdicts] == ["B.gd_stability"] + [
         c.id for c in claims_of("assoc-scaling") if c.id != "B.gd_stability"
@@ -166,7 +166,7 @@ def test_unknown_claim_id_is_one_line_exit_2(tmp_path, capsys):
     bogus = ClaimResult("B.made_up", "c", "B", "1", "1", "rule", "reproduced")
     _run(tmp_path, "scaling", "assoc-scaling", [bogus])
     with pytest.raises(DataError, match=r"unknown claim id 'B\.made_up'") as info:
-        write_report(tmp_path)
+        write_report(tmp_path, headline_questions())
     assert "\n" not in str(info.value)
     assert main(["report", str(tmp_path)]) == 2
     err = capsys.readouterr().err.strip().splitlines()

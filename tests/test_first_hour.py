@@ -13,8 +13,7 @@ import pytest
 
 from tailmem.cli import main
 from tailmem.config import available_presets
-from tailmem.experiments import EXPERIMENTS
-from tailmem.experiments.catalog import CATALOG
+from tailmem.experiments import get_study, study_names
 from tailmem.progress_display import SPEED_PRIOR_SECONDS, Board, PlainLines
 from tailmem.rundir import RunDir
 
@@ -70,9 +69,10 @@ def test_overall_eta_counts_queued_experiments_and_moves(tmp_path):
 
 def test_a_short_experiments_fixed_cost_does_not_scale_the_rest_but_a_slow_machine_does(tmp_path):
     """The smoke reproduce that showed it, at its sixth of eleven experiments: the finished
-    ones took 62 s where the catalog said 18.4 (3.4x: knowledge-qa's 2.5 s entry was 17 s), the
-    rest 102 s where it said 84.5. Scaled by 3.4 the ETA was 4m46s; it is now within 1.6x of
-    the 102 s. Ten minutes of experiments at twice their time still make the machine 1.9x."""
+    ones took 62 s where the measured times said 18.4 (3.4x: knowledge-qa's 2.5 s entry was
+    17 s), the rest 102 s where it said 84.5. Scaled by 3.4 the ETA was 4m46s; it is now
+    within 1.6x of the 102 s. Ten minutes of experiments at twice their time still make the
+    machine 1.9x."""
     clock = Clock(0.0)
     finished = {"a": (18.4, 62.0)}
     queued = {"b": 84.5}
@@ -173,25 +173,31 @@ def test_run_at_smoke_says_it_cannot_judge_claims(tmp_path, capsys):
 def test_list_says_what_each_experiment_reproduces_and_what_its_presets_cost(capsys):
     assert main(["list"]) == 0
     lines = capsys.readouterr().out.splitlines()
-    assert [line.split()[0] for line in lines[:-1]] == list(EXPERIMENTS)
-    for name, line in zip(EXPERIMENTS, lines, strict=False):
-        entry = CATALOG[name]
-        assert set(entry.sizes) == set(available_presets(name))
-        assert entry.reproduces in line and re.search(r"\bsmoke [<\d]", line)
+    assert [line.split()[0] for line in lines[:-1]] == study_names()
+    for name, line in zip(study_names(), lines, strict=False):
+        study = get_study(name)
+        assert [p.name for p in study.presets] == available_presets(name)
+        assert study.reproduces in line and re.search(r"\bsmoke [<\d]", line)
         assert re.search(r"paper [AB]\b|beyond the papers", line)
 
 
-def test_reproduce_runs_the_catalog_default_set_and_only_adds_the_others(monkeypatch, capsys):
-    """A long study beyond the papers (``in_reproduce=False``) is left out of a plain
-    ``tailmem reproduce`` and is said so by ``tailmem list``; ``--only`` still selects it."""
+def test_reproduce_runs_the_default_set_and_only_adds_the_others(monkeypatch, capsys):
+    """A long study beyond the papers (``in_reproduce=False`` in its record) is left out of a
+    plain ``tailmem reproduce`` and is said so by ``tailmem list``; ``--only`` still selects
+    it."""
+    import sys
     from dataclasses import replace
 
     from tailmem.reproduce import select_experiments
 
-    name = list(EXPERIMENTS)[-1]
-    monkeypatch.setitem(CATALOG, name, replace(CATALOG[name], in_reproduce=False))
+    name = "ablation"  # one a plain reproduce runs, made one of the others here
+    study = get_study(name)
+    assert study.in_reproduce and name in select_experiments(None)
+    monkeypatch.setattr(
+        sys.modules[study.run.__module__], "STUDY", replace(study, in_reproduce=False)
+    )
     assert name not in select_experiments(None)
-    assert select_experiments(None) == [n for n in EXPERIMENTS if CATALOG[n].in_reproduce]
+    assert select_experiments(None) == [n for n in study_names() if get_study(n).in_reproduce]
     assert select_experiments([name]) == [name]
     assert main(["list"]) == 0
     (line,) = [line for line in capsys.readouterr().out.splitlines() if line.startswith(name)]
@@ -201,7 +207,7 @@ def test_reproduce_runs_the_catalog_default_set_and_only_adds_the_others(monkeyp
 def test_the_studies_page_names_every_experiment():
     text = (README.parent / "docs" / "studies.md").read_text()
     paragraph = text[text.index("\nExperiments (") :].split("\n\n")[0]
-    assert [name for name in EXPERIMENTS if f"`{name}`" not in paragraph] == []
+    assert [name for name in study_names() if f"`{name}`" not in paragraph] == []
 
 
 @pytest.mark.parametrize("kind", ["the README", "a JSON file"])

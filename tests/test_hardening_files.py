@@ -17,6 +17,7 @@ from tailmem.data.corpus import CorpusConfig, build_corpus, load_corpus
 from tailmem.data.text_sources import stdlib_text_file
 from tailmem.diagnose import diagnose
 from tailmem.errors import ConfigError, DataError, TailmemError
+from tailmem.experiments import headline_questions
 from tailmem.report.render import write_report
 from tailmem.rundir import RunDir
 from tailmem.runner import run_experiment
@@ -78,7 +79,10 @@ def test_report_shows_a_damaged_complete_run_as_incomplete(fake_experiment, tmp_
     out = tmp_path / "results" / "fake"
     _complete_run(fake_experiment, out)
     (out / "results.json").unlink()
-    assert "This run is incomplete" in write_report(tmp_path / "results").read_text()
+    assert (
+        "This run is incomplete"
+        in write_report(tmp_path / "results", headline_questions()).read_text()
+    )
 
 
 # ------------------------------------------------------------------ corpus cache hashes
@@ -159,11 +163,11 @@ class _Seed:
 
 
 def _report_run(root: Path, layout: object) -> Path:
-    from tailmem.claims.registry import write_claims
+    from tailmem.outputs import Outputs, write
 
     run = RunDir(root / "exp")
     run.write_config("assoc-capacity", "smoke", _Seed())
-    write_claims(run, [])
+    write(run, Outputs(claims=()))
     (run.path / "t.csv").write_text("a,b\n1,2\n")
     run.write_json("report.json", layout)
     return run.path
@@ -196,7 +200,7 @@ def test_a_symlinked_figure_pointing_out_of_the_run_is_not_embedded(tmp_path):
     secret.write_bytes(b"\x89PNG-not-for-the-report")
     path = _report_run(tmp_path / "results", {})
     (path / "leak.png").symlink_to(secret)
-    html = write_report(tmp_path / "results").read_text()
+    html = write_report(tmp_path / "results", headline_questions()).read_text()
     assert "leak" not in html and "data:image/png" not in html
 
 

@@ -286,11 +286,11 @@ def test_reproduce_only_with_no_names_is_refused(only, tmp_path, capsys):
 def test_config_dataclasses_of_every_experiment_load_their_presets():
     """The strict rules (distinct list values, finite floats) hold for every shipped preset."""
     from tailmem.config import available_presets, load_config
-    from tailmem.experiments import EXPERIMENTS, get_experiment
+    from tailmem.experiments import get_study, study_names
 
-    for name in EXPERIMENTS:
+    for name in study_names():
         for preset in available_presets(name):
-            cfg = load_config(get_experiment(name).Config, name, preset)
+            cfg = load_config(get_study(name).config, name, preset)
             assert dataclasses.is_dataclass(cfg)
 
 

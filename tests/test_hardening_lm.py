@@ -18,7 +18,8 @@ from tailmem.experiments import ablation
 from tailmem.lm import preflight as lm_preflight
 from tailmem.lm.arms import Arm
 from tailmem.lm.config import ModelSection, OptimSection, TrainSection
-from tailmem.lm.plan import Entry, Plan, Rates, run_plan
+from tailmem.lm.entries import Entry, Rates
+from tailmem.lm.plan import Plan, run_plan
 from tailmem.lm.spec import Divergence, RunResult, diverged_runs
 from tailmem.lm.subrun import RunContext, RunTemplate, run_job
 from tailmem.lm.tuning import Sweep

@@ -28,7 +28,8 @@ from tailmem.experiments.knowledge_qa import grid
 from tailmem.lm import store
 from tailmem.lm.arms import Arm, select_arms
 from tailmem.lm.config import ModelSection, OptimSection, TrainSection
-from tailmem.lm.plan import Entry, Plan, Rates, run_plan, run_plans
+from tailmem.lm.entries import Entry, Rates
+from tailmem.lm.plan import Plan, run_plan, run_plans
 from tailmem.lm.spec import RunResult, eval_divergence, read_results
 from tailmem.lm.subrun import RunContext, RunTemplate, run_job
 from tailmem.lm.sweeps import FAILED, choice_rows, trial_rows

@@ -1,5 +1,6 @@
-"""No import cycles in tailmem; claims import neither experiments nor report; report does not
-import experiments (checked statically by scripts/import_cycles.py)."""
+"""No import cycles in tailmem (imports for type checking included); claims import neither
+experiments nor report; report does not import experiments (checked statically by
+scripts/import_cycles.py)."""
 
 import subprocess
 import sys
@@ -27,6 +28,13 @@ def test_the_checker_finds_a_cycle_and_a_layer_violation(tmp_path):
         "report/__init__.py": "",
         "report/a.py": "from tailmem.report import b\nfrom tailmem.experiments import x\n",
         "report/b.py": "def f():\n    from tailmem.report.a import g\n",
+        # a cycle through an import for type checking only is a cycle too
+        "claims/__init__.py": "",
+        "claims/c.py": "from tailmem.claims import d\n",
+        "claims/d.py": (
+            "from typing import TYPE_CHECKING\n"
+            "if TYPE_CHECKING:\n    from tailmem.claims.c import C\n"
+        ),
         "experiments/__init__.py": "",
         "experiments/x.py": "",
     }.items():
@@ -36,3 +44,4 @@ def test_the_checker_finds_a_cycle_and_a_layer_violation(tmp_path):
     assert out.returncode == 1
     assert "tailmem.report.a <-> tailmem.report.b" in out.stdout
     assert "tailmem.report.a -> tailmem.experiments.x" in out.stdout
+    assert "tailmem.claims.c <-> tailmem.claims.d" in out.stdout

@@ -8,16 +8,15 @@ from __future__ import annotations
 import pytest
 
 from tailmem.config import available_presets, load_config
-from tailmem.experiments import EXPERIMENTS, get_experiment
+from tailmem.experiments import get_study, study_names
 
 
-@pytest.mark.parametrize("experiment", [e for e in EXPERIMENTS if "cpu" in available_presets(e)])
+@pytest.mark.parametrize("experiment", [e for e in study_names() if "cpu" in available_presets(e)])
 def test_every_cpu_preset_passes_its_preflight_with_the_package_store(
     experiment, tmp_path, monkeypatch
 ):
     monkeypatch.setenv("TAILMEM_CACHE", str(tmp_path / "cache"))
-    module = get_experiment(experiment)
-    cfg = load_config(module.Config, experiment, "cpu")
-    preflight = getattr(module, "preflight", None)  # optional, as for the runner
-    if preflight is not None:
-        preflight(cfg)  # raises a one-line ConfigError naming a missing stored rate
+    study = get_study(experiment)
+    cfg = load_config(study.config, experiment, "cpu")
+    if study.preflight is not None:  # optional, as for the runner
+        study.preflight(cfg)  # raises a one-line ConfigError naming a missing stored rate

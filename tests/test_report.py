@@ -11,9 +11,11 @@ import pytest
 from report_fixture import BENCH_ANSWERS, QA_ANSWERS, cpu_style_folder, make_run
 from tailmem.claims.core import ClaimResult
 from tailmem.claims.listing import EXPERIMENTS
-from tailmem.claims.registry import CLAIMS, claims_of, write_claims
+from tailmem.claims.registry import CLAIMS, claims_of
 from tailmem.cli import main
 from tailmem.errors import DataError
+from tailmem.experiments import headline_questions, study_names
+from tailmem.outputs import Outputs, write
 from tailmem.report.render import write_report
 from tailmem.rundir import RunDir
 
@@ -34,7 +36,7 @@ def _make_run(root, name, verdicts, figure=True, complete=True):
         ClaimResult(f"cabannes.capacity.{OPTIMIZERS[i]}", f"claim {i}", "A4", "1", "1", "rule", v)
         for i, v in enumerate(verdicts)
     ]
-    write_claims(run, claims)
+    write(run, Outputs(claims=tuple(claims)))
     if figure:
         fig, ax = plt.subplots()
         ax.plot([0, 1], [1, 0])
@@ -47,7 +49,7 @@ def _make_run(root, name, verdicts, figure=True, complete=True):
 def test_report_counts_verdicts_and_embeds_figures(tmp_path):
     _make_run(tmp_path, "exp-a", ["reproduced", "not reproduced"])
     _make_run(tmp_path, "exp-b", ["not measured"], figure=False, complete=False)
-    html_path = write_report(tmp_path)
+    html_path = write_report(tmp_path, headline_questions())
     text = html_path.read_text()
     assert text.count("data:image/png;base64,") == 1
     # The headline counts every claim of the runs' experiment (the registry's that a run lacks
@@ -85,14 +87,14 @@ def test_damaged_results_are_one_clear_error(tmp_path, damage, fragment):
     _make_run(tmp_path, "exp", ["reproduced"])
     damage(tmp_path / "exp")
     with pytest.raises(DataError) as info:
-        write_report(tmp_path)
+        write_report(tmp_path, headline_questions())
     assert fragment in str(info.value) and "\n" not in str(info.value)
     assert not (tmp_path / "report.html").exists()
 
 
 def test_empty_folder_is_an_error(tmp_path):
     with pytest.raises(DataError, match="holds no run directories"):
-        write_report(tmp_path)
+        write_report(tmp_path, headline_questions())
 
 
 def test_tables_show_long_floats_to_four_significant_digits(tmp_path):
@@ -104,7 +106,7 @@ def test_tables_show_long_floats_to_four_significant_digits(tmp_path):
     ]
     run.write_csv("t.csv", rows)
     run.write_json("report.json", {"tables": [{"file": "t.csv", "caption": "numbers"}]})
-    write_report(tmp_path)
+    write_report(tmp_path, headline_questions())
     md = (tmp_path / "report.md").read_text()
     assert "| slope | -0.9439 | 3000000 | 0.591 |" in md
     assert "| ratio | 1.000 | 99 | 7.285e-16 |" in md
@@ -119,11 +121,11 @@ def test_claims_show_rule_seeds_reason_and_column_notes(tmp_path):
         "cabannes.capacity.gd", "c", "Related", "p", "o", "the rule in words", "inconclusive",
         reason="model at chance", seeds=[0, 1, 2],
     )  # fmt: skip
-    write_claims(run, [claim])
+    write(run, Outputs(claims=(claim,)))
     run.write_csv("t.csv", [{"d": 4, "error": 0.5}])
     columns = {"d": "embedding dimension", "absent": "not a column"}
     run.write_json("report.json", {"tables": [{"file": "t.csv", "columns": columns}]})
-    write_report(tmp_path)
+    write_report(tmp_path, headline_questions())
     md = (tmp_path / "report.md").read_text()
     why = CLAIMS["cabannes.capacity"].why
     cells = f"| the rule in words — why: {why} | 0, 1, 2 (n = 3) | inconclusive: model at chance"
@@ -141,7 +143,7 @@ def test_the_data_behind_a_study_is_printed_under_its_summary(tmp_path):
             "train_tokens": 1234567, "val_tokens": 4321,
             "tokenizer": "byte-level BPE trained on the corpus, 2048 ids"}  # fmt: skip
     run.write_json("report.json", {"summary": "s", "data": data})
-    write_report(tmp_path)
+    write_report(tmp_path, headline_questions())
     line = ("**Data**: the embedded Python standard-library documentation corpus; 1,234,567 "
             "training tokens, 4,321 validation tokens; tokenizer: byte-level BPE trained on the "
             "corpus, 2048 ids")  # fmt: skip
@@ -278,7 +280,7 @@ def test_a_damaged_run_is_not_rendered_in_a_folder_and_refused_alone(
     assert list(json.loads((tmp_path / "verdicts.json").read_text())) == ["a-good"]
 
     with pytest.raises(DataError) as info:
-        write_report(tmp_path / "b-bad")
+        write_report(tmp_path / "b-bad", headline_questions())
     assert fragment in str(info.value) and "\n" not in str(info.value)
     assert not (tmp_path / "b-bad" / "report.md").exists()
 
@@ -289,7 +291,7 @@ def test_the_summary_names_the_experiment_whose_run_was_not_rendered(tmp_path):
     _make_run(tmp_path, "cap", ["reproduced"])
     _make_run(tmp_path, "abl", ["reproduced"])
     _config("ablation")(tmp_path / "abl")
-    write_report(tmp_path)
+    write_report(tmp_path, headline_questions())
     md = (tmp_path / "report.md").read_text()
     n = len(claims_of("ablation"))
     assert f"| ablation (run abl not rendered) | — | 0 | 0 | 0 | {n} |" in md
@@ -306,7 +308,7 @@ def test_a_folder_where_no_run_renders_is_refused(tmp_path):
         _make_run(tmp_path, name, ["reproduced"])
         _config("nosuch")(tmp_path / name)
     with pytest.raises(DataError, match=r"none of its 2 runs can be rendered; the first, a: "):
-        write_report(tmp_path)
+        write_report(tmp_path, headline_questions())
 
 
 def test_long_tables_say_how_many_rows_they_show_and_empty_ones_say_so(tmp_path):
@@ -315,7 +317,7 @@ def test_long_tables_say_how_many_rows_they_show_and_empty_ones_say_so(tmp_path)
     run.write_csv("empty.csv", [])
     tables = [{"file": "long.csv", "caption": "long"}, {"file": "empty.csv", "caption": "none"}]
     run.write_json("report.json", {"tables": tables})
-    write_report(tmp_path)
+    write_report(tmp_path, headline_questions())
     md = (tmp_path / "report.md").read_text()
     assert "| 39 |" in md and "| 40 |" not in md
     assert "*First 40 of 45 rows; every row is in long.csv.*" in md
@@ -327,16 +329,15 @@ def test_an_incomplete_run_says_why(tmp_path):
     (tmp_path / "exp-a" / "claims.json").write_text(
         (tmp_path / "exp-a" / "claims.json").read_text() + " "
     )
-    write_report(tmp_path)
+    write_report(tmp_path, headline_questions())
     md = (tmp_path / "report.md").read_text()
     assert "claims.json does not match the hash recorded in COMPLETE); rerun" in md
 
 
 def test_the_report_knows_exactly_the_registered_experiments():
-    from tailmem.experiments import EXPERIMENTS as REGISTERED
     from tailmem.report.reader import experiment_names
 
-    assert experiment_names() == sorted(REGISTERED)
+    assert experiment_names() == study_names()
 
 
 # ------------------------------------------------------------ a report that answers first
@@ -349,7 +350,7 @@ def _sections(html: str) -> list[str]:
 
 def test_the_first_screen_states_the_answers_under_the_preset_banner(tmp_path):
     cpu_style_folder(tmp_path)
-    write_report(tmp_path)
+    write_report(tmp_path, headline_questions())
     html = (tmp_path / "report.html").read_text()
     main_part = html.split("<main>", 1)[1]
     # Banner, then the answers, then the verdicts: the page opens on what was found.
@@ -376,7 +377,7 @@ def test_the_first_screen_states_the_answers_under_the_preset_banner(tmp_path):
 
 def test_a_smoke_report_says_its_verdicts_are_not_evidence(tmp_path):
     cpu_style_folder(tmp_path, preset="smoke")
-    write_report(tmp_path)
+    write_report(tmp_path, headline_questions())
     html = (tmp_path / "report.html").read_text()
     assert (
         '<p class="banner preset-smoke"><b>Preset smoke</b>: checks the code runs end to end; '
@@ -392,7 +393,7 @@ def test_a_smoke_report_says_its_verdicts_are_not_evidence(tmp_path):
 def test_without_answers_the_first_screen_says_which_studies_to_run(tmp_path):
     make_run(tmp_path, "assoc-two-group", "cpu")
     make_run(tmp_path, "knowledge-qa", "cpu")  # a run from before studies stated answers
-    write_report(tmp_path)
+    write_report(tmp_path, headline_questions())
     html = (tmp_path / "report.html").read_text()
     answers = html.split('<section id="answers">', 1)[1].split("</section>", 1)[0]
     assert '<table class="answers">' not in answers
@@ -412,7 +413,7 @@ def test_sections_follow_the_papers_order_and_the_contents_list_them(tmp_path):
     make_run(tmp_path, "optim-bench", name="a-bench")
     make_run(tmp_path, "assoc-two-group", name="b-memory")
     make_run(tmp_path, "ablation", name="z-ablation")
-    write_report(tmp_path)
+    write_report(tmp_path, headline_questions())
     html = (tmp_path / "report.html").read_text()
     runs = ["run-z-ablation", "run-b-memory", "run-a-bench"]
     assert _sections(html) == ["answers", "verdicts", *runs, "uncovered", "environment"]
@@ -429,7 +430,7 @@ def test_a_folder_mixing_presets_counts_each_preset_apart_with_a_note(tmp_path):
     and each section, row and answer named with its preset."""
     make_run(tmp_path, "assoc-two-group", "smoke", claims=4)  # 2 reproduced, 1 not, 1 inconclusive
     make_run(tmp_path, "knowledge-qa", "cpu", answers=QA_ANSWERS[:1], claims=2)
-    write_report(tmp_path)
+    write_report(tmp_path, headline_questions())
     html = (tmp_path / "report.html").read_text()
     rest_two = len(claims_of("assoc-two-group")) - 4
     rest_qa = len(claims_of("knowledge-qa")) - 2
@@ -455,7 +456,7 @@ def test_a_folder_mixing_presets_counts_each_preset_apart_with_a_note(tmp_path):
 def test_two_runs_of_one_study_are_named_by_their_folders(tmp_path):
     make_run(tmp_path, "assoc-two-group", name="steps8")
     make_run(tmp_path, "assoc-two-group", name="steps12")
-    write_report(tmp_path)
+    write_report(tmp_path, headline_questions())
     html = (tmp_path / "report.html").read_text()
     assert html.index("<h2>assoc-two-group at cpu — steps12</h2>") < html.index(
         "<h2>assoc-two-group at cpu — steps8</h2>"
@@ -464,7 +465,7 @@ def test_two_runs_of_one_study_are_named_by_their_folders(tmp_path):
 
 def test_a_mean_and_its_se_show_as_one_column_while_the_csv_keeps_numbers(tmp_path):
     run = make_run(tmp_path, "knowledge-qa", tables=True)
-    write_report(tmp_path)
+    write_report(tmp_path, headline_questions())
     md = (tmp_path / "report.md").read_text()
     assert "| arm | rarest FTA | n |" in md
     assert "| muon | 0.9012 ± 0.008 | 3 |" in md and "| adam | 0.625 ± 0.0084 | 3 |" in md
@@ -476,7 +477,7 @@ def test_a_mean_and_its_se_show_as_one_column_while_the_csv_keeps_numbers(tmp_pa
 
 def test_a_long_study_folds_its_extra_figures_and_tables_away(tmp_path):
     make_run(tmp_path, "knowledge-qa", figures=5, tables=True)
-    write_report(tmp_path)
+    write_report(tmp_path, headline_questions())
     html = (tmp_path / "report.html").read_text()
     section = html.split('<section id="run-knowledge-qa">', 1)[1].split("</section>", 1)[0]
     shown, folded = section.split("<details><summary>3 more figures</summary>", 1)
@@ -492,7 +493,7 @@ def test_a_custom_config_run_names_its_file_in_the_banner(tmp_path):
         "preset: custom\nconfig_file:\n  path: /home/me/mine.yaml\n  sha256: ab\n",
     )
     config.write_text(text)
-    write_report(tmp_path / "assoc-two-group")
+    write_report(tmp_path / "assoc-two-group", headline_questions())
     html = (tmp_path / "assoc-two-group" / "report.html").read_text()
     assert (
         '<p class="banner preset-custom"><b>Preset custom, from /home/me/mine.yaml</b>: a '
@@ -513,7 +514,7 @@ def test_every_packaged_preset_has_a_banner():
 def test_an_unfinished_answering_study_is_named_with_the_command_that_finishes_it(tmp_path):
     make_run(tmp_path, "optim-bench", "smoke")
     (tmp_path / "optim-bench" / "COMPLETE").unlink()
-    write_report(tmp_path)
+    write_report(tmp_path, headline_questions())
     md = (tmp_path / "report.md").read_text()
     command = f"tailmem run optim-bench --preset smoke --out {tmp_path / 'optim-bench'}"
     assert f"its run here is incomplete: finish it with `{command}`" in md

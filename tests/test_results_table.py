@@ -7,6 +7,7 @@ import csv
 
 from report_fixture import QA_ANSWERS, cpu_style_folder, make_run
 from tailmem.claims.core import VERDICTS
+from tailmem.experiments import headline_questions
 from tailmem.report.reader import read_run
 from tailmem.report.render import write_report
 from tailmem.report.summary import edge_rates, folder_summary, run_summary
@@ -64,7 +65,7 @@ def test_every_section_claim_and_figure_of_a_smoke_report_says_smoke(tmp_path):
     """The banner on the first screen, again at the head of every study's section; no green
     "reproduced" row; every figure caption marked (and its PNG: test_outputs)."""
     cpu_style_folder(tmp_path, preset="smoke")
-    write_report(tmp_path)
+    write_report(tmp_path, headline_questions())
     html = (tmp_path / "report.html").read_text()
     sections = html.split('<section id="run-')[1:]
     assert len(sections) == 4

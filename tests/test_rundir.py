@@ -4,8 +4,9 @@ import pytest
 import yaml
 
 from tailmem.claims.core import ClaimResult
-from tailmem.claims.registry import read_claims, write_claims
+from tailmem.claims.registry import read_claims
 from tailmem.errors import ConfigError, DataError
+from tailmem.outputs import Outputs, write
 from tailmem.rundir import FOREIGN, MANIFEST, RunDir, folder_kind
 from tailmem.runner import run_experiment
 
@@ -34,7 +35,7 @@ def test_claims_round_trip_and_validation(tmp_path):
         "A4.thm53.gd_slope", "a claim", "A4", "1.0", "0.98", "the rule in words", "inconclusive",
         reason="two K only", seeds=[0, 1, 2],
     )  # fmt: skip
-    write_claims(run, [claim])
+    write(run, Outputs(claims=(claim,)))
     assert read_claims(run) == [claim]
     with pytest.raises(ValueError, match="is not one of"):
         ClaimResult("A4.thm53.gd_slope", "c", "A4", "1", "1", "rule", "maybe")  # type: ignore[arg-type]
@@ -42,7 +43,7 @@ def test_claims_round_trip_and_validation(tmp_path):
     with pytest.raises(DataError, match="entry 0 lacks the fields"):
         read_claims(run)
     with pytest.raises(ValueError, match="duplicate claim ids"):
-        write_claims(run, [claim, claim])
+        write(run, Outputs(claims=(claim, claim)))
 
 
 def test_run_records_config_and_skips_identical_rerun(fake_experiment, tmp_path):

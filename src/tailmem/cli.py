@@ -65,16 +65,11 @@ def script_main(body: Callable[[], int | None], prog: str) -> int:
 
 
 def _cmd_list(args: argparse.Namespace) -> int:
-    from tailmem.config import available_presets
-    from tailmem.experiments import EXPERIMENTS
-    from tailmem.experiments.catalog import about, in_reproduce
+    from tailmem.experiments import presets_text, studies
 
-    for name in EXPERIMENTS:
-        entry = about(name)
-        text = f"presets: {', '.join(available_presets(name))}"
-        if entry is not None:
-            text = f"{entry.reproduces:58s} | {entry.presets_text()}"
-        print(f"{name:16s} {text}{'' if in_reproduce(name) else ' | --only'}")
+    for study in studies():
+        text = f"{study.reproduces:58s} | {presets_text(study)}"
+        print(f"{study.name:16s} {text}{'' if study.in_reproduce else ' | --only'}")
     print(
         "(times: wall clock on a quiet 2-core machine; smoke presets are toy sizes; "
         "'--only': not in a plain `tailmem reproduce`, add it with --only)"
@@ -84,11 +79,11 @@ def _cmd_list(args: argparse.Namespace) -> int:
 
 def _cmd_config(args: argparse.Namespace) -> int:
     from tailmem.config import dump_yaml, load_config
-    from tailmem.experiments import get_experiment
+    from tailmem.experiments import get_study
 
-    module = get_experiment(args.experiment)
+    study = get_study(args.experiment)
     preset = DEFAULT_CONFIG_PRESET if args.preset is None and args.config is None else args.preset
-    cfg = load_config(module.Config, args.experiment, preset, args.overrides, args.config)
+    cfg = load_config(study.config, args.experiment, preset, args.overrides, args.config)
     print(dump_yaml(cfg), end="")
     return 0
 
@@ -115,6 +110,7 @@ def _cmd_run(args: argparse.Namespace) -> int:
         out=args.out,
         force=args.force,
         config=args.config,
+        command=args.command_line,
     )
     if status == "skipped":
         print(f"{run.path}: already complete with this config (use --force to redo)")
@@ -129,14 +125,13 @@ def _cmd_tune(args: argparse.Namespace) -> int:
     """Train a study's tuning trials only (every rate given as a grid), write the choices with
     their provenance to ``OUT/tuned_rates.json`` and, with ``--store``, into the package's rate
     store, where ``tuning.rates: stored`` finds them."""
-    from tailmem.experiments import get_experiment
+    from tailmem.experiments import get_study
     from tailmem.lm import store
     from tailmem.run_progress import run_shown
 
     if args.preset is None and args.config is None:
         raise ConfigError(_preset_missing(args.experiment))
-    module = get_experiment(args.experiment)
-    extra = getattr(module, "TUNE_OVERRIDES", None)
+    extra = get_study(args.experiment).tune_overrides
     if extra is None:
         raise ConfigError(
             f"{args.experiment} tunes no learning rate; expected a study that does "
@@ -153,7 +148,8 @@ def _cmd_tune(args: argparse.Namespace) -> int:
         store.check_writable(store.PACKAGE_STORE)
     out = args.out or f"runs/{args.experiment}-{args.preset or 'custom'}-tune"
     run, _ = run_shown(args.experiment, args.preset, [*args.overrides, *extra], out=out,
-                       force=args.force, config=args.config)  # fmt: skip
+                       force=args.force, config=args.config,
+                       command=args.command_line)  # fmt: skip
     rates = store.gather(run.path)
     if not rates:
         print(f"{run.path}: no learning rate was given as a grid; nothing tuned")
@@ -184,8 +180,9 @@ def _cmd_reproduce(args: argparse.Namespace) -> int:
     }
     slurm = SlurmOptions(**given) if given else None
     report = reproduce(
-        args.preset, only=only, out=args.out, jobs=args.jobs, launcher=args.launcher, slurm=slurm
-    )
+        args.preset, only=only, out=args.out, jobs=args.jobs, launcher=args.launcher,
+        slurm=slurm, command=args.command_line,
+    )  # fmt: skip
     print(folder_summary(report.parent))
     print(f"report: {report.resolve()}")
     return 0
@@ -194,13 +191,11 @@ def _cmd_reproduce(args: argparse.Namespace) -> int:
 def _preset_missing(experiment: str) -> str:
     """The refusal of ``tailmem run EXP`` without a preset: each preset's sizes and times."""
     from tailmem.config import available_presets
-    from tailmem.experiments import get_experiment
-    from tailmem.experiments.catalog import about
+    from tailmem.experiments import get_study, presets_text
 
-    get_experiment(experiment)  # an unknown experiment is named first
+    study = get_study(experiment)  # an unknown experiment is named first
     names = available_presets(experiment)
-    entry = about(experiment)
-    sizes = f" ({entry.presets_text()})" if entry is not None else ""
+    sizes = f" ({presets_text(study)})" if study.presets else ""
     return (
         f"run {experiment}: no preset given; expected --preset {' | '.join(names)}{sizes}, or "
         "--config FILE (a YAML file of your own)"
@@ -212,6 +207,7 @@ REPORTABLE = ("results", "run")
 
 
 def _cmd_report(args: argparse.Namespace) -> int:
+    from tailmem.experiments import headline_questions
     from tailmem.report.render import write_report
     from tailmem.rundir import claim
 
@@ -221,7 +217,7 @@ def _cmd_report(args: argparse.Namespace) -> int:
             f"{folder} is not a directory; expected a results folder from reproduce or a run folder"
         )
     with claim(folder, REPORTABLE, "report", new=False, record_new=True):
-        report = write_report(folder)
+        report = write_report(folder, headline_questions())
     print(f"report: {report.resolve()}")
     return 0
 
@@ -569,6 +565,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         parser.error(f"unrecognized arguments: {' '.join(stray or extra)}")
     if extra:
         args.overrides = [*args.overrides, *extra]
+    args.command_line = " ".join(argv)  # what a run records as the command that started it
     try:
         _check_paths(args)
         _check_output()

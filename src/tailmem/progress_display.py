@@ -10,9 +10,9 @@ running experiment every ``plain_every`` seconds) that read well in CI logs. For
 that runs in this process (``in_process``: ``tailmem run``), it shows nothing until the run has
 begun, and on a terminal the run's output (its workers' too) is printed above the live table.
 
-The overall ETA adds up, per experiment, its measured time at the preset
-(:mod:`tailmem.experiments.catalog`) scaled by how much slower or faster the finished ones ran
-on this machine today (:meth:`Board.speed`, which trusts a few seconds of finished work little),
+The overall ETA adds up, per experiment, its measured time at the preset (its
+:class:`~tailmem.studies.Study` record) scaled by how much slower or faster the finished ones
+ran on this machine today (:meth:`Board.speed`, which trusts a few seconds of finished work little),
 blended with its own ETA as its work gets done (:meth:`Board.remaining`).
 """
 
@@ -37,7 +37,7 @@ if TYPE_CHECKING:  # rich is imported when the board is first drawn
 
 STATUSES = ("queued", "running", "resuming", "skipped", "done", "failed")
 SPEED_PRIOR_SECONDS = 60.0
-"""How much expected time the catalog's own pace (speed 1) weighs in :meth:`Board.speed`, as
+"""How much expected time the measured pace (speed 1) weighs in :meth:`Board.speed`, as
 if that many seconds of work had run exactly as measured. A short experiment is mostly fixed
 cost (start-up, imports, writing figures) and varies twofold from run to run on a shared
 machine (assoc-two-group at cpu: 14 s and 27 s at the same load, timed here); scaling every
@@ -72,8 +72,8 @@ class Board:
     at construction (a file left by an earlier, interrupted call does not count).
     ``parallel`` is how many experiments run at once (it decides how ETAs add up).
     ``expected`` holds each experiment's measured wall time at this preset (seconds, None: not
-    timed; :mod:`tailmem.experiments.catalog`): the overall ETA's estimate for an experiment
-    that has not measured its own rate yet. ``title`` heads the live table.
+    timed; each study's :class:`~tailmem.studies.Study` record): the overall ETA's estimate for
+    an experiment that has not measured its own rate yet. ``title`` heads the live table.
     """
 
     def __init__(

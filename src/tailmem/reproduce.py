@@ -31,8 +31,7 @@ from typing import Any
 
 from tailmem.config import PRESETS
 from tailmem.errors import ConfigError, TailmemError
-from tailmem.experiments import EXPERIMENTS
-from tailmem.experiments.catalog import in_reproduce
+from tailmem.experiments import expected_seconds, headline_questions, in_reproduce, study_names
 from tailmem.lm.pool import Pool
 from tailmem.progress_display import Board, watching
 from tailmem.provenance import run_digest
@@ -90,26 +89,24 @@ def default_results(preset: str) -> Path:
 
 
 def select_experiments(only: Sequence[str] | None) -> list[str]:
-    """The experiments to run, in registry order (None: every one the catalog puts in
+    """The experiments to run, in registry order (None: every one whose record puts it in
     ``reproduce``); unknown names or an empty selection (``--only ,``) are a ConfigError."""
+    names = study_names()
     if only is None:
-        return [name for name in EXPERIMENTS if in_reproduce(name)]
+        return [name for name in names if in_reproduce(name)]
     if not only:
-        raise ConfigError(
-            f"--only: names no experiment; expected names from: {', '.join(EXPERIMENTS)}"
-        )
-    unknown = [name for name in only if name not in EXPERIMENTS]
+        raise ConfigError(f"--only: names no experiment; expected names from: {', '.join(names)}")
+    unknown = [name for name in only if name not in names]
     if unknown:
         raise ConfigError(
-            f"--only: unknown experiment {unknown[0]!r}; "
-            f"expected names from: {', '.join(EXPERIMENTS)}"
+            f"--only: unknown experiment {unknown[0]!r}; expected names from: {', '.join(names)}"
         )
-    return [name for name in EXPERIMENTS if name in only]
+    return [name for name in names if name in only]
 
 
 def _plan(name: str, preset: str, out: Path) -> str:
     """What reproduce will do with ``name``: skip, resume, redo (config changed) or run."""
-    _, cfg = prepare(name, preset)  # config, environment, devices and the preflight
+    cfg = prepare(name, preset)  # config, environment, devices and the preflight
     path = out / name
     check_folder(path, ("run",))
     if not (path / "config.yaml").is_file():
@@ -144,12 +141,12 @@ def _output_to(log: Path) -> Iterator[None]:
                 os.close(copy)
 
 
-def _run_one(name: str, preset: str, out: Path, update: bool) -> str:
+def _run_one(name: str, preset: str, out: Path, update: bool, command: str) -> str:
     """Run one experiment into ``out/name``, its output into ``out/.logs/name.log``; ``update``:
-    its config changed, and it keeps the sub-runs it can reuse
-    (:func:`~tailmem.runner.run_experiment`)."""
+    its config changed, and it keeps the sub-runs it can reuse; ``command``: the command line
+    that started the reproduce (:func:`~tailmem.runner.run_experiment`)."""
     with _output_to(out / LOG_DIR / f"{name}.log"):
-        run_experiment(name, preset, (), out=out / name, update=update)
+        run_experiment(name, preset, (), out=out / name, update=update, command=command)
     return name
 
 
@@ -162,10 +159,11 @@ class _Work:
     preset: str
     out: Path
     board: Board
+    command: str
 
-    def args(self, name: str) -> tuple[str, str, Path, bool]:
+    def args(self, name: str) -> tuple[str, str, Path, bool, str]:
         """:func:`_run_one`'s arguments for ``name``."""
-        return name, self.preset, self.out, self.updates[name]
+        return name, self.preset, self.out, self.updates[name], self.command
 
 
 def _run_local(work: _Work, jobs: int) -> None:
@@ -254,10 +252,13 @@ def reproduce(
     launcher: str = "local",
     slurm: SlurmOptions | None = None,
     cluster: str | None = None,
+    command: str | None = None,
 ) -> Path:
     """Run the selected experiments at ``preset`` into ``out`` and write the report there.
 
-    ``cluster`` is the submitit executor behind ``launcher="slurm"`` (None: Slurm itself).
+    ``cluster`` is the submitit executor behind ``launcher="slurm"`` (None: Slurm itself);
+    ``command``: the command line that started it, which each run records as its provenance
+    (None: ``reproduce --preset PRESET``).
     """
     if preset not in PRESETS:
         raise ConfigError(f"--preset: got {preset!r}; expected one of: {', '.join(PRESETS)}")
@@ -282,7 +283,8 @@ def reproduce(
     check_folder(out, ("results",))
     plans = {name: _plan(name, preset, out) for name in names}  # validates every config first
     with claim(out, ("results",), "reproduce", record_new=True):  # one reproduce per folder
-        return _reproduce_locked(names, plans, preset, out, jobs, launcher, slurm, cluster)
+        command = command or f"reproduce --preset {preset}"
+        return _reproduce_locked(names, plans, preset, out, jobs, launcher, slurm, cluster, command)
 
 
 def _reproduce_locked(
@@ -294,18 +296,17 @@ def _reproduce_locked(
     launcher: str,
     slurm: SlurmOptions,
     cluster: str | None,
+    command: str,
 ) -> Path:
     todo = [n for n in names if plans[n] != "skip"]
     updates = {n: plans[n] == "redo" for n in todo}
     parallel = jobs if launcher == "slurm" else min(jobs, max(len(todo), 1))
-    from tailmem.experiments.catalog import expected_seconds  # (the overall ETA's prior)
-
-    expected = {name: expected_seconds(name, preset) for name in names}
+    expected = {name: expected_seconds(name, preset) for name in names}  # the ETA's prior
     board = Board(out, plans, parallel=parallel, expected=expected)
-    work = _Work(todo, updates, preset, out, board)
+    work = _Work(todo, updates, preset, out, board, command)
     with watching(board, sys.stderr):
         if launcher == "slurm" and todo:
             _run_slurm(work, jobs, slurm, cluster)
         else:
             _run_local(work, min(jobs, max(len(todo), 1)))
-    return write_report(out)
+    return write_report(out, headline_questions())

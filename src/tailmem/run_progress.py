@@ -6,7 +6,7 @@ a terminal, with the experiment's own output printed above it, and plain ``[run]
 otherwise (on each change and every 30 s while it runs, each followed by the overall line). A
 refusal before the experiment starts (a bad key, a folder it may not write) shows nothing but
 its one line, and a run found complete shows no display. The ETA's prior is the experiment's
-measured time at its preset (:func:`tailmem.experiments.catalog.expected_seconds`) unless an
+measured time at its preset (its :class:`~tailmem.studies.Study` record) unless an
 override makes it another run. Under ``torchrun`` only rank 0 shows it.
 """
 
@@ -18,7 +18,7 @@ from pathlib import Path
 from typing import IO
 
 from tailmem.config import preset_source
-from tailmem.experiments.catalog import expected_seconds
+from tailmem.experiments import expected_seconds
 from tailmem.progress_display import Board, watching
 from tailmem.rundir import RunDir
 from tailmem.runner import default_out, run_experiment
@@ -33,12 +33,15 @@ def run_shown(
     force: bool = False,
     stream: IO[str] | None = None,
     config: str | os.PathLike[str] | None = None,
+    command: str | None = None,
 ) -> tuple[RunDir, str]:
     """:func:`tailmem.runner.run_experiment` (a packaged ``preset`` or a user's ``config``
     file) with its progress shown on ``stream`` (default stderr)."""
 
     def run() -> tuple[RunDir, str]:
-        return run_experiment(experiment, preset, overrides, out=path, force=force, config=config)
+        return run_experiment(
+            experiment, preset, overrides, out=path, force=force, config=config, command=command
+        )
 
     if out is not None and not str(out).strip():
         return run()  # refused there, in one line

@@ -4,11 +4,12 @@ Everything that can be checked is checked before anything is written, by one pre
 (:func:`prepare`): the config (types, ranges, seeds, repeated overrides:
 :func:`tailmem.config.load_config`), the launch environment (``torchrun``'s variables:
 :func:`tailmem.train.distributed.check_launch`), every ``device`` field against this machine
-(:func:`check_devices`), and the experiment's own ``preflight(cfg)`` if its module defines one
-(data sources, cache folders, sizes and memory: it must raise a
-:class:`~tailmem.errors.TailmemError` and write nothing). Then the folder itself: ``--out`` must
-be a new or empty folder or a run folder (:func:`tailmem.rundir.check_folder`), and a run of a
-different config is replaced only with ``--force``. A refused run therefore leaves no trace, and
+(:func:`check_devices`), and the study's own ``preflight(cfg)`` if its
+:class:`~tailmem.studies.Study` record has one (data sources, cache folders, sizes and memory:
+it must raise a :class:`~tailmem.errors.TailmemError` and write nothing). Then the folder
+itself: ``--out`` must be a new or empty folder or a run folder
+(:func:`tailmem.rundir.check_folder`), and a run of a different config is replaced only with
+``--force``. A refused run therefore leaves no trace, and
 the corrected rerun starts afresh.
 
 A run directory is then locked for the life of the run (:func:`tailmem.rundir.claim`: a second
@@ -29,18 +30,21 @@ import os
 import time
 from collections.abc import Mapping, Sequence
 from pathlib import Path
-from typing import Any
+from typing import TypeVar
 
 from tailmem import progress
 from tailmem.config import PresetSource, config_from, preset_source, to_dict
 from tailmem.errors import ConfigError
-from tailmem.experiments import get_experiment
+from tailmem.experiments import get_study
 from tailmem.optim.user_code import code_digest
 from tailmem.provenance import run_digest
 from tailmem.resources import check_devices
 from tailmem.rundir import LOCK_FILE, MANIFEST, RUN_RECORD, RunDir, check_folder, claim
+from tailmem.studies import Provenance, Study, StudyConfig
 from tailmem.train import seed_everything
 from tailmem.train.distributed import check_launch, is_main_process
+
+C = TypeVar("C", bound=StudyConfig)
 
 
 def default_out(experiment: str, source: PresetSource) -> Path:
@@ -53,22 +57,20 @@ def prepare(
     preset: str | None,
     overrides: Sequence[str] = (),
     config: str | os.PathLike[str] | None = None,
-) -> tuple[Any, Any]:
-    """The experiment's module and its checked config, from the packaged ``preset`` or the
-    user's file ``config`` (exactly one) plus ``overrides``: the one preflight of a run (module
+) -> StudyConfig:
+    """The checked config of study ``experiment``, from the packaged ``preset`` or the user's
+    file ``config`` (exactly one) plus ``overrides``: the one preflight of a run (module
     docstring); raises before anything is written."""
-    module = get_experiment(experiment)
-    return module, _checked(module, preset_source(experiment, preset, config), overrides)
+    return _checked(get_study(experiment), preset_source(experiment, preset, config), overrides)
 
 
-def _checked(module: Any, source: PresetSource, overrides: Sequence[str]) -> Any:
-    """The config of ``module`` from ``source`` and ``overrides``, through the preflight."""
-    cfg = config_from(module.Config, source, overrides)
+def _checked(study: Study[C], source: PresetSource, overrides: Sequence[str]) -> C:
+    """The config of ``study`` from ``source`` and ``overrides``, through the preflight."""
+    cfg = config_from(study.config, source, overrides)
     check_launch()
     check_devices(cfg)
-    preflight = getattr(module, "preflight", None)
-    if callable(preflight):
-        preflight(cfg)
+    if study.preflight is not None:
+        study.preflight(cfg)
     return cfg
 
 
@@ -117,13 +119,13 @@ USER_CODE = "user_code"
 """The run record's field holding the digest of every user optimiser's code, by import path."""
 
 
-def user_code(cfg: Any) -> dict[str, str]:
+def user_code(cfg: object) -> dict[str, str]:
     """The digest of the code of every user optimiser ``cfg`` imports (any ``factory`` /
     ``*.factory`` key, at any depth: ``optim.mine.factory``, a grid study's ``common``), by
     import path (:func:`tailmem.optim.user_code.code_digest`)."""
     found: set[str] = set()
 
-    def visit(value: Any) -> None:
+    def visit(value: object) -> None:
         if isinstance(value, Mapping):
             for key, item in value.items():
                 if str(key).split(".")[-1] == "factory" and isinstance(item, str):
@@ -164,6 +166,7 @@ def run_experiment(
     force: bool = False,
     update: bool = False,
     config: str | os.PathLike[str] | None = None,
+    command: str | None = None,
 ) -> tuple[RunDir, str]:
     """Run ``experiment`` at ``preset`` (a packaged preset's name) or from ``config`` (a YAML
     file of the user's, recorded in ``config.yaml`` by path and SHA-256) — exactly one of the
@@ -175,20 +178,23 @@ def run_experiment(
     reuse (:data:`REUSABLE`), so only the sub-runs whose own spec changed train again. Under
     ``torchrun`` every rank calls this; only rank 0 claims the folder, clears it and writes
     ``config.yaml`` / ``COMPLETE`` (the other ranks only make the same skip decision).
+    ``command``: the command line that started the run, passed to the study with its preset as
+    its :class:`~tailmem.studies.Provenance` (None: ``EXP run``).
     """
     if out is not None and not str(out).strip():
         raise ConfigError("out: got an empty path; expected a folder ('.' for this one)")
-    module = get_experiment(experiment)
+    study = get_study(experiment)
     source = preset_source(experiment, preset, config)
-    cfg = _checked(module, source, overrides)
+    cfg = _checked(study, source, overrides)
     path = Path(out) if out is not None else default_out(experiment, source)
     _usable_folder(path)
     digest = run_digest(experiment, cfg)
     code = user_code(cfg)
     replace = force or update
     status = _decide(path, experiment, digest, replace, code)  # refuse before anything is written
+    provenance = Provenance(source.preset, command or f"{experiment} run")
     if not is_main_process():
-        return _execute(module, cfg, RunDir(path), status, main=False)
+        return _execute(study, cfg, RunDir(path), provenance, status, main=False)
     made = _first_missing(path)
     fresh = made is not None or not any(path.iterdir())
     with claim(path, ("run",), "run") as run:
@@ -203,7 +209,7 @@ def run_experiment(
                 run.remove_stale_temp_files()
                 extra = {**source.record(), **({USER_CODE: code} if code else {})}
                 run.write_config(experiment, source.preset, cfg, extra)
-            return _execute(module, cfg, run, status, main=True)
+            return _execute(study, cfg, run, provenance, status, main=True)
         except BaseException:
             if fresh and not _holds_results(run):  # a refusal or failure that made nothing
                 _remove_new(run, made)
@@ -246,14 +252,16 @@ def _previous_experiment(run: RunDir) -> str | None:
     return str(run.read_config().get("experiment"))
 
 
-def _execute(module: Any, cfg: Any, run: RunDir, status: str, main: bool) -> tuple[RunDir, str]:
-    """Run the experiment into ``run`` unless it is skipped; the main rank marks it complete."""
+def _execute(
+    study: Study[C], cfg: C, run: RunDir, provenance: Provenance, status: str, main: bool
+) -> tuple[RunDir, str]:
+    """Run the study into ``run`` unless it is skipped; the main rank marks it complete."""
     if status == "skipped":
         return run, status
     seed_everything(cfg.seed)
     start = time.perf_counter()
     with progress.tracking(run.path, enabled=main):
-        module.run(cfg, run)
+        study.run(cfg, run, provenance)
     if main:
         run.mark_complete(wall_seconds=time.perf_counter() - start)
     return run, status

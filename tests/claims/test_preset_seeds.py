@@ -6,7 +6,7 @@ import pytest
 from tailmem.claims.core import MIN_SEEDS
 from tailmem.claims.registry import CLAIMS, claims_of
 from tailmem.config import load_config
-from tailmem.experiments import EXPERIMENTS, get_experiment
+from tailmem.experiments import get_study, study_names
 
 DECIDING = ("cpu", "paper")
 """The presets whose verdicts are reported; smoke presets are toy sizes that only check that
@@ -17,18 +17,18 @@ EXACT = ("assoc-two-group", "assoc-scaling", "assoc-capacity")
 
 def preset_seeds(experiment: str, preset: str) -> int:
     """The seeds (or independent draws) per arm that ``experiment`` runs at ``preset``."""
-    cfg = load_config(get_experiment(experiment).Config, experiment, preset)
+    cfg = load_config(get_study(experiment).config, experiment, preset)
     if experiment == "optim-bench":  # its claims rest on the memory's embedding draws
         return cfg.memory.seeds
     if experiment in ("qa-sensitivity", "qa-map", "rule-or-rate"):  # knowledge-qa points
         base = cfg.base if experiment == "qa-map" else cfg.preset
-        fallback = load_config(get_experiment("knowledge-qa").Config, "knowledge-qa", base).seeds
+        fallback = load_config(get_study("knowledge-qa").config, "knowledge-qa", base).seeds
         return cfg.common.get("seeds", fallback)
     return cfg.seeds
 
 
 @pytest.mark.parametrize("preset", DECIDING)
-@pytest.mark.parametrize("experiment", [e for e in EXPERIMENTS if e not in EXACT])
+@pytest.mark.parametrize("experiment", [e for e in study_names() if e not in EXACT])
 def test_each_deciding_preset_runs_the_seeds_its_claims_need(experiment, preset):
     needed = {c.id: c.min_seeds for c in claims_of(experiment)}
     assert needed, experiment

@@ -23,7 +23,7 @@ from tailmem.config import load_config
 from tailmem.data.bios import BiosConfig, build_dataset
 from tailmem.data.stream import QATrainStream
 from tailmem.errors import ConfigError
-from tailmem.experiments import get_experiment
+from tailmem.experiments import get_study
 from tailmem.experiments.knowledge_qa import SCORES, Config, score_of
 from tailmem.experiments.knowledge_qa.arms import ARMS
 from tailmem.experiments.knowledge_qa.fta import (
@@ -382,8 +382,7 @@ def test_bad_config_is_one_line_config_error(override, fragment):
 
 
 def test_presets_validate_and_paper_model_builds_on_meta():
-    module = get_experiment("knowledge-qa")
-    assert module.NAME == "knowledge-qa"
+    assert get_study("knowledge-qa").config is Config
     cpu = load_config(Config, "knowledge-qa", "cpu")
     assert sorted(cpu.arms) == sorted(ARMS) and "adam_split" in cpu.arms
     assert cpu.seeds >= 3 and cpu.ffn == "both"

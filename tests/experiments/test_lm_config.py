@@ -8,7 +8,7 @@ import yaml
 from tailmem.cli import main
 from tailmem.config import load_config
 from tailmem.errors import ConfigError
-from tailmem.experiments import get_experiment
+from tailmem.experiments import get_study
 
 STUDIES = ("ablation", "spectra", "knowledge-qa")
 SHARED = ["train.steps=7", "model.d_model=48", "optim.muon.lr=0.03", "seeds=2", "workers=1"]
@@ -22,7 +22,7 @@ def test_the_shared_keys_mean_the_same_in_every_study(study, capsys):
     assert printed["train"]["steps"] == 7 and printed["model"]["d_model"] == 48
     assert printed["optim"]["muon"]["lr"] == 0.03
     assert printed["seeds"] == 2 and printed["workers"] == 1
-    cfg = load_config(get_experiment(study).Config, study, "smoke", SHARED)
+    cfg = load_config(get_study(study).config, study, "smoke", SHARED)
     model = cfg.model.build(100, "plain", cfg.train.seq_len)
     assert model.d_model == 48 and model.tie_weights and model.pos_encoding == "learned"
     assert printed["model"]["tie_weights"] is True and printed["model"]["pos_encoding"] == "learned"
@@ -44,5 +44,5 @@ OLD_KEYS = [
 def test_old_keys_are_rejected_in_one_line(study):
     for old, fragment in OLD_KEYS:
         with pytest.raises(ConfigError) as info:
-            load_config(get_experiment(study).Config, study, "smoke", [old])
+            load_config(get_study(study).config, study, "smoke", [old])
         assert fragment in str(info.value) and "\n" not in str(info.value)

@@ -12,7 +12,8 @@ import pytest
 from tailmem import progress
 from tailmem.lm.arms import Arm
 from tailmem.lm.config import OptimSection, TrainSection
-from tailmem.lm.plan import Entry, Plan, Rates, run_plan, tidy
+from tailmem.lm.entries import Entry, Rates
+from tailmem.lm.plan import Plan, run_plan, tidy
 from tailmem.lm.spec import RunResult
 from tailmem.lm.subrun import RunContext, RunTemplate
 from tailmem.lm.tuning import Sweep

@@ -10,7 +10,8 @@ import pytest
 from tailmem.errors import ConfigError
 from tailmem.lm.arms import Arm
 from tailmem.lm.config import OptimSection, TrainSection
-from tailmem.lm.plan import Entry, Plan, Rates
+from tailmem.lm.entries import Entry, Rates
+from tailmem.lm.plan import Plan
 from tailmem.lm.spec import RunResult
 from tailmem.lm.store import (
     StoredRate,

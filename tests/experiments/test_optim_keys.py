@@ -15,7 +15,7 @@ import pytest
 
 from tailmem.config import available_presets, load_config
 from tailmem.errors import ConfigError
-from tailmem.experiments import get_experiment
+from tailmem.experiments import get_study
 from tailmem.lm.config import LMConfig
 from tailmem.lm.plan import Plan, run_plan
 from tailmem.lm.spec import RunResult, RunSpec
@@ -73,9 +73,9 @@ def cases() -> list[tuple[str, str, str, str]]:
     """(study, preset, kind, hyper-parameter) for every kind of every preset's optim section."""
     out = []
     for study in LM_STUDIES:
-        module = get_experiment(study)
+        record = get_study(study)
         for preset in available_presets(study):
-            cfg = load_config(module.Config, study, preset)
+            cfg = load_config(record.config, study, preset)
             for name, section in cfg.optim.items():
                 out += [(study, preset, name, f.name) for f in dataclasses.fields(section.hparams)]
                 out.append((study, preset, name, "lr"))
@@ -84,14 +84,14 @@ def cases() -> list[tuple[str, str, str, str]]:
 
 @pytest.mark.parametrize(("study", "preset", "kind", "key"), cases())
 def test_every_optimiser_key_reaches_every_run_of_its_kind(study, preset, kind, key, tmp_path):
-    module = get_experiment(study)
-    base = load_config(module.Config, study, preset)
+    record = get_study(study)
+    base = load_config(record.config, study, preset)
     section = base.optim[kind]
     value = section.grid[0] * 0.5 if key == "lr" else other_value(section.kind, key)
     # One seed, and no widening beyond the grids (the trials' specs are built alike).
     overrides = ["seeds=1", "tuning.max_extend=0"] if tunes(base) else ["seeds=1"]
     try:
-        cfg = load_config(module.Config, study, preset, [*overrides, f"optim.{kind}.{key}={value}"])
+        cfg = load_config(record.config, study, preset, [*overrides, f"optim.{kind}.{key}={value}"])
     except ConfigError as exc:  # refused: one line naming the key
         assert f"optim.{kind}" in str(exc) and "\n" not in str(exc)
         return
@@ -104,8 +104,8 @@ def test_every_optimiser_key_reaches_every_run_of_its_kind(study, preset, kind, 
 
 
 def test_muon_lr_on_the_default_knowledge_qa_arms_is_used_by_every_muon_run(tmp_path):
-    module = get_experiment("knowledge-qa")
-    cfg = load_config(module.Config, "knowledge-qa", "cpu", ["optim.muon.lr=0.1"])
+    record = get_study("knowledge-qa")
+    cfg = load_config(record.config, "knowledge-qa", "cpu", ["optim.muon.lr=0.1"])
     specs = every_spec(cfg, tmp_path)
     muon_runs = [s for s in specs if "muon" in s.arm.kinds]
     assert {s.arm.name for s in muon_runs} == {"muon", "muon_vo_ffn", "muon_qk"}
@@ -129,21 +129,21 @@ def test_muon_lr_on_the_default_knowledge_qa_arms_is_used_by_every_muon_run(tmp_
     ],
 )
 def test_a_setting_that_would_reach_no_run_or_is_invalid_is_refused(study, override, needle):
-    module = get_experiment(study)
+    record = get_study(study)
     with pytest.raises(ConfigError) as err:
-        load_config(module.Config, study, "smoke", [override])
+        load_config(record.config, study, "smoke", [override])
     assert needle in str(err.value) and "\n" not in str(err.value)
 
 
 def test_knowledge_qa_tuning_keys_are_refused_when_nothing_is_tuned():
-    module = get_experiment("knowledge-qa")
-    cfg = load_config(module.Config, "knowledge-qa", "smoke")
+    record = get_study("knowledge-qa")
+    cfg = load_config(record.config, "knowledge-qa", "smoke")
     assert not tunes(cfg)  # the smoke preset's rates are set
     with pytest.raises(ConfigError, match=r"tuning\.steps: no learning rate of this run is tuned"):
-        load_config(module.Config, "knowledge-qa", "smoke", ["tuning.steps=10"])
+        load_config(record.config, "knowledge-qa", "smoke", ["tuning.steps=10"])
     with pytest.raises(ConfigError, match=r"unknown config field 'sweep'"):  # the old section
-        load_config(module.Config, "knowledge-qa", "smoke", ["sweep.steps=10"])
+        load_config(record.config, "knowledge-qa", "smoke", ["sweep.steps=10"])
     # A grid makes them reach its sweep.
-    grid = load_config(module.Config, "knowledge-qa", "smoke",
+    grid = load_config(record.config, "knowledge-qa", "smoke",
                        ["optim.adam.lr=[1e-3,3e-3]", "tuning.steps=10"])  # fmt: skip
     assert {e.sweep.steps for e in grid.entries() if e.sweep is not None} == {10}

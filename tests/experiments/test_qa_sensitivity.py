@@ -28,6 +28,7 @@ from tailmem.claims.core import PAPER_A_QA, Bound, t_quantile
 from tailmem.claims.paper_a_qa_tables import VERSIONS
 from tailmem.cli import main
 from tailmem.errors import ConfigError
+from tailmem.experiments import headline_questions
 from tailmem.experiments.knowledge_qa import Config, gaps, grid, score_of
 from tailmem.experiments.qa_map.measures import ArmChoice, arm_choice
 from tailmem.lm.config import OptimSection, TrainSection
@@ -38,6 +39,7 @@ from tailmem.lm.tuning import TuningSection
 from tailmem.metrics.qa_gaps import published_measures
 from tailmem.models.gpt import GPTConfig
 from tailmem.report.render import write_report
+from tailmem.studies import Provenance
 
 LAG = CLAIMS[0]
 MODEL = GPTConfig(vocab_size=64, n_layer=1, n_head=2, d_model=16, d_ff=32, max_seq_len=64)
@@ -205,11 +207,16 @@ def fake_qa_train(job, context, on_steps):
     return _complete(job, evals, wall_seconds=0.3)
 
 
+STARTED_BY = Provenance("smoke", "run qa-sensitivity --preset smoke")
+"""The provenance the runner would pass these points' study."""
+
+
 def test_every_point_trains_on_one_pool_and_measures_its_own_gap(tmp_path):
     common = {"seeds": 3, "arms": ["muon", "adam"], "train.steps": 20, "train.eval_every": 2,
               "optim.muon.lr": [0.01, 0.02, 0.05], "optim.adam.lr": [1e-3, 3e-3, 1e-2]}  # fmt: skip
     points = [grid.Point("base"), grid.Point("all tokens", {"loss_on": "all"})]
-    results = grid.run_points(grid.configure(points, "smoke", common), tmp_path, 2, fake_qa_train)
+    configs = grid.configure(points, "smoke", common)
+    results = grid.run_points(configs, tmp_path, 2, fake_qa_train, provenance=STARTED_BY)
     records = [json.loads(p.read_text()) for p in tmp_path.glob("points/*/runs/**/record.json")]
     assert {r["point"] for r in records} == {"base", "all_tokens"}
     # per point and arm: 3 candidates on 2 tuning seeds, then the 3 evaluation seeds
@@ -231,6 +238,12 @@ def test_every_point_trains_on_one_pool_and_measures_its_own_gap(tmp_path):
         pooled = pair.ratio(0.5)
         assert pooled is not None and pooled.groups == (0, 1, 2, 3, 4)
     assert results["all tokens"].config.loss_on == "all"
+    # Each point's choices record the provenance its study passed in (not this process's argv).
+    for folder in tmp_path.glob("points/*"):
+        stored = json.loads((folder / "tuned_rates.json").read_text())["rates"].values()
+        assert {(r["preset"], r["command"]) for r in stored} == {
+            (STARTED_BY.preset, STARTED_BY.command)
+        }
 
 
 def test_a_shared_lr_point_runs_muon_at_the_rate_adam_chose(tmp_path):
@@ -238,7 +251,7 @@ def test_a_shared_lr_point_runs_muon_at_the_rate_adam_chose(tmp_path):
               "optim.adam.lr": [1e-3, 3e-3, 1e-2]}  # fmt: skip
     point = grid.Point("shared", {"optim.muon.scale": "match_rms_adamw"}, shared_lr=True)
     configs = grid.configure([point], "smoke", common)
-    (result,) = grid.run_points(configs, tmp_path, 1, fake_qa_train).values()
+    (result,) = grid.run_points(configs, tmp_path, 1, fake_qa_train, provenance=STARTED_BY).values()
     assert result.plan.best["plain", "adam"] == {"adam": 3e-3}
     assert result.plan.best["plain", "muon"] == {"muon": 3e-3, "adam": 3e-3}
     assert [job.lrs for job in result.plan.seed_runs["plain", "muon"]] == [
@@ -380,7 +393,7 @@ def test_smoke_study_end_to_end_writes_the_table_figure_claims_and_report_sectio
     assert "not measured in its setting" in claim["reason"]
     report = json.loads((out / "report.json").read_text())
     assert report["tables"][0]["file"] == "sensitivity.csv"
-    html = write_report(tmp_path).read_text()
+    html = write_report(tmp_path, headline_questions()).read_text()
     assert "Knowledge QA sensitivity" in html
     assert '<img alt="Exposure-lag ratio of Adam behind Muon' in html
     assert "One factor changed at a time from the base" in html

@@ -3,8 +3,9 @@
 Each section's claims, with their rules and checks, live in one module (:mod:`~tailmem.claims.a1`
 … :mod:`~tailmem.claims.related`); :data:`CLAIMS` joins them in PAPERS.md order. Experiments
 measure, build the inputs dataclass their claims read (:func:`inputs_of`), call :func:`evaluate`
-with it and write ``claims.json`` with :func:`write_claims`; the report reads it back with
-:func:`read_claims` and lists the registry claims a run did not measure.
+with it and write ``claims.json`` with their other outputs (:func:`tailmem.outputs.write`);
+the report reads it back with :func:`read_claims` and lists the registry claims a run did not
+measure.
 """
 
 from __future__ import annotations
@@ -17,7 +18,6 @@ from typing import Any
 from tailmem.claims import a1, a2, a3, a3_map, a3_qk, a3_sensitivity, a4, b, related, rule_or_rate
 from tailmem.claims.core import Claim, ClaimInputs, ClaimResult
 from tailmem.errors import DataError
-from tailmem.outputs import Outputs, write
 
 SECTIONS: dict[str, str] = {
     "A1": "Component ablation on LM pretraining",
@@ -111,12 +111,6 @@ def evaluate(experiment: str, inputs: ClaimInputs) -> list[ClaimResult]:
             f"got {type(inputs).__qualname__}"
         )
     return [r for c in claims_of(experiment) if c.check for r in c.evaluate(inputs)]
-
-
-def write_claims(run: Any, results: Sequence[ClaimResult]) -> None:
-    """Write ``claims.json`` into ``run`` (a :class:`~tailmem.rundir.RunDir`), through the
-    one writer (:func:`tailmem.outputs.write`)."""
-    write(run, Outputs(claims=tuple(results)))
 
 
 def read_claims(run: Any) -> list[ClaimResult]:

@@ -41,26 +41,27 @@ from tailmem.claims.a1 import A1Inputs
 from tailmem.claims.core import ClaimResult, mean_se
 from tailmem.claims.registry import evaluate
 from tailmem.errors import ConfigError
-from tailmem.experiments import TUNE_OVERRIDES_OF_LM_STUDIES
 from tailmem.lm.arms import HIDDEN_MATRICES, Arm, muon_recipe, select_arms
 from tailmem.lm.config import LMConfig
 from tailmem.lm.corpus import CorpusData, CorpusSection, LMData, corpus_preflight
-from tailmem.lm.plan import Entry, Plan, Rates, run_plan, tidy
+from tailmem.lm.entries import Entry, Rates
+from tailmem.lm.plan import Plan, run_plan, tidy
 from tailmem.lm.spec import RunResult, diverged_runs, number, step_of
 from tailmem.lm.subrun import RunContext, template
 from tailmem.lm.sweeps import tuning_outputs
+from tailmem.lm.tuning import TUNE_ONLY
 from tailmem.metrics.curves import first_crossing
 from tailmem.metrics.token_buckets import bucket_names
 from tailmem.outputs import Figure, Outputs, Report, Table, write
 from tailmem.plotting import legend_outside, pyplot
 from tailmem.rundir import RunDir
+from tailmem.studies import Preset, Provenance, Study
 from tailmem.train import distributed as D
 
 if TYPE_CHECKING:
     from matplotlib.figure import Figure as PlotFigure
 
 NAME = "ablation"
-TUNE_OVERRIDES = TUNE_OVERRIDES_OF_LM_STUDIES
 """``tailmem tune``: train the tuning trials only and write ``tuned_rates.json``."""
 
 
@@ -242,7 +243,7 @@ def preflight(cfg: Config) -> None:
     corpus_preflight(cfg)
 
 
-def run(cfg: Config, run: RunDir) -> None:
+def run(cfg: Config, run: RunDir, provenance: Provenance) -> None:
     """Train every selected arm (reusing finished ones), then write table, figures and claims."""
     ctx, _ = D.init_distributed(cfg.train.device)
     spec = CorpusData(cfg.data, cfg.train.seq_len, cfg.train.eval_batch_size)
@@ -257,7 +258,7 @@ def run(cfg: Config, run: RunDir) -> None:
     tidy(trained, context.root, cfg.train.keep_checkpoints)
     if cfg.tuning.only:
         if ctx.is_main:
-            write(run, tuning_outputs(run, trained, cfg.tuning_record(), NAME))
+            write(run, tuning_outputs(trained, cfg.tuning_record(), NAME, provenance))
         D.barrier(ctx)
         return
     results = {row.id: trained.seed_results((cfg.ffn, row.id)) for row in cfg.selected()}
@@ -623,3 +624,20 @@ def _bucket_gain(cfg: Config, results: dict[str, list[RunResult]], n_buckets: in
     ax.set_title(f"Gain over all-Adam by target-token frequency bucket ({seeds})")
     legend_outside(ax, title="target bucket")
     return fig
+
+
+STUDY = Study(
+    name=NAME,
+    config=Config,
+    run=run,
+    preflight=preflight,
+    reproduces="paper A Sec. 4.1 (Table 1, Fig. 1): which blocks need Muon",
+    presets=(
+        Preset("smoke", "", 11.9),
+        Preset("cpu", "8 arms × 3 seeds", 720.0),
+        Preset("paper", "160M GPT", None),
+    ),
+    on_results_page=True,
+    tune_overrides=TUNE_ONLY,
+)
+"""This study's record (:class:`~tailmem.studies.Study`)."""

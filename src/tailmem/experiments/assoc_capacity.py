@@ -31,6 +31,7 @@ from tailmem.outputs import Figure, Outputs, Report, Table, write
 from tailmem.plotting import pyplot, style_loglog
 from tailmem.resources import require_memory, trajectory_bytes
 from tailmem.rundir import RunDir
+from tailmem.studies import Preset, Provenance, Study
 from tailmem.typecheck import check_range
 
 if TYPE_CHECKING:
@@ -106,7 +107,7 @@ def preflight(cfg: Config) -> None:
     )
 
 
-def run(cfg: Config, run: RunDir) -> None:
+def run(cfg: Config, run: RunDir, provenance: Provenance) -> None:
     """Train every optimiser at every d, then write the table, figure, claims and report."""
     started = time.perf_counter()
     rows = _train(cfg)
@@ -241,3 +242,19 @@ def _figure(cfg: Config, rows: list[dict[str, Any]], fits: dict[str, Any]) -> Pl
         title=f"N = {cfg.facts}, M = {cfg.labels or cfg.facts}, {cfg.steps} steps",
     )
     return fig
+
+
+STUDY = Study(
+    name=NAME,
+    config=Config,
+    run=run,
+    preflight=preflight,
+    reproduces="beyond the papers: Cabannes et al.'s d < K capacity law",
+    presets=(
+        Preset("smoke", "", 0.9),
+        Preset("cpu", "10^3 facts", 19.0),
+        Preset("paper", "10^4 facts", None),
+    ),
+    on_results_page=True,
+)
+"""This study's record (:class:`~tailmem.studies.Study`)."""

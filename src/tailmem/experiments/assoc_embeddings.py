@@ -83,6 +83,7 @@ from tailmem.experiments.assoc_scaling import half_loss_times
 from tailmem.outputs import Answer, Figure, Outputs, Report, Table, write
 from tailmem.plotting import pyplot
 from tailmem.rundir import RunDir
+from tailmem.studies import Preset, Provenance, Study
 from tailmem.typecheck import check_range
 
 if TYPE_CHECKING:
@@ -528,7 +529,7 @@ COLUMNS = {
 }
 
 
-def run(cfg: Config, run: RunDir) -> None:
+def run(cfg: Config, run: RunDir, provenance: Provenance) -> None:
     """Measure every arm, then write the tables, figure, results, claims and report."""
     started = time.perf_counter()
     measured = measure(cfg)
@@ -580,3 +581,18 @@ def outputs(cfg: Config, measured: Mapping[str, Any], wall_seconds: float) -> Ou
     )  # fmt: skip
     figures = (Figure("ratios", figure(cfg, head), figure_caption(cfg)),)
     return Outputs(tables, figures, {"results.json": results}, claims, report)
+
+
+STUDY = Study(
+    name=NAME,
+    config=Config,
+    run=run,
+    reproduces="beyond the papers (D): the embeddings' orientation — Muon vs sign, Adam, GD",
+    presets=(
+        Preset("smoke", "", 0.9),
+        Preset("cpu", "K = 64, 5 families × 3 geometries × 2 d × 8 draws", 288.0),
+        Preset("paper", "K = 999", None),
+    ),  # cpu timed at load 6-7 (137 s of CPU)
+    in_reproduce=False,
+)
+"""This study's record (:class:`~tailmem.studies.Study`)."""

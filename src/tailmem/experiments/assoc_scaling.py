@@ -47,6 +47,7 @@ from tailmem.outputs import Figure, Outputs, Report, Table, write
 from tailmem.plotting import pyplot, style_loglog
 from tailmem.resources import require_largest, rows_bytes, trajectory_bytes
 from tailmem.rundir import RunDir
+from tailmem.studies import Preset, Provenance, Study
 from tailmem.typecheck import check_range
 
 if TYPE_CHECKING:
@@ -223,7 +224,7 @@ class Results:
     wall_seconds: float
 
 
-def run(cfg: Config, run: RunDir) -> None:
+def run(cfg: Config, run: RunDir, provenance: Provenance) -> None:
     """Run the five parts, then write their tables, figures, claims and report."""
     write(run, outputs(cfg, measure(cfg)))
 
@@ -794,3 +795,19 @@ def _report(cfg: Config) -> Report:
         f"loss. Label noise {cfg.label_noise} for the scaling sweep. Paper B's rates come from "
         "secondary sources; verdicts say where our simulation disagrees.",
     )
+
+
+STUDY = Study(
+    name=NAME,
+    config=Config,
+    run=run,
+    preflight=preflight,
+    reproduces="paper B: per-group loss curves, noisy scaling laws, TRA-SignGD",
+    presets=(
+        Preset("smoke", "", 4.6),
+        Preset("cpu", "K = 10^4", 61.0),
+        Preset("paper", "K = 10^5", None),
+    ),
+    on_results_page=True,
+)
+"""This study's record (:class:`~tailmem.studies.Study`)."""

@@ -40,6 +40,7 @@ from tailmem.outputs import Figure, Outputs, Report, Table, write
 from tailmem.plotting import legend_outside, pyplot, style_loglog
 from tailmem.resources import require_largest, rows_bytes, trajectory_bytes
 from tailmem.rundir import RunDir
+from tailmem.studies import Preset, Provenance, Study
 from tailmem.typecheck import check_range
 
 if TYPE_CHECKING:
@@ -158,7 +159,7 @@ def preflight(cfg: Config) -> None:
     )
 
 
-def run(cfg: Config, run: RunDir) -> None:
+def run(cfg: Config, run: RunDir, provenance: Provenance) -> None:
     """Run all four parts, then write results, CSVs, figures, claims and the report."""
     started = time.perf_counter()
     progress.plan(3, "phases")  # the rho table, the other measurements, the outputs
@@ -649,3 +650,19 @@ MULTISTEP_K_COLUMNS = {
     "gap": "Δ_t, the best-minus-worst fact probability",
     "constant_log_k": "Δ_t/(ε_t log K / K), the theorem's O(·) constant",
 }
+
+
+STUDY = Study(
+    name=NAME,
+    config=Config,
+    run=run,
+    preflight=preflight,
+    reproduces="paper A Sec. 5 (Thm 5.3, Fig. 4): one-step balance, Δ–L",
+    presets=(
+        Preset("smoke", "", 3.6),
+        Preset("cpu", "K ≤ 3000", 12.0),
+        Preset("paper", "K ≤ 30000", None),
+    ),
+    on_results_page=True,
+)
+"""This study's record (:class:`~tailmem.studies.Study`)."""

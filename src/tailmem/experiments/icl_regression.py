@@ -55,10 +55,10 @@ from tailmem.claims.core import ClaimResult
 from tailmem.claims.registry import evaluate
 from tailmem.data.icl_tasks import ICLBatches, ICLTaskConfig, ICLTasks
 from tailmem.errors import ConfigError
-from tailmem.experiments import TUNE_OVERRIDES_OF_LM_STUDIES
 from tailmem.lm.arms import Arm, matrix_recipe, select_arms
 from tailmem.lm.config import LMConfig
-from tailmem.lm.plan import Entry, Plan, TrainedPlan, run_plan, tidy
+from tailmem.lm.entries import Entry
+from tailmem.lm.plan import Plan, TrainedPlan, run_plan, tidy
 from tailmem.lm.preflight import check_lm
 from tailmem.lm.rates import rate_entries
 from tailmem.lm.spec import BatchShape, RunResult
@@ -70,6 +70,7 @@ from tailmem.lm.sweeps import (
     tuning_outputs,
     tuning_tables,
 )
+from tailmem.lm.tuning import TUNE_ONLY
 from tailmem.metrics.qa_gaps import TAUS, FTACurves, GapMeasures, band, gap_measures
 from tailmem.models.gpt import GPTConfig
 from tailmem.models.icl import ICLRegressor
@@ -77,11 +78,11 @@ from tailmem.outputs import Figure, Outputs, Report, Table, write
 from tailmem.plotting import legend_outside, pyplot
 from tailmem.report.qa_gap_figures import lag_ratio_figure
 from tailmem.rundir import RunDir
+from tailmem.studies import Preset, Provenance, Study
 from tailmem.train import IGNORE_INDEX, EvalHook
 from tailmem.train import distributed as D
 
 NAME = "icl-regression"
-TUNE_OVERRIDES = TUNE_OVERRIDES_OF_LM_STUDIES
 """``tailmem tune``: train the tuning trials only and write ``tuned_rates.json``."""
 FFN = "plain"
 ARMS: dict[str, Arm] = {
@@ -267,7 +268,7 @@ def preflight(cfg: Config) -> None:
     cfg.stored_rates()  # tuning.rates: stored with a rate missing is refused here
 
 
-def run(cfg: Config, run: RunDir) -> None:
+def run(cfg: Config, run: RunDir, provenance: Provenance) -> None:
     """Sweep, train every seed, then write tables, figures, claims and ``report.json``."""
     spec = ICLData(cfg.data, cfg.train.eval_batch_size)
     model_fn = functools.partial(ICLRegressor, features=cfg.data.features)
@@ -283,9 +284,10 @@ def run(cfg: Config, run: RunDir) -> None:
     if not D.is_main_process():
         return
     if cfg.tuning.only:
-        write(run, tuning_outputs(run, trained, cfg.tuning_record(), NAME))
+        write(run, tuning_outputs(trained, cfg.tuning_record(), NAME, provenance))
         return
-    write(run, outputs(cfg, trained) + store_outputs(run, trained, cfg.tuning_record(), NAME))
+    stored = store_outputs(trained, cfg.tuning_record(), NAME, provenance)
+    write(run, outputs(cfg, trained) + stored)
 
 
 def curves(
@@ -494,3 +496,20 @@ def report_summary(cfg: Config, results: Mapping[str, Any], claims: Sequence[Cla
     if cfg.note:
         parts.append(cfg.note.strip())
     return " ".join(parts)
+
+
+STUDY = Study(
+    name=NAME,
+    config=Config,
+    run=run,
+    preflight=preflight,
+    reproduces="paper A (ICLR, reviewers): QK control task, in-context regression",
+    presets=(
+        Preset("smoke", "", 8.3),
+        Preset("cpu", "2 arms × 3 seeds", 114.0),
+        Preset("paper", "10k steps, LR 1e-4", None),
+    ),
+    on_results_page=True,
+    tune_overrides=TUNE_ONLY,
+)
+"""This study's record (:class:`~tailmem.studies.Study`)."""

@@ -57,6 +57,7 @@ from tailmem.metrics.qa_gaps import TAUS, Gap, LagRatio
 from tailmem.outputs import Figure, Outputs, Report, Table, write
 from tailmem.plotting import legend_outside, pyplot
 from tailmem.rundir import RunDir
+from tailmem.studies import Preset, Provenance, Study
 from tailmem.train import distributed as D
 
 NAME = "qa-sensitivity"
@@ -146,9 +147,9 @@ def preflight(cfg: Config) -> None:
     grid.preflight(cfg.configure(), cfg.common)
 
 
-def run(cfg: Config, run: RunDir) -> None:
+def run(cfg: Config, run: RunDir, provenance: Provenance) -> None:
     """Train every point on one pool, then write the table, figure, claims and report."""
-    results = grid.run_points(cfg.configure(), run.path, cfg.workers)
+    results = grid.run_points(cfg.configure(), run.path, cfg.workers, provenance=provenance)
     grid.prune_points(run.path, list(results))
     if D.is_main_process():
         write(run, outputs(cfg, results))
@@ -491,3 +492,19 @@ def report_summary(
     if cfg.note:
         parts.append(cfg.note.strip())
     return " ".join(parts)
+
+
+STUDY = Study(
+    name=NAME,
+    config=Config,
+    run=run,
+    preflight=preflight,
+    reproduces="paper A Sec. 4.3 (Tables 3–8): the QA lag under unpublished choices",
+    presets=(
+        Preset("smoke", "", 38.6),
+        Preset("cpu", "9 factor levels × 3 seeds", 1462.0),
+        Preset("paper", "160M GPT", None),
+    ),
+    in_reproduce=False,
+)
+"""This study's record (:class:`~tailmem.studies.Study`)."""

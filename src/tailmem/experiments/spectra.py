@@ -45,7 +45,8 @@ from tailmem.errors import ConfigError
 from tailmem.lm.arms import Arm, matrix_recipe
 from tailmem.lm.config import LMConfig
 from tailmem.lm.corpus import CorpusData, CorpusSection, LMData, corpus_preflight
-from tailmem.lm.plan import Entry, Plan, run_plan, tidy
+from tailmem.lm.entries import Entry
+from tailmem.lm.plan import Plan, run_plan, tidy
 from tailmem.lm.rates import rate_entries
 from tailmem.lm.spec import BatchShape, RunResult, diverged_runs, number, step_of
 from tailmem.lm.subrun import RunContext, template
@@ -60,6 +61,7 @@ from tailmem.models.roles import resolve_roles
 from tailmem.outputs import Figure, Outputs, Report, Table, write
 from tailmem.plotting import integer_ticks, legend_outside, pyplot
 from tailmem.rundir import RunDir
+from tailmem.studies import Preset, Provenance, Study
 from tailmem.train import EvalHook, describe_scalars
 from tailmem.train import distributed as D
 
@@ -170,7 +172,7 @@ def preflight(cfg: Config) -> None:
     corpus_preflight(cfg)
 
 
-def run(cfg: Config, run: RunDir) -> None:
+def run(cfg: Config, run: RunDir, provenance: Provenance) -> None:
     """Train Muon and Adam for every seed (reusing finished runs), then write figures and claims."""
     ctx, _ = D.init_distributed(cfg.train.device)
     corpus = CorpusData(cfg.data, cfg.train.seq_len, cfg.train.eval_batch_size)
@@ -599,3 +601,19 @@ def _logits_and_loss(model_cfg: GPTConfig, muon: Series, adam: Series) -> PlotFi
     ax.grid(alpha=0.3)
     legend_outside(ax)
     return fig
+
+
+STUDY = Study(
+    name=NAME,
+    config=Config,
+    run=run,
+    preflight=preflight,
+    reproduces="paper A Sec. 4.2 (Fig. 2, Table 2): weight isotropy, logits",
+    presets=(
+        Preset("smoke", "", 16.1),
+        Preset("cpu", "2 arms × 5 seeds", 306.0),
+        Preset("paper", "160M GPT", None),
+    ),
+    on_results_page=True,
+)
+"""This study's record (:class:`~tailmem.studies.Study`)."""

@@ -34,7 +34,7 @@ from tailmem.train import TrainConfig
 from tailmem.train.precision import resolve_precision
 
 if TYPE_CHECKING:
-    from tailmem.lm.plan import Entry
+    from tailmem.lm.entries import Entry
 
 
 @dataclass

@@ -31,17 +31,15 @@ from typing import Any, Protocol
 
 from tailmem import progress
 from tailmem.lm.arms import Arm
+from tailmem.lm.entries import Entry, EntryId
 from tailmem.lm.pool import Pool
 from tailmem.lm.spec import RunResult, RunSpec
 from tailmem.lm.store import StoredRate, StoredTrial, tuning_key
 from tailmem.lm.subrun import RunContext, drop_checkpoints, run_job
-from tailmem.lm.tuning import Choice, Sweep, Trial, Widen, choose
+from tailmem.lm.tuning import Choice, Trial, Widen, choose
 from tailmem.optim.registry import kind_order
 from tailmem.provenance import environment
 from tailmem.train import distributed as D
-
-EntryId = tuple[str, str]
-"""(FFN type, arm name)."""
 
 
 class Template(Protocol):
@@ -57,46 +55,6 @@ Train = Callable[[RunSpec, RunContext, Callable[[int], None]], RunResult]
 """Trains one run (:func:`~tailmem.lm.subrun.run_job`)."""
 Score = Callable[[RunResult], "float | None"]
 """A study's tuning score of a finished run: higher is better; None when the run failed."""
-
-
-@dataclass(frozen=True)
-class Rates:
-    """How an entry's learning rates follow from its sweep point: ``fixed`` kinds at a set
-    rate; ``borrowed`` kinds at the rate another arm chose (kind → (lender arm, lender's
-    kind)); ``swept`` kinds at the point itself, or at ``base[kind] × point`` when ``base``
-    names them (a sweep of a factor of the base rates)."""
-
-    fixed: Mapping[str, float] = field(default_factory=dict)
-    borrowed: Mapping[str, tuple[str, str]] = field(default_factory=dict)
-    swept: tuple[str, ...] = ()
-    base: Mapping[str, float] = field(default_factory=dict)
-
-    @property
-    def lenders(self) -> tuple[str, ...]:
-        """The arms whose chosen rates this entry waits for."""
-        return tuple(dict.fromkeys(arm for arm, _ in self.borrowed.values()))
-
-    def at(self, point: float, chosen: Mapping[str, Mapping[str, float]]) -> dict[str, float]:
-        """Every kind's rate at ``point``, borrowed rates read from ``chosen`` (arm → its
-        chosen rates)."""
-        taken = {kind: chosen[arm][theirs] for kind, (arm, theirs) in self.borrowed.items()}
-        swept = {k: self.base.get(k, 1.0) * point for k in self.swept}
-        return {**self.fixed, **taken, **swept}
-
-
-@dataclass(frozen=True)
-class Entry:
-    """One arm of one FFN type: its :class:`Rates` and its :class:`~tailmem.lm.tuning.Sweep`
-    (None: nothing to tune — the rates at point 1.0 are its rates)."""
-
-    ffn: str
-    arm: Arm
-    rates: Rates
-    sweep: Sweep | None = None
-
-    @property
-    def id(self) -> EntryId:
-        return (self.ffn, self.arm.name)
 
 
 @dataclass(frozen=True)

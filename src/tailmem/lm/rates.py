@@ -23,7 +23,7 @@ from collections.abc import Iterable, Mapping, Sequence
 from tailmem.errors import ConfigError
 from tailmem.lm.arms import Arm
 from tailmem.lm.config import OptimSection
-from tailmem.lm.plan import Entry, Rates
+from tailmem.lm.entries import Entry, Rates
 from tailmem.lm.tuning import TuningSection
 
 

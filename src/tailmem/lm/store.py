@@ -33,7 +33,7 @@ from tailmem.errors import ConfigError, DataError
 from tailmem.provenance import config_digest
 
 if TYPE_CHECKING:
-    from tailmem.lm.plan import Entry, EntryId
+    from tailmem.lm.entries import Entry, EntryId
 
 PACKAGE_STORE = Path(__file__).resolve().parents[1] / "configs" / "tuned_rates.json"
 """The rates tailmem's presets evaluate at (``tuning.rates: stored``)."""

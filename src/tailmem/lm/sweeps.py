@@ -8,7 +8,6 @@ documentation is :data:`TRIAL_COLUMNS` and :data:`CHOICE_COLUMNS`.
 
 from __future__ import annotations
 
-import sys
 from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
@@ -16,7 +15,7 @@ from typing import Any
 from tailmem.lm.plan import EntryStatus, TrainedPlan
 from tailmem.lm.store import STORE_NAME, store_body
 from tailmem.outputs import Outputs, Table
-from tailmem.rundir import RunDir
+from tailmem.studies import Provenance
 
 THIS_RUN = "this run"
 
@@ -185,21 +184,19 @@ def tuning_tables(
 
 
 def store_outputs(
-    run: RunDir, trained: TrainedPlan, record: Mapping[str, Any], study: str
+    trained: TrainedPlan, record: Mapping[str, Any], study: str, provenance: Provenance
 ) -> Outputs:
-    """The choices made in ``run`` as ``tuned_rates.json`` (a rate store,
-    :mod:`tailmem.lm.store`) of the tuning problem ``record``, under the preset the run records
-    (nothing where no choice was made)."""
-    has_config = run.file("config.yaml").is_file()
-    preset = str(run.read_config().get("preset", "")) if has_config else ""
-    command = " ".join(sys.argv[1:]) or f"{study} run"
-    tuned = trained.tuned_rates(record, study, preset, command)
+    """The choices made in a run as ``tuned_rates.json`` (a rate store,
+    :mod:`tailmem.lm.store`) of the tuning problem ``record``, under the run's preset and
+    command (``provenance``, passed in by the runner; nothing where no choice was made)."""
+    tuned = trained.tuned_rates(record, study, provenance.preset, provenance.command)
     return Outputs(records={STORE_NAME: store_body(tuned)} if tuned else {})
 
 
 def tuning_outputs(
-    run: RunDir, trained: TrainedPlan, record: Mapping[str, Any], study: str
+    trained: TrainedPlan, record: Mapping[str, Any], study: str, provenance: Provenance
 ) -> Outputs:
     """What a run that stops after tuning writes: its tuning tables and its choices
     (:func:`tuning_tables`, :func:`store_outputs`)."""
-    return Outputs(tables=tuning_tables(trained)) + store_outputs(run, trained, record, study)
+    stored = store_outputs(trained, record, study, provenance)
+    return Outputs(tables=tuning_tables(trained)) + stored

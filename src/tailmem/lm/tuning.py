@@ -33,6 +33,9 @@ from typing import Literal
 
 from tailmem.errors import ConfigError
 
+TUNE_ONLY = ("tuning.rates=sweep", "tuning.only=true")
+"""The overrides that make an LM study's run train its tuning trials only and write the
+choices (``tailmem tune``; :class:`TuningSection`)."""
 TUNING_SEED_OFFSET = 1000
 """Tuning seeds are ``seed + TUNING_SEED_OFFSET + i``: apart from every evaluation seed
 (``seed .. seed + seeds − 1``) as long as a study runs fewer than this many seeds."""

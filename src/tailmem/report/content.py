@@ -1,7 +1,8 @@
 """What the report says, as text and rows; :mod:`.markdown` and :mod:`.page` only lay it out.
 
 The first screen answers: each study's headline answers (``report.json`` ``answers``), or which
-studies to run to get them (:data:`ANSWERED_BY`), under a banner per preset saying what its
+studies to run to get them (the questions of the studies' records, passed in: the report does
+not import the studies), under a banner per preset saying what its
 runs can show. Then the verdict counts — per preset, never pooled across presets
 (:func:`tallies`) — and the claims no run here measures (:func:`unmeasured`); then one section
 per run in the papers' order, the registry claims no experiment measures, and the environment.
@@ -11,6 +12,7 @@ from __future__ import annotations
 
 import re
 import shlex
+from collections.abc import Mapping
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -23,14 +25,6 @@ from tailmem.outputs import Answer
 from tailmem.report.layout import Table
 from tailmem.report.presets import Preset, mixed_note
 from tailmem.report.reader import Results, RunSummary
-
-ANSWERED_BY = {
-    "knowledge-qa": "does Muon learn the rare facts faster than Adam, also against an Adam "
-    "tuned as freely?",
-    "optim-bench": "which optimisers learn the tail?",
-    "rule-or-rate": "is Muon's tail edge its update rule or its learning rate?",
-}
-"""The studies whose ``report.json`` states headline answers, with the question each answers."""
 
 ANSWERS_TITLE = "Answers"
 VERDICTS_TITLE = "Verdicts"
@@ -117,13 +111,14 @@ def answer_row(run: RunSummary, answer: Answer, results: Results) -> list[str]:
     return [answer.question, answer.answer, answer.evidence, verdict, study]
 
 
-def unanswered(results: Results, folder: Path | None) -> list[str]:
-    """One line per study of :data:`ANSWERED_BY` whose answers the report lacks: its question
-    and the command that adds them (``folder``: the results folder; None for a report of one
-    run)."""
+def unanswered(results: Results, folder: Path | None, questions: Mapping[str, str]) -> list[str]:
+    """One line per study of ``questions`` (study name → the headline question its report
+    answers: :func:`tailmem.experiments.headline_questions`) whose answers the report lacks:
+    its question and the command that adds them (``folder``: the results folder; None for a
+    report of one run)."""
     lines = []
     preset = _one_packaged_preset(results)
-    for experiment, question in ANSWERED_BY.items():
+    for experiment, question in questions.items():
         runs = [r for r in results.runs if r.experiment == experiment]
         if any(r.layout.answers for r in runs):
             continue

@@ -3,6 +3,7 @@ linked by their path relative to the results folder."""
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from pathlib import Path
 
 from tailmem.mdtable import md_table
@@ -10,9 +11,12 @@ from tailmem.report import content as C
 from tailmem.report.reader import Results, RunSummary
 
 
-def render_markdown(results: Results, root: Path, folder: Path | None) -> str:
+def render_markdown(
+    results: Results, root: Path, folder: Path | None, questions: Mapping[str, str]
+) -> str:
     """The whole report; ``root`` is where it is written (figure links are relative to it),
-    ``folder`` the results folder (None for a report of one run)."""
+    ``folder`` the results folder (None for a report of one run), ``questions`` the headline
+    question of each study that states answers (:func:`.content.unanswered`)."""
     out = ["# tailmem report", ""]
     out += [f"> **{p.banner()}**" for p in C.presets(results)]
     if warning := C.mixed_warning(results):
@@ -22,7 +26,7 @@ def render_markdown(results: Results, root: Path, folder: Path | None) -> str:
     if answered:
         rows = [C.answer_row(r, a, results) for r, a in answered]
         out += [md_table(C.ANSWER_HEADER, rows), ""]
-    out += [f"- {line}" for line in C.unanswered(results, folder)]
+    out += [f"- {line}" for line in C.unanswered(results, folder, questions)]
     out += ["", "**Contents**", ""]
     out += [f"- [{title}](#{anchor})" for anchor, title in C.contents(results)]
     out += ["", '<a id="verdicts"></a>', "", f"## {C.VERDICTS_TITLE}", ""]

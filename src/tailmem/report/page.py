@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import base64
 import html
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from pathlib import Path
 
 from tailmem.claims.core import VERDICTS
@@ -25,8 +25,10 @@ KEY_FIGURES = 2
 CLAIM_HEADER = ["claim", "published", "ours", "verdict"]
 
 
-def render_html(results: Results, folder: Path | None) -> str:
-    """The whole page; ``folder`` is the results folder (None for a report of one run)."""
+def render_html(results: Results, folder: Path | None, questions: Mapping[str, str]) -> str:
+    """The whole page; ``folder`` is the results folder (None for a report of one run),
+    ``questions`` the headline question of each study that states answers
+    (:func:`.content.unanswered`)."""
     body = ["<main>", "<h1>tailmem report</h1>"]
     body += [
         f'<p class="banner preset-{html.escape(p.name)}">{_bold_first(p.banner())}</p>'
@@ -34,7 +36,7 @@ def render_html(results: Results, folder: Path | None) -> str:
     ]
     if warning := C.mixed_warning(results):
         body.append(f'<p class="banner mixed">{html.escape(warning)}</p>')
-    body.append(_answers(results, folder))
+    body.append(_answers(results, folder, questions))
     body.append(_verdicts(results))
     if results.not_rendered:
         items = "".join(
@@ -85,14 +87,14 @@ def _contents(results: Results) -> str:
     return f'<nav class="toc" aria-label="Contents">{title}<ol>{items}</ol></nav>'
 
 
-def _answers(results: Results, folder: Path | None) -> str:
+def _answers(results: Results, folder: Path | None, questions: Mapping[str, str]) -> str:
     parts = [f'<section id="answers"><h2>{C.ANSWERS_TITLE}</h2>']
     answered = C.answers(results)
     if answered:
         rows = [C.answer_row(r, a, results) for r, a in answered]
         verdicts = [_shown(r, a.verdict) for r, a in answered]
         parts.append(html_table(C.ANSWER_HEADER, rows, "answers", verdicts))
-    missing = C.unanswered(results, folder)
+    missing = C.unanswered(results, folder, questions)
     if missing:
         items = "".join(f"<li>{_code_spans(line)}</li>" for line in missing)
         parts.append(f'<ul class="unanswered">{items}</ul>')

@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import dataclasses
 import sys
+from collections.abc import Mapping
 from pathlib import Path
 
 from tailmem.atomic import atomic_write_text, strict_json
@@ -19,9 +20,12 @@ from tailmem.report.page import render_html
 from tailmem.report.reader import collect_runs
 
 
-def write_report(root: str | Path) -> Path:
+def write_report(root: str | Path, questions: Mapping[str, str]) -> Path:
     """Write ``report.md``, ``report.html`` and ``verdicts.json`` into ``root`` (a results
-    folder or one run folder); returns the HTML path.
+    folder or one run folder); returns the HTML path. ``questions``: the headline question of
+    each study that states answers, by study name (:func:`tailmem.experiments.
+    headline_questions`), named with the command that answers it where the folder lacks its
+    answers.
 
     Everything is read and checked before anything is written. Each run that is not rendered
     is also named on stderr (``tailmem: warning: ...``), so a command that ends with the
@@ -30,8 +34,8 @@ def write_report(root: str | Path) -> Path:
     root = Path(root)
     results = collect_runs(root)
     folder = None if (root / "config.yaml").is_file() else root
-    markdown = render_markdown(results, root, folder)
-    page = render_html(results, folder)
+    markdown = render_markdown(results, root, folder, questions)
+    page = render_html(results, folder, questions)
     verdicts = {r.name: [dataclasses.asdict(c) for c in r.claims] for r in results.runs}
     atomic_write_text(root / "report.md", markdown)
     html_path = root / "report.html"

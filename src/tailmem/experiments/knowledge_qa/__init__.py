@@ -64,7 +64,6 @@ from tailmem.data.bios import N_ATTRIBUTES, build_dataset
 from tailmem.data.stream import QATrainStream
 from tailmem.data.templates import qa_templates
 from tailmem.errors import ConfigError
-from tailmem.experiments import TUNE_OVERRIDES_OF_LM_STUDIES
 from tailmem.experiments.knowledge_qa import gaps, outputs, tables
 from tailmem.experiments.knowledge_qa.config import (
     FFNS,
@@ -80,16 +79,17 @@ from tailmem.lm.plan import Plan, TrainedPlan, run_plan, tidy
 from tailmem.lm.preflight import check_lm
 from tailmem.lm.spec import RunResult
 from tailmem.lm.subrun import RunContext, template
+from tailmem.lm.tuning import TUNE_ONLY
 from tailmem.outputs import Outputs, write
 from tailmem.resources import check_writable_folder
 from tailmem.rundir import RunDir
+from tailmem.studies import Preset, Provenance, Study
 from tailmem.train import distributed as D
 
-__all__ = ["FFNS", "NAME", "SCORES", "TUNE_OVERRIDES", "Config", "Prepared", "at_epochs",
+__all__ = ["FFNS", "NAME", "SCORES", "Config", "Prepared", "at_epochs",
            "preflight", "prepare", "run", "score_of", "summary", "tuning_outputs"]  # fmt: skip
 
 NAME = "knowledge-qa"
-TUNE_OVERRIDES = TUNE_OVERRIDES_OF_LM_STUDIES
 """``tailmem tune``: train the tuning trials only and write ``tuned_rates.json``."""
 
 
@@ -177,7 +177,7 @@ def prepare(cfg: Config, root: Path) -> Prepared:
     return Prepared(context, plan, exposures, chance_fta(dataset), dataset.summary())
 
 
-def run(cfg: Config, run: RunDir) -> None:
+def run(cfg: Config, run: RunDir, provenance: Provenance) -> None:
     """Tune, train every seed, then write tables, figures, claims and ``report.json`` (with
     ``tuning.only``: tune, then write the tuning tables alone)."""
     study = prepare(cfg, run.path)
@@ -186,12 +186,31 @@ def run(cfg: Config, run: RunDir) -> None:
     if not D.is_main_process():
         return
     if cfg.tuning.only:
-        write(run, tuning_outputs(cfg, run, trained))
+        write(run, tuning_outputs(cfg, trained, provenance))
         return
     found = outputs.outputs(cfg, trained, study.chance, study.data_summary, study.exposures)
-    write(run, found + sweeps.store_outputs(run, trained, cfg.tuning_record(), NAME))
+    write(run, found + sweeps.store_outputs(trained, cfg.tuning_record(), NAME, provenance))
 
 
-def tuning_outputs(cfg: Config, run: RunDir, trained: TrainedPlan) -> Outputs:
+def tuning_outputs(cfg: Config, trained: TrainedPlan, provenance: Provenance) -> Outputs:
     """The tuning tables and ``tuned_rates.json`` (:func:`tailmem.lm.sweeps.tuning_outputs`)."""
-    return sweeps.tuning_outputs(run, trained, cfg.tuning_record(), NAME)
+    return sweeps.tuning_outputs(trained, cfg.tuning_record(), NAME, provenance)
+
+
+STUDY = Study(
+    name=NAME,
+    config=Config,
+    run=run,
+    preflight=preflight,
+    reproduces="paper A Sec. 4.3 (Fig. 3, Tables 3–8): tail-fact QA accuracy",
+    presets=(
+        Preset("smoke", "", 17.2),
+        Preset("cpu", "6 arms × 2 FFN types × 3 seeds, d 256", 2073.0),
+        Preset("paper", "160M GPT", None),
+    ),
+    question="does Muon learn the rare facts faster than Adam, also against an Adam "
+    "tuned as freely?",
+    on_results_page=True,
+    tune_overrides=TUNE_ONLY,
+)
+"""This study's record (:class:`~tailmem.studies.Study`)."""

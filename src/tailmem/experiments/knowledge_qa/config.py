@@ -19,7 +19,7 @@ from tailmem.errors import ConfigError
 from tailmem.experiments.knowledge_qa.arms import ARMS
 from tailmem.lm.arms import Arm, select_arms
 from tailmem.lm.config import LMConfig
-from tailmem.lm.plan import Entry
+from tailmem.lm.entries import Entry
 from tailmem.lm.rates import rate_entries
 from tailmem.lm.spec import RunResult
 

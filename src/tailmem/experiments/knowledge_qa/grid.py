@@ -38,12 +38,14 @@ from tailmem.config import load_config
 from tailmem.errors import ConfigError
 from tailmem.experiments import knowledge_qa as kqa
 from tailmem.experiments.knowledge_qa import gaps
-from tailmem.lm.plan import Entry, Rates, Train, TrainedPlan, run_plans, tidy
+from tailmem.lm.entries import Entry, Rates
+from tailmem.lm.plan import Train, TrainedPlan, run_plans, tidy
 from tailmem.lm.subrun import run_job
 from tailmem.names import check_distinct, folder_name
 from tailmem.outputs import write
 from tailmem.resources import check_devices
 from tailmem.rundir import RunDir
+from tailmem.studies import Provenance
 from tailmem.train import distributed as D
 from tailmem.typecheck import replaced
 
@@ -185,11 +187,14 @@ def run_points(
     train: Train = run_job,
     pairs: Callable[[TrainedPlan], Sequence[tuple[str, str]]] | None = None,
     more: bool = False,
+    *,
+    provenance: Provenance,
 ) -> dict[str, PointResult]:
     """Train every point of ``configs`` (from :func:`configure`) on one pool of ``workers``;
     their runs under ``root/points/<slug>``. Returns each point's :class:`PointResult`, its
     gap measures over ``pairs(plan)`` (default: every pair of arms). ``more``: the runs add to
-    progress already declared (:func:`~tailmem.lm.plan.run_plans`)."""
+    progress already declared (:func:`~tailmem.lm.plan.run_plans`); ``provenance``: the
+    study's run's, which each point's tuned rates record."""
     prepared: dict[str, kqa.Prepared] = {}
     for label, (point, cfg) in configs.items():
         if cfg.cache_dir is None:
@@ -207,7 +212,7 @@ def run_points(
         tidy(trained[label], study.context.root, cfg.train.keep_checkpoints)
         if D.is_main_process():
             folder = RunDir(study.context.root)
-            write(folder, kqa.tuning_outputs(cfg, folder, trained[label]))
+            write(folder, kqa.tuning_outputs(cfg, trained[label], provenance))
         plan = trained[label].completed()
         chosen = None if pairs is None else pairs(plan)
         measures = {

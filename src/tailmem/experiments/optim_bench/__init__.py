@@ -59,11 +59,10 @@ from tailmem.lm.plan import TrainedPlan
 from tailmem.optim.registry import OptimizerSetting, get_kind
 from tailmem.outputs import write
 from tailmem.rundir import RunDir
+from tailmem.studies import Preset, Provenance, Study
 from tailmem.train import distributed as D
 
 NAME = "optim-bench"
-TUNE_OVERRIDES = ("tune_only=true",)
-"""``tailmem tune``: the tuning levels' trials only, their choices in ``tuned_rates.json``."""
 REFERENCES = ("muon", "adam_split", "adam")
 """The optimisers every run needs: the two every other is placed between (Muon; Adam on the
 hidden matrices at its own rate) and Adam everywhere (it lends the rest its rate)."""
@@ -213,17 +212,21 @@ def chosen_rates(point: grid.PointResult) -> dict[str, float]:
     return {arm: point.plan.best[(ffn, arm)][arm] for arm in point.plan.arms}
 
 
-def run(cfg: Config, run: RunDir) -> None:
+def run(cfg: Config, run: RunDir, provenance: Provenance) -> None:
     """The sweeping QA levels on one pool, then those reusing the base's rates, then the
     memory, then the leaderboard, claims and report."""
-    points = grid.run_points(cfg.qa_configs(), run.path, cfg.workers, pairs=bench_pairs)
+    points = grid.run_points(
+        cfg.qa_configs(), run.path, cfg.workers, pairs=bench_pairs, provenance=provenance
+    )
     if cfg.tune_only:
         if D.is_main_process():
             store.gather(run.path)
         return
     reuse = cfg.qa_configs("base", chosen_rates(points[cfg.levels[0].label]))
     if reuse:
-        points |= grid.run_points(reuse, run.path, cfg.workers, pairs=bench_pairs, more=True)
+        points |= grid.run_points(
+            reuse, run.path, cfg.workers, pairs=bench_pairs, more=True, provenance=provenance
+        )
     points = {level.label: points[level.label] for level in cfg.levels}
     grid.prune_points(run.path, list(points))
     if not D.is_main_process():
@@ -241,3 +244,22 @@ def _arm(cfg: Config, name: str) -> Arm:
 
 def level_names(levels: Sequence[Level]) -> list[str]:
     return [level.label for level in levels]
+
+
+STUDY = Study(
+    name=NAME,
+    config=Config,
+    run=run,
+    preflight=preflight,
+    reproduces="beyond the papers (C): which optimisers learn the tail",
+    presets=(
+        Preset("smoke", "", 37.9),
+        Preset("cpu", "14 optimisers × 19 seeds at stored rates", None),  # 5 seeds: 1423 s
+        Preset("paper", "160M GPT", None),
+    ),
+    question="which optimisers learn the tail?",
+    in_reproduce=False,
+    on_results_page=True,
+    tune_overrides=("tune_only=true",),  # the tuning levels' trials only
+)
+"""This study's record (:class:`~tailmem.studies.Study`)."""

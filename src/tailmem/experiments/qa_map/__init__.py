@@ -50,22 +50,24 @@ from __future__ import annotations
 
 import dataclasses
 from collections.abc import Sequence
-from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Literal
 
-from tailmem.config import PRESETS
 from tailmem.data.bios import N_ATTRIBUTES, build_dataset
 from tailmem.data.stream import QATrainStream
 from tailmem.errors import ConfigError
 from tailmem.experiments import knowledge_qa as kqa
 from tailmem.experiments.knowledge_qa import grid
 from tailmem.experiments.qa_map import outputs
+from tailmem.experiments.qa_map.config import (
+    NAME,
+    Config,
+    Planned,
+    TrendSection,
+)
 from tailmem.experiments.qa_map.points import (
-    AXES,
-    FEATURES,
     LAG,
     LEAD,
+    AxesSection,
     GridPoint,
     facts,
     grid_points,
@@ -74,109 +76,13 @@ from tailmem.experiments.qa_map.points import (
     schedule,
     steps_for,
 )
-from tailmem.metrics.qa_gaps import TAUS
 from tailmem.outputs import write
 from tailmem.rundir import RunDir
+from tailmem.studies import Preset, Provenance, Study
 from tailmem.train import distributed as D
-from tailmem.typecheck import check_range
 
-NAME = "qa-map"
-
-
-@dataclass
-class AxesSection:
-    """The grid: every combination of these values is a point (see the module docstring)."""
-
-    width: list[int] = field(default_factory=lambda: [128])
-    depth: list[int] = field(default_factory=lambda: [2])
-    exposures: list[float] = field(default_factory=lambda: [6.0])
-    m: list[int] = field(default_factory=lambda: [7])
-    frequency_exponent: list[float] = field(default_factory=lambda: [1.0])
-
-    def validate(self) -> None:
-        for name in AXES:
-            if not getattr(self, name):
-                raise ConfigError(f"axes.{name}: got an empty list; expected at least one value")
-        for name, low in (("width", 2), ("depth", 1), ("m", 1)):
-            for value in getattr(self, name):
-                check_range(f"axes.{name}", value, ge=low)
-        for value in self.exposures:
-            check_range("axes.exposures", value, gt=0.0)
-        for value in self.frequency_exponent:
-            check_range("axes.frequency_exponent", value, ge=0.0, le=4.0)
-
-
-@dataclass
-class TrendSection:
-    """The fitted trend: the lag ratio at ``tau`` of the points whose frequency exponent is
-    ``exponent``, a power law of ``features`` (in order of preference), intervals at coverage
-    ``level``. ``reading``: ``pooled`` (every group and evaluation: per seed the geometric mean
-    over the groups measured in every seed; measured at most points) or ``paper_cells_group``
-    (group m − 2 on the paper's cells: like for like with the paper's 2.59, but three
-    evaluations bracket it, so it is often only a bound)."""
-
-    tau: float = 0.5
-    reading: Literal["pooled", "paper_cells_group"] = "pooled"
-    features: list[str] = field(default_factory=lambda: ["width", "facts_per_param"])
-    exponent: float = 1.0
-    level: float = 0.95
-
-    def validate(self) -> None:
-        if self.tau not in TAUS:
-            raise ConfigError(f"trend.tau: got {self.tau}; expected one of {list(TAUS)}")
-        unknown = [f for f in self.features if f not in FEATURES]
-        if unknown or not self.features:
-            raise ConfigError(f"trend.features: got {self.features}; expected some of "
-                              f"{list(FEATURES)}")  # fmt: skip
-        check_range("trend.level", self.level, gt=0.0, lt=1.0)
-
-
-@dataclass
-class Config:
-    """The map (see the module docstring). ``base``: the knowledge-QA preset every point starts
-    from; ``common``: dotted-key overrides of the knowledge-QA config for every point (e.g.
-    ``seeds``, ``optim.adam.lr``); ``evals``: evaluations per run (every ``steps / evals``
-    steps, and at step 0); ``warmup_frac``: warm-up as a fraction of the steps; ``heat_maps``:
-    pairs of axes (x, y); ``workers``: runs trained at once."""
-
-    seed: int = 0
-    base: Literal["smoke", "cpu", "paper"] = "cpu"
-    common: dict[str, Any] = field(default_factory=dict)
-    axes: AxesSection = field(default_factory=AxesSection)
-    head_dim: int = 64
-    ffn_mult: int = 4
-    evals: int = 10
-    warmup_frac: float = 0.02
-    heat_maps: list[list[str]] = field(default_factory=lambda: [["width", "exposures"]])
-    tau: float = 0.5
-    trend: TrendSection = field(default_factory=TrendSection)
-    workers: int = 2
-    note: str = ""
-
-    def validate(self) -> None:
-        self.axes.validate()
-        self.trend.validate()
-        if self.base not in PRESETS:
-            raise ConfigError(f"base: got {self.base!r}; expected one of {list(PRESETS)}")
-        check_range("head_dim", self.head_dim, ge=2)
-        check_range("ffn_mult", self.ffn_mult, ge=1)
-        check_range("evals", self.evals, ge=2)
-        check_range("warmup_frac", self.warmup_frac, ge=0.0, le=0.5)
-        check_range("workers", self.workers, ge=1)
-        if self.tau not in TAUS:
-            raise ConfigError(f"tau: got {self.tau}; expected one of {list(TAUS)}")
-        for pair in self.heat_maps:
-            if len(pair) != 2 or pair[0] == pair[1] or not set(pair) <= set(AXES):
-                raise ConfigError(
-                    f"heat_maps: got {pair}; expected two different axes of {list(AXES)}"
-                )
-        grid.refuse_owned(self.common, ("seed", "workers", "arms", *OWNED), NAME)
-
-
-OWNED = ("model.d_model", "model.n_head", "model.n_layer", "model.d_ff", "data.m",
-         "data.frequency_exponent", "train.steps", "train.eval_every", "train.log_every",
-         "train.warmup_steps")  # fmt: skip
-"""Knowledge-QA keys every point sets from its axes."""
+__all__ = ["NAME", "STUDY", "AxesSection", "Config", "Planned", "TrendSection", "base_config",
+           "configure", "plan_points", "point_config", "preflight", "run"]  # fmt: skip
 
 
 def base_config(cfg: Config) -> kqa.Config:
@@ -206,18 +112,6 @@ def point_config(cfg: Config, base: kqa.Config, point: GridPoint, steps: int | N
     except ConfigError as exc:
         raise ConfigError(f"point {point.label!r}: {exc}") from None
     return found
-
-
-@dataclass(frozen=True)
-class Planned:
-    """A point ready to run: its axes, knowledge-QA config, model size and schedule."""
-
-    point: GridPoint
-    config: kqa.Config
-    hidden_params: int
-    facts: int
-    steps: int
-    steps_per_epoch: float
 
 
 def plan_points(cfg: Config, root: Path) -> list[Planned]:
@@ -259,11 +153,29 @@ def preflight(cfg: Config) -> None:
     grid.preflight(configs, cfg.common)
 
 
-def run(cfg: Config, run: RunDir) -> None:
+def run(cfg: Config, run: RunDir, provenance: Provenance) -> None:
     """Plan every point, train them all on one pool, then write the map, figures and report."""
     planned = plan_points(cfg, run.path)
-    results = grid.run_points(configure(planned), run.path, cfg.workers)
+    results = grid.run_points(configure(planned), run.path, cfg.workers, provenance=provenance)
     grid.prune_points(run.path, list(results))
     if D.is_main_process():
         rows = [outputs.point_row(p, results[p.point.label], cfg.tau) for p in planned]
         write(run, outputs.outputs(cfg, rows))
+
+
+STUDY = Study(
+    name=NAME,
+    config=Config,
+    run=run,
+    preflight=preflight,
+    reproduces=(
+        "beyond the papers: where Muon's QA tail edge appears (width, exposures, m, exponent)"
+    ),
+    presets=(
+        Preset("smoke", "", 26.1),
+        Preset("cpu", "3 widths × 2 exposures", 979.0),
+        Preset("paper", "up to 160M", None),
+    ),
+    in_reproduce=False,
+)
+"""This study's record (:class:`~tailmem.studies.Study`)."""

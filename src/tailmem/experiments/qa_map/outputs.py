@@ -18,7 +18,7 @@ from __future__ import annotations
 import dataclasses
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 from tailmem.claims.a3_map import CLAIMS as MAP_CLAIMS
 from tailmem.claims.a3_map import A3MapInputs, MapPoint
@@ -26,6 +26,7 @@ from tailmem.claims.a3_sensitivity import READING as LIKE_FOR_LIKE
 from tailmem.claims.core import ClaimResult
 from tailmem.claims.paper_a_qa_tables import VERSIONS, Version
 from tailmem.experiments.knowledge_qa import gaps, grid
+from tailmem.experiments.qa_map.config import Config, Planned
 from tailmem.experiments.qa_map.measures import (
     GAP_MARGIN,
     RATIO_MARGIN,
@@ -49,9 +50,6 @@ from tailmem.metrics.lag_trend import (
 from tailmem.metrics.qa_gaps import TAUS, Gap, LagRatio, Ratio
 from tailmem.outputs import Figure, Outputs, Report, Table
 from tailmem.report.qa_map_figures import Cell, heat_map_figure, trend_figure
-
-if TYPE_CHECKING:
-    from tailmem.experiments.qa_map import Config, Planned
 
 PREFIXES = {"lag": "pooled", "m2_lag": LIKE_FOR_LIKE}
 """Column prefix → the lag-ratio reading it holds (:func:`.knowledge_qa.gaps.readings`)."""

@@ -5,16 +5,14 @@ from __future__ import annotations
 
 import dataclasses
 import itertools
-from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any
+from dataclasses import dataclass, field
+from typing import Any
 
 from tailmem.data.bios import N_ATTRIBUTES, group_sizes
 from tailmem.errors import ConfigError
 from tailmem.lm.config import ModelSection, TrainSection
 from tailmem.models.gpt import GPTConfig, count_params, gpt_config
-
-if TYPE_CHECKING:
-    from tailmem.experiments.qa_map import AxesSection
+from tailmem.typecheck import check_range
 
 AXES = ("width", "depth", "exposures", "m", "frequency_exponent")
 
@@ -30,6 +28,30 @@ FEATURES = ("width", "depth", "facts_per_param")
 """What the trend may be fitted on: each is known at the paper's point."""
 
 LEAD, LAG = "muon", "adam"
+
+
+@dataclass
+class AxesSection:
+    """The grid: every combination of these values is a point (see the module docstring)."""
+
+    width: list[int] = field(default_factory=lambda: [128])
+    depth: list[int] = field(default_factory=lambda: [2])
+    exposures: list[float] = field(default_factory=lambda: [6.0])
+    m: list[int] = field(default_factory=lambda: [7])
+    frequency_exponent: list[float] = field(default_factory=lambda: [1.0])
+
+    def validate(self) -> None:
+        for name in AXES:
+            if not getattr(self, name):
+                raise ConfigError(f"axes.{name}: got an empty list; expected at least one value")
+        for name, low in (("width", 2), ("depth", 1), ("m", 1)):
+            for value in getattr(self, name):
+                check_range(f"axes.{name}", value, ge=low)
+        for value in self.exposures:
+            check_range("axes.exposures", value, gt=0.0)
+        for value in self.frequency_exponent:
+            check_range("axes.frequency_exponent", value, ge=0.0, le=4.0)
+
 
 PAPER_VOCAB = 50304
 

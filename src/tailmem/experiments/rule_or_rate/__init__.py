@@ -47,7 +47,6 @@ from tailmem.experiments.rule_or_rate.arms import factorial_entries, fixed_entri
 from tailmem.experiments.rule_or_rate.config import (
     BASE,
     NAME,
-    TUNE_OVERRIDES,
     Axis,
     Config,
     Level,
@@ -63,9 +62,10 @@ from tailmem.lm.store import load_store, missing_rates, stored_choices
 from tailmem.lm.sweeps import tuning_outputs
 from tailmem.outputs import write
 from tailmem.rundir import RunDir
+from tailmem.studies import Preset, Provenance, Study
 from tailmem.train import distributed as D
 
-__all__ = ["BASE", "NAME", "TUNE_OVERRIDES", "Axis", "Config", "Level", "RuleSection", "Walk",
+__all__ = ["BASE", "NAME", "Axis", "Config", "Level", "RuleSection", "Walk",
            "WalkStep", "axis_of", "labels", "preflight", "run"]  # fmt: skip
 
 
@@ -128,7 +128,7 @@ def _train(
     return {label: (prepared[label], trained[label]) for label in prepared}
 
 
-def run(cfg: Config, run: RunDir) -> None:
+def run(cfg: Config, run: RunDir, provenance: Provenance) -> None:
     """The tuned points on one pool, then the points at the base's rates, then the tables,
     claims and report."""
     configs = cfg.configs()
@@ -137,7 +137,8 @@ def run(cfg: Config, run: RunDir) -> None:
     if D.is_main_process():
         for label, (study, trained) in done.items():
             folder = RunDir(study.context.root)
-            write(folder, tuning_outputs(folder, trained, configs[label][1].tuning_record(), NAME))
+            record = configs[label][1].tuning_record()
+            write(folder, tuning_outputs(trained, record, NAME, provenance))
     if cfg.tune_only:
         if D.is_main_process():
             store.gather(run.path)
@@ -163,3 +164,22 @@ def _point(
                 for ffn in plan.ffns}  # fmt: skip
     return grid.PointResult(point, qa, plan, study.exposures, study.chance, study.data_summary,
                             measures)  # fmt: skip
+
+
+STUDY = Study(
+    name=NAME,
+    config=Config,
+    run=run,
+    preflight=preflight,
+    reproduces="beyond the papers (D): is Muon's tail edge its update rule or its learning rate?",
+    presets=(
+        Preset("smoke", "", 30.7),
+        Preset("cpu", "6 arms + 2 walks of 13 points x 3 arms x 3 seeds, stored rates", None),
+        Preset("paper", "160M GPT", None),
+    ),
+    question="is Muon's tail edge its update rule or its learning rate?",
+    in_reproduce=False,
+    on_results_page=True,
+    tune_overrides=("tune_only=true",),  # every tuning point's trials only
+)
+"""This study's record (:class:`~tailmem.studies.Study`)."""

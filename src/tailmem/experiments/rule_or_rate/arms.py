@@ -22,7 +22,7 @@ from dataclasses import dataclass
 
 from tailmem.errors import ConfigError
 from tailmem.lm.arms import Arm, matrix_recipe
-from tailmem.lm.plan import Entry, Rates
+from tailmem.lm.entries import Entry, Rates
 from tailmem.lm.rates import equal_budgets
 from tailmem.lm.tuning import TuningSection
 from tailmem.names import check_distinct

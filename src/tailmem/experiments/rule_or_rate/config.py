@@ -21,8 +21,6 @@ from tailmem.experiments.rule_or_rate.arms import (
 from tailmem.lm.arms import matrix_recipe
 
 NAME = "rule-or-rate"
-TUNE_OVERRIDES = ("tune_only=true",)
-"""``tailmem tune``: every tuning point's trials only, the choices in ``tuned_rates.json``."""
 BASE = "base"
 """The label of the base point (the factorial)."""
 
