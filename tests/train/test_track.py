@@ -7,6 +7,7 @@ from __future__ import annotations
 import importlib.util
 import json
 import struct
+import time
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -62,11 +63,27 @@ def _key(item) -> str:
     return item.key or "/".join(item.nested_key)
 
 
+def _kinds(log: Path) -> list[str | None]:
+    return [wandb_internal_pb2.Record.FromString(d).WhichOneof("record_type")
+            for d in _records(log)]  # fmt: skip
+
+
+def _written(log: Path, timeout: float = 60.0) -> Path:
+    """``log`` once W&B's writer has put its last record (``exit``) into it: ``finish()`` can
+    return while W&B's service is still writing the offline file (seen as a resumed session's
+    missing history, 1 run in 3)."""
+    deadline = time.monotonic() + timeout
+    while (kinds := _kinds(log))[-1:] != ["exit"]:
+        assert time.monotonic() < deadline, f"{log} still unfinished after {timeout} s: {kinds}"
+        time.sleep(0.05)
+    return log
+
+
 def wandb_run(run_dir: Path) -> list[dict]:
-    """Every offline W&B run under ``run_dir/wandb``, oldest first: its id, name, config
-    and history (step -> logged values)."""
+    """Every offline W&B run under ``run_dir/wandb``, oldest first, each once W&B has finished
+    writing it: its id, name, config and history (step -> logged values)."""
     out = []
-    for log in sorted((run_dir / "wandb").glob("offline-run-*/run-*.wandb")):
+    for log in map(_written, sorted((run_dir / "wandb").glob("offline-run-*/run-*.wandb"))):
         # the folder is offline-run-<time>-<run id>: the id even where W&B has not yet written
         # the session's run record (it writes it lazily; seen missing in 1 of 4 resumed runs)
         run: dict = {"history": {}, "id": log.parent.name.rsplit("-", 1)[-1]}
