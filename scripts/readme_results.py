@@ -31,7 +31,7 @@ import json
 import math
 import re
 import sys
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Callable, Collection, Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
@@ -477,13 +477,15 @@ def update(runs: Sequence[Path]) -> dict[str, Any]:
     return assemble(parts)
 
 
-def figures(data: Mapping[str, Any]) -> dict[Path, Path]:
-    """``{gallery file: the run's figure}`` of the page's figures; a missing one is refused."""
+def figures(data: Mapping[str, Any], only: Collection[str] | None = None) -> dict[Path, Path]:
+    """``{gallery file: the run's figure}`` of the page's figures (of the studies ``only``
+    names, where given: an update keeps the others' figures as collected); a missing one is
+    refused."""
     folders = {name: Path(record["folder"]) for name, record in data["runs"].items()}
     out = {}
     shown = page_studies()
     for target, (name, figure) in GALLERY.items():
-        if name not in folders and name not in shown:
+        if (name not in folders and name not in shown) or (only is not None and name not in only):
             continue
         source = folders[name] / figure
         if not source.is_file():
@@ -492,11 +494,12 @@ def figures(data: Mapping[str, Any]) -> dict[Path, Path]:
     return out
 
 
-def write_collected(data: Mapping[str, Any]) -> None:
+def write_collected(data: Mapping[str, Any], only: Collection[str] | None = None) -> None:
     """Write what :func:`collect` read, once it is all there: the template must fill from it
-    (:func:`render`) and every figure exist; each file is replaced whole."""
+    (:func:`render`) and every figure (of the studies ``only`` names, where given) exist; each
+    file is replaced whole."""
     _filled(data["values"])
-    copies = figures(data)
+    copies = figures(data, only)
     for target, source in copies.items():
         atomic_write_bytes(target, source.read_bytes())
     atomic_write_text(VALUES, json.dumps(data, indent=1, ensure_ascii=False) + "\n")
@@ -541,12 +544,13 @@ def main(argv: Sequence[str] | None = None) -> int:
     sub.add_parser("render", help="rewrite the results page's generated block from the template")
     args = parser.parse_args(argv)
     bodies = {"collect": lambda: _write(collect(args.folders)),
-              "update": lambda: _write(update(args.runs)), "render": _render}  # fmt: skip
+              "update": lambda: _write(update(args.runs), {study(r)[0] for r in args.runs}),
+              "render": _render}  # fmt: skip
     return script_main(bodies[args.command], "readme_results")
 
 
-def _write(data: Mapping[str, Any]) -> int:
-    write_collected(data)
+def _write(data: Mapping[str, Any], only: Collection[str] | None = None) -> int:
+    write_collected(data, only)
     print(f"{len(data['values'])} values from {len(data['runs'])} runs -> {VALUES}")
     return 0
 
