@@ -188,7 +188,7 @@ def test_reproduce_runs_the_default_set_and_only_adds_the_others(monkeypatch, ca
     import sys
     from dataclasses import replace
 
-    from tailmem.reproduce import select_experiments
+    from tailmem.reproduce import run_order, select_experiments
 
     name = "ablation"  # one a plain reproduce runs, made one of the others here
     study = get_study(name)
@@ -197,7 +197,10 @@ def test_reproduce_runs_the_default_set_and_only_adds_the_others(monkeypatch, ca
         sys.modules[study.run.__module__], "STUDY", replace(study, in_reproduce=False)
     )
     assert name not in select_experiments(None)
-    assert select_experiments(None) == [n for n in study_names() if get_study(n).in_reproduce]
+    chosen = select_experiments(None)
+    assert chosen == [n for n in run_order(study_names(), "cpu") if get_study(n).in_reproduce]
+    times = [get_study(n).seconds("cpu") for n in chosen]
+    assert [s for s in times if s is not None] == sorted(s for s in times if s is not None)
     assert select_experiments([name]) == [name]
     assert main(["list"]) == 0
     (line,) = [line for line in capsys.readouterr().out.splitlines() if line.startswith(name)]

@@ -88,10 +88,19 @@ def default_results(preset: str) -> Path:
     return Path("results") / preset
 
 
-def select_experiments(only: Sequence[str] | None) -> list[str]:
-    """The experiments to run, in registry order (None: every one whose record puts it in
-    ``reproduce``); unknown names or an empty selection (``--only ,``) are a ConfigError."""
-    names = study_names()
+def run_order(names: Sequence[str], preset: str) -> list[str]:
+    """``names`` quickest first by their measured time at ``preset`` (untimed ones last, ties
+    by name): the first results arrive in seconds, and an interrupted reproduce has finished
+    as many studies as it could."""
+    seconds = {name: expected_seconds(name, preset) for name in names}
+    return sorted(names, key=lambda n: (seconds[n] is None, seconds[n] or 0.0, n))
+
+
+def select_experiments(only: Sequence[str] | None, preset: str = "cpu") -> list[str]:
+    """The experiments to run, in :func:`run_order` at ``preset`` (None: every one whose record
+    puts it in ``reproduce``); unknown names or an empty selection (``--only ,``) are a
+    ConfigError."""
+    names = run_order(study_names(), preset)
     if only is None:
         return [name for name in names if in_reproduce(name)]
     if not only:
@@ -274,7 +283,7 @@ def reproduce(
         _import_submitit()
         if cluster is None:
             _check_slurm()
-    names = select_experiments(only)
+    names = select_experiments(only, preset)
     if out is not None and not str(out).strip():
         raise ConfigError("out: got an empty path; expected a folder ('.' for this one)")
     out = Path(out) if out is not None else default_results(preset)
