@@ -18,6 +18,7 @@ and peak RSS.
 
 from __future__ import annotations
 
+import dataclasses
 import resource
 import tempfile
 import time
@@ -50,9 +51,15 @@ def step_seconds(
     rates = cfg.fixed_rates("a benchmark of one step")
     kinds = parse_recipe(recipe)
     optimizer = route(model, recipe, {k: cfg.optim[k].at(rates[k]) for k in kinds})
-    tcfg = cfg.train.loop_config(cfg.train.steps, seed=0, progress=False)
-    tcfg.steps, tcfg.eval_every, tcfg.ckpt_every, tcfg.log_every = steps, 0, 0, 5
-    tcfg.save_final, tcfg.warmup_steps = False, 0
+    tcfg = dataclasses.replace(
+        cfg.train.loop_config(cfg.train.steps, seed=0, progress=False),
+        steps=steps,
+        eval_every=0,
+        ckpt_every=0,
+        log_every=5,
+        save_final=False,
+        warmup_steps=0,
+    )
     with tempfile.TemporaryDirectory() as tmp:
         batch = BatchShape(cfg.train.batch_size, cfg.train.seq_len, cfg.train.eval_batch_size)
         train(model, optimizer, data.batches(0, batch), tcfg, Path(tmp))
@@ -92,8 +99,11 @@ def main() -> None:
         cfg = load_config(module.Config, name, "cpu", [f"ffn={args.ffn}"])
         start = time.perf_counter()
         with tempfile.TemporaryDirectory() as cache:
-            cfg.data.cache_dir = cache
-            spec = CorpusData(cfg.data, cfg.train.seq_len, cfg.train.eval_batch_size)
+            spec = CorpusData(
+                dataclasses.replace(cfg.data, cache_dir=cache),
+                cfg.train.seq_len,
+                cfg.train.eval_batch_size,
+            )
             data = spec.load(ctx)
             corpus_s = time.perf_counter() - start
             model_cfg = cfg.model.build(data.vocab_size, args.ffn, cfg.train.seq_len)

@@ -78,3 +78,39 @@ def test_unknown_preset_and_validate(fake_experiment):
         load_config(fake_experiment.Config, "fake", "cpu", ["steps=0"])
     with pytest.raises(ConfigError, match=r"unknown config field 'inner\.depth'"):
         load_config(fake_experiment.Config, "fake", "cpu", ["inner.depth=2"])
+
+
+def _sections(cls: type) -> list[type]:
+    """``cls`` and every dataclass section type reachable through its fields' annotations."""
+    import dataclasses
+    import typing
+
+    seen: list[type] = []
+    todo = [cls]
+    while todo:
+        item = todo.pop()
+        if item in seen or not dataclasses.is_dataclass(item):
+            continue
+        seen.append(item)
+        for hint in typing.get_type_hints(item).values():
+            todo.extend(a for a in (hint, *typing.get_args(hint)) if isinstance(a, type))
+    return seen
+
+
+@pytest.mark.parametrize("name", __import__("tailmem.experiments").experiments.study_names())
+def test_every_config_is_frozen_and_loading_changes_no_value(name):
+    """A study's config and every section in it are frozen dataclasses, and checking a built
+    config changes nothing: normalisation made a new value before ``validate()`` ran."""
+    import dataclasses
+
+    from tailmem.experiments import get_study
+
+    study = get_study(name)
+    mutable = [t.__qualname__ for t in _sections(study.config) if not t.__dataclass_params__.frozen]
+    assert not mutable, f"{name}: config types not frozen: {mutable}"
+    cfg = load_config(study.config, name, "smoke")
+    before = to_dict(cfg)
+    cfg.validate()
+    assert to_dict(cfg) == before
+    with pytest.raises(dataclasses.FrozenInstanceError):
+        cfg.seed = 1  # type: ignore[misc]

@@ -3,7 +3,8 @@
 What :mod:`tailmem.config` uses to check a preset and its overrides, apart from reading YAML, so
 that code which only checks typed values (the optimiser registry's hyper-parameter specs) needs
 neither YAML nor a preset: :func:`from_dict` builds a dataclass from a mapping, checking each
-field against its annotation and then running its ``validate()``; every problem is one
+field against its annotation, then putting it in its normal form (``normalized()``, a new value:
+configs are frozen) and running its ``validate()``, which only checks; every problem is one
 :class:`~tailmem.errors.ConfigError` line naming the field by its full dotted key;
 :func:`replaced` changes fields of a built config by dotted key under the same checks (how one
 study builds another's configs as values).
@@ -46,7 +47,7 @@ SEED_MAX = 2**32 - 1
 
 def from_dict(cls: type[T], values: object, prefix: str = "") -> T:
     """Type-check ``values`` (as read: anything but a mapping is a ConfigError) against dataclass
-    ``cls`` and build it, then run ``validate()``."""
+    ``cls`` and build it in its normal form, checked by ``validate()`` (:func:`_validated`)."""
     if not dataclasses.is_dataclass(cls):
         raise TypeError(f"from_dict builds dataclasses; got {cls!r}")
     if not isinstance(values, Mapping):
@@ -98,13 +99,19 @@ def replaced(cfg: T, changes: Mapping[str, object], prefix: str = "") -> T:
 
 
 def _validated(cfg: T, prefix: str, fields: Mapping[str, object]) -> T:
-    """``cfg`` after its ``validate()``, whose message names its field by the full key."""
-    validate = getattr(cfg, "validate", None)
-    if callable(validate):
-        try:
+    """``cfg`` in its normal form (``normalized()``, where the config defines it: a new value,
+    e.g. with a section for every optimiser kind it uses), checked by its ``validate()``; a
+    message names its field by the full key. Neither method changes the value it is given:
+    configs are frozen."""
+    try:
+        normalized = getattr(cfg, "normalized", None)
+        if callable(normalized):
+            cfg = normalized()
+        validate = getattr(cfg, "validate", None)
+        if callable(validate):
             validate()
-        except ConfigError as exc:
-            raise ConfigError(_dotted(str(exc), prefix, fields)) from None
+    except ConfigError as exc:
+        raise ConfigError(_dotted(str(exc), prefix, fields)) from None
     return cfg
 
 

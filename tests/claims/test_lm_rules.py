@@ -156,3 +156,32 @@ def test_a1_tail_gain_without_bucket_losses_is_not_measured():
     assert result.verdict == "not measured" and "bucketed losses" in result.reason
     partial = dataclasses.replace(results, bucket_losses={"adam": {"head": [2.0] * 3}})
     assert CLAIMS["A1.beyond.tail_gain"].evaluate(partial)[0].verdict == "not measured"
+
+
+def test_a3_arm_behind_at_a_grid_end_is_inconclusive():
+    """An arm that chose its rate at an end of its tuning grid (widening spent) may only be
+    under-tuned: a verdict that puts it behind is undecided; one that puts the other arm
+    behind stands (knowledge-qa's gated Muon sat at the top of its grid, behind Adam)."""
+    fta = {"muon": _arm(1.0, 0.56), "adam": _arm(1.0, 0.75, jitter=0.012),
+           "sgd": _arm(1.0, 0.30, jitter=0.011)}  # fmt: skip
+    tail = CLAIMS["A3.plain.tail_muon_vs_adam"]
+    assert tail.evaluate(_qa(fta))[0].verdict == "not reproduced"
+    at_top = dataclasses.replace(_qa(fta), edges={"muon": "highest"})
+    (result,) = tail.evaluate(at_top)
+    assert result.verdict == "inconclusive" and "highest end" in result.reason
+    assert "grid" in tail.rule
+    # Adam at its grid's end and ahead: Muon behind stands
+    adam_edge = dataclasses.replace(_qa(fta), edges={"adam": "lowest"})
+    assert tail.evaluate(adam_edge)[0].verdict == "not reproduced"
+    # SGD+M behind Adam: reproduced, unless SGD+M's rate sat at a grid end
+    sgd = CLAIMS["A3.plain.sgd_below_adam"]
+    assert sgd.evaluate(_qa(fta))[0].verdict == "reproduced"
+    sgd_edge = dataclasses.replace(_qa(fta), edges={"sgd": "lowest"})
+    assert sgd.evaluate(sgd_edge)[0].verdict == "inconclusive"
+    # a hybrid's position between Muon and Adam moves with any of the three arms' rates
+    hybrid = CLAIMS["A3.plain.muon_vo_ffn_like_muon"]
+    near = {"muon": _arm(1.0, 0.57), "adam": _arm(1.0, 0.12, jitter=0.015),
+            "muon_vo_ffn": _arm(1.0, 0.55, jitter=0.02)}  # fmt: skip
+    assert hybrid.evaluate(_qa(near))[0].verdict == "reproduced"
+    edged = dataclasses.replace(_qa(near), edges={"muon_vo_ffn": "highest"})
+    assert hybrid.evaluate(edged)[0].verdict == "inconclusive"

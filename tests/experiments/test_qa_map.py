@@ -226,8 +226,10 @@ def _rows(noise_rng):
 
 
 def test_outputs_fit_the_trend_extrapolate_and_say_where_the_edge_is(tmp_path):
-    cfg = qa_map.Config(axes=qa_map.AxesSection(width=[64, 128, 256], exposures=[3.0, 6.0, 12.0]))
-    cfg.trend.tau = 0.3
+    cfg = qa_map.Config(
+        axes=qa_map.AxesSection(width=[64, 128, 256], exposures=[3.0, 6.0, 12.0]),
+        trend=qa_map.TrendSection(tau=0.3),
+    )
     rows = _rows(np.random.default_rng(0))
     run = RunDir(tmp_path)
     write(run, outputs.outputs(cfg, rows))

@@ -101,6 +101,33 @@ class A3Inputs(ClaimInputs):
     so one question is its resolution, the floor of a seed SD (none given: no floor)."""
     model: Scale | None = None
     """The model measured (a magnitude against the paper's gap is judged only on its model)."""
+    edges: Mapping[str, str] = field(default_factory=dict)
+    """Arm id → ``lowest`` / ``highest`` where the arm's chosen learning rate sits at that end
+    of the rates its tuning tried, its widening spent (absent: interior or not tuned)."""
+
+
+EDGE = (
+    "inconclusive too when the arm the verdict puts behind chose its rate at an end of its "
+    "tuning grid with the widening spent: a better rate may lie beyond, so being behind may be "
+    "under-tuning"
+)
+
+
+def _under_tuned(
+    inputs: A3Inputs, outcome: Outcome, behind_if_reproduced: str, behind_if_not: str
+) -> Outcome:
+    """``outcome``, or inconclusive when the arm it puts behind chose its rate at a grid end
+    (:data:`EDGE`): a comparison is fair only between arms tuned to an interior rate."""
+    behind = {"reproduced": behind_if_reproduced, "not reproduced": behind_if_not}.get(
+        outcome.verdict
+    )
+    if behind is None or behind not in inputs.edges:
+        return outcome
+    reason = (
+        f"{behind}'s rate is at the {inputs.edges[behind]} end of its tuning grid (widening "
+        f"spent), and the verdict puts {behind} behind: a better rate may lie beyond"
+    )
+    return inconclusive(outcome.ours, reason, details=outcome.details, seeds=outcome.seeds)
 
 
 def _per_seed(inputs: A3Inputs, arm: str, when: str, groups: slice) -> list[float]:
@@ -204,7 +231,8 @@ def _gap_check(claim: Claim, inputs: A3Inputs, when: str, offset: int) -> Outcom
             camera = round(_pub(ffn, 1.0, 0, "muon") - CAMERA_READY_ADAM_RAREST, 3)
             ours += f"; the camera-ready's {camera:.3f}"
     details = {"difference": c.difference, "se": c.se, "interval": c.interval}
-    return Outcome(c.verdict, ours, c.reason, details, inputs.seeds)
+    return _under_tuned(inputs, Outcome(c.verdict, ours, c.reason, details, inputs.seeds),
+                        "adam", "muon")  # fmt: skip
 
 
 @declares(Declared(
@@ -286,6 +314,12 @@ def check_hybrid(claim: Claim, inputs: A3Inputs) -> Outcome:
                "p_outside": list(band.p_outside)}  # fmt: skip
     if band.verdict == "inconclusive":
         return inconclusive(ours, band.reason, details=details, seeds=inputs.seeds)
+    if edged := [a for a in ("muon", "adam", arm) if a in inputs.edges]:
+        reason = (
+            f"{', '.join(edged)} chose a rate at an end of its tuning grid (widening spent): a "
+            "better rate may move t either way"
+        )
+        return inconclusive(ours, reason, details=details, seeds=inputs.seeds)
     return Outcome(band.verdict, ours, details=details, seeds=inputs.seeds)
 
 
@@ -310,7 +344,10 @@ def check_sgd(claim: Claim, inputs: A3Inputs) -> Outcome:
         resolution=resolution(inputs, g),
     )  # fmt: skip
     ours = f"SGD+M {c.a} vs Adam {c.b} (paired difference {c.difference:+.3f} ± {c.se or 0:.2g})"
-    return Outcome(flipped(c.verdict), ours, c.reason, {"difference": c.difference}, inputs.seeds)
+    outcome = Outcome(
+        flipped(c.verdict), ours, c.reason, {"difference": c.difference}, inputs.seeds
+    )
+    return _under_tuned(inputs, outcome, "sgd", "adam")
 
 
 _HYBRID_RULE = (
@@ -342,7 +379,7 @@ def _direction_rule(what: str) -> str:
     return (
         f"per paired seed (≥ 3) the FTA({what}) of Muon − Adam: above 0 beyond {NOISE} → "
         "reproduced, below 0 beyond it → not reproduced (within it, < 3 seeds, or an arm at "
-        "chance: inconclusive)"
+        f"chance: inconclusive; {EDGE})"
     )
 
 
@@ -351,8 +388,9 @@ def _magnitude_rule(what: str) -> str:
     return (
         f"per paired seed (≥ 3) the FTA({what}) of Muon − Adam − {{published_gap}} (the "
         f"paper's gap, arXiv v2): above 0 beyond {NOISE} → reproduced, below 0 beyond it → "
-        "not reproduced (within it, < 3 seeds, or an arm at chance: inconclusive); judged only "
-        "on paper A's model (12 × 768, m = 15), elsewhere not measured in its setting"
+        f"not reproduced (within it, < 3 seeds, or an arm at chance: inconclusive; {EDGE}); "
+        "judged only on paper A's model (12 × 768, m = 15), elsewhere not measured in its "
+        "setting"
     )
 
 
@@ -493,7 +531,7 @@ def _sgd_claim(ffn: str) -> Claim:
         _vs(ffn, "sgd", "SGD+M") + " (arXiv v2)",
         "rarest-group FTA at the last step, per paired seed (≥ 3): SGD+M − Adam below 0 "
         f"beyond {NOISE} → reproduced, above 0 beyond it → not reproduced, else inconclusive "
-        "(also with SGD+M or Adam at chance)",
+        f"(also with SGD+M or Adam at chance; {EDGE})",
         check=check_sgd,
         versions=_versions(ffn),
         why="'no better than' is a bound (SGD+M ≤ Adam), tested one-sided with no margin of "

@@ -152,7 +152,7 @@ LATER_FIELDS: dict[str, object] = {
 defaults (:meth:`BiosConfig.record`)."""
 
 
-@dataclass
+@dataclass(frozen=True)
 class BiosConfig:
     """Everything that determines the data set (all of it enters the cache fingerprint)."""
 

@@ -76,7 +76,7 @@ _ENCODE_CHUNK = 1024  # documents per encode_batch call
 _COPY_CHUNK = 1 << 24  # tokens per copy from the raw file into the .npy file
 
 
-@dataclass
+@dataclass(frozen=True)
 class CorpusConfig:
     """What text to read and how to tokenise it (see the module docstring)."""
 

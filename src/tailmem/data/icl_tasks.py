@@ -41,7 +41,7 @@ EVAL_STREAM = 7_777_777
 """Offset of the evaluation generator's seed from ``task_seed`` (apart from training draws)."""
 
 
-@dataclass
+@dataclass(frozen=True)
 class ICLTaskConfig:
     """The ``data`` section of ``icl-regression``: dimensions ``n_dims`` (d), in-context examples
     per sequence ``n_points`` (n), ``n_groups`` (G) sampled with probability ``∝ ratio^(-g)``,

@@ -134,7 +134,7 @@ def rows_for(ffn: str) -> list[Row]:
     return [row for row in ROWS if ffn in row.paper]
 
 
-@dataclass
+@dataclass(frozen=True)
 class Config(LMConfig):
     """Ablation config; see the module docstring. ``arms: null`` runs every row of the FFN type;
     an ``arms`` entry is a row id or a recipe (an arm beyond Table 1, e.g. a user's optimiser

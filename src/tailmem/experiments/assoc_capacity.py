@@ -41,7 +41,7 @@ NAME = "assoc-capacity"
 COLORS = {"gd": "tab:blue", "adam": "tab:red", "signgd": "tab:orange", "muon": "tab:green"}
 
 
-@dataclass
+@dataclass(frozen=True)
 class Config:
     """N facts, M labels (0: every fact its own object), Zipf exponent α, a list of d."""
 

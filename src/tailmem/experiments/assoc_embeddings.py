@@ -97,7 +97,7 @@ SPECTRA = ("zipf", "two_group")
 COLORS = {ALIGNED: "tab:green", ROTATED: "tab:red", "correlated": "tab:purple"}
 
 
-@dataclass
+@dataclass(frozen=True)
 class Config:
     """``facts`` K; ``dim_ge_k`` (≥ K) and ``dim_lt_k`` (< K) the two regimes' d; the
     ``spectrum`` (``zipf``: ``exponent`` over ``groups`` log-spaced rank groups; ``two_group``:

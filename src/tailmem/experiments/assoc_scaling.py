@@ -57,7 +57,7 @@ NAME = "assoc-scaling"
 COLORS = {"gd": "tab:blue", "muon": "tab:green", "signgd": "tab:orange", "tra_signgd": "tab:purple"}
 
 
-@dataclass
+@dataclass(frozen=True)
 class Config:
     """Scales of the five parts (see the module docstring)."""
 

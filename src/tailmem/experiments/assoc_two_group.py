@@ -61,7 +61,7 @@ COLORS = {
 STYLES = {"decoupled": "-", "coupled": "--"}
 
 
-@dataclass
+@dataclass(frozen=True)
 class Config:
     """Paper A's simulation settings (defaults are the paper's: K = 999, α = 0.8, β = 0.2)."""
 

@@ -99,7 +99,7 @@ SCORES = {
 """The tuning score of the LR sweeps (``tuning.score``)."""
 
 
-@dataclass
+@dataclass(frozen=True)
 class Config(LMConfig):
     """The icl-regression experiment (see the module docstring). ``train.seq_len`` must be the
     sequence length ``2 × data.n_points``; ``arms``: ``muon``, ``adam`` or recipes

@@ -66,7 +66,7 @@ BASE = "base"
 PAIR = ("muon", "adam")
 
 
-@dataclass
+@dataclass(frozen=True)
 class Level:
     """One level of a factor: its label, the dotted-key overrides of the knowledge-QA config
     that make it, and whether Muon and Adam share one learning rate there."""
@@ -76,7 +76,7 @@ class Level:
     shared_lr: bool = False
 
 
-@dataclass
+@dataclass(frozen=True)
 class Factor:
     """One factor: its name, the label of its base level (the base point) and its other
     levels; ``why`` says what it tests."""
@@ -87,7 +87,7 @@ class Factor:
     why: str = ""
 
 
-@dataclass
+@dataclass(frozen=True)
 class Config:
     """The study (see the module docstring). ``preset``: the knowledge-QA preset every point
     starts from; ``common``: overrides every point gets (the base is ``preset`` + ``common``);

@@ -73,7 +73,7 @@ NAME = "spectra"
 ARMS = (Arm.of_recipe(matrix_recipe("muon")), Arm.of_recipe("adam:*"))
 
 
-@dataclass
+@dataclass(frozen=True)
 class Config(LMConfig):
     """Spectra config; see the module docstring."""
 

@@ -11,7 +11,7 @@ from __future__ import annotations
 
 from collections.abc import Iterable, Iterator, Mapping, Sequence
 from dataclasses import asdict, dataclass, field, fields, is_dataclass, replace
-from typing import TYPE_CHECKING, Any, Literal
+from typing import TYPE_CHECKING, Any, Literal, TypeVar
 
 from tailmem.claims.core import Scale
 from tailmem.data.bios import LATER_FIELDS as BIOS_LATER_FIELDS
@@ -37,7 +37,7 @@ if TYPE_CHECKING:
     from tailmem.lm.entries import Entry
 
 
-@dataclass
+@dataclass(frozen=True)
 class ModelSection:
     """The GPT: a named size of :data:`tailmem.models.gpt.SIZES`, with optional overrides.
 
@@ -131,7 +131,7 @@ LOOP_FIELDS = ("schedule", "decay_frac", "min_lr_frac", "grad_clip", "grad_accum
 """The :class:`~tailmem.train.TrainConfig` fields a ``train`` section passes on as they are."""
 
 
-@dataclass
+@dataclass(frozen=True)
 class TrainSection:
     """How every run of a study trains (the fields of :class:`tailmem.train.TrainConfig`, same
     meaning, plus the batch shape and where it runs).
@@ -372,7 +372,10 @@ class OptimSection(Mapping[str, KindSection]):
         return OptimSection(sections)._twins_synced()
 
 
-@dataclass
+L = TypeVar("L", bound="LMConfig")
+
+
+@dataclass(frozen=True)
 class LMConfig:
     """What every LM study config has. ``seed`` .. ``seed + seeds - 1`` are the seeds (weights
     and data order). ``workers`` runs train at once, each in its own process with
@@ -388,13 +391,24 @@ class LMConfig:
     tuning: TuningSection = field(default_factory=TuningSection)
 
     def validate(self) -> None:
-        """Check the shared fields; every optimiser kind the arms use must be registered or
-        defined in ``optim`` (``factory``), and gets a section (the registry's defaults)."""
+        """Check the shared fields (only checks: :meth:`normalized` gives every optimiser kind
+        the arms use its section)."""
         if self.seeds < 1:
             raise ConfigError(f"seeds: got {self.seeds}; expected >= 1")
         self.tuning.check(self.tuning_scores(), self.seeds)
         if self.workers < 1:
             raise ConfigError(f"workers: got {self.workers}; expected >= 1")
+        missing = [kind for arm in self.run_arms() for kind in arm.kinds if kind not in self.optim]
+        if missing:
+            raise ConfigError(
+                f"optim: no section for {', '.join(missing)}; expected the normal form "
+                "(normalized()), which gives every kind the arms use a section"
+            )
+
+    def normalized(self: L) -> L:
+        """This config with a section for every optimiser kind its arms use (the registry's
+        defaults where ``optim`` gives none), so the resolved config shows what each run
+        trains with; an arm's kind that is neither registered nor defined is refused."""
         used = []
         for arm in self.run_arms():
             for kind in arm.kinds:
@@ -403,7 +417,7 @@ class LMConfig:
                 except ConfigError as exc:
                     raise ConfigError(f"arms: arm {arm.name!r}: {exc}") from None
                 used.append(kind)
-        self.optim = self.optim.with_kinds(kind_order(used))
+        return replace(self, optim=self.optim.with_kinds(kind_order(used)))
 
     def run_arms(self) -> list[Arm]:
         """The arms this config trains (every study defines its own)."""

@@ -40,7 +40,7 @@ from tailmem.train import EvalHook
 from tailmem.train import distributed as D
 
 
-@dataclass
+@dataclass(frozen=True)
 class CorpusSection:
     """The ``data`` section: corpus, validation batches, frequency buckets, cache folder
     (null: ``$TAILMEM_CACHE`` or ``~/.cache/tailmem``)."""

@@ -169,7 +169,7 @@ def tuning_seeds(seed: int, count: int) -> tuple[int, ...]:
     return tuple(seed + TUNING_SEED_OFFSET + i for i in range(count))
 
 
-@dataclass
+@dataclass(frozen=True)
 class TuningSection:
     """``tuning``: how every learning rate given as a grid is tuned (module docstring).
 

@@ -60,7 +60,7 @@ POS_ENCODINGS = ("rope", "learned", "none")
 """How the GPT sees positions: rotary, a learned absolute embedding, or nothing (NoPE)."""
 
 
-@dataclass
+@dataclass(frozen=True)
 class GPTConfig:
     """Shape and initialisation of a :class:`GPT`.
 

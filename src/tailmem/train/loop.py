@@ -90,7 +90,7 @@ class OptimizerLike(Protocol):
     def load_state_dict(self, state_dict: dict[str, Any]) -> None: ...
 
 
-@dataclass
+@dataclass(frozen=True)
 class TrainConfig:
     """How to train: length, learning-rate schedule, clipping, cadence, precision, device, seed.
 

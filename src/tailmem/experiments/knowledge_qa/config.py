@@ -51,7 +51,7 @@ def score_of(name: str) -> Callable[[RunResult], float | None]:
     return score
 
 
-@dataclass
+@dataclass(frozen=True)
 class Config(LMConfig):
     """The knowledge-QA experiment (see the module docstring).
 

@@ -225,6 +225,7 @@ def claim_inputs(
         chance_fta=chance,
         questions_per_group=(N_ATTRIBUTES * group_sizes(m)).tolist(),
         model=model,
+        edges={arm: edge for arm in complete if (edge := plan.edge((ffn, arm)))},
     )
 
 

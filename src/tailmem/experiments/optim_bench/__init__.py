@@ -68,7 +68,7 @@ REFERENCES = ("muon", "adam_split", "adam")
 hidden matrices at its own rate) and Adam everywhere (it lends the rest its rate)."""
 
 
-@dataclass
+@dataclass(frozen=True)
 class Level:
     """One level of the QA part: its label, the dotted-key overrides of the knowledge-QA
     config that make it (the first level is the base) and its learning rates: ``sweep`` (each
@@ -81,7 +81,7 @@ class Level:
     rates: Literal["sweep", "base"] = "sweep"
 
 
-@dataclass
+@dataclass(frozen=True)
 class Config:
     """The benchmark (see the module docstring). ``optimizers``: kinds of the registry or of
     ``optim`` (muon and adam among them); ``optim``: each kind's learning-rate grid and
@@ -112,13 +112,12 @@ class Config:
                 "them (every optimiser is placed between Muon and Adam at its own rate; Adam "
                 "everywhere lends the rest its rate)"
             )
-        for name in self.optimizers:
-            try:
-                get_kind(name, self.optim.kinds())
-            except ConfigError as exc:
-                raise ConfigError(f"optimizers: {exc}") from None
-        run = {name: section for name, section in self.optim.items() if name in self.optimizers}
-        self.optim = OptimSection(run).with_kinds(self.optimizers)
+        missing = [name for name in self.optimizers if name not in self.optim]
+        if missing:
+            raise ConfigError(
+                f"optim: no section for {', '.join(missing)}; expected the normal form "
+                "(normalized()), one section per optimiser"
+            )
         labels = [level.label for level in self.levels]
         if not labels or len(set(labels)) != len(labels):
             raise ConfigError(f"levels: got {labels}; expected distinct labels, at least one")
@@ -131,6 +130,18 @@ class Config:
         self.memory.validate()
         self.qa_configs()
         self.qa_configs("base")
+
+    def normalized(self) -> Config:
+        """This config with exactly one optimiser section per optimiser, in their order (the
+        registry's defaults where ``optim`` gives none; sections of optimisers not run are
+        left out); an optimiser neither registered nor defined is refused."""
+        for name in self.optimizers:
+            try:
+                get_kind(name, self.optim.kinds())
+            except ConfigError as exc:
+                raise ConfigError(f"optimizers: {exc}") from None
+        run = {name: section for name, section in self.optim.items() if name in self.optimizers}
+        return replace(self, optim=OptimSection(run).with_kinds(self.optimizers))
 
     def check_overrides(self, keys: Sequence[str]) -> None:
         """Refuse an ``optim.<kind>`` override for a kind not in ``optimizers`` (it would reach

@@ -49,7 +49,7 @@ from tailmem.optim.registry import OptimizerSetting
 from tailmem.typecheck import check_range
 
 
-@dataclass
+@dataclass(frozen=True)
 class MemorySection:
     """The memory: ``facts`` K, embedding dimension ``dim`` (< K), Zipf ``exponent``,
     ``groups`` log-spaced rank groups, ``steps`` per run at the leaderboard's head pace

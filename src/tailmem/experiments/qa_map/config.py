@@ -18,7 +18,7 @@ from tailmem.typecheck import check_range
 NAME = "qa-map"
 
 
-@dataclass
+@dataclass(frozen=True)
 class TrendSection:
     """The fitted trend: the lag ratio at ``tau`` of the points whose frequency exponent is
     ``exponent``, a power law of ``features`` (in order of preference), intervals at coverage
@@ -43,7 +43,7 @@ class TrendSection:
         check_range("trend.level", self.level, gt=0.0, lt=1.0)
 
 
-@dataclass
+@dataclass(frozen=True)
 class Config:
     """The map (see the module docstring). ``base``: the knowledge-QA preset every point starts
     from; ``common``: dotted-key overrides of the knowledge-QA config for every point (e.g.

@@ -30,7 +30,7 @@ FEATURES = ("width", "depth", "facts_per_param")
 LEAD, LAG = "muon", "adam"
 
 
-@dataclass
+@dataclass(frozen=True)
 class AxesSection:
     """The grid: every combination of these values is a point (see the module docstring)."""
 

@@ -25,7 +25,7 @@ BASE = "base"
 """The label of the base point (the factorial)."""
 
 
-@dataclass
+@dataclass(frozen=True)
 class RuleSection:
     """One update rule: the optimiser ``kind`` on the hidden matrices at its own rate (Adam's:
     ``adam_split``), its ``label``, and the candidate rates of its ``own`` and ``shared`` arms
@@ -37,7 +37,7 @@ class RuleSection:
     shared: list[float]
 
 
-@dataclass
+@dataclass(frozen=True)
 class Level:
     """One level of a regime axis: its label, the knowledge-QA overrides that make it, and
     whether it tunes its rates or reuses the base point's."""
@@ -47,7 +47,7 @@ class Level:
     rates: Literal["tune", "base"] = "tune"
 
 
-@dataclass
+@dataclass(frozen=True)
 class Axis:
     """A regime axis: its name, levels (the base is its own level) and why it is varied."""
 
@@ -56,7 +56,7 @@ class Axis:
     why: str = ""
 
 
-@dataclass
+@dataclass(frozen=True)
 class WalkStep:
     """One step of a walk: its ``label`` (the factor, for people) and the keys of the walk's
     ``start`` it reverts to the base's values (one factor: one key or a few that belong
@@ -66,7 +66,7 @@ class WalkStep:
     revert: list[str]
 
 
-@dataclass
+@dataclass(frozen=True)
 class Walk:
     """A one-factor walk from a starting configuration to the base (``common`` and the preset):
     ``start`` holds the changes that make the first point, ``steps`` revert them in order, one
@@ -126,7 +126,7 @@ def walk_label(walk: Walk, index: int) -> str:
     return f"{walk.name}: {index} {what}"
 
 
-@dataclass
+@dataclass(frozen=True)
 class Config:
     """The study (module docstring). ``preset`` + ``common``: the knowledge-QA config of the
     base point; ``rules``: the update rules (``adam`` required: its shared arm sets the rest's
