@@ -117,6 +117,18 @@ def interval(row: Mapping[str, Any] | None) -> str:
     return f"{row['ratio']:.2f}{ci}"
 
 
+def rate_cell(choice: Mapping[str, str]) -> str:
+    """A ``tuning.csv`` row's chosen rate, marked where it sits at an end of the grid tried
+    with the widening spent (``0.96 (grid's highest)``): a better rate may lie beyond. A
+    failed tuning's marker is shown as written."""
+    edge, chosen = choice.get("edge") or "", choice["chosen"]
+    try:
+        shown = f"{float(chosen):g}"
+    except ValueError:
+        shown = chosen
+    return shown + (f" (grid's {edge})" if edge else "")
+
+
 def _pair(measures: Mapping[str, Any], lead: str, lag: str) -> Mapping[str, Any] | None:
     return next((p for p in measures["pairs"] if (p["lead"], p["lag"]) == (lead, lag)
                  and p["status"] == "measured"), None)  # fmt: skip
@@ -128,14 +140,17 @@ def knowledge_qa(run: Path, record: Mapping[str, Any]) -> dict[str, str]:
     rate) the pooled lag ratio at each τ with its 95 % interval and the tail gap; the answers."""
     results = json.loads((run / "results.json").read_text())
     n = int(record["seeds"])
+    rates = {(r["ffn"], r["arm"]): rate_cell(r) for r in _csv(run / "tuning.csv")}
     out: dict[str, str] = {}
     for ffn in dict.fromkeys(row["ffn"] for row in results["head_tail_gap"]):
         rows = [
-            (r["label"], pm(r["rarest_mean"], r["rarest_std"] / math.sqrt(n) if n > 1 else None),
+            (r["label"], rates.get((ffn, r["arm"]), "—"),
+             pm(r["rarest_mean"], r["rarest_std"] / math.sqrt(n) if n > 1 else None),
              f"{r['em_rarest_mean']:.2f}")
             for r in results["head_tail_gap"] if r["ffn"] == ffn
         ]  # fmt: skip
-        out[f"knowledge-qa.{ffn}.rarest"] = md_table(("arm", "rarest-group FTA", "its EM"), rows)
+        header = ("arm", "its tuned rate", "rarest-group FTA", "its EM")
+        out[f"knowledge-qa.{ffn}.rarest"] = md_table(header, rows)
         for name, (lead, lag) in (("fair", ("muon", "adam_split")), ("paper", ("muon", "adam"))):
             pair = _pair(results["gap_measures"][ffn], lead, lag)
             for tau in (0.3, 0.5, 0.8):

@@ -7,13 +7,13 @@ itself is built by .ci/run with ``mkdocs build --strict``, which fails on a brok
 from __future__ import annotations
 
 import argparse
-import importlib.util
 import os
 import re
 
 import pytest
 import yaml
 
+import script_module
 from readme_blocks import DOCS, README, ROOT, TEMPLATE, block, blocks
 from tailmem.cli import build_parser
 
@@ -21,10 +21,7 @@ CI = (ROOT / ".ci" / "run").read_text().splitlines()
 
 
 def _hooks():
-    spec = importlib.util.spec_from_file_location("docs_hooks", ROOT / "scripts" / "docs_hooks.py")
-    module = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(module)
-    return module
+    return script_module.load("scripts/docs_hooks.py")
 
 
 def _nav_pages(entries) -> list[str]:

@@ -5,7 +5,6 @@ the template's runs of a study in test_readme_examples.py."""
 
 from __future__ import annotations
 
-import importlib.util
 import os
 import re
 import subprocess
@@ -15,6 +14,7 @@ from pathlib import Path
 import pytest
 import torch
 
+import script_module
 from readme_blocks import ROOT, blocks, pages
 from tailmem.models.gpt import GPT, gpt_config
 from tailmem.models.roles import MATRIX_ROLES, resolve_roles
@@ -129,8 +129,4 @@ def test_the_optimiser_template_steps_as_its_docstring_says():
 
 def _load(name: str):
     """Run ``examples/NAME`` as a module and return it (its globals)."""
-    spec = importlib.util.spec_from_file_location(name.removesuffix(".py"), EXAMPLES / name)
-    assert spec is not None and spec.loader is not None
-    module = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(module)
-    return module
+    return script_module.load(EXAMPLES / name)

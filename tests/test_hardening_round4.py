@@ -515,14 +515,11 @@ TRACKED = [ROOT / "docs" / "results_cpu.json", ROOT / "docs" / "results.md",
 def readme_script(tmp_path, monkeypatch):
     """scripts/readme_results.py with its outputs pointed at copies (the tracked files are
     checked unchanged as well)."""
-    import importlib.util
     import shutil
 
-    spec = importlib.util.spec_from_file_location(
-        "readme_results", ROOT / "scripts" / "readme_results.py"
-    )
-    script = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(script)
+    import script_module
+
+    script = script_module.load("scripts/readme_results.py")
     copy = tmp_path / "repo"
     shutil.copytree(ROOT / "docs", copy / "docs")
     monkeypatch.setattr(script, "ROOT", copy)

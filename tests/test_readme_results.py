@@ -4,19 +4,13 @@ re-done without re-rendering, fails here."""
 
 from __future__ import annotations
 
-import importlib.util
 import json
-from pathlib import Path
 
-ROOT = Path(__file__).resolve().parents[1]
+import script_module
 
 
 def _script():
-    spec = importlib.util.spec_from_file_location("readme_results", ROOT / "scripts" /
-                                                  "readme_results.py")  # fmt: skip
-    module = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(module)
-    return module
+    return script_module.load("scripts/readme_results.py")
 
 
 def test_the_results_page_is_the_template_filled_from_the_results_file():
@@ -76,3 +70,10 @@ def test_the_walk_table_gives_each_arm_its_interval_and_a_share_without_one_as_n
                                           "0.09 [0.03, 0.16]", "1.05"]  # fmt: skip
     assert "0.50 (not defined)" in table[3] and "Muon-own: lowest" in table[3]
     assert table[2].endswith("| none |")
+
+
+def test_a_rate_at_an_end_of_its_grid_is_marked_where_the_table_uses_it():
+    cell = _script().rate_cell
+    assert cell({"chosen": "0.96", "edge": "highest"}) == "0.96 (grid's highest)"
+    assert cell({"chosen": "0.00025", "edge": ""}) == "0.00025"
+    assert cell({"chosen": "failed", "edge": ""}) == "failed"

@@ -4,24 +4,16 @@ an output file of the other implementation, in one line."""
 
 from __future__ import annotations
 
-import importlib.util
 import json
-from pathlib import Path
 
 import pytest
 
+import script_module
 from tailmem.errors import DataError
-
-ROOT = Path(__file__).resolve().parents[1]
 
 
 def _script():
-    spec = importlib.util.spec_from_file_location(
-        "reference_check", ROOT / "scripts" / "reference_check.py"
-    )
-    module = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(module)
-    return module
+    return script_module.load("scripts/reference_check.py")
 
 
 def test_the_page_is_the_results_file_rendered():

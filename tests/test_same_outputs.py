@@ -2,26 +2,18 @@
 
 from __future__ import annotations
 
-import importlib.util
 import json
 from pathlib import Path
 from types import ModuleType
 
 import pytest
 
+import script_module
 from tailmem.cli import expected_failure
-
-ROOT = Path(__file__).resolve().parents[1]
 
 
 def _script() -> ModuleType:
-    spec = importlib.util.spec_from_file_location(
-        "same_outputs", ROOT / "scripts" / "same_outputs.py"
-    )
-    assert spec is not None and spec.loader is not None
-    module = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(module)
-    return module
+    return script_module.load("scripts/same_outputs.py")
 
 
 def _folder(root: Path, results: dict, rows: str, png: bytes = b"\x89PNG1") -> Path:
