@@ -130,3 +130,19 @@ def test_the_optimiser_template_steps_as_its_docstring_says():
 def _load(name: str):
     """Run ``examples/NAME`` as a module and return it (its globals)."""
     return script_module.load(EXAMPLES / name)
+
+
+@pytest.mark.parametrize("path", sorted(EXAMPLES.rglob("*.yaml")), ids=lambda p: p.name)
+def test_every_example_config_loads_for_the_study_its_header_runs(path):
+    """An example config names its command (``tailmem run STUDY --config examples/...``) and
+    still loads as that study's config: a field renamed in the code fails here, not for a
+    reader."""
+    from tailmem.config import load_config
+    from tailmem.experiments import get_study
+
+    relative = path.relative_to(ROOT).as_posix()
+    found = re.search(rf"tailmem run (\S+) --config {re.escape(relative)}", path.read_text())
+    assert found, f"{relative}: its header names no `tailmem run STUDY --config {relative}`"
+    study = get_study(found.group(1))
+    cfg = load_config(study.config, study.name, None, config=path)
+    assert cfg.seeds >= 1

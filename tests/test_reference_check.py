@@ -48,3 +48,13 @@ def test_collect_refuses_a_folder_that_is_no_run_and_a_file_that_is_no_output(tm
         script.collect([], [f"1234={bad}"])
     with pytest.raises(DataError, match="expected DRAW=FILE"):
         script.collect([], [str(bad)])
+
+
+def test_a_probe_row_pairs_muon_and_adam_by_seed():
+    script = _script()
+    probe = {"config": "examples/gated/x.yaml", "rates": {"muon": "7.68", "adam": "0.0005"},
+             "fta": {"muon": {"0": 0.55, "1": 0.50, "2": 0.52},
+                     "adam": {"0": 0.77, "1": 0.72, "2": 0.77, "3": 0.9}}}  # fmt: skip
+    text = script.probe_table([probe])
+    assert "`examples/gated/x.yaml` | 7.68 | 0.0005 | 0.523 [" in text
+    assert "-0.230 [" in text and text.count("(n 3)") == 2  # seed 3 has no Muon run to pair

@@ -44,6 +44,7 @@ from tailmem.lm.subrun import RunContext, RunTemplate, run_job, template
 from tailmem.lm.sweeps import choice_rows, trial_rows
 from tailmem.lm.tuning import TuningSection
 from tailmem.models.gpt import GPT, GPTConfig, count_params
+from tailmem.rundir import RunDir
 from tailmem.runner import run_experiment
 from tailmem.train import token_loss_sum
 from tailmem.train.distributed import DistContext
@@ -232,6 +233,7 @@ def test_tune_then_evaluate_fresh_seeds_at_the_stored_rates(tmp_path, capsys):
         main(["tune", "knowledge-qa", "--preset", "smoke", *TUNED, cache, "--out", str(tune)]) == 0
     )
     printed = capsys.readouterr().out
+    assert RunDir(tune).incomplete_reason() is None  # reading the choices changed no file
     trials = _read_csv(tune / "lr_sweep.csv")
     assert len(trials) == 2 * 3 * 2
     assert {r["seed"] for r in trials} == {"1000", "1001"}  # tuning seeds, never seed 0

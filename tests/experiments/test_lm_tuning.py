@@ -193,3 +193,26 @@ def test_a_seed_whose_tuning_seeds_pass_the_seed_range_is_refused_before_anythin
     code = main(["run", "knowledge-qa", "--preset", "smoke", "--out", str(out),
                  "optim.muon.lr=[0.01,0.02]", "seed=4294967290"])  # fmt: skip
     assert code == 2 and not out.exists()
+
+
+def test_gathering_a_runs_choices_reads_and_never_writes_into_the_folder(tmp_path):
+    """The choices of a run and of its grid points merge in memory (the run's own last); a
+    finished folder's files stay byte for byte (an after-the-fact rewrite broke COMPLETE's
+    hashes), and a grid run writes the merged store through its outputs instead."""
+    from tailmem.lm.store import STORE_NAME, gather, write_store
+    from tailmem.lm.sweeps import gathered_outputs
+
+    def rate(key: str, point: float) -> StoredRate:
+        return StoredRate(key, "s", "cpu", "plain", "adam", point, {"adam": point}, None,
+                          "score", (), 6, "abc", "0.1", "day", "cmd")  # fmt: skip
+
+    (tmp_path / "points" / "a").mkdir(parents=True)
+    write_store(tmp_path / "points" / "a" / STORE_NAME, [rate("k1", 1e-3)])
+    write_store(tmp_path / STORE_NAME, [rate("k2", 2e-3), rate("k1", 4e-3)])
+    before = {p: p.read_bytes() for p in tmp_path.rglob("*") if p.is_file()}
+    found = {r.key: r.point for r in gather(tmp_path)}
+    assert found == {"k1": 4e-3, "k2": 2e-3}  # the run's own choice wins
+    assert {p: p.read_bytes() for p in tmp_path.rglob("*") if p.is_file()} == before
+    records = gathered_outputs(tmp_path).records[STORE_NAME]
+    assert set(records["rates"]) == {"k1", "k2"}
+    assert gathered_outputs(tmp_path / "points" / "none").records == {}

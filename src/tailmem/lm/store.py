@@ -228,7 +228,8 @@ STORE_NAME = "tuned_rates.json"
 
 def gather(root: Path) -> list[StoredRate]:
     """Every choice written under ``root`` (``tuned_rates.json`` of the run and of its grid
-    points), merged into ``root/tuned_rates.json``; returns them."""
+    points), merged (the run's own last). It only reads: a run writes the merged store through
+    its outputs before it completes, so a finished folder is never changed after the fact."""
     found: dict[str, StoredRate] = {}
     for path in sorted(Path(root).rglob(STORE_NAME)):
         if path.parent != Path(root):
@@ -236,6 +237,4 @@ def gather(root: Path) -> list[StoredRate]:
     top = Path(root) / STORE_NAME
     if top.is_file():
         found |= load_store(top)
-    if found:
-        write_store(top, found.values(), merge=False)
     return list(found.values())

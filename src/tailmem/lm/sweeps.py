@@ -10,10 +10,11 @@ from __future__ import annotations
 
 from collections.abc import Mapping
 from dataclasses import dataclass
+from pathlib import Path
 from typing import Any
 
 from tailmem.lm.plan import EntryStatus, TrainedPlan
-from tailmem.lm.store import STORE_NAME, store_body
+from tailmem.lm.store import STORE_NAME, gather, store_body
 from tailmem.outputs import Outputs, Table
 from tailmem.studies import Provenance
 
@@ -191,6 +192,14 @@ def store_outputs(
     command (``provenance``, passed in by the runner; nothing where no choice was made)."""
     tuned = trained.tuned_rates(record, study, provenance.preset, provenance.command)
     return Outputs(records={STORE_NAME: store_body(tuned)} if tuned else {})
+
+
+def gathered_outputs(root: Path) -> Outputs:
+    """Every choice under ``root`` — the run's own and its grid points' — merged into the run's
+    ``tuned_rates.json`` (:func:`~tailmem.lm.store.gather`; nothing where none was made): what
+    a grid run that stops after tuning writes last, before it completes."""
+    rates = gather(root)
+    return Outputs(records={STORE_NAME: store_body(rates)} if rates else {})
 
 
 def tuning_outputs(

@@ -52,10 +52,10 @@ from tailmem.experiments import knowledge_qa as kqa
 from tailmem.experiments.knowledge_qa import grid
 from tailmem.experiments.optim_bench import board
 from tailmem.experiments.optim_bench.memory import MemorySection, run_memory
-from tailmem.lm import store
 from tailmem.lm.arms import Arm, matrix_recipe
 from tailmem.lm.config import OptimSection
 from tailmem.lm.plan import TrainedPlan
+from tailmem.lm.sweeps import gathered_outputs
 from tailmem.optim.registry import OptimizerSetting, get_kind
 from tailmem.outputs import write
 from tailmem.rundir import RunDir
@@ -231,7 +231,7 @@ def run(cfg: Config, run: RunDir, provenance: Provenance) -> None:
     )
     if cfg.tune_only:
         if D.is_main_process():
-            store.gather(run.path)
+            write(run, gathered_outputs(run.path))
         return
     reuse = cfg.qa_configs("base", chosen_rates(points[cfg.levels[0].label]))
     if reuse:

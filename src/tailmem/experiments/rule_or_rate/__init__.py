@@ -56,10 +56,9 @@ from tailmem.experiments.rule_or_rate.config import (
     axis_of,
     labels,
 )
-from tailmem.lm import store
 from tailmem.lm.plan import TrainedPlan, run_plans, tidy
 from tailmem.lm.store import load_store, missing_rates, stored_choices
-from tailmem.lm.sweeps import tuning_outputs
+from tailmem.lm.sweeps import gathered_outputs, tuning_outputs
 from tailmem.outputs import write
 from tailmem.rundir import RunDir
 from tailmem.studies import Preset, Provenance, Study
@@ -141,7 +140,7 @@ def run(cfg: Config, run: RunDir, provenance: Provenance) -> None:
             write(folder, tuning_outputs(trained, record, NAME, provenance))
     if cfg.tune_only:
         if D.is_main_process():
-            store.gather(run.path)
+            write(run, gathered_outputs(run.path))
         return
     reuse = {k: v for k, v in configs.items() if cfg.rates_of(k) == "base"}
     if reuse:
