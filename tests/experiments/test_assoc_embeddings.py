@@ -9,11 +9,13 @@ import pytest
 import torch
 
 from tailmem.assoc import build_memory, lr_schedule, train
+from tailmem.columns import column_docs
 from tailmem.errors import ConfigError
 from tailmem.experiments.assoc_embeddings import (
     GEOMETRIES,
     REGIMES,
     Config,
+    RatioRow,
     embeddings,
     measure,
     orthonormal,
@@ -93,16 +95,16 @@ def test_steps_are_matched_on_a_tuning_draw_apart_from_the_evaluation_draws():
                  seed=7)  # fmt: skip
     cfg.validate()
     found = measure(cfg)
-    assert found["draws"] == [7, 8, 9] and found["tuning_draw"] == 10
-    (pace,) = found["regimes"]["d_ge_k"]["paces"]
-    assert pace["steps"] == 16 and set(pace["chosen"].values()) <= set(cfg.lrs)
-    aligned = [r for r in pace["runs"] if r["arm"] == "muon/aligned"]
-    assert len(aligned) == 3 and len({json.dumps(r) for r in aligned}) == 3  # the draw differs
-    assert len({(tuple(r["times"]), r["final_loss"]) for r in aligned}) == 1
+    assert found.draws == (7, 8, 9) and found.tuning_draw == 10
+    (pace,) = found.regimes["d_ge_k"].paces
+    assert pace.steps == 16 and set(pace.chosen.values()) <= set(cfg.lrs)
+    aligned = [r for r in pace.runs if r.arm == "muon/aligned"]
+    assert [r.draw for r in aligned] == [7, 8, 9]
+    assert len({(r.times, r.final_loss) for r in aligned}) == 1  # the identity: run once
     # The oracle runs only where the embeddings are orthonormal.
-    ran = {r["arm"] for p in found["regimes"]["d_lt_k"]["paces"] for r in p["runs"]}
+    ran = {r.arm for p in found.regimes["d_lt_k"].paces for r in p.runs}
     assert ran == {f"muon/{g}" for g in GEOMETRIES}
-    left_out = {(n["regime"], n["arm"]) for n in found["not_run"]}
+    left_out = {(n.regime, n.arm) for n in found.not_run}
     assert left_out == {("d_ge_k", "tra_signgd/correlated")} | {
         ("d_lt_k", f"tra_signgd/{g}") for g in GEOMETRIES
     }
@@ -110,10 +112,11 @@ def test_steps_are_matched_on_a_tuning_draw_apart_from_the_evaluation_draws():
 
 def test_a_censored_draw_makes_the_mean_ratio_a_bound():
     row = ratio_row([(5, 10), (5, None), (4, 8)], steps=100)
-    assert row["censored"] == 1 and row["no_head"] == 0
-    assert row["ratio"] == pytest.approx(math.exp((math.log(2) + math.log(20) + math.log(2)) / 3))
-    assert row["ratio_low"] < row["ratio"] < row["ratio_high"]
-    assert ratio_row([(None, None)] * 3, steps=100)["ratio"] is None
+    assert (row.draws, row.censored, row.no_head) == (3, 1, 0)
+    assert row.ratio == pytest.approx(math.exp((math.log(2) + math.log(20) + math.log(2)) / 3))
+    assert row.ratio_low is not None and row.ratio_high is not None
+    assert row.ratio_low < row.ratio < row.ratio_high
+    assert ratio_row([(None, None)] * 3, steps=100).ratio is None
 
 
 @pytest.mark.parametrize(
@@ -138,6 +141,7 @@ def test_smoke_run_writes_the_table_claims_and_answers(tmp_path, strict_json):
     root = tmp_path / "run"
     assert strict_json(root) == []
     rows = list(csv.DictReader((root / "ratios.csv").open()))
+    assert list(rows[0]) == list(column_docs(RatioRow))
     arms = {(r["regime"], r["family"], r["geometry"]) for r in rows}
     assert arms == {(reg, f, g) for reg in REGIMES for f in ("muon", "signgd") for g in GEOMETRIES}
     claims = {c["id"]: c for c in json.loads((root / "claims.json").read_text())}
@@ -145,6 +149,8 @@ def test_smoke_run_writes_the_table_claims_and_answers(tmp_path, strict_json):
     assert spectral["verdict"] == "not measured" and "gd/aligned" in spectral["reason"]
     assert {cid.rsplit(".", 1)[1] for cid in claims} == set(REGIMES)
     report = json.loads((root / "report.json").read_text())
+    ratios = next(t for t in report["tables"] if t["file"] == "ratios.csv")
+    assert ratios["columns"] == column_docs(RatioRow)  # every column explained
     assert [set(a) for a in report["answers"]] == [
         {"question", "answer", "evidence", "verdict"}
     ] * 4

@@ -15,15 +15,20 @@ from torch import nn
 from tailmem.claims.a3_qk import A3QKInputs
 from tailmem.claims.core import MIN_SEEDS
 from tailmem.claims.registry import CLAIMS
+from tailmem.columns import column_docs
 from tailmem.config import load_config
 from tailmem.data.icl_tasks import ICLBatches, ICLTaskConfig, ICLTasks, group_probs
 from tailmem.errors import ConfigError
 from tailmem.experiments.icl_regression import (
     ARMS,
     Config,
+    GapRow,
+    LagRatioRow,
     NMSEEvaluator,
     bayes_floor,
     curves,
+    gap_rows,
+    lag_ratio_rows,
     mse_loss_sum,
 )
 from tailmem.lm.config import ModelSection
@@ -200,12 +205,22 @@ def test_claim_is_decided_by_the_tail_lag_ratio_against_its_bound_beyond_two_se(
 
 
 def test_measured_tail_ratio_of_constructed_curves_is_the_constructed_ratio():
-    pair = _measures([1.5, 2.0, 3.0]).pair("muon", "adam")
+    measures = _measures([1.5, 2.0, 3.0])
+    pair = measures.pair("muon", "adam")
     assert pair is not None
     row = pair.ratio(CLAIM["tau"], 2)
     assert row is not None and row.complete
     assert [s.ratio for s in row.seeds] == pytest.approx([1.5, 2.0, 3.0])
     assert row.ratio == pytest.approx((1.5 * 2.0 * 3.0) ** (1 / 3))  # the geometric mean
+    # The table rows carry it: lag_ratio.csv's row of the tail, and the tail gap first in gap.csv.
+    (tail,) = [r for r in lag_ratio_rows(measures) if (r.group, r.tau) == (2, CLAIM["tau"])]
+    assert (tail.lead, tail.lag, tail.n_measured, tail.n_seeds) == ("muon", "adam", 3, 3)
+    assert tail.ratio == row.ratio and tail.se_log == row.se_log
+    assert tail.ci_low is not None and tail.ci_high is not None
+    assert tail.ci_low < tail.ratio < tail.ci_high
+    gaps = gap_rows(measures)
+    assert gaps[0].kind == "tail (pre-specified)" and gaps[0].gap == pair.tail_gap.gap
+    assert [g.kind for g in gaps[1:]] == ["peak (descriptive)"] * len(pair.peak_per_group)
 
 
 # --------------------------------------------------------------------------- configs
@@ -280,6 +295,9 @@ def test_smoke_learns_the_head_group_and_writes_every_output(smoke):
     # The smoke preset's rates are one-point lists: nothing tuned, no tuning table listed.
     assert results["tuning"] == {"score": "nmse_mix", "choices": [], "trials": []}
     assert [t["file"] for t in layout["tables"]] == ["lag_ratio.csv", "gap.csv"]
+    for table, row in zip(layout["tables"], (LagRatioRow, GapRow), strict=True):
+        header = run.file(table["file"]).read_text().splitlines()[0].split(",")
+        assert header == list(column_docs(row)) and table["columns"] == column_docs(row)
     assert math.isclose(results["bayes_floor_nmse"], bayes_floor(cfg.data.k, cfg.data.n_points))
 
 

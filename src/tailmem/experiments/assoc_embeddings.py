@@ -48,7 +48,7 @@ import math
 import time
 from collections.abc import Mapping, Sequence
 from dataclasses import asdict, dataclass, field
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
 
 import torch
 
@@ -78,6 +78,7 @@ from tailmem.claims.related import (
     lag_resolution,
     log_lag,
 )
+from tailmem.columns import column, column_docs, records
 from tailmem.errors import ConfigError
 from tailmem.experiments.assoc_scaling import half_loss_times
 from tailmem.outputs import Answer, Figure, Outputs, Report, Table, write
@@ -239,9 +240,18 @@ def frequency_ratio(spectrum: FrequencySpectrum) -> float:
 # --------------------------------------------------------------------------- runs
 
 
+@dataclass(frozen=True)
+class SweepPoint:
+    """One step of the grid on the tuning draw: how far (in log steps) the most frequent group's
+    half-loss time missed the pace (None: it never halved, or the run was not finite)."""
+
+    lr: float
+    head_miss: float | None
+
+
 def tune(
     spectrum: FrequencySpectrum, emb: Embedding, family: str, lrs: Sequence[float], pace: int
-) -> tuple[float, list[dict[str, Any]]]:
+) -> tuple[float, tuple[SweepPoint, ...]]:
     """The step of ``lrs`` at which the most frequent group halves its loss closest to ``pace``
     steps (in log steps; the smaller step on a tie), all steps run at once for ``4·pace``
     steps; with each step's miss (None: the head never halved, or the run was not finite —
@@ -257,7 +267,7 @@ def tune(
         finite = bool(torch.isfinite(trajectory.loss[:, i]).all())
         miss = abs(math.log(max(head, 1) / pace)) if finite and head is not None else math.inf
         scored.append((miss, lr))
-    sweep = [{"lr": lr, "head_miss": miss if math.isfinite(miss) else None} for miss, lr in scored]
+    sweep = tuple(SweepPoint(lr, miss if math.isfinite(miss) else None) for miss, lr in scored)
     return min(scored)[1], sweep
 
 
@@ -272,18 +282,79 @@ def learn_times(
     return half_loss_times(trajectory.group_loss), float(trajectory.loss[-1])
 
 
-def measure(cfg: Config) -> dict[str, Any]:
-    """Every family on every geometry of both regimes at every pace (module docstring).
+@dataclass(frozen=True)
+class ArmRun:
+    """One arm's run on one evaluation draw at its matched step: per frequency group (most
+    frequent first) the first step with loss ≤ half the initial (None: not within the run),
+    and the final loss."""
 
-    Per regime: ``paces``, each with its ``pace``, run length ``steps``, ``chosen`` (each arm's
-    step), ``edges`` (the arms whose step is an end of the grid), ``sweeps`` (each step's head
-    miss on the tuning draw) and ``runs`` (per arm and evaluation draw: ``times``,
-    ``final_loss``); ``not_run``: the arms left out, with why."""
+    arm: str
+    draw: int
+    lr: float
+    times: tuple[int | None, ...]
+    final_loss: float
+
+
+@dataclass(frozen=True)
+class PaceResult:
+    """Every arm of one regime at head pace ``pace``: the run length ``steps``, each arm's
+    ``chosen`` step, the ``edges`` (arms whose step is an end of the grid), each arm's
+    ``sweeps`` on the tuning draw and its ``runs`` on the evaluation draws."""
+
+    pace: int
+    steps: int
+    chosen: Mapping[str, float]
+    edges: tuple[str, ...]
+    sweeps: Mapping[str, tuple[SweepPoint, ...]]
+    runs: tuple[ArmRun, ...]
+
+    def times(self) -> dict[str, list[Sequence[int | None]]]:
+        """Arm → per evaluation draw (in run order) → its times per group."""
+        out: dict[str, list[Sequence[int | None]]] = {}
+        for run in self.runs:
+            out.setdefault(run.arm, []).append(run.times)
+        return out
+
+
+@dataclass(frozen=True)
+class RegimeResult:
+    """One regime: its embedding dimension ``d`` and every pace run, ascending."""
+
+    d: int
+    paces: tuple[PaceResult, ...]
+
+
+@dataclass(frozen=True)
+class NotRun:
+    """An arm left out of a regime, and why."""
+
+    regime: str
+    arm: str
+    reason: str
+
+
+@dataclass(frozen=True)
+class Measured:
+    """A :func:`measure` result: the evaluation ``draws`` and the ``tuning_draw``, every
+    regime's runs, the arms ``not_run``, the frequency ``groups`` (most frequent first) and
+    the spectrum's head ÷ rarest per-fact :func:`frequency_ratio` (``results.json`` holds it
+    as it stands)."""
+
+    draws: tuple[int, ...]
+    tuning_draw: int
+    regimes: Mapping[str, RegimeResult]
+    not_run: tuple[NotRun, ...]
+    groups: tuple[str, ...]
+    frequency_ratio: float
+
+
+def measure(cfg: Config) -> Measured:
+    """Every family on every geometry of both regimes at every pace (module docstring)."""
     spectrum = spectrum_of(cfg)
     draws = list(range(cfg.seed, cfg.seed + cfg.seeds))
     tuning = cfg.seed + cfg.seeds
     ends = (min(cfg.lrs), max(cfg.lrs))
-    regimes: dict[str, Any] = {}
+    regimes: dict[str, RegimeResult] = {}
     not_run = []
     plan = []
     for regime in REGIMES:
@@ -293,8 +364,7 @@ def measure(cfg: Config) -> dict[str, Any]:
             for geometry in GEOMETRIES:
                 if family == ORACLE and not orthonormal(embs[tuning][geometry]):
                     reason = "the embeddings are not orthonormal: no task basis"
-                    not_run.append({"regime": regime, "arm": arm(family, geometry),
-                                    "reason": reason})  # fmt: skip
+                    not_run.append(NotRun(regime, arm(family, geometry), reason))
                     continue
                 arms.append((family, geometry))
         plan.append((regime, embs, arms))
@@ -304,7 +374,9 @@ def measure(cfg: Config) -> dict[str, Any]:
         paces = []
         for pace in cfg.all_paces():
             steps = cfg.run_steps(pace)
-            chosen, sweeps, runs = {}, {}, []
+            chosen: dict[str, float] = {}
+            sweeps: dict[str, tuple[SweepPoint, ...]] = {}
+            runs: list[ArmRun] = []
             for family, geometry in progress.iterate(arms, f"{regime} pace {pace}", len(arms)):
                 name = arm(family, geometry)
                 lr, sweeps[name] = tune(spectrum, embs[tuning][geometry], family, cfg.lrs, pace)
@@ -315,75 +387,109 @@ def measure(cfg: Config) -> dict[str, Any]:
                          for draw in ran}  # fmt: skip
                 for draw in draws:
                     times, loss = found.get(draw, found[draws[0]])
-                    runs.append({"arm": name, "draw": draw, "lr": lr, "times": times,
-                                 "final_loss": loss})  # fmt: skip
-            edges = [name for name, lr in chosen.items() if lr in ends]
-            paces.append({"pace": pace, "steps": steps, "chosen": chosen, "edges": edges,
-                          "sweeps": sweeps, "runs": runs})  # fmt: skip
-        regimes[regime] = {"d": d, "paces": paces}
-    return {"draws": draws, "tuning_draw": tuning, "regimes": regimes, "not_run": not_run,
-            "groups": list(spectrum.group_names),
-            "frequency_ratio": frequency_ratio(spectrum)}  # fmt: skip
+                    runs.append(ArmRun(name, draw, lr, tuple(times), loss))
+            edges = tuple(name for name, lr in chosen.items() if lr in ends)
+            paces.append(PaceResult(pace, steps, chosen, edges, sweeps, tuple(runs)))
+        regimes[regime] = RegimeResult(d, tuple(paces))
+    return Measured(tuple(draws), tuning, regimes, tuple(not_run),
+                    tuple(spectrum.group_names), frequency_ratio(spectrum))  # fmt: skip
 
 
-def claim_inputs(measured: Mapping[str, Any]) -> EmbeddingsInputs:
+def claim_inputs(measured: Measured) -> EmbeddingsInputs:
     """The claims' inputs from a :func:`measure` result: per regime, a
     :class:`~tailmem.claims.related.BenchMemory` whose arms are ``family/geometry``."""
     regimes = {}
-    for regime, entry in measured["regimes"].items():
-        paces = []
-        for p in entry["paces"]:
-            times: dict[str, list[Sequence[int | None]]] = {}
-            for run in p["runs"]:
-                times.setdefault(run["arm"], []).append(tuple(run["times"]))
-            paces.append(MemoryPace(pace=p["pace"], steps=p["steps"], times=times,
-                                    edges=list(p["edges"])))  # fmt: skip
-        regimes[regime] = BenchMemory(seeds=list(measured["draws"]), paces=paces)
+    for regime, entry in measured.regimes.items():
+        paces = [MemoryPace(pace=p.pace, steps=p.steps, times=p.times(), edges=list(p.edges))
+                 for p in entry.paces]  # fmt: skip
+        regimes[regime] = BenchMemory(seeds=list(measured.draws), paces=paces)
     return EmbeddingsInputs(regimes=regimes)
 
 
 # --------------------------------------------------------------------------- summaries
 
 
-def ratio_row(times: Sequence[Sequence[int | None]], steps: int) -> dict[str, Any]:
+@dataclass(frozen=True)
+class RatioStats:
+    """Rarest ÷ head time over draws (:func:`ratio_row`): the draws, how many are censored
+    and how many have no head, the geometric mean and its 95 % interval (None: no draw
+    measured)."""
+
+    draws: int
+    censored: int
+    no_head: int
+    ratio: float | None
+    ratio_low: float | None
+    ratio_high: float | None
+
+
+def ratio_row(times: Sequence[Sequence[int | None]], steps: int) -> RatioStats:
     """Rarest ÷ head time over draws: its geometric mean with the 95 % t interval of the mean
     log ratio (SE floored by one step's resolution, df n − 1), how many draws are censored (the
     rarest group not learned within ``steps``: their ratio counts at its lower bound, so the
     mean is one too) and how many learned nothing (no head: left out)."""
     lags = [log_lag(t, steps) for t in times]
     values = [x.value if isinstance(x, Bound) else x for x in lags if x is not None]
-    row: dict[str, Any] = {"draws": len(times), "censored": sum(isinstance(x, Bound) for x in lags),
-                           "no_head": sum(x is None for x in lags)}  # fmt: skip
+    censored = sum(isinstance(x, Bound) for x in lags)
+    no_head = sum(x is None for x in lags)
     if not values:
-        return {**row, "ratio": None, "ratio_low": None, "ratio_high": None}
+        return RatioStats(len(times), censored, no_head, None, None, None)
     stats = mean_se(values)
     resolution = max(lag_resolution(t, steps) for t in times if t[0] is not None)
     half = t_quantile(max(stats.n - 1, 1)) * floored_se(stats, resolution)
-    return {**row, "ratio": math.exp(stats.mean), "ratio_low": math.exp(stats.mean - half),
-            "ratio_high": math.exp(stats.mean + half)}  # fmt: skip
+    return RatioStats(len(times), censored, no_head, math.exp(stats.mean),
+                      math.exp(stats.mean - half), math.exp(stats.mean + half))  # fmt: skip
 
 
-def ratio_rows(
-    cfg: Config, inputs: EmbeddingsInputs, chosen: Mapping[str, Any]
-) -> list[dict[str, Any]]:
+@dataclass(frozen=True)
+class RatioRow:
+    """A row of ``ratios.csv`` and ``ratios_all_paces.csv``: one arm of one regime at one
+    pace (:func:`ratio_rows`)."""
+
+    regime: str = column("d_ge_k (d ≥ K: orthonormal embeddings possible) or d_lt_k (d < K)")
+    d: int = column("the embedding dimension")
+    K: int = column("the number of facts")
+    pace: int = column("the head pace P the step was matched to")
+    family: str = column("the optimiser family")
+    geometry: str = column("aligned (identity / 2-sparse codes), rotated (Haar Q), correlated")
+    lr: float = column("the step matched on the tuning draw")
+    lr_at_grid_edge: bool = column("the matched step is an end of the grid (the pace not reached)")
+    head_time: float | None = column("mean step at which the most frequent group halves its loss")
+    draws: int = column("the evaluation draws of the embeddings")
+    censored: int = column(
+        "draws whose rarest group was not learned within the run (counted at the bound)"
+    )
+    no_head: int = column("draws whose head was never learned (left out)")
+    ratio: float | None = column(
+        "geometric mean over draws of rarest ÷ head time (a lower bound if censored > 0)"
+    )
+    ratio_low: float | None = column(
+        "95 % t interval of the mean log ratio, low end (SE floored by one step)"
+    )
+    ratio_high: float | None = column("its high end")
+
+
+def ratio_rows(cfg: Config, measured: Measured) -> list[RatioRow]:
     """One row per regime, pace, family and geometry run (:func:`ratio_row`), with the step."""
     rows = []
-    for regime, memory in inputs.regimes.items():
-        for pace in memory.paces:
+    for regime, entry in measured.regimes.items():
+        for pace in entry.paces:
+            times = pace.times()
             for family in cfg.families:
                 for geometry in GEOMETRIES:
                     name = arm(family, geometry)
-                    if name not in pace.times:
+                    if name not in times:
                         continue
-                    heads = [t[0] for t in pace.times[name] if t[0] is not None]
-                    rows.append({
-                        "regime": regime, "d": cfg.dims()[regime], "K": cfg.facts,
-                        "pace": pace.pace, "family": family, "geometry": geometry,
-                        "lr": chosen[regime][pace.pace][name],
-                        "lr_at_grid_edge": name in pace.edges,
-                        "head_time": sum(heads) / len(heads) if heads else None,
-                        **ratio_row(pace.times[name], pace.steps),
-                    })  # fmt: skip
+                    heads = [t[0] for t in times[name] if t[0] is not None]
+                    stats = ratio_row(times[name], pace.steps)
+                    rows.append(RatioRow(
+                        regime=regime, d=cfg.dims()[regime], K=cfg.facts, pace=pace.pace,
+                        family=family, geometry=geometry, lr=pace.chosen[name],
+                        lr_at_grid_edge=name in pace.edges,
+                        head_time=sum(heads) / len(heads) if heads else None,
+                        draws=stats.draws, censored=stats.censored, no_head=stats.no_head,
+                        ratio=stats.ratio, ratio_low=stats.ratio_low, ratio_high=stats.ratio_high,
+                    ))  # fmt: skip
     return rows
 
 
@@ -392,24 +498,22 @@ WORDS = {"reproduced": "yes", "not reproduced": "no", "inconclusive": "not decid
          "not measured": "not measured"}  # fmt: skip
 
 
-def shown(row: Mapping[str, Any] | None) -> str:
+def shown(row: RatioRow | None) -> str:
     """A table row's ratio as ``×1.00 [0.95, 1.05]`` (``≥`` where a draw is censored)."""
-    if row is None or row["ratio"] is None:
+    if row is None or row.ratio is None:
         return "—"
-    bound = "≥" if row["censored"] else ""
-    return f"{bound}×{row['ratio']:.2f} [{row['ratio_low']:.2f}, {row['ratio_high']:.2f}]"
+    bound = "≥" if row.censored else ""
+    return f"{bound}×{row.ratio:.2f} [{row.ratio_low:.2f}, {row.ratio_high:.2f}]"
 
 
-def answers(
-    cfg: Config, results: Sequence[ClaimResult], rows: Sequence[Mapping[str, Any]]
-) -> list[Answer]:
+def answers(cfg: Config, results: Sequence[ClaimResult], rows: Sequence[RatioRow]) -> list[Answer]:
     """The experiment's questions answered from its claims' verdicts (per regime) and the
     head-pace ratios (``rows``) behind them; the correlated geometry, which no published
     statement covers, descriptively."""
     verdicts = {r.id: r.verdict for r in results}
 
-    def row(family: str, geometry: str, regime: str) -> Mapping[str, Any] | None:
-        return next((r for r in rows if (r["family"], r["geometry"], r["regime"])
+    def row(family: str, geometry: str, regime: str) -> RatioRow | None:
+        return next((r for r in rows if (r.family, r.geometry, r.regime)
                      == (family, geometry, regime)), None)  # fmt: skip
 
     def evidence(families: Sequence[str], geometries: Sequence[str]) -> str:
@@ -459,8 +563,8 @@ def answers(
     # not a bound (a censored rotated ratio could be any larger number).
     slower = [f"{f} ({REGIME_LABELS[regime]})" for regime in REGIMES for f in cfg.families
               if (a := row(f, ROTATED, regime)) and (b := row(f, "correlated", regime))
-              and a["ratio_high"] is not None and b["ratio_low"] is not None
-              and not a["censored"] and b["ratio_low"] > a["ratio_high"]]  # fmt: skip
+              and a.ratio_high is not None and b.ratio_low is not None
+              and not a.censored and b.ratio_low > a.ratio_high]  # fmt: skip
     out.append(Answer(
         question="What do correlated (non-orthogonal) embeddings do to each family's balance?",
         answer=(f"correlation (off-diagonal ρ = {cfg.correlation:g}) slows the tail, beyond "
@@ -472,7 +576,7 @@ def answers(
     return out
 
 
-def figure(cfg: Config, rows: Sequence[Mapping[str, Any]]) -> PlotFigure:
+def figure(cfg: Config, rows: Sequence[RatioRow]) -> PlotFigure:
     """Rarest ÷ head time per family and geometry (points with 95 % intervals, log scale), one
     panel per regime, at the head pace; a censored mean (a lower bound) drawn as a triangle."""
     plt = pyplot()
@@ -481,17 +585,18 @@ def figure(cfg: Config, rows: Sequence[Mapping[str, Any]]) -> PlotFigure:
     for ax, regime in zip(axes, REGIMES, strict=True):
         for j, geometry in enumerate(GEOMETRIES):
             for i, family in enumerate(cfg.families):
-                r = next((r for r in rows if (r["regime"], r["family"], r["geometry"])
+                r = next((r for r in rows if (r.regime, r.family, r.geometry)
                           == (regime, family, geometry)), None)  # fmt: skip
-                if r is None or r["ratio"] is None:
+                if r is None or r.ratio is None:
                     continue
+                assert r.ratio_low is not None and r.ratio_high is not None  # with the ratio
                 x = i + (j - 1) * width
-                err = [[r["ratio"] - r["ratio_low"]], [r["ratio_high"] - r["ratio"]]]
-                ax.errorbar(x, r["ratio"], yerr=err, fmt="^" if r["censored"] else "o",
+                err = [[r.ratio - r.ratio_low], [r.ratio_high - r.ratio]]
+                ax.errorbar(x, r.ratio, yerr=err, fmt="^" if r.censored else "o",
                             color=COLORS[geometry], capsize=3,
                             label=geometry if i == 0 else None)  # fmt: skip
         for i, family in enumerate(cfg.families):
-            if not any((r["regime"], r["family"]) == (regime, family) for r in rows):
+            if not any((r.regime, r.family) == (regime, family) for r in rows):
                 ax.annotate("not run", (i, 1.0), ha="center", va="bottom", fontsize=8)
         ax.axhline(1.0, color="k", lw=0.8, ls=":")
         ax.set_yscale("log")
@@ -514,21 +619,6 @@ def figure_caption(cfg: Config) -> str:
     )
 
 
-COLUMNS = {
-    "regime": "d_ge_k (d ≥ K: orthonormal embeddings possible) or d_lt_k (d < K)",
-    "pace": "the head pace P the step was matched to",
-    "geometry": "aligned (identity / 2-sparse codes), rotated (Haar Q), correlated",
-    "lr": "the step matched on the tuning draw",
-    "lr_at_grid_edge": "the matched step is an end of the grid (the pace not reached)",
-    "head_time": "mean step at which the most frequent group halves its loss",
-    "ratio": "geometric mean over draws of rarest ÷ head time (a lower bound if censored > 0)",
-    "ratio_low": "95 % t interval of the mean log ratio, low end (SE floored by one step)",
-    "ratio_high": "its high end",
-    "censored": "draws whose rarest group was not learned within the run (counted at the bound)",
-    "no_head": "draws whose head was never learned (left out)",
-}
-
-
 def run(cfg: Config, run: RunDir, provenance: Provenance) -> None:
     """Measure every arm, then write the tables, figure, results, claims and report."""
     started = time.perf_counter()
@@ -536,43 +626,43 @@ def run(cfg: Config, run: RunDir, provenance: Provenance) -> None:
     write(run, outputs(cfg, measured, time.perf_counter() - started))
 
 
-def run_rows(measured: Mapping[str, Any]) -> list[dict[str, Any]]:
-    """``runs.csv``: every draw's run, its times per group as ``steps_group<g>``."""
+def run_rows(measured: Measured) -> list[dict[str, object]]:
+    """``runs.csv``: every draw's run, its times per group as ``steps_group<g>`` (one column
+    per frequency group: the header depends on the spectrum, so no row class fixes it)."""
     return [
-        {"regime": regime, "pace": p["pace"], "steps": p["steps"], **{k: v for k, v in r.items()
-         if k != "times"}, **{f"steps_group{g}": t for g, t in enumerate(r["times"])}}
-        for regime, entry in measured["regimes"].items() for p in entry["paces"]
-        for r in p["runs"]
+        {"regime": regime, "pace": p.pace, "steps": p.steps, "arm": r.arm, "draw": r.draw,
+         "lr": r.lr, "final_loss": r.final_loss,
+         **{f"steps_group{g}": t for g, t in enumerate(r.times)}}
+        for regime, entry in measured.regimes.items() for p in entry.paces for r in p.runs
     ]  # fmt: skip
 
 
-def summary(cfg: Config, measured: Mapping[str, Any], claims: Sequence[ClaimResult]) -> str:
+def summary(cfg: Config, measured: Measured, claims: Sequence[ClaimResult]) -> str:
     """The report's paragraph: the set-up and the claims' verdicts."""
     decided = ", ".join(f"{r.id}: {r.verdict}" for r in claims)
     return (
         f"K = {cfg.facts} facts ({cfg.spectrum} spectrum: the most frequent group "
-        f"{measured['frequency_ratio']:.0f}× as frequent per fact as the rarest), E = Ẽ at "
+        f"{measured.frequency_ratio:.0f}× as frequent per fact as the rarest), E = Ẽ at "
         f"d = {cfg.dim_ge_k} (≥ K) and d = {cfg.dim_lt_k} (< K), aligned / rotated / "
         f"correlated, {cfg.seeds} draws; each family's step matched on its own head at "
         f"paces {cfg.all_paces()} on a tuning draw. Claims: {decided}."
     )
 
 
-def outputs(cfg: Config, measured: Mapping[str, Any], wall_seconds: float) -> Outputs:
+def outputs(cfg: Config, measured: Measured, wall_seconds: float) -> Outputs:
     """The tables, figure, ``results.json``, claims and report of a :func:`measure` result
     (``wall_seconds``: how long it took)."""
     inputs = claim_inputs(measured)
-    chosen = {regime: {p["pace"]: p["chosen"] for p in entry["paces"]}
-              for regime, entry in measured["regimes"].items()}  # fmt: skip
-    rows = ratio_rows(cfg, inputs, chosen)
-    head = [r for r in rows if r["pace"] == cfg.head_steps]
+    rows = ratio_rows(cfg, measured)
+    head = [r for r in rows if r.pace == cfg.head_steps]
     claims = tuple(evaluate(NAME, inputs))
-    results = {"experiment": NAME, "config": asdict(cfg), **measured, "table": head,
-               "wall_seconds": wall_seconds}  # fmt: skip
+    results = {"experiment": NAME, "config": asdict(cfg), **asdict(measured),
+               "table": records(head), "wall_seconds": wall_seconds}  # fmt: skip
+    docs = column_docs(RatioRow)
     tables = (
-        Table("ratios.csv", head, f"rarest ÷ head time at head pace {cfg.head_steps}, per "
-              "regime, family and geometry", COLUMNS),
-        Table("ratios_all_paces.csv", rows, "the same at every pace", COLUMNS),
+        Table("ratios.csv", records(head), f"rarest ÷ head time at head pace {cfg.head_steps}, "
+              "per regime, family and geometry", docs),
+        Table("ratios_all_paces.csv", records(rows), "the same at every pace", docs),
         Table("runs.csv", run_rows(measured)),
     )  # fmt: skip
     report = Report(

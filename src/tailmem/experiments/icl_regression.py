@@ -44,7 +44,7 @@ import functools
 import math
 from collections.abc import Mapping, Sequence
 from dataclasses import asdict, dataclass, field
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
 import torch
@@ -53,6 +53,7 @@ from torch import Tensor, nn
 from tailmem.claims.a3_qk import A3QKInputs
 from tailmem.claims.core import ClaimResult
 from tailmem.claims.registry import evaluate
+from tailmem.columns import column, column_docs, records
 from tailmem.data.icl_tasks import ICLBatches, ICLTaskConfig, ICLTasks
 from tailmem.errors import ConfigError
 from tailmem.lm.arms import Arm, matrix_recipe, select_arms
@@ -64,6 +65,8 @@ from tailmem.lm.rates import rate_entries
 from tailmem.lm.spec import BatchShape, RunResult
 from tailmem.lm.subrun import RunContext, template
 from tailmem.lm.sweeps import (
+    ChoiceRow,
+    TrialRow,
     choice_rows,
     store_outputs,
     trial_rows,
@@ -71,7 +74,16 @@ from tailmem.lm.sweeps import (
     tuning_tables,
 )
 from tailmem.lm.tuning import TUNE_ONLY
-from tailmem.metrics.qa_gaps import TAUS, FTACurves, GapMeasures, band, gap_measures
+from tailmem.metrics.qa_gaps import (
+    TAUS,
+    FTACurves,
+    Gap,
+    GapMeasures,
+    LagRatio,
+    PairMeasure,
+    band,
+    gap_measures,
+)
 from tailmem.models.gpt import GPTConfig
 from tailmem.models.icl import ICLRegressor
 from tailmem.outputs import Figure, Outputs, Report, Table, write
@@ -81,6 +93,9 @@ from tailmem.rundir import RunDir
 from tailmem.studies import Preset, Provenance, Study
 from tailmem.train import IGNORE_INDEX, EvalHook
 from tailmem.train import distributed as D
+
+if TYPE_CHECKING:
+    from matplotlib.figure import Figure as PlotFigure
 
 NAME = "icl-regression"
 """``tailmem tune``: train the tuning trials only and write ``tuned_rates.json``."""
@@ -314,28 +329,67 @@ def curves(
     return FTACurves(scores, np.asarray(steps), exposures, seeds=tuple(seeds)), nmse, seeds
 
 
-def _ratio_rows(measures: GapMeasures) -> list[dict[str, Any]]:
-    rows = []
-    for pair in measures.measured:
-        for row in pair.lag_ratios:
-            interval = row.interval()
-            rows.append({
-                "lead": pair.lead, "lag": pair.lag, "group": row.group, "tau": row.tau,
-                "ratio": row.ratio, "ci_low": None if interval is None else interval[0],
-                "ci_high": None if interval is None else interval[1], "se_log": row.se_log,
-                "n_measured": row.n_measured, "n_seeds": row.n_seeds,
-                "of_mean": row.of_mean.ratio, "of_mean_status": row.of_mean.status,
-            })  # fmt: skip
-    return rows
+@dataclass(frozen=True)
+class LagRatioRow:
+    """A row of ``lag_ratio.csv``: one pair's exposure-lag ratio at one group and tau."""
+
+    lead: str = column("the arm in front (Muon)")
+    lag: str = column("the arm measured behind it (Adam)")
+    group: int | str = column("the task group (0 the head, the last the rarest; pooled: all)")
+    tau: float = column("the score 1 − nMSE the group must reach")
+    ratio: float | None = column(
+        "sequences of the group the lag arm needs ÷ the lead arm needs to reach tau, geometric "
+        "mean over the seeds measured"
+    )
+    ci_low: float | None = column("its 95 % t interval, low end")
+    ci_high: float | None = column("its high end")
+    se_log: float | None = column(
+        "SE of the mean log ratio, floored at its interpolation resolution (empty below two seeds)"
+    )
+    n_measured: int = column("seeds whose ratio was measured (both arms reached tau)")
+    n_seeds: int = column("seeds compared")
+    of_mean: float | None = column("the ratio of the seed-mean curves")
+    of_mean_status: str = column("measured, a lower or an upper bound, or undetermined")
+
+    @classmethod
+    def of(cls, pair: PairMeasure, row: LagRatio) -> LagRatioRow:
+        """The row of ``pair``'s lag ratio ``row``."""
+        ratio, low, high = row.summary()
+        return cls(pair.lead, pair.lag, row.group, row.tau, ratio, low, high, row.se_log,
+                   row.n_measured, row.n_seeds, row.of_mean.ratio, row.of_mean.status)  # fmt: skip
 
 
-def _gap_rows(measures: GapMeasures) -> list[dict[str, Any]]:
-    return [
-        {"lead": pair.lead, "lag": pair.lag, **gap.to_json(),
-         "kind": "tail (pre-specified)" if gap is pair.tail_gap else "peak (descriptive)"}
-        for pair in measures.measured
-        for gap in (pair.tail_gap, *pair.peak_per_group)
-    ]  # fmt: skip
+def lag_ratio_rows(measures: GapMeasures) -> list[LagRatioRow]:
+    """``lag_ratio.csv``: every measured pair's lag ratios (every group and tau)."""
+    return [LagRatioRow.of(pair, row) for pair in measures.measured for row in pair.lag_ratios]
+
+
+@dataclass(frozen=True)
+class GapRow:
+    """A row of ``gap.csv``: one pair's seed-mean gap of the score at one cell."""
+
+    lead: str = column("the arm in front (Muon)")
+    lag: str = column("the arm behind (Adam)")
+    group: int = column("the task group (0 the head, the last the rarest)")
+    step: float = column("the evaluation step of the cell")
+    gap: float = column("score 1 − nMSE of the lead arm − the lag arm's, mean over seeds")
+    se: float | None = column("its SE over paired seeds (empty for one seed)")
+    kind: str = column(
+        "tail (pre-specified): the rarest group at the end; peak (descriptive): the group's "
+        "largest gap over training"
+    )
+
+    @classmethod
+    def of(cls, pair: PairMeasure, gap: Gap) -> GapRow:
+        """The row of ``pair``'s gap ``gap`` (its tail gap or one of its peaks)."""
+        kind = "tail (pre-specified)" if gap is pair.tail_gap else "peak (descriptive)"
+        return cls(pair.lead, pair.lag, gap.group, gap.step, gap.gap, gap.se, kind)
+
+
+def gap_rows(measures: GapMeasures) -> list[GapRow]:
+    """``gap.csv``: every measured pair's tail gap, then its peak per group."""
+    return [GapRow.of(pair, gap) for pair in measures.measured
+            for gap in (pair.tail_gap, *pair.peak_per_group)]  # fmt: skip
 
 
 @dataclass(frozen=True)
@@ -359,29 +413,75 @@ def measured(cfg: Config, plan: TrainedPlan) -> Measured:
     return Measured(score_curves, nmse, seeds, measures)
 
 
-def results_record(cfg: Config, plan: TrainedPlan, found: Measured) -> dict[str, Any]:
-    """``results.json`` of a completed plan (what the claim and the summary read)."""
-    score_curves = found.curves
-    return {
-        "seeds": found.seeds,
-        "seeds_left_out": [s for s in cfg.seed_list if s not in found.seeds],
-        "arms": plan.arms,
-        "labels": {name: plan.arm(name).label for name in plan.arms},
-        "rarest": cfg.data.n_groups - 1,
-        "group_probs": ICLTasks(cfg.data).probs.tolist(),
-        "bayes_floor_nmse": bayes_floor(cfg.data.k, cfg.data.n_points),
-        "best_lr": {arm: lrs for (_, arm), lrs in plan.best.items()},
-        "tuning": {
-            "score": cfg.tuning.score_name(SCORES),
-            "choices": [r.record() for r in choice_rows(plan)],
-            "trials": [r.record(plan.kinds) for r in trial_rows(plan)],
-        },
-        "steps": score_curves.steps.tolist() if score_curves else [],
-        "exposures": score_curves.exposures.tolist() if score_curves else [],
-        "nmse": {arm: values.tolist() for arm, values in found.nmse.items()},
-        "gap_measures": found.measures.to_json(),
-        "runs": [r.key for name in plan.arms for r in plan.seed_results((FFN, name))],
-    }
+@dataclass(frozen=True)
+class Results:
+    """A completed plan's results (what the claim, the summary and the figures read;
+    ``results.json`` is :meth:`to_json`): the :class:`Measured` curves and gap measures, the
+    seeds left out (a run diverged), the arms with their ``labels``, the ``rarest`` group, the
+    groups' sampling ``group_probs``, the Bayes floor of the nMSE, each arm's chosen rates, the
+    tuning (score, choices, trials over ``kinds``) and every seed run's key."""
+
+    found: Measured
+    seeds_left_out: tuple[int, ...]
+    arms: tuple[str, ...]
+    labels: Mapping[str, str]
+    rarest: int
+    group_probs: tuple[float, ...]
+    bayes_floor_nmse: float
+    best_lr: Mapping[str, Mapping[str, float]]
+    tuning_score: str
+    choices: tuple[ChoiceRow, ...]
+    trials: tuple[TrialRow, ...]
+    kinds: tuple[str, ...]
+    runs: tuple[str, ...]
+
+    def claim_inputs(self) -> A3QKInputs:
+        """The claim's inputs: the seeds kept, the rarest group and the gap measures."""
+        return A3QKInputs(seeds=self.found.seeds, rarest=self.rarest,
+                          gap_measures=self.found.measures.to_json())  # fmt: skip
+
+    def to_json(self) -> dict[str, Any]:
+        """``results.json``."""
+        score_curves = self.found.curves
+        return {
+            "seeds": self.found.seeds,
+            "seeds_left_out": list(self.seeds_left_out),
+            "arms": list(self.arms),
+            "labels": dict(self.labels),
+            "rarest": self.rarest,
+            "group_probs": list(self.group_probs),
+            "bayes_floor_nmse": self.bayes_floor_nmse,
+            "best_lr": {arm: dict(lrs) for arm, lrs in self.best_lr.items()},
+            "tuning": {
+                "score": self.tuning_score,
+                "choices": [r.record() for r in self.choices],
+                "trials": [r.record(list(self.kinds)) for r in self.trials],
+            },
+            "steps": score_curves.steps.tolist() if score_curves else [],
+            "exposures": score_curves.exposures.tolist() if score_curves else [],
+            "nmse": {arm: values.tolist() for arm, values in self.found.nmse.items()},
+            "gap_measures": self.found.measures.to_json(),
+            "runs": list(self.runs),
+        }
+
+
+def results_of(cfg: Config, plan: TrainedPlan, found: Measured) -> Results:
+    """The :class:`Results` of a completed plan."""
+    return Results(
+        found=found,
+        seeds_left_out=tuple(s for s in cfg.seed_list if s not in found.seeds),
+        arms=tuple(plan.arms),
+        labels={name: plan.arm(name).label for name in plan.arms},
+        rarest=cfg.data.n_groups - 1,
+        group_probs=tuple(ICLTasks(cfg.data).probs.tolist()),
+        bayes_floor_nmse=bayes_floor(cfg.data.k, cfg.data.n_points),
+        best_lr={arm: lrs for (_, arm), lrs in plan.best.items()},
+        tuning_score=cfg.tuning.score_name(SCORES),
+        choices=tuple(choice_rows(plan)),
+        trials=tuple(trial_rows(plan)),
+        kinds=tuple(plan.kinds),
+        runs=tuple(r.key for name in plan.arms for r in plan.seed_results((FFN, name))),
+    )
 
 
 def figures(found: Measured, floor: float, labels: Mapping[str, str]) -> tuple[Figure, ...]:
@@ -415,30 +515,32 @@ def outputs(cfg: Config, trained: TrainedPlan) -> Outputs:
     the runs that did not diverge; the tuning tables every trial)."""
     plan = trained.completed()
     found = measured(cfg, plan)
-    results = results_record(cfg, plan, found)
-    claims = tuple(evaluate(NAME, A3QKInputs.of(results)))
+    results = results_of(cfg, plan, found)
+    claims = tuple(evaluate(NAME, results.claim_inputs()))
     captions = (
         "Every arm's tuning choice, cost and budget",
         "Every tuning trial (score: mixture nMSE at the end)",
     )
-    tuned = bool(results["tuning"]["choices"])  # at set rates the tuning tables are empty
+    tuned = bool(results.choices)  # at set rates the tuning tables are empty
     tables = (
-        Table("lag_ratio.csv", _ratio_rows(found.measures), "Exposure-lag ratio per group and tau"),
-        Table("gap.csv", _gap_rows(found.measures), "Gaps of the score 1 − nMSE: the tail gap "
-              "(rarest group at the end, pre-specified) and each group's peak (descriptive)"),
+        Table("lag_ratio.csv", records(lag_ratio_rows(found.measures)),
+              "Exposure-lag ratio per group and tau", column_docs(LagRatioRow)),
+        Table("gap.csv", records(gap_rows(found.measures)), "Gaps of the score 1 − nMSE: the "
+              "tail gap (rarest group at the end, pre-specified) and each group's peak "
+              "(descriptive)", column_docs(GapRow)),
         *tuning_tables(trained, captions if tuned else None),
     )  # fmt: skip
     report = Report(
         "QK control task: in-context linear regression with a rare task group",
         report_summary(cfg, results, claims),
     )
-    shown = figures(found, results["bayes_floor_nmse"], results["labels"])
-    return Outputs(tables, shown, {"results.json": results}, claims, report)
+    shown = figures(found, results.bayes_floor_nmse, results.labels)
+    return Outputs(tables, shown, {"results.json": results.to_json()}, claims, report)
 
 
 def nmse_figure(
     steps: np.ndarray, nmse: Mapping[str, np.ndarray], floor: float, labels: Mapping[str, str]
-) -> Any:
+) -> PlotFigure:
     """One panel per group: nMSE against step, seed mean ± SE, one line per arm (named by
     ``labels``; Muon solid, Adam dashed, any other arm dash-dotted)."""
     plt = pyplot()
@@ -467,26 +569,27 @@ def _final_by_group(values: np.ndarray) -> str:
     return ", ".join(f"g{g} {m:.3f}±{s:.3f}" for g, (m, s) in enumerate(zip(mean, se, strict=True)))
 
 
-def report_summary(cfg: Config, results: Mapping[str, Any], claims: Sequence[ClaimResult]) -> str:
+def report_summary(cfg: Config, results: Results, claims: Sequence[ClaimResult]) -> str:
     """One paragraph: the setting, final nMSE per arm and group, the tail lag ratio, verdicts."""
     model = cfg.model.build(1, FFN, cfg.train.seq_len)
-    probs = ", ".join(f"{p:.4f}" for p in results["group_probs"])
+    probs = ", ".join(f"{p:.4f}" for p in results.group_probs)
     parts = [
         f"{model.n_layer} layers × d={model.d_model} ({model.n_head} heads), d = "
         f"{cfg.data.n_dims}, n = {cfg.data.n_points} examples, {cfg.data.n_groups} groups "
         f"sampled with p = ({probs}), each in its own {cfg.data.k}-dimensional input subspace; "
         f"{cfg.train.steps} steps of {cfg.train.batch_size} sequences, {cfg.seeds} seed(s). "
-        f"Bayes floor of the normalised MSE {results['bayes_floor_nmse']:.3f}."
+        f"Bayes floor of the normalised MSE {results.bayes_floor_nmse:.3f}."
     ]
-    for arm, lrs in results["best_lr"].items():
+    nmse = results.found.nmse
+    for arm, lrs in results.best_lr.items():
         rates = ", ".join(f"{k} {v:g}" for k, v in lrs.items())
-        if arm in results["nmse"]:
-            final = _final_by_group(np.asarray(results["nmse"][arm]))
-            parts.append(f"{results['labels'][arm]} ({rates}): final nMSE (mean ± SE) {final}.")
-    if results["seeds_left_out"]:
-        left = ", ".join(map(str, results["seeds_left_out"]))
+        if arm in nmse:
+            final = _final_by_group(nmse[arm])
+            parts.append(f"{results.labels[arm]} ({rates}): final nMSE (mean ± SE) {final}.")
+    if results.seeds_left_out:
+        left = ", ".join(map(str, results.seeds_left_out))
         parts.append(f"Seeds left out (a run diverged): {left}.")
-    edges = [f"{r['arm']} ({r['edge']})" for r in results["tuning"]["choices"] if r["edge"]]
+    edges = [f"{r.arm} ({r.edge})" for r in results.choices if r.edge]
     if edges:
         parts.append(
             f"Chosen LR at an end of the candidates tried (may not be the optimum): "
