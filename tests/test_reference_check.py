@@ -19,7 +19,10 @@ def _script():
 def test_the_page_is_the_results_file_rendered():
     script = _script()
     data = json.loads(script.VALUES.read_text())
-    assert script.page_block(script.PAGE.read_text()) == script.tables(data)
+    page = script.PAGE.read_text()
+    assert script.page_block(page) == script.tables(data)
+    assert script.page_block(page, script.PROBES) == script.probe_table(data["probes"])
+    assert all(p["config"].startswith("examples/gated/") for p in data["probes"])
     assert {"d 128 plain", "d 256 gated"} <= set(data["settings"])
     for run in data["tailmem_runs"]:
         assert run["commit"] and run["digest"] and run["setting"] in data["settings"]
