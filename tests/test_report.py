@@ -16,6 +16,7 @@ from tailmem.cli import main
 from tailmem.errors import DataError
 from tailmem.experiments import headline_questions, study_names
 from tailmem.outputs import Outputs, write
+from tailmem.report.layout import read_table
 from tailmem.report.render import write_report
 from tailmem.rundir import RunDir
 
@@ -123,14 +124,14 @@ def test_claims_show_rule_seeds_reason_and_column_notes(tmp_path):
     )  # fmt: skip
     write(run, Outputs(claims=(claim,)))
     run.write_csv("t.csv", [{"d": 4, "error": 0.5}])
-    columns = {"d": "embedding dimension", "absent": "not a column"}
+    columns = {"d": "embedding dimension"}
     run.write_json("report.json", {"tables": [{"file": "t.csv", "columns": columns}]})
     write_report(tmp_path, headline_questions())
     md = (tmp_path / "report.md").read_text()
     why = CLAIMS["cabannes.capacity"].why
     cells = f"| the rule in words — why: {why} | 0, 1, 2 (n = 3) | inconclusive: model at chance"
     assert cells + " (smoke: not evidence) |" in md  # a smoke run's verdict is not evidence
-    assert "Columns: **d** embedding dimension" in md and "absent" not in md
+    assert "Columns: **d** embedding dimension" in md
     html = (tmp_path / "report.html").read_text()
     assert '<tr class="v-smoke">' in html and '<tr class="v-inconclusive">' not in html
     # Every table sits in a horizontally scrolling box, so none is clipped at any width.
@@ -240,6 +241,11 @@ DAMAGED = [
     (_table("m,s\n1,2\n", _pair(["m"])), "'mean_se' 'x' is ['m']; expected {'shown name'"),
     (_table("m,s\n1,2\n", _pair(["m", "t"])), "'mean_se' 'x' is ['m', 't']; expected"),
     (_table("m,s\n1,2\n", _pair(["m", "m"])), "'mean_se' 'x' is ['m', 'm']; expected"),
+    (
+        _table("a,b\n1,2\n", {"file": "t.csv", "columns": {"a": "kept", "gone": "stale"}}),
+        "t.csv: report.json 'columns' documents 'gone', which is not a column of the table; "
+        "expected names from its header (a, b)",
+    ),
     (
         _preset("tiny"),
         "preset 'tiny' is not a preset of assoc-capacity; expected one of smoke, cpu",
@@ -473,6 +479,23 @@ def test_a_mean_and_its_se_show_as_one_column_while_the_csv_keeps_numbers(tmp_pa
     assert (run.path / "final.csv").read_text().splitlines()[1] == "muon,0.9012345,0.008,3"
     html = (tmp_path / "report.html").read_text()
     assert "<summary>Table: final FTA of the rarest group (2 rows)</summary>" in html
+
+
+def test_a_merged_column_shows_its_mean_columns_note_unless_it_has_its_own(tmp_path):
+    """Typed rows document the CSV's columns (``m``, ``s``); the report shows ``m ± s`` as ``x``
+    with ``m``'s note; a note of the shown name itself wins; an empty table is not checked."""
+    table = tmp_path / "t.csv"
+    table.write_text("m,s,n\n1.5,0.25,3\n")
+    notes = {"m": "the mean", "s": "its SE", "n": "seeds"}
+    pair = {"x": ["m", "s"]}
+    shown = read_table(table, "c", {"columns": notes, "mean_se": pair})
+    assert shown.header == ("x", "n") and shown.rows == (("1.5 ± 0.25", "3"),)
+    assert shown.columns == {"x": "the mean", "n": "seeds"}
+    own = read_table(table, "c", {"columns": {**notes, "x": "mean ± SE"}, "mean_se": pair})
+    assert own.columns == {"x": "mean ± SE", "n": "seeds"}
+    empty = tmp_path / "empty.csv"
+    empty.write_text("")  # a table of no rows: no header to check the notes against
+    assert read_table(empty, "c", {"columns": notes}).total == 0
 
 
 def test_a_long_study_folds_its_extra_figures_and_tables_away(tmp_path):

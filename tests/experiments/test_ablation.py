@@ -341,9 +341,9 @@ def test_an_arm_given_as_a_recipe_is_a_row_beyond_table_1():
     assert arm.recipe == "sgd:v,o adam:*" and arm.kinds == ("adam", "sgd")
     assert cfg.optim["sgd"].lr == 0.1  # the kind it uses gets the registry's default section
     fake = _fake({"full": 3.0, "adam": 4.0, "sgd-v_o+adam-all": 3.75})
-    row = {r["arm"]: r for r in ablation.summarise(cfg, fake, 3)}["sgd-v_o+adam-all"]
-    assert row["paper_val_loss"] is None and row["paper_gain_frac"] is None  # no published number
-    assert row["ours_gain_frac"] == pytest.approx(0.25) and row["recipe"] == "sgd:v,o adam:*"
+    row = {r.arm: r for r in ablation.summarise(cfg, fake, 3)}["sgd-v_o+adam-all"]
+    assert row.paper_val_loss is None and row.paper_gain_frac is None  # no published number
+    assert row.ours_gain_frac == pytest.approx(0.25) and row.recipe == "sgd:v,o adam:*"
 
 
 def test_the_bucket_gain_bars_carry_the_seeds_standard_error_and_the_curves_a_band():

@@ -32,7 +32,7 @@ from __future__ import annotations
 import math
 import statistics
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, fields
 from typing import TYPE_CHECKING, Any, Literal
 
 import numpy as np
@@ -40,6 +40,7 @@ import numpy as np
 from tailmem.claims.a1 import A1Inputs
 from tailmem.claims.core import ClaimResult, mean_se
 from tailmem.claims.registry import evaluate
+from tailmem.columns import column, column_docs
 from tailmem.errors import ConfigError
 from tailmem.lm.arms import HIDDEN_MATRICES, Arm, muon_recipe, select_arms
 from tailmem.lm.config import LMConfig
@@ -306,12 +307,77 @@ def _final(results: Sequence[RunResult], key: str = "val_loss") -> list[float]:
     return out
 
 
+BUCKETS = {
+    "head": "the most frequent bucket",
+    "body": "the middle bucket",
+    "tail": "the rarest bucket",
+}
+"""The frequency buckets :func:`~tailmem.metrics.token_buckets.bucket_names` names in words."""
+
+
+@dataclass(frozen=True)
+class Table1Row:
+    """One arm of ``table1.csv``: the paper's final loss beside ours. Its record spreads
+    ``bucket_losses`` over one ``ours_loss_<bucket>`` column per frequency bucket (its note
+    names the bucket at ``{bucket}``) and has an ``ours_se`` column only over more than one
+    seed (:meth:`record`, :func:`table1_columns`)."""
+
+    arm: str = column("arm id (tailmem run ablation arms=[...])")
+    muon_on: str = column("matrices on Muon; all others (embedding, head, norms included) on Adam")
+    recipe: str = column("the optimiser routing of the arm")
+    paper_val_loss: float | None = column(
+        "published final validation loss (160M model, FineWeb, 10k steps)"
+    )
+    ours_val_loss: float = column("our final validation loss, mean over seeds (nats)")
+    ours_se: float | None = column("standard error of that mean over seeds")
+    paper_gain_frac: float | None = column(
+        "published (L(all-Adam) − L(arm)) / (L(all-Adam) − L(full Muon))"
+    )
+    ours_gain_frac: float | None = column("the same fraction from our seed means")
+    bucket_losses: tuple[tuple[str, float | None], ...] = column(
+        "our loss on target tokens of {bucket}"
+    )
+    lr_factor: str = column("learning-rate factor chosen by tune_lr (1: the preset's rates)")
+    status: str = column("status of the arm's seed runs")
+
+    def record(self, seeds: int) -> dict[str, Any]:
+        """Its CSV record over ``seeds`` seeds."""
+        out = {}
+        for spec in fields(self):
+            value = getattr(self, spec.name)
+            if spec.name == "bucket_losses":
+                out.update({f"ours_loss_{bucket}": loss for bucket, loss in value})
+            elif _has_column(spec.name, seeds):
+                out[spec.name] = value
+        return out
+
+
+def _has_column(field_name: str, seeds: int) -> bool:
+    """Whether a field of :class:`Table1Row` is a column over ``seeds`` seeds (an SE needs
+    two)."""
+    return field_name != "ours_se" or seeds > 1
+
+
+def table1_columns(buckets: Sequence[str], seeds: int) -> dict[str, str]:
+    """``table1.csv``'s columns over ``seeds`` seeds, in order, with their notes (those of
+    :class:`Table1Row`, one per frequency bucket)."""
+    out = {}
+    for name, doc in column_docs(Table1Row).items():
+        if name == "bucket_losses":
+            for bucket in buckets:
+                words = BUCKETS.get(bucket, f"bucket {bucket}")
+                out[f"ours_loss_{bucket}"] = doc.format(bucket=words)
+        elif _has_column(name, seeds):
+            out[name] = doc
+    return out
+
+
 def summarise(
     cfg: Config,
     results: dict[str, list[RunResult]],
     n_buckets: int,
     factors: Mapping[str, Mapping[str, float]] | None = None,
-) -> list[dict[str, Any]]:
+) -> list[Table1Row]:
     """One table row per arm: paper vs our final loss, gain fractions, per-bucket losses."""
     names = bucket_names(n_buckets)
     ours = {arm_id: _mean(_final(rs)) for arm_id, rs in results.items()}
@@ -322,25 +388,26 @@ def summarise(
         rs = results[arm.id]
         losses = _final(rs)
         paper = arm.paper.get(cfg.ffn)
-        row: dict[str, Any] = {
-            "arm": arm.id,
-            "muon_on": arm.label,
-            "recipe": arm.arm(cfg.ffn).recipe,
-            "paper_val_loss": paper,
-            "ours_val_loss": round(ours[arm.id], 4),
-        }
-        if cfg.seeds > 1:
-            row["ours_se"] = _round(_se(losses), 4)
-        row["paper_gain_frac"] = (
-            None if paper is None else round((paper_adam - paper) / (paper_adam - paper_full), 3)
-        )
-        row["ours_gain_frac"] = _round(gain_fraction(ours, arm.id), 3)
-        for name in names:
-            row[f"ours_loss_{name}"] = _round(_mean(_final(rs, f"val_loss_{name}")), 4)
         factor = (factors or {}).get(arm.id, {})
-        row["lr_factor"] = ",".join(f"{k}x{v:g}" for k, v in factor.items()) or "1"
-        row["status"] = ",".join(sorted({r.status for r in rs}))
-        rows.append(row)
+        rows.append(
+            Table1Row(
+                arm=arm.id,
+                muon_on=arm.label,
+                recipe=arm.arm(cfg.ffn).recipe,
+                paper_val_loss=paper,
+                ours_val_loss=round(ours[arm.id], 4),
+                ours_se=_round(_se(losses), 4) if cfg.seeds > 1 else None,
+                paper_gain_frac=None
+                if paper is None
+                else round((paper_adam - paper) / (paper_adam - paper_full), 3),
+                ours_gain_frac=_round(gain_fraction(ours, arm.id), 3),
+                bucket_losses=tuple(
+                    (name, _round(_mean(_final(rs, f"val_loss_{name}")), 4)) for name in names
+                ),
+                lr_factor=",".join(f"{k}x{v:g}" for k, v in factor.items()) or "1",
+                status=",".join(sorted({r.status for r in rs})),
+            )
+        )
     return rows
 
 
@@ -456,7 +523,8 @@ def outputs(
 ) -> Outputs:
     """Table 1, the figures, ``results.json``, the claims and the report of the finished arms
     (``factors``: each arm's chosen learning-rate factors; ``tuning``: every factor's loss)."""
-    rows = summarise(cfg, results, data.n_buckets, factors)
+    rows = [row.record(cfg.seeds) for row in summarise(cfg, results, data.n_buckets, factors)]
+    columns = table1_columns(bucket_names(data.n_buckets), cfg.seeds)
     efficiency = sample_efficiency(results)
     chance = chance_loss(data)
     provenance = data.provenance()
@@ -481,7 +549,7 @@ def outputs(
         rows,
         "Final validation loss per arm, ours beside the paper's (different data: the paper's are "
         "FineWeb losses of a 160M model). " + provenance_text(provenance),
-        TABLE1_COLUMNS,
+        columns,
     )
     return Outputs(
         (table,),
@@ -490,24 +558,6 @@ def outputs(
         tuple(claims(cfg, results, data.n_buckets, chance)),
         _report(cfg, efficiency, provenance),
     )
-
-
-TABLE1_COLUMNS = {
-    "arm": "arm id (tailmem run ablation arms=[...])",
-    "muon_on": "matrices on Muon; all others (embedding, head, norms included) on Adam",
-    "recipe": "the optimiser routing of the arm",
-    "paper_val_loss": "published final validation loss (160M model, FineWeb, 10k steps)",
-    "ours_val_loss": "our final validation loss, mean over seeds (nats)",
-    "ours_se": "standard error of that mean over seeds",
-    "paper_gain_frac": "published (L(all-Adam) − L(arm)) / (L(all-Adam) − L(full Muon))",
-    "ours_gain_frac": "the same fraction from our seed means",
-    "ours_loss_head": "our loss on target tokens of the most frequent bucket",
-    "ours_loss_body": "our loss on target tokens of the middle bucket",
-    "ours_loss_tail": "our loss on target tokens of the rarest bucket",
-    "lr_factor": "learning-rate factor chosen by tune_lr (1: the preset's rates)",
-    "status": "status of the arm's seed runs",
-}
-"""What each column of ``table1.csv`` holds (the report prints these under the table)."""
 
 
 def provenance_text(provenance: Mapping[str, Any]) -> str:

@@ -13,7 +13,7 @@ from __future__ import annotations
 
 import time
 from dataclasses import asdict, dataclass, field
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
 
 import torch
 
@@ -26,6 +26,7 @@ from tailmem.assoc.optimizers import label as optimizer_label
 from tailmem.claims.core import grid_edge
 from tailmem.claims.registry import evaluate
 from tailmem.claims.related import CapacityInputs
+from tailmem.columns import column, column_docs, records
 from tailmem.errors import ConfigError
 from tailmem.outputs import Figure, Outputs, Report, Table, write
 from tailmem.plotting import pyplot, style_loglog
@@ -114,12 +115,38 @@ def run(cfg: Config, run: RunDir, provenance: Provenance) -> None:
     write(run, outputs(cfg, rows, _fits(cfg, rows), time.perf_counter() - started))
 
 
-def _train(cfg: Config) -> list[dict[str, Any]]:
-    """One row per (d, optimiser): the best final error over the step-size grid and its rate."""
+@dataclass(frozen=True)
+class CapacityRow:
+    """One (d, optimiser) of ``capacity.csv``: the best final error over the step-size grid."""
+
+    d: int = column("embedding dimension")
+    optimizer: str = column("the update rule")
+    error: float = column("best final top-1 error over the step-size grid")
+    best_lr: float = column("the step size that gave it")
+    lr_grid_edge: str = column("set where that step size is an end of the grid")
+    loss: float = column("the final training loss at that step size")
+    tail_mass_beyond_d: float = column("probability mass of the facts ranked beyond d")
+
+
+@dataclass(frozen=True)
+class Trained:
+    """One (d, optimiser) trained: its table row and the final error at every step size of the
+    grid (in the grid's order)."""
+
+    row: CapacityRow
+    errors_per_lr: list[float]
+
+    def record(self) -> dict[str, object]:
+        """Its ``results.json`` row: the table row and ``errors_per_lr``."""
+        return {**records([self.row])[0], "errors_per_lr": self.errors_per_lr}
+
+
+def _train(cfg: Config) -> list[Trained]:
+    """One per (d, optimiser): the best final error over the step-size grid and its rate."""
     spectrum = A.zipf(cfg.facts, cfg.zipf_exponent)
     n_obj = cfg.labels or cfg.facts
     answers = torch.arange(cfg.facts) % n_obj
-    rows: list[dict[str, Any]] = []
+    rows: list[Trained] = []
     jobs = [(d, opt) for d in cfg.dims for opt in cfg.optimizers]
     progress.plan(len(jobs), "runs")
     for d, opt in progress.iterate(jobs, "capacity", weight=len(jobs)):
@@ -132,46 +159,33 @@ def _train(cfg: Config) -> list[dict[str, Any]]:
         )
         errors = memory.errors(traj.final)
         best = int(errors.argmin())
-        rows.append(
-            {
-                "d": d,
-                "optimizer": opt,
-                "error": float(errors[best]),
-                "best_lr": float(grid[best]),
-                "lr_grid_edge": grid_edge(float(grid[best]), cfg.lr_grid[opt]) or "",
-                "loss": float(traj.loss[-1, best]),
-                "tail_mass_beyond_d": float(spectrum.p[d:].sum()),
-                "errors_per_lr": errors.tolist(),
-            }
+        row = CapacityRow(
+            d=d,
+            optimizer=opt,
+            error=float(errors[best]),
+            best_lr=float(grid[best]),
+            lr_grid_edge=grid_edge(float(grid[best]), cfg.lr_grid[opt]) or "",
+            loss=float(traj.loss[-1, best]),
+            tail_mass_beyond_d=float(spectrum.p[d:].sum()),
         )
+        rows.append(Trained(row, errors.tolist()))
     return rows
 
 
-def _fits(cfg: Config, rows: list[dict[str, Any]]) -> dict[str, float | None]:
+def _fits(cfg: Config, trained: list[Trained]) -> dict[str, float | None]:
     """Per optimiser, the log-log slope of the error against d (None under two points)."""
     fits = {}
     for opt in cfg.optimizers:
-        sel = [r for r in rows if r["optimizer"] == opt and r["error"] > 0]
+        sel = [t.row for t in trained if t.row.optimizer == opt and t.row.error > 0]
         fits[opt] = (
-            loglog_slope([r["d"] for r in sel], [r["error"] for r in sel])
-            if len(sel) >= 2
-            else None
+            loglog_slope([r.d for r in sel], [r.error for r in sel]) if len(sel) >= 2 else None
         )
     return fits
 
 
-CAPACITY_COLUMNS = {
-    "d": "embedding dimension",
-    "error": "best final top-1 error over the step-size grid",
-    "best_lr": "the step size that gave it",
-    "lr_grid_edge": "set where that step size is an end of the grid",
-    "tail_mass_beyond_d": "probability mass of the facts ranked beyond d",
-}
-
-
 def outputs(
     cfg: Config,
-    rows: list[dict[str, Any]],
+    trained: list[Trained],
     fits: dict[str, float | None],
     wall_seconds: float,
 ) -> Outputs:
@@ -180,21 +194,24 @@ def outputs(
     results = {
         "experiment": NAME,
         "config": asdict(cfg),
-        "rows": rows,
+        "rows": [t.record() for t in trained],
         "fits": fits,
         "predicted_exponent": 1.0 - cfg.zipf_exponent,
         "objects": n_obj,
         "chance_error": 1.0 - 1.0 / n_obj,
         "sampling": "population" if cfg.batch_size is None else f"batch {cfg.batch_size}",
     }
-    table = [{k: v for k, v in r.items() if k != "errors_per_lr"} for r in rows]
+    rows = [t.row for t in trained]
     summary = (
         f"{cfg.facts} facts with Zipf({cfg.zipf_exponent}) frequencies, {n_obj} objects, "
         f"random embeddings in R^d, {cfg.steps} steps; best final top-1 error over a "
         "step-size grid against d, beside the d^(1−α) law."
     )
+    table = Table(
+        "capacity.csv", records(rows), "best final error per optimiser", column_docs(CapacityRow)
+    )
     return Outputs(
-        tables=(Table("capacity.csv", table, "best final error per optimiser", CAPACITY_COLUMNS),),
+        tables=(table,),
         figures=(Figure("capacity", _figure(cfg, rows, fits), "final error against d"),),
         records={"results.json": {**results, "wall_seconds": wall_seconds}},
         claims=tuple(evaluate(NAME, CapacityInputs.of(results))),
@@ -202,26 +219,26 @@ def outputs(
     )
 
 
-def _figure(cfg: Config, rows: list[dict[str, Any]], fits: dict[str, Any]) -> PlotFigure:
+def _figure(cfg: Config, rows: list[CapacityRow], fits: dict[str, float | None]) -> PlotFigure:
     """The best final error against d per optimiser, the d^(1−α) law and the mass beyond d."""
     plt = pyplot()
 
     fig, ax = plt.subplots(figsize=(6.5, 4.4))
     for opt in cfg.optimizers:
-        sel = [r for r in rows if r["optimizer"] == opt]
+        sel = [r for r in rows if r.optimizer == opt]
         slope = fits.get(opt)
         name = optimizer_label(opt)
         label = f"{name} (fit {slope:.2f})" if slope is not None else name
         ax.plot(
-            [r["d"] for r in sel],
-            [max(r["error"], 1e-6) for r in sel],
+            [r.d for r in sel],
+            [max(r.error, 1e-6) for r in sel],
             "o-",
             color=COLORS.get(opt),
             label=label,
         )
     ds = sorted(cfg.dims)
-    first = [r for r in rows if r["d"] == ds[0]]
-    anchor = max(r["error"] for r in first) if first else 1.0
+    first = [r for r in rows if r.d == ds[0]]
+    anchor = max(r.error for r in first) if first else 1.0
     ax.plot(
         ds,
         [anchor * (d / ds[0]) ** (1 - cfg.zipf_exponent) for d in ds],
@@ -229,9 +246,7 @@ def _figure(cfg: Config, rows: list[dict[str, Any]], fits: dict[str, Any]) -> Pl
         label=f"d^(1−α), α = {cfg.zipf_exponent}",
     )
     tail = [
-        float(
-            sum(r["tail_mass_beyond_d"] for r in rows if r["d"] == d) / max(1, len(cfg.optimizers))
-        )
+        float(sum(r.tail_mass_beyond_d for r in rows if r.d == d) / max(1, len(cfg.optimizers)))
         for d in ds
     ]
     ax.plot(ds, tail, "k--", lw=1, label="mass beyond rank d")

@@ -42,6 +42,7 @@ from tailmem.assoc.theory import MUON_NOISY_EXPONENT, gd_noisy_exponent, gd_stab
 from tailmem.claims.b import BInputs
 from tailmem.claims.core import grid_edge
 from tailmem.claims.registry import evaluate
+from tailmem.columns import column, column_docs, records
 from tailmem.errors import ConfigError
 from tailmem.outputs import Figure, Outputs, Report, Table, write
 from tailmem.plotting import pyplot, style_loglog
@@ -209,18 +210,195 @@ def preflight(cfg: Config) -> None:
 
 
 @dataclass(frozen=True)
+class CurveRow:
+    """One recorded step of a noiseless run (``noiseless_curves.csv``); its record spreads
+    ``group_loss`` over one column per group (``group_1`` … ``group_M``)."""
+
+    optimizer: str = column("the update rule")
+    lr: float = column("its constant step size")
+    step: int = column("the step")
+    loss: float = column("the total loss")
+    group_loss: tuple[float, ...] = column("each group's mean loss per fact, most frequent first")
+
+    def record(self) -> dict[str, str | float]:
+        """Its CSV record: the step's columns, then one ``group_g`` column per group."""
+        out: dict[str, str | float] = {
+            "optimizer": self.optimizer, "lr": self.lr, "step": self.step, "loss": self.loss,
+        }  # fmt: skip
+        out.update({f"group_{g + 1}": loss for g, loss in enumerate(self.group_loss)})
+        return out
+
+
+@dataclass(frozen=True)
+class Noiseless:
+    """Part 1's fits of the noiseless curves (``results.json`` ``noiseless``): GD's total and
+    per-group loss against K/(ηt) and 1/(η p_j t), Muon's against K·e^(−ηt), and each group's
+    first step at half its initial loss."""
+
+    K: int
+    lrs: dict[str, float]
+    """The constant step size of each optimiser's run."""
+    gd_total_ratio: float
+    gd_total_slope: float
+    gd_group_ratio: list[float]
+    gd_group_eta_p_t: list[float]
+    gd_group_ratio_learned: list[float]
+    muon_rate_over_eta: float
+    muon_prefactor_over_k: float
+    muon_group_rates_over_eta: list[float]
+    gd_group_slopes: list[float]
+    muon_final_gap: float
+    gd_final_gap: float
+    group_item_p: list[float]
+    gd_group_half_times: list[int | None]
+    muon_group_half_times: list[int | None]
+
+
+@dataclass(frozen=True)
+class Matching:
+    """Part 1's matching check: TRA-SignGD(η) and plain SignGD against Muon(2η), as the
+    largest relative difference of their (excess) losses over ``steps`` steps."""
+
+    tra_noiseless: float
+    tra_noisy: float
+    signgd_grid: list[float]
+    signgd_vs_muon_2eta: list[float]
+    """Plain SignGD's mismatch at each step size of the grid."""
+    refined_lrs: list[float]
+    refined_mismatch: list[float]
+    best_lr: float
+    best_mismatch: float
+    signgd_final_gap: list[float]
+    muon_final_gap: float
+    steps: int
+
+    def to_json(self) -> dict[str, object]:
+        """Its ``results.json`` record."""
+        return {
+            "noiseless": {"tra_vs_muon_2eta": self.tra_noiseless},
+            "noisy": {"tra_vs_muon_2eta": self.tra_noisy},
+            "signgd_grid": self.signgd_grid,
+            "signgd_vs_muon_2eta": self.signgd_vs_muon_2eta,
+            "signgd_refined": {"lrs": self.refined_lrs, "mismatch": self.refined_mismatch},
+            "signgd_best": {"lr": self.best_lr, "mismatch": self.best_mismatch},
+            "signgd_final_gap": self.signgd_final_gap,
+            "muon_final_gap": self.muon_final_gap,
+            "steps": self.steps,
+        }
+
+
+@dataclass(frozen=True)
+class SweepRow:
+    """One (β, horizon T) of the noisy sweep (``noisy_sweep.csv``)."""
+
+    spectrum_exponent: float = column("β of the group masses i^(−β)")
+    T: int = column("the horizon")
+    K: int = column("number of facts")
+    gd_excess: float = column("GD's excess loss L(W_T) − L* at the stable step")
+    muon_excess: float = column("Muon's excess loss at its last iterate, η = c·log K / T")
+    muon_excess_envelope: float = column("the larger of Muon's last two iterates")
+    muon_bound_constant: float = column("that envelope · (T/log K)²")
+
+
+@dataclass(frozen=True)
+class NoisyFitRow:
+    """One β of ``noisy_fits.csv``: the fitted exponents against the claims."""
+
+    spectrum_exponent: float = column("β of the group masses i^(−β)")
+    K: int = column("number of facts")
+    gd_slope: float = column("fitted log-log slope of GD's excess loss against T")
+    gd_predicted: float = column("−(1 − 1/β), the claimed lower bound's exponent")
+    muon_slope_last: float = column("the same for Muon's last iterate alone")
+    muon_slope: float = column("the same for the larger of Muon's last two iterates")
+    muon_predicted: float = column("−2, the claimed exponent of Muon")
+    muon_max_bound_constant: float = column("max over T of excess·(T/log K)²")
+    gd_lr: float = column("GD's step size (gd_lr_p1 / p_max)")
+    muon_c: float = column("c of Muon's step size c·log K / T")
+
+
+@dataclass(frozen=True)
+class NoisyFit:
+    """One β's fit (its table row) with the curves it was fitted to."""
+
+    row: NoisyFitRow
+    horizons: list[int]
+    gd_excess: list[float]
+    muon_excess_envelope: list[float]
+
+    def to_json(self) -> dict[str, object]:
+        """Its ``results.json`` record: the row, then the curves."""
+        return {
+            **records([self.row])[0],
+            "horizons": self.horizons,
+            "gd_excess": self.gd_excess,
+            "muon_excess_envelope": self.muon_excess_envelope,
+        }
+
+
+@dataclass(frozen=True)
+class TargetRow:
+    """One group size of ``steps_to_target.csv``: steps until the excess loss stays below the
+    target, GD against Muon."""
+
+    group_size: int = column("C, facts per frequency group")
+    K: int = column("number of facts")
+    gd_best_steps: int | None = column("GD's fewest steps over its step-size grid")
+    gd_best_lr_p1: float | None = column("that step size, in units of 1/p_max")
+    gd_lr_p1_1_steps: int | None = column("GD's steps at η·p_max = 1")
+    muon_best_steps: int | None = column("Muon's fewest steps over its step-size grid")
+    muon_best_lr: float | None = column("Muon's best step size")
+    ratio_tuned: float | None = column("GD steps / Muon steps, both tuned")
+    ratio_gd_lr_p1_1: float | None = column("the same with GD at η·p_max = 1")
+    gd_lr_grid_edge: str = column("set where GD's best step is an end of its grid")
+    muon_lr_grid_edge: str = column("set where Muon's best step is an end of its grid")
+
+
+@dataclass(frozen=True)
+class TargetFit:
+    """The log-log slopes of both step ratios against C (None under two points), and whether
+    both optimisers reached the target at every C."""
+
+    ratio_tuned: float | None
+    ratio_gd_lr_p1_1: float | None
+    reached_all: bool
+
+
+@dataclass(frozen=True)
+class StabilityRow:
+    """One (group size, η·p_max) of ``gd_stability.csv``."""
+
+    group_size: int = column("C, facts per frequency group")
+    K: int = column("number of facts")
+    lr_p1: float = column("η·p_max")
+    stable: bool = column("finite, below the start and ≤ 1% late increases")
+    final_excess: float = column("the excess loss at the last step")
+    late_increase_fraction: float = column("share of late steps that raise the loss")
+    predicted_threshold: float = column("2/(λ_max(H)/p_max) at the noisy optimum")
+
+
+@dataclass(frozen=True)
+class BlockSymmetry:
+    """The largest relative distance from the exchangeable algebra along a dense run from
+    W₀ = 0, per optimiser."""
+
+    muon: float
+    signgd: float
+    K: int
+
+
+@dataclass(frozen=True)
 class Results:
     """What the five parts measured (see the module docstring), and the seconds they took."""
 
-    curves: list[dict[str, Any]]
-    noiseless: dict[str, Any]
-    matching: dict[str, Any]
-    sweep: list[dict[str, Any]]
-    sweep_fits: list[dict[str, Any]]
-    target_rows: list[dict[str, Any]]
-    target_fit: dict[str, Any]
-    stability: list[dict[str, Any]]
-    symmetry: dict[str, Any]
+    curves: list[CurveRow]
+    noiseless: Noiseless
+    matching: Matching
+    sweep: list[SweepRow]
+    sweep_fits: list[NoisyFit]
+    target_rows: list[TargetRow]
+    target_fit: TargetFit
+    stability: list[StabilityRow]
+    symmetry: BlockSymmetry
     wall_seconds: float
 
 
@@ -256,36 +434,27 @@ def measure(cfg: Config) -> Results:
 
 def outputs(cfg: Config, found: Results) -> Outputs:
     """The tables, figures, claims, ``results.json`` and report of the five parts."""
-    results = {
+    results: dict[str, Any] = {
         "experiment": NAME,
         "config": asdict(cfg),
-        "noiseless": found.noiseless,
-        "matching": found.matching,
-        "noisy_fits": found.sweep_fits,
-        "steps_to_target": {"rows": found.target_rows, "fit": found.target_fit},
-        "gd_stability": found.stability,
-        "block_symmetry": found.symmetry,
+        "noiseless": asdict(found.noiseless),
+        "matching": found.matching.to_json(),
+        "noisy_fits": [f.to_json() for f in found.sweep_fits],
+        "steps_to_target": {"rows": records(found.target_rows), "fit": asdict(found.target_fit)},
+        "gd_stability": records(found.stability),
+        "block_symmetry": asdict(found.symmetry),
     }
-    fits = [  # the per-horizon lists are in noisy_sweep.csv
-        {k: v for k, v in f.items() if not isinstance(v, list)} for f in found.sweep_fits
-    ]
+    fits = [f.row for f in found.sweep_fits]  # the per-horizon lists are in noisy_sweep.csv
     tables = (
-        Table("noiseless_curves.csv", found.curves),
-        Table("noisy_sweep.csv", found.sweep),
-        Table("noisy_fits.csv", fits, "fitted exponents against the claims", NOISY_FITS_COLUMNS),
-        Table(
-            "steps_to_target.csv",
-            found.target_rows,
-            "steps to target against C",
-            STEPS_TO_TARGET_COLUMNS,
-        ),
-        Table(
-            "gd_stability.csv",
-            found.stability,
-            "GD stability against η·p_max",
-            GD_STABILITY_COLUMNS,
-        ),
-    )
+        Table("noiseless_curves.csv", [r.record() for r in found.curves]),
+        Table("noisy_sweep.csv", records(found.sweep)),
+        Table("noisy_fits.csv", records(fits), "fitted exponents against the claims",
+              column_docs(NoisyFitRow)),
+        Table("steps_to_target.csv", results["steps_to_target"]["rows"],
+              "steps to target against C", column_docs(TargetRow)),
+        Table("gd_stability.csv", results["gd_stability"], "GD stability against η·p_max",
+              column_docs(StabilityRow)),
+    )  # fmt: skip
     figures = (
         Figure(
             "noiseless_group_curves",
@@ -294,7 +463,7 @@ def outputs(cfg: Config, found: Results) -> Outputs:
         ),
         Figure(
             "noisy_scaling",
-            _figure_sweep(cfg, found.sweep, found.sweep_fits),
+            _figure_sweep(cfg, found.sweep, fits),
             "excess loss against the horizon T",
         ),
         Figure(
@@ -319,7 +488,7 @@ def _curve_spectrum(cfg: Config) -> A.FrequencySpectrum:
     return A.hierarchical(cfg.curve_groups, cfg.curve_group_size, cfg.curve_exponent)
 
 
-def _noiseless(cfg: Config) -> tuple[list[dict[str, Any]], dict[str, Any]]:
+def _noiseless(cfg: Config) -> tuple[list[CurveRow], Noiseless]:
     spectrum = _curve_spectrum(cfg)
     K = spectrum.K
     emb = A.orthonormal(K, seed=cfg.seed)
@@ -332,58 +501,58 @@ def _noiseless(cfg: Config) -> tuple[list[dict[str, Any]], dict[str, Any]]:
     }
     T = cfg.curve_steps
     record = list(range(0, T + 1, cfg.curve_record_every))
-    rows: list[dict[str, Any]] = []
+    rows: list[CurveRow] = []
     trajs = {}
     for opt, lr in progress.iterate(lrs.items(), "noiseless curves"):
         memory = A.build_memory(spectrum, emb, opt)
         traj = A.train(memory, opt, A.lr_schedule("constant", T, K, lr=lr))  # every step
         trajs[opt] = traj
         for step in record:
-            row = {"optimizer": opt, "lr": lr, "step": step, "loss": float(traj.loss[step])}
-            for g in range(spectrum.n_groups):
-                row[f"group_{g + 1}"] = float(traj.group_loss[step, g])
-            rows.append(row)
+            groups = tuple(float(traj.group_loss[step, g]) for g in range(spectrum.n_groups))
+            rows.append(CurveRow(opt, lr, step, float(traj.loss[step]), groups))
     steps = torch.tensor(record, dtype=torch.float64)
     per_item_p = spectrum.group_mass() / torch.as_tensor(
         spectrum.group_sizes(), dtype=torch.float64
     )
-    out: dict[str, Any] = {"K": K, "lrs": lrs}
     # GD: per-item loss ≈ 1/(η p_j t), total ≈ K/(η t)
     gd = trajs["gd"]
     eta = lrs["gd"]
     t_all = torch.arange(T + 1, dtype=torch.float64)
     late = t_all >= T / 2
-    out["gd_total_ratio"] = float((gd.loss[late] * eta * t_all[late] / K).mean())
-    out["gd_total_slope"] = loglog_slope(t_all[late], gd.loss[late])
     final = gd.group_loss[-1] * eta * per_item_p * T
     learned = eta * per_item_p * T >= 100
-    out["gd_group_ratio"] = final.tolist()
-    out["gd_group_eta_p_t"] = (eta * per_item_p * T).tolist()
-    out["gd_group_ratio_learned"] = final[learned].tolist()
     # Muon: total ≈ K e^{-η t}; per-group rates
     mu = trajs["muon"]
     sel = (mu.loss < 0.1) & (mu.loss > 1e-12)
     rate, pref = exponential_rate(t_all[sel], mu.loss[sel])
-    out["muon_rate_over_eta"] = rate / cfg.muon_lr
-    out["muon_prefactor_over_k"] = pref / K
     group_rates = []
     for g in range(spectrum.n_groups):
         y = mu.group_loss[record, g]
         ok = (y < 0.1) & (y > 1e-12)
         group_rates.append(exponential_rate(steps[ok], y[ok])[0] / cfg.muon_lr)
-    out["muon_group_rates_over_eta"] = group_rates
     gd_rates = []
     for g in range(spectrum.n_groups):
         y = gd.group_loss[record, g]
         gd_rates.append(loglog_slope(steps[steps >= T / 2], y[steps >= T / 2]))
-    out["gd_group_slopes"] = gd_rates
-    out["muon_final_gap"] = float(mu.gap[-1])
-    out["gd_final_gap"] = float(gd.gap[-1])
-    # B.preconditioner: how each group's speed depends on its frequency
-    out["group_item_p"] = per_item_p.tolist()
-    out["gd_group_half_times"] = half_loss_times(gd.group_loss)
-    out["muon_group_half_times"] = half_loss_times(mu.group_loss)
-    return rows, out
+    return rows, Noiseless(
+        K=K,
+        lrs=lrs,
+        gd_total_ratio=float((gd.loss[late] * eta * t_all[late] / K).mean()),
+        gd_total_slope=loglog_slope(t_all[late], gd.loss[late]),
+        gd_group_ratio=final.tolist(),
+        gd_group_eta_p_t=(eta * per_item_p * T).tolist(),
+        gd_group_ratio_learned=final[learned].tolist(),
+        muon_rate_over_eta=rate / cfg.muon_lr,
+        muon_prefactor_over_k=pref / K,
+        muon_group_rates_over_eta=group_rates,
+        gd_group_slopes=gd_rates,
+        muon_final_gap=float(mu.gap[-1]),
+        gd_final_gap=float(gd.gap[-1]),
+        # B.preconditioner: how each group's speed depends on its frequency
+        group_item_p=per_item_p.tolist(),
+        gd_group_half_times=half_loss_times(gd.group_loss),
+        muon_group_half_times=half_loss_times(mu.group_loss),
+    )
 
 
 def half_loss_times(group_loss: torch.Tensor) -> list[int | None]:
@@ -396,15 +565,14 @@ def half_loss_times(group_loss: torch.Tensor) -> list[int | None]:
     return out
 
 
-def _matching(cfg: Config) -> dict[str, Any]:
+def _matching(cfg: Config) -> Matching:
     """TRA-SignGD(η) and plain SignGD (grid) against Muon(2η), noiseless and noisy."""
     spectrum = _curve_spectrum(cfg)
     K = spectrum.K
     emb = A.orthonormal(K, seed=cfg.seed)
     T = cfg.match_steps
-    out: dict[str, Any] = {}
+    tra_mismatch = []  # noiseless, noisy
     for noise in (0.0, cfg.label_noise):
-        tag = "noiseless" if noise == 0.0 else "noisy"
         mu = A.train(
             A.build_memory(spectrum, emb, "muon", noise),
             "muon",
@@ -423,7 +591,7 @@ def _matching(cfg: Config) -> dict[str, Any]:
         def mismatch(loss: torch.Tensor, ref: torch.Tensor = ref, floor: float = floor) -> float:
             return float(((loss - floor - ref).abs() / ref.clamp(min=1e-300)).max())
 
-        out[tag] = {"tra_vs_muon_2eta": mismatch(tra.loss)}
+        tra_mismatch.append(mismatch(tra.loss))
     mu = A.train(
         A.build_memory(spectrum, emb, "muon"),
         "muon",
@@ -451,22 +619,27 @@ def _matching(cfg: Config) -> dict[str, Any]:
     fine_mism = signgd(fine, "signgd refined")[0].tolist() if fine else []
     tried = sorted(zip([*grid, *fine], [*mism.tolist(), *fine_mism], strict=True))
     best_lr, best_mismatch = min(tried, key=lambda item: item[1])
-    out["signgd_grid"] = grid
-    out["signgd_vs_muon_2eta"] = mism.tolist()
-    out["signgd_refined"] = {"lrs": fine, "mismatch": fine_mism}
-    out["signgd_best"] = {"lr": best_lr, "mismatch": best_mismatch}
-    out["signgd_final_gap"] = sg.gap[-1].tolist()
-    out["muon_final_gap"] = float(mu.gap[-1])
-    out["steps"] = T
-    return out
+    return Matching(
+        tra_noiseless=tra_mismatch[0],
+        tra_noisy=tra_mismatch[1],
+        signgd_grid=grid,
+        signgd_vs_muon_2eta=mism.tolist(),
+        refined_lrs=fine,
+        refined_mismatch=fine_mism,
+        best_lr=best_lr,
+        best_mismatch=best_mismatch,
+        signgd_final_gap=sg.gap[-1].tolist(),
+        muon_final_gap=float(mu.gap[-1]),
+        steps=T,
+    )
 
 
 # --------------------------------------------------------------------------- 2. noisy sweep
 
 
-def _noisy_sweep(cfg: Config) -> tuple[list[dict[str, Any]], list[dict[str, Any]]]:
-    rows: list[dict[str, Any]] = []
-    fits: list[dict[str, Any]] = []
+def _noisy_sweep(cfg: Config) -> tuple[list[SweepRow], list[NoisyFit]]:
+    rows: list[SweepRow] = []
+    fits: list[NoisyFit] = []
     horizons = sorted(cfg.horizons)
     T_max = horizons[-1]
     for beta in progress.iterate(cfg.exponents, "noisy sweep"):
@@ -488,36 +661,22 @@ def _noisy_sweep(cfg: Config) -> tuple[list[dict[str, Any]], list[dict[str, Any]
             mu_excess.append(float(last_two[-1]))
             mu_envelope.append(float(last_two.max()))
         for T, g, m, e in zip(horizons, gd_excess, mu_excess, mu_envelope, strict=True):
-            rows.append(
-                {
-                    "spectrum_exponent": beta,
-                    "T": T,
-                    "K": K,
-                    "gd_excess": g,
-                    "muon_excess": m,
-                    "muon_excess_envelope": e,
-                    "muon_bound_constant": e * (T / math.log(K)) ** 2,
-                }
-            )
-        fits.append(
-            {
-                "spectrum_exponent": beta,
-                "K": K,
-                "gd_slope": loglog_slope(horizons, gd_excess),
-                "gd_predicted": gd_noisy_exponent(beta),
-                "muon_slope_last": loglog_slope(horizons, [max(m, 1e-300) for m in mu_excess]),
-                "muon_slope": loglog_slope(horizons, [max(e, 1e-300) for e in mu_envelope]),
-                "muon_predicted": MUON_NOISY_EXPONENT,
-                "muon_max_bound_constant": max(
-                    e * (T / math.log(K)) ** 2 for T, e in zip(horizons, mu_envelope, strict=True)
-                ),
-                "horizons": horizons,
-                "gd_excess": gd_excess,
-                "muon_excess_envelope": mu_envelope,
-                "gd_lr": eta,
-                "muon_c": cfg.muon_c,
-            }
+            rows.append(SweepRow(beta, T, K, g, m, e, e * (T / math.log(K)) ** 2))
+        row = NoisyFitRow(
+            spectrum_exponent=beta,
+            K=K,
+            gd_slope=loglog_slope(horizons, gd_excess),
+            gd_predicted=gd_noisy_exponent(beta),
+            muon_slope_last=loglog_slope(horizons, [max(m, 1e-300) for m in mu_excess]),
+            muon_slope=loglog_slope(horizons, [max(e, 1e-300) for e in mu_envelope]),
+            muon_predicted=MUON_NOISY_EXPONENT,
+            muon_max_bound_constant=max(
+                e * (T / math.log(K)) ** 2 for T, e in zip(horizons, mu_envelope, strict=True)
+            ),
+            gd_lr=eta,
+            muon_c=cfg.muon_c,
         )
+        fits.append(NoisyFit(row, horizons, gd_excess, mu_envelope))
     return rows, fits
 
 
@@ -543,8 +702,8 @@ def _settled_below(excess: torch.Tensor, target: float) -> list[int | None]:
     return out
 
 
-def _steps_to_target(cfg: Config) -> tuple[list[dict[str, Any]], dict[str, Any]]:
-    rows: list[dict[str, Any]] = []
+def _steps_to_target(cfg: Config) -> tuple[list[TargetRow], TargetFit]:
+    rows: list[TargetRow] = []
     T = cfg.target_max_steps
     for C in progress.iterate(cfg.target_group_sizes, "steps to target"):
         spectrum = A.hierarchical(cfg.target_groups, C, cfg.target_exponent)
@@ -568,31 +727,31 @@ def _steps_to_target(cfg: Config) -> tuple[list[dict[str, Any]], dict[str, Any]]
         at_one = gd_steps[cfg.gd_lr_grid_p1.index(1.0)] if 1.0 in cfg.gd_lr_grid_p1 else None
         best_gd = min(tuned_gd) if tuned_gd else None
         best_mu = min(tuned_mu) if tuned_mu else None
+        gd_lr = cfg.gd_lr_grid_p1[gd_steps.index(best_gd)] if best_gd else None
+        mu_lr = cfg.muon_lr_grid[mu_steps.index(best_mu)] if best_mu else None
         rows.append(
-            {
-                "group_size": C,
-                "K": K,
-                "gd_best_steps": best_gd,
-                "gd_best_lr_p1": cfg.gd_lr_grid_p1[gd_steps.index(best_gd)] if best_gd else None,
-                "gd_lr_p1_1_steps": at_one,
-                "muon_best_steps": best_mu,
-                "muon_best_lr": cfg.muon_lr_grid[mu_steps.index(best_mu)] if best_mu else None,
-                "ratio_tuned": best_gd / best_mu if best_gd and best_mu else None,
-                "ratio_gd_lr_p1_1": at_one / best_mu if at_one and best_mu else None,
-            }
+            TargetRow(
+                group_size=C,
+                K=K,
+                gd_best_steps=best_gd,
+                gd_best_lr_p1=gd_lr,
+                gd_lr_p1_1_steps=at_one,
+                muon_best_steps=best_mu,
+                muon_best_lr=mu_lr,
+                ratio_tuned=best_gd / best_mu if best_gd and best_mu else None,
+                ratio_gd_lr_p1_1=at_one / best_mu if at_one and best_mu else None,
+                gd_lr_grid_edge=_edge(gd_lr, cfg.gd_lr_grid_p1),
+                muon_lr_grid_edge=_edge(mu_lr, cfg.muon_lr_grid),
+            )
         )
-        rows[-1].update(
-            {
-                "gd_lr_grid_edge": _edge(rows[-1]["gd_best_lr_p1"], cfg.gd_lr_grid_p1),
-                "muon_lr_grid_edge": _edge(rows[-1]["muon_best_lr"], cfg.muon_lr_grid),
-            }
-        )
-    fit: dict[str, Any] = {}
-    for key in ("ratio_tuned", "ratio_gd_lr_p1_1"):
-        pts = [(r["group_size"], r[key]) for r in rows if r[key]]
-        fit[key] = loglog_slope(*zip(*pts, strict=True)) if len(pts) >= 2 else None
-    fit["reached_all"] = all(r["ratio_tuned"] for r in rows)
-    return rows, fit
+    tuned = [(r.group_size, r.ratio_tuned) for r in rows if r.ratio_tuned]
+    at_p1 = [(r.group_size, r.ratio_gd_lr_p1_1) for r in rows if r.ratio_gd_lr_p1_1]
+    return rows, TargetFit(_slope(tuned), _slope(at_p1), all(r.ratio_tuned for r in rows))
+
+
+def _slope(points: list[tuple[int, float]]) -> float | None:
+    """The log-log slope through ``points`` (C, ratio); None under two."""
+    return loglog_slope(*zip(*points, strict=True)) if len(points) >= 2 else None
 
 
 def _edge(value: float | None, grid: list[float]) -> str:
@@ -603,8 +762,8 @@ def _edge(value: float | None, grid: list[float]) -> str:
 # --------------------------------------------------------------------------- 4. stability
 
 
-def _stability(cfg: Config) -> list[dict[str, Any]]:
-    rows: list[dict[str, Any]] = []
+def _stability(cfg: Config) -> list[StabilityRow]:
+    rows: list[StabilityRow] = []
     T = cfg.stability_steps
     for C in cfg.stability_group_sizes:
         spectrum = A.hierarchical(cfg.target_groups, C, cfg.target_exponent)
@@ -623,15 +782,15 @@ def _stability(cfg: Config) -> list[dict[str, Any]]:
         stable = torch.isfinite(loss).all(dim=0) & (loss[-1] < loss[0]) & (increases <= 0.01)
         for j, m in enumerate(cfg.stability_lr_p1):
             rows.append(
-                {
-                    "group_size": C,
-                    "K": K,
-                    "lr_p1": m,
-                    "stable": bool(stable[j]),
-                    "final_excess": float(loss[-1, j] - loss_floor(K, cfg.label_noise)),
-                    "late_increase_fraction": float(increases[j]),
-                    "predicted_threshold": gd_stability_threshold(K, cfg.label_noise),
-                }
+                StabilityRow(
+                    group_size=C,
+                    K=K,
+                    lr_p1=m,
+                    stable=bool(stable[j]),
+                    final_excess=float(loss[-1, j] - loss_floor(K, cfg.label_noise)),
+                    late_increase_fraction=float(increases[j]),
+                    predicted_threshold=gd_stability_threshold(K, cfg.label_noise),
+                )
             )
     return rows
 
@@ -639,7 +798,7 @@ def _stability(cfg: Config) -> list[dict[str, Any]]:
 # --------------------------------------------------------------------------- 5. symmetry
 
 
-def _block_symmetry(cfg: Config) -> dict[str, Any]:
+def _block_symmetry(cfg: Config) -> BlockSymmetry:
     spectrum = A.hierarchical(cfg.symmetry_groups, cfg.symmetry_group_size, cfg.curve_exponent)
     K = spectrum.K
     emb = A.orthonormal(K, seed=cfg.seed + 1)
@@ -660,26 +819,25 @@ def _block_symmetry(cfg: Config) -> dict[str, Any]:
         lrs = A.lr_schedule("constant", cfg.symmetry_steps, K, lr=lr)
         A.train(memory, opt, lrs, callback=deviation)
         out[opt] = worst[0]
-    out["K"] = K
-    return out
+    return BlockSymmetry(muon=out["muon"], signgd=out["signgd"], K=K)
 
 
 # --------------------------------------------------------------------------- figures
 
 
-def _figure_curves(cfg: Config, rows: list[dict[str, Any]], fits: dict[str, Any]) -> PlotFigure:
+def _figure_curves(cfg: Config, rows: list[CurveRow], fits: Noiseless) -> PlotFigure:
     plt = pyplot()
     opts = ["gd", "muon", "signgd", "tra_signgd"]
     fig, axes = plt.subplots(1, 5, figsize=(22, 4.2))
     cmap = plt.get_cmap("viridis")
-    K = fits["K"]
+    K = fits.K
     for ax, opt in zip(axes[:4], opts, strict=True):
-        sel = [r for r in rows if r["optimizer"] == opt]
-        steps = [max(r["step"], 1) for r in sel]
+        sel = [r for r in rows if r.optimizer == opt]
+        steps = [max(r.step, 1) for r in sel]
         for g in range(cfg.curve_groups):
             ax.plot(
                 steps,
-                [max(r[f"group_{g + 1}"], 1e-16) for r in sel],
+                [max(r.group_loss[g], 1e-16) for r in sel],
                 color=cmap(g / max(1, cfg.curve_groups - 1)),
                 label=f"group {g + 1}" if g in (0, cfg.curve_groups - 1) else None,
             )
@@ -687,20 +845,20 @@ def _figure_curves(cfg: Config, rows: list[dict[str, Any]], fits: dict[str, Any]
             ax,
             xlabel="step t",
             ylabel="mean loss per fact in group",
-            title=f"{optimizer_label(opt)} (η = {sel[0]['lr']:.3g})",
+            title=f"{optimizer_label(opt)} (η = {sel[0].lr:.3g})",
             ylim=(1e-14, 20),
         )
     ax = axes[4]
     for opt in opts:
-        sel = [r for r in rows if r["optimizer"] == opt and r["step"] > 0]
+        sel = [r for r in rows if r.optimizer == opt and r.step > 0]
         ax.plot(
-            [r["step"] for r in sel],
-            [max(r["loss"], 1e-16) for r in sel],
+            [r.step for r in sel],
+            [max(r.loss, 1e-16) for r in sel],
             color=COLORS[opt],
             label=optimizer_label(opt),
         )
     t = torch.logspace(0, math.log10(cfg.curve_steps), 100, dtype=torch.float64)
-    eta = fits["lrs"]["gd"]
+    eta = fits.lrs["gd"]
     ax.plot(t, K / (eta * t), "k:", label="K/(ηt) (GD claim)")
     ax.plot(t, K * torch.exp(-cfg.muon_lr * t), "k--", label="K e^(−ηt) (Muon claim)")
     style_loglog(
@@ -709,29 +867,27 @@ def _figure_curves(cfg: Config, rows: list[dict[str, Any]], fits: dict[str, Any]
     return fig
 
 
-def _figure_sweep(
-    cfg: Config, rows: list[dict[str, Any]], fits: list[dict[str, Any]]
-) -> PlotFigure:
+def _figure_sweep(cfg: Config, rows: list[SweepRow], fits: list[NoisyFitRow]) -> PlotFigure:
     plt = pyplot()
     fig, axes = plt.subplots(1, 2, figsize=(12, 4.4))
     cmap = plt.get_cmap("plasma")
     for i, f in enumerate(fits):
-        beta = f["spectrum_exponent"]
-        sel = [r for r in rows if r["spectrum_exponent"] == beta]
-        Ts = [r["T"] for r in sel]
+        beta = f.spectrum_exponent
+        sel = [r for r in rows if r.spectrum_exponent == beta]
+        Ts = [r.T for r in sel]
         color = cmap(i / max(1, len(fits)))
-        for ax, key, slope, pred in (
-            (axes[0], "gd_excess", f["gd_slope"], f["gd_predicted"]),
-            (axes[1], "muon_excess_envelope", f["muon_slope"], f["muon_predicted"]),
+        for ax, excess, slope, pred in (
+            (axes[0], [r.gd_excess for r in sel], f.gd_slope, f.gd_predicted),
+            (axes[1], [r.muon_excess_envelope for r in sel], f.muon_slope, f.muon_predicted),
         ):
-            ys = [max(r[key], 1e-16) for r in sel]
+            ys = [max(e, 1e-16) for e in excess]
             ax.plot(Ts, ys, "o-", color=color, label=f"β = {beta}: fit {slope:.2f}")
             ref = [ys[0] * (T / Ts[0]) ** pred for T in Ts]
             ax.plot(Ts, ref, ":", color=color, label=f"claim T^({pred:.2f})")
-        last = [max(r["muon_excess"], 1e-16) for r in sel]
+        last = [max(r.muon_excess, 1e-16) for r in sel]
         axes[1].plot(Ts, last, "x--", color=color, alpha=0.6, label=f"β = {beta}: last iterate")
-    K = fits[0]["K"] if fits else 2
-    Ts_all = sorted({r["T"] for r in rows})
+    K = fits[0].K if fits else 2
+    Ts_all = sorted({r.T for r in rows})
     axes[1].plot(Ts_all, [(math.log(K) / T) ** 2 for T in Ts_all], "k-", lw=1, label="(log K / T)²")
     axes[0].set_title(f"GD, η·p_max = {cfg.gd_lr_p1}, label noise {cfg.label_noise}")
     axes[1].set_title(f"Muon, η = {cfg.muon_c}·log K / T (o: worse of last two iterates)")
@@ -740,18 +896,19 @@ def _figure_sweep(
     return fig
 
 
-def _figure_target(cfg: Config, rows: list[dict[str, Any]], fit: dict[str, Any]) -> PlotFigure:
+def _figure_target(cfg: Config, rows: list[TargetRow], fit: TargetFit) -> PlotFigure:
     plt = pyplot()
     fig, ax = plt.subplots(figsize=(6.5, 4.4))
-    Cs = [r["group_size"] for r in rows]
-    for key, label in (
-        ("ratio_tuned", "GD tuned / Muon tuned"),
-        ("ratio_gd_lr_p1_1", "GD (η·p_max = 1) / Muon tuned"),
-    ):
-        pts = [(c, r[key]) for c, r in zip(Cs, rows, strict=True) if r[key]]
-        if pts:
-            slope = fit.get(key)
-            ax.plot(*zip(*pts, strict=True), "o-", label=f"{label} (slope {slope:.2f})")
+    Cs = [r.group_size for r in rows]
+    for ratios, slope, label in (
+        ([r.ratio_tuned for r in rows], fit.ratio_tuned, "GD tuned / Muon tuned"),
+        ([r.ratio_gd_lr_p1_1 for r in rows], fit.ratio_gd_lr_p1_1,
+         "GD (η·p_max = 1) / Muon tuned"),
+    ):  # fmt: skip
+        pts = [(c, ratio) for c, ratio in zip(Cs, ratios, strict=True) if ratio]
+        if pts:  # one C alone has no slope
+            shown = "—" if slope is None else f"{slope:.2f}"
+            ax.plot(*zip(*pts, strict=True), "o-", label=f"{label} (slope {shown})")
     ax.plot(Cs, [Cs[0] and c / Cs[0] for c in Cs], "k:", label="∝ C (the Ω(C) claim)")
     style_loglog(
         ax,
@@ -760,32 +917,6 @@ def _figure_target(cfg: Config, rows: list[dict[str, Any]], fit: dict[str, Any])
         title=f"excess ≤ {cfg.target_excess}, M = {cfg.target_groups}",
     )
     return fig
-
-
-NOISY_FITS_COLUMNS = {
-    "spectrum_exponent": "β of the group masses i^(−β)",
-    "gd_slope": "fitted log-log slope of GD's excess loss against T",
-    "gd_predicted": "−(1 − 1/β), the claimed lower bound's exponent",
-    "muon_slope": "the same for the larger of Muon's last two iterates",
-    "muon_slope_last": "the same for Muon's last iterate alone",
-    "muon_max_bound_constant": "max over T of excess·(T/log K)²",
-}
-STEPS_TO_TARGET_COLUMNS = {
-    "group_size": "C, facts per frequency group",
-    "gd_best_steps": "GD's fewest steps over its step-size grid",
-    "gd_best_lr_p1": "that step size, in units of 1/p_max",
-    "muon_best_lr": "Muon's best step size",
-    "ratio_tuned": "GD steps / Muon steps, both tuned",
-    "ratio_gd_lr_p1_1": "the same with GD at η·p_max = 1",
-    "gd_lr_grid_edge": "set where GD's best step is an end of its grid",
-    "muon_lr_grid_edge": "set where Muon's best step is an end of its grid",
-}
-GD_STABILITY_COLUMNS = {
-    "lr_p1": "η·p_max",
-    "stable": "finite, below the start and ≤ 1% late increases",
-    "late_increase_fraction": "share of late steps that raise the loss",
-    "predicted_threshold": "2/(λ_max(H)/p_max) at the noisy optimum",
-}
 
 
 def _report(cfg: Config) -> Report:

@@ -20,6 +20,7 @@ from __future__ import annotations
 
 import math
 import time
+from collections.abc import Sequence
 from dataclasses import asdict, dataclass, field
 from typing import TYPE_CHECKING, Any
 
@@ -35,6 +36,7 @@ from tailmem.assoc.optimizers import label as optimizer_label
 from tailmem.assoc.spectra import HEAD_ROUNDINGS
 from tailmem.claims.a4 import A4Inputs
 from tailmem.claims.registry import evaluate
+from tailmem.columns import column, column_docs, records
 from tailmem.errors import ConfigError
 from tailmem.outputs import Figure, Outputs, Report, Table, write
 from tailmem.plotting import legend_outside, pyplot, style_loglog
@@ -168,18 +170,120 @@ def run(cfg: Config, run: RunDir, provenance: Provenance) -> None:
 
 
 @dataclass(frozen=True)
+class RhoRow:
+    """One one-step balance of ``rho.csv``: one K, embedding, optimiser and head rounding."""
+
+    set: str = column(
+        "main: the K list; asymptotic: the large-K list; rounding: the "
+        "'nearest' head rounding (coupled SignGD)"
+    )
+    K: int = column("number of facts")
+    embedding: str = column("decoupled or coupled embeddings")
+    optimizer: str = column("the update rule")
+    head_rounding: str = column("how L = βK is rounded")
+    head_size: int = column("L, the facts in the frequent group")
+    rho: float = column("ϱ^ε, the one-step balance")
+    rho_literal_inf: float = column("ϱ^ε read literally (an infimum over step sizes)")
+    monotone: bool = column("whether the worst fact's probability rises monotonically in η")
+    eta_star: float = column("η*, the step size that defines ϱ^ε")
+    gap: float = column("Δ at η*, the best-minus-worst fact probability")
+    head_prob: float = column("a frequent fact's probability at η*")
+    tail_prob: float = column("a rare fact's probability at η*")
+    muon_deficit_constant: float = column("(1 − ε − ϱ^ε)/(ε log K / K), Muon's O(·) constant")
+    gd_theory_exact: float = column("GD's ϱ^ε from the closed form")
+    gd_min_step_theorem: float = column("Theorem 5.3's smallest GD step size")
+    backend: str = column("the memory's backend (structured or dense)")
+    k_identity_deviation: float | None = column(
+        "K · max |ẼᵀUE + I| of Muon's first update (empty for other rules)"
+    )
+
+
+@dataclass(frozen=True)
+class SlopeRow:
+    """One fitted slope of ``rho_slopes.csv``."""
+
+    set: str = column("main: the K list; asymptotic: the large-K list")
+    embedding: str = column("decoupled or coupled embeddings")
+    optimizer: str = column("the update rule")
+    k_min: int = column("smallest K of the fit")
+    k_max: int = column("largest K of the fit")
+    slope_rho: float = column("fitted log-log slope of ϱ^ε against K")
+    slope_gap: float = column("fitted log-log slope of 1 − ε − ϱ^ε against K")
+    predicted_slope_rho: float = column("the slope the theorem (or paper) predicts")
+    prediction: str = column("where the predicted slope comes from")
+
+
+@dataclass(frozen=True)
+class SpectrumRow:
+    """The singular values of one first update at ``figure_k`` (``update_spectra.csv``)."""
+
+    K: int = column("number of facts (figure_k)")
+    embedding: str = column("decoupled or coupled embeddings")
+    optimizer: str = column("the update rule")
+    sigma_max: float = column("the largest singular value of the update")
+    sigma_min_nonzero: float = column("the smallest non-zero singular value")
+    rank: int = column("the update's numerical rank")
+    ratio: float = column("σ_min/σ_max over the non-zero singular values of the update")
+    block_ratio: float = column("the same for the 3×3 (I⊗A) block of the coupled construction")
+    identity_deviation: float = column("max |ẼᵀUE + I| (Muon's deviation from −ẼEᵀ)")
+
+
+@dataclass(frozen=True)
+class SweepRow:
+    """One step size of the one-step sweep (``delta_vs_loss_one_step.csv``)."""
+
+    embedding: str = column("decoupled or coupled embeddings")
+    optimizer: str = column("the update rule")
+    eta: float = column("the step size")
+    loss: float = column("L(W) after the step")
+    gap: float = column("Δ(W), the best-minus-worst fact probability")
+    min_prob: float = column("the worst fact's probability")
+    max_prob: float = column("the best fact's probability")
+
+
+@dataclass(frozen=True)
+class MultiRow:
+    """One recorded step of a multi-step run (``delta_vs_loss_multi_step.csv``)."""
+
+    embedding: str = column("decoupled or coupled embeddings")
+    optimizer: str = column("the update rule")
+    lr: float = column("the constant step size")
+    step: int = column("the step")
+    loss: float = column("L(W) at the step")
+    gap: float = column("Δ(W), the best-minus-worst fact probability")
+    min_prob: float = column("the worst fact's probability")
+    max_prob: float = column("the best fact's probability")
+    head_loss: float = column("the frequent group's loss")
+    tail_loss: float = column("the rare group's loss")
+
+
+@dataclass(frozen=True)
+class MultiKRow:
+    """A Muon run over the K list read at the first step with ε_t ≤ ε
+    (``muon_multistep_k.csv``)."""
+
+    K: int = column("number of facts")
+    embedding: str = column("decoupled or coupled embeddings")
+    eps_target: float = column("the fixed ε")
+    step: int = column("the first recorded step with ε_t ≤ ε")
+    eps_t: float = column("1 − max_k f_k at that step")
+    gap: float = column("Δ_t, the best-minus-worst fact probability")
+    constant_log_k: float = column("Δ_t/(ε_t log K / K), the theorem's O(·) constant")
+
+
+@dataclass(frozen=True)
 class Measured:
-    """What the four parts measure: the rows of the CSVs (``rho``, ``slopes``, ``spectra``,
+    """What the four parts measure: the typed rows of the CSVs (``rho``, ``slopes``, ``spectra``,
     ``sweep``, ``multi``, ``multi_k``), the coupled construction's printed numbers
     (``coupled``), the ``figure_k`` spectrum's description and, per (embedding, optimiser),
     the non-zero singular values of the first update at ``figure_k`` (largest first)."""
 
-    rho: list[dict[str, Any]]
-    slopes: list[dict[str, Any]]
-    spectra: list[dict[str, Any]]
-    sweep: list[dict[str, Any]]
-    multi: list[dict[str, Any]]
-    multi_k: list[dict[str, Any]]
+    rho: list[RhoRow]
+    slopes: list[SlopeRow]
+    spectra: list[SpectrumRow]
+    sweep: list[SweepRow]
+    multi: list[MultiRow]
+    multi_k: list[MultiKRow]
     coupled: dict[str, Any]
     spectrum_info: dict[str, Any]
     singular_values: dict[tuple[str, str], torch.Tensor]
@@ -205,7 +309,7 @@ def measure(cfg: Config) -> Measured:
 # --------------------------------------------------------------------------- (a) rho table
 
 
-def _rho_table(cfg: Config) -> list[dict[str, Any]]:
+def _rho_table(cfg: Config) -> list[RhoRow]:
     jobs = [
         (K, emb, opt, cfg.head_rounding, "main")
         for K in cfg.ks
@@ -233,64 +337,60 @@ def _rho_table(cfg: Config) -> list[dict[str, Any]]:
             deviation = update_spectrum(memory, U)["identity_deviation"] if opt == "muon" else None
         bal = one_step_balance(memory, U, cfg.eps)
         rows.append(
-            {
-                "set": kind,
-                "K": K,
-                "embedding": emb,
-                "optimizer": opt,
-                "head_rounding": rounding,
-                "head_size": spectrum.info["head_size"],
-                "rho": bal.rho,
-                "rho_literal_inf": bal.rho_literal,
-                "monotone": bal.monotone,
-                "eta_star": bal.eta,
-                "gap": bal.gap,
-                "head_prob": bal.group_prob[0],
-                "tail_prob": bal.group_prob[1],
-                "muon_deficit_constant": (1 - cfg.eps - bal.rho) / (cfg.eps * math.log(K) / K),
-                "gd_theory_exact": theory.gd_one_step_rho(
+            RhoRow(
+                set=kind,
+                K=K,
+                embedding=emb,
+                optimizer=opt,
+                head_rounding=rounding,
+                head_size=spectrum.info["head_size"],
+                rho=bal.rho,
+                rho_literal_inf=bal.rho_literal,
+                monotone=bal.monotone,
+                eta_star=bal.eta,
+                gap=bal.gap,
+                head_prob=bal.group_prob[0],
+                tail_prob=bal.group_prob[1],
+                muon_deficit_constant=(1 - cfg.eps - bal.rho) / (cfg.eps * math.log(K) / K),
+                gd_theory_exact=theory.gd_one_step_rho(
                     K, cfg.head_mass, cfg.head_fraction, cfg.eps, rounding
                 ),
-                "gd_min_step_theorem": theory.gd_min_step(
+                gd_min_step_theorem=theory.gd_min_step(
                     K, cfg.head_mass, cfg.head_fraction, cfg.eps
                 ),
-                "backend": memory.backend,
-                "k_identity_deviation": None if deviation is None else K * deviation,
-            }
+                backend=memory.backend,
+                k_identity_deviation=None if deviation is None else K * deviation,
+            )
         )
     return rows
 
 
-def _slopes(cfg: Config, rows: list[dict[str, Any]]) -> list[dict[str, Any]]:
+def _slopes(cfg: Config, rows: list[RhoRow]) -> list[SlopeRow]:
     r_gd = theory.gd_rate_exponent(cfg.head_mass, cfg.head_fraction)
     r_sign = theory.signgd_coupled_rate_exponent()
     out = []
     for kind in ("main", "asymptotic"):
         for emb in cfg.embeddings:
             for opt in cfg.optimizers:
-                sel = [
-                    r
-                    for r in rows
-                    if r["set"] == kind and r["embedding"] == emb and r["optimizer"] == opt
-                ]
+                sel = [r for r in rows if (r.set, r.embedding, r.optimizer) == (kind, emb, opt)]
                 if len(sel) < 2:
                     continue
-                ks = [r["K"] for r in sel]
-                rhos = [r["rho"] for r in sel]
-                deficits = [max(1 - cfg.eps - r["rho"], 1e-300) for r in sel]
+                ks = [r.K for r in sel]
+                rhos = [r.rho for r in sel]
+                deficits = [max(1 - cfg.eps - r.rho, 1e-300) for r in sel]
                 predicted, source = _predicted_slope(opt, emb, r_gd, r_sign)
                 out.append(
-                    {
-                        "set": kind,
-                        "embedding": emb,
-                        "optimizer": opt,
-                        "k_min": min(ks),
-                        "k_max": max(ks),
-                        "slope_rho": loglog_slope(ks, rhos),
-                        "slope_gap": loglog_slope(ks, deficits),
-                        "predicted_slope_rho": predicted,
-                        "prediction": source,
-                    }
+                    SlopeRow(
+                        set=kind,
+                        embedding=emb,
+                        optimizer=opt,
+                        k_min=min(ks),
+                        k_max=max(ks),
+                        slope_rho=loglog_slope(ks, rhos),
+                        slope_gap=loglog_slope(ks, deficits),
+                        predicted_slope_rho=predicted,
+                        prediction=source,
+                    )
                 )
     return out
 
@@ -311,7 +411,7 @@ def _predicted_slope(opt: str, emb: str, r_gd: float, r_sign: float) -> tuple[fl
 # --------------------------------------------------------------------------- (c) spectra
 
 
-def _update_spectra(cfg: Config) -> list[dict[str, Any]]:
+def _update_spectra(cfg: Config) -> list[SpectrumRow]:
     rows = []
     K = cfg.figure_k
     spectrum = A.two_group(K, cfg.head_mass, cfg.head_fraction, cfg.head_rounding)
@@ -320,14 +420,27 @@ def _update_spectra(cfg: Config) -> list[dict[str, Any]]:
             memory = A.build_memory(spectrum, A.make_embedding(emb, K), opt)
             with A.small_op_threads(memory):
                 U = A.first_direction(memory, opt)
-            rows.append({"K": K, "embedding": emb, "optimizer": opt, **update_spectrum(memory, U)})
+            stats = update_spectrum(memory, U)
+            rows.append(
+                SpectrumRow(
+                    K=K,
+                    embedding=emb,
+                    optimizer=opt,
+                    sigma_max=stats["sigma_max"],
+                    sigma_min_nonzero=stats["sigma_min_nonzero"],
+                    rank=int(stats["rank"]),
+                    ratio=stats["ratio"],
+                    block_ratio=stats["block_ratio"],
+                    identity_deviation=stats["identity_deviation"],
+                )
+            )
     return rows
 
 
 # --------------------------------------------------------------------------- (b) Figure 4
 
 
-def _one_step_sweep(cfg: Config) -> list[dict[str, Any]]:
+def _one_step_sweep(cfg: Config) -> list[SweepRow]:
     K = cfg.figure_k
     spectrum = A.two_group(K, cfg.head_mass, cfg.head_fraction, cfg.head_rounding)
     rows = []
@@ -342,20 +455,20 @@ def _one_step_sweep(cfg: Config) -> list[dict[str, Any]]:
                 curve = one_step_curve(memory, U, etas)
             for i in range(len(etas)):
                 rows.append(
-                    {
-                        "embedding": emb,
-                        "optimizer": opt,
-                        "eta": float(curve["eta"][i]),
-                        "loss": float(curve["loss"][i]),
-                        "gap": float(curve["gap"][i]),
-                        "min_prob": float(curve["min_prob"][i]),
-                        "max_prob": float(curve["max_prob"][i]),
-                    }
+                    SweepRow(
+                        embedding=emb,
+                        optimizer=opt,
+                        eta=float(curve["eta"][i]),
+                        loss=float(curve["loss"][i]),
+                        gap=float(curve["gap"][i]),
+                        min_prob=float(curve["min_prob"][i]),
+                        max_prob=float(curve["max_prob"][i]),
+                    )
                 )
     return rows
 
 
-def _multi_step(cfg: Config) -> list[dict[str, Any]]:
+def _multi_step(cfg: Config) -> list[MultiRow]:
     K = cfg.figure_k
     spectrum = A.two_group(K, cfg.head_mass, cfg.head_fraction, cfg.head_rounding)
     record = list(range(0, cfg.multi_steps + 1, cfg.record_every))
@@ -367,23 +480,23 @@ def _multi_step(cfg: Config) -> list[dict[str, Any]]:
             traj = A.train(memory, opt, lrs, record=record, progress=True, desc=f"{emb} {opt}")
             for i, step in enumerate(traj.steps):
                 rows.append(
-                    {
-                        "embedding": emb,
-                        "optimizer": opt,
-                        "lr": cfg.multi_lr[opt],
-                        "step": step,
-                        "loss": float(traj.loss[step]),
-                        "gap": float(traj.gap[i]),
-                        "min_prob": float(traj.min_prob[i]),
-                        "max_prob": float(traj.max_prob[i]),
-                        "head_loss": float(traj.group_loss[i, 0]),
-                        "tail_loss": float(traj.group_loss[i, 1]),
-                    }
+                    MultiRow(
+                        embedding=emb,
+                        optimizer=opt,
+                        lr=cfg.multi_lr[opt],
+                        step=step,
+                        loss=float(traj.loss[step]),
+                        gap=float(traj.gap[i]),
+                        min_prob=float(traj.min_prob[i]),
+                        max_prob=float(traj.max_prob[i]),
+                        head_loss=float(traj.group_loss[i, 0]),
+                        tail_loss=float(traj.group_loss[i, 1]),
+                    )
                 )
     return rows
 
 
-def _muon_multistep_over_k(cfg: Config) -> list[dict[str, Any]]:
+def _muon_multistep_over_k(cfg: Config) -> list[MultiKRow]:
     """Theorem 5.4 over the K list: Muon runs read at the first step with ε_t ≤ ε, per ε.
 
     The theorem fixes ε and lets K grow, so Δ_t/(ε_t log K / K) is compared across K at (about)
@@ -404,16 +517,17 @@ def _muon_multistep_over_k(cfg: Config) -> list[dict[str, Any]]:
             for target in targets:
                 i = next((i for i, e in enumerate(eps_t) if e <= target), None)
                 if i is not None:
+                    gap = float(traj.gap[i])
                     rows.append(
-                        {
-                            "K": K,
-                            "embedding": emb,
-                            "eps_target": target,
-                            "step": traj.steps[i],
-                            "eps_t": eps_t[i],
-                            "gap": float(traj.gap[i]),
-                            "constant_log_k": float(traj.gap[i]) / (eps_t[i] * math.log(K) / K),
-                        }
+                        MultiKRow(
+                            K=K,
+                            embedding=emb,
+                            eps_target=target,
+                            step=traj.steps[i],
+                            eps_t=eps_t[i],
+                            gap=gap,
+                            constant_log_k=gap / (eps_t[i] * math.log(K) / K),
+                        )
                     )
     return rows
 
@@ -440,31 +554,30 @@ def _check_json(check: dict[str, Any]) -> dict[str, Any]:
 # --------------------------------------------------------------------------- figures
 
 
-def _figure_rho(cfg: Config, rows: list[dict[str, Any]]) -> PlotFigure:
+def _figure_rho(cfg: Config, rows: list[RhoRow]) -> PlotFigure:
     """ϱ^ε and Δ = 1 − ε − ϱ^ε against K with the theorem's lines."""
     plt = pyplot()
 
     fig, axes = plt.subplots(1, 2, figsize=(12, 4.6))
-    main = [r for r in rows if r["set"] in ("main", "asymptotic")]
+    main = [r for r in rows if r.set in ("main", "asymptotic")]
     for emb in cfg.embeddings:
         for opt in cfg.optimizers:
             sel = sorted(
-                (r for r in main if r["embedding"] == emb and r["optimizer"] == opt),
-                key=lambda r: r["K"],
+                (r for r in main if r.embedding == emb and r.optimizer == opt), key=lambda r: r.K
             )
-            ks = [r["K"] for r in sel]
+            ks = [r.K for r in sel]
             kw = {
                 "color": COLORS.get(opt),
                 "marker": MARKERS.get(opt, "o"),
                 "linestyle": STYLES[emb],
                 "label": f"{optimizer_label(opt)}, {emb}",
             }
-            axes[0].plot(ks, [r["rho"] for r in sel], **kw)
-            gaps = [(k, 1 - cfg.eps - r["rho"]) for k, r in zip(ks, sel, strict=True)]
+            axes[0].plot(ks, [r.rho for r in sel], **kw)
+            gaps = [(k, 1 - cfg.eps - r.rho) for k, r in zip(ks, sel, strict=True)]
             gaps = [(k, g) for k, g in gaps if g > 1e-12]  # SignGD decoupled: Δ = 0 exactly
             if gaps:
                 axes[1].plot([k for k, _ in gaps], [g for _, g in gaps], **kw)
-    all_k = sorted({r["K"] for r in main})
+    all_k = sorted({r.K for r in main})
     kk = torch.logspace(math.log10(all_k[0]), math.log10(all_k[-1]), 100, dtype=torch.float64)
     gd_line = [
         theory.gd_one_step_rho_asymptotic(int(k), cfg.head_mass, cfg.head_fraction, cfg.eps)
@@ -472,12 +585,12 @@ def _figure_rho(cfg: Config, rows: list[dict[str, Any]]) -> PlotFigure:
     ]
     axes[0].plot(kk, gd_line, color="black", lw=1, label="GD theory (K−1)^(r−1)(1/ε−1)^r")
     r_sign = theory.signgd_coupled_rate_exponent()
-    anchor = [r for r in main if r["embedding"] == "coupled" and r["optimizer"] == "signgd"]
+    anchor = [r for r in main if r.embedding == "coupled" and r.optimizer == "signgd"]
     if anchor:
-        big = max(anchor, key=lambda r: r["K"])
-        line = [big["rho"] * (float(k) / big["K"]) ** (r_sign - 1) for k in kk]
+        big = max(anchor, key=lambda r: r.K)
+        line = [big.rho * (float(k) / big.K) ** (r_sign - 1) for k in kk]
         axes[0].plot(kk, line, color="gray", lw=1, ls=":", label=f"∝ K^(r−1), r = {r_sign:.3f}")
-        line3 = [big["rho"] * (float(k) / big["K"]) ** -0.3 for k in kk]
+        line3 = [big.rho * (float(k) / big.K) ** -0.3 for k in kk]
         axes[0].plot(kk, line3, color="gray", lw=1, ls="-.", label="paper: ∝ K^(−0.3)")
     axes[0].axhline(1 - cfg.eps, color="black", lw=0.8, ls="--", label="1 − ε")
     muon_line = [cfg.eps * math.log(float(k)) / float(k) for k in kk]
@@ -493,24 +606,23 @@ def _figure_rho(cfg: Config, rows: list[dict[str, Any]]) -> PlotFigure:
     return fig
 
 
-def _figure_delta_loss(
-    cfg: Config, sweep: list[dict[str, Any]], multi: list[dict[str, Any]]
-) -> PlotFigure:
+def _figure_delta_loss(cfg: Config, sweep: list[SweepRow], multi: list[MultiRow]) -> PlotFigure:
     """Paper A's Figure 4(b, c): Δ(W) against L(W), one step and along the runs."""
     plt = pyplot()
 
     fig, axes = plt.subplots(1, 2, figsize=(12, 4.6), sharey=True)
-    for ax, rows, title in (
+    panels: tuple[tuple[Any, Sequence[SweepRow | MultiRow], str], ...] = (
         (axes[0], sweep, f"(b) one step, step-size sweep, K = {cfg.figure_k}"),
         (axes[1], multi, f"(c) {cfg.multi_steps} steps, K = {cfg.figure_k}"),
-    ):
+    )
+    for ax, rows, title in panels:
         for emb in cfg.embeddings:
             for opt in cfg.optimizers:
-                sel = [r for r in rows if r["embedding"] == emb and r["optimizer"] == opt]
-                sel = [r for r in sel if r["loss"] > 1e-8]
+                sel = [r for r in rows if r.embedding == emb and r.optimizer == opt]
+                sel = [r for r in sel if r.loss > 1e-8]
                 ax.plot(
-                    [r["loss"] for r in sel],
-                    [r["gap"] for r in sel],
+                    [r.loss for r in sel],
+                    [r.gap for r in sel],
                     color=COLORS.get(opt),
                     linestyle=STYLES[emb],
                     label=f"{optimizer_label(opt)}, {emb}",
@@ -571,17 +683,19 @@ def outputs(cfg: Config, measured: Measured, wall_seconds: float) -> Outputs:
     the report of the measured parts."""
     m = measured
     results = _results(cfg, m)
-    claims = evaluate(NAME, A4Inputs.of({**results, "sweep": m.sweep, "multi": m.multi}))
+    sweep, multi = records(m.sweep), records(m.multi)
+    claims = evaluate(NAME, A4Inputs.of({**results, "sweep": sweep, "multi": multi}))
     tables = (
-        Table("rho.csv", m.rho),
-        Table("rho_slopes.csv", m.slopes, "fitted slopes of ϱ^ε against K", SLOPES_COLUMNS),
-        Table("update_spectra.csv", m.spectra, "σ_min/σ_max of the first updates",
-              SPECTRA_COLUMNS),
-        Table("delta_vs_loss_one_step.csv", m.sweep),
-        Table("delta_vs_loss_multi_step.csv", m.multi),
-        Table("muon_multistep_k.csv", m.multi_k,
+        Table("rho.csv", results["rho"]),
+        Table("rho_slopes.csv", results["slopes"], "fitted slopes of ϱ^ε against K",
+              column_docs(SlopeRow)),
+        Table("update_spectra.csv", results["update_spectra"],
+              "σ_min/σ_max of the first updates", column_docs(SpectrumRow)),
+        Table("delta_vs_loss_one_step.csv", sweep),
+        Table("delta_vs_loss_multi_step.csv", multi),
+        Table("muon_multistep_k.csv", results["muon_multistep_k"],
               "Theorem 5.4 over K: Muon runs read at the first step with ε_t ≤ ε",
-              MULTISTEP_K_COLUMNS),
+              column_docs(MultiKRow)),
     )  # fmt: skip
     figures = (
         Figure("rho_vs_k", _figure_rho(cfg, m.rho),
@@ -591,11 +705,11 @@ def outputs(cfg: Config, measured: Measured, wall_seconds: float) -> Outputs:
         Figure("update_spectra", _figure_spectra(cfg, m.singular_values),
                "singular values of the first updates"),
     )  # fmt: skip
-    records = {
+    files = {
         "coupled_check.json": m.coupled,
         "results.json": {**results, "wall_seconds": wall_seconds},
     }
-    return Outputs(tables, figures, records, tuple(claims), _report(cfg))
+    return Outputs(tables, figures, files, tuple(claims), _report(cfg))
 
 
 def _results(cfg: Config, m: Measured) -> dict[str, Any]:
@@ -605,11 +719,11 @@ def _results(cfg: Config, m: Measured) -> dict[str, Any]:
         "config": asdict(cfg),
         "head_rounding": cfg.head_rounding,
         "figure_k_spectrum": m.spectrum_info,
-        "rho": m.rho,
-        "slopes": m.slopes,
-        "update_spectra": m.spectra,
+        "rho": records(m.rho),
+        "slopes": records(m.slopes),
+        "update_spectra": records(m.spectra),
         "coupled_check": m.coupled,
-        "muon_multistep_k": m.multi_k,
+        "muon_multistep_k": records(m.multi_k),
         "signgd_coupled_rate_exponent": {
             "ours_papers_md_orientation": theory.signgd_coupled_rate_exponent(),
             "transposed_orientation": theory.signgd_coupled_rate_exponent(
@@ -629,27 +743,6 @@ def _report(cfg: Config) -> Report:
         "coupled embeddings, exact population loss; Δ–L curves at "
         f"K = {cfg.figure_k}.",
     )
-
-
-SLOPES_COLUMNS = {
-    "set": "main: the K list; asymptotic: the large-K list",
-    "k_min": "smallest K of the fit",
-    "k_max": "largest K of the fit",
-    "slope_rho": "fitted log-log slope of ϱ^ε against K",
-    "slope_gap": "fitted log-log slope of 1 − ε − ϱ^ε against K",
-    "predicted_slope_rho": "the slope the theorem (or paper) predicts",
-}
-SPECTRA_COLUMNS = {
-    "ratio": "σ_min/σ_max over the non-zero singular values of the update",
-    "block_ratio": "the same for the 3×3 (I⊗A) block of the coupled construction",
-    "identity_deviation": "max |ẼᵀUE + I| (Muon's deviation from −ẼEᵀ)",
-}
-MULTISTEP_K_COLUMNS = {
-    "eps_target": "the fixed ε",
-    "eps_t": "1 − max_k f_k at that step",
-    "gap": "Δ_t, the best-minus-worst fact probability",
-    "constant_log_k": "Δ_t/(ε_t log K / K), the theorem's O(·) constant",
-}
 
 
 STUDY = Study(

@@ -31,7 +31,7 @@ from __future__ import annotations
 
 import math
 from collections.abc import Sequence
-from dataclasses import dataclass, field
+from dataclasses import asdict, dataclass, field
 from typing import TYPE_CHECKING, Any, Literal, cast
 
 import numpy as np
@@ -41,6 +41,7 @@ from torch import Tensor, nn
 from tailmem.claims.a2 import A2Inputs, isotropy_comparison
 from tailmem.claims.core import ClaimResult, mean_se
 from tailmem.claims.registry import evaluate
+from tailmem.columns import column, column_docs, records
 from tailmem.errors import ConfigError
 from tailmem.lm.arms import Arm, matrix_recipe
 from tailmem.lm.config import LMConfig
@@ -263,7 +264,17 @@ class Series:
 # claims
 
 
-def logit_summary(series: Series) -> dict[str, Any]:
+@dataclass(frozen=True)
+class LogitSummary:
+    """One optimiser's max attention logit per layer: the final value (mean over seeds) and
+    the largest value any seed reached during training, in ``layers`` order."""
+
+    layers: list[int]
+    final_mean: list[float]
+    max_over_training: list[float]
+
+
+def logit_summary(series: Series) -> LogitSummary:
     """Per-layer final max logit (mean over seeds) and the largest value seen anywhere."""
     layers = sorted(
         int(k.split("/")[1])
@@ -272,7 +283,7 @@ def logit_summary(series: Series) -> dict[str, Any]:
     )
     final = [float(np.mean(series.per_seed(f"logit_max/{layer}")[:, -1])) for layer in layers]
     peak = [float(np.nanmax(series.per_seed(f"logit_max/{layer}"))) for layer in layers]
-    return {"layers": layers, "final_mean": final, "max_over_training": peak}
+    return LogitSummary(layers, final, peak)
 
 
 def claim_inputs(cfg: Config, model_cfg: GPTConfig, muon: Series, adam: Series) -> A2Inputs:
@@ -291,7 +302,7 @@ def claim_inputs(cfg: Config, model_cfg: GPTConfig, muon: Series, adam: Series) 
     }
     peaks = {}
     for name, s in arms.items():
-        layers = logit_summary(s)["layers"]
+        layers = logit_summary(s).layers
         if layers:
             stack = np.stack([s.per_seed(f"logit_max/{layer}") for layer in layers], axis=1)
             peaks[name] = np.nanmax(stack.reshape(s.n, -1), axis=1).tolist()
@@ -329,30 +340,61 @@ MATRIX_LABELS = {
 }
 
 
-def _final_rows(muon: Series, adam: Series, matrices: Sequence[str]) -> list[dict[str, Any]]:
+@dataclass(frozen=True)
+class FinalRow:
+    """One layer, matrix and metric of ``spectra_final.csv``: its final-step value."""
+
+    layer: int = column("the block")
+    matrix: str = column("the weight matrix")
+    metric: str = column("the isotropy metric")
+    muon_mean: float | None = column("Muon: mean over seeds (empty: every Muon run diverged)")
+    muon_sd: float | None = column("Muon: SD over seeds (empty for one seed)")
+    adam_mean: float | None = column("Adam: the same")
+    adam_sd: float | None = column("Adam: the same")
+
+
+def _final_rows(muon: Series, adam: Series, matrices: Sequence[str]) -> list[FinalRow]:
     """Final-step value per layer, matrix and metric: mean and seed SD per optimiser."""
+
+    def final(series: Series, key: str) -> tuple[float | None, float | None]:
+        if not series.n:  # every run of this optimiser diverged
+            return None, None
+        values = series.per_seed(key)[:, -1]
+        return _r(np.mean(values)), _r(np.std(values, ddof=1)) if series.n > 1 else None
+
     rows = []
     for matrix in matrices:
         for metric in ISO_METRICS:
             for layer in muon.layers(matrix) or adam.layers(matrix):
-                row: dict[str, Any] = {"layer": layer, "matrix": matrix, "metric": metric}
-                for name, series in (("muon", muon), ("adam", adam)):
-                    if not series.n:  # every run of this optimiser diverged
-                        row[f"{name}_mean"] = row[f"{name}_sd"] = None
-                        continue
-                    values = series.per_seed(f"iso/{matrix}/{layer}/{metric}")[:, -1]
-                    row[f"{name}_mean"] = _r(np.mean(values))
-                    row[f"{name}_sd"] = _r(np.std(values, ddof=1)) if series.n > 1 else None
-                rows.append(row)
+                key = f"iso/{matrix}/{layer}/{metric}"
+                rows.append(FinalRow(layer, matrix, metric, *final(muon, key), *final(adam, key)))
     return rows
+
+
+@dataclass(frozen=True)
+class SummaryRow:
+    """One matrix and metric of ``spectra_summary.csv``: the layer-mean final value."""
+
+    matrix: str = column("the weight matrix")
+    metric: str = column("the isotropy metric")
+    muon_mean: float = column(
+        "Muon: mean over seeds of the layer-mean metric (shown ± its SE, muon_se)"
+    )
+    muon_se: float | None = column("its SE over seeds (empty for one seed)")
+    adam_mean: float = column("Adam: the same")
+    adam_se: float | None = column("its SE")
+    muon_more_isotropic: str = column(
+        "the claims' per-metric verdict: Muon more isotropic beyond the 95 % two-sided t "
+        "interval over ≥ 3 seeds (inconclusive within)"
+    )
 
 
 def _summary_rows(
     muon: Series, adam: Series, matrices: Sequence[str], top_k: int
-) -> list[dict[str, Any]]:
+) -> list[SummaryRow]:
     """Layer-mean final value per matrix and metric — mean and SE over seeds in numeric
     columns (SE empty for one seed) — with the claims' per-metric verdict."""
-    rows: list[dict[str, Any]] = []
+    rows: list[SummaryRow] = []
     if not (muon.n and adam.n):
         return rows
     both = sorted(set(muon.seeds) & set(adam.seeds))  # paired by seed, as the claims are
@@ -361,13 +403,18 @@ def _summary_rows(
         for metric in ISO_METRICS:
             m, a = muon.layer_mean(matrix, metric)[:, -1], adam.layer_mean(matrix, metric)[:, -1]
             c = isotropy_comparison(m.tolist(), a.tolist(), HIGHER_IS_ISOTROPIC[metric])
-            row: dict[str, Any] = {"matrix": matrix, "metric": metric_label(metric, top_k)}
-            for name, values in (("muon", m), ("adam", a)):
-                stats = mean_se(values.tolist())
-                row[f"{name}_mean"] = _r(stats.mean)
-                row[f"{name}_se"] = None if stats.se is None else _r(stats.se)
-            row["muon_more_isotropic"] = c.verdict
-            rows.append(row)
+            ms, as_ = mean_se(m.tolist()), mean_se(a.tolist())
+            rows.append(
+                SummaryRow(
+                    matrix=matrix,
+                    metric=metric_label(metric, top_k),
+                    muon_mean=_r(ms.mean),
+                    muon_se=None if ms.se is None else _r(ms.se),
+                    adam_mean=_r(as_.mean),
+                    adam_se=None if as_.se is None else _r(as_.se),
+                    muon_more_isotropic=c.verdict,
+                )
+            )
     return rows
 
 
@@ -382,12 +429,13 @@ def outputs(
     matrices = [m for m in MATRIX_LABELS if muon.layers(m) or adam.layers(m)]
     logits = {name: logit_summary(s) for name, s in (("muon", muon), ("adam", adam)) if s.n}
     tables = (
-        Table("spectra_final.csv", _final_rows(muon, adam, matrices)),
-        Table("spectra_curves.csv", _long_rows(results)),
-        Table("spectra_summary.csv", _summary_rows(muon, adam, matrices, cfg.top_k),
-              "Final-step isotropy, layer mean", SUMMARY_COLUMNS,
+        Table("spectra_final.csv", records(_final_rows(muon, adam, matrices))),
+        Table("spectra_curves.csv", records(_long_rows(results))),
+        Table("spectra_summary.csv", records(_summary_rows(muon, adam, matrices, cfg.top_k)),
+              "Final-step isotropy, layer mean", column_docs(SummaryRow),
               {"muon": ["muon_mean", "muon_se"], "adam": ["adam_mean", "adam_se"]}),
-        Table("max_logit.csv", _logit_rows(logits), "Max attention logit per layer (Table 2)"),
+        Table("max_logit.csv", records(_logit_rows(logits)),
+              "Max attention logit per layer (Table 2)", column_docs(LogitRow)),
     )  # fmt: skip
     record = {
         "seeds": cfg.seed_list,
@@ -399,7 +447,7 @@ def outputs(
         "final_val_loss": {
             name: [r.final.get("val_loss") for r in rs] for name, rs in results.items()
         },
-        "max_logit": logits,
+        "max_logit": {name: asdict(summary) for name, summary in logits.items()},
         "runs": {name: [r.key for r in rs] for name, rs in results.items()},
         "diverged": diverged_runs([r for rs in results.values() for r in rs]),
     }
@@ -412,25 +460,32 @@ def outputs(
     )
 
 
-SUMMARY_COLUMNS = {
-    "muon": "Muon: mean ± SE over seeds of the layer-mean metric",
-    "adam": "Adam: the same",
-    "muon_more_isotropic": "the claims' per-metric verdict: Muon more isotropic beyond the "
-    "95 % two-sided t interval over ≥ 3 seeds (inconclusive within)",
-}
-"""The column notes of ``spectra_summary.csv`` in the report."""
+@dataclass(frozen=True)
+class LogitRow:
+    """One layer of ``max_logit.csv`` (paper Table 2)."""
+
+    layer: int = column("the block")
+    muon_final: float | None = column(
+        "Muon: the final max attention logit, mean over seeds (empty: every Muon run diverged)"
+    )
+    muon_max_during_training: float | None = column(
+        "Muon: the largest max attention logit any seed reached during training"
+    )
+    adam_final: float | None = column("Adam: the same as muon_final")
+    adam_max_during_training: float | None = column("Adam: the same as muon_max_during_training")
 
 
-def _logit_rows(logits: dict[str, dict[str, Any]]) -> list[dict[str, Any]]:
+def _logit_rows(logits: dict[str, LogitSummary]) -> list[LogitRow]:
     """Per layer: each optimiser's final and peak max attention logit (``max_logit.csv``)."""
-    rows = []
-    for i, layer in enumerate(next(iter(logits.values()))["layers"] if logits else []):
-        row = {"layer": layer}
-        for name, summ in logits.items():
-            row[f"{name}_final"] = _r(summ["final_mean"][i])
-            row[f"{name}_max_during_training"] = _r(summ["max_over_training"][i])
-        rows.append(row)
-    return rows
+
+    def at(name: str, i: int) -> tuple[float | None, float | None]:
+        summary = logits.get(name)
+        if summary is None:  # every run of this optimiser diverged
+            return None, None
+        return _r(summary.final_mean[i]), _r(summary.max_over_training[i])
+
+    layers = next(iter(logits.values())).layers if logits else []
+    return [LogitRow(layer, *at("muon", i), *at("adam", i)) for i, layer in enumerate(layers)]
 
 
 def _report(cfg: Config, provenance: dict[str, Any]) -> Report:
@@ -443,7 +498,20 @@ def _report(cfg: Config, provenance: dict[str, Any]) -> Report:
     return Report("A2 spectral isotropy: Muon vs Adam", summary, data=provenance)
 
 
-def _long_rows(results: dict[str, list[RunResult]]) -> list[dict[str, Any]]:
+@dataclass(frozen=True)
+class CurvePoint:
+    """One logged isotropy value (``spectra_curves.csv``)."""
+
+    optimizer: str = column("the optimiser arm")
+    seed: int = column("the run's seed")
+    step: int = column("the training step")
+    layer: int = column("the block")
+    matrix: str = column("the weight matrix")
+    metric: str = column("the isotropy metric")
+    value: float | None = column("its value (empty: not finite)")
+
+
+def _long_rows(results: dict[str, list[RunResult]]) -> list[CurvePoint]:
     """Every logged isotropy value: optimizer, seed, step, layer, matrix, metric, value."""
     rows = []
     for name, runs in results.items():
@@ -452,16 +520,10 @@ def _long_rows(results: dict[str, list[RunResult]]) -> list[dict[str, Any]]:
                 for key, value in e.items():
                     if key.startswith("iso/"):
                         _, matrix, layer, metric = key.split("/")
+                        scalar = cast("float | None", value)  # an isotropy value: a scalar
+                        step = step_of(e)
                         rows.append(
-                            {
-                                "optimizer": name,
-                                "seed": r.seed,
-                                "step": e["step"],
-                                "layer": int(layer),
-                                "matrix": matrix,
-                                "metric": metric,
-                                "value": value,
-                            }
+                            CurvePoint(name, r.seed, step, int(layer), matrix, metric, scalar)
                         )
     return rows
 
@@ -572,14 +634,14 @@ def _logits_and_loss(model_cfg: GPTConfig, muon: Series, adam: Series) -> PlotFi
     plt = pyplot()
     fig, axes = plt.subplots(3, 1, figsize=(7, 9), sharex=True, layout="constrained")
     for ax, (name, series) in zip(axes[:2], (("muon", muon), ("adam", adam)), strict=True):
-        summary = logit_summary(series) if series.n else {"layers": []}
+        layers = logit_summary(series).layers if series.n else []
         cmap = plt.get_cmap("viridis")
-        for layer in summary["layers"]:
+        for layer in layers:
             values = series.per_seed(f"logit_max/{layer}").mean(axis=0)
             ax.plot(
                 series.steps,
                 values,
-                color=cmap(layer / max(1, len(summary["layers"]) - 1)),
+                color=cmap(layer / max(1, len(layers) - 1)),
                 label=f"layer {layer}",
             )
         ax.axhline(math.sqrt(model_cfg.head_dim), color="grey", ls="--", lw=0.8, label="√d_head")

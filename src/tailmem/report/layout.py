@@ -16,10 +16,12 @@ A study may write ``report.json`` beside its results; every key is optional::
   are required, non-empty text, nothing else; the report states them on its first screen.
 - ``figures``: PNG files of the run with captions; without the key, every PNG of the run is
   shown.
-- ``tables``: CSV files of the run with captions; ``columns`` explains headers (names that are
-  not columns are dropped); ``mean_se`` shows a mean column and its standard-error column as
-  one column ``mean ± SE`` under the shown name (placed where the mean column is), so a study's
-  CSV keeps numbers in numeric columns while the report reads as the paper's tables do.
+- ``tables``: CSV files of the run with captions; ``columns`` explains headers (a name that is
+  neither a column of the CSV's header nor a shown ``mean_se`` name is a stale note, refused);
+  ``mean_se`` shows a mean column and its standard-error column as one column ``mean ± SE``
+  under the shown name (placed where the mean column is; its note its own, else the mean
+  column's), so a study's CSV keeps numbers in numeric columns while the report reads as the
+  paper's tables do.
 - ``data`` names the data a study trained on (printed under the summary, so a loss beside a
   published one says what it was measured on).
 
@@ -250,8 +252,9 @@ def read_table(
     path: Path, caption: str, item: dict[str, Any], max_rows: int | None = MAX_TABLE_ROWS
 ) -> Table:
     """A CSV of a run as the report shows it, checked (CSV text, every row as wide as the
-    header; ``item``, its ``report.json`` entry: ``columns`` mapping names to text, ``mean_se``
-    pairing columns of the header), its first ``max_rows`` rows (None: every row)."""
+    header; ``item``, its ``report.json`` entry: ``columns`` mapping names of the header or of
+    ``mean_se`` to text, ``mean_se`` pairing columns of the header), its first ``max_rows``
+    rows (None: every row)."""
     try:
         rows = list(csv.reader(io.StringIO(path.read_text())))
     except (UnicodeDecodeError, csv.Error) as exc:
@@ -266,9 +269,28 @@ def read_table(
     if not isinstance(columns, dict) or not all(isinstance(v, str) for v in columns.values()):
         raise DataError(f"{path}: report.json 'columns' must map column names to text")
     pairs = _mean_se(path, header, item.get("mean_se", {}))
+    stale = [name for name in columns if name not in header and name not in pairs]
+    if header and stale:  # an empty CSV (a table of no rows) has no header to check against
+        raise DataError(
+            f"{path}: report.json 'columns' documents {', '.join(map(repr, stale))}, which is "
+            f"not a column of the table; expected names from its header ({', '.join(header)})"
+        )
     shown, cells = _merged(header, body[:max_rows], pairs)
-    columns = {k: v for k, v in columns.items() if k in shown}
-    return Table(path.name, caption, shown, cells, len(body), columns)
+    return Table(path.name, caption, shown, cells, len(body), _notes(columns, shown, pairs))
+
+
+def _notes(
+    columns: dict[str, str], shown: tuple[str, ...], pairs: dict[str, tuple[str, str]]
+) -> dict[str, str]:
+    """The notes of the shown columns: a merged ``mean ± SE`` column's is its own note, else its
+    mean column's; an SE column merged away has none."""
+    merged_into = {mean: name for name, (mean, _) in pairs.items()}
+    notes: dict[str, str] = {}
+    for name, text in columns.items():
+        target = merged_into.get(name, name)
+        if target in shown and (name == target or target not in columns):
+            notes[target] = text
+    return notes
 
 
 def _mean_se(path: Path, header: list[str], pairs: object) -> dict[str, tuple[str, str]]:
