@@ -12,6 +12,9 @@ same place as the CSV's header (:func:`column_docs`)::
     rows = [Row("adam", 1.9)]
     Table("board.csv", records(rows), "The board", column_docs(Row))   # tailmem.outputs
     # the CSV header is the fields' names; the report's column notes their docs
+
+A header that is no Python name (``"lag τ 0.5"``, ``"lag_0.5"``) is given as ``name``:
+``lag_05: str = column("the lag at τ 0.5", name="lag τ 0.5")``.
 """
 
 from __future__ import annotations
@@ -22,14 +25,23 @@ from typing import Any
 
 DOC = "doc"
 """The field-metadata key holding a column's explanation."""
+NAME = "name"
+"""The field-metadata key holding a column's header where it is not the field's name."""
 _MISSING: Any = dataclasses.MISSING
 
 
-def column(doc: str, default: Any = _MISSING) -> Any:
-    """A documented column (a dataclass field), required unless ``default`` is given."""
+def column(doc: str, default: Any = _MISSING, name: str | None = None) -> Any:
+    """A documented column (a dataclass field), required unless ``default`` is given; headed
+    ``name`` in the CSV and the report where given, else by the field's name."""
+    metadata = {DOC: doc} if name is None else {DOC: doc, NAME: name}
     if default is _MISSING:
-        return dataclasses.field(metadata={DOC: doc})
-    return dataclasses.field(default=default, metadata={DOC: doc})
+        return dataclasses.field(metadata=metadata)
+    return dataclasses.field(default=default, metadata=metadata)
+
+
+def header(spec: dataclasses.Field[Any]) -> str:
+    """The column's header: its ``name`` (:func:`column`) or the field's name."""
+    return str(spec.metadata.get(NAME, spec.name))
 
 
 def column_docs(cls: type) -> dict[str, str]:
@@ -39,17 +51,17 @@ def column_docs(cls: type) -> dict[str, str]:
     for spec in dataclasses.fields(cls):
         if DOC not in spec.metadata:
             raise TypeError(f"{cls.__qualname__}.{spec.name} has no column documentation")
-        out[spec.name] = str(spec.metadata[DOC])
+        out[header(spec)] = str(spec.metadata[DOC])
     return out
 
 
 def records(rows: Iterable[Any]) -> list[dict[str, Any]]:
-    """The rows as CSV records (field name → value; tuples as space-separated text)."""
+    """The rows as CSV records (header → value; tuples as space-separated text)."""
     out = []
     for row in rows:
         record = {}
         for spec in dataclasses.fields(row):
             value = getattr(row, spec.name)
-            record[spec.name] = " ".join(map(str, value)) if isinstance(value, tuple) else value
+            record[header(spec)] = " ".join(map(str, value)) if isinstance(value, tuple) else value
         out.append(record)
     return out

@@ -661,11 +661,11 @@ def test_tables_gap_and_claim_rules_on_constructed_results():
     assert rows[-1]["Muon EM SE"] == pytest.approx(0.015 / np.sqrt(3), abs=1e-5)
     assert rows[0]["Adam mean"] == pytest.approx(0.5) and rows[0]["Adam SE"] == 0.0  # halfway
     assert rows[0]["paper Adam"] == 0.298  # m − 2 at 50 %: the paper's group 13 at 5k steps
-    gaps = {g["arm"]: g for g in gap_rows(plan, "plain", head_groups=3)}
-    assert gaps["adam"]["gap_mean"] == pytest.approx(1 - 0.26)
-    assert gaps["adam"]["em_rarest_mean"] == pytest.approx(0.13)
-    assert gaps["adam"]["em_all"] == pytest.approx(0.5 * np.mean([0.782, 0.742, 0.762]), abs=1e-4)
-    assert gaps["adam"]["gap_std"] == pytest.approx(np.std([0.69, 0.79, 0.74], ddof=1), abs=1e-4)
+    gaps = {g.arm: g for g in gap_rows(plan, "plain", head_groups=3)}
+    assert gaps["adam"].gap_mean == pytest.approx(1 - 0.26)
+    assert gaps["adam"].em_rarest_mean == pytest.approx(0.13)
+    assert gaps["adam"].em_all == pytest.approx(0.5 * np.mean([0.782, 0.742, 0.762]), abs=1e-4)
+    assert gaps["adam"].gap_std == pytest.approx(np.std([0.69, 0.79, 0.74], ddof=1), abs=1e-4)
     found = {c.id: c for c in claims(plan, m=4, head_groups=3, chance=0.01)}
     verdicts = {cid: c.verdict for cid, c in found.items()}
     assert list(verdicts) == [c.id for c in claims_of("knowledge-qa")]  # the registry's, in order

@@ -13,6 +13,7 @@ import pytest
 import torch
 
 from tailmem.claims import core
+from tailmem.columns import records
 from tailmem.data.bios import BiosConfig, build_dataset
 from tailmem.experiments.knowledge_qa import Config
 from tailmem.experiments.knowledge_qa.arms import ARMS
@@ -239,26 +240,26 @@ def test_adam_twice_slower_gives_lag_ratio_two_floored_at_the_resolution():
     assert [(p.lead, p.lag) for p in measures.paper["iclr"].measured] == [("muon", "adam")]
 
     rows = lag_ratio_rows("plain", measures)
-    assert {r["source"] for r in rows} == {"tailmem", CELLS_SOURCE, "paper arXiv v2", "paper ICLR"}
-    ours = [r for r in rows if r["source"] == "tailmem"]
-    assert len(ours) == 6 * 3 and all(r["status"] == "measured" for r in ours)
+    assert {r.source for r in rows} == {"tailmem", CELLS_SOURCE, "paper arXiv v2", "paper ICLR"}
+    ours = [r for r in rows if r.source == "tailmem"]
+    assert len(ours) == 6 * 3 and all(r.status == "measured" for r in ours)
     first = ours[0]
-    assert (first["group"], first["tau"], first["n_measured"], first["n_seeds"]) == (0, 0.3, 2, 2)
-    assert (first["ci_low"], first["ci_high"]) == pytest.approx(row.interval())
+    assert (first.group, first.tau, first.n_measured, first.n_seeds) == (0, 0.3, 2, 2)
+    assert (first.ci_low, first.ci_high) == pytest.approx(row.interval())
     low, high = row.interval()
     table = lag_ratio_table(measures, "muon", "adam", LABELS)
-    assert table[0]["source"] == "tailmem" and table[0]["group"] == 0
-    assert table[0]["τ = 0.3"] == f"2.00 [{low:.2f}, {high:.2f}]"
+    assert table[0].source == "tailmem" and table[0].group == 0
+    assert records(table)[0]["τ = 0.3"] == f"2.00 [{low:.2f}, {high:.2f}]"  # the CSV's header
     (ours_gap, *paper) = gap_rows("plain", measures, STEPS)
-    assert (ours_gap["peak_gap"], ours_gap["group"], ours_gap["step"]) == (0.5, 0, 10)
-    assert (ours_gap["fraction"], ours_gap["peak_se"]) == (0.1, 0.0)
-    assert (ours_gap["tail_gap"], ours_gap["tail_group"], ours_gap["tail_se"]) == (0.0, 4, 0.0)
+    assert (ours_gap.peak_gap, ours_gap.group, ours_gap.step) == (0.5, 0, 10)
+    assert (ours_gap.fraction, ours_gap.peak_se) == (0.1, 0.0)
+    assert (ours_gap.tail_gap, ours_gap.tail_group, ours_gap.tail_se) == (0.0, 4, 0.0)
     # The paper's v2 table: Muon .976 vs Adam .264 in group 15 at 10k steps is both its tail
     # gap and its peak gap.
-    assert (paper[0]["source"], paper[0]["tail_gap"], paper[0]["tail_group"]) == (
+    assert (paper[0].source, paper[0].tail_gap, paper[0].tail_group) == (
         "paper arXiv v2", 0.712, 15,
     )  # fmt: skip
-    assert (paper[0]["peak_gap"], paper[0]["group"], paper[0]["step"]) == (0.712, 15, 10000)
+    assert (paper[0].peak_gap, paper[0].group, paper[0].step) == (0.712, 15, 10000)
     (lead, _) = summary_sentences(measures, "plain", LABELS)
     assert lead.startswith("Adam behind Muon (paper A's comparison, plain FFN): exposure-lag")
     assert f"τ 0.3: {ratio_text_of(pair.ratio(0.3))}" in lead
@@ -309,7 +310,7 @@ def test_ratios_on_the_papers_cells_are_computed_as_the_papers_and_shown_beside_
     paper = measures.paper["arxiv-v2"].pair("muon", "adam")
     assert paper is not None and paper.cells == paper.lag_ratios
     table = lag_ratio_table(measures, "muon", "adam", LABELS)
-    assert [r["group"] for r in table if r["source"] == CELLS_SOURCE] == [0, 2, 4, POOLED]
+    assert [r.group for r in table if r.source == CELLS_SOURCE] == [0, 2, 4, POOLED]
     (_, like) = summary_sentences(measures, "plain", LABELS)
     assert like.startswith("Like for like with the paper") and "2.59" in like
 
@@ -325,7 +326,7 @@ def test_an_arm_that_never_reaches_tau_gives_a_lower_bound_and_a_failed_seed_is_
     assert row.of_mean.status == "not reached"
     assert row.of_mean.lower == pytest.approx(STEPS / 40)
     table = lag_ratio_table(measures, "muon", "adam", LABELS)
-    cell = next(r for r in table if r["source"] == "tailmem" and r["group"] == 4)["τ = 0.8"]
+    cell = next(r for r in table if r.source == "tailmem" and r.group == 4).high  # τ = 0.8
     assert cell == "≥ 2.50 (Adam never reaches τ)"
     # One seed: a ratio but no interval (nothing to estimate its spread from).
     one = pair.ratio(0.3, 0)
@@ -342,7 +343,7 @@ def test_no_seed_finished_by_both_arms_is_not_measured():
     assert isinstance(unmeasured, UnmeasuredPair) and unmeasured.status == "not measured"
     assert unmeasured.reason == "no seed completed in both arms"
     assert not curves and measures.headlines() == []
-    assert lag_ratio_table(measures, "muon", "adam", LABELS)[0]["source"] == "paper arXiv v2"
+    assert lag_ratio_table(measures, "muon", "adam", LABELS)[0].source == "paper arXiv v2"
     assert "not measured" in summary_sentences(measures, "plain", LABELS)[0]
     assert measures.to_json()["pairs"][0]["status"] == "not measured"
 
@@ -371,5 +372,5 @@ def test_gated_ffn_is_measured_beside_the_papers_single_gated_cell():
     assert paper.tail_gap.gap == pytest.approx(0.994 - 0.244)
     assert all(r.ratio is None for r in paper.lag_ratios)
     cells = lag_ratio_table(measures, "muon", "adam", LABELS)
-    assert [c["group"] for c in cells if c["source"] == "paper ICLR"] == [15, POOLED]
+    assert [c.group for c in cells if c.source == "paper ICLR"] == [15, POOLED]
     json.dumps(measures.to_json(), allow_nan=False)

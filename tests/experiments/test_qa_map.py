@@ -244,6 +244,11 @@ def test_outputs_fit_the_trend_extrapolate_and_say_where_the_edge_is(tmp_path):
     assert cell["LR muon"] == "0.06" and cell["peak rarest gap (descriptive)"] == "+0.400 ± 0.020"
     test = rows[6].tail.test()
     assert cell["tail gap"] == "+0.400 [{:+.3f}, {:+.3f}]".format(*test.interval)
+    # every column of the report's table documented, in the CSV's order, the edge's header
+    # naming the τ it is judged at
+    shown = json.loads((tmp_path / "report.json").read_text())["tables"]
+    (summary,) = [t for t in shown if t["file"] == "map_summary.csv"]
+    assert list(summary["columns"]) == list(cell) and f"edge (τ {cfg.tau:g})" in cell
     results = json.loads((tmp_path / "results.json").read_text())
     trend = results["trend"]
     # width and facts/param are collinear at one m and depth: the trend is in width alone

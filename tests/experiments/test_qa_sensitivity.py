@@ -24,19 +24,21 @@ from tailmem.claims.a3_sensitivity import (
     SeedRatios,
     judge,
 )
-from tailmem.claims.core import PAPER_A_QA, Bound, t_quantile
+from tailmem.claims.core import PAPER_A_QA, Bound, MeanSE, t_quantile
 from tailmem.claims.paper_a_qa_tables import VERSIONS
 from tailmem.cli import main
+from tailmem.columns import column_docs, records
 from tailmem.errors import ConfigError
 from tailmem.experiments import headline_questions
 from tailmem.experiments.knowledge_qa import Config, gaps, grid, score_of
 from tailmem.experiments.qa_map.measures import ArmChoice, arm_choice
+from tailmem.experiments.qa_sensitivity import PointMeasures, SensitivityRow, sensitivity_row
 from tailmem.lm.config import OptimSection, TrainSection
 from tailmem.lm.plan import Plan, run_plan
 from tailmem.lm.spec import Divergence, RunResult
 from tailmem.lm.subrun import RunContext, RunTemplate
 from tailmem.lm.tuning import TuningSection
-from tailmem.metrics.qa_gaps import published_measures
+from tailmem.metrics.qa_gaps import Gap, LagRatio, Ratio, published_measures
 from tailmem.models.gpt import GPTConfig
 from tailmem.report.render import write_report
 from tailmem.studies import Provenance
@@ -398,3 +400,32 @@ def test_smoke_study_end_to_end_writes_the_table_figure_claims_and_report_sectio
     assert '<img alt="Exposure-lag ratio of Adam behind Muon' in html
     assert "One factor changed at a time from the base" in html
     assert "(sens/lag_ratio_by_level.png)" in (tmp_path / "report.md").read_text()
+
+
+def test_a_levels_row_holds_its_measures_under_the_tables_headers():
+    """sensitivity.csv's row of one level: each arm's rate and tuning, the lag ratios per
+    reading and τ (geometric mean, 95 % t interval, status) under the CSV's headers, the final
+    gaps and the peak; a reading not measured is named so, its numbers empty."""
+    seeds = tuple(Ratio("measured", v, v, v, 0.01) for v in (1.8, 2.0, 2.2))
+    mean = (1.8 * 2.0 * 2.2) ** (1 / 3)
+    pooled = LagRatio("pooled", 0.5, seeds, Ratio("measured", mean, mean, mean, 0.01), (0, 1, 2))
+    found = PointMeasures(
+        arms={"muon": ArmChoice(0.02, "interior", 6, 6), "adam": ArmChoice(3e-3, "lowest edge")},
+        n_seeds=3,
+        readings={"pooled": {0.5: pooled}},
+        finals={("fta", "rarest"): MeanSE(0.41234, 0.05, 3)},
+        peak=Gap(4, 50.0, 0.6, None),
+    )
+    (record,) = records([sensitivity_row("loss", "all", False, found)])
+    assert list(record) == list(column_docs(SensitivityRow))  # every column documented
+    low, high = pooled.interval()
+    assert (record["lag_0.5"], record["lag_0.5_lo"], record["lag_0.5_hi"]) == (
+        round(mean, 4), round(low, 4), round(high, 4),
+    )  # fmt: skip
+    assert record["lag_0.5_status"] == "measured" and record["lag_0.3_status"] == "not measured"
+    assert record["m2_lag_0.8"] is None and record["m2_lag_0.8_status"] == "not measured"
+    assert (record["muon_lr"], record["muon_trials"], record["adam_trials"]) == (0.02, "6/6", "")
+    assert record["adam_lr_where"] == "lowest edge" and record["n_seeds"] == 3
+    assert (record["rarest_fta_gap"], record["rarest_fta_gap_se"]) == (0.4123, 0.05)
+    assert record["second_em_gap"] is None
+    assert (record["peak_gap"], record["peak_gap_se"], record["peak_group"]) == (0.6, None, 4)

@@ -48,9 +48,11 @@ from tailmem.claims.a3_sensitivity import (
     PerSeed,
 )
 from tailmem.claims.core import Bound, ClaimResult, MeanSE, mean_se
+from tailmem.columns import column, column_docs, records
 from tailmem.errors import ConfigError
 from tailmem.experiments import knowledge_qa as kqa
 from tailmem.experiments.knowledge_qa import SCORES, gaps, grid, tables
+from tailmem.experiments.knowledge_qa.gaps import TAU_HIGH, TAU_LOW, TAU_MIDDLE
 from tailmem.experiments.qa_map.measures import ArmChoice, arm_choice, final_gaps, seed_ratios
 from tailmem.lm.sweeps import choice_rows
 from tailmem.metrics.qa_gaps import TAUS, Gap, LagRatio
@@ -199,43 +201,216 @@ def _round(value: float | None) -> float | None:
     return None if value is None else round(float(value), 4)
 
 
-def ratio_columns(key: str, row: LagRatio | None) -> dict[str, Any]:
-    """A lag ratio as columns: the geometric mean over seeds (``key``) with its 95 % t
-    interval (``_lo``, ``_hi``) and status (``_status``: measured in how many seeds)."""
-    interval = None if row is None else row.interval()
-    return {
-        key: None if row is None else _round(row.ratio),
-        f"{key}_lo": None if interval is None else _round(interval[0]),
-        f"{key}_hi": None if interval is None else _round(interval[1]),
-        f"{key}_status": "not measured" if row is None else gaps.ratio_status(row),
-    }
+@dataclass(frozen=True)
+class RatioCells:
+    """A lag ratio as table cells: the geometric mean over seeds with its 95 % t interval,
+    rounded to 4 decimals, and its status (:func:`.knowledge_qa.gaps.ratio_status`)."""
+
+    value: float | None
+    low: float | None
+    high: float | None
+    status: str
+
+    @classmethod
+    def of(cls, row: LagRatio | None) -> RatioCells:
+        if row is None:
+            return cls(None, None, None, "not measured")
+        interval = row.interval()
+        low, high = (None, None) if interval is None else (_round(interval[0]), _round(interval[1]))
+        return cls(_round(row.ratio), low, high, gaps.ratio_status(row))
 
 
-def record(found: PointMeasures) -> dict[str, Any]:
-    """The measures of one point as one flat row (see :data:`SENSITIVITY_COLUMNS`)."""
-    row: dict[str, Any] = {}
-    for arm, choice in found.arms.items():
-        row |= {
-            f"{arm}_lr": choice.rate,
-            f"{arm}_lr_where": choice.where,
-            f"{arm}_trials": f"{choice.trials}/{choice.budget}" if choice.budget else "",
-        }
-    row["n_seeds"] = found.n_seeds
-    for prefix, name in PREFIXES.items():
-        for tau in TAUS:
-            row |= ratio_columns(f"{prefix}_{tau:g}", found.ratio(name, tau))
-    for (metric, name), stats in found.finals.items():
-        key = f"{name}_{metric}_gap"
-        row |= {key: _round(stats.mean), f"{key}_se": _round(stats.se)}
+def _trials(choice: ArmChoice) -> str:
+    return f"{choice.trials}/{choice.budget}" if choice.budget else ""
+
+
+@dataclass(frozen=True)
+class SensitivityRow:
+    """One factor level's measures (a row of ``sensitivity.csv``)."""
+
+    factor: str = column("the factor changed (one at a time from the base)")
+    level: str = column(
+        "its level; base = True marks the base's level (the same base runs in every factor)"
+    )
+    base: bool = column("whether this is the base's level")
+    muon_lr: float | None = column(
+        "the chosen learning rate of the kind each arm tunes (adam_lr alike)"
+    )
+    muon_lr_where: str = column(
+        "where it sits among the candidates tried (the declared grid, widened by up to "
+        "tuning.max_extend points): interior, lowest/highest edge (still at an end), set (one "
+        "number: not tuned) or shared (Muon at Adam's rate)"
+    )
+    muon_trials: str = column(
+        "tuning trials run / budget (candidates × tuning seeds, apart from the evaluation seeds)"
+    )
+    adam_lr: float | None = column("the chosen learning rate of the kind Adam tunes")
+    adam_lr_where: str = column("where it sits among the candidates tried (as muon_lr_where)")
+    adam_trials: str = column("Adam's tuning trials run / budget")
+    n_seeds: int = column("seeds completed by both arms (paired by seed)")
+    lag_low: float | None = column(
+        "exposure-lag ratio of Adam behind Muon pooled over groups (per seed the geometric mean "
+        "over the groups measured in every seed) at FTA 0.3: geometric mean over seeds, _lo and "
+        "_hi its 95 % two-sided t interval, _status measured in how many seeds; likewise lag_0.5 "
+        "and lag_0.8",
+        name=f"lag_{TAU_LOW:g}",
+    )
+    lag_low_lo: float | None = column(
+        "its 95 % two-sided t interval, low end",
+        name=f"lag_{TAU_LOW:g}_lo",
+    )
+    lag_low_hi: float | None = column(
+        "its 95 % two-sided t interval, high end",
+        name=f"lag_{TAU_LOW:g}_hi",
+    )
+    lag_low_status: str = column(
+        "measured, measured in k of n seeds, or the bound of the seed-mean curves",
+        name=f"lag_{TAU_LOW:g}_status",
+    )
+    lag_middle: float | None = column(
+        f"the lag ratio pooled over groups at FTA {TAU_MIDDLE:g}",
+        name=f"lag_{TAU_MIDDLE:g}",
+    )
+    lag_middle_lo: float | None = column(
+        "its 95 % two-sided t interval, low end",
+        name=f"lag_{TAU_MIDDLE:g}_lo",
+    )
+    lag_middle_hi: float | None = column(
+        "its 95 % two-sided t interval, high end",
+        name=f"lag_{TAU_MIDDLE:g}_hi",
+    )
+    lag_middle_status: str = column(
+        "measured, measured in k of n seeds, or the bound of the seed-mean curves",
+        name=f"lag_{TAU_MIDDLE:g}_status",
+    )
+    lag_high: float | None = column(
+        f"the lag ratio pooled over groups at FTA {TAU_HIGH:g}",
+        name=f"lag_{TAU_HIGH:g}",
+    )
+    lag_high_lo: float | None = column(
+        "its 95 % two-sided t interval, low end",
+        name=f"lag_{TAU_HIGH:g}_lo",
+    )
+    lag_high_hi: float | None = column(
+        "its 95 % two-sided t interval, high end",
+        name=f"lag_{TAU_HIGH:g}_hi",
+    )
+    lag_high_status: str = column(
+        "measured, measured in k of n seeds, or the bound of the seed-mean curves",
+        name=f"lag_{TAU_HIGH:g}_status",
+    )
+    m2_lag_low: float | None = column(
+        "the same of group m − 2 on the paper's cells (groups m−4, m−2, m at 20/50/100% of "
+        "training, no step 0): like for like with the paper's tables, the reading the claim judges",
+        name=f"m2_lag_{TAU_LOW:g}",
+    )
+    m2_lag_low_lo: float | None = column(
+        "its 95 % two-sided t interval, low end",
+        name=f"m2_lag_{TAU_LOW:g}_lo",
+    )
+    m2_lag_low_hi: float | None = column(
+        "its 95 % two-sided t interval, high end",
+        name=f"m2_lag_{TAU_LOW:g}_hi",
+    )
+    m2_lag_low_status: str = column(
+        "measured, measured in k of n seeds, or the bound of the seed-mean curves",
+        name=f"m2_lag_{TAU_LOW:g}_status",
+    )
+    m2_lag_middle: float | None = column(
+        f"the lag ratio of group m − 2 on the paper's cells at FTA {TAU_MIDDLE:g}",
+        name=f"m2_lag_{TAU_MIDDLE:g}",
+    )
+    m2_lag_middle_lo: float | None = column(
+        "its 95 % two-sided t interval, low end",
+        name=f"m2_lag_{TAU_MIDDLE:g}_lo",
+    )
+    m2_lag_middle_hi: float | None = column(
+        "its 95 % two-sided t interval, high end",
+        name=f"m2_lag_{TAU_MIDDLE:g}_hi",
+    )
+    m2_lag_middle_status: str = column(
+        "measured, measured in k of n seeds, or the bound of the seed-mean curves",
+        name=f"m2_lag_{TAU_MIDDLE:g}_status",
+    )
+    m2_lag_high: float | None = column(
+        f"the lag ratio of group m − 2 on the paper's cells at FTA {TAU_HIGH:g}",
+        name=f"m2_lag_{TAU_HIGH:g}",
+    )
+    m2_lag_high_lo: float | None = column(
+        "its 95 % two-sided t interval, low end",
+        name=f"m2_lag_{TAU_HIGH:g}_lo",
+    )
+    m2_lag_high_hi: float | None = column(
+        "its 95 % two-sided t interval, high end",
+        name=f"m2_lag_{TAU_HIGH:g}_hi",
+    )
+    m2_lag_high_status: str = column(
+        "measured, measured in k of n seeds, or the bound of the seed-mean curves",
+        name=f"m2_lag_{TAU_HIGH:g}_status",
+    )
+    rarest_fta_gap: float | None = column(
+        "the tail gap, the pre-specified cell: final FTA Muon − Adam of the rarest group, paired "
+        "seed mean (_se); second_: the second-rarest group; _em_: whole-answer exact match"
+    )
+    rarest_fta_gap_se: float | None = column("its SE over paired seeds")
+    second_fta_gap: float | None = column(
+        "final FTA Muon − Adam of the second-rarest group, paired seed mean"
+    )
+    second_fta_gap_se: float | None = column("its SE over paired seeds")
+    rarest_em_gap: float | None = column(
+        "final EM Muon − Adam of the rarest group, paired seed mean"
+    )
+    rarest_em_gap_se: float | None = column("its SE over paired seeds")
+    second_em_gap: float | None = column(
+        "final EM Muon − Adam of the second-rarest group, paired seed mean"
+    )
+    second_em_gap_se: float | None = column("its SE over paired seeds")
+    peak_gap: float | None = column(
+        "descriptive only — the largest seed-mean FTA gap Muon − Adam over groups and evaluations "
+        "(a maximum over many noisy cells: in no verdict; _se: that one cell's; peak_group: where)"
+    )
+    peak_gap_se: float | None = column("that one cell's SE")
+    peak_group: int | None = column("the group where the peak gap occurs")
+
+
+def sensitivity_row(factor: str, level: str, base: bool, found: PointMeasures) -> SensitivityRow:
+    """The :class:`SensitivityRow` of one factor level measured as ``found``."""
+    muon, adam = (found.arms[arm] for arm in PAIR)
+    lag = {tau: RatioCells.of(found.ratio("pooled", tau)) for tau in TAUS}
+    m2 = {tau: RatioCells.of(found.ratio(LIKE_FOR_LIKE, tau)) for tau in TAUS}
+    finals = {key: (_round(s.mean), _round(s.se)) for key, s in found.finals.items()}
+    none = (None, None)
+    rarest_fta, second_fta = (
+        finals.get(("fta", "rarest"), none),
+        finals.get(("fta", "second"), none),
+    )
+    rarest_em, second_em = finals.get(("em", "rarest"), none), finals.get(("em", "second"), none)
     peak = found.peak
-    row |= {"peak_gap": None if peak is None else _round(peak.gap),
-            "peak_gap_se": None if peak is None else _round(peak.se),
-            "peak_group": None if peak is None else peak.group}  # fmt: skip
-    return row
-
-
-PREFIXES = {"lag": "pooled", "m2_lag": LIKE_FOR_LIKE}
-"""Column prefix → the lag-ratio reading it holds."""
+    return SensitivityRow(
+        factor=factor, level=level, base=base,
+        muon_lr=muon.rate, muon_lr_where=muon.where, muon_trials=_trials(muon),
+        adam_lr=adam.rate, adam_lr_where=adam.where, adam_trials=_trials(adam),
+        n_seeds=found.n_seeds,
+        lag_low=lag[TAU_LOW].value, lag_low_lo=lag[TAU_LOW].low,
+        lag_low_hi=lag[TAU_LOW].high, lag_low_status=lag[TAU_LOW].status,
+        lag_middle=lag[TAU_MIDDLE].value, lag_middle_lo=lag[TAU_MIDDLE].low,
+        lag_middle_hi=lag[TAU_MIDDLE].high, lag_middle_status=lag[TAU_MIDDLE].status,
+        lag_high=lag[TAU_HIGH].value, lag_high_lo=lag[TAU_HIGH].low,
+        lag_high_hi=lag[TAU_HIGH].high, lag_high_status=lag[TAU_HIGH].status,
+        m2_lag_low=m2[TAU_LOW].value, m2_lag_low_lo=m2[TAU_LOW].low,
+        m2_lag_low_hi=m2[TAU_LOW].high, m2_lag_low_status=m2[TAU_LOW].status,
+        m2_lag_middle=m2[TAU_MIDDLE].value, m2_lag_middle_lo=m2[TAU_MIDDLE].low,
+        m2_lag_middle_hi=m2[TAU_MIDDLE].high, m2_lag_middle_status=m2[TAU_MIDDLE].status,
+        m2_lag_high=m2[TAU_HIGH].value, m2_lag_high_lo=m2[TAU_HIGH].low,
+        m2_lag_high_hi=m2[TAU_HIGH].high, m2_lag_high_status=m2[TAU_HIGH].status,
+        rarest_fta_gap=rarest_fta[0], rarest_fta_gap_se=rarest_fta[1],
+        second_fta_gap=second_fta[0], second_fta_gap_se=second_fta[1],
+        rarest_em_gap=rarest_em[0], rarest_em_gap_se=rarest_em[1],
+        second_em_gap=second_em[0], second_em_gap_se=second_em[1],
+        peak_gap=None if peak is None else _round(peak.gap),
+        peak_gap_se=None if peak is None else _round(peak.se),
+        peak_group=None if peak is None else peak.group,
+    )  # fmt: skip
 
 
 @dataclass(frozen=True)
@@ -248,9 +423,9 @@ class LevelRow:
     base: bool
     measures: PointMeasures
 
-    def record(self) -> dict[str, Any]:
-        return {"factor": self.factor, "level": self.level, "base": self.base,
-                **record(self.measures)}  # fmt: skip
+    def row(self) -> SensitivityRow:
+        """Its row of ``sensitivity.csv``."""
+        return sensitivity_row(self.factor, self.level, self.base, self.measures)
 
 
 def level_rows(cfg: Config, measures: Mapping[str, PointMeasures]) -> list[LevelRow]:
@@ -362,32 +537,6 @@ def sensitivity_figure(rows: Sequence[LevelRow], paper: Mapping[float, PerSeed])
     return fig
 
 
-SENSITIVITY_COLUMNS = {
-    "factor": "the factor changed (one at a time from the base)",
-    "level": "its level; base = True marks the base's level (the same base runs in every factor)",
-    "muon_lr": "the chosen learning rate of the kind each arm tunes (adam_lr alike)",
-    "muon_lr_where": "where it sits among the candidates tried (the declared grid, widened by up "
-    "to tuning.max_extend points): interior, lowest/highest edge (still at an end), set (one "
-    "number: not tuned) or shared (Muon at Adam's rate)",
-    "muon_trials": "tuning trials run / budget (candidates × tuning seeds, apart from the "
-    "evaluation seeds)",
-    "n_seeds": "seeds completed by both arms (paired by seed)",
-    "lag_0.3": "exposure-lag ratio of Adam behind Muon pooled over groups (per seed the geometric "
-    "mean over the groups measured in every seed) at FTA 0.3: geometric mean over seeds, _lo "
-    "and _hi its 95 % two-sided t interval, _status measured in how many seeds; likewise "
-    "lag_0.5 and lag_0.8",
-    "m2_lag_0.3": "the same of group m − 2 on the paper's cells (groups m−4, m−2, m at 20/50/100% "
-    "of training, no step 0): like for like with the paper's tables, the reading the claim "
-    "judges",
-    "rarest_fta_gap": "the tail gap, the pre-specified cell: final FTA Muon − Adam of the rarest "
-    "group, paired seed mean (_se); second_: the second-rarest group; _em_: whole-answer exact "
-    "match",
-    "peak_gap": "descriptive only — the largest seed-mean FTA gap Muon − Adam over groups and "
-    "evaluations (a maximum over many noisy cells: in no verdict; _se: that one cell's; "
-    "peak_group: where)",
-}
-
-
 def outputs(cfg: Config, results: Mapping[str, grid.PointResult]) -> Outputs:
     """The table, figure, claims, ``results.json`` and report of finished points."""
     measures = {label: point_measures(point) for label, point in results.items()}
@@ -406,7 +555,7 @@ def outputs(cfg: Config, results: Mapping[str, grid.PointResult]) -> Outputs:
         "measured in every seed",
     )
     results_json = {
-        "rows": [r.record() for r in rows],
+        "rows": records(r.row() for r in rows),
         "paper": {version: {name: {f"{tau:g}": _plain(v) for tau, v in by_tau.items()}
                             for name, by_tau in readings.items()}
                   for version, readings in inputs.paper.items()},
@@ -416,7 +565,7 @@ def outputs(cfg: Config, results: Mapping[str, grid.PointResult]) -> Outputs:
                 "overrides": dict(p.point.overrides),
                 "shared_lr": p.point.shared_lr,
                 "best_lr": {f"{f}/{a}": lrs for (f, a), lrs in p.plan.best.items()},
-                "tuning": [c.record() for c in choice_rows(p.plan)],
+                "tuning": records(choice_rows(p.plan)),
                 "gap_measures": {ffn: found.to_json() for ffn, found in p.measures.items()},
                 "data": p.data_summary,
                 "chance_fta": p.chance,
@@ -425,9 +574,9 @@ def outputs(cfg: Config, results: Mapping[str, grid.PointResult]) -> Outputs:
         },
     }  # fmt: skip
     csvs = (
-        Table("sensitivity.csv", [r.record() for r in rows], "One factor changed at a time "
+        Table("sensitivity.csv", records(r.row() for r in rows), "One factor changed at a time "
               "from the base: Muon vs Adam, each at its own tuned learning rate unless shared",
-              SENSITIVITY_COLUMNS),
+              column_docs(SensitivityRow)),
         Table("sensitivity_lag_ratio.csv", lag_ratio_long(results)),
     )  # fmt: skip
     report = Report(

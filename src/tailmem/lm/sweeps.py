@@ -2,23 +2,25 @@
 
 Both tables read a :class:`~tailmem.lm.plan.TrainedPlan` only: the trials this run trained
 (with their scores) or, for an arm decided by a stored rate, the trials of the stored tuning
-(:class:`~tailmem.lm.store.StoredRate`, with its provenance in ``source``). Their column
-documentation is :data:`TRIAL_COLUMNS` and :data:`CHOICE_COLUMNS`.
+(:class:`~tailmem.lm.store.StoredRate`, with its provenance in ``source``). Their columns are
+documented by their rows' fields (:class:`TrialRow`, :class:`ChoiceRow`).
 """
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import Any, TypeVar
 
+from tailmem.columns import column, column_docs, records
 from tailmem.lm.plan import EntryStatus, TrainedPlan
 from tailmem.lm.store import STORE_NAME, gather, store_body
 from tailmem.outputs import Outputs, Table
 from tailmem.studies import Provenance
 
 THIS_RUN = "this run"
+_V = TypeVar("_V")
 
 
 def _source(state: EntryStatus) -> str:
@@ -31,43 +33,48 @@ def _source(state: EntryStatus) -> str:
 
 @dataclass(frozen=True)
 class TrialRow:
-    """One trial of one arm's sweep (a row of ``lr_sweep.csv``)."""
+    """One trial of one arm's sweep (a row of ``lr_sweep.csv``, :meth:`record`)."""
 
-    ffn: str
-    arm: str
-    swept: str
-    point: float
-    seed: int
-    lrs: Mapping[str, float]
-    score: float | None
-    point_score: float | None
-    status: str
-    chosen: bool
-    extended: bool
-    source: str
+    ffn: str = column("the FFN type")
+    arm: str = column("the arm")
+    swept: str = column("the optimiser kind whose learning rate (or factor) the arm tunes")
+    point: float = column("the candidate: the swept rate (or the factor of the base rates)")
+    seed: int = column("the tuning seed (apart from every evaluation seed)")
+    lrs: Mapping[str, float] = column(
+        "learning rate of each kind at this point (lr_adam, lr_sgd alike; empty: unused)"
+    )
+    score: float | None = column(
+        "the trial's tuning score (higher is better; empty: the run failed)"
+    )
+    point_score: float | None = column(
+        "the candidate's mean score over the tuning seeds (what ranks it)"
+    )
+    status: str = column("the trial run's status: complete, or how it failed")
+    chosen: bool = column("the arm's chosen candidate")
+    extended: bool = column(
+        "a candidate added beyond an end of the declared grid because the winner sat there (the "
+        "widening rule, up to tuning.max_extend)"
+    )
+    source: str = column("tuned in this run, or stored with its provenance (preset, commit, date)")
 
-    def record(self, kinds: list[str]) -> dict[str, Any]:
+    def record(self, kinds: Sequence[str]) -> dict[str, Any]:
         """The CSV row: every kind's rate in its own column (``lr_<kind>``, empty where the arm
-        does not use it)."""
-        lrs = {f"lr_{k}": self.lrs.get(k) for k in kinds}
-        return {"ffn": self.ffn, "arm": self.arm, "swept": self.swept, "point": self.point,
-                "seed": self.seed, **lrs, "score": self.score, "point_score": self.point_score,
-                "status": self.status, "chosen": self.chosen, "extended": self.extended,
-                "source": self.source}  # fmt: skip
+        does not use it) in place of :attr:`lrs`."""
+        return _spread_lrs(records([self])[0], {f"lr_{k}": self.lrs.get(k) for k in kinds})
 
 
-TRIAL_COLUMNS = {
-    "swept": "the optimiser kind whose learning rate (or factor) the arm tunes",
-    "point": "the candidate: the swept rate (or the factor of the base rates)",
-    "seed": "the tuning seed (apart from every evaluation seed)",
-    "lr_muon": "learning rate of each kind at this point (lr_adam, lr_sgd alike; empty: unused)",
-    "score": "the trial's tuning score (higher is better; empty: the run failed)",
-    "point_score": "the candidate's mean score over the tuning seeds (what ranks it)",
-    "chosen": "the arm's chosen candidate",
-    "extended": "a candidate added beyond an end of the declared grid because the winner sat "
-    "there (the widening rule, up to tuning.max_extend)",
-    "source": "tuned in this run, or stored with its provenance (preset, commit, date)",
-}
+def trial_columns(kinds: Sequence[str]) -> dict[str, str]:
+    """The columns of ``lr_sweep.csv`` (:meth:`TrialRow.record`) with their explanations."""
+    docs = column_docs(TrialRow)
+    return _spread_lrs(docs, {f"lr_{k}": docs["lrs"] for k in kinds})
+
+
+def _spread_lrs(row: Mapping[str, _V], lrs: Mapping[str, _V]) -> dict[str, _V]:
+    """``row`` with its ``lrs`` entry replaced, in place, by the per-kind ``lrs``."""
+    out: dict[str, _V] = {}
+    for key, value in row.items():
+        out |= lrs if key == "lrs" else {key: value}
+    return out
 
 
 def _chosen_point(state: EntryStatus) -> float | None:
@@ -111,10 +118,11 @@ def trial_rows(trained: TrainedPlan) -> list[TrialRow]:
         points = list(dict.fromkeys(p for p, _, _, _ in trials))
         for point, seed, score, status_ in trials:
             rows.append(TrialRow(
-                entry.ffn, entry.arm.name, _swept(state), point, seed,
-                entry.rates.at(point, lenders), score,
-                _mean([s for p, _, s, _ in trials if p == point]), status_, point == chosen,
-                points.index(point) >= len(sweep.grid), _source(state),
+                ffn=entry.ffn, arm=entry.arm.name, swept=_swept(state), point=point, seed=seed,
+                lrs=entry.rates.at(point, lenders), score=score,
+                point_score=_mean([s for p, _, s, _ in trials if p == point]), status=status_,
+                chosen=point == chosen, extended=points.index(point) >= len(sweep.grid),
+                source=_source(state),
             ))  # fmt: skip
     return rows
 
@@ -123,37 +131,30 @@ def trial_rows(trained: TrainedPlan) -> list[TrialRow]:
 class ChoiceRow:
     """One arm's tuning outcome (a row of ``tuning.csv``)."""
 
-    ffn: str
-    arm: str
-    swept: str
-    chosen: float | None
-    edge: str | None
-    trials: int
-    budget: int
-    tuning_seeds: tuple[int, ...]
-    score: str
-    source: str
+    ffn: str = column("the FFN type")
+    arm: str = column("the arm")
+    swept: str = column(
+        "the kind whose rate (or factor) the arm tunes; every other rate is set or borrowed"
+    )
+    chosen: float | str = column(
+        f"the chosen candidate ('{FAILED}': every candidate diverged or scored non-finite on a "
+        "tuning seed, so none is chosen and the arm is not evaluated)"
+    )
+    edge: str = column(
+        "lowest/highest: the choice sits at an end of the candidates tried (the budget ran out "
+        "before it became interior; it may not be the optimum)"
+    )
+    trials: int = column("trials run (candidates × tuning seeds): the arm's tuning cost")
+    budget: int = column("the most trials the widening rule allows: the same for every arm")
+    tuning_seeds: tuple[int, ...] = column(
+        "the seeds every candidate trained on (none is an evaluation seed)"
+    )
+    score: str = column("what ranked the candidates (tuning.score)")
+    source: str = column("tuned in this run, or stored with its provenance")
 
     def record(self) -> dict[str, Any]:
-        chosen = FAILED if self.chosen is None else self.chosen
-        return {"ffn": self.ffn, "arm": self.arm, "swept": self.swept, "chosen": chosen,
-                "edge": self.edge or "", "trials": self.trials, "budget": self.budget,
-                "tuning_seeds": " ".join(map(str, self.tuning_seeds)), "score": self.score,
-                "source": self.source}  # fmt: skip
-
-
-CHOICE_COLUMNS = {
-    "swept": "the kind whose rate (or factor) the arm tunes; every other rate is set or borrowed",
-    "chosen": f"the chosen candidate ('{FAILED}': every candidate diverged or scored "
-    "non-finite on a tuning seed, so none is chosen and the arm is not evaluated)",
-    "edge": "lowest/highest: the choice sits at an end of the candidates tried (the budget ran "
-    "out before it became interior; it may not be the optimum)",
-    "trials": "trials run (candidates × tuning seeds): the arm's tuning cost",
-    "budget": "the most trials the widening rule allows: the same for every arm",
-    "tuning_seeds": "the seeds every candidate trained on (none is an evaluation seed)",
-    "score": "what ranked the candidates (tuning.score)",
-    "source": "tuned in this run, or stored with its provenance",
-}
+        """The CSV row (:func:`~tailmem.columns.records`)."""
+        return records([self])[0]
 
 
 def choice_rows(trained: TrainedPlan) -> list[ChoiceRow]:
@@ -165,8 +166,10 @@ def choice_rows(trained: TrainedPlan) -> list[ChoiceRow]:
             continue
         trials, budget = trained.tuning_cost(entry_id)
         rows.append(ChoiceRow(
-            state.entry.ffn, state.entry.arm.name, _swept(state), point, trained.edge(entry_id),
-            trials, budget, sweep.seeds, sweep.score, _source(state),
+            ffn=state.entry.ffn, arm=state.entry.arm.name, swept=_swept(state),
+            chosen=FAILED if point is None else point, edge=trained.edge(entry_id) or "",
+            trials=trials, budget=budget, tuning_seeds=sweep.seeds, score=sweep.score,
+            source=_source(state),
         ))  # fmt: skip
     return rows
 
@@ -177,10 +180,11 @@ def tuning_tables(
     """A trained plan's tuning tables: ``tuning.csv`` (every arm's choice, cost and budget) and
     ``lr_sweep.csv`` (every trial), shown in the report with ``captions`` (choice, trials)."""
     choices, trials = captions or (None, None)
+    kinds = trained.kinds
     return (
-        Table("tuning.csv", [r.record() for r in choice_rows(trained)], choices, CHOICE_COLUMNS),
-        Table("lr_sweep.csv", [r.record(trained.kinds) for r in trial_rows(trained)], trials,
-              TRIAL_COLUMNS),
+        Table("tuning.csv", records(choice_rows(trained)), choices, column_docs(ChoiceRow)),
+        Table("lr_sweep.csv", [r.record(kinds) for r in trial_rows(trained)], trials,
+              trial_columns(kinds)),
     )  # fmt: skip
 
 

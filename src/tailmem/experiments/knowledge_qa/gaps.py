@@ -26,6 +26,7 @@ import numpy as np
 
 from tailmem.claims.paper_a_qa_tables import STEPS as PAPER_STEPS
 from tailmem.claims.paper_a_qa_tables import VERSIONS, Version
+from tailmem.columns import column
 from tailmem.experiments.knowledge_qa.tables import history
 from tailmem.lm.plan import TrainedPlan
 from tailmem.metrics.qa_gaps import (
@@ -56,41 +57,6 @@ HEADLINES = (FAIR, PAPER)
 """The pairs the report leads with, in order."""
 CELLS_SOURCE = "tailmem, paper's cells"
 """The source label of our ratios on the paper's cells in the lag-ratio tables."""
-
-LAG_RATIO_COLUMNS = {
-    "source": "tailmem (this run, every group and evaluation), tailmem on the paper's cells "
-    "(groups m−4, m−2, m at 20/50/100% of training, no step 0: like for like with the paper's "
-    "rows) or the paper's published tables (m = 15, groups 11/13/15)",
-    "group": "frequency group; pooled = the geometric mean over the groups measured in every "
-    "seed (the mean of per-group log ratios)",
-    f"τ = {TAUS[0]:g}": f"lag ratio at FTA {TAUS[0]:g}: geometric mean over seeds with its 95 % "
-    "t interval (k/n seeds: measured in k of them); ≥ / ≤ a bound of the seed-mean curves' "
-    "ratio where a crossing is not bracketed by two evaluations, naming the arm that never "
-    "reaches τ",
-    **{f"τ = {tau:g}": f"the same at FTA {tau:g}" for tau in TAUS[1:]},
-}
-LAG_RATIO_ROW_COLUMNS = {
-    "ratio": "geometric mean of the per-seed lag ratios (exposures lag needs ÷ lead's)",
-    "ci_low": "its 95 % two-sided Student-t interval (df = seeds − 1), low and high end",
-    "se_log": "SE of the mean log ratio, floored at the interpolation's resolution",
-    "resolution": "SD of a per-seed log ratio from interpolating between evaluations",
-    "n_measured": "seeds whose ratio is measured (both arms cross τ between evaluations)",
-    "status": "measured, measured in k of n seeds, or the seed-mean curves' bound",
-    "of_mean": "the ratio of the seed-mean curves (lower/upper: its bounds)",
-}
-GAP_COLUMNS = {
-    "source": "tailmem (this run) or the paper's published tables",
-    "lead": "the arms compared: the gap is FTA of lead − FTA of lag",
-    "tail_gap": "the pre-specified cell: rarest group at the last evaluation, seed mean (the "
-    "paper's: group 15 at 10k steps)",
-    "tail_se": "its SE over paired seeds (empty for one seed or the paper)",
-    "peak_gap": "descriptive only — the largest seed-mean gap over all groups and evaluations "
-    "(a maximum over many noisy cells: in no verdict or place)",
-    "peak_se": "the SE of that one cell (understates the uncertainty of a maximum)",
-    "group": "the group where the peak occurs",
-    "step": "the evaluated step where it occurs",
-    "fraction": "that step as a fraction of training",
-}
 
 
 @dataclass(frozen=True)
@@ -283,7 +249,44 @@ def _sources(gaps: QAGaps) -> list[tuple[str, list[PairMeasure], bool]]:
     return [("tailmem", ours, False), (CELLS_SOURCE, ours, True), *papers]
 
 
-def lag_ratio_rows(ffn: str, gaps: QAGaps) -> list[dict[str, Any]]:
+@dataclass(frozen=True)
+class LagRatioRow:
+    """One lag ratio of one pair, group and τ from one source (a row of ``lag_ratio_<ffn>.csv``)."""
+
+    ffn: str = column("the FFN type")
+    source: str = column(f"tailmem (this run, every group and evaluation), {CELLS_SOURCE} "
+                         "(groups m−4, m−2, m at 20/50/100% of training, no step 0) or the "
+                         "paper's published tables (m = 15, groups 11/13/15)")  # fmt: skip
+    lead: str = column("the arm ahead: the ratio is exposures lag needs ÷ lead's")
+    lag: str = column("the arm behind")
+    group: int | str = column("frequency group; pooled = the geometric mean over the groups "
+                              "measured in every seed")  # fmt: skip
+    tau: float = column("the FTA level τ the exposures are read at")
+    ratio: float | None = column(
+        "geometric mean of the per-seed lag ratios (exposures lag needs ÷ lead's)"
+    )
+    ci_low: float | None = column(
+        "its 95 % two-sided Student-t interval (df = seeds − 1), low and high end"
+    )
+    ci_high: float | None = column("the interval's high end")
+    se_log: float | None = column(
+        "SE of the mean log ratio, floored at the interpolation's resolution"
+    )
+    resolution: float | None = column(
+        "SD of a per-seed log ratio from interpolating between evaluations"
+    )
+    n_measured: int = column(
+        "seeds whose ratio is measured (both arms cross τ between evaluations)"
+    )
+    n_seeds: int = column("the paired seeds")
+    pooled_groups: tuple[int, ...] = column("the groups a pooled ratio is the mean over")
+    status: str = column("measured, measured in k of n seeds, or the seed-mean curves' bound")
+    of_mean: float | None = column("the ratio of the seed-mean curves (lower/upper: its bounds)")
+    lower: float | None = column("the lower bound of the seed-mean curves' ratio")
+    upper: float | None = column("the upper bound of the seed-mean curves' ratio")
+
+
+def lag_ratio_rows(ffn: str, gaps: QAGaps) -> list[LagRatioRow]:
     """One row per source, pair, group (and pooled) and τ: the geometric mean over seeds with
     its interval, SE, resolution and seed counts, its status, and the ratio (or bounds) of
     the seed-mean curves; ours twice, from every group and evaluation and from the paper's
@@ -293,23 +296,50 @@ def lag_ratio_rows(ffn: str, gaps: QAGaps) -> list[dict[str, Any]]:
         for pair in measured:
             for row in pair.cells if cells else pair.lag_ratios:
                 interval = row.interval()
-                rows.append({
-                    "ffn": ffn, "source": source, "lead": pair.lead, "lag": pair.lag,
-                    "group": row.group, "tau": row.tau, "ratio": row.ratio,
-                    "ci_low": None if interval is None else interval[0],
-                    "ci_high": None if interval is None else interval[1],
-                    "se_log": row.se_log, "resolution": row.resolution,
-                    "n_measured": row.n_measured, "n_seeds": row.n_seeds,
-                    "pooled_groups": " ".join(map(str, row.groups)), "status": ratio_status(row),
-                    "of_mean": row.of_mean.ratio, "lower": row.of_mean.lower,
-                    "upper": row.of_mean.upper,
-                })  # fmt: skip
+                rows.append(LagRatioRow(
+                    ffn=ffn, source=source, lead=pair.lead, lag=pair.lag, group=row.group,
+                    tau=row.tau, ratio=row.ratio,
+                    ci_low=None if interval is None else interval[0],
+                    ci_high=None if interval is None else interval[1],
+                    se_log=row.se_log, resolution=row.resolution, n_measured=row.n_measured,
+                    n_seeds=row.n_seeds, pooled_groups=tuple(row.groups),
+                    status=ratio_status(row), of_mean=row.of_mean.ratio,
+                    lower=row.of_mean.lower, upper=row.of_mean.upper,
+                ))  # fmt: skip
     return rows
+
+
+TAU_LOW, TAU_MIDDLE, TAU_HIGH = TAUS
+"""The three FTA levels of the report's lag-ratio table, a column each."""
+
+
+@dataclass(frozen=True)
+class LagRatioCells:
+    """One source and group of the report's table of one pair (a row of
+    ``lag_ratio_summary_<stem>.csv``): the lag ratio at each τ as text (:func:`ratio_text`)."""
+
+    source: str = column(
+        "tailmem (this run, every group and evaluation), tailmem on the paper's cells (groups "
+        "m−4, m−2, m at 20/50/100% of training, no step 0: like for like with the paper's rows) "
+        "or the paper's published tables (m = 15, groups 11/13/15)"
+    )
+    group: int | str = column(
+        "frequency group; pooled = the geometric mean over the groups measured in every seed "
+        "(the mean of per-group log ratios)"
+    )
+    low: str | None = column(
+        f"lag ratio at FTA {TAU_LOW:g}: geometric mean over seeds with its 95 % t interval (k/n "
+        "seeds: measured in k of them); ≥ / ≤ a bound of the seed-mean curves' ratio where a "
+        "crossing is not bracketed by two evaluations, naming the arm that never reaches τ",
+        name=f"τ = {TAU_LOW:g}",
+    )
+    middle: str | None = column(f"the same at FTA {TAU_MIDDLE:g}", name=f"τ = {TAU_MIDDLE:g}")
+    high: str | None = column(f"the same at FTA {TAU_HIGH:g}", name=f"τ = {TAU_HIGH:g}")
 
 
 def lag_ratio_table(
     gaps: QAGaps, lead: str, lag: str, labels: Mapping[str, str]
-) -> list[dict[str, Any]]:
+) -> list[LagRatioCells]:
     """The report's table of one pair: a row per source and group (pooled last), a column per
     τ (:func:`ratio_text`; arms named by ``labels``); ours from every group and evaluation,
     then from the paper's cells alone (like for like with the paper's rows)."""
@@ -321,14 +351,39 @@ def lag_ratio_table(
                 continue
             found = pair.cells if cells else pair.lag_ratios
             for group in dict.fromkeys(r.group for r in found):
-                values = {
-                    f"τ = {r.tau:g}": ratio_text(r, *named) for r in found if r.group == group
-                }
-                rows.append({"source": source, "group": group, **values})
+                text = {r.tau: ratio_text(r, *named) for r in found if r.group == group}
+                rows.append(LagRatioCells(source, group, text.get(TAU_LOW),
+                                          text.get(TAU_MIDDLE), text.get(TAU_HIGH)))  # fmt: skip
     return rows
 
 
-def gap_rows(ffn: str, gaps: QAGaps, steps: int) -> list[dict[str, Any]]:
+@dataclass(frozen=True)
+class GapRow:
+    """The tail and peak gaps of one pair from one source (a row of ``gap_<ffn>.csv``)."""
+
+    ffn: str = column("the FFN type")
+    source: str = column("tailmem (this run) or the paper's published tables")
+    lead: str = column("the arms compared: the gap is FTA of lead − FTA of lag")
+    lag: str = column("the arm behind")
+    tail_gap: float = column(
+        "the pre-specified cell: rarest group at the last evaluation, seed mean (the paper's: "
+        "group 15 at 10k steps)"
+    )
+    tail_se: float | None = column("its SE over paired seeds (empty for one seed or the paper)")
+    tail_group: int = column("the rarest group")
+    peak_gap: float = column(
+        "descriptive only — the largest seed-mean gap over all groups and evaluations (a "
+        "maximum over many noisy cells: in no verdict or place)"
+    )
+    peak_se: float | None = column(
+        "the SE of that one cell (understates the uncertainty of a maximum)"
+    )
+    group: int = column("the group where the peak occurs")
+    step: int = column("the evaluated step where it occurs")
+    fraction: float = column("that step as a fraction of training")
+
+
+def gap_rows(ffn: str, gaps: QAGaps, steps: int) -> list[GapRow]:
     """One row per source and pair: the tail gap (the pre-specified cell) with its SE, and the
     descriptive peak gap with where it occurs (group, step, fraction of training)."""
     rows = []
@@ -338,13 +393,12 @@ def gap_rows(ffn: str, gaps: QAGaps, steps: int) -> list[dict[str, Any]]:
         total = steps if source == "tailmem" else PAPER_STEPS[-1]
         for pair in measured:
             tail, peak = pair.tail_gap, pair.peak_gap
-            rows.append({
-                "ffn": ffn, "source": source, "lead": pair.lead, "lag": pair.lag,
-                "tail_gap": round(tail.gap, 4), "tail_se": _round(tail.se),
-                "tail_group": tail.group, "peak_gap": round(peak.gap, 4),
-                "peak_se": _round(peak.se), "group": peak.group, "step": int(peak.step),
-                "fraction": round(peak.step / total, 3),
-            })  # fmt: skip
+            rows.append(GapRow(
+                ffn=ffn, source=source, lead=pair.lead, lag=pair.lag,
+                tail_gap=round(tail.gap, 4), tail_se=_round(tail.se), tail_group=tail.group,
+                peak_gap=round(peak.gap, 4), peak_se=_round(peak.se), group=peak.group,
+                step=int(peak.step), fraction=round(peak.step / total, 3),
+            ))  # fmt: skip
     return rows
 
 

@@ -7,12 +7,14 @@ from __future__ import annotations
 import dataclasses
 from typing import Any
 
+from tailmem.claims.core import ClaimResult
+from tailmem.columns import column_docs, records
 from tailmem.experiments.knowledge_qa import answers, gaps, plots, tables
 from tailmem.experiments.knowledge_qa.config import SCORES, Config
 from tailmem.lm import sweeps
 from tailmem.lm.plan import TrainedPlan
 from tailmem.lm.spec import diverged_runs
-from tailmem.lm.sweeps import choice_rows, trial_rows
+from tailmem.lm.sweeps import ChoiceRow, choice_rows, trial_rows
 from tailmem.optim.registry import AdamHParams, MuonHParams
 from tailmem.outputs import Figure, Outputs, Report, Table
 from tailmem.report.qa_gap_figures import fta_vs_exposures_figure, lag_ratio_figure
@@ -33,7 +35,7 @@ def outputs(
     plan = trained.completed()
     score = cfg.tuning.score_name(SCORES)
     sweep_rows = [r.record(plan.kinds) for r in trial_rows(plan)]
-    choices = [r.record() for r in choice_rows(plan)]
+    choices = choice_rows(plan)
     captions = (
         f"Tuning: every arm's choice, cost and budget (score {score}: {SCORES[score]})",
         "Every tuning trial",
@@ -50,21 +52,21 @@ def outputs(
     finals = {ffn: tables.final_by_group(plan, ffn) for ffn in cfg.ffns}
     per_ffn = [_ffn_outputs(cfg, plan, ffn, chance, sweep_rows) for ffn in plan.ffns]
     last = (
-        Table("tail_table_long.csv", long_rows),
-        Table("head_tail_gap.csv", gaps_rows, f"Head (groups 0..{cfg.head_groups - 1}) vs "
-              "rarest group at the end: the head–tail gap, mean and std over seeds",
-              tables.HEAD_TAIL_COLUMNS),
+        Table("tail_table_long.csv", records(long_rows), columns=column_docs(tables.TailRow)),
+        Table("head_tail_gap.csv", records(gaps_rows), f"Head (groups 0..{cfg.head_groups - 1}) "
+              "vs rarest group at the end: the head–tail gap, mean and std over seeds",
+              column_docs(tables.HeadTailRow)),
         *tuning,
     )  # fmt: skip
     results = {
         "data": data_summary,
         "chance_fta": chance,
         "best_lr": {f"{ffn}/{arm}": lrs for (ffn, arm), lrs in plan.best.items()},
-        "tuning": {"score": score, "choices": choices, "trials": sweep_rows},
+        "tuning": {"score": score, "choices": records(choices), "trials": sweep_rows},
         "runs": [plan.results[job].to_json() for jobs in plan.seed_runs.values() for job in jobs],
         "diverged": diverged,
-        "head_tail_gap": gaps_rows,
-        "tail_table": long_rows,
+        "head_tail_gap": records(gaps_rows),
+        "tail_table": records(long_rows),
         "gap_measures": {ffn: found.to_json() for ffn, found in measures.items()},
         "final_by_group": finals,
         "config_model": dataclasses.asdict(cfg.model),
@@ -126,7 +128,8 @@ def gap_outputs(
     """The gap measures of one FFN type and their tables and figures (per headline pair: the
     fair comparison, then paper A's)."""
     found, curves = gaps.measure(plan, ffn, exposures)
-    figures, listed = [], [Table(f"lag_ratio_{ffn}.csv", gaps.lag_ratio_rows(ffn, found))]
+    figures, listed = [], [Table(f"lag_ratio_{ffn}.csv", records(gaps.lag_ratio_rows(ffn, found)),
+                                 columns=column_docs(gaps.LagRatioRow))]  # fmt: skip
     tail = sorted({cfg.data.m - o for o in cfg.tail_offsets if o <= cfg.data.m})
     for lead_arm, lag_arm in found.headlines():
         pair = found.pair(lead_arm, lag_arm)
@@ -170,20 +173,20 @@ def gap_outputs(
         ]  # fmt: skip
         listed.append(Table(
             f"lag_ratio_summary_{stem}.csv",
-            gaps.lag_ratio_table(found, lead_arm, lag_arm, labels),
+            records(gaps.lag_ratio_table(found, lead_arm, lag_arm, labels)),
             f"Exposure-lag ratio of {lag} behind {lead}, {ffn} FFN, per group (pooled: the "
             "geometric mean over the groups measured in every seed) and FTA level τ; ours "
             "(geometric mean [95 % t interval] over seeds) and the paper's m = 15 tables. "
             f"Every pair of arms: lag_ratio_{ffn}.csv",
-            gaps.LAG_RATIO_COLUMNS,
+            column_docs(gaps.LagRatioCells),
         ))  # fmt: skip
     listed.append(Table(
         f"gap_{ffn}.csv",
-        gaps.gap_rows(ffn, found, plan.steps),
+        records(gaps.gap_rows(ffn, found, plan.steps)),
         f"FTA gaps per pair of arms, {ffn} FFN: the tail gap (rarest group at the end, the "
         "pre-specified cell) and, descriptive only, the peak gap (the largest seed-mean gap "
         "over groups and evaluations); ours and the paper's",
-        gaps.GAP_COLUMNS,
+        column_docs(gaps.GapRow),
     ))  # fmt: skip
     return found, Outputs(tables=tuple(listed), figures=tuple(figures))
 
@@ -212,9 +215,9 @@ def choices_sentence(cfg: Config) -> str:
 
 def report_summary(
     cfg: Config,
-    head_tail: list[dict[str, Any]],
-    claims: list[Any],
-    choices: list[dict[str, Any]],
+    head_tail: list[tables.HeadTailRow],
+    claims: list[ClaimResult],
+    choices: list[ChoiceRow],
     data_summary: dict[str, Any],
     chance: float,
     measures: dict[str, gaps.QAGaps],
@@ -223,7 +226,7 @@ def report_summary(
     paper's, the final rarest-group FTA and EM per arm, and the verdicts."""
     model = cfg.model.build(1, "plain", cfg.train.seq_len)
     train = cfg.train
-    labels = {g["arm"]: g["label"] for g in head_tail}
+    labels = {g.arm: g.label for g in head_tail}
     parts = [
         f"{model.n_layer} layers × d={model.d_model} (d_ff {model.d_ff}), "
         f"m = {cfg.data.m} ({data_summary['n_people']} people, "
@@ -239,10 +242,9 @@ def report_summary(
     for ffn in measures:  # FFN types with a finished run (every run of one may diverge)
         parts += gaps.summary_sentences(measures[ffn], ffn, labels)
         finals = ", ".join(
-            f"{labels[g['arm']]} {g['rarest_mean']:.3f}±{g['rarest_std']:.3f} "
-            f"(EM {g['em_rarest_mean']:.3f})"
+            f"{labels[g.arm]} {g.rarest_mean:.3f}±{g.rarest_std:.3f} (EM {g.em_rarest_mean:.3f})"
             for g in head_tail
-            if g["ffn"] == ffn
+            if g.ffn == ffn
         )
         parts.append(f"Rarest group (group {cfg.data.m}) FTA at the end, {ffn} FFN: {finals}.")
     counts: dict[str, int] = {}
@@ -250,15 +252,15 @@ def report_summary(
         counts[c.verdict] = counts.get(c.verdict, 0) + 1
     parts.append("Claims: " + ", ".join(f"{n} {v}" for v, n in counts.items()) + ".")
     score = cfg.tuning.score_name(SCORES)
-    tuned = [r for r in choices if r["trials"]]
+    tuned = [r for r in choices if r.trials]
     if tuned:
-        sources = sorted({r["source"] for r in tuned})
+        sources = sorted({r.source for r in tuned})
         parts.append(
             f"Every arm tuned its one rate by the same rule ({cfg.tuning.seeds} tuning seeds "
             f"apart from the evaluation seeds, score {score}, up to {cfg.tuning.max_extend} "
             f"widenings; {', '.join(sources)})."
         )
-    edges = [f"{r['ffn']}/{r['arm']}" for r in choices if r["edge"]]
+    edges = [f"{r.ffn}/{r.arm}" for r in choices if r.edge]
     if edges:
         parts.append(
             f"Chosen LR at the end of the candidates tried (may not be the optimum): "

@@ -9,12 +9,14 @@ from __future__ import annotations
 
 import math
 from collections.abc import Iterator, Sequence
+from dataclasses import dataclass
 from typing import Any
 
 import numpy as np
 
 from tailmem.claims.a3 import A3_PUBLISHED_FTA, A3Inputs, evaluate_per_ffn
 from tailmem.claims.core import ClaimResult, Scale, mean_se
+from tailmem.columns import column
 from tailmem.data.bios import N_ATTRIBUTES, group_sizes
 from tailmem.lm.plan import TrainedPlan
 from tailmem.lm.spec import RunResult, number, per_group, step_of
@@ -126,12 +128,31 @@ def tail_mean_se(labels: Sequence[str]) -> dict[str, list[str]]:
     return pairs
 
 
+@dataclass(frozen=True)
+class TailRow:
+    """One tail-table cell of one arm, for analysis (a row of ``tail_table_long.csv``)."""
+
+    ffn: str = column("the FFN type")
+    step: int = column("the evaluated step nearest to the fraction")
+    fraction: float = column("fraction of training")
+    group: int = column("frequency group (the rarest is m)")
+    arm: str = column("the arm")
+    mean: float = column("first-token accuracy (FTA) of the group, mean over seeds")
+    std: float = column("its sample standard deviation over seeds (0 for one seed)")
+    se: float | None = column("its standard error over seeds (empty for one seed)")
+    em_mean: float = column("whole-answer exact match (greedy decoding), mean over seeds")
+    em_std: float = column("its sample standard deviation over seeds (0 for one seed)")
+    em_se: float | None = column("its standard error over seeds (empty for one seed)")
+    n_seeds: int = column("the seed runs of the arm")
+    published_m15: float | None = column(
+        "published FTA (m = 15) at the same distance from the rarest (empty where not published)"
+    )
+
+
 def tail_table_long(
     plan: TrainedPlan, ffn: str, fracs: Sequence[float], offsets: Sequence[int], m: int
-) -> list[dict[str, Any]]:
-    """The numbers of :func:`tail_table`, one row per (fraction, group, arm), for analysis:
-    FTA ``mean``/``std``/``se``, exact match ``em_mean``/``em_std``/``em_se`` (SE empty for
-    one seed)."""
+) -> list[TailRow]:
+    """The numbers of :func:`tail_table`, one row per (fraction, group, arm), for analysis."""
     rows = []
     for frac, step, group, published in _tail_cells(plan, ffn, fracs, offsets, m):
         for arm in plan.arms:
@@ -140,23 +161,12 @@ def tail_table_long(
             mean, std = mean_std(values)
             em = fta_at(results, step, "em")[:, group]
             em_mean, em_std = mean_std(em)
-            rows.append(
-                {
-                    "ffn": ffn,
-                    "step": step,
-                    "fraction": frac,
-                    "group": group,
-                    "arm": arm,
-                    "mean": float(mean),
-                    "std": float(std),
-                    "se": mean_and_se(values)[1],
-                    "em_mean": float(em_mean),
-                    "em_std": float(em_std),
-                    "em_se": mean_and_se(em)[1],
-                    "n_seeds": len(values),
-                    "published_m15": published.get(arm),
-                }
-            )
+            rows.append(TailRow(
+                ffn=ffn, step=step, fraction=frac, group=group, arm=arm, mean=float(mean),
+                std=float(std), se=mean_and_se(values)[1], em_mean=float(em_mean),
+                em_std=float(em_std), em_se=mean_and_se(em)[1], n_seeds=len(values),
+                published_m15=published.get(arm),
+            ))  # fmt: skip
     return rows
 
 
@@ -171,27 +181,83 @@ def _tail_cells(
                 yield frac, step, m - offset, A3_PUBLISHED_FTA.get(ffn, {}).get((frac, offset), {})
 
 
-def gap_rows(plan: TrainedPlan, ffn: str, head_groups: int) -> list[dict[str, Any]]:
+@dataclass(frozen=True)
+class Spread:
+    """A measure over seeds: its mean and sample standard deviation, rounded to 4 decimals."""
+
+    mean: float
+    std: float
+
+
+@dataclass(frozen=True)
+class HeadTail:
+    """One metric at the end over seeds: the head (the most frequent groups' mean), the rarest
+    group and the gap head minus rarest."""
+
+    head: Spread
+    rarest: Spread
+    gap: Spread
+
+
+def head_tail(results: Sequence[RunResult], step: int, metric: str, head_groups: int) -> HeadTail:
+    """``metric`` (:data:`METRICS`) of the ``head_groups`` most frequent groups and of the
+    rarest at ``step``, and their gap, over the seed runs ``results``."""
+    final = fta_at(results, step, metric)
+    head = final[:, :head_groups].mean(axis=1)
+    rare = final[:, -1]
+    spreads = []
+    for values in (head, rare, head - rare):
+        mean, std = mean_std(values)
+        spreads.append(Spread(round(float(mean), 4), round(float(std), 4)))
+    return HeadTail(*spreads)
+
+
+@dataclass(frozen=True)
+class HeadTailRow:
+    """One arm's head–tail gap at the end (a row of ``head_tail_gap.csv``)."""
+
+    ffn: str = column("the FFN type")
+    arm: str = column("the arm")
+    label: str = column("the arm as the report names it")
+    head_mean: float = column("FTA of the most frequent groups (mean over them), seed mean")
+    head_std: float = column("its standard deviation over seeds")
+    rarest_mean: float = column("FTA of the rarest group, seed mean")
+    rarest_std: float = column("its standard deviation over seeds")
+    gap_mean: float = column("head minus rarest FTA, seed mean (_std: standard deviation over "
+                             "seeds)")  # fmt: skip
+    gap_std: float = column("its standard deviation over seeds")
+    em_head_mean: float = column("the same three for whole-answer exact match")
+    em_head_std: float = column("its standard deviation over seeds")
+    em_rarest_mean: float = column("exact match of the rarest group, seed mean")
+    em_rarest_std: float = column("its standard deviation over seeds")
+    em_gap_mean: float = column("head minus rarest exact match, seed mean")
+    em_gap_std: float = column("its standard deviation over seeds")
+    fta_all: float = column("FTA over all questions")
+    em_all: float = column("exact match over all questions")
+
+
+def gap_rows(plan: TrainedPlan, ffn: str, head_groups: int) -> list[HeadTailRow]:
     """Per arm at the end: head FTA (the ``head_groups`` most frequent groups), rarest-group FTA,
     and the head–tail gap (head minus rarest), each mean ± std over seeds; the same three of
     exact match (``em_`` prefix); FTA and EM over all questions."""
     rows = []
     for arm in plan.arms:
         results = seed_results(plan, ffn, arm)
-        row: dict[str, Any] = {"ffn": ffn, "arm": arm, "label": plan.arm(arm).label}
-        for metric in METRICS:
-            final = fta_at(results, plan.steps, metric)
-            head = final[:, :head_groups].mean(axis=1)
-            rare = final[:, -1]
-            prefix = "" if metric == "fta" else f"{metric}_"
-            for name, values in (("head", head), ("rarest", rare), ("gap", head - rare)):
-                mean, std = mean_std(values)
-                row[f"{prefix}{name}_mean"] = round(float(mean), 4)
-                row[f"{prefix}{name}_std"] = round(float(std), 4)
-        for metric in METRICS:
-            finals = [number(r.evals[-1], f"{metric}_all") for r in results]
-            row[f"{metric}_all"] = round(float(np.mean(finals)), 4)
-        rows.append(row)
+        fta = head_tail(results, plan.steps, "fta", head_groups)
+        em = head_tail(results, plan.steps, "em", head_groups)
+        fta_all, em_all = (
+            round(float(np.mean([number(r.evals[-1], f"{metric}_all") for r in results])), 4)
+            for metric in METRICS
+        )
+        rows.append(HeadTailRow(
+            ffn=ffn, arm=arm, label=plan.arm(arm).label,
+            head_mean=fta.head.mean, head_std=fta.head.std,
+            rarest_mean=fta.rarest.mean, rarest_std=fta.rarest.std,
+            gap_mean=fta.gap.mean, gap_std=fta.gap.std,
+            em_head_mean=em.head.mean, em_head_std=em.head.std,
+            em_rarest_mean=em.rarest.mean, em_rarest_std=em.rarest.std,
+            em_gap_mean=em.gap.mean, em_gap_std=em.gap.std, fta_all=fta_all, em_all=em_all,
+        ))  # fmt: skip
     return rows
 
 
@@ -253,16 +319,6 @@ def tail_columns(plan: TrainedPlan) -> dict[str, str]:
             f"whole-answer exact match of {label} (greedy decoding), mean ± SE over seeds"
         )
     return columns
-
-
-HEAD_TAIL_COLUMNS = {
-    "head_mean": "FTA of the most frequent groups (mean over them), seed mean",
-    "rarest_mean": "FTA of the rarest group, seed mean",
-    "gap_mean": "head minus rarest FTA, seed mean (_std: standard deviation over seeds)",
-    "em_head_mean": "the same three for whole-answer exact match",
-    "fta_all": "FTA over all questions",
-    "em_all": "exact match over all questions",
-}
 
 
 def final_by_group(plan: TrainedPlan, ffn: str) -> dict[str, dict[str, list[float]]]:

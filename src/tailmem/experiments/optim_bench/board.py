@@ -383,10 +383,6 @@ def not_measured(state: EntryStatus, role: str) -> str:
     return f"{what}not run (a rate it borrows was not chosen: its lender diverged in tuning)"
 
 
-BOARD_COLUMNS = column_docs(LeaderboardRow)
-"""The leaderboard's columns with their explanations (from :class:`LeaderboardRow`)."""
-
-
 def memory_summary(result: Mapping[str, Any], steps: int) -> dict[str, dict[str, Any]]:
     """Per optimiser, the memory's numbers the board shows: the steps the most frequent and
     the rarest group take to halve their loss (mean over draws; ``≥`` where censored), their
@@ -564,32 +560,45 @@ def _gap_text(value: float | None, se: float | None) -> str:
     return f"{value:+.3f}" + ("" if se is None else f" ± {se:.2g}")
 
 
-def view_rows(rows: Sequence[LeaderboardRow]) -> list[dict[str, Any]]:
+@dataclass(frozen=True)
+class ViewRow:
+    """One optimiser at one QA level in the report's curated leaderboard (a row of
+    ``leaderboard_view.csv``), every number as text."""
+
+    level: str = column("the QA level (the base: BPE answers; then one token per answer value)")
+    optimizer: str = column("the optimiser on the hidden matrices, by its name for people")
+    family: str = column("what kind of update it is (orthogonalised, whitening, sign, …)")
+    behind_muon: str = column(
+        "descriptive: exposures it needs ÷ Muon's (τ 0.5, pooled), geometric mean [95 % interval]",
+        name="behind Muon",
+    )
+    ahead_of_adam: str = column(
+        "Adam (own rate)'s exposures ÷ its own, pooled over all groups", name="ahead of Adam"
+    )
+    rarest_fta: str = column("final FTA of the rarest group, mean over seeds", name="rarest FTA")
+    rarest_gap: str = column(
+        "the primary statistic: its rarest-group final FTA minus Muon's, mean ± SE over paired "
+        "seeds (the SE decided on)",
+        name="rarest FTA − Muon's",
+    )
+    step_time: str = column("its training-step time ÷ Adam's", name="step time")
+    tuning: str = column("tuning trials used / budget (the same budget for every optimiser)")
+    place: str = column("where it sits (leaderboard.csv: the tests and p-values behind it)")
+
+
+def view_rows(rows: Sequence[LeaderboardRow]) -> list[ViewRow]:
     """The report's curated leaderboard: optimiser, family, the descriptive pooled lags behind
     Muon and of Adam behind it with their intervals, rarest-group FTA and the primary statistic
     (its gap to Muon's), cost, tuning cost and place."""
-    return [{
-        "level": r.level, "optimizer": r.label, "family": r.family,
-        "behind Muon": _ratio_text(r.lag_vs_muon, r.lag_vs_muon_low, r.lag_vs_muon_high),
-        "ahead of Adam": _ratio_text(r.lag_vs_adam, r.lag_vs_adam_low, r.lag_vs_adam_high),
-        "rarest FTA": "—" if r.rarest_fta is None else f"{r.rarest_fta:.3f}",
-        "rarest FTA − Muon's": _gap_text(r.rarest_gap_vs_muon, r.rarest_gap_vs_muon_se),
-        "step time": "—" if r.step_time_vs_adam is None else f"{r.step_time_vs_adam:.2f}×",
-        "tuning": f"{r.tuning_trials}/{r.tuning_budget}", "place": r.placement,
-    } for r in rows]  # fmt: skip
-
-
-VIEW_COLUMNS = {
-    "behind Muon": "descriptive: exposures it needs ÷ Muon's (τ 0.5, pooled), geometric mean "
-    "[95 % interval]",
-    "ahead of Adam": "Adam (own rate)'s exposures ÷ its own, pooled over all groups",
-    "rarest FTA": "final FTA of the rarest group, mean over seeds",
-    "rarest FTA − Muon's": "the primary statistic: its rarest-group final FTA minus Muon's, "
-    "mean ± SE over paired seeds (the SE decided on)",
-    "step time": "its training-step time ÷ Adam's",
-    "tuning": "tuning trials used / budget (the same budget for every optimiser)",
-    "place": "where it sits (leaderboard.csv: the tests and p-values behind it)",
-}
+    return [ViewRow(
+        level=r.level, optimizer=r.label, family=r.family,
+        behind_muon=_ratio_text(r.lag_vs_muon, r.lag_vs_muon_low, r.lag_vs_muon_high),
+        ahead_of_adam=_ratio_text(r.lag_vs_adam, r.lag_vs_adam_low, r.lag_vs_adam_high),
+        rarest_fta="—" if r.rarest_fta is None else f"{r.rarest_fta:.3f}",
+        rarest_gap=_gap_text(r.rarest_gap_vs_muon, r.rarest_gap_vs_muon_se),
+        step_time="—" if r.step_time_vs_adam is None else f"{r.step_time_vs_adam:.2f}×",
+        tuning=f"{r.tuning_trials}/{r.tuning_budget}", place=r.placement,
+    ) for r in rows]  # fmt: skip
 
 
 def summary_text(cfg: Any, board: Board, claims: Sequence[ClaimResult]) -> str:
@@ -642,9 +651,10 @@ def outputs(cfg: Any, board: Board, claims: Sequence[ClaimResult]) -> Outputs:
     """CSVs, figures, ``results.json``, the claims and the report."""
     rows = records(board.rows)
     csvs = (
-        Table("leaderboard.csv", rows),
-        Table("leaderboard_view.csv", view_rows(board.rows), "The leaderboard: one row per "
-              "optimiser and QA level (every number and test: leaderboard.csv)", VIEW_COLUMNS),
+        Table("leaderboard.csv", rows, columns=column_docs(LeaderboardRow)),
+        Table("leaderboard_view.csv", records(view_rows(board.rows)), "The leaderboard: one row "
+              "per optimiser and QA level (every number and test: leaderboard.csv)",
+              column_docs(ViewRow)),
         Table("lag_ratio.csv", list(board.ratios)),
         Table("memory.csv", list(board.memory), "The associative memory: steps each frequency "
               "group takes to halve its loss, per optimiser and embedding draw"),

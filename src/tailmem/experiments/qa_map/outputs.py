@@ -18,14 +18,16 @@ from __future__ import annotations
 import dataclasses
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, TypeVar
 
 from tailmem.claims.a3_map import CLAIMS as MAP_CLAIMS
 from tailmem.claims.a3_map import A3MapInputs, MapPoint
 from tailmem.claims.a3_sensitivity import READING as LIKE_FOR_LIKE
 from tailmem.claims.core import ClaimResult
 from tailmem.claims.paper_a_qa_tables import VERSIONS, Version
+from tailmem.columns import column, column_docs, records
 from tailmem.experiments.knowledge_qa import gaps, grid
+from tailmem.experiments.knowledge_qa.gaps import TAU_HIGH, TAU_LOW, TAU_MIDDLE
 from tailmem.experiments.qa_map.config import Config, Planned
 from tailmem.experiments.qa_map.measures import (
     GAP_MARGIN,
@@ -51,6 +53,7 @@ from tailmem.metrics.qa_gaps import TAUS, Gap, LagRatio, Ratio
 from tailmem.outputs import Figure, Outputs, Report, Table
 from tailmem.report.qa_map_figures import Cell, heat_map_figure, trend_figure
 
+_V = TypeVar("_V")
 PREFIXES = {"lag": "pooled", "m2_lag": LIKE_FOR_LIKE}
 """Column prefix → the lag-ratio reading it holds (:func:`.knowledge_qa.gaps.readings`)."""
 
@@ -434,8 +437,7 @@ def outputs(cfg: Config, rows: Sequence[MapRow]) -> Outputs:
     }  # fmt: skip
     csvs = (
         Table("map.csv", records),
-        Table("map_summary.csv", summary_rows(cfg, rows),
-              "Every point of the grid (all numbers: map.csv)", SUMMARY_COLUMNS),
+        summary_table(cfg, rows),
     )  # fmt: skip
     report = Report("The map: where Muon's tail edge over Adam appears (knowledge QA)",
                     summary(cfg, rows, trend, published, claims))  # fmt: skip
@@ -477,7 +479,54 @@ def _lr_text(choice: ArmChoice | None) -> str:
     return f"{choice.rate:g}" + ("*" if choice.at_edge else "")
 
 
-def summary_rows(cfg: Config, rows: Sequence[MapRow]) -> list[dict[str, Any]]:
+EDGE = "edge"
+"""The field of :class:`SummaryRow` whose header names the configured τ (:func:`summary_table`)."""
+
+
+@dataclass(frozen=True)
+class SummaryRow:
+    """One point of the report's table (a row of ``map_summary.csv``), every number as text."""
+
+    point: str = column(
+        "d<width> L<layers> x<exposures per rarest fact> m<groups> rho<frequency exponent>"
+    )
+    facts_per_param: str = column(
+        "6 · 2^m facts ÷ the blocks' parameters (no embedding, no head)", name="facts/param"
+    )
+    lag_low: str = column(
+        f"pooled exposure-lag ratio Adam ÷ Muon at FTA {TAU_LOW:g} ({TAU_MIDDLE:g}, "
+        f"{TAU_HIGH:g} alike): geometric mean over seeds [95 % two-sided t interval], or ≥ / ≤ "
+        "a bound of the seed-mean curves where a crossing is not bracketed in every seed",
+        name=f"lag τ {TAU_LOW:g}",
+    )
+    lag_middle: str = column(
+        f"the pooled lag ratio at FTA {TAU_MIDDLE:g}", name=f"lag τ {TAU_MIDDLE:g}"
+    )
+    lag_high: str = column(f"the pooled lag ratio at FTA {TAU_HIGH:g}", name=f"lag τ {TAU_HIGH:g}")
+    tail_gap: str = column(
+        "the pre-specified cell: FTA Muon − Adam of the rarest group at the end, paired seed "
+        "mean [95 % t interval]",
+        name="tail gap",
+    )
+    edge: str = column(
+        "Muon ahead / Adam ahead: the lag ratio above / below 1 or the tail gap above / below 0 "
+        "beyond the 95 % t interval; no edge: both equivalent to none (ratio within ×/÷ "
+        f"{RATIO_MARGIN:g}, gap within ±{GAP_MARGIN:g}, two one-sided tests); else not "
+        "distinguished — each corrected by Holm across the grid's points"
+    )
+    peak_rarest_gap: str = column(
+        "the largest seed-mean FTA gap Muon − Adam of the rarest group over training ± that one "
+        "cell's SE: a maximum over many noisy cells, in no verdict",
+        name="peak rarest gap (descriptive)",
+    )
+    lr_muon: str = column(
+        "each arm's chosen LR; * at an end of the candidates tried (the budget ran out)",
+        name="LR muon",
+    )
+    lr_adam: str = column("Adam's chosen LR (* as for Muon's)", name="LR adam")
+
+
+def summary_rows(rows: Sequence[MapRow]) -> list[SummaryRow]:
     """The report's table: a point per row, its lag ratios, tail gap and edge as text, the
     descriptive peak rarest gap, facts per parameter and the chosen LRs (* at an end of the
     candidates tried)."""
@@ -485,35 +534,28 @@ def summary_rows(cfg: Config, rows: Sequence[MapRow]) -> list[dict[str, Any]]:
     for row in rows:
         peak = row.peak_rarest
         se = "" if peak is None or peak.se is None else f" ± {peak.se:.3f}"
-        out.append({
-            "point": row.label,
-            "facts/param": f"{row.facts_per_param:.2e}",
-            **{f"lag τ {t:g}": _ratio_text(row.ratio("pooled", t)) for t in TAUS},
-            "tail gap": _tail_text(row),
-            f"edge (τ {cfg.tau:g})": "" if row.edge is None else row.edge.finding,
-            "peak rarest gap (descriptive)": "" if peak is None else f"{peak.gap:+.3f}{se}",
-            "LR muon": _lr_text(row.arms.get(LEAD)),
-            "LR adam": _lr_text(row.arms.get(LAG)),
-        })  # fmt: skip
+        lag = {tau: _ratio_text(row.ratio("pooled", tau)) for tau in TAUS}
+        out.append(SummaryRow(
+            point=row.label, facts_per_param=f"{row.facts_per_param:.2e}",
+            lag_low=lag[TAU_LOW], lag_middle=lag[TAU_MIDDLE], lag_high=lag[TAU_HIGH],
+            tail_gap=_tail_text(row), edge="" if row.edge is None else row.edge.finding,
+            peak_rarest_gap="" if peak is None else f"{peak.gap:+.3f}{se}",
+            lr_muon=_lr_text(row.arms.get(LEAD)), lr_adam=_lr_text(row.arms.get(LAG)),
+        ))  # fmt: skip
     return out
 
 
-SUMMARY_COLUMNS = {
-    "point": "d<width> L<layers> x<exposures per rarest fact> m<groups> rho<frequency exponent>",
-    "facts/param": "6 · 2^m facts ÷ the blocks' parameters (no embedding, no head)",
-    "lag τ 0.3": "pooled exposure-lag ratio Adam ÷ Muon at FTA 0.3 (0.5, 0.8 alike): geometric "
-    "mean over seeds [95 % two-sided t interval], or ≥ / ≤ a bound of the seed-mean curves "
-    "where a crossing is not bracketed in every seed",
-    "tail gap": "the pre-specified cell: FTA Muon − Adam of the rarest group at the end, paired "
-    "seed mean [95 % t interval]",
-    "edge (τ 0.5)": "Muon ahead / Adam ahead: the lag ratio above / below 1 or the tail gap above "
-    "/ below 0 beyond the 95 % t interval; no edge: both equivalent to none (ratio within ×/÷ "
-    f"{RATIO_MARGIN:g}, gap within ±{GAP_MARGIN:g}, two one-sided tests); else not "
-    "distinguished — each corrected by Holm across the grid's points",
-    "peak rarest gap (descriptive)": "the largest seed-mean FTA gap Muon − Adam of the rarest "
-    "group over training ± that one cell's SE: a maximum over many noisy cells, in no verdict",
-    "LR muon": "each arm's chosen LR; * at an end of the candidates tried (the budget ran out)",
-}
+def summary_table(cfg: Config, rows: Sequence[MapRow]) -> Table:
+    """``map_summary.csv`` (:func:`summary_rows`), its edge column headed by the τ it is judged
+    at (``edge (τ 0.5)``)."""
+    edge = f"edge (τ {cfg.tau:g})"
+
+    def headed(record: Mapping[str, _V]) -> dict[str, _V]:
+        return {edge if key == EDGE else key: value for key, value in record.items()}
+
+    return Table("map_summary.csv", [headed(r) for r in records(summary_rows(rows))],
+                 "Every point of the grid (all numbers: map.csv)",
+                 headed(column_docs(SummaryRow)))  # fmt: skip
 
 
 def _where(row: MapRow) -> str:

@@ -134,13 +134,15 @@ def factorial_rows(cfg: Config, point: grid.PointResult) -> list[FactorialRow]:
         sf, sf_se = _final(point, arm, "fta", -2)
         re_, re_se = _final(point, arm, "em", -1)
         rows.append(FactorialRow(
-            arm, plan.arm(arm).label, rule, structure, hidden,
-            best.get(REST),
-            plan.edge((ffn, arm)) or "", plan.tuning_cost((ffn, arm))[0],
-            s, s_low, s_high, o, o_low, o_high,
-            _interval(_ratio(point, arm, ADAM_SHARED, TAUS[0]))[0],
-            _interval(_ratio(point, arm, ADAM_SHARED, TAUS[-1]))[0],
-            rf, rf_se, sf, sf_se, re_, re_se,
+            arm=arm, label=plan.arm(arm).label, rule=rule, structure=structure,
+            lr_hidden=hidden, lr_rest=best.get(REST), lr_edge=plan.edge((ffn, arm)) or "",
+            tuning_trials=plan.tuning_cost((ffn, arm))[0],
+            vs_adam_shared=s, vs_adam_shared_low=s_low, vs_adam_shared_high=s_high,
+            vs_adam_own=o, vs_adam_own_low=o_low, vs_adam_own_high=o_high,
+            vs_adam_shared_03=_interval(_ratio(point, arm, ADAM_SHARED, TAUS[0]))[0],
+            vs_adam_shared_08=_interval(_ratio(point, arm, ADAM_SHARED, TAUS[-1]))[0],
+            rarest_fta=rf, rarest_fta_se=rf_se, second_fta=sf, second_fta_se=sf_se,
+            rarest_em=re_, rarest_em_se=re_se,
         ))  # fmt: skip
     return rows
 

@@ -1,0 +1,41 @@
+"""Typed table rows (tailmem.columns): every column documented, headers that are no Python
+name given as ``name``, and the CSV written in field order."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import pytest
+
+from tailmem.columns import column, column_docs, records
+from tailmem.outputs import Outputs, Table, write
+from tailmem.rundir import RunDir
+
+
+@dataclass(frozen=True)
+class Row:
+    arm: str = column("the arm")
+    lag_05: float | None = column("the lag at τ 0.5", None, name="lag τ 0.5")
+    seeds: tuple[int, ...] = column("the seeds", ())
+
+
+def test_a_named_column_heads_the_csv_and_its_doc_in_field_order(tmp_path):
+    rows = [Row("muon", 1.5, (0, 1)), Row("adam")]
+    assert records(rows) == [
+        {"arm": "muon", "lag τ 0.5": 1.5, "seeds": "0 1"},
+        {"arm": "adam", "lag τ 0.5": None, "seeds": ""},
+    ]
+    assert list(column_docs(Row).items()) == [
+        ("arm", "the arm"), ("lag τ 0.5", "the lag at τ 0.5"), ("seeds", "the seeds")
+    ]  # fmt: skip
+    write(RunDir(tmp_path), Outputs(tables=(Table("t.csv", records(rows)),)))
+    assert (tmp_path / "t.csv").read_text() == "arm,lag τ 0.5,seeds\nmuon,1.5,0 1\nadam,,\n"
+
+
+def test_a_field_without_documentation_is_refused():
+    @dataclass(frozen=True)
+    class Bare:
+        arm: str
+
+    with pytest.raises(TypeError, match=r"Bare\.arm has no column documentation"):
+        column_docs(Bare)
