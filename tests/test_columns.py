@@ -39,3 +39,24 @@ def test_a_field_without_documentation_is_refused():
 
     with pytest.raises(TypeError, match=r"Bare\.arm has no column documentation"):
         column_docs(Bare)
+
+
+@dataclass(frozen=True)
+class _Cells:
+    value: float = column("inner value doc", name="")
+    low: float = column("its low end", name="_lo")
+
+
+@dataclass(frozen=True)
+class _Lagged:
+    name: str = column("the name")
+    lag: _Cells = column("the lag at 0.5", name="lag_0.5")
+
+
+def test_a_field_holding_a_row_spreads_into_that_rows_columns():
+    """A row type as a field's type: its columns headed by the field's header plus theirs, the
+    value column (headed "") explained by the field's own doc."""
+    assert column_docs(_Lagged) == {"name": "the name", "lag_0.5": "the lag at 0.5",
+                                    "lag_0.5_lo": "its low end"}  # fmt: skip
+    assert records([_Lagged("a", _Cells(1.5, 1.0))]) == [{"name": "a", "lag_0.5": 1.5,
+                                                          "lag_0.5_lo": 1.0}]  # fmt: skip

@@ -20,6 +20,7 @@ A header that is no Python name (``"lag τ 0.5"``, ``"lag_0.5"``) is given as ``
 from __future__ import annotations
 
 import dataclasses
+import typing
 from collections.abc import Iterable
 from typing import Any
 
@@ -46,22 +47,36 @@ def header(spec: dataclasses.Field[Any]) -> str:
 
 def column_docs(cls: type) -> dict[str, str]:
     """Every column of the row class ``cls`` with its explanation, in field order; a field
-    declared without :func:`column` is a TypeError naming it."""
+    declared without :func:`column` is a TypeError naming it. A field whose type is itself a row
+    class stands for that row's columns, headed by the field's header followed by each of
+    theirs; its own explanation is that of the inner column headed ``""`` (its value)."""
     out = {}
+    hints = typing.get_type_hints(cls)
     for spec in dataclasses.fields(cls):
         if DOC not in spec.metadata:
             raise TypeError(f"{cls.__qualname__}.{spec.name} has no column documentation")
-        out[header(spec)] = str(spec.metadata[DOC])
+        doc, inner = str(spec.metadata[DOC]), hints[spec.name]
+        if not (isinstance(inner, type) and dataclasses.is_dataclass(inner)):
+            out[header(spec)] = doc
+            continue
+        for suffix, text in column_docs(inner).items():
+            out[header(spec) + suffix] = text if suffix else doc
     return out
 
 
 def records(rows: Iterable[Any]) -> list[dict[str, Any]]:
-    """The rows as CSV records (header → value; tuples as space-separated text)."""
-    out = []
-    for row in rows:
-        record = {}
-        for spec in dataclasses.fields(row):
-            value = getattr(row, spec.name)
-            record[header(spec)] = " ".join(map(str, value)) if isinstance(value, tuple) else value
-        out.append(record)
-    return out
+    """The rows as CSV records (header → value; tuples as space-separated text; a field holding
+    a row spread into that row's columns, as :func:`column_docs` heads them)."""
+    return [_record(row) for row in rows]
+
+
+def _record(row: Any, prefix: str = "") -> dict[str, Any]:
+    record: dict[str, Any] = {}
+    for spec in dataclasses.fields(row):
+        value = getattr(row, spec.name)
+        if dataclasses.is_dataclass(value) and not isinstance(value, type):
+            record |= _record(value, prefix + header(spec))
+        else:
+            shown = " ".join(map(str, value)) if isinstance(value, tuple) else value
+            record[prefix + header(spec)] = shown
+    return record

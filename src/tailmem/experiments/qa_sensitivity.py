@@ -204,12 +204,17 @@ def _round(value: float | None) -> float | None:
 @dataclass(frozen=True)
 class RatioCells:
     """A lag ratio as table cells: the geometric mean over seeds with its 95 % t interval,
-    rounded to 4 decimals, and its status (:func:`.knowledge_qa.gaps.ratio_status`)."""
+    rounded to 4 decimals, and its status (:func:`.knowledge_qa.gaps.ratio_status`). A row's
+    field of this type is four columns, headed by the field's header and these suffixes."""
 
-    value: float | None
-    low: float | None
-    high: float | None
-    status: str
+    value: float | None = column("the ratio (explained by the field that holds these cells)",
+                                 name="")  # fmt: skip
+    low: float | None = column("its 95 % two-sided t interval, low end", name="_lo")
+    high: float | None = column("its 95 % two-sided t interval, high end", name="_hi")
+    status: str = column(
+        "measured, measured in k of n seeds, or the bound of the seed-mean curves",
+        name="_status",
+    )
 
     @classmethod
     def of(cls, row: LagRatio | None) -> RatioCells:
@@ -248,105 +253,33 @@ class SensitivityRow:
     adam_lr_where: str = column("where it sits among the candidates tried (as muon_lr_where)")
     adam_trials: str = column("Adam's tuning trials run / budget")
     n_seeds: int = column("seeds completed by both arms (paired by seed)")
-    lag_low: float | None = column(
+    lag_low: RatioCells = column(
         "exposure-lag ratio of Adam behind Muon pooled over groups (per seed the geometric mean "
         "over the groups measured in every seed) at FTA 0.3: geometric mean over seeds, _lo and "
         "_hi its 95 % two-sided t interval, _status measured in how many seeds; likewise lag_0.5 "
         "and lag_0.8",
         name=f"lag_{TAU_LOW:g}",
     )
-    lag_low_lo: float | None = column(
-        "its 95 % two-sided t interval, low end",
-        name=f"lag_{TAU_LOW:g}_lo",
-    )
-    lag_low_hi: float | None = column(
-        "its 95 % two-sided t interval, high end",
-        name=f"lag_{TAU_LOW:g}_hi",
-    )
-    lag_low_status: str = column(
-        "measured, measured in k of n seeds, or the bound of the seed-mean curves",
-        name=f"lag_{TAU_LOW:g}_status",
-    )
-    lag_middle: float | None = column(
+    lag_middle: RatioCells = column(
         f"the lag ratio pooled over groups at FTA {TAU_MIDDLE:g}",
         name=f"lag_{TAU_MIDDLE:g}",
     )
-    lag_middle_lo: float | None = column(
-        "its 95 % two-sided t interval, low end",
-        name=f"lag_{TAU_MIDDLE:g}_lo",
-    )
-    lag_middle_hi: float | None = column(
-        "its 95 % two-sided t interval, high end",
-        name=f"lag_{TAU_MIDDLE:g}_hi",
-    )
-    lag_middle_status: str = column(
-        "measured, measured in k of n seeds, or the bound of the seed-mean curves",
-        name=f"lag_{TAU_MIDDLE:g}_status",
-    )
-    lag_high: float | None = column(
+    lag_high: RatioCells = column(
         f"the lag ratio pooled over groups at FTA {TAU_HIGH:g}",
         name=f"lag_{TAU_HIGH:g}",
     )
-    lag_high_lo: float | None = column(
-        "its 95 % two-sided t interval, low end",
-        name=f"lag_{TAU_HIGH:g}_lo",
-    )
-    lag_high_hi: float | None = column(
-        "its 95 % two-sided t interval, high end",
-        name=f"lag_{TAU_HIGH:g}_hi",
-    )
-    lag_high_status: str = column(
-        "measured, measured in k of n seeds, or the bound of the seed-mean curves",
-        name=f"lag_{TAU_HIGH:g}_status",
-    )
-    m2_lag_low: float | None = column(
+    m2_lag_low: RatioCells = column(
         "the same of group m − 2 on the paper's cells (groups m−4, m−2, m at 20/50/100% of "
         "training, no step 0): like for like with the paper's tables, the reading the claim judges",
         name=f"m2_lag_{TAU_LOW:g}",
     )
-    m2_lag_low_lo: float | None = column(
-        "its 95 % two-sided t interval, low end",
-        name=f"m2_lag_{TAU_LOW:g}_lo",
-    )
-    m2_lag_low_hi: float | None = column(
-        "its 95 % two-sided t interval, high end",
-        name=f"m2_lag_{TAU_LOW:g}_hi",
-    )
-    m2_lag_low_status: str = column(
-        "measured, measured in k of n seeds, or the bound of the seed-mean curves",
-        name=f"m2_lag_{TAU_LOW:g}_status",
-    )
-    m2_lag_middle: float | None = column(
+    m2_lag_middle: RatioCells = column(
         f"the lag ratio of group m − 2 on the paper's cells at FTA {TAU_MIDDLE:g}",
         name=f"m2_lag_{TAU_MIDDLE:g}",
     )
-    m2_lag_middle_lo: float | None = column(
-        "its 95 % two-sided t interval, low end",
-        name=f"m2_lag_{TAU_MIDDLE:g}_lo",
-    )
-    m2_lag_middle_hi: float | None = column(
-        "its 95 % two-sided t interval, high end",
-        name=f"m2_lag_{TAU_MIDDLE:g}_hi",
-    )
-    m2_lag_middle_status: str = column(
-        "measured, measured in k of n seeds, or the bound of the seed-mean curves",
-        name=f"m2_lag_{TAU_MIDDLE:g}_status",
-    )
-    m2_lag_high: float | None = column(
+    m2_lag_high: RatioCells = column(
         f"the lag ratio of group m − 2 on the paper's cells at FTA {TAU_HIGH:g}",
         name=f"m2_lag_{TAU_HIGH:g}",
-    )
-    m2_lag_high_lo: float | None = column(
-        "its 95 % two-sided t interval, low end",
-        name=f"m2_lag_{TAU_HIGH:g}_lo",
-    )
-    m2_lag_high_hi: float | None = column(
-        "its 95 % two-sided t interval, high end",
-        name=f"m2_lag_{TAU_HIGH:g}_hi",
-    )
-    m2_lag_high_status: str = column(
-        "measured, measured in k of n seeds, or the bound of the seed-mean curves",
-        name=f"m2_lag_{TAU_HIGH:g}_status",
     )
     rarest_fta_gap: float | None = column(
         "the tail gap, the pre-specified cell: final FTA Muon − Adam of the rarest group, paired "
@@ -391,18 +324,8 @@ def sensitivity_row(factor: str, level: str, base: bool, found: PointMeasures) -
         muon_lr=muon.rate, muon_lr_where=muon.where, muon_trials=_trials(muon),
         adam_lr=adam.rate, adam_lr_where=adam.where, adam_trials=_trials(adam),
         n_seeds=found.n_seeds,
-        lag_low=lag[TAU_LOW].value, lag_low_lo=lag[TAU_LOW].low,
-        lag_low_hi=lag[TAU_LOW].high, lag_low_status=lag[TAU_LOW].status,
-        lag_middle=lag[TAU_MIDDLE].value, lag_middle_lo=lag[TAU_MIDDLE].low,
-        lag_middle_hi=lag[TAU_MIDDLE].high, lag_middle_status=lag[TAU_MIDDLE].status,
-        lag_high=lag[TAU_HIGH].value, lag_high_lo=lag[TAU_HIGH].low,
-        lag_high_hi=lag[TAU_HIGH].high, lag_high_status=lag[TAU_HIGH].status,
-        m2_lag_low=m2[TAU_LOW].value, m2_lag_low_lo=m2[TAU_LOW].low,
-        m2_lag_low_hi=m2[TAU_LOW].high, m2_lag_low_status=m2[TAU_LOW].status,
-        m2_lag_middle=m2[TAU_MIDDLE].value, m2_lag_middle_lo=m2[TAU_MIDDLE].low,
-        m2_lag_middle_hi=m2[TAU_MIDDLE].high, m2_lag_middle_status=m2[TAU_MIDDLE].status,
-        m2_lag_high=m2[TAU_HIGH].value, m2_lag_high_lo=m2[TAU_HIGH].low,
-        m2_lag_high_hi=m2[TAU_HIGH].high, m2_lag_high_status=m2[TAU_HIGH].status,
+        lag_low=lag[TAU_LOW], lag_middle=lag[TAU_MIDDLE], lag_high=lag[TAU_HIGH],
+        m2_lag_low=m2[TAU_LOW], m2_lag_middle=m2[TAU_MIDDLE], m2_lag_high=m2[TAU_HIGH],
         rarest_fta_gap=rarest_fta[0], rarest_fta_gap_se=rarest_fta[1],
         second_fta_gap=second_fta[0], second_fta_gap_se=second_fta[1],
         rarest_em_gap=rarest_em[0], rarest_em_gap_se=rarest_em[1],
