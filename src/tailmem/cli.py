@@ -137,6 +137,13 @@ def _cmd_tune(args: argparse.Namespace) -> int:
             f"{args.experiment} tunes no learning rate; expected a study that does "
             "(knowledge-qa, optim-bench, icl-regression, ablation)"
         )
+    if args.missing:
+        if "tuning.rates=sweep" not in extra:
+            raise ConfigError(
+                f"--missing: {args.experiment} tunes at grid points of its own; expected a study "
+                "with one tuning section (knowledge-qa, icl-regression, ablation)"
+            )
+        extra = tuple("tuning.rates=fill" if o == "tuning.rates=sweep" else o for o in extra)
     for item in args.overrides:
         key = item.split("=", 1)[0].strip()
         for mine in (own.split("=", 1)[0] for own in extra):
@@ -361,6 +368,12 @@ def _add_tune(sub: Commands) -> None:
         action="store_true",
         help="also merge the choices into the package's rate store (configs/tuned_rates.json), "
         "which presets with tuning.rates: stored read",
+    )
+    p.add_argument(
+        "--missing",
+        action="store_true",
+        help="tune only the arms the rate store holds no rate for (tuning.rates=fill): after a "
+        "change to one optimiser's settings, only the arms that train with it",
     )
     p.set_defaults(func=_cmd_tune)
 

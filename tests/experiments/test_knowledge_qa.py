@@ -39,7 +39,7 @@ from tailmem.experiments.knowledge_qa.tables import claims, gap_rows, mean_std, 
 from tailmem.lm.config import ModelSection, OptimSection, TrainSection
 from tailmem.lm.plan import Plan, TrainedPlan, run_plan
 from tailmem.lm.spec import Divergence, RunResult
-from tailmem.lm.store import load_store
+from tailmem.lm.store import load_store, write_store
 from tailmem.lm.subrun import RunContext, RunTemplate, run_job, template
 from tailmem.lm.sweeps import choice_rows, trial_rows
 from tailmem.lm.tuning import TuningSection
@@ -138,10 +138,11 @@ def test_smoke_preset_writes_every_output(smoke, strict_json):
     m, steps_total, every = cfg.data.m, cfg.train.steps, cfg.train.eval_every
     assert len(results["runs"]) == len(cfg.arms) * cfg.seeds
     assert results["tuning"] == {"score": "answer_loss", "choices": [], "trials": []}
-    assert results["best_lr"] == {
-        "plain/muon": {"adam": 3e-3, "muon": 0.05},
-        "plain/adam_split": {"adam": 3e-3, "adam_split": 3e-3},
-        "plain/adam": {"adam": 3e-3},
+    rate = {kind: cfg.optim[kind].lr for kind in ("muon", "adam", "adam_split")}
+    assert results["best_lr"] == {  # the preset's set rates, the rest at Adam's
+        "plain/muon": {"adam": rate["adam"], "muon": rate["muon"]},
+        "plain/adam_split": {"adam": rate["adam"], "adam_split": rate["adam_split"]},
+        "plain/adam": {"adam": rate["adam"]},
     }
     for result in results["runs"]:
         assert result["status"] == "complete"
@@ -293,6 +294,42 @@ def test_tune_then_evaluate_fresh_seeds_at_the_stored_rates(tmp_path, capsys):
         err.value
     )
     assert "\n" not in str(err.value) and not (tmp_path / "refused").exists()
+
+
+def test_tune_missing_re_tunes_only_the_arms_a_changed_optimiser_trains(tmp_path, capsys):
+    """Changing Muon's settings re-keys the Muon arm's tuning problem and no other: `tailmem
+    tune --missing` trains the Muon trials alone, at Adam's stored choice, and a run at
+    ``tuning.rates=stored`` then finds both."""
+    cache = f"cache_dir={tmp_path / 'data'}"
+    first = tmp_path / "first"
+    assert main(["tune", "knowledge-qa", "--preset", "smoke", *TUNED, cache, "--out",
+                 str(first)]) == 0  # fmt: skip
+    held = tmp_path / "rates.json"
+    write_store(held, load_store(first / "tuned_rates.json").values(), merge=False)
+    store = f"tuning.store={held}"
+    rescaled = [*TUNED, cache, store, "optim.muon.scale=none"]
+    with pytest.raises(ConfigError, match="plain/muon") as err:
+        run_experiment("knowledge-qa", "smoke", [*rescaled, "tuning.rates=stored"],
+                       out=tmp_path / "refused")  # fmt: skip
+    assert "plain/adam" not in str(err.value)  # Adam's rate is still stored
+    again = tmp_path / "again"
+    capsys.readouterr()
+    assert main(["tune", "knowledge-qa", "--preset", "smoke", *rescaled, "--missing", "--out",
+                 str(again)]) == 0  # fmt: skip
+    assert "plain/adam" not in capsys.readouterr().out
+    folders = {p.parent.name for p in again.glob("runs/plain/*/*")}
+    assert folders == {"muon"}  # no Adam trial
+    new = load_store(again / "tuned_rates.json")
+    assert [r.arm for r in new.values()] == ["muon"]
+    adam = next(r for r in load_store(held).values() if r.arm == "adam")
+    assert next(iter(new.values())).lrs["adam"] == adam.lrs["adam"]  # borrowed from the store
+    write_store(held, new.values())
+    run, status = run_experiment("knowledge-qa", "smoke", [*rescaled, "tuning.rates=stored"],
+                                 out=tmp_path / "evaluate")  # fmt: skip
+    assert status == "ran" and run.is_complete
+    code = main(["tune", "optim-bench", "--preset", "smoke", "--missing", "--out",
+                 str(tmp_path / "bench")])  # fmt: skip
+    assert code == 2 and "--missing: optim-bench tunes at grid points" in capsys.readouterr().err
 
 
 def test_rerun_after_deleting_complete_reuses_finished_runs(smoke, tmp_path):

@@ -184,6 +184,24 @@ def test_the_store_key_follows_every_number_of_the_tuning_problem(tmp_path):
         load_store(path)
 
 
+def test_the_store_key_holds_the_optimisers_the_entry_trains_and_no_other():
+    """Another arm's optimiser changes none of an entry's trials, so it leaves the entry's key
+    alone (changing Muon's scale re-tunes the Muon arms, not Adam's); its own optimiser's
+    settings, and a twin's (adam_split shares Adam's), change it."""
+    adam, muon = _plan().entries[:2]
+    record = {
+        "model": {"d": 256},
+        "optim": {"adam": {"lr": 1e-3, "eps": 1e-8}, "muon": {"lr": 0.1, "scale": "default"}},
+    }
+    rescaled = {**record, "optim": {**record["optim"], "muon": {"lr": 0.1, "scale": "none"}}}
+    assert tuning_key(rescaled, adam, {}) == tuning_key(record, adam, {})
+    assert tuning_key(rescaled, muon, {"adam": 2e-3}) != tuning_key(record, muon, {"adam": 2e-3})
+    hidden = "adam_split:q,k,v,o,w_in,w_gate,w_out adam:*"
+    split = Entry("plain", Arm("split", "Split", hidden), adam.rates, adam.sweep)
+    eps = {**record, "optim": {**record["optim"], "adam": {"lr": 1e-3, "eps": 1e-6}}}
+    assert tuning_key(eps, split, {}) != tuning_key(record, split, {})
+
+
 def test_a_seed_whose_tuning_seeds_pass_the_seed_range_is_refused_before_anything_is_written(
     tmp_path,
 ):

@@ -461,12 +461,13 @@ class LMConfig:
 
     def stored_rates(self) -> dict[tuple[str, str], StoredRate]:
         """With ``tuning.rates: stored``, every tuned entry's stored rate (refused in one line
-        when one is missing, before anything is written); else none."""
-        if self.tuning.rates != "stored":
+        when one is missing, before anything is written); with ``fill``, those the store holds
+        (the others tune in the run); else none."""
+        if self.tuning.rates == "sweep":
             return {}
         store = load_store(self.tuning.store)
         found, missing = stored_choices(self.entries(), self.tuning_record(), store)
-        if missing:
+        if missing and self.tuning.rates == "stored":
             raise missing_rates(missing, self.tuning.store or "the package's rate store")
         return found
 

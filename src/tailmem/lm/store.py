@@ -1,9 +1,10 @@
 """Chosen learning rates kept with their provenance, so a preset evaluates fresh seeds at them.
 
 A *tuning problem* is identified by one digest (:func:`tuning_key`): the study's *problem
-record* — every config field that determines a trial's numbers (model, training, data, every
-optimiser's hyper-parameters, the tuning section; each study's ``tuning_record``: not the
-evaluation seed count, workers, threads or output fields) — and the entry's own FFN type,
+record* — every config field that determines a trial's numbers (model, training, data, the
+hyper-parameters of the optimisers the entry trains, the tuning section; each study's
+``tuning_record``: not the evaluation seed count, workers, threads or output fields, nor the
+sections of optimisers only other arms train) — and the entry's own FFN type,
 recipe, sweep (grid, tuning seeds, length, score, widening rule), set rates and borrowed rates.
 Change anything that would change a trial's numbers and the key changes, so a stored rate is
 only ever used for the problem it was tuned on; :func:`stored_choices` finds every entry's in
@@ -30,6 +31,7 @@ from typing import TYPE_CHECKING, Any, Literal
 
 from tailmem.atomic import atomic_write_text
 from tailmem.errors import ConfigError, DataError
+from tailmem.optim.registry import REGISTRY
 from tailmem.provenance import config_digest
 
 if TYPE_CHECKING:
@@ -41,10 +43,12 @@ PACKAGE_STORE = Path(__file__).resolve().parents[1] / "configs" / "tuned_rates.j
 
 def tuning_key(problem: Mapping[str, Any], entry: Entry, borrowed: Mapping[str, float]) -> str:
     """The digest of one entry's tuning problem (module docstring); ``borrowed`` holds the
-    rates its borrowed kinds take (the lenders' choices)."""
+    rates its borrowed kinds take (the lenders' choices). Of the problem's ``optim`` section
+    only the kinds the entry trains enter (and the twins whose hyper-parameters they share):
+    another arm's optimiser changes none of this entry's trials, so it leaves its key alone."""
     sweep = None if entry.sweep is None else asdict(entry.sweep)
     record = {
-        "problem": dict(problem),
+        "problem": _trained_problem(problem, entry.arm.kinds),
         "ffn": entry.ffn,
         "recipe": entry.arm.recipe,
         "sweep": sweep,
@@ -54,6 +58,15 @@ def tuning_key(problem: Mapping[str, Any], entry: Entry, borrowed: Mapping[str, 
         "borrowed": dict(sorted(borrowed.items())),
     }
     return config_digest("tuning", record)
+
+
+def _trained_problem(problem: Mapping[str, Any], kinds: Iterable[str]) -> dict[str, Any]:
+    """``problem`` with its ``optim`` section cut to ``kinds`` and their twins."""
+    optim = problem.get("optim")
+    if not isinstance(optim, Mapping):
+        return dict(problem)
+    needed = set(kinds) | {REGISTRY[k].twin for k in kinds if k in REGISTRY} - {None}
+    return {**problem, "optim": {k: v for k, v in optim.items() if k in needed}}
 
 
 def stored_choices(
@@ -216,9 +229,9 @@ def missing_rates(missing: Iterable[tuple[str, str]], where: str) -> ConfigError
     names = ", ".join(f"{ffn}/{arm}" for ffn, arm in missing)
     return ConfigError(
         f"tuning.rates: stored, but {where} holds no rate tuned for exactly this config for "
-        f"{names}; expected tuning.rates=sweep (tune in this run), or `tailmem tune` with the "
-        "same config first: with --store it fills the package's store, without it set "
-        "tuning.store=OUT/tuned_rates.json"
+        f"{names}; expected tuning.rates=sweep (tune in this run) or fill (tune only those), "
+        "or `tailmem tune --missing` with the same config first: with --store it fills the "
+        "package's store, without it set tuning.store=OUT/tuned_rates.json"
     )
 
 

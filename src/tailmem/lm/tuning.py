@@ -176,9 +176,11 @@ class TuningSection:
     ``seeds``: tuning seeds per candidate (≥ 2; ``seed + 1000 + i``, apart from the evaluation
     seeds); ``score``: what ranks candidates (the study's choices; ``None``: its default);
     ``max_extend``: points the widening rule may add beyond an end; ``steps``: length of the
-    trials (``None``: ``train.steps``); ``rates``: ``sweep`` (tune in this run) or ``stored``
+    trials (``None``: ``train.steps``); ``rates``: ``sweep`` (tune in this run), ``stored``
     (the rates stored for exactly this tuning problem, :mod:`tailmem.lm.store`: no trial is
-    trained; refused when none is stored); ``store``: the store to read (``None``: the
+    trained; refused when one is missing) or ``fill`` (the stored rate where the store holds
+    one, a sweep in this run for every other entry: after a change that re-keys some entries,
+    only those re-tune); ``store``: the store to read (``None``: the
     package's); ``only``: train the trials alone and write the choices (``tailmem tune``);
     ``rest_lr``: the rate of every arm's *rest* — the parameters trained by a kind that trains
     none of its hidden matrices (the Adam-trained embedding, head and norms of a Muon arm) —
@@ -191,7 +193,7 @@ class TuningSection:
     score: str | None = None
     max_extend: int = 2
     steps: int | None = None
-    rates: Literal["sweep", "stored"] = "sweep"
+    rates: Literal["sweep", "stored", "fill"] = "sweep"
     store: str | None = None
     only: bool = False
     rest_lr: float | None = None
