@@ -53,10 +53,15 @@ def test_run_records_config_and_skips_identical_rerun(fake_experiment, tmp_path)
     record = yaml.safe_load((out / "config.yaml").read_text())
     assert record["config"]["ks"] == [7] and record["preset"] == "smoke"
     assert {"torch", "python", "tailmem", "device"} <= set(record["environment"])
+    assert "argv" not in record["environment"]  # the caller passes the command in
+    assert record["command"] == "fake run"
     first = (out / "results.json").read_text()
     _, status = run_experiment("fake", "smoke", ["ks=[7]"], out=out)
     assert status == "skipped"
-    _, status = run_experiment("fake", "smoke", ["ks=[7]"], out=out, force=True)
+    _, status = run_experiment("fake", "smoke", ["ks=[7]"], out=out, force=True,
+                               command="fake --preset smoke ks=[7]")  # fmt: skip
+    record = yaml.safe_load((out / "config.yaml").read_text())
+    assert record["command"] == "fake --preset smoke ks=[7]"
     assert status == "ran" and (out / "results.json").read_text() == first  # seeded
 
 

@@ -8,7 +8,6 @@ import hashlib
 import json
 import platform
 import subprocess
-import sys
 from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
@@ -58,7 +57,6 @@ def environment() -> dict[str, Any]:
         "platform": platform.platform(),
         "device": device,
         "cpu_threads": torch.get_num_threads(),
-        "argv": sys.argv,
         "started": _dt.datetime.now(_dt.timezone.utc).isoformat(timespec="seconds"),
     }
 

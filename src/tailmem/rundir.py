@@ -156,15 +156,22 @@ class RunDir:
         return paths
 
     def write_config(
-        self, experiment: str, preset: str, cfg: Any, source: Mapping[str, Any] | None = None
+        self,
+        experiment: str,
+        preset: str,
+        cfg: Any,
+        source: Mapping[str, Any] | None = None,
+        command: str | None = None,
     ) -> Path:
         """Record what a re-run needs: experiment, preset, full config, digest, environment;
-        ``source``: where a config not from a packaged preset came from (``config_file``)."""
+        ``source``: where a config not from a packaged preset came from (``config_file``);
+        ``command``: the command line that started the run, as the caller knows it."""
         config = to_dict(cfg)
         record = {
             "experiment": experiment,
             "preset": preset,
             **(source or {}),
+            **({"command": command} if command is not None else {}),
             "digest": run_digest(experiment, config),
             "config": config,
             "environment": environment(),

@@ -208,7 +208,7 @@ def run_experiment(
                     run.clear_complete()
                 run.remove_stale_temp_files()
                 extra = {**source.record(), **({USER_CODE: code} if code else {})}
-                run.write_config(experiment, source.preset, cfg, extra)
+                run.write_config(experiment, source.preset, cfg, extra, provenance.command)
             return _execute(study, cfg, run, provenance, status, main=True)
         except BaseException:
             if fresh and not _holds_results(run):  # a refusal or failure that made nothing

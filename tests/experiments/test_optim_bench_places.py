@@ -18,6 +18,7 @@ from tailmem.experiments.optim_bench.places import (
     ALL_ADAM,
     MUON,
     PLACES,
+    UNDER_TUNED,
     UNDERPOWERED,
     decide_level,
     difference_test,
@@ -26,6 +27,7 @@ from tailmem.experiments.optim_bench.places import (
     positive_control,
     reference_finding,
     tail_values,
+    tuned_within,
 )
 from tailmem.metrics.qa_gaps import POOLED, FTACurves, lag_ratios
 
@@ -63,6 +65,37 @@ def test_a_clear_optimiser_is_placed_by_each_rule():
         "behind": "behind Adam",
         "noisy": "not distinguished",
     }
+
+
+def test_an_order_resting_on_a_rate_at_a_grid_end_is_undecided():
+    """X shown behind while its own rate sat at a grid end, or ahead of a reference whose rate
+    did: a better rate may lie beyond, so the place is undecided; an order the end cannot
+    overturn (X ahead while X is at an end) stands."""
+    tests = {
+        "between": (measured(0.15, 0.01), measured(0.15, 0.01)),
+        "behind": (measured(0.4, 0.02), measured(-0.2, 0.02)),
+        "ahead": (measured(-0.18, 0.02), measured(0.4, 0.02)),
+        "muon_like": (measured(0.005, 0.01), measured(0.3, 0.01)),
+    }
+    placed = place_all(tests)
+    own = tuned_within(placed, {"between": "highest", "behind": "lowest", "ahead": "highest"})
+    assert {n: p.place for n, p in own.items()} == {
+        "between": UNDER_TUNED, "behind": UNDER_TUNED, "ahead": "ahead of Muon",
+        "muon_like": "equivalent to Muon",
+    }  # fmt: skip
+    assert "between, but between's rate sat at the highest end" in own["between"].reason
+    muon_short = tuned_within(placed, {"muon": "highest"})
+    assert muon_short["ahead"].place == UNDER_TUNED and muon_short["between"].place == "between"
+    adam_short = tuned_within(placed, {"adam_split": "lowest"})
+    assert adam_short["between"].place == UNDER_TUNED
+    assert adam_short["behind"].place == "behind Adam"
+    control = positive_control(measured(0.27, 0.05))
+    trails = measured(0.3, 0.01)  # Muon − adam_split: adam_split trails
+    assert reference_finding(trails, control).finding == "trails Muon"
+    assert reference_finding(trails, control, {"adam_split": "lowest"}).finding.startswith(
+        UNDER_TUNED
+    )
+    assert reference_finding(trails, control, {"muon": "highest"}).finding == "trails Muon"
 
 
 def test_a_gap_of_a_few_points_with_a_wide_spread_is_not_equivalent():

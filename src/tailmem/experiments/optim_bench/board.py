@@ -242,7 +242,8 @@ def level_stats(point: grid.PointResult) -> tuple[LevelStats, dict[str, TailValu
             exposures = point.exposures.at(steps)[-1]  # the rarest group's
             values[arm] = tail_values([r.seed for r in results], fta[:, :, -1], exposures)
     rarest = float((N_ATTRIBUTES * group_sizes(point.config.data.m))[-1])
-    return decide_level(values, point.plan.seeds, 1.0 / rarest), values
+    edges = {arm: edge for arm in point.plan.arms if (edge := point.plan.edge((ffn, arm)))}
+    return decide_level(values, point.plan.seeds, 1.0 / rarest, edges), values
 
 
 def censored_lag(ratio: LagRatio | None) -> tuple[float | None, str]:

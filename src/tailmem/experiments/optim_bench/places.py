@@ -25,6 +25,12 @@ family, corrected by Holm's step-down rule (:func:`tailmem.claims.core.holm`). T
   equivalence with both (Muon and Adam not told apart at this level). No difference shown is
   never read as sameness.
 
+A place that puts an optimiser below a reference while its tuned rate sat at an end of its grid
+with the widening spent — or above a reference whose rate did — is :data:`UNDER_TUNED`
+(:func:`tuned_within`): a better rate may lie beyond the end, so the order is not decided (the
+rule of :mod:`tailmem.claims.a3` for knowledge QA's arms). The finding on ``adam_split`` follows
+the same rule.
+
 Nothing is placed unless the positive control separates (:func:`positive_control`: all-Adam
 below Muon by the paired t test); a run where it does not is underpowered and decides nothing.
 The question the benchmark exists for — does ``adam_split`` share Muon's tail edge? — is one
@@ -37,7 +43,7 @@ from __future__ import annotations
 import math
 import statistics
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 
 import numpy as np
 
@@ -66,11 +72,20 @@ UNDERPOWERED = (
     "separate)"
 )
 """The place of every optimiser of a run whose positive control did not separate."""
+UNDER_TUNED = "undecided: a rate at an end of its grid"
+"""The place of an optimiser whose order rests on an under-tuned rate (:func:`tuned_within`)."""
+BELOW = {"between": (MUON,), "equivalent to Adam": (MUON,), "behind Adam": (MUON, ADAM)}
+"""The references each place puts an optimiser below."""
+ABOVE = {"ahead of Muon": (MUON, ADAM), "between": (ADAM,)}
+"""The references each place puts an optimiser above."""
+Edges = Mapping[str, str]
+"""Optimiser → ``lowest``/``highest``: its tuned rate sat at that end of the candidates tried,
+the widening spent (optimisers with an interior rate are absent)."""
 
 
 @dataclass(frozen=True)
 class Placement:
-    """Where one optimiser sits: its ``place`` (one of :data:`PLACES`, or
+    """Where one optimiser sits: its ``place`` (one of :data:`PLACES`, :data:`UNDER_TUNED` or
     :data:`UNDERPOWERED`), the two tests it rests on (None where not measured in every seed),
     which of the four hypotheses Holm's rule rejected (difference and equivalence vs Muon, then
     vs Adam) and why."""
@@ -166,6 +181,24 @@ def decided(placed: Mapping[str, Placement], control: PositiveControl) -> dict[s
             for name, p in placed.items()}  # fmt: skip
 
 
+def tuned_within(placed: Mapping[str, Placement], edges: Edges) -> dict[str, Placement]:
+    """The places, each one :data:`UNDER_TUNED` whose order rests on a rate at a grid end: the
+    optimiser's own where the place puts it below a reference, a reference's where it puts the
+    optimiser above that reference."""
+    out = {}
+    for name, p in placed.items():
+        short = [name] if BELOW.get(p.place) and name in edges else []
+        short += [ref for ref in ABOVE.get(p.place, ()) if ref in edges]
+        if not short:
+            out[name] = p
+            continue
+        why = "; ".join(f"{arm}'s rate sat at the {edges[arm]} end of its grid" for arm in short)
+        out[name] = replace(p, place=UNDER_TUNED,
+                            reason=f"{p.place}, but {why} (widening spent): a better rate may "
+                                   "lie beyond")  # fmt: skip
+    return out
+
+
 @dataclass(frozen=True)
 class ReferenceFinding:
     """The pre-specified comparison of ``adam_split`` with Muon: its test (Muon − it per seed)
@@ -177,10 +210,14 @@ class ReferenceFinding:
 
 
 def reference_finding(
-    test: EquivalenceTest | None, control: PositiveControl, alpha: float = ALPHA
+    test: EquivalenceTest | None,
+    control: PositiveControl,
+    edges: Edges | None = None,
+    alpha: float = ALPHA,
 ) -> ReferenceFinding:
     """Does ``adam_split`` share Muon's tail edge (module docstring)? Undecided in a run whose
-    positive control did not separate."""
+    positive control did not separate, and where the one found behind had its rate at a grid
+    end (``edges``)."""
     if test is None:
         return ReferenceFinding(None, "not measured in every seed")
     if not control.separated:
@@ -188,6 +225,11 @@ def reference_finding(
     if test.p_equivalent < alpha:
         return ReferenceFinding(test, "shares Muon's tail edge (equivalent within the margin)")
     if test.p_different < alpha:
+        behind = ADAM if test.mean > 0 else MUON
+        edge = (edges or {}).get(behind)
+        if edge is not None:
+            why = f"{UNDER_TUNED} ({behind}'s rate at its {edge}): the order is not decided"
+            return ReferenceFinding(test, why)
         return ReferenceFinding(test, "trails Muon" if test.mean > 0 else "leads Muon")
     return ReferenceFinding(test, "not distinguished")
 
@@ -243,13 +285,18 @@ class LevelStats:
 
 
 def decide_level(
-    values: Mapping[str, TailValues], seeds: Sequence[int], resolution: float
+    values: Mapping[str, TailValues],
+    seeds: Sequence[int],
+    resolution: float,
+    edges: Edges | None = None,
 ) -> LevelStats:
     """Every test of one level from each optimiser's :data:`TailValues` over the evaluation
     ``seeds`` (``resolution``: one question of the rarest group, the floor of an FTA's SD):
     the positive control (Muon − all-Adam), the places of every challenger (every optimiser
     but the two references) on both statistics, each its own Holm family and withheld unless
-    the control separates, the finding on Adam (own rate), and the power at the SD observed."""
+    the control separates, undecided where an order rests on a rate at a grid end (``edges``),
+    the finding on Adam (own rate), and the power at the SD observed."""
+    edges = edges or {}
     none: TailValues = {}
 
     def test(a: str, b: str, which: int) -> EquivalenceTest | None:
@@ -259,11 +306,11 @@ def decide_level(
     control = positive_control(test(MUON, ALL_ADAM, 0))
     challengers = [arm for arm in values if arm not in (MUON, ADAM)]
     placed, placed_auc = (
-        decided(place_all({x: (test(MUON, x, k), test(x, ADAM, k)) for x in challengers}),
-                control)
+        decided(tuned_within(place_all({x: (test(MUON, x, k), test(x, ADAM, k))
+                                        for x in challengers}), edges), control)
         for k in (0, 1)
     )  # fmt: skip
-    finding = reference_finding(test(MUON, ADAM, 0), control)
+    finding = reference_finding(test(MUON, ADAM, 0), control, edges)
     muon = values.get(MUON, none)
     sds = [statistics.stdev(d) for x in challengers
            if (d := paired(muon, values[x], 0, seeds)) and len(d) > 1]  # fmt: skip
