@@ -3,6 +3,7 @@ name given as ``name``, and the CSV written in field order."""
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from dataclasses import dataclass
 
 import pytest
@@ -60,3 +61,27 @@ def test_a_field_holding_a_row_spreads_into_that_rows_columns():
                                     "lag_0.5_lo": "its low end"}  # fmt: skip
     assert records([_Lagged("a", _Cells(1.5, 1.0))]) == [{"name": "a", "lag_0.5": 1.5,
                                                           "lag_0.5_lo": 1.0}]  # fmt: skip
+
+
+@dataclass(frozen=True)
+class _PerGroup:
+    arm: str = column("the arm")
+    times: tuple[int | None, ...] = column("steps to halve the group's loss", each="group_{}",
+                                           first=1)  # fmt: skip
+    by_arm: Mapping[str, float] = column("the lag behind that arm", each="lag vs {}")
+
+
+def test_a_field_spread_over_its_items_heads_one_column_per_item():
+    """The number of items is the config's (groups, arms): one column per item, headed by the
+    pattern, each explained by the field's doc, read off the rows."""
+    rows = [_PerGroup("muon", (3, None), {"adam": 1.5}), _PerGroup("adam", (5, 9), {"adam": 1.0})]
+    assert records(rows) == [
+        {"arm": "muon", "group_1": 3, "group_2": None, "lag vs adam": 1.5},
+        {"arm": "adam", "group_1": 5, "group_2": 9, "lag vs adam": 1.0},
+    ]
+    docs = column_docs(_PerGroup, rows)
+    assert list(docs) == ["arm", "group_1", "group_2", "lag vs adam"]
+    assert docs["group_2"] == "steps to halve the group's loss"
+    assert list(column_docs(_PerGroup)) == ["arm"]  # no rows, no items to head
+    with pytest.raises(ValueError, match="expected a header pattern"):
+        column("doc", each="group")

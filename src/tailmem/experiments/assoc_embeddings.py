@@ -626,15 +626,32 @@ def run(cfg: Config, run: RunDir, provenance: Provenance) -> None:
     write(run, outputs(cfg, measured, time.perf_counter() - started))
 
 
-def run_rows(measured: Measured) -> list[dict[str, object]]:
-    """``runs.csv``: every draw's run, its times per group as ``steps_group<g>`` (one column
-    per frequency group: the header depends on the spectrum, so no row class fixes it)."""
+@dataclass(frozen=True)
+class RunRow:
+    """One arm's run on one evaluation draw (a row of ``runs.csv``)."""
+
+    regime: str = column("the regime: d_ge_k (d ≥ K) or d_lt_k (d < K)")
+    pace: int = column("the head pace P its step was matched to")
+    steps: int = column("the run's length (20 P)")
+    arm: str = column("the update rule and the embeddings' geometry")
+    draw: int = column("the evaluation draw")
+    lr: float = column("its matched step size")
+    final_loss: float = column("the loss at the end of the run")
+    times: tuple[int | None, ...] = column(
+        "the first step at which the group's loss is at most half its initial loss (group 0 the "
+        "most frequent; empty: not within the run)",
+        each="steps_group{}",
+    )
+
+
+def run_rows(measured: Measured) -> list[RunRow]:
+    """``runs.csv``: every draw's run, its times per frequency group."""
     return [
-        {"regime": regime, "pace": p.pace, "steps": p.steps, "arm": r.arm, "draw": r.draw,
-         "lr": r.lr, "final_loss": r.final_loss,
-         **{f"steps_group{g}": t for g, t in enumerate(r.times)}}
-        for regime, entry in measured.regimes.items() for p in entry.paces for r in p.runs
-    ]  # fmt: skip
+        RunRow(regime, p.pace, p.steps, r.arm, r.draw, r.lr, r.final_loss, r.times)
+        for regime, entry in measured.regimes.items()
+        for p in entry.paces
+        for r in p.runs
+    ]
 
 
 def summary(cfg: Config, measured: Measured, claims: Sequence[ClaimResult]) -> str:
@@ -659,11 +676,12 @@ def outputs(cfg: Config, measured: Measured, wall_seconds: float) -> Outputs:
     results = {"experiment": NAME, "config": asdict(cfg), **asdict(measured),
                "table": records(head), "wall_seconds": wall_seconds}  # fmt: skip
     docs = column_docs(RatioRow)
+    runs = run_rows(measured)
     tables = (
         Table("ratios.csv", records(head), f"rarest ÷ head time at head pace {cfg.head_steps}, "
               "per regime, family and geometry", docs),
         Table("ratios_all_paces.csv", records(rows), "the same at every pace", docs),
-        Table("runs.csv", run_rows(measured)),
+        Table("runs.csv", records(runs), columns=column_docs(RunRow, runs)),
     )  # fmt: skip
     report = Report(
         "Beyond the papers: the mechanism in the one-layer memory (embeddings' orientation)",

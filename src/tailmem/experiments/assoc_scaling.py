@@ -211,22 +211,15 @@ def preflight(cfg: Config) -> None:
 
 @dataclass(frozen=True)
 class CurveRow:
-    """One recorded step of a noiseless run (``noiseless_curves.csv``); its record spreads
-    ``group_loss`` over one column per group (``group_1`` … ``group_M``)."""
+    """One recorded step of a noiseless run (``noiseless_curves.csv``)."""
 
     optimizer: str = column("the update rule")
     lr: float = column("its constant step size")
     step: int = column("the step")
     loss: float = column("the total loss")
-    group_loss: tuple[float, ...] = column("each group's mean loss per fact, most frequent first")
-
-    def record(self) -> dict[str, str | float]:
-        """Its CSV record: the step's columns, then one ``group_g`` column per group."""
-        out: dict[str, str | float] = {
-            "optimizer": self.optimizer, "lr": self.lr, "step": self.step, "loss": self.loss,
-        }  # fmt: skip
-        out.update({f"group_{g + 1}": loss for g, loss in enumerate(self.group_loss)})
-        return out
+    group_loss: tuple[float, ...] = column(
+        "the group's mean loss per fact (group 1 the most frequent)", each="group_{}", first=1
+    )
 
 
 @dataclass(frozen=True)
@@ -446,7 +439,8 @@ def outputs(cfg: Config, found: Results) -> Outputs:
     }
     fits = [f.row for f in found.sweep_fits]  # the per-horizon lists are in noisy_sweep.csv
     tables = (
-        Table("noiseless_curves.csv", [r.record() for r in found.curves]),
+        Table("noiseless_curves.csv", records(found.curves),
+              columns=column_docs(CurveRow, found.curves)),
         Table("noisy_sweep.csv", records(found.sweep)),
         Table("noisy_fits.csv", records(fits), "fitted exponents against the claims",
               column_docs(NoisyFitRow)),

@@ -85,7 +85,8 @@ class LeaderboardRow:
         "where it sits between Muon and Adam (own rate) on the primary statistic, the rarest "
         "group's final FTA paired by seed: ahead of Muon, equivalent to Muon, between, "
         "equivalent to Adam, behind Adam, not distinguished (t tests and equivalence tests at "
-        "0.05, Holm across the level), or undecided where the positive control did not separate"
+        "0.05, Holm across the level), or undecided where the positive control did not separate "
+        "or the order rests on a rate at an end of its grid (widening spent)"
     )
     placement_auc: str = column(
         "the same on the second statistic: the area under the rarest group's FTA-against-"
