@@ -29,6 +29,9 @@ DOC = "doc"
 NAME = "name"
 """The field-metadata key holding a column's header where it is not the field's name."""
 _MISSING: Any = dataclasses.MISSING
+CellValue = str | int | float | bool | None
+"""A CSV cell's value: the type of a record built by hand where its columns depend on the run
+(one per frequency group, per arm, per τ) and no row class can name them."""
 
 
 def column(doc: str, default: Any = _MISSING, name: str | None = None) -> Any:
