@@ -490,7 +490,7 @@ def outputs(cfg: Config, results: Mapping[str, grid.PointResult]) -> Outputs:
                 "best_lr": {f"{f}/{a}": lrs for (f, a), lrs in p.plan.best.items()},
                 "tuning": records(choice_rows(p.plan)),
                 "gap_measures": {ffn: found.to_json() for ffn, found in p.measures.items()},
-                "data": p.data_summary,
+                "data": p.data_summary.to_json(),
                 "chance_fta": p.chance,
             }
             for label, p in results.items()

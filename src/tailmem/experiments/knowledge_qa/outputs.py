@@ -9,6 +9,7 @@ from typing import Any
 
 from tailmem.claims.core import ClaimResult
 from tailmem.columns import column_docs, records
+from tailmem.data.bios import DataSummary
 from tailmem.experiments.knowledge_qa import answers, gaps, plots, tables
 from tailmem.experiments.knowledge_qa.config import SCORES, Config
 from tailmem.lm import sweeps
@@ -24,7 +25,7 @@ def outputs(
     cfg: Config,
     trained: TrainedPlan,
     chance: float,
-    data_summary: dict[str, Any],
+    data_summary: DataSummary,
     exposures: gaps.Exposures,
 ) -> Outputs:
     """Tables, figures, results, claims and the report of a finished plan (its tables read the
@@ -59,7 +60,7 @@ def outputs(
         *tuning,
     )  # fmt: skip
     results = {
-        "data": data_summary,
+        "data": data_summary.to_json(),
         "chance_fta": chance,
         "best_lr": {f"{ffn}/{arm}": lrs for (ffn, arm), lrs in plan.best.items()},
         "tuning": {"score": score, "choices": records(choices), "trials": sweep_rows},
@@ -218,7 +219,7 @@ def report_summary(
     head_tail: list[tables.HeadTailRow],
     claims: list[ClaimResult],
     choices: list[ChoiceRow],
-    data_summary: dict[str, Any],
+    data_summary: DataSummary,
     chance: float,
     measures: dict[str, gaps.QAGaps],
 ) -> str:
@@ -229,8 +230,8 @@ def report_summary(
     labels = {g.arm: g.label for g in head_tail}
     parts = [
         f"{model.n_layer} layers × d={model.d_model} (d_ff {model.d_ff}), "
-        f"m = {cfg.data.m} ({data_summary['n_people']} people, "
-        f"{data_summary['n_train_items']} QA samples per epoch), {train.steps} steps of "
+        f"m = {cfg.data.m} ({data_summary.n_people} people, "
+        f"{data_summary.n_train_items} QA samples per epoch), {train.steps} steps of "
         f"{train.batch_size}×{train.seq_len} tokens, {cfg.seeds} seed(s), chance FTA {chance:.3f}.",
         choices_sentence(cfg),
     ]
