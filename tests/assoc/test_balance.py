@@ -63,11 +63,11 @@ def test_structured_rho_equals_dense_rho(optimizer: str, embedding: str) -> None
 
 def test_coupled_construction_reproduces_printed_row() -> None:
     check = theory.coupled_construction_check(999)
-    assert check["A_plus_B_equals_sign_RoRkT"]
-    assert check["transposed_error"] < 5e-5  # rows of the transposed reading = printed numbers
-    assert check["literal_error"] > 0.5  # the literal reading in our orientation does not match
-    assert torch.allclose(check["transposed"][0], check["task_block"][:, 0])
-    assert torch.equal(check["B"], -torch.ones(3, 1, dtype=torch.float64) @ check["B"][:1] * -1)
+    assert check.A_plus_B_equals_sign_RoRkT
+    assert check.transposed_error < 5e-5  # rows of the transposed reading = printed numbers
+    assert check.literal_error > 0.5  # the literal reading in our orientation does not match
+    assert torch.allclose(check.transposed[0], check.task_block[:, 0])
+    assert torch.equal(check.B, -torch.ones(3, 1, dtype=torch.float64) @ check.B[:1] * -1)
 
 
 def test_signgd_coupled_update_block_ratio() -> None:

@@ -137,7 +137,7 @@ def test_claims_follow_the_seed_statistics():
     assert {c.verdict for c in alone} == {"not measured"} and len(alone) == len(found)
     # Sample efficiency: full reaches all-Adam's final 4.0 between step 50 (4.5) and 100 (3.0).
     eff = ablation.sample_efficiency(_fake({"full": 3.0, "adam": 4.0}))
-    assert eff["full_muon_reaches_at_step"] == pytest.approx(50 + (4.5 - 4.0) / 1.5 * 50)
+    assert eff.full_muon_reaches_at_step == pytest.approx(50 + (4.5 - 4.0) / 1.5 * 50)
 
 
 def test_one_seed_or_a_model_at_chance_is_inconclusive():

@@ -3,8 +3,10 @@
 from __future__ import annotations
 
 import math
+from dataclasses import dataclass
 
 import torch
+from torch import Tensor
 
 # The paper's rotation angles are re-exported: the experiments read them with its numbers here.
 from tailmem.assoc.embeddings import PAPER_KEY_ANGLES as PAPER_KEY_ANGLES
@@ -137,9 +139,28 @@ def signgd_coupled_rate_exponent(
     return float(m.min() / m.max())
 
 
+@dataclass(frozen=True)
+class CoupledCheck:
+    """Paper A's printed numbers for the coupled construction, recomputed
+    (:func:`coupled_construction_check`): the diagonal block ``A + B`` and ``B`` of
+    ``−sign(∇L(W₀))``, whether ``A + B = sign(R(obj) R(key)ᵀ)``, the ``literal`` and
+    ``transposed`` products and the task-basis block, the paper's printed row and the largest
+    difference of each reading's first row from it."""
+
+    A_plus_B: Tensor
+    B: Tensor
+    A_plus_B_equals_sign_RoRkT: bool
+    literal: Tensor
+    transposed: Tensor
+    task_block: Tensor
+    printed_row: Tensor
+    literal_error: float
+    transposed_error: float
+
+
 def coupled_construction_check(
     K: int = 999, head_mass: float = 0.8, head_fraction: float = 0.2
-) -> dict[str, object]:
+) -> CoupledCheck:
     """Recompute paper A's printed numbers for the coupled construction.
 
     ``−sign(∇L(W₀)) = I ⊗ A + J ⊗ B`` (diagonal 3×3 blocks ``A + B``, all other blocks ``B``).
@@ -165,14 +186,14 @@ def coupled_construction_check(
     transposed = Rk.T @ diag_block.T @ Ro
     task_block = Ro.T @ diag_block @ Rk
     printed = torch.tensor(PRINTED_COUPLED_ROW, dtype=torch.float64)
-    return {
-        "A_plus_B": diag_block,
-        "B": off_block,
-        "A_plus_B_equals_sign_RoRkT": bool(torch.equal(diag_block, torch.sign(Ro @ Rk.T))),
-        "literal": literal,
-        "transposed": transposed,
-        "task_block": task_block,
-        "printed_row": printed,
-        "literal_error": float((literal[0] - printed).abs().max()),
-        "transposed_error": float((transposed[0] - printed).abs().max()),
-    }
+    return CoupledCheck(
+        A_plus_B=diag_block,
+        B=off_block,
+        A_plus_B_equals_sign_RoRkT=bool(torch.equal(diag_block, torch.sign(Ro @ Rk.T))),
+        literal=literal,
+        transposed=transposed,
+        task_block=task_block,
+        printed_row=printed,
+        literal_error=float((literal[0] - printed).abs().max()),
+        transposed_error=float((transposed[0] - printed).abs().max()),
+    )

@@ -1114,18 +1114,38 @@ class BiosDataset:
         """The tokenizer as JSON text, to save next to a run (``run.write_text``)."""
         return self.tokenizer.to_str()
 
-    def summary(self) -> dict[str, object]:
+    def summary(self) -> DataSummary:
         """Sizes worth logging with a run."""
-        return {
-            "fingerprint": self.fingerprint,
-            "n_people": self.n_people,
-            "n_groups": self.n_groups,
-            "vocab_size": self.vocab_size,
-            "n_train_items": len(self.train_items),
-            "n_eval_items": len(self.eval_items),
-            "selections_per_group": self.selections_per_group().tolist(),
-            "first_token_chance": self.first_token_chance(),
-        }
+        return DataSummary(
+            fingerprint=self.fingerprint,
+            n_people=self.n_people,
+            n_groups=self.n_groups,
+            vocab_size=self.vocab_size,
+            n_train_items=len(self.train_items),
+            n_eval_items=len(self.eval_items),
+            selections_per_group=tuple(self.selections_per_group().tolist()),
+            first_token_chance=self.first_token_chance(),
+        )
+
+
+@dataclass(frozen=True)
+class DataSummary:
+    """A data set's sizes worth logging with a run (:meth:`BiosDataset.summary`): its
+    fingerprint, people, frequency groups, vocabulary, training and evaluation items, the
+    selections ``S_g`` per group and the first-token chance FTA per attribute."""
+
+    fingerprint: str
+    n_people: int
+    n_groups: int
+    vocab_size: int
+    n_train_items: int
+    n_eval_items: int
+    selections_per_group: tuple[int, ...]
+    first_token_chance: dict[str, float]
+
+    def to_json(self) -> dict[str, object]:
+        """Its record in a run's ``results.json`` (``data``)."""
+        return {**dataclasses.asdict(self), "selections_per_group": list(self.selections_per_group)}
 
 
 def bios_text(

@@ -32,19 +32,19 @@ from __future__ import annotations
 import math
 import statistics
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass, field, fields
-from typing import TYPE_CHECKING, Any, Literal
+from dataclasses import asdict, dataclass, field, fields
+from typing import TYPE_CHECKING, Literal
 
 import numpy as np
 
 from tailmem.claims.a1 import A1Inputs
 from tailmem.claims.core import ClaimResult, mean_se
 from tailmem.claims.registry import evaluate
-from tailmem.columns import column, column_docs
+from tailmem.columns import CellValue, column, column_docs
 from tailmem.errors import ConfigError
 from tailmem.lm.arms import HIDDEN_MATRICES, Arm, muon_recipe, select_arms
 from tailmem.lm.config import LMConfig
-from tailmem.lm.corpus import CorpusData, CorpusSection, LMData, corpus_preflight
+from tailmem.lm.corpus import CorpusData, CorpusSection, DataProvenance, LMData, corpus_preflight
 from tailmem.lm.entries import Entry, Rates
 from tailmem.lm.plan import Plan, run_plan, tidy
 from tailmem.lm.spec import RunResult, diverged_runs, number, step_of
@@ -340,9 +340,9 @@ class Table1Row:
     lr_factor: str = column("learning-rate factor chosen by tune_lr (1: the preset's rates)")
     status: str = column("status of the arm's seed runs")
 
-    def record(self, seeds: int) -> dict[str, Any]:
+    def record(self, seeds: int) -> dict[str, CellValue]:
         """Its CSV record over ``seeds`` seeds."""
-        out = {}
+        out: dict[str, CellValue] = {}
         for spec in fields(self):
             value = getattr(self, spec.name)
             if spec.name == "bucket_losses":
@@ -425,21 +425,39 @@ def gain_fraction(losses: dict[str, float], arm_id: str) -> float | None:
     return (losses["adam"] - losses[arm_id]) / full_gain
 
 
-def sample_efficiency(results: dict[str, list[RunResult]]) -> dict[str, Any]:
+@dataclass(frozen=True)
+class SampleEfficiency:
+    """Full Muon's sample efficiency (:func:`sample_efficiency`): whether it was ``measured``
+    (both arms run), all-Adam's final validation loss (seed mean) and last step, the step at
+    which full Muon's seed-mean curve first reaches that loss (None: never) and all-Adam's
+    steps ÷ that step."""
+
+    measured: bool
+    adam_final_val_loss: float | None = None
+    adam_steps: int | None = None
+    full_muon_reaches_at_step: float | None = None
+    step_ratio: float | None = None
+
+    def to_json(self) -> dict[str, object]:
+        """Its ``results.json`` record: ``{"measured": false}`` alone when not measured."""
+        return asdict(self) if self.measured else {"measured": False}
+
+
+def sample_efficiency(results: dict[str, list[RunResult]]) -> SampleEfficiency:
     """Step at which full Muon's (seed-mean) curve reaches all-Adam's final validation loss."""
     if "full" not in results or "adam" not in results:
-        return {"measured": False}
+        return SampleEfficiency(measured=False)
     target = _mean(_final(results["adam"]))
     steps, values = _mean_curve(results["full"])
     total = max(steps) if steps else 0
     reached = first_crossing(steps, values, target) if math.isfinite(target) else None
-    return {
-        "measured": True,
-        "adam_final_val_loss": target,
-        "adam_steps": total,
-        "full_muon_reaches_at_step": reached,
-        "step_ratio": (total / reached) if reached else None,
-    }
+    return SampleEfficiency(
+        measured=True,
+        adam_final_val_loss=target,
+        adam_steps=total,
+        full_muon_reaches_at_step=reached,
+        step_ratio=(total / reached) if reached else None,
+    )
 
 
 def _columns(results: Sequence[RunResult], key: str) -> tuple[list[int], list[list[float]]]:
@@ -531,10 +549,10 @@ def outputs(
     record = {
         "ffn": cfg.ffn,
         "seeds": cfg.seed_list,
-        "data": provenance,
+        "data": provenance.to_json(),
         "chance_loss": chance,
         "table": rows,
-        "sample_efficiency": efficiency,
+        "sample_efficiency": efficiency.to_json(),
         "bucket_shares": dict(zip(bucket_names(data.n_buckets), data.bucket_shares(), strict=True)),
         "lr_tuning": tuning,
         "curves": {
@@ -560,15 +578,15 @@ def outputs(
     )
 
 
-def provenance_text(provenance: Mapping[str, Any]) -> str:
+def provenance_text(provenance: DataProvenance) -> str:
     """One sentence naming the data behind our losses."""
     return (
-        f"Our losses: {provenance['corpus']}, {provenance['train_tokens']:,} training and "
-        f"{provenance['val_tokens']:,} validation tokens, tokenizer: {provenance['tokenizer']}."
+        f"Our losses: {provenance.corpus}, {provenance.train_tokens:,} training and "
+        f"{provenance.val_tokens:,} validation tokens, tokenizer: {provenance.tokenizer}."
     )
 
 
-def _report(cfg: Config, efficiency: dict[str, Any], provenance: Mapping[str, Any]) -> Report:
+def _report(cfg: Config, efficiency: SampleEfficiency, provenance: DataProvenance) -> Report:
     """The report's title and summary: the set-up, the data and full Muon's sample efficiency."""
     rates = ", ".join(
         f"{section.kind.label} lr {section.grid[0]:g}" for section in cfg.optim.values()
@@ -580,16 +598,17 @@ def _report(cfg: Config, efficiency: dict[str, Any], provenance: Mapping[str, An
         "The paper's numbers are for a 160M model after 10,000 steps on FineWeb (GPT-2 "
         f"tokenizer). {provenance_text(provenance)}"
     )
-    if efficiency.get("full_muon_reaches_at_step"):
+    reached = efficiency.full_muon_reaches_at_step
+    if reached and efficiency.step_ratio is not None:
         summary += (
             f" Sample efficiency: full Muon reaches all-Adam's final validation loss "
-            f"({efficiency['adam_final_val_loss']:.4f}) at step "
-            f"{efficiency['full_muon_reaches_at_step']:.0f} of {efficiency['adam_steps']} "
-            f"({efficiency['step_ratio']:.2f}x fewer steps)."
+            f"({efficiency.adam_final_val_loss:.4f}) at step "
+            f"{reached:.0f} of {efficiency.adam_steps} "
+            f"({efficiency.step_ratio:.2f}x fewer steps)."
         )
-    elif efficiency.get("measured"):
+    elif efficiency.measured:
         summary += " Full Muon never reached all-Adam's final validation loss."
-    return Report(f"A1 component ablation ({cfg.ffn} FFN)", summary, data=dict(provenance))
+    return Report(f"A1 component ablation ({cfg.ffn} FFN)", summary, data=provenance.to_json())
 
 
 def _figures(

@@ -21,7 +21,7 @@ from __future__ import annotations
 import math
 import time
 from collections.abc import Sequence
-from dataclasses import asdict, dataclass, field
+from dataclasses import asdict, dataclass, field, fields
 from typing import TYPE_CHECKING, Any
 
 import torch
@@ -284,7 +284,7 @@ class Measured:
     sweep: list[SweepRow]
     multi: list[MultiRow]
     multi_k: list[MultiKRow]
-    coupled: dict[str, Any]
+    coupled: theory.CoupledCheck
     spectrum_info: dict[str, Any]
     singular_values: dict[tuple[str, str], torch.Tensor]
 
@@ -301,7 +301,7 @@ def measure(cfg: Config) -> Measured:
     check = theory.coupled_construction_check(cfg.figure_k, cfg.head_mass, cfg.head_fraction)
     spectrum = A.two_group(cfg.figure_k, cfg.head_mass, cfg.head_fraction, cfg.head_rounding)
     return Measured(
-        rho_rows, slopes, spectra_rows, sweep, multi, multi_k, _check_json(check),
+        rho_rows, slopes, spectra_rows, sweep, multi, multi_k, check,
         spectrum.info, _singular_values(cfg),
     )  # fmt: skip
 
@@ -535,11 +535,14 @@ def _muon_multistep_over_k(cfg: Config) -> list[MultiKRow]:
 # --------------------------------------------------------------------------- (d) printed numbers
 
 
-def _check_json(check: dict[str, Any]) -> dict[str, Any]:
-    def listify(x: Any) -> Any:
+def _check_json(check: theory.CoupledCheck) -> dict[str, object]:
+    """``coupled_check.json``: the check's numbers (tensors as nested lists) and how to read
+    them."""
+
+    def listify(x: object) -> object:
         return x.tolist() if isinstance(x, torch.Tensor) else x
 
-    out = {k: listify(v) for k, v in check.items()}
+    out = {f.name: listify(getattr(check, f.name)) for f in fields(check)}
     out["reading"] = (
         "A+B is the diagonal 3x3 block of -sign(grad L(W0)) with W of shape d_o x d_s and "
         "grad L = E~ (S - Q) diag(p) E^T (PAPERS.md orientation); A+B = sign(R_obj R_key^T). "
@@ -706,7 +709,7 @@ def outputs(cfg: Config, measured: Measured, wall_seconds: float) -> Outputs:
                "singular values of the first updates"),
     )  # fmt: skip
     files = {
-        "coupled_check.json": m.coupled,
+        "coupled_check.json": _check_json(m.coupled),
         "results.json": {**results, "wall_seconds": wall_seconds},
     }
     return Outputs(tables, figures, files, tuple(claims), _report(cfg))
@@ -722,7 +725,7 @@ def _results(cfg: Config, m: Measured) -> dict[str, Any]:
         "rho": records(m.rho),
         "slopes": records(m.slopes),
         "update_spectra": records(m.spectra),
-        "coupled_check": m.coupled,
+        "coupled_check": _check_json(m.coupled),
         "muon_multistep_k": records(m.multi_k),
         "signgd_coupled_rate_exponent": {
             "ours_papers_md_orientation": theory.signgd_coupled_rate_exponent(),

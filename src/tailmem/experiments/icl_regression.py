@@ -200,7 +200,7 @@ class NMSEEvaluator:
             total.index_add_(0, groups.to(device), err)
         return D.all_reduce_sum(total, self.ctx).cpu()
 
-    def __call__(self, step: int, model: nn.Module) -> dict[str, Any]:
+    def __call__(self, step: int, model: nn.Module) -> dict[str, float | list[float]]:
         nmse = (self.squared_errors(model) / self.energy).tolist()
         mix = float(sum(p * v for p, v in zip(self.tasks.probs.tolist(), nmse, strict=True)))
         return {"nmse": [round(v, DIGITS) for v in nmse], "nmse_mix": round(mix, DIGITS)}

@@ -55,7 +55,7 @@ from tailmem.experiments.knowledge_qa import SCORES, gaps, grid, tables
 from tailmem.experiments.knowledge_qa.gaps import TAU_HIGH, TAU_LOW, TAU_MIDDLE
 from tailmem.experiments.qa_map.measures import ArmChoice, arm_choice, final_gaps, seed_ratios
 from tailmem.lm.sweeps import choice_rows
-from tailmem.metrics.qa_gaps import TAUS, Gap, LagRatio
+from tailmem.metrics.qa_gaps import TAUS, Gap, Group, LagRatio
 from tailmem.outputs import Figure, Outputs, Report, Table, write
 from tailmem.plotting import legend_outside, pyplot
 from tailmem.rundir import RunDir
@@ -362,7 +362,25 @@ def level_rows(cfg: Config, measures: Mapping[str, PointMeasures]) -> list[Level
     return rows
 
 
-def lag_ratio_long(results: Mapping[str, grid.PointResult]) -> list[dict[str, Any]]:
+@dataclass(frozen=True)
+class LagRatioRow:
+    """One point's Muon–Adam lag ratio at one group (or pooled) and τ (a row of
+    ``sensitivity_lag_ratio.csv``)."""
+
+    point: str = column("the point (factor level)")
+    group: Group = column("the frequency group, or pooled")
+    tau: float = column("the FTA level τ")
+    ratio: float | None = column("exposures Adam needs ÷ Muon's: geometric mean over seeds")
+    ci_low: float | None = column("its 95 % t interval, low end")
+    ci_high: float | None = column("its 95 % t interval, high end")
+    se_log: float | None = column("SE of the mean log ratio (floored at the resolution)")
+    resolution: float | None = column("the log ratios' resolution (RMS over measured seeds)")
+    n_measured: int = column("seeds in which the ratio was measured")
+    n_seeds: int = column("seeds")
+    status: str = column("the ratio's status in words")
+
+
+def lag_ratio_long(results: Mapping[str, grid.PointResult]) -> list[LagRatioRow]:
     """Every point's Muon–Adam lag ratio per group (and pooled) and τ: the geometric mean
     over seeds, its 95 % t interval, SE of the mean log ratio (floored), resolution, seeds
     measured and status."""
@@ -372,14 +390,13 @@ def lag_ratio_long(results: Mapping[str, grid.PointResult]) -> list[dict[str, An
         pair = None if found is None else found.pair(*PAIR)
         for r in () if pair is None else pair.lag_ratios:
             interval = r.interval()
-            rows.append({
-                "point": label, "group": r.group, "tau": r.tau, "ratio": _round(r.ratio),
-                "ci_low": None if interval is None else _round(interval[0]),
-                "ci_high": None if interval is None else _round(interval[1]),
-                "se_log": _round(r.se_log), "resolution": _round(r.resolution),
-                "n_measured": r.n_measured, "n_seeds": r.n_seeds,
-                "status": gaps.ratio_status(r),
-            })  # fmt: skip
+            rows.append(LagRatioRow(
+                point=label, group=r.group, tau=r.tau, ratio=_round(r.ratio),
+                ci_low=None if interval is None else _round(interval[0]),
+                ci_high=None if interval is None else _round(interval[1]),
+                se_log=_round(r.se_log), resolution=_round(r.resolution),
+                n_measured=r.n_measured, n_seeds=r.n_seeds, status=gaps.ratio_status(r),
+            ))  # fmt: skip
     return rows
 
 
@@ -490,7 +507,7 @@ def outputs(cfg: Config, results: Mapping[str, grid.PointResult]) -> Outputs:
                 "best_lr": {f"{f}/{a}": lrs for (f, a), lrs in p.plan.best.items()},
                 "tuning": records(choice_rows(p.plan)),
                 "gap_measures": {ffn: found.to_json() for ffn, found in p.measures.items()},
-                "data": p.data_summary,
+                "data": p.data_summary.to_json(),
                 "chance_fta": p.chance,
             }
             for label, p in results.items()
@@ -500,7 +517,7 @@ def outputs(cfg: Config, results: Mapping[str, grid.PointResult]) -> Outputs:
         Table("sensitivity.csv", records(r.row() for r in rows), "One factor changed at a time "
               "from the base: Muon vs Adam, each at its own tuned learning rate unless shared",
               column_docs(SensitivityRow)),
-        Table("sensitivity_lag_ratio.csv", lag_ratio_long(results)),
+        Table("sensitivity_lag_ratio.csv", records(lag_ratio_long(results))),
     )  # fmt: skip
     report = Report(
         "Knowledge QA sensitivity: the Muon–Adam lag under tailmem's unpublished choices",
@@ -509,7 +526,7 @@ def outputs(cfg: Config, results: Mapping[str, grid.PointResult]) -> Outputs:
     return Outputs(csvs, (figure,), {"results.json": results_json}, claims, report)
 
 
-def _plain(value: PerSeed) -> float | dict[str, Any] | None:
+def _plain(value: PerSeed) -> float | dict[str, float | str] | None:
     """A paper ratio for JSON: the number, a bound as ``{"value", "side"}``, or null."""
     return asdict(value) if isinstance(value, Bound) else value
 

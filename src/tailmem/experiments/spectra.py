@@ -45,7 +45,7 @@ from tailmem.columns import column, column_docs, records
 from tailmem.errors import ConfigError
 from tailmem.lm.arms import Arm, matrix_recipe
 from tailmem.lm.config import LMConfig
-from tailmem.lm.corpus import CorpusData, CorpusSection, LMData, corpus_preflight
+from tailmem.lm.corpus import CorpusData, CorpusSection, DataProvenance, LMData, corpus_preflight
 from tailmem.lm.entries import Entry
 from tailmem.lm.plan import Plan, run_plan, tidy
 from tailmem.lm.rates import rate_entries
@@ -422,7 +422,7 @@ def outputs(
     cfg: Config,
     model_cfg: GPTConfig,
     results: dict[str, list[RunResult]],
-    provenance: dict[str, Any],
+    provenance: DataProvenance,
 ) -> Outputs:
     """The tables, figures, ``results.json``, claims and report of the finished runs."""
     muon, adam = Series.of(results["muon"]), Series.of(results["adam"])
@@ -439,7 +439,7 @@ def outputs(
     )  # fmt: skip
     record = {
         "seeds": cfg.seed_list,
-        "data": provenance,
+        "data": provenance.to_json(),
         "vo_form_plotted": cfg.vo_form,
         "steps": muon.steps or adam.steps,
         "head_dim": model_cfg.head_dim,
@@ -488,14 +488,14 @@ def _logit_rows(logits: dict[str, LogitSummary]) -> list[LogitRow]:
     return [LogitRow(layer, *at("muon", i), *at("adam", i)) for i, layer in enumerate(layers)]
 
 
-def _report(cfg: Config, provenance: dict[str, Any]) -> Report:
+def _report(cfg: Config, provenance: DataProvenance) -> Report:
     summary = (
         f"{cfg.seeds} seed(s), {cfg.model.size} model ({cfg.ffn} FFN), "
         f"{cfg.train.steps} steps. Curves: mean over seeds of the layer-averaged metric, "
         f"bands ±1 seed SD. The main figure's VO is the {cfg.vo_form.replace('_', '-')} "
         "form (per head: W_O,h·W_V,h averaged over heads; stacked: W_O·W_V)."
     )
-    return Report("A2 spectral isotropy: Muon vs Adam", summary, data=provenance)
+    return Report("A2 spectral isotropy: Muon vs Adam", summary, data=provenance.to_json())
 
 
 @dataclass(frozen=True)

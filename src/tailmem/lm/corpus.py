@@ -102,6 +102,24 @@ def check_corpus(section: CorpusSection) -> None:
         given_tokenizer(cfg.tokenizer, cfg.eos_token)
 
 
+@dataclass(frozen=True)
+class DataProvenance:
+    """What a study trains and evaluates on (:meth:`LMData.provenance`): the corpus in words,
+    its ``source`` kind, the training and validation token counts, the tokenizer in words and
+    the corpus's fingerprint."""
+
+    corpus: str
+    source: str
+    train_tokens: int
+    val_tokens: int
+    tokenizer: str
+    fingerprint: str
+
+    def to_json(self) -> dict[str, object]:
+        """Its record in ``results.json`` and the report (``data``)."""
+        return dataclasses.asdict(self)
+
+
 @dataclass
 class LMData:
     """A built corpus with its validation batches and the frequency bucket of every token id."""
@@ -123,7 +141,7 @@ class LMData:
     def hooks(self, model_cfg: GPTConfig, ctx: D.DistContext) -> list[EvalHook]:
         return [val_loss_hook(self, ctx)]
 
-    def provenance(self) -> dict[str, Any]:
+    def provenance(self) -> DataProvenance:
         """What the study trains and evaluates on (corpus, token counts, tokenizer), from the
         corpus's own record: printed beside any published loss, which was measured on other
         data (paper A: FineWeb with the GPT-2 tokenizer)."""
@@ -137,14 +155,14 @@ class LMData:
             tokenizer = f"{config['tokenizer']} (given), {meta['vocab_size']} ids"
         else:
             tokenizer = f"byte-level BPE trained on the corpus, {meta['vocab_size']} ids"
-        return {
-            "corpus": corpus,
-            "source": config["source"],
-            "train_tokens": int(meta["tokens"]["train"]),
-            "val_tokens": int(meta["tokens"]["val"]),
-            "tokenizer": tokenizer,
-            "fingerprint": meta["fingerprint"],
-        }
+        return DataProvenance(
+            corpus=corpus,
+            source=config["source"],
+            train_tokens=int(meta["tokens"]["train"]),
+            val_tokens=int(meta["tokens"]["val"]),
+            tokenizer=tokenizer,
+            fingerprint=meta["fingerprint"],
+        )
 
     def bucket_shares(self) -> list[float]:
         """Share of validation targets in each bucket."""

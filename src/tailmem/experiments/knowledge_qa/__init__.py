@@ -58,9 +58,8 @@ from __future__ import annotations
 import re
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
 
-from tailmem.data.bios import N_ATTRIBUTES, build_dataset
+from tailmem.data.bios import N_ATTRIBUTES, DataSummary, build_dataset
 from tailmem.data.stream import QATrainStream
 from tailmem.data.templates import qa_templates
 from tailmem.errors import ConfigError
@@ -146,7 +145,7 @@ class Prepared:
     plan: Plan
     exposures: gaps.Exposures
     chance: float
-    data_summary: dict[str, Any]
+    data_summary: DataSummary
 
 
 def prepare(cfg: Config, root: Path) -> Prepared:

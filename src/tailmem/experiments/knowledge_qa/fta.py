@@ -213,8 +213,10 @@ class FTAEvaluator:
         fta, em, loss_sum, tokens = D.all_reduce_sum(sums, self.ctx).cpu()
         return fta, em, loss_sum, tokens
 
-    def __call__(self, step: int, model: nn.Module) -> dict[str, Any]:
-        out: dict[str, Any] = {}
+    def __call__(self, step: int, model: nn.Module) -> dict[str, float | list[float]]:
+        """FTA and exact match per group and over all questions, the answer tokens' loss per
+        group and as training weighs them."""
+        out: dict[str, float | list[float]] = {}
         fta, em, loss_sum, tokens = self.correct_by_group(model)
         for name, correct in (("fta", fta), ("em", em)):
             by_group = (correct / self.counts.clamp(min=1)).tolist()

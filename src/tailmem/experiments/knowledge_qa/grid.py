@@ -35,6 +35,7 @@ from pathlib import Path
 from typing import Any
 
 from tailmem.config import load_config
+from tailmem.data.bios import DataSummary
 from tailmem.errors import ConfigError
 from tailmem.experiments import knowledge_qa as kqa
 from tailmem.experiments.knowledge_qa import gaps
@@ -74,7 +75,7 @@ class PointResult:
     plan: TrainedPlan
     exposures: gaps.Exposures
     chance: float
-    data_summary: dict[str, Any]
+    data_summary: DataSummary
     measures: dict[str, gaps.QAGaps]
 
 

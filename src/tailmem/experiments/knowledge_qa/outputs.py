@@ -5,16 +5,17 @@
 from __future__ import annotations
 
 import dataclasses
-from typing import Any
+from collections.abc import Sequence
 
 from tailmem.claims.core import ClaimResult
 from tailmem.columns import column_docs, records
+from tailmem.data.bios import DataSummary
 from tailmem.experiments.knowledge_qa import answers, gaps, plots, tables
 from tailmem.experiments.knowledge_qa.config import SCORES, Config
 from tailmem.lm import sweeps
 from tailmem.lm.plan import TrainedPlan
 from tailmem.lm.spec import diverged_runs
-from tailmem.lm.sweeps import ChoiceRow, choice_rows, trial_rows
+from tailmem.lm.sweeps import ChoiceRow, TrialRow, choice_rows, trial_rows
 from tailmem.optim.registry import AdamHParams, MuonHParams
 from tailmem.outputs import Figure, Outputs, Report, Table
 from tailmem.report.qa_gap_figures import fta_vs_exposures_figure, lag_ratio_figure
@@ -24,7 +25,7 @@ def outputs(
     cfg: Config,
     trained: TrainedPlan,
     chance: float,
-    data_summary: dict[str, Any],
+    data_summary: DataSummary,
     exposures: gaps.Exposures,
 ) -> Outputs:
     """Tables, figures, results, claims and the report of a finished plan (its tables read the
@@ -34,7 +35,7 @@ def outputs(
     diverged = diverged_runs(list(trained.results.values()))
     plan = trained.completed()
     score = cfg.tuning.score_name(SCORES)
-    sweep_rows = [r.record(plan.kinds) for r in trial_rows(plan)]
+    trials = trial_rows(plan)
     choices = choice_rows(plan)
     captions = (
         f"Tuning: every arm's choice, cost and budget (score {score}: {SCORES[score]})",
@@ -50,7 +51,7 @@ def outputs(
     gaps_rows = [row for f in plan.ffns for row in tables.gap_rows(plan, f, cfg.head_groups)]
     claims = tables.claims(plan, m, cfg.head_groups, chance, cfg.model.scale(m))
     finals = {ffn: tables.final_by_group(plan, ffn) for ffn in cfg.ffns}
-    per_ffn = [_ffn_outputs(cfg, plan, ffn, chance, sweep_rows) for ffn in plan.ffns]
+    per_ffn = [_ffn_outputs(cfg, plan, ffn, chance, trials) for ffn in plan.ffns]
     last = (
         Table("tail_table_long.csv", records(long_rows), columns=column_docs(tables.TailRow)),
         Table("head_tail_gap.csv", records(gaps_rows), f"Head (groups 0..{cfg.head_groups - 1}) "
@@ -59,10 +60,14 @@ def outputs(
         *tuning,
     )  # fmt: skip
     results = {
-        "data": data_summary,
+        "data": data_summary.to_json(),
         "chance_fta": chance,
         "best_lr": {f"{ffn}/{arm}": lrs for (ffn, arm), lrs in plan.best.items()},
-        "tuning": {"score": score, "choices": records(choices), "trials": sweep_rows},
+        "tuning": {
+            "score": score,
+            "choices": records(choices),
+            "trials": [r.record(plan.kinds) for r in trials],
+        },
         "runs": [plan.results[job].to_json() for jobs in plan.seed_runs.values() for job in jobs],
         "diverged": diverged,
         "head_tail_gap": records(gaps_rows),
@@ -83,7 +88,7 @@ def outputs(
 
 
 def _ffn_outputs(
-    cfg: Config, plan: TrainedPlan, ffn: str, chance: float, sweep_rows: list[dict[str, Any]]
+    cfg: Config, plan: TrainedPlan, ffn: str, chance: float, trials: Sequence[TrialRow]
 ) -> Outputs:
     """One FFN type's tail table and figures (an FFN type whose every seed run diverged has
     none)."""
@@ -112,10 +117,10 @@ def _ffn_outputs(
             f"{ffn} FFN, mean ± std over seeds",
         ),
     ]
-    if any(r["ffn"] == ffn for r in sweep_rows):
+    if any(r.ffn == ffn for r in trials):
         figures.append(Figure(
             f"lr_sweep_{ffn}",
-            plots.sweep_figure(sweep_rows, ffn, plan.labels),
+            plots.sweep_figure(trials, ffn, plan.labels),
             f"Tuning, {ffn} FFN: each candidate's score ({cfg.tuning.score_name(SCORES)}), "
             f"mean over the tuning seeds (dots: each seed; star: chosen)",
         ))  # fmt: skip
@@ -218,7 +223,7 @@ def report_summary(
     head_tail: list[tables.HeadTailRow],
     claims: list[ClaimResult],
     choices: list[ChoiceRow],
-    data_summary: dict[str, Any],
+    data_summary: DataSummary,
     chance: float,
     measures: dict[str, gaps.QAGaps],
 ) -> str:
@@ -229,8 +234,8 @@ def report_summary(
     labels = {g.arm: g.label for g in head_tail}
     parts = [
         f"{model.n_layer} layers × d={model.d_model} (d_ff {model.d_ff}), "
-        f"m = {cfg.data.m} ({data_summary['n_people']} people, "
-        f"{data_summary['n_train_items']} QA samples per epoch), {train.steps} steps of "
+        f"m = {cfg.data.m} ({data_summary.n_people} people, "
+        f"{data_summary.n_train_items} QA samples per epoch), {train.steps} steps of "
         f"{train.batch_size}×{train.seq_len} tokens, {cfg.seeds} seed(s), chance FTA {chance:.3f}.",
         choices_sentence(cfg),
     ]

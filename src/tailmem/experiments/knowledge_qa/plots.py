@@ -2,13 +2,14 @@
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from typing import Any
 
 import numpy as np
 
 from tailmem.experiments.knowledge_qa.tables import METRICS, history, mean_std, seed_results
 from tailmem.lm.plan import TrainedPlan
+from tailmem.lm.sweeps import TrialRow
 from tailmem.plotting import integer_ticks, legend_outside, pyplot
 
 plt = pyplot()
@@ -85,23 +86,23 @@ def final_fta_figure(plan: TrainedPlan, ffn: str, chance: float) -> Any:
     return fig
 
 
-def sweep_figure(rows: list[dict[str, Any]], ffn: str, labels: Mapping[str, str]) -> Any:
+def sweep_figure(rows: Sequence[TrialRow], ffn: str, labels: Mapping[str, str]) -> Any:
     """Each candidate's tuning score (higher is better) against the swept rate, one line per arm
     (named by ``labels``) through the means over the tuning seeds, a dot per trial, a star at
     the choice; failed trials are left out (their candidate ranks last)."""
     fig, ax = plt.subplots(figsize=(5.5, 3.4))
-    for arm in dict.fromkeys(r["arm"] for r in rows if r["ffn"] == ffn):
-        mine = [r for r in rows if r["ffn"] == ffn and r["arm"] == arm]
-        kind = mine[0]["swept"]
-        means = {r[f"lr_{kind}"]: r["point_score"] for r in mine if r["point_score"] is not None}
+    for arm in dict.fromkeys(r.arm for r in rows if r.ffn == ffn):
+        mine = [r for r in rows if r.ffn == ffn and r.arm == arm]
+        kind = mine[0].swept
+        means = {r.lrs[kind]: r.point_score for r in mine if r.point_score is not None}
         xs = sorted(means)
         (line,) = ax.plot(xs, [means[x] for x in xs], marker="", label=f"{labels[arm]} ({kind})")
-        trials = [r for r in mine if r["score"] is not None]
-        ax.plot([r[f"lr_{kind}"] for r in trials], [r["score"] for r in trials], "o", ms=3,
+        trials = [r for r in mine if r.score is not None]
+        ax.plot([r.lrs[kind] for r in trials], [r.score for r in trials], "o", ms=3,
                 color=line.get_color())  # fmt: skip
-        chosen = [r for r in mine if r["chosen"] and r["point_score"] is not None]
+        chosen = [r for r in mine if r.chosen and r.point_score is not None]
         if chosen:
-            ax.plot([chosen[0][f"lr_{kind}"]], [chosen[0]["point_score"]], marker="*", ms=11,
+            ax.plot([chosen[0].lrs[kind]], [chosen[0].point_score], marker="*", ms=11,
                     color=line.get_color())  # fmt: skip
     ax.set_xscale("log")
     ax.set(xlabel="learning rate of the tuned optimiser", ylabel="tuning score (higher is better)")

@@ -16,7 +16,7 @@ import numpy as np
 
 from tailmem.claims.a3 import A3_PUBLISHED_FTA, A3Inputs, evaluate_per_ffn
 from tailmem.claims.core import ClaimResult, Scale, mean_se
-from tailmem.columns import column
+from tailmem.columns import CellValue, column
 from tailmem.data.bios import N_ATTRIBUTES, group_sizes
 from tailmem.lm.plan import TrainedPlan
 from tailmem.lm.spec import RunResult, number, per_group, step_of
@@ -99,7 +99,7 @@ def mean_and_se(values: np.ndarray) -> tuple[float, float | None]:
 
 def tail_table(
     plan: TrainedPlan, ffn: str, fracs: Sequence[float], offsets: Sequence[int], m: int
-) -> list[dict[str, Any]]:
+) -> list[dict[str, CellValue]]:
     """Rows like the paper's Tables 3–8: one per (fraction of training, tail group); per arm,
     in numeric columns, its FTA (``<label> mean``, ``<label> SE`` over seeds), the published
     FTA where there is one (``paper <label>``, empty otherwise) and its exact match
@@ -107,7 +107,7 @@ def tail_table(
     (:func:`tail_mean_se`)."""
     rows = []
     for frac, step, group, published in _tail_cells(plan, ffn, fracs, offsets, m):
-        row: dict[str, Any] = {"step": step, "fraction": frac, "group": group}
+        row: dict[str, CellValue] = {"step": step, "fraction": frac, "group": group}
         for arm in plan.arms:
             results = seed_results(plan, ffn, arm)
             label = plan.arm(arm).label

@@ -22,13 +22,14 @@ from typing import Any
 from tailmem.claims.bench import FTA_MARGIN
 from tailmem.claims.core import Bound, ClaimResult
 from tailmem.claims.related import BenchMemory
-from tailmem.columns import column, column_docs, records
+from tailmem.columns import CellValue, column, column_docs, records
 from tailmem.data.bios import N_ATTRIBUTES, group_sizes
 from tailmem.diagnose import diagnose
 from tailmem.errors import DataError
 from tailmem.experiments.knowledge_qa import grid, tables
 from tailmem.experiments.optim_bench.memory import (
-    MemoryRun,
+    MemoryResult,
+    SweepPoint,
     bench_memory,
     memory_rows,
     tail_head_ratio,
@@ -65,7 +66,6 @@ FAMILY_COLOURS = {
     "plain": "tab:grey",
     "yours": "tab:purple",
 }
-NO_MEMORY: Mapping[str, Any] = {}
 
 
 @dataclass(frozen=True)
@@ -270,7 +270,7 @@ def level_rows(
     point: grid.PointResult,
     root: Path,
     labels: Mapping[str, str],
-    memory: Mapping[str, Mapping[str, Any]],
+    memory: Mapping[str, MemorySummary],
 ) -> list[LeaderboardRow]:
     """The leaderboard rows of one QA level."""
     cfg, plan = point.config, point.plan
@@ -366,11 +366,9 @@ def level_rows(
             entropy_v=iso["entropy_v"], entropy_o=iso["entropy_o"],
             entropy_ffn=iso["entropy_ffn"], step_seconds=_round(mine),
             step_time_vs_adam=None if mine is None or not base else round(mine / base, 3),
-            memory_lr=extra.get("memory_lr"), memory_head_steps=extra.get("memory_head_steps"),
-            memory_tail_steps=extra.get("memory_tail_steps"),
-            memory_tail_censored=extra.get("memory_tail_censored"),
-            memory_tail_head_ratio=extra.get("memory_tail_head_ratio"),
-            memory_rho=extra.get("memory_rho"),
+            memory_lr=extra.lr, memory_head_steps=extra.head_steps,
+            memory_tail_steps=extra.tail_steps, memory_tail_censored=extra.tail_censored,
+            memory_tail_head_ratio=extra.tail_head_ratio, memory_rho=extra.rho,
         ))  # fmt: skip
     return rows
 
@@ -385,27 +383,43 @@ def not_measured(state: EntryStatus, role: str) -> str:
     return f"{what}not run (a rate it borrows was not chosen: its lender diverged in tuning)"
 
 
-def memory_summary(result: Mapping[str, Any], steps: int) -> dict[str, dict[str, Any]]:
+@dataclass(frozen=True)
+class MemorySummary:
+    """One optimiser's memory numbers on the leaderboard (its ``memory_*`` columns; all None
+    for an optimiser the memory did not run)."""
+
+    lr: float | None = None
+    head_steps: float | None = None
+    tail_steps: float | None = None
+    tail_censored: bool | None = None
+    tail_head_ratio: float | None = None
+    rho: float | None = None
+
+
+NO_MEMORY = MemorySummary()
+
+
+def memory_summary(result: MemoryResult, steps: int) -> dict[str, MemorySummary]:
     """Per optimiser, the memory's numbers the board shows: the steps the most frequent and
     the rarest group take to halve their loss (mean over draws; ``≥`` where censored), their
     ratio and ϱ^ε."""
-    out: dict[str, dict[str, Any]] = {}
-    runs: list[MemoryRun] = list(result["runs"])
+    out: dict[str, MemorySummary] = {}
+    runs = result.board.runs
     for name in dict.fromkeys(r.optimizer for r in runs):
         mine = [r for r in runs if r.optimizer == name]
         tails = [steps if r.times[-1] is None else r.times[-1] for r in mine]
         heads = [r.times[0] for r in mine if r.times[0] is not None]
         ratios = [tail_head_ratio(r, steps)[0] for r in mine]
         rhos = [r.rho for r in mine if r.rho is not None]
-        out[name] = {
-            "memory_lr": mine[0].lr,
-            "memory_head_steps": round(statistics.fmean(heads), 2) if heads else None,
-            "memory_tail_steps": round(statistics.fmean(tails), 2),
-            "memory_tail_censored": any(r.times[-1] is None for r in mine),
-            "memory_tail_head_ratio": round(statistics.fmean(ratios), 3)
+        out[name] = MemorySummary(
+            lr=mine[0].lr,
+            head_steps=round(statistics.fmean(heads), 2) if heads else None,
+            tail_steps=round(statistics.fmean(tails), 2),
+            tail_censored=any(r.times[-1] is None for r in mine),
+            tail_head_ratio=round(statistics.fmean(ratios), 3)
             if all(math.isfinite(x) for x in ratios) else None,
-            "memory_rho": round(statistics.fmean(rhos), 4) if len(rhos) == len(mine) else None,
-        }  # fmt: skip
+            rho=round(statistics.fmean(rhos), 4) if len(rhos) == len(mine) else None,
+        )  # fmt: skip
     return out
 
 
@@ -415,9 +429,9 @@ class Board:
     per level the pre-specified finding on Adam (own rate) against Muon."""
 
     rows: tuple[LeaderboardRow, ...]
-    ratios: tuple[dict[str, Any], ...]
-    memory: tuple[dict[str, Any], ...]
-    memory_sweep: tuple[dict[str, Any], ...]
+    ratios: tuple[dict[str, object], ...]
+    memory: tuple[dict[str, CellValue], ...]
+    memory_sweep: tuple[SweepPoint, ...]
     memory_edges: tuple[str, ...]
     findings: Mapping[str, ReferenceFinding]
     controls: Mapping[str, PositiveControl]
@@ -428,23 +442,22 @@ def build(
     cfg: Any,
     run: RunDir,
     points: Mapping[str, grid.PointResult],
-    memory: Mapping[str, Any],
+    memory: MemoryResult,
     labels: Mapping[str, str],
 ) -> Board:
     """Every table of the benchmark (written by :func:`write`)."""
     summary = memory_summary(memory, cfg.memory.steps)
     rows = [row for p in points.values() for row in level_rows(p, run.path, labels, summary)]
     ratios = grid.lag_ratio_rows(points, by="level")
-    sweep = [{"optimizer": name, **r} for name, rows_ in memory["sweeps"].items() for r in rows_]
     stats = {label: level_stats(point)[0] for label, point in points.items()}
     return Board(tuple(rows), tuple(ratios), tuple(memory_rows(memory, cfg.memory.steps)),
-                 tuple(sweep), tuple(memory["edges"]),
+                 memory.board.sweep, memory.board.edges,
                  {label: st.finding for label, st in stats.items()},
                  {label: st.control for label, st in stats.items()},
                  {label: st.power for label, st in stats.items()})  # fmt: skip
 
 
-def claim_inputs(cfg: Any, memory: Mapping[str, Any]) -> BenchMemory:
+def claim_inputs(cfg: Any, memory: MemoryResult) -> BenchMemory:
     """The memory's times per optimiser, draw and matching pace, for
     :mod:`tailmem.claims.related` (:func:`.memory.bench_memory`)."""
     return bench_memory(memory)
@@ -660,7 +673,7 @@ def outputs(cfg: Any, board: Board, claims: Sequence[ClaimResult]) -> Outputs:
         Table("lag_ratio.csv", list(board.ratios)),
         Table("memory.csv", list(board.memory), "The associative memory: steps each frequency "
               "group takes to halve its loss, per optimiser and embedding draw"),
-        Table("memory_sweep.csv", list(board.memory_sweep)),
+        Table("memory_sweep.csv", records(board.memory_sweep)),
     )  # fmt: skip
     figures = []
     for level in cfg.levels:
@@ -682,7 +695,7 @@ def outputs(cfg: Any, board: Board, claims: Sequence[ClaimResult]) -> Outputs:
     results = {
         "optimizers": list(cfg.optimizers), "levels": [lv.label for lv in cfg.levels],
         "leaderboard": rows, "memory_edges": list(board.memory_edges),
-        "memory": list(board.memory), "memory_sweep": list(board.memory_sweep),
+        "memory": list(board.memory), "memory_sweep": records(board.memory_sweep),
         "reference_findings": {level: f.finding for level, f in board.findings.items()},
         "positive_controls": {level: {"separated": c.separated, "text": c.text()}
                               for level, c in board.controls.items()},

@@ -43,6 +43,7 @@ from tailmem.assoc import build_memory, gaussian, lr_schedule, one_step_balance,
 from tailmem.assoc.dynamics import first_direction
 from tailmem.assoc.optimizers import OptimizerSpec
 from tailmem.claims.related import BenchMemory, MemoryPace
+from tailmem.columns import CellValue, column
 from tailmem.errors import ConfigError
 from tailmem.experiments.assoc_scaling import half_loss_times
 from tailmem.optim.registry import OptimizerSetting
@@ -156,19 +157,55 @@ def balance(section: MemorySection, spec: OptimizerSpec, seed: int) -> float | N
     return float(rho) if math.isfinite(rho) else None
 
 
+@dataclass(frozen=True)
+class SweepPoint:
+    """One step size of an optimiser's sweep at one pace (a row of ``memory_sweep.csv``)."""
+
+    optimizer: str = column("the optimiser")
+    lr: float = column("the step size")
+    head_miss: float | None = column(
+        "how far (in log steps) the most frequent group's time to halve its loss is from the "
+        "pace, on the tuning draw (empty: it never halved)"
+    )
+
+
+@dataclass(frozen=True)
+class PaceResult:
+    """Every optimiser at one head pace: its ``pace``, run length ``steps``, the ``sweep`` (each
+    optimiser's step sizes, in the order of the grid), each optimiser's ``chosen`` step size
+    (the smallest miss, the smaller step on a tie), the optimisers whose choice is an end of the
+    grid (``edges``) and the ``runs`` (one per optimiser and evaluation draw)."""
+
+    pace: int
+    steps: int
+    sweep: tuple[SweepPoint, ...]
+    chosen: Mapping[str, float]
+    edges: tuple[str, ...]
+    runs: tuple[MemoryRun, ...]
+
+
+@dataclass(frozen=True)
+class MemoryResult:
+    """The memory at every pace (ascending), the evaluation ``draws``, the ``tuning_draw`` and
+    the leaderboard's pace ``head_steps`` (:attr:`board`)."""
+
+    paces: tuple[PaceResult, ...]
+    draws: tuple[int, ...]
+    tuning_draw: int
+    head_steps: int
+
+    @property
+    def board(self) -> PaceResult:
+        """The pace the leaderboard shows."""
+        (found,) = [p for p in self.paces if p.pace == self.head_steps]
+        return found
+
+
 def run_memory(
     section: MemorySection, settings: Mapping[str, OptimizerSetting], seed: int = 0
-) -> dict[str, Any]:
-    """Every optimiser of ``settings`` on the memory at every pace (module docstring).
-
-    ``paces``: per pace (ascending), its ``pace``, run length ``steps``, ``sweeps`` (per
-    optimiser, each step size's head miss on the tuning draw; None: the head never halved),
-    ``chosen`` (each optimiser's step size: the smallest miss, the smaller step on a tie),
-    ``edges`` (the optimisers whose choice is an end of the grid) and ``runs`` (one
-    :class:`MemoryRun` per optimiser and evaluation draw); ``draws``, the evaluation draws;
-    ``tuning_draw``. The leaderboard's pace ``head_steps`` is also given at the top level
-    (``sweeps``, ``chosen``, ``edges``, ``runs``)."""
-    draws = list(range(seed, seed + section.seeds))
+) -> MemoryResult:
+    """Every optimiser of ``settings`` on the memory at every pace (module docstring)."""
+    draws = tuple(range(seed, seed + section.seeds))
     tuning = seed + section.seeds
     specs = {name: _spec(name, setting) for name, setting in settings.items()}
     rhos = {(name, d): balance(section, spec, d) for name, spec in specs.items() for d in draws}
@@ -176,39 +213,35 @@ def run_memory(
     paces = []
     for pace in section.all_paces():
         steps = section.run_steps(pace)
-        sweeps: dict[str, list[dict[str, Any]]] = {}
+        sweep: list[SweepPoint] = []
         chosen: dict[str, float] = {}
         runs: list[MemoryRun] = []
         for name, spec in specs.items():
             scored = [(lr, head_miss(section, spec, tuning, lr, pace)) for lr in section.lrs]
-            sweeps[name] = [{"lr": lr, "head_miss": s if math.isfinite(s) else None}
-                            for lr, s in scored]  # fmt: skip
+            sweep += [SweepPoint(name, lr, s if math.isfinite(s) else None) for lr, s in scored]
             chosen[name] = lr = min(scored, key=lambda item: (item[1], item[0]))[0]
             for draw in draws:
                 trajectory = _run(section, spec, draw, lr, steps)
                 times = tuple(half_loss_times(trajectory.group_loss))
                 loss = float(trajectory.loss[-1])
                 runs.append(MemoryRun(name, draw, lr, loss, times, rhos[name, draw]))
-        edges = [name for name, lr in chosen.items() if lr in ends]
-        paces.append({"pace": pace, "steps": steps, "sweeps": sweeps, "chosen": chosen,
-                      "edges": edges, "runs": runs})  # fmt: skip
-    (board,) = [p for p in paces if p["pace"] == section.head_steps]
-    top = {key: board[key] for key in ("sweeps", "chosen", "edges", "runs")}
-    return {**top, "paces": paces, "draws": draws, "tuning_draw": tuning}
+        edges = tuple(name for name, lr in chosen.items() if lr in ends)
+        paces.append(PaceResult(pace, steps, tuple(sweep), chosen, edges, tuple(runs)))
+    return MemoryResult(tuple(paces), draws, tuning, section.head_steps)
 
 
-def bench_memory(result: Mapping[str, Any]) -> BenchMemory:
+def bench_memory(result: MemoryResult) -> BenchMemory:
     """The claims' inputs (:class:`~tailmem.claims.related.BenchMemory`) from a
     :func:`run_memory` result: per pace, each optimiser's times per evaluation draw and the
     optimisers whose matched step is an end of the grid."""
     paces = []
-    for entry in result["paces"]:
+    for entry in result.paces:
         times: dict[str, list[tuple[int | None, ...]]] = {}
-        for run in entry["runs"]:
+        for run in entry.runs:
             times.setdefault(run.optimizer, []).append(run.times)
-        paces.append(MemoryPace(pace=entry["pace"], steps=entry["steps"], times=times,
-                                edges=list(entry["edges"])))  # fmt: skip
-    return BenchMemory(seeds=list(result["draws"]), paces=paces)
+        paces.append(MemoryPace(pace=entry.pace, steps=entry.steps, times=times,
+                                edges=list(entry.edges)))  # fmt: skip
+    return BenchMemory(seeds=list(result.draws), paces=paces)
 
 
 def tail_head_ratio(run: MemoryRun, steps: int) -> tuple[float, bool]:
@@ -220,11 +253,12 @@ def tail_head_ratio(run: MemoryRun, steps: int) -> tuple[float, bool]:
     return (steps if tail is None else tail) / max(head, 1), tail is None
 
 
-def memory_rows(result: Mapping[str, Any], steps: int) -> list[dict[str, Any]]:
-    """One row per optimiser and draw: chosen step size, final loss, time to learn each group
-    (empty: not within the run), the tail/head ratio and ϱ^ε."""
-    rows = []
-    for run in result["runs"]:
+def memory_rows(result: MemoryResult, steps: int) -> list[dict[str, CellValue]]:
+    """One row per optimiser and draw at the leaderboard's pace: chosen step size, final loss,
+    time to learn each group (one column per group; empty: not within the run), the tail/head
+    ratio and ϱ^ε."""
+    rows: list[dict[str, CellValue]] = []
+    for run in result.board.runs:
         ratio, bound = tail_head_ratio(run, steps)
         rows.append(
             {

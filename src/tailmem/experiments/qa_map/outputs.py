@@ -25,7 +25,7 @@ from tailmem.claims.a3_map import A3MapInputs, MapPoint
 from tailmem.claims.a3_sensitivity import READING as LIKE_FOR_LIKE
 from tailmem.claims.core import ClaimResult
 from tailmem.claims.paper_a_qa_tables import VERSIONS, Version
-from tailmem.columns import column, column_docs, records
+from tailmem.columns import CellValue, column, column_docs, records
 from tailmem.experiments.knowledge_qa import gaps, grid
 from tailmem.experiments.knowledge_qa.gaps import TAU_HIGH, TAU_LOW, TAU_MIDDLE
 from tailmem.experiments.qa_map.config import Config, Planned
@@ -51,7 +51,7 @@ from tailmem.metrics.lag_trend import (
 )
 from tailmem.metrics.qa_gaps import TAUS, Gap, LagRatio, Ratio
 from tailmem.outputs import Figure, Outputs, Report, Table
-from tailmem.report.qa_map_figures import Cell, heat_map_figure, trend_figure
+from tailmem.report.qa_map_figures import AxisValue, Cell, heat_map_figure, trend_figure
 
 _V = TypeVar("_V")
 PREFIXES = {"lag": "pooled", "m2_lag": LIKE_FOR_LIKE}
@@ -101,17 +101,17 @@ class MapRow:
     def ratio(self, reading: str, tau: float) -> LagRatio | None:
         return self.readings.get(reading, {}).get(tau)
 
-    def axis(self, name: str) -> Any:
-        return getattr(self.planned.point, name)
+    def axis(self, name: str) -> float:
+        return self.planned.point.axes()[name]
 
     def feature(self, name: str) -> float:
         """A trend feature (:data:`~.points.FEATURES`) of this point."""
         return self.facts_per_param if name == "facts_per_param" else float(self.axis(name))
 
-    def record(self) -> dict[str, Any]:
+    def record(self) -> dict[str, CellValue]:
         """The ``map.csv`` row (:data:`MAP_COLUMNS`)."""
         p = self.planned
-        row: dict[str, Any] = {
+        row: dict[str, CellValue] = {
             "point": self.label, **p.point.axes(), "n_head": self.n_head,
             "hidden_params": p.hidden_params, "facts": p.facts,
             "facts_per_param": self.facts_per_param, "steps": p.steps,
@@ -143,7 +143,7 @@ class MapRow:
         return row
 
 
-def ratio_columns(key: str, row: LagRatio | None) -> dict[str, Any]:
+def ratio_columns(key: str, row: LagRatio | None) -> dict[str, CellValue]:
     """A lag ratio as ``map.csv`` columns: its value and kind (:func:`ratio_value`), the 95 %
     t interval and the SE of the mean log ratio (floored) where every seed measured it, and
     its status in words (:func:`.gaps.ratio_status`)."""
@@ -187,8 +187,13 @@ def with_edges(rows: Sequence[MapRow]) -> list[MapRow]:
     return [dataclasses.replace(r, edge=decided.get(r.label)) for r in rows]
 
 
-def cells(rows: Sequence[MapRow], x: str, y: str, value: Callable[[MapRow], Cell | None],
-          fixed: Mapping[str, Any]) -> dict[tuple[Any, Any], Cell | None]:  # fmt: skip
+def cells(
+    rows: Sequence[MapRow],
+    x: str,
+    y: str,
+    value: Callable[[MapRow], Cell | None],
+    fixed: Mapping[str, float],
+) -> dict[tuple[AxisValue, AxisValue], Cell | None]:
     """Heat-map cells ``value(row)`` over axes ``x`` and ``y``, the other axes at ``fixed``."""
     return {
         (r.axis(x), r.axis(y)): value(r)

@@ -6,7 +6,6 @@ from __future__ import annotations
 import dataclasses
 import itertools
 from dataclasses import dataclass, field
-from typing import Any
 
 from tailmem.data.bios import N_ATTRIBUTES, group_sizes
 from tailmem.errors import ConfigError
@@ -96,7 +95,8 @@ class GridPoint:
         return (f"d{self.width} L{self.depth} x{self.exposures:g} m{self.m} "
                 f"rho{self.frequency_exponent:g}")  # fmt: skip
 
-    def axes(self) -> dict[str, Any]:
+    def axes(self) -> dict[str, float]:
+        """Each axis's value, by name (:data:`AXES`)."""
         return dataclasses.asdict(self)
 
 
