@@ -2,7 +2,7 @@
 difference column.
 
 A claim states our measurement in words (``ours``), every mean over seeds as ``mean ± SE``
-(:data:`~tailmem.report.content.CLAIM_COLUMNS`): ``group 7: Muon 0.905 ± 0.009, Adam 0.625 ±
+(:data:`~tailmem.report.content.CLAIMS_TABLE_NOTE`): ``group 7: Muon 0.905 ± 0.009, Adam 0.625 ±
 0.008; …``. :func:`measures` reads each ``mean ± SE`` with the words that name it (``group 7:
 Muon``, ``Adam``); words with no ``mean ± SE`` at all (one seed, an exact computation) give
 their decimal numbers instead, each with no SE (``head FTA muon 0.167, adam 0.125``).

@@ -19,6 +19,7 @@ from tailmem.claims.a3 import CHANCE_TOL
 from tailmem.claims.core import PAPER_A_QA
 from tailmem.claims.registry import claims_of, read_claims
 from tailmem.cli import main
+from tailmem.columns import records
 from tailmem.config import load_config
 from tailmem.data.bios import BiosConfig, build_dataset
 from tailmem.data.stream import QATrainStream
@@ -649,7 +650,7 @@ def test_plan_tunes_in_borrowing_order_on_tuning_seeds_and_evaluates_fresh_seeds
     assert [(r.score, r.point_score, r.status) for r in sgd_rows] == [(None, None, "diverged")] * 2
     qk = [r for r in rows if r.arm == "muon_qk" and r.chosen]
     assert {(r.swept, r.seed) for r in qk} == {("adam", 1000), ("adam", 1001)}
-    record = qk[0].record(done.kinds)
+    record = records(qk[:1])[0]  # every kind of the plan in a column of its own
     assert (record["lr_adam"], record["lr_muon"], record["lr_sgd"]) == (3e-3, 0.02, None)
     assert record["score"] == pytest.approx(-(1 - np.mean([1.0, 1.0, 0.9, 0.8, 0.7])))
     choices = {r.arm: r for r in choice_rows(done)}

@@ -455,7 +455,7 @@ class Results:
             "tuning": {
                 "score": self.tuning_score,
                 "choices": [r.record() for r in self.choices],
-                "trials": [r.record(list(self.kinds)) for r in self.trials],
+                "trials": records(self.trials),
             },
             "steps": score_curves.steps.tolist() if score_curves else [],
             "exposures": score_curves.exposures.tolist() if score_curves else [],

@@ -11,7 +11,7 @@ from __future__ import annotations
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, TypeVar
+from typing import Any
 
 from tailmem.columns import column, column_docs, records
 from tailmem.lm.plan import EntryStatus, TrainedPlan
@@ -20,7 +20,6 @@ from tailmem.outputs import Outputs, Table
 from tailmem.studies import Provenance
 
 THIS_RUN = "this run"
-_V = TypeVar("_V")
 
 
 def _source(state: EntryStatus) -> str:
@@ -33,15 +32,16 @@ def _source(state: EntryStatus) -> str:
 
 @dataclass(frozen=True)
 class TrialRow:
-    """One trial of one arm's sweep (a row of ``lr_sweep.csv``, :meth:`record`)."""
+    """One trial of one arm's sweep (a row of ``lr_sweep.csv``): every kind of the plan's rate
+    in a column of its own (``lr_<kind>``)."""
 
     ffn: str = column("the FFN type")
     arm: str = column("the arm")
     swept: str = column("the optimiser kind whose learning rate (or factor) the arm tunes")
     point: float = column("the candidate: the swept rate (or the factor of the base rates)")
     seed: int = column("the tuning seed (apart from every evaluation seed)")
-    lrs: Mapping[str, float] = column(
-        "learning rate of each kind at this point (lr_adam, lr_sgd alike; empty: unused)"
+    lrs: Mapping[str, float | None] = column(
+        "learning rate of the kind at this point (empty: the arm does not use it)", each="lr_{}"
     )
     score: float | None = column(
         "the trial's tuning score (higher is better; empty: the run failed)"
@@ -57,24 +57,13 @@ class TrialRow:
     )
     source: str = column("tuned in this run, or stored with its provenance (preset, commit, date)")
 
-    def record(self, kinds: Sequence[str]) -> dict[str, Any]:
-        """The CSV row: every kind's rate in its own column (``lr_<kind>``, empty where the arm
-        does not use it) in place of :attr:`lrs`."""
-        return _spread_lrs(records([self])[0], {f"lr_{k}": self.lrs.get(k) for k in kinds})
-
-
-def trial_columns(kinds: Sequence[str]) -> dict[str, str]:
-    """The columns of ``lr_sweep.csv`` (:meth:`TrialRow.record`) with their explanations."""
-    docs = column_docs(TrialRow)
-    return _spread_lrs(docs, {f"lr_{k}": docs["lrs"] for k in kinds})
-
-
-def _spread_lrs(row: Mapping[str, _V], lrs: Mapping[str, _V]) -> dict[str, _V]:
-    """``row`` with its ``lrs`` entry replaced, in place, by the per-kind ``lrs``."""
-    out: dict[str, _V] = {}
-    for key, value in row.items():
-        out |= lrs if key == "lrs" else {key: value}
-    return out
+    @property
+    def rate(self) -> float:
+        """The swept kind's learning rate at this point."""
+        rate = self.lrs[self.swept]
+        if rate is None:
+            raise ValueError(f"{self.arm} tunes {self.swept} but has no rate of it")
+        return rate
 
 
 def _chosen_point(state: EntryStatus) -> float | None:
@@ -100,7 +89,8 @@ def _mean(scores: list[float | None]) -> float | None:
 
 
 def trial_rows(trained: TrainedPlan) -> list[TrialRow]:
-    """Every trial of every tuned arm, in the order tried."""
+    """Every trial of every tuned arm, in the order tried, with a rate for every kind of the
+    plan (None where the arm does not use it)."""
     rows: list[TrialRow] = []
     for state in trained.states.values():
         entry, sweep, chosen = state.entry, state.entry.sweep, _chosen_point(state)
@@ -119,12 +109,16 @@ def trial_rows(trained: TrainedPlan) -> list[TrialRow]:
         for point, seed, score, status_ in trials:
             rows.append(TrialRow(
                 ffn=entry.ffn, arm=entry.arm.name, swept=_swept(state), point=point, seed=seed,
-                lrs=entry.rates.at(point, lenders), score=score,
+                lrs=_every_kind(entry.rates.at(point, lenders), trained.kinds), score=score,
                 point_score=_mean([s for p, _, s, _ in trials if p == point]), status=status_,
                 chosen=point == chosen, extended=points.index(point) >= len(sweep.grid),
                 source=_source(state),
             ))  # fmt: skip
     return rows
+
+
+def _every_kind(lrs: Mapping[str, float], kinds: Sequence[str]) -> dict[str, float | None]:
+    return {kind: lrs.get(kind) for kind in kinds}
 
 
 @dataclass(frozen=True)
@@ -180,11 +174,10 @@ def tuning_tables(
     """A trained plan's tuning tables: ``tuning.csv`` (every arm's choice, cost and budget) and
     ``lr_sweep.csv`` (every trial), shown in the report with ``captions`` (choice, trials)."""
     choices, trials = captions or (None, None)
-    kinds = trained.kinds
+    rows = trial_rows(trained)
     return (
         Table("tuning.csv", records(choice_rows(trained)), choices, column_docs(ChoiceRow)),
-        Table("lr_sweep.csv", [r.record(kinds) for r in trial_rows(trained)], trials,
-              trial_columns(kinds)),
+        Table("lr_sweep.csv", records(rows), trials, column_docs(TrialRow, rows)),
     )  # fmt: skip
 
 

@@ -40,7 +40,7 @@ ENV_HEADER = ["experiment", "preset", "wall time", "device", "versions", "commit
 SUMMARY_HEADER = ["experiment", "preset", *VERDICTS]
 ANSWER_HEADER = ["question", "answer", "evidence", "verdict", "study"]
 CLAIM_HEADER = ["claim", "source", "published", "ours", "rule", "seeds", "verdict"]
-CLAIM_COLUMNS = (
+CLAIMS_TABLE_NOTE = (
     "Columns: **claim** the published statement; **source** where it stands in the paper; "
     "**published** the paper's value (each paper version's where they differ); **ours** our "
     "measurement (mean ± standard error over seeds where seeds vary); **rule** what decided the "

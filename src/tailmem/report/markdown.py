@@ -65,7 +65,7 @@ def _section(run: RunSummary, results: Results, root: Path) -> list[str]:
         out += [f"**Data**: {run.layout.data.text()}", ""]
     if run.claims:
         out += ["**Claims**", "", md_table(C.CLAIM_HEADER, C.claim_rows(run)), ""]
-        out += [C.CLAIM_COLUMNS, ""]
+        out += [C.CLAIMS_TABLE_NOTE, ""]
     for figure in run.layout.figures:
         link = figure.path.relative_to(root).as_posix()
         caption = C.figure_caption(run, figure.caption)

@@ -134,7 +134,7 @@ def _section(run: RunSummary, results: Results) -> str:
     if run.layout.data is not None:
         parts.append(f'<p class="data"><b>Data</b>: {html.escape(run.layout.data.text())}</p>')
     if run.claims:
-        parts.append("<h3>Claims</h3>" + _claims(run) + note_html(C.CLAIM_COLUMNS))
+        parts.append("<h3>Claims</h3>" + _claims(run) + note_html(C.CLAIMS_TABLE_NOTE))
     figures = run.layout.figures
     if figures:
         parts.append(_figures(run, figures[:KEY_FIGURES]))

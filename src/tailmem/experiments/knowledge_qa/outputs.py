@@ -66,7 +66,7 @@ def outputs(
         "tuning": {
             "score": score,
             "choices": records(choices),
-            "trials": [r.record(plan.kinds) for r in trials],
+            "trials": records(trials),
         },
         "runs": [plan.results[job].to_json() for jobs in plan.seed_runs.values() for job in jobs],
         "diverged": diverged,

@@ -94,15 +94,15 @@ def sweep_figure(rows: Sequence[TrialRow], ffn: str, labels: Mapping[str, str]) 
     for arm in dict.fromkeys(r.arm for r in rows if r.ffn == ffn):
         mine = [r for r in rows if r.ffn == ffn and r.arm == arm]
         kind = mine[0].swept
-        means = {r.lrs[kind]: r.point_score for r in mine if r.point_score is not None}
+        means = {r.rate: r.point_score for r in mine if r.point_score is not None}
         xs = sorted(means)
         (line,) = ax.plot(xs, [means[x] for x in xs], marker="", label=f"{labels[arm]} ({kind})")
         trials = [r for r in mine if r.score is not None]
-        ax.plot([r.lrs[kind] for r in trials], [r.score for r in trials], "o", ms=3,
+        ax.plot([r.rate for r in trials], [r.score for r in trials], "o", ms=3,
                 color=line.get_color())  # fmt: skip
         chosen = [r for r in mine if r.chosen and r.point_score is not None]
         if chosen:
-            ax.plot([chosen[0].lrs[kind]], [chosen[0].point_score], marker="*", ms=11,
+            ax.plot([chosen[0].rate], [chosen[0].point_score], marker="*", ms=11,
                     color=line.get_color())  # fmt: skip
     ax.set_xscale("log")
     ax.set(xlabel="learning rate of the tuned optimiser", ylabel="tuning score (higher is better)")

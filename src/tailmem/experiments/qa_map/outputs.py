@@ -109,7 +109,7 @@ class MapRow:
         return self.facts_per_param if name == "facts_per_param" else float(self.axis(name))
 
     def record(self) -> dict[str, CellValue]:
-        """The ``map.csv`` row (:data:`MAP_COLUMNS`)."""
+        """The ``map.csv`` row: its columns depend on the axes and readings the config sets."""
         p = self.planned
         row: dict[str, CellValue] = {
             "point": self.label, **p.point.axes(), "n_head": self.n_head,
