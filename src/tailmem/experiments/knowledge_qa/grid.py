@@ -34,6 +34,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from tailmem.columns import column
 from tailmem.config import load_config
 from tailmem.data.bios import DataSummary
 from tailmem.errors import ConfigError
@@ -241,17 +242,38 @@ def chosen_edge(plan: TrainedPlan, ffn: str, arm: str) -> str | None:
     return plan.edge((ffn, arm)) if (ffn, arm) in plan.states else None
 
 
-def lag_ratio_rows(points: Mapping[str, PointResult], by: str = "point") -> list[dict[str, object]]:
+@dataclass(frozen=True)
+class PointLagRatio:
+    """One measured Muon–Adam lag ratio of one grid point (its first FFN type): a row of a grid
+    study's ``lag_ratio.csv``."""
+
+    where: Mapping[str, str] = column(
+        "the grid point: its label, headed point (or level, optim-bench's name for a point)",
+        each="{}",
+    )
+    lead: str = column("the arm ahead: the ratio is exposures lag needs ÷ lead's")
+    lag: str = column("the arm behind")
+    group: int | str = column("frequency group; pooled = the geometric mean over the groups "
+                              "measured in every seed")  # fmt: skip
+    tau: float = column("the FTA level τ the exposures are read at")
+    ratio: float | None = column("geometric mean of the per-seed lag ratios")
+    ci_low: float | None = column("its 95 % two-sided Student-t interval, low end")
+    ci_high: float | None = column("the interval's high end")
+    se_log: float | None = column("SE of the mean log ratio, floored at the resolution")
+    n_measured: int = column("seeds in which the ratio was measured")
+    n_seeds: int = column("seeds")
+
+
+def lag_ratio_rows(points: Mapping[str, PointResult], by: str = "point") -> list[PointLagRatio]:
     """Every measured lag ratio of every point (first FFN type), one row each, the point's
-    label under ``by``: lead, lag, group, τ, ratio, its 95 % interval and log SE, seeds."""
-    rows: list[dict[str, object]] = []
+    label headed ``by``."""
+    rows = []
     for label, point in points.items():
         measures = point.measures.get(point.config.ffns[0])
         for pair in [] if measures is None else measures.ours.measured:
             for r in pair.lag_ratios:
                 low, high = r.interval() or (None, None)
-                rows.append({by: label, "lead": pair.lead, "lag": pair.lag, "group": r.group,
-                             "tau": r.tau, "ratio": r.ratio, "ci_low": low, "ci_high": high,
-                             "se_log": r.se_log, "n_measured": r.n_measured,
-                             "n_seeds": r.n_seeds})  # fmt: skip
+                rows.append(PointLagRatio({by: label}, pair.lead, pair.lag, r.group, r.tau,
+                                          r.ratio, low, high, r.se_log, r.n_measured,
+                                          r.n_seeds))  # fmt: skip
     return rows

@@ -22,13 +22,14 @@ from typing import Any
 from tailmem.claims.bench import FTA_MARGIN
 from tailmem.claims.core import Bound, ClaimResult
 from tailmem.claims.related import BenchMemory
-from tailmem.columns import CellValue, column, column_docs, records
+from tailmem.columns import column, column_docs, records
 from tailmem.data.bios import N_ATTRIBUTES, group_sizes
 from tailmem.diagnose import diagnose
 from tailmem.errors import DataError
 from tailmem.experiments.knowledge_qa import grid, tables
 from tailmem.experiments.optim_bench.memory import (
     MemoryResult,
+    MemoryRow,
     SweepPoint,
     bench_memory,
     memory_rows,
@@ -429,8 +430,8 @@ class Board:
     per level the pre-specified finding on Adam (own rate) against Muon."""
 
     rows: tuple[LeaderboardRow, ...]
-    ratios: tuple[dict[str, object], ...]
-    memory: tuple[dict[str, CellValue], ...]
+    ratios: tuple[grid.PointLagRatio, ...]
+    memory: tuple[MemoryRow, ...]
     memory_sweep: tuple[SweepPoint, ...]
     memory_edges: tuple[str, ...]
     findings: Mapping[str, ReferenceFinding]
@@ -670,9 +671,11 @@ def outputs(cfg: Any, board: Board, claims: Sequence[ClaimResult]) -> Outputs:
         Table("leaderboard_view.csv", records(view_rows(board.rows)), "The leaderboard: one row "
               "per optimiser and QA level (every number and test: leaderboard.csv)",
               column_docs(ViewRow)),
-        Table("lag_ratio.csv", list(board.ratios)),
-        Table("memory.csv", list(board.memory), "The associative memory: steps each frequency "
-              "group takes to halve its loss, per optimiser and embedding draw"),
+        Table("lag_ratio.csv", records(board.ratios),
+              columns=column_docs(grid.PointLagRatio, board.ratios)),
+        Table("memory.csv", records(board.memory), "The associative memory: steps each "
+              "frequency group takes to halve its loss, per optimiser and embedding draw",
+              column_docs(MemoryRow, board.memory)),
         Table("memory_sweep.csv", records(board.memory_sweep)),
     )  # fmt: skip
     figures = []
@@ -695,7 +698,7 @@ def outputs(cfg: Any, board: Board, claims: Sequence[ClaimResult]) -> Outputs:
     results = {
         "optimizers": list(cfg.optimizers), "levels": [lv.label for lv in cfg.levels],
         "leaderboard": rows, "memory_edges": list(board.memory_edges),
-        "memory": list(board.memory), "memory_sweep": records(board.memory_sweep),
+        "memory": records(board.memory), "memory_sweep": records(board.memory_sweep),
         "reference_findings": {level: f.finding for level, f in board.findings.items()},
         "positive_controls": {level: {"separated": c.separated, "text": c.text()}
                               for level, c in board.controls.items()},

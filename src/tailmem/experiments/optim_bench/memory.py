@@ -43,7 +43,7 @@ from tailmem.assoc import build_memory, gaussian, lr_schedule, one_step_balance,
 from tailmem.assoc.dynamics import first_direction
 from tailmem.assoc.optimizers import OptimizerSpec
 from tailmem.claims.related import BenchMemory, MemoryPace
-from tailmem.columns import CellValue, column
+from tailmem.columns import column
 from tailmem.errors import ConfigError
 from tailmem.experiments.assoc_scaling import half_loss_times
 from tailmem.optim.registry import OptimizerSetting
@@ -253,23 +253,37 @@ def tail_head_ratio(run: MemoryRun, steps: int) -> tuple[float, bool]:
     return (steps if tail is None else tail) / max(head, 1), tail is None
 
 
-def memory_rows(result: MemoryResult, steps: int) -> list[dict[str, CellValue]]:
-    """One row per optimiser and draw at the leaderboard's pace: chosen step size, final loss,
-    time to learn each group (one column per group; empty: not within the run), the tail/head
-    ratio and ϱ^ε."""
-    rows: list[dict[str, CellValue]] = []
+@dataclass(frozen=True)
+class MemoryRow:
+    """One optimiser on one embedding draw at the leaderboard's pace (a row of
+    ``memory.csv``)."""
+
+    optimizer: str = column("the optimiser")
+    seed: int = column("the embedding draw")
+    lr: float = column("its step size, matched so that the most frequent group halves its loss "
+                       "at about the pace")  # fmt: skip
+    final_loss: float = column("the loss at the end of the run")
+    times: tuple[int | None, ...] = column(
+        "the first step at which the group's loss is at most half its initial loss (group 0 the "
+        "most frequent; empty: not within the run)",
+        each="steps_group{}",
+    )
+    tail_head_ratio: float | None = column(
+        "the rarest group's time ÷ the most frequent group's (empty: the head not learned)"
+    )
+    tail_censored: bool = column("the rarest group not learned within the run: the ratio is a "
+                                 "lower bound (its time counted as the run's length)")  # fmt: skip
+    rho: float | None = column(
+        "ϱ^ε, the one-step balance of the optimiser's first update (empty: not finite)"
+    )
+
+
+def memory_rows(result: MemoryResult, steps: int) -> list[MemoryRow]:
+    """One row per optimiser and draw at the leaderboard's pace."""
+    rows = []
     for run in result.board.runs:
         ratio, bound = tail_head_ratio(run, steps)
-        rows.append(
-            {
-                "optimizer": run.optimizer,
-                "seed": run.seed,
-                "lr": run.lr,
-                "final_loss": run.final_loss,
-                **{f"steps_group{g}": t for g, t in enumerate(run.times)},
-                "tail_head_ratio": None if math.isnan(ratio) else round(ratio, 4),
-                "tail_censored": bound,
-                "rho": run.rho,
-            }
-        )
+        shown = None if math.isnan(ratio) else round(ratio, 4)
+        rows.append(MemoryRow(run.optimizer, run.seed, run.lr, run.final_loss, run.times, shown,
+                              bound, run.rho))  # fmt: skip
     return rows

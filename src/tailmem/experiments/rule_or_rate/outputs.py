@@ -445,12 +445,13 @@ def outputs(cfg: Config, points: Mapping[str, grid.PointResult]) -> Outputs:
     claims = tuple(evaluate(NAME, claim_inputs(points, widths)))
     walked = walk.walk_points(cfg, points)
     moved = walk.moves(walked)
+    ratios = grid.lag_ratio_rows(points)
     csvs: tuple[Table, ...] = (
         Table("factorial.csv", records(factorial),
               "The factorial: update rule × rate structure", column_docs(FactorialRow)),
         Table("regime.csv", records(regime), "Every point: the share the rate split recovers "
               "and the fair edge", column_docs(RegimeRow)),
-        Table("lag_ratio.csv", grid.lag_ratio_rows(points)),
+        Table("lag_ratio.csv", records(ratios), columns=column_docs(grid.PointLagRatio, ratios)),
     )  # fmt: skip
     if walked:
         csvs += (Table("walk.csv", records([walk.row(p) for p in walked]), "The one-factor "
