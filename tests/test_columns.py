@@ -85,3 +85,23 @@ def test_a_field_spread_over_its_items_heads_one_column_per_item():
     assert list(column_docs(_PerGroup)) == ["arm"]  # no rows, no items to head
     with pytest.raises(ValueError, match="expected a header pattern"):
         column("doc", each="group")
+
+
+@dataclass(frozen=True)
+class _Cells2:
+    value: float = column("unused: the field's doc explains the value", name="")
+    low: float = column("its low end", name="_lo")
+
+
+@dataclass(frozen=True)
+class _PerTau:
+    ratios: Mapping[str, _Cells2] = column("the lag at the suffix's τ", each="lag_{}")
+
+
+def test_items_that_are_rows_spread_into_their_columns_under_the_items_header():
+    rows = [_PerTau({"0.3": _Cells2(1.2, 1.0), "0.5": _Cells2(1.5, 1.1)})]
+    assert records(rows) == [{"lag_0.3": 1.2, "lag_0.3_lo": 1.0, "lag_0.5": 1.5, "lag_0.5_lo": 1.1}]
+    assert column_docs(_PerTau, rows) == {
+        "lag_0.3": "the lag at the suffix's τ", "lag_0.3_lo": "its low end",
+        "lag_0.5": "the lag at the suffix's τ", "lag_0.5_lo": "its low end",
+    }  # fmt: skip

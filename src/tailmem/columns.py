@@ -70,8 +70,8 @@ def column_docs(cls: type, rows: Sequence[Any] = ()) -> dict[str, str]:
     declared without :func:`column` is a TypeError naming it. A field whose type is itself a row
     class stands for that row's columns, headed by the field's header followed by each of
     theirs; its own explanation is that of the inner column headed ``""`` (its value). A field
-    spread over its items (``each``) stands for the columns of the items of ``rows``' first
-    row (none without rows)."""
+    spread over its items (``each``; an item may be a row, spread as above) stands for the
+    columns of the items of ``rows``' first row (none without rows)."""
     out: dict[str, str] = {}
     hints = typing.get_type_hints(cls)
     for spec in dataclasses.fields(cls):
@@ -80,7 +80,11 @@ def column_docs(cls: type, rows: Sequence[Any] = ()) -> dict[str, str]:
         doc, inner = str(spec.metadata[DOC]), hints[spec.name]
         if EACH in spec.metadata:
             items = _spread(spec, getattr(rows[0], spec.name)) if rows else {}
-            out |= dict.fromkeys(items, doc)
+            for key, item in items.items():
+                inner_docs = column_docs(type(item)) if _is_row(item) else {"": doc}
+                out |= {
+                    key + suffix: text if suffix else doc for suffix, text in inner_docs.items()
+                }
             continue
         if not (isinstance(inner, type) and dataclasses.is_dataclass(inner)):
             out[header(spec)] = doc
@@ -101,8 +105,9 @@ def _record(row: Any, prefix: str = "") -> dict[str, Any]:
     for spec in dataclasses.fields(row):
         value = getattr(row, spec.name)
         if EACH in spec.metadata:
-            record |= {prefix + key: item for key, item in _spread(spec, value).items()}
-        elif dataclasses.is_dataclass(value) and not isinstance(value, type):
+            for key, item in _spread(spec, value).items():
+                record |= _record(item, prefix + key) if _is_row(item) else {prefix + key: item}
+        elif _is_row(value):
             record |= _record(value, prefix + header(spec))
         else:
             shown = " ".join(map(str, value)) if isinstance(value, tuple) else value
@@ -115,3 +120,7 @@ def _spread(spec: dataclasses.Field[Any], value: Any) -> dict[str, Any]:
     pattern, first = spec.metadata[EACH]
     pairs = value.items() if isinstance(value, Mapping) else enumerate(value, start=first)
     return {pattern.format(key): item for key, item in pairs}
+
+
+def _is_row(value: Any) -> bool:
+    return dataclasses.is_dataclass(value) and not isinstance(value, type)

@@ -104,22 +104,22 @@ NEVER = Ratio("not reached", None, 2.5, None)
 
 
 def test_a_lag_ratio_is_a_value_only_when_every_seed_measured_it():
-    full = outputs.ratio_columns("lag_0.5", _lag([1.8, 2.0, 2.2]))
+    full = outputs.MapCells.of(_lag([1.8, 2.0, 2.2]))
     low, high = _lag([1.8, 2.0, 2.2]).interval()
-    assert full["lag_0.5"] == pytest.approx((1.8 * 2.0 * 2.2) ** (1 / 3))  # geometric mean
-    assert (full["lag_0.5_lo"], full["lag_0.5_hi"]) == (low, high) and low < 1.8 < 2.2 < high
-    assert (full["lag_0.5_kind"], full["lag_0.5_status"]) == ("measured", "measured")
+    assert full.value == pytest.approx((1.8 * 2.0 * 2.2) ** (1 / 3))  # geometric mean
+    assert (full.low, full.high) == (low, high) and low < 1.8 < 2.2 < high
+    assert (full.kind, full.status) == ("measured", "measured")
     bound = Ratio("not reached", None, 2.5, None)
-    partial = outputs.ratio_columns("lag_0.5", _lag([3.0, NEVER, NEVER], of_mean=bound))
-    assert (partial["lag_0.5"], partial["lag_0.5_kind"]) == (2.5, "lower")
-    assert partial["lag_0.5_status"] == "measured in 1 of 3 seeds" and partial["lag_0.5_lo"] is None
+    partial = outputs.MapCells.of(_lag([3.0, NEVER, NEVER], of_mean=bound))
+    assert (partial.value, partial.kind) == (2.5, "lower")
+    assert partial.status == "measured in 1 of 3 seeds" and partial.low is None
     # two seeds crossed, the seed-mean curves too: still no ratio (the censored seed's lag is
     # the largest, and a geometric mean of the two others would leave it out)
-    mixed = outputs.ratio_columns("lag_0.5", _lag([1.5, 1.6, NEVER]))
-    assert mixed["lag_0.5"] is None and mixed["lag_0.5_status"] == "measured in 2 of 3 seeds"
-    none = outputs.ratio_columns("lag_0.5", _lag([NEVER] * 3, of_mean=Ratio("undetermined")))
-    assert none["lag_0.5"] is None and none["lag_0.5_status"] == "undetermined"
-    assert outputs.ratio_columns("lag_0.5", None)["lag_0.5_status"] == "not measured"
+    mixed = outputs.MapCells.of(_lag([1.5, 1.6, NEVER]))
+    assert mixed.value is None and mixed.status == "measured in 2 of 3 seeds"
+    none = outputs.MapCells.of(_lag([NEVER] * 3, of_mean=Ratio("undetermined")))
+    assert none.value is None and none.status == "undetermined"
+    assert outputs.MapCells.of(None).status == "not measured"
 
 
 # --------------------------------------------------------------------------- the edge

@@ -25,7 +25,7 @@ from tailmem.claims.a3_map import A3MapInputs, MapPoint
 from tailmem.claims.a3_sensitivity import READING as LIKE_FOR_LIKE
 from tailmem.claims.core import ClaimResult
 from tailmem.claims.paper_a_qa_tables import VERSIONS, Version
-from tailmem.columns import CellValue, column, column_docs, records
+from tailmem.columns import column, column_docs, records
 from tailmem.experiments.knowledge_qa import gaps, grid
 from tailmem.experiments.knowledge_qa.gaps import TAU_HIGH, TAU_LOW, TAU_MIDDLE
 from tailmem.experiments.qa_map.config import Config, Planned
@@ -108,55 +108,130 @@ class MapRow:
         """A trend feature (:data:`~.points.FEATURES`) of this point."""
         return self.facts_per_param if name == "facts_per_param" else float(self.axis(name))
 
-    def record(self) -> dict[str, CellValue]:
-        """The ``map.csv`` row: its columns depend on the axes and readings the config sets."""
+    def record(self) -> MapRecord:
+        """The ``map.csv`` row."""
         p = self.planned
-        row: dict[str, CellValue] = {
-            "point": self.label, **p.point.axes(), "n_head": self.n_head,
-            "hidden_params": p.hidden_params, "facts": p.facts,
-            "facts_per_param": self.facts_per_param, "steps": p.steps,
-            "steps_per_epoch": round(p.steps_per_epoch, 3), "seeds": self.seeds,
-        }  # fmt: skip
-        for prefix, reading in PREFIXES.items():
-            for tau in TAUS:
-                row |= ratio_columns(f"{prefix}_{tau:g}", self.ratio(reading, tau))
         test = None if self.tail is None else self.tail.test()
         interval = None if test is None else test.interval
-        row |= {
-            "tail_gap": None if test is None else test.a.mean,
-            "tail_gap_se": None if test is None else test.se,
-            "tail_gap_lo": None if interval is None else interval[0],
-            "tail_gap_hi": None if interval is None else interval[1],
-            "edge": "" if self.edge is None else self.edge.finding,
-            "edge_ahead_p": None if self.edge is None else self.edge.ahead_p,
-            "edge_none_p": None if self.edge is None else self.edge.none_p,
-        }  # fmt: skip
-        for name, gap in (("peak_rarest", self.peak_rarest), ("peak", self.peak)):
-            row |= {f"{name}_gap": None if gap is None else gap.gap,
-                    f"{name}_gap_se": None if gap is None else gap.se,
-                    f"{name}_gap_group": None if gap is None else gap.group,
-                    f"{name}_gap_step": None if gap is None else gap.step}  # fmt: skip
-        for arm, choice in self.arms.items():
-            row |= {f"lr_{arm}": choice.rate, f"{arm}_lr_where": choice.where,
-                    f"{arm}_trials": f"{choice.trials}/{choice.budget}" if choice.budget
-                    else ""}  # fmt: skip
-        return row
+        lead, lag = (_ArmCells.of(self.arms.get(arm)) for arm in (LEAD, LAG))
+        return MapRecord(
+            point=self.label, axes=p.point.axes(), n_head=self.n_head,
+            hidden_params=p.hidden_params, facts=p.facts, facts_per_param=self.facts_per_param,
+            steps=p.steps, steps_per_epoch=round(p.steps_per_epoch, 3), seeds=self.seeds,
+            ratios={f"{prefix}_{tau:g}": MapCells.of(self.ratio(reading, tau))
+                    for prefix, reading in PREFIXES.items() for tau in TAUS},
+            tail_gap=None if test is None else test.a.mean,
+            tail_gap_se=None if test is None else test.se,
+            tail_gap_lo=None if interval is None else interval[0],
+            tail_gap_hi=None if interval is None else interval[1],
+            edge="" if self.edge is None else self.edge.finding,
+            edge_ahead_p=None if self.edge is None else self.edge.ahead_p,
+            edge_none_p=None if self.edge is None else self.edge.none_p,
+            peaks={"peak_rarest": GapCells.of(self.peak_rarest), "peak": GapCells.of(self.peak)},
+            lr_lead=lead.rate, lead_lr_where=lead.where, lead_trials=lead.trials,
+            lr_lag=lag.rate, lag_lr_where=lag.where, lag_trials=lag.trials,
+        )  # fmt: skip
 
 
-def ratio_columns(key: str, row: LagRatio | None) -> dict[str, CellValue]:
-    """A lag ratio as ``map.csv`` columns: its value and kind (:func:`ratio_value`), the 95 %
-    t interval and the SE of the mean log ratio (floored) where every seed measured it, and
-    its status in words (:func:`.gaps.ratio_status`)."""
-    value, kind = ratio_value(row)
-    interval = row.interval() if row is not None and kind == "measured" else None
-    return {
-        key: value,
-        f"{key}_lo": None if interval is None else interval[0],
-        f"{key}_hi": None if interval is None else interval[1],
-        f"{key}_se_log": row.se_log if row is not None and kind == "measured" else None,
-        f"{key}_kind": kind,
-        f"{key}_status": "not measured" if row is None else gaps.ratio_status(row),
-    }
+@dataclass(frozen=True)
+class MapCells:
+    """A lag ratio as ``map.csv`` cells, headed by the field that holds them and these
+    suffixes."""
+
+    value: float | None = column("the ratio (explained by its column)", name="")
+    low: float | None = column("its 95 % t interval, low end (every seed measured)", name="_lo")
+    high: float | None = column("the interval's high end", name="_hi")
+    se_log: float | None = column("SE of the mean log ratio, floored (every seed measured)",
+                                  name="_se_log")  # fmt: skip
+    kind: str | None = column("measured (the geometric mean over seeds), or lower/upper: the "
+                              "bound of the seed-mean curves", name="_kind")  # fmt: skip
+    status: str = column("the ratio's status in words", name="_status")
+
+    @classmethod
+    def of(cls, row: LagRatio | None) -> MapCells:
+        """A lag ratio's value and kind (:func:`ratio_value`), the 95 % t interval and the SE
+        of the mean log ratio (floored) where every seed measured it, and its status in words
+        (:func:`.gaps.ratio_status`)."""
+        value, kind = ratio_value(row)
+        if row is None:
+            return cls(value, None, None, None, kind, "not measured")
+        interval = row.interval() if kind == "measured" else None
+        return cls(
+            value,
+            None if interval is None else interval[0],
+            None if interval is None else interval[1],
+            row.se_log if kind == "measured" else None,
+            kind,
+            gaps.ratio_status(row),
+        )
+
+
+@dataclass(frozen=True)
+class GapCells:
+    """A descriptive peak gap as ``map.csv`` cells."""
+
+    gap: float | None = column("the peak seed-mean FTA gap Muon − Adam", name="_gap")
+    se: float | None = column("its SE over paired seeds", name="_gap_se")
+    group: int | None = column("the group where it peaks", name="_gap_group")
+    step: float | None = column("the step where it peaks", name="_gap_step")
+
+    @classmethod
+    def of(cls, gap: Gap | None) -> GapCells:
+        if gap is None:
+            return cls(None, None, None, None)
+        return cls(gap.gap, gap.se, gap.group, gap.step)
+
+
+@dataclass(frozen=True)
+class _ArmCells:
+    rate: float | None
+    where: str | None
+    trials: str | None
+
+    @classmethod
+    def of(cls, choice: ArmChoice | None) -> _ArmCells:
+        if choice is None:
+            return cls(None, None, None)
+        trials = f"{choice.trials}/{choice.budget}" if choice.budget else ""
+        return cls(choice.rate, choice.where, trials)
+
+
+_WHERE = "where it sits: interior, lowest/highest edge (the budget ran out), set or shared"
+
+
+@dataclass(frozen=True)
+class MapRecord:
+    """One point of the map (a row of ``map.csv``)."""
+
+    point: str = column("the point's label")
+    axes: Mapping[str, float] = column("the point's value on this axis", each="{}")
+    n_head: int | None = column("attention heads")
+    hidden_params: int = column("parameters of the hidden matrices")
+    facts: int = column("facts in the data")
+    facts_per_param: float = column("facts per hidden-matrix parameter")
+    steps: int = column("training steps")
+    steps_per_epoch: float = column("steps per epoch")
+    seeds: int = column("evaluation seeds")
+    ratios: Mapping[str, MapCells] = column(
+        "exposures Adam needs ÷ Muon's to bring a group to FTA τ (the suffix; lag: all groups "
+        "pooled, m2_lag: like for like)",
+        each="{}",
+    )
+    tail_gap: float | None = column("the rarest group's final FTA gap Muon − Adam, paired")
+    tail_gap_se: float | None = column("its SE")
+    tail_gap_lo: float | None = column("its 95 % t interval, low end")
+    tail_gap_hi: float | None = column("its 95 % t interval, high end")
+    edge: str = column("Muon's edge at this point, judged across the grid")
+    edge_ahead_p: float | None = column("p of the test that Muon is ahead")
+    edge_none_p: float | None = column("p of the test that the edge is within the margin")
+    peaks: Mapping[str, GapCells] = column("descriptive peak gaps: the rarest group's, then the "
+                                           "largest over all groups", each="{}")  # fmt: skip
+    lr_lead: float | None = column("Muon's learning rate", name=f"lr_{LEAD}")
+    lead_lr_where: str | None = column(_WHERE, name=f"{LEAD}_lr_where")
+    lead_trials: str | None = column("trials its tuning cost, of its budget", name=f"{LEAD}_trials")
+    lr_lag: float | None = column("Adam's learning rate", name=f"lr_{LAG}")
+    lag_lr_where: str | None = column(_WHERE, name=f"{LAG}_lr_where")
+    lag_trials: str | None = column("trials its tuning cost, of its budget", name=f"{LAG}_trials")
 
 
 def point_row(planned: Planned, result: grid.PointResult, tau: float) -> MapRow:
@@ -383,7 +458,8 @@ def outputs(cfg: Config, rows: Sequence[MapRow]) -> Outputs:
     the points' rows (:func:`point_row`; edges decided across the grid here,
     :func:`with_edges`)."""
     rows = with_edges(rows)
-    records = [r.record() for r in rows]
+    map_records = [r.record() for r in rows]
+    map_rows = records(map_records)
     figures = []
     reference = {a: getattr(cfg.axes, a)[0] for a in AXES}
     for x, y in cfg.heat_maps:
@@ -433,7 +509,7 @@ def outputs(cfg: Config, rows: Sequence[MapRow]) -> Outputs:
     inputs = claim_inputs(cfg, rows)
     claims = tuple(r for c in MAP_CLAIMS for r in c.evaluate(inputs))
     results = {
-        "rows": records, "trend": trend.to_json(),
+        "rows": map_rows, "trend": trend.to_json(),
         "paper": {v: {name: r.to_json() for name, r in by.items()} for v, by in published.items()},
         "reference": inputs.reference,
         "seed_ratios": {p.label: {f"{tau:g}": [_plain(v) for v in s.values]
@@ -441,7 +517,7 @@ def outputs(cfg: Config, rows: Sequence[MapRow]) -> Outputs:
         "edge_margins": {"ratio": RATIO_MARGIN, "tail_gap": GAP_MARGIN},
     }  # fmt: skip
     csvs = (
-        Table("map.csv", records),
+        Table("map.csv", map_rows, columns=column_docs(MapRecord, map_records)),
         summary_table(cfg, rows),
     )  # fmt: skip
     report = Report("The map: where Muon's tail edge over Adam appears (knowledge QA)",
