@@ -18,7 +18,9 @@ A header that is no Python name (``"lag τ 0.5"``, ``"lag_0.5"``) is given as ``
 item of something the config sizes (a value per frequency group) is spread over one column per
 item, headed by ``each`` (``{}``: the item's position counted from ``first``, or its key where
 the field is a mapping): ``times: tuple[float, ...] = column("steps to halve", each="group_{}")``;
-its columns' notes then need the rows (:func:`column_docs`).
+its columns' notes then need the rows (:func:`column_docs`). A row's field whose type is a row
+stands for that row's columns, each headed by the field's header followed by its own (or, where
+its own holds ``{}``, with the field's header put there).
 """
 
 from __future__ import annotations
@@ -82,15 +84,14 @@ def column_docs(cls: type, rows: Sequence[Any] = ()) -> dict[str, str]:
             items = _spread(spec, getattr(rows[0], spec.name)) if rows else {}
             for key, item in items.items():
                 inner_docs = column_docs(type(item)) if _is_row(item) else {"": doc}
-                out |= {
-                    key + suffix: text if suffix else doc for suffix, text in inner_docs.items()
-                }
+                out |= {_joined(key, suffix): text if suffix else doc
+                        for suffix, text in inner_docs.items()}  # fmt: skip
             continue
         if not (isinstance(inner, type) and dataclasses.is_dataclass(inner)):
             out[header(spec)] = doc
             continue
         for suffix, text in column_docs(inner).items():
-            out[header(spec) + suffix] = text if suffix else doc
+            out[_joined(header(spec), suffix)] = text if suffix else doc
     return out
 
 
@@ -106,12 +107,13 @@ def _record(row: Any, prefix: str = "") -> dict[str, Any]:
         value = getattr(row, spec.name)
         if EACH in spec.metadata:
             for key, item in _spread(spec, value).items():
-                record |= _record(item, prefix + key) if _is_row(item) else {prefix + key: item}
+                where = _joined(prefix, key)
+                record |= _record(item, where) if _is_row(item) else {where: item}
         elif _is_row(value):
-            record |= _record(value, prefix + header(spec))
+            record |= _record(value, _joined(prefix, header(spec)))
         else:
             shown = " ".join(map(str, value)) if isinstance(value, tuple) else value
-            record[prefix + header(spec)] = shown
+            record[_joined(prefix, header(spec))] = shown
     return record
 
 
@@ -124,3 +126,9 @@ def _spread(spec: dataclasses.Field[Any], value: Any) -> dict[str, Any]:
 
 def _is_row(value: Any) -> bool:
     return dataclasses.is_dataclass(value) and not isinstance(value, type)
+
+
+def _joined(outer: str, inner: str) -> str:
+    """An inner column's header under the outer header: the outer one followed by the inner
+    one, or put in its ``{}`` (``"paper {}"`` under ``"Muon"``: ``"paper Muon"``)."""
+    return inner.replace("{}", outer) if "{}" in inner and outer else outer + inner

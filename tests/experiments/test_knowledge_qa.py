@@ -690,7 +690,7 @@ def test_tables_gap_and_claim_rules_on_constructed_results():
         "muon_qk": [[1, 1, 1, 0.6, 0.31]] * 3,
     }
     plan = _plan_with(finals)
-    rows = tail_table(plan, "plain", [0.5, 1.0], [2, 0], m=4)
+    rows = records(tail_table(plan, "plain", [0.5, 1.0], [2, 0], m=4))  # the CSV records
     assert [(r["step"], r["group"]) for r in rows] == [(50, 2), (50, 4), (100, 2), (100, 4)]
     # Numbers in numeric columns: Muon's rarest group 0.99, 0.93, 0.96 → 0.96 ± 0.03/√3.
     assert rows[-1]["Muon mean"] == pytest.approx(0.96) and rows[-1]["paper Muon"] == 0.976

@@ -95,7 +95,7 @@ def _ffn_outputs(
     m = cfg.data.m
     table = Table(
         f"tail_table_{ffn}.csv",
-        tables.tail_table(plan, ffn, cfg.table_fracs, cfg.tail_offsets, m),
+        records(tables.tail_table(plan, ffn, cfg.table_fracs, cfg.tail_offsets, m)),
         f"Tail groups (m = {m}) at 20/50/100% of {cfg.train.steps} steps, {ffn} FFN, mean ± SE "
         f"over {cfg.seeds} seed(s); 'paper' columns: the published m = 15 value of the group "
         "at the same distance from the rarest (empty where not published)",

@@ -8,7 +8,7 @@ seed). A fraction of training is read at the evaluated step nearest to it.
 from __future__ import annotations
 
 import math
-from collections.abc import Iterator, Sequence
+from collections.abc import Iterator, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
@@ -16,7 +16,7 @@ import numpy as np
 
 from tailmem.claims.a3 import A3_PUBLISHED_FTA, A3Inputs, evaluate_per_ffn
 from tailmem.claims.core import ClaimResult, Scale, mean_se
-from tailmem.columns import CellValue, column
+from tailmem.columns import column
 from tailmem.data.bios import N_ATTRIBUTES, group_sizes
 from tailmem.lm.plan import TrainedPlan
 from tailmem.lm.spec import RunResult, number, per_group, step_of
@@ -97,25 +97,46 @@ def mean_and_se(values: np.ndarray) -> tuple[float, float | None]:
     return round(stats.mean, 5), None if stats.se is None else round(stats.se, 5)
 
 
+@dataclass(frozen=True)
+class TailCells:
+    """One arm's cells of a tail-table row, headed by the arm's label."""
+
+    mean: float = column("first-token accuracy (FTA) of the group, mean over seeds",
+                         name=" mean")  # fmt: skip
+    se: float | None = column("its standard error over seeds", name=" SE")
+    paper: float | None = column("published FTA (m = 15) at the same distance from the rarest "
+                                 "(empty where not published)", name="paper {}")  # fmt: skip
+    em_mean: float = column("whole-answer exact match (greedy decoding), mean over seeds",
+                            name=" EM mean")  # fmt: skip
+    em_se: float | None = column("its standard error over seeds", name=" EM SE")
+
+
+@dataclass(frozen=True)
+class TailTableRow:
+    """One (fraction of training, tail group) row of ``tail_table_<ffn>.csv``, like the paper's
+    Tables 3–8: every arm's cells side by side (:class:`TailRow` has one arm a row)."""
+
+    step: int = column("the evaluated step nearest to the fraction")
+    fraction: float = column("fraction of training")
+    group: int = column("frequency group (the rarest is m)")
+    arms: Mapping[str, TailCells] = column("the arm's cells", each="{}")
+
+
 def tail_table(
     plan: TrainedPlan, ffn: str, fracs: Sequence[float], offsets: Sequence[int], m: int
-) -> list[dict[str, CellValue]]:
-    """Rows like the paper's Tables 3–8: one per (fraction of training, tail group); per arm,
-    in numeric columns, its FTA (``<label> mean``, ``<label> SE`` over seeds), the published
-    FTA where there is one (``paper <label>``, empty otherwise) and its exact match
-    (``<label> EM mean``/``SE``). The report shows each mean and SE as one column
-    (:func:`tail_mean_se`)."""
+) -> list[TailTableRow]:
+    """Rows like the paper's Tables 3–8: one per (fraction of training, tail group), every
+    arm's FTA and exact match over seeds beside the published FTA. The report shows each mean
+    and SE as one column (:func:`tail_mean_se`)."""
     rows = []
     for frac, step, group, published in _tail_cells(plan, ffn, fracs, offsets, m):
-        row: dict[str, CellValue] = {"step": step, "fraction": frac, "group": group}
+        cells = {}
         for arm in plan.arms:
             results = seed_results(plan, ffn, arm)
-            label = plan.arm(arm).label
-            row[f"{label} mean"], row[f"{label} SE"] = mean_and_se(fta_at(results, step)[:, group])
-            row[f"paper {label}"] = published.get(arm)
-            em = fta_at(results, step, "em")[:, group]
-            row[f"{label} EM mean"], row[f"{label} EM SE"] = mean_and_se(em)
-        rows.append(row)
+            fta = mean_and_se(fta_at(results, step)[:, group])
+            em = mean_and_se(fta_at(results, step, "em")[:, group])
+            cells[plan.arm(arm).label] = TailCells(*fta, published.get(arm), *em)
+        rows.append(TailTableRow(step, frac, group, cells))
     return rows
 
 
