@@ -38,6 +38,7 @@ from typing import Any
 import yaml
 
 from tailmem.atomic import atomic_write_bytes, atomic_write_text
+from tailmem.claims.bench import power
 from tailmem.claims.host import host_note
 from tailmem.cli import ScriptParser, script_main
 from tailmem.errors import DataError
@@ -176,6 +177,7 @@ def optim_bench(run: Path, record: Mapping[str, Any]) -> dict[str, str]:
     """The leaderboard of each level as a table, and the answer on Adam at its own rate. Step
     times are left out: wall-clock, they are the run's machine and load, not a result."""
     board = _csv(run / "leaderboard.csv")
+    results = json.loads((run / "results.json").read_text())
     out: dict[str, str] = {}
     for i, level in enumerate(dict.fromkeys(r["level"] for r in board)):
         mine = [r for r in board if r["level"] == level]
@@ -186,15 +188,18 @@ def optim_bench(run: Path, record: Mapping[str, Any]) -> dict[str, str]:
 
         rows = [
             (r["label"], r["family"], r["source"], _rate(r["lr"], r.get("lr_edge")),
-             ratio(r, "lag_vs_muon"), ratio(r, "lag_vs_adam"),
-             pm(_number(r.get("rarest_fta")), _number(r.get("rarest_fta_se"))),
+             pm(_number(r["rarest_fta"]), _number(r["rarest_fta_se"]), 3),
+             pm(_number(r["rarest_gap_vs_muon"]), _number(r["rarest_gap_vs_muon_se"]), 3),
+             r["placement"], r["placement_auc"] or "—", ratio(r, "lag_vs_muon"),
              r["memory_tail_steps"] + ("+" if r["memory_tail_censored"] == "True" else ""),
-             f"{r['tuning_trials']}/{r['tuning_budget']}", r["placement"])
+             f"{r['tuning_trials']}/{r['tuning_budget']}")
             for r in mine
         ]  # fmt: skip
-        header = ("optimiser", "family", "source", "lr", "its exposures ÷ Muon's",
-                  "Adam (own rate)'s ÷ its", "rarest FTA", "memory: rarest group halved at "
-                  "step", "tuning trials", "place")  # fmt: skip
+        header = ("optimiser", "family", "source", "lr", "rarest FTA (± SE)",
+                  "it − Muon, rarest FTA (paired, ± SE)", "place (primary)",
+                  "place (rarest-group area, second)", "its exposures ÷ Muon's (pooled, "
+                  "descriptive)", "memory: rarest group halved at step",
+                  "tuning trials")  # fmt: skip
         out[f"optim-bench.level{i}"] = level
         out[f"optim-bench.table{i}"] = md_table(header, rows)
         places = {r["label"]: r["placement"] for r in mine if r["role"] != "reference"}
@@ -202,16 +207,33 @@ def optim_bench(run: Path, record: Mapping[str, Any]) -> dict[str, str]:
             f"{place}: {', '.join(n for n, p in places.items() if p == place)}"
             for place in dict.fromkeys(places.values())
         )
-        row = {r["optimizer"]: r for r in mine}
-        split, everywhere = row["adam_split"], row["adam"]
-        out[f"optim-bench.adam_split{i}"] = (
-            f"{ratio(split, 'lag_vs_muon')} × Muon's exposures — {split['placement']}"
+        for r in mine:
+            out[f"optim-bench.place.{r['optimizer']}{i}"] = r["placement"]
+        out[f"optim-bench.control{i}"] = results["positive_controls"][level]["text"]
+        found = results["power"][level]
+        level_alpha = float(found["alpha_per_test"])
+        achieved = power(found["seeds_run"], found["margin"], found["sd"], level_alpha)
+        out[f"optim-bench.power{i}"] = (
+            f"the seed SD of a paired difference observed in this run is {found['sd']:.3f} (median "
+            f"over the challengers): at it, {found['seeds_run']} seeds decide a difference of the "
+            f"margin ±{found['margin']:g} at level {level_alpha:.3g} with {achieved:.0%} power, "
+            f"and {found['seeds_needed']} would give {found['target']:.0%}"
         )
-        out[f"optim-bench.all_adam{i}"] = f"{ratio(everywhere, 'lag_vs_muon')} × Muon's"
-        for name, found in (("muon_tail_gap", row["muon"]), ("all_adam_tail_gap", everywhere)):
-            out[f"optim-bench.{name}{i}"] = pm(
-                _number(found["tail_gap_vs_adam"]), _number(found["tail_gap_vs_adam_se"]), 3
+        out[f"optim-bench.finding{i}"] = results["reference_findings"][level]
+        row = {r["optimizer"]: r for r in mine}
+        for name, found_row in (("muon", row["muon"]), ("adam_split", row["adam_split"]),
+                                ("all_adam", row["adam"])):  # fmt: skip
+            out[f"optim-bench.{name}_rarest{i}"] = pm(
+                _number(found_row["rarest_fta"]), _number(found_row["rarest_fta_se"]), 3
             )
+        out[f"optim-bench.all_adam_tail_gap{i}"] = pm(
+            _number(row["adam"]["tail_gap_vs_adam"]), _number(row["adam"]["tail_gap_vs_adam_se"]), 3
+        )
+        out[f"optim-bench.adam_split_gap{i}"] = pm(
+            _number(row["adam_split"]["rarest_gap_vs_muon"]),
+            _number(row["adam_split"]["rarest_gap_vs_muon_se"]),
+            3,
+        )
     return out
 
 

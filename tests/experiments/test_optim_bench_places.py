@@ -140,7 +140,14 @@ def test_a_seed_lost_by_one_arm_leaves_the_comparison_unmeasured_not_shorter():
 def test_the_reference_finding_needs_an_equivalence_to_share_muons_edge():
     control = positive_control(measured(0.27, 0.05))
     assert control.separated
-    assert reference_finding(measured(0.005, 0.01), control).finding.startswith("shares Muon's")
+    assert reference_finding(measured(0.005, 0.01), control).finding == (
+        "shares Muon's tail edge (equivalent within the margin)"
+    )
+    # within the margin and resolved too: both are said, neither hides the other
+    near = measured(0.03, 0.005, n=8)
+    assert near.p_equivalent < 0.05 and near.p_different < 0.05
+    both = reference_finding(near, control).finding
+    assert both.startswith("shares Muon's") and "trailing it by a difference" in both
     assert reference_finding(measured(0.3, 0.02), control).finding == "trails Muon"
     assert reference_finding(measured(-0.3, 0.02), control).finding == "leads Muon"
     assert reference_finding(measured(0.02, 0.2), control).finding == "not distinguished"

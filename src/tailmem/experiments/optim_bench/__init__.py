@@ -265,7 +265,7 @@ STUDY = Study(
     reproduces="beyond the papers (C): which optimisers learn the tail",
     presets=(
         Preset("smoke", "", 37.9),
-        Preset("cpu", "14 optimisers × 19 seeds at stored rates", None),  # 5 seeds: 1423 s
+        Preset("cpu", "14 optimisers × 19 seeds at stored rates", None),  # not timed from scratch
         Preset("paper", "160M GPT", None),
     ),
     question="which optimisers learn the tail?",

@@ -202,8 +202,9 @@ def tuned_within(placed: Mapping[str, Placement], edges: Edges) -> dict[str, Pla
 @dataclass(frozen=True)
 class ReferenceFinding:
     """The pre-specified comparison of ``adam_split`` with Muon: its test (Muon − it per seed)
-    and the finding in words: "shares Muon's tail edge" (equivalent), "trails Muon" or "leads
-    Muon" (a difference), or "not distinguished"."""
+    and the finding in words: "shares Muon's tail edge" (equivalent; with "trailing it" or
+    "leading it" where a difference smaller than the margin is resolved too), "trails Muon" or
+    "leads Muon" (a difference), or "not distinguished"."""
 
     test: EquivalenceTest | None
     finding: str
@@ -223,7 +224,11 @@ def reference_finding(
     if not control.separated:
         return ReferenceFinding(test, UNDERPOWERED)
     if test.p_equivalent < alpha:
-        return ReferenceFinding(test, "shares Muon's tail edge (equivalent within the margin)")
+        shares = "shares Muon's tail edge (equivalent within the margin)"
+        if test.p_different < alpha:  # a resolved difference smaller than the margin
+            side = "trailing" if test.mean > 0 else "leading"
+            shares += f", {side} it by a difference the t test resolves"
+        return ReferenceFinding(test, shares)
     if test.p_different < alpha:
         behind = ADAM if test.mean > 0 else MUON
         edge = (edges or {}).get(behind)
