@@ -121,14 +121,14 @@ def test_the_leaderboard_figure_names_every_point_of_a_cluster_without_overlap()
     from tailmem.experiments.optim_bench.board import figure
 
     adam = row(optimizer="adam_split", label="Adam (own rate)", family="elementwise",
-               step_time_vs_adam=1.0)  # fmt: skip
+               step_time_vs_adam=1.0, rarest_fta=0.7, rarest_fta_se=0.01, n_seeds=5)  # fmt: skip
     rows = [
         row(optimizer=f"opt{i}", label=f"Optimiser {i}", family="sign",
-            step_time_vs_adam=1.0 + 0.002 * i, lag_vs_adam=1.9 + 0.01 * i,
-            lag_vs_adam_low=1.85 + 0.01 * i, lag_vs_adam_high=1.95 + 0.01 * i)
+            step_time_vs_adam=1.0 + 0.002 * i, rarest_fta=0.8 + 0.002 * i, rarest_fta_se=0.01,
+            n_seeds=5)
         for i in range(8)
     ]  # fmt: skip
-    rows += [adam, row(optimizer="untimed", label="Untimed", family="sign", lag_vs_adam=2.0)]
+    rows += [adam, row(optimizer="untimed", label="Untimed", family="sign", rarest_fta=0.9)]
     fig = figure(rows, "test")
     fig.canvas.draw()
     renderer = fig.canvas.get_renderer()
@@ -141,51 +141,59 @@ def test_the_leaderboard_figure_names_every_point_of_a_cluster_without_overlap()
             assert not a.overlaps(b), (a, b)
 
 
-def test_the_ranked_figure_orders_optimisers_by_their_tail_speed_up_with_their_place():
+def test_the_ranked_figure_orders_optimisers_by_the_primary_with_their_place():
+    """The statistic that places the rows draws them: the rarest group's final FTA, its bar the
+    95 % t interval over seeds (t at n − 1 df times the SE)."""
+    from scipy import stats
+
     from tailmem.experiments.optim_bench.board import ranked_figure
 
     rows = [
-        row(optimizer="muon", label="Muon", family="orthogonalised", placement="reference (Muon)",
-            lag_vs_adam=1.9, lag_vs_adam_low=1.7, lag_vs_adam_high=2.1),
+        row(optimizer="muon", label="Muon", family="orthogonalised", role="reference",
+            placement="reference (Muon)", rarest_fta=0.75, rarest_fta_se=0.01, n_seeds=19),
         row(optimizer="adam_split", label="Adam (own rate)", family="elementwise",
-            placement="reference (Adam, own rate): not distinguished"),
-        row(optimizer="adam", label="Adam", family="elementwise", placement="behind Adam",
-            lag_vs_adam=0.8, lag_vs_adam_low=0.7, lag_vs_adam_high=0.9),
-        row(optimizer="lion", label="Lion", family="sign", placement="not distinguished"),
+            role="reference", placement="reference (Adam, own rate): a long finding",
+            rarest_fta=0.71, rarest_fta_se=0.01, n_seeds=19),
+        row(optimizer="adam", label="Adam", family="elementwise", role="extra",
+            placement="behind Adam", rarest_fta=0.45, rarest_fta_se=0.02, n_seeds=3),
+        row(optimizer="lion", label="Lion", family="sign", role="challenger",
+            placement="not distinguished"),
     ]  # fmt: skip
     fig = ranked_figure(rows, "bpe")
     (ax,) = fig.axes
     names = [t.get_text() for t in ax.get_yticklabels()]
-    # Lion has no measured lag: left out; the others from the slowest to the fastest.
-    assert names == ["Adam — behind Adam", "Adam (own rate) — reference (Adam, own rate): "
-                     "not distinguished", "Muon — reference (Muon)"]  # fmt: skip
-    # Each bar spans its 95 % interval on its own line; the reference's is its own pace.
+    # Lion has no measured rarest group: left out; the others from the lowest to the highest.
+    assert names == ["Adam — behind Adam", "Adam (own rate) — reference", "Muon — reference"]
     spans = [(list(line.get_xdata()), list(line.get_ydata())) for line in ax.lines]
     bars = [(x, y) for x, y in spans if len(x) == 2 and y[0] == y[1]]
-    assert bars == [([0.7, 0.9], [0, 0]), ([1.0, 1.0], [1, 1]), ([1.7, 2.1], [2, 2])]
+    half = [stats.t.ppf(0.975, n - 1) * se for n, se in ((3, 0.02), (19, 0.01), (19, 0.01))]
+    for (x, y), centre, h, at in zip(bars, (0.45, 0.71, 0.75), half, range(3), strict=True):
+        assert x == pytest.approx([centre - h, centre + h]) and y == [at, at]
+    # the references' own values as dotted lines
+    lines = [list(line.get_xdata()) for line in ax.lines if line.get_linestyle() == ":"]
+    assert [v[0] for v in lines] == pytest.approx([0.75, 0.71])
 
 
-def test_the_figures_name_the_pooled_statistic_and_say_when_nothing_was_measured():
-    """The axis is Adam (own rate)'s exposures ÷ the optimiser's, pooled over every group: no
-    "tail speed-up" (the head groups are in it). The optimiser names are readable, and a level
-    where only the reference stands (a smoke run) says it has no data."""
+def test_the_figures_name_the_primary_and_say_when_nothing_was_measured():
+    """Both figures draw the rarest group's final FTA (no pooled "speed-up"), with readable
+    names, and a level where fewer than two optimisers were measured (a smoke run) says so."""
     from tailmem.experiments.optim_bench.board import figure, ranked_figure
     from tailmem.plotting import MIN_FONT
 
     adam = row(optimizer="adam_split", label="Adam (own rate)", family="elementwise",
-               placement="reference (Adam, own rate): not measured in every seed",
-               step_time_vs_adam=1.0)  # fmt: skip
-    muon = row(optimizer="muon", label="Muon", family="orthogonalised", placement="reference",
-               lag_vs_adam=1.2, lag_vs_adam_low=1.1, lag_vs_adam_high=1.3,
+               role="reference", placement="reference", step_time_vs_adam=1.0)  # fmt: skip
+    muon = row(optimizer="muon", label="Muon", family="orthogonalised", role="reference",
+               placement="reference", rarest_fta=0.75, rarest_fta_se=0.01, n_seeds=3,
                step_time_vs_adam=1.7)  # fmt: skip
-    for draw, measured in ((ranked_figure, [adam, muon]), (figure, [adam, muon])):
-        (ax,) = draw(measured, "bpe").axes
+    measured_adam = dataclasses.replace(adam, rarest_fta=0.7, rarest_fta_se=0.01, n_seeds=3)
+    for draw in (ranked_figure, figure):
+        (ax,) = draw([measured_adam, muon], "bpe").axes
         label = ax.get_xlabel() if draw is ranked_figure else ax.get_ylabel()
-        assert "speed-up" not in label and "all groups, head groups included" in label
-        assert label.startswith("Adam (own rate)'s exposures ÷ the optimiser's to FTA 0.5")
+        assert label.startswith("rarest group's final FTA") and "speed-up" not in label
         assert all(t.get_fontsize() >= MIN_FONT for t in ax.get_yticklabels())
         assert not [t for t in ax.texts if t.get_text().startswith("no data")]
-        (ax,) = draw([adam], "bpe").axes
+    for draw, alone in ((ranked_figure, [adam]), (figure, [measured_adam])):
+        (ax,) = draw(alone, "bpe").axes
         (note,) = [t.get_text() for t in ax.texts if t.get_text().startswith("no data")]
         assert "measured in every seed" in note
 

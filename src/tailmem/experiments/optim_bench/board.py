@@ -20,7 +20,7 @@ from pathlib import Path
 from typing import Any
 
 from tailmem.claims.bench import FTA_MARGIN
-from tailmem.claims.core import Bound, ClaimResult
+from tailmem.claims.core import Bound, ClaimResult, t_quantile
 from tailmem.claims.related import BenchMemory
 from tailmem.columns import column, column_docs, records
 from tailmem.data.bios import N_ATTRIBUTES, group_sizes
@@ -464,45 +464,55 @@ def claim_inputs(cfg: Any, memory: MemoryResult) -> BenchMemory:
     return bench_memory(memory)
 
 
-SPEED_UP = (
-    f"Adam (own rate)'s exposures ÷ the optimiser's to FTA {HEADLINE_TAU:g}\n"
-    "(geometric mean over all groups, head groups included; higher: faster)"
-)
-"""The figures' name for ``lag_vs_adam``: a speed-up pooled over every group, not the tail's."""
+PRIMARY = "rarest group's final FTA\n(mean over evaluation seeds; higher: learns the tail)"
+"""The figures' name for the primary statistic (module docstring of :mod:`.places`)."""
+
+
+def primary_interval(row: LeaderboardRow) -> tuple[float, float, float] | None:
+    """The row's rarest-group final FTA and its 95 % t interval over its evaluation seeds (the
+    mean alone where fewer than 2 seeds finished); None where it was not measured."""
+    if row.rarest_fta is None:
+        return None
+    if row.rarest_fta_se is None or not row.n_seeds or row.n_seeds < 2:
+        return row.rarest_fta, row.rarest_fta, row.rarest_fta
+    half = t_quantile(row.n_seeds - 1) * row.rarest_fta_se
+    return row.rarest_fta, row.rarest_fta - half, row.rarest_fta + half
+
+
+def _place_name(row: LeaderboardRow) -> str:
+    """``label — place``, a reference's place one word (its finding is in the table)."""
+    return f"{row.label} — {'reference' if row.role == 'reference' else row.placement}"
 
 
 def ranked_figure(rows: Sequence[LeaderboardRow], level: str) -> Any:
-    """The leaderboard at a glance: one line per optimiser, ranked, its speed-up over Adam (own
-    rate) — Adam's exposures ÷ its own at τ 0.5, pooled over all groups, higher is better —
-    with the 95 % interval, coloured by family; dotted lines at Adam's pace (1) and Muon's. With
-    no optimiser measured (a smoke run's few steps), the axes say so."""
+    """The leaderboard at a glance, on the statistic that places it: one line per optimiser,
+    ranked by the rarest group's final FTA, with its 95 % t interval over seeds, named with its
+    place and coloured by family; dotted lines at Muon's and Adam (own rate)'s. With no
+    optimiser measured (a smoke run's few steps), the axes say so."""
     plt = pyplot()
-    shown = [r for r in rows if r.optimizer == ADAM or r.lag_vs_adam is not None]
-    value = {r.optimizer: 1.0 if r.optimizer == ADAM else r.lag_vs_adam for r in shown}
-    shown.sort(key=lambda r: value[r.optimizer] or 0.0)
-    names = [f"{r.label} — {r.placement}" for r in shown]
+    measured = {r.optimizer: primary_interval(r) for r in rows}
+    shown = sorted((r for r in rows if measured[r.optimizer] is not None),
+                   key=lambda r: measured[r.optimizer] or (0.0,))  # fmt: skip
+    names = [_place_name(r) for r in shown]
     wide = 4.5 + 0.07 * max(map(len, names), default=0)  # the names at MIN_FONT beside the axes
     fig, ax = plt.subplots(figsize=(max(6.4, wide), 1.4 + 0.32 * max(len(shown), 3)))
     for y, row in enumerate(shown):
-        x = value[row.optimizer]
-        low, high = (x, x) if row.optimizer == ADAM else (row.lag_vs_adam_low, row.lag_vs_adam_high)
+        mean, low, high = measured[row.optimizer] or (0.0, 0.0, 0.0)
         colour = FAMILY_COLOURS.get(row.family, "black")
-        if low is not None and high is not None and x is not None:
-            ax.plot([low, high], [y, y], color=colour, linewidth=2, alpha=0.6)
-        ax.plot([x], [y], "o", color=colour, label=row.family)
+        ax.plot([low, high], [y, y], color=colour, linewidth=2, alpha=0.6)
+        ax.plot([mean], [y], "o", color=colour, label=row.family)
     ax.set_yticks(range(len(shown)), names, fontsize=MIN_FONT)
-    ax.axvline(1.0, color="grey", linestyle=":", linewidth=1)
-    muon = value.get(MUON)
-    if muon:
-        ax.axvline(muon, color="tab:blue", linestyle=":", linewidth=1)
-    ax.set_xscale("log")
-    ax.set(xlabel=SPEED_UP,
+    for reference, colour in ((MUON, "tab:blue"), (ADAM, "tab:orange")):
+        found = measured.get(reference)
+        if found is not None:
+            ax.axvline(found[0], color=colour, linestyle=":", linewidth=1)
+    ax.set(xlabel=PRIMARY,
            title=f"Which optimisers learn the tail ({level}); bars: 95 % interval")  # fmt: skip
     ax.grid(alpha=0.3, axis="x")
-    if not any(r.optimizer != ADAM for r in shown):
-        note_no_data(ax, "no optimiser's lag was measured in every seed")
-    handles, names = ax.get_legend_handles_labels()
-    unique = dict(zip(names, handles, strict=True))
+    if not shown:
+        note_no_data(ax, "no optimiser's rarest group was measured in every seed")
+    handles, labels = ax.get_legend_handles_labels()
+    unique = dict(zip(labels, handles, strict=True))
     if unique:
         legend_outside(ax, handles=list(unique.values()), labels=list(unique))
     fig.tight_layout()
@@ -510,32 +520,29 @@ def ranked_figure(rows: Sequence[LeaderboardRow], level: str) -> Any:
 
 
 def figure(rows: Sequence[LeaderboardRow], level: str) -> Any:
-    """Learning speed (Adam (own rate)'s lag behind each optimiser, pooled over all groups,
-    τ 0.5, 95 % interval) against cost (its step time ÷ Adam's), one point per optimiser by
-    family; with no optimiser measured but Adam, the axes say so."""
+    """Tail learning (the rarest group's final FTA, 95 % t interval over seeds) against cost
+    (step time ÷ Adam (own rate)'s, same run), one point per optimiser by family; with fewer
+    than two optimisers measured, the axes say so."""
     plt = pyplot()
     fig, ax = plt.subplots(figsize=(6.4, 4.2))
     points: list[tuple[float, float, str]] = []
     for row in rows:
-        y = 1.0 if row.optimizer == ADAM else row.lag_vs_adam
-        x = row.step_time_vs_adam
-        if y is None or x is None:
+        found, x = primary_interval(row), row.step_time_vs_adam
+        if found is None or x is None:
             continue
-        low = y if row.lag_vs_adam_low is None else row.lag_vs_adam_low
-        high = y if row.lag_vs_adam_high is None else row.lag_vs_adam_high
+        y, low, high = found
         colour = FAMILY_COLOURS.get(row.family, "black")
         ax.errorbar([x], [y], yerr=[[y - low], [high - y]], fmt="o", color=colour, capsize=3,
                     label=row.family)  # fmt: skip
         points.append((x, y, row.label))
-    ax.axhline(1.0, color="grey", linestyle=":", linewidth=1)
     ax.margins(x=0.15)  # room for the rightmost point's name
-    handles, names = ax.get_legend_handles_labels()
-    unique = dict(zip(names, handles, strict=True))
-    ax.set(xlabel="step time ÷ Adam's (same run)", ylabel=SPEED_UP,
+    handles, labels = ax.get_legend_handles_labels()
+    unique = dict(zip(labels, handles, strict=True))
+    ax.set(xlabel="step time ÷ Adam (own rate)'s (same run)", ylabel=PRIMARY,
            title=f"Tail learning against cost ({level}); bars: 95 % interval")  # fmt: skip
     ax.grid(alpha=0.3)
     if len(points) < 2:
-        note_no_data(ax, "no optimiser but Adam (own rate) was measured in every seed")
+        note_no_data(ax, "fewer than two optimisers measured in every seed")
     if unique:
         legend_outside(ax, handles=list(unique.values()), labels=list(unique))
     fig.tight_layout()
