@@ -38,9 +38,6 @@ EACH = "each"
 """The field-metadata key holding the header pattern of a field spread over one column per
 item, with ``first``, the position its first item is counted as."""
 _MISSING: Any = dataclasses.MISSING
-CellValue = str | int | float | bool | None
-"""A CSV cell's value: the type of a record built by hand where its columns depend on the run
-(one per frequency group, per arm, per τ) and no row class can name them."""
 
 
 def column(

@@ -27,6 +27,7 @@ from tailmem.errors import ConfigError
 from tailmem.experiments import get_study
 from tailmem.experiments.knowledge_qa import SCORES, Config, score_of
 from tailmem.experiments.knowledge_qa.arms import ARMS
+from tailmem.experiments.knowledge_qa.curves import PlanCurves
 from tailmem.experiments.knowledge_qa.fta import (
     FTAEvaluator,
     QABatches,
@@ -677,6 +678,11 @@ def _plan_with(finals: dict[str, list[list[float]]], steps=100) -> TrainedPlan:
     return TrainedPlan(plan, results)
 
 
+def _claims(plan: TrainedPlan, *args, **kwargs):
+    """Every A3 claim of ``plan``, its curves read."""
+    return claims(plan, PlanCurves.read(plan), *args, **kwargs)
+
+
 def test_tables_gap_and_claim_rules_on_constructed_results():
     finals = {
         "muon": [[1, 1, 1, 1.0, 0.99], [1, 1, 1, 0.96, 0.93], [1, 1, 1, 0.98, 0.96]],
@@ -690,7 +696,8 @@ def test_tables_gap_and_claim_rules_on_constructed_results():
         "muon_qk": [[1, 1, 1, 0.6, 0.31]] * 3,
     }
     plan = _plan_with(finals)
-    rows = records(tail_table(plan, "plain", [0.5, 1.0], [2, 0], m=4))  # the CSV records
+    curves = PlanCurves.read(plan)
+    rows = records(tail_table(plan, curves, "plain", [0.5, 1.0], [2, 0], m=4))  # the CSV records
     assert [(r["step"], r["group"]) for r in rows] == [(50, 2), (50, 4), (100, 2), (100, 4)]
     # Numbers in numeric columns: Muon's rarest group 0.99, 0.93, 0.96 → 0.96 ± 0.03/√3.
     assert rows[-1]["Muon mean"] == pytest.approx(0.96) and rows[-1]["paper Muon"] == 0.976
@@ -699,12 +706,12 @@ def test_tables_gap_and_claim_rules_on_constructed_results():
     assert rows[-1]["Muon EM SE"] == pytest.approx(0.015 / np.sqrt(3), abs=1e-5)
     assert rows[0]["Adam mean"] == pytest.approx(0.5) and rows[0]["Adam SE"] == 0.0  # halfway
     assert rows[0]["paper Adam"] == 0.298  # m − 2 at 50 %: the paper's group 13 at 5k steps
-    gaps = {g.arm: g for g in gap_rows(plan, "plain", head_groups=3)}
+    gaps = {g.arm: g for g in gap_rows(plan, curves, "plain", head_groups=3)}
     assert gaps["adam"].gap_mean == pytest.approx(1 - 0.26)
     assert gaps["adam"].em_rarest_mean == pytest.approx(0.13)
     assert gaps["adam"].em_all == pytest.approx(0.5 * np.mean([0.782, 0.742, 0.762]), abs=1e-4)
     assert gaps["adam"].gap_std == pytest.approx(np.std([0.69, 0.79, 0.74], ddof=1), abs=1e-4)
-    found = {c.id: c for c in claims(plan, m=4, head_groups=3, chance=0.01)}
+    found = {c.id: c for c in claims(plan, curves, m=4, head_groups=3, chance=0.01)}
     verdicts = {cid: c.verdict for cid, c in found.items()}
     assert list(verdicts) == [c.id for c in claims_of("knowledge-qa")]  # the registry's, in order
     # Rarest group: Muon 0.96 ± 0.017, Adam 0.26 ± 0.029 (SE over 3 seeds).
@@ -723,15 +730,15 @@ def test_tables_gap_and_claim_rules_on_constructed_results():
     # t = 0.15/0.70 = 0.21 sits inside [−0.25, 0.25] as a point, but within 2 SE of the
     # three arms' noise (SE of the edge contrast 0.025 FTA) of the band's edge: undecided
     near = _plan_with({**finals, "muon_qk": [[1, 1, 1, 0.6, 0.41]] * 3})
-    found = {c.id: c for c in claims(near, m=4, head_groups=3, chance=0.01)}
+    found = {c.id: c for c in _claims(near, m=4, head_groups=3, chance=0.01)}
     assert found["A3.plain.muon_qk_like_adam"].verdict == "inconclusive"
 
     no_gap = _plan_with({a: [[1, 1, 1, 0.5, 0.4]] * 3 for a in finals})
-    found = {c.id: c for c in claims(no_gap, m=4, head_groups=3, chance=0.01)}
+    found = {c.id: c for c in _claims(no_gap, m=4, head_groups=3, chance=0.01)}
     # The published gap is paper A's 160M model's: not measured in this model's setting.
     magnitude = found["A3.plain.tail_gap_magnitude"]
     assert magnitude.verdict == "not measured" and "in its setting" in magnitude.reason
-    at_paper = {c.id: c for c in claims(no_gap, 4, 3, 0.01, model=PAPER_A_QA)}
+    at_paper = {c.id: c for c in _claims(no_gap, 4, 3, 0.01, model=PAPER_A_QA)}
     # On the paper's model, Muon = Adam is short of the published gap beyond noise; the
     # direction alone stays undecided (refuting it needs Muon below Adam beyond the interval).
     assert at_paper["A3.plain.tail_gap_magnitude"].verdict == "not reproduced"
@@ -740,7 +747,7 @@ def test_tables_gap_and_claim_rules_on_constructed_results():
     assert hybrid.verdict == "inconclusive" and "Muon − Adam not resolved" in hybrid.reason
 
     # Two seeds: no arm comparison is decided.
-    two = {c.id: c for c in claims(_plan_with({a: v[:2] for a, v in finals.items()}), 4, 3, 0.01)}
+    two = {c.id: c for c in _claims(_plan_with({a: v[:2] for a, v in finals.items()}), 4, 3, 0.01)}
     assert two["A3.plain.tail_muon_vs_adam"].verdict == "inconclusive"
     assert "seed" in two["A3.plain.tail_muon_vs_adam"].reason
 
@@ -748,7 +755,7 @@ def test_tables_gap_and_claim_rules_on_constructed_results():
 def test_a_model_at_chance_is_inconclusive_on_every_claim_it_measures():
     chance = 0.05
     flat = _plan_with({a: [[chance] * 5] * 3 for a in ("muon", "adam", "sgd")})
-    measured = [c for c in claims(flat, 4, 3, chance) if c.verdict != "not measured"]
+    measured = [c for c in _claims(flat, 4, 3, chance) if c.verdict != "not measured"]
     assert measured and all(c.verdict == "inconclusive" for c in measured)
     assert all("chance" in c.reason for c in measured)
 

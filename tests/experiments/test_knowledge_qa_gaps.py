@@ -17,6 +17,7 @@ from tailmem.columns import records
 from tailmem.data.bios import BiosConfig, build_dataset
 from tailmem.experiments.knowledge_qa import Config
 from tailmem.experiments.knowledge_qa.arms import ARMS
+from tailmem.experiments.knowledge_qa.curves import PlanCurves
 from tailmem.experiments.knowledge_qa.fta import FTAEvaluator, answer_batch, logits_of
 from tailmem.experiments.knowledge_qa.gaps import (
     CELLS_SOURCE,
@@ -195,6 +196,11 @@ def _plan(adam_cap=1.0, adam_status=("complete", "complete"), ffn="plain",
     return TrainedPlan(plan, results).completed()
 
 
+def _measure(plan: TrainedPlan, ffn: str = "plain"):
+    """The gap measures of ``plan``'s ``ffn`` runs and the curves of each pair."""
+    return measure(plan, PlanCurves.read(plan), ffn, EXPOSURES)
+
+
 def _interval(ratio: float, se_log: float, seeds: int) -> tuple[float, float]:
     half = core.t_quantile(seeds - 1) * se_log
     return ratio * math.exp(-half), ratio * math.exp(half)
@@ -208,7 +214,7 @@ def test_muon_leads_every_pair_it_is_in():
 
 
 def test_adam_twice_slower_gives_lag_ratio_two_floored_at_the_resolution():
-    measures, curves = measure(_plan(), "plain", EXPOSURES)
+    measures, curves = _measure(_plan())
     json.dumps(measures.to_json(), allow_nan=False)
     assert [(p.lead, p.lag) for p in measures.ours.pairs] == [("muon", "adam")]
     pair = measures.pair("muon", "adam")
@@ -274,7 +280,7 @@ def ratio_text_of(row) -> str:
 def test_the_fair_pair_leads_and_the_papers_pair_follows():
     """With ``adam_split`` run, Muon against it (equal tuning freedom) is the headline, paper
     A's pair (all-Adam) the second; the paper ran only the second."""
-    measures, _ = measure(_plan(arms=("muon", "adam_split", "adam")), "plain", EXPOSURES)
+    measures, _ = _measure(_plan(arms=("muon", "adam_split", "adam")))
     assert measures.headlines() == [FAIR, PAPER] and measures.headline() == FAIR
     assert [(p.lead, p.lag) for p in measures.ours.measured] == [
         ("muon", "adam_split"), ("muon", "adam"), ("adam_split", "adam"),
@@ -298,7 +304,7 @@ def test_ratios_on_the_papers_cells_are_computed_as_the_papers_and_shown_beside_
     curves. With Adam exactly twice as slow everywhere, the rarest group's crossing is still
     bracketed at 2.0, but the linear interpolation between cells 2.5× apart reads group m−2
     at FTA 0.8 as 1.5: why only ratios from the same cells may be compared."""
-    measures, _ = measure(_plan(), "plain", EXPOSURES)
+    measures, _ = _measure(_plan())
     pair = measures.pair("muon", "adam")
     assert pair is not None
     cells = {(r.group, r.tau): r for r in pair.cells}
@@ -316,8 +322,7 @@ def test_ratios_on_the_papers_cells_are_computed_as_the_papers_and_shown_beside_
 
 
 def test_an_arm_that_never_reaches_tau_gives_a_lower_bound_and_a_failed_seed_is_left_out():
-    measures, _ = measure(_plan(adam_cap=0.7, adam_status=("complete", "diverged")), "plain",
-                          EXPOSURES)  # fmt: skip
+    measures, _ = _measure(_plan(adam_cap=0.7, adam_status=("complete", "diverged")))
     pair = measures.pair("muon", "adam")
     assert pair is not None and pair.seeds == (0,)  # seed 1 of Adam diverged: seed 0 alone
     row = pair.ratio(0.8, 4)
@@ -338,7 +343,7 @@ def test_no_seed_finished_by_both_arms_is_not_measured():
     """Adam finished seed 1 alone, Muon seed 0 alone: no paired seed, so the pair is named as
     not measured, with the reason."""
     plan = _plan(adam_status=("diverged", "complete"), muon_status=("complete", "diverged"))
-    measures, curves = measure(plan, "plain", EXPOSURES)
+    measures, curves = _measure(plan)
     (unmeasured,) = measures.ours.pairs
     assert isinstance(unmeasured, UnmeasuredPair) and unmeasured.status == "not measured"
     assert unmeasured.reason == "no seed completed in both arms"
@@ -351,7 +356,7 @@ def test_no_seed_finished_by_both_arms_is_not_measured():
 def test_an_arm_whose_every_seed_diverged_is_listed_as_not_measured_never_left_out():
     plan = _plan(adam_status=("diverged", "diverged"))
     assert plan.arms == ["muon"]  # the completed plan's tables read the runs that finished
-    measures, curves = measure(plan, "plain", EXPOSURES)
+    measures, curves = _measure(plan)
     assert not measures.ours.measured and not curves
     (pair,) = measures.ours.pairs  # the pair is there, with the reason it has no numbers
     assert (pair.lead, pair.lag, pair.status) == ("muon", "adam", "not measured")
@@ -362,7 +367,7 @@ def test_an_arm_whose_every_seed_diverged_is_listed_as_not_measured_never_left_o
 
 
 def test_gated_ffn_is_measured_beside_the_papers_single_gated_cell():
-    measures, _ = measure(_plan(ffn="gated"), "gated", EXPOSURES)
+    measures, _ = _measure(_plan(ffn="gated"), "gated")
     assert measures.pair("muon", "adam") is not None
     # The paper publishes gated FFN only for group 15 at 10k steps: Muon .994 vs Adam .244, one
     # evaluation, so every crossing is a bound (Adam never reaches 0.3; Muon is past it).

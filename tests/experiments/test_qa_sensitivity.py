@@ -31,6 +31,7 @@ from tailmem.columns import column_docs, records
 from tailmem.errors import ConfigError
 from tailmem.experiments import headline_questions
 from tailmem.experiments.knowledge_qa import Config, gaps, grid, score_of
+from tailmem.experiments.knowledge_qa.curves import PlanCurves
 from tailmem.experiments.qa_map.measures import ArmChoice, arm_choice
 from tailmem.experiments.qa_sensitivity import PointMeasures, SensitivityRow, sensitivity_row
 from tailmem.lm.config import OptimSection, TrainSection
@@ -80,7 +81,7 @@ def _peaked_at(peaks):
 
 
 def _point(cfg, plan):
-    return grid.PointResult(grid.Point("base"), cfg, plan, None, 0.0, {}, {})
+    return grid.PointResult(grid.Point("base"), cfg, plan, None, 0.0, {}, {}, PlanCurves.read(plan))
 
 
 def _trained(tmp_path, cfg, train, seeds=(0, 1)):
@@ -127,7 +128,8 @@ def test_a_fixed_rate_is_set_not_tuned_and_a_shared_one_names_its_lender(tmp_pat
     plan = _trained(tmp_path, cfg, train)
     assert len(trained) == 4  # the seed runs alone
     assert arm_choice(_point(cfg, plan), "plain", "muon") == ArmChoice(0.02, "set")
-    shared = grid.PointResult(grid.Point("s", shared_lr=True), cfg, plan, None, 0.0, {}, {})
+    shared = grid.PointResult(grid.Point("s", shared_lr=True), cfg, plan, None, 0.0, {}, {},
+                              PlanCurves.read(plan))  # fmt: skip
     assert arm_choice(shared, "plain", "muon").where == "shared"
     assert arm_choice(shared, "plain", "sgd") == ArmChoice(None, "not run")
 

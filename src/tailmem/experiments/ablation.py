@@ -32,7 +32,7 @@ from __future__ import annotations
 import math
 import statistics
 from collections.abc import Mapping, Sequence
-from dataclasses import asdict, dataclass, field, fields
+from dataclasses import asdict, dataclass, field
 from typing import TYPE_CHECKING, Literal
 
 import numpy as np
@@ -40,7 +40,7 @@ import numpy as np
 from tailmem.claims.a1 import A1Inputs
 from tailmem.claims.core import ClaimResult, mean_se
 from tailmem.claims.registry import evaluate
-from tailmem.columns import CellValue, column, column_docs
+from tailmem.columns import column, column_docs, records
 from tailmem.errors import ConfigError
 from tailmem.lm.arms import HIDDEN_MATRICES, Arm, muon_recipe, select_arms
 from tailmem.lm.config import LMConfig
@@ -317,10 +317,10 @@ BUCKETS = {
 
 @dataclass(frozen=True)
 class Table1Row:
-    """One arm of ``table1.csv``: the paper's final loss beside ours. Its record spreads
-    ``bucket_losses`` over one ``ours_loss_<bucket>`` column per frequency bucket (its note
-    names the bucket at ``{bucket}``) and has an ``ours_se`` column only over more than one
-    seed (:meth:`record`, :func:`table1_columns`)."""
+    """One arm of ``table1.csv``: the paper's final loss beside ours. ``bucket_losses`` spreads
+    over one ``ours_loss_<bucket>`` column per frequency bucket (its note names the bucket at
+    ``{bucket}``: :func:`table1_columns`); ``ours_se`` is a column only over more than one
+    seed (an SE needs two): it maps ``""`` to the SE, or is empty."""
 
     arm: str = column("arm id (tailmem run ablation arms=[...])")
     muon_on: str = column("matrices on Muon; all others (embedding, head, norms included) on Adam")
@@ -329,46 +329,27 @@ class Table1Row:
         "published final validation loss (160M model, FineWeb, 10k steps)"
     )
     ours_val_loss: float = column("our final validation loss, mean over seeds (nats)")
-    ours_se: float | None = column("standard error of that mean over seeds")
+    ours_se: Mapping[str, float | None] = column(
+        "standard error of that mean over seeds", each="ours_se{}"
+    )
     paper_gain_frac: float | None = column(
         "published (L(all-Adam) − L(arm)) / (L(all-Adam) − L(full Muon))"
     )
     ours_gain_frac: float | None = column("the same fraction from our seed means")
-    bucket_losses: tuple[tuple[str, float | None], ...] = column(
-        "our loss on target tokens of {bucket}"
+    bucket_losses: Mapping[str, float | None] = column(
+        "our loss on target tokens of {bucket}", each="ours_loss_{}"
     )
     lr_factor: str = column("learning-rate factor chosen by tune_lr (1: the preset's rates)")
     status: str = column("status of the arm's seed runs")
 
-    def record(self, seeds: int) -> dict[str, CellValue]:
-        """Its CSV record over ``seeds`` seeds."""
-        out: dict[str, CellValue] = {}
-        for spec in fields(self):
-            value = getattr(self, spec.name)
-            if spec.name == "bucket_losses":
-                out.update({f"ours_loss_{bucket}": loss for bucket, loss in value})
-            elif _has_column(spec.name, seeds):
-                out[spec.name] = value
-        return out
 
-
-def _has_column(field_name: str, seeds: int) -> bool:
-    """Whether a field of :class:`Table1Row` is a column over ``seeds`` seeds (an SE needs
-    two)."""
-    return field_name != "ours_se" or seeds > 1
-
-
-def table1_columns(buckets: Sequence[str], seeds: int) -> dict[str, str]:
-    """``table1.csv``'s columns over ``seeds`` seeds, in order, with their notes (those of
-    :class:`Table1Row`, one per frequency bucket)."""
-    out = {}
-    for name, doc in column_docs(Table1Row).items():
-        if name == "bucket_losses":
-            for bucket in buckets:
-                words = BUCKETS.get(bucket, f"bucket {bucket}")
-                out[f"ours_loss_{bucket}"] = doc.format(bucket=words)
-        elif _has_column(name, seeds):
-            out[name] = doc
+def table1_columns(rows: Sequence[Table1Row]) -> dict[str, str]:
+    """``table1.csv``'s columns, in order, with their notes (:func:`~tailmem.columns.column_docs`),
+    each bucket's naming the bucket in words."""
+    out = column_docs(Table1Row, rows)
+    for bucket in rows[0].bucket_losses if rows else ():
+        name = f"ours_loss_{bucket}"
+        out[name] = out[name].format(bucket=BUCKETS.get(bucket, f"bucket {bucket}"))
     return out
 
 
@@ -396,14 +377,14 @@ def summarise(
                 recipe=arm.arm(cfg.ffn).recipe,
                 paper_val_loss=paper,
                 ours_val_loss=round(ours[arm.id], 4),
-                ours_se=_round(_se(losses), 4) if cfg.seeds > 1 else None,
+                ours_se={"": _round(_se(losses), 4)} if cfg.seeds > 1 else {},
                 paper_gain_frac=None
                 if paper is None
                 else round((paper_adam - paper) / (paper_adam - paper_full), 3),
                 ours_gain_frac=_round(gain_fraction(ours, arm.id), 3),
-                bucket_losses=tuple(
-                    (name, _round(_mean(_final(rs, f"val_loss_{name}")), 4)) for name in names
-                ),
+                bucket_losses={
+                    name: _round(_mean(_final(rs, f"val_loss_{name}")), 4) for name in names
+                },
                 lr_factor=",".join(f"{k}x{v:g}" for k, v in factor.items()) or "1",
                 status=",".join(sorted({r.status for r in rs})),
             )
@@ -541,8 +522,9 @@ def outputs(
 ) -> Outputs:
     """Table 1, the figures, ``results.json``, the claims and the report of the finished arms
     (``factors``: each arm's chosen learning-rate factors; ``tuning``: every factor's loss)."""
-    rows = [row.record(cfg.seeds) for row in summarise(cfg, results, data.n_buckets, factors)]
-    columns = table1_columns(bucket_names(data.n_buckets), cfg.seeds)
+    table_rows = summarise(cfg, results, data.n_buckets, factors)
+    rows = records(table_rows)
+    columns = table1_columns(table_rows)
     efficiency = sample_efficiency(results)
     chance = chance_loss(data)
     provenance = data.provenance()

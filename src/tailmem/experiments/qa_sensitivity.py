@@ -51,7 +51,8 @@ from tailmem.claims.core import Bound, ClaimResult, MeanSE, mean_se
 from tailmem.columns import column, column_docs, records
 from tailmem.errors import ConfigError
 from tailmem.experiments import knowledge_qa as kqa
-from tailmem.experiments.knowledge_qa import SCORES, gaps, grid, tables
+from tailmem.experiments.knowledge_qa import SCORES, gaps, grid
+from tailmem.experiments.knowledge_qa.curves import METRICS
 from tailmem.experiments.knowledge_qa.gaps import TAU_HIGH, TAU_LOW, TAU_MIDDLE
 from tailmem.experiments.qa_map.measures import ArmChoice, arm_choice, final_gaps, seed_ratios
 from tailmem.lm.sweeps import choice_rows
@@ -188,7 +189,7 @@ def point_measures(point: grid.PointResult) -> PointMeasures:
     found = point.measures.get(ffn)
     pair = None if found is None else found.pair(*PAIR)
     finals = {}
-    for metric in tables.METRICS:
+    for metric in METRICS:
         seeds, diff = final_gaps(point, ffn, *PAIR, metric=metric)
         for name, offset in FINALS if seeds else ():
             finals[metric, name] = mean_se(diff[:, -offset].tolist())

@@ -27,7 +27,7 @@ import numpy as np
 from tailmem.claims.paper_a_qa_tables import STEPS as PAPER_STEPS
 from tailmem.claims.paper_a_qa_tables import VERSIONS, Version
 from tailmem.columns import column
-from tailmem.experiments.knowledge_qa.tables import history
+from tailmem.experiments.knowledge_qa.curves import PlanCurves
 from tailmem.lm.plan import TrainedPlan
 from tailmem.metrics.qa_gaps import (
     POOLED,
@@ -118,26 +118,28 @@ def pairs(arms: Sequence[str]) -> list[tuple[str, str]]:
 
 
 def pair_curves(
-    plan: TrainedPlan, ffn: str, lead: str, lag: str, exposures: Exposures
+    curves: PlanCurves, ffn: str, lead: str, lag: str, exposures: Exposures
 ) -> FTACurves | None:
     """FTA of ``lead`` and ``lag`` over the seeds both completed (paired by seed), at the steps
     all of those runs evaluated; ``None`` when no seed completed in both arms."""
-    runs = {arm: {r.seed: r for r in plan.seed_results((ffn, arm))} for arm in (lead, lag)}
+    runs = {arm: curves.arm(ffn, arm).by_seed for arm in (lead, lag)}
     seeds = [
         seed
-        for seed, result in runs[lead].items()
-        if result.ok and seed in runs[lag] and runs[lag][seed].ok
+        for seed, run in runs[lead].items()
+        if run.ok and seed in runs[lag] and runs[lag][seed].ok
     ]
     if not seeds:
         return None
-    steps, fta = history([runs[arm][seed] for arm in (lead, lag) for seed in seeds])
-    fta = fta.transpose(0, 2, 1)  # (runs, groups, steps)
-    n = len(seeds)
-    return FTACurves({lead: fta[:n], lag: fta[n:]}, steps, exposures.at(steps), seeds=tuple(seeds))
+    paired = {arm: curves.arm(ffn, arm).only(seeds) for arm in (lead, lag)}
+    steps = np.intersect1d(paired[lead].steps, paired[lag].steps)
+    # FTACurves holds each arm's FTA as (runs, groups, steps)
+    fta = {arm: c.on(steps).transpose(0, 2, 1) for arm, c in paired.items()}
+    return FTACurves(fta, steps, exposures.at(steps), seeds=tuple(seeds))
 
 
 def measure(
     plan: TrainedPlan,
+    curves: PlanCurves,
     ffn: str,
     exposures: Exposures,
     taus: Sequence[float] = TAUS,
@@ -152,18 +154,18 @@ def measure(
     """
     chosen = pairs(list(plan.plan.catalogue)) if chosen is None else chosen
     out: list[PairMeasure | UnmeasuredPair] = []
-    curves: dict[tuple[str, str], FTACurves] = {}
+    found: dict[tuple[str, str], FTACurves] = {}
     for lead, lag in chosen:
-        pair = pair_curves(plan, ffn, lead, lag, exposures)
+        pair = pair_curves(curves, ffn, lead, lag, exposures)
         if pair is None:
             out.append(UnmeasuredPair(lead, lag, "no seed completed in both arms"))
             continue
-        curves[lead, lag] = pair
+        found[lead, lag] = pair
         out.append(measure_pair(pair, lead, lag, taus, total_steps=plan.steps))
-    groups = next(iter(curves.values())).groups if curves else ()
+    groups = next(iter(found.values())).groups if found else ()
     ours = GapMeasures(tuple(float(t) for t in taus), tuple(out), groups)
     paper = {v: published_measures(v, ffn, chosen, taus) for v in VERSIONS}
-    return QAGaps(ours, paper, exposures), curves
+    return QAGaps(ours, paper, exposures), found
 
 
 # --------------------------------------------------------------------------- readings

@@ -40,6 +40,7 @@ from tailmem.data.bios import DataSummary
 from tailmem.errors import ConfigError
 from tailmem.experiments import knowledge_qa as kqa
 from tailmem.experiments.knowledge_qa import gaps
+from tailmem.experiments.knowledge_qa.curves import PlanCurves
 from tailmem.lm.entries import Entry, Rates
 from tailmem.lm.plan import Train, TrainedPlan, run_plans, tidy
 from tailmem.lm.subrun import run_job
@@ -68,8 +69,8 @@ class Point:
 @dataclass(frozen=True)
 class PointResult:
     """A finished point: its config, trained plan (diverged seed runs left out,
-    :meth:`~tailmem.lm.plan.TrainedPlan.completed`), exposures, chance FTA, data summary and
-    gap measures by FFN type."""
+    :meth:`~tailmem.lm.plan.TrainedPlan.completed`), exposures, chance FTA, data summary,
+    gap measures by FFN type and its arms' curves (read once, for every reader of the point)."""
 
     point: Point
     config: kqa.Config
@@ -78,6 +79,7 @@ class PointResult:
     chance: float
     data_summary: DataSummary
     measures: dict[str, gaps.QAGaps]
+    curves: PlanCurves
 
 
 def slug(label: str) -> str:
@@ -215,15 +217,27 @@ def run_points(
         if D.is_main_process():
             folder = RunDir(study.context.root)
             write(folder, kqa.tuning_outputs(cfg, trained[label], provenance))
-        plan = trained[label].completed()
-        chosen = None if pairs is None else pairs(plan)
-        measures = {
-            ffn: gaps.measure(plan, ffn, study.exposures, chosen=chosen)[0] for ffn in plan.ffns
-        }
-        out[label] = PointResult(
-            point, cfg, plan, study.exposures, study.chance, study.data_summary, measures
-        )
+        out[label] = point_result(point, cfg, study, trained[label], pairs)
     return out
+
+
+def point_result(
+    point: Point,
+    cfg: kqa.Config,
+    study: kqa.Prepared,
+    trained: TrainedPlan,
+    pairs: Callable[[TrainedPlan], Sequence[tuple[str, str]]] | None = None,
+) -> PointResult:
+    """A trained point as its readers see it: diverged seed runs left out, the arms' curves
+    read once and the gap measures over ``pairs(plan)`` (default: every pair of arms)."""
+    plan = trained.completed()
+    curves = PlanCurves.read(plan)
+    chosen = None if pairs is None else pairs(plan)
+    measures = {ffn: gaps.measure(plan, curves, ffn, study.exposures, chosen=chosen)[0]
+                for ffn in plan.ffns}  # fmt: skip
+    return PointResult(
+        point, cfg, plan, study.exposures, study.chance, study.data_summary, measures, curves
+    )
 
 
 def prune_points(root: Path, labels: Sequence[str]) -> None:

@@ -12,6 +12,7 @@ from tailmem.columns import column_docs, records
 from tailmem.data.bios import DataSummary
 from tailmem.experiments.knowledge_qa import answers, gaps, plots, tables
 from tailmem.experiments.knowledge_qa.config import SCORES, Config
+from tailmem.experiments.knowledge_qa.curves import PlanCurves
 from tailmem.lm import sweeps
 from tailmem.lm.plan import TrainedPlan
 from tailmem.lm.spec import diverged_runs
@@ -42,16 +43,17 @@ def outputs(
         "Every tuning trial",
     )
     tuning = sweeps.tuning_tables(plan, captions if choices else None)  # none tuned: not shown
-    measured = {ffn: gap_outputs(cfg, plan, ffn, exposures) for ffn in plan.ffns}
+    curves = PlanCurves.read(plan)
+    measured = {ffn: gap_outputs(cfg, plan, curves, ffn, exposures) for ffn in plan.ffns}
     measures = {ffn: found for ffn, (found, _) in measured.items()}
     fracs, offsets, m = cfg.table_fracs, cfg.tail_offsets, cfg.data.m
-    long_rows = [
-        row for f in plan.ffns for row in tables.tail_table_long(plan, f, fracs, offsets, m)
-    ]
-    gaps_rows = [row for f in plan.ffns for row in tables.gap_rows(plan, f, cfg.head_groups)]
-    claims = tables.claims(plan, m, cfg.head_groups, chance, cfg.model.scale(m))
-    finals = {ffn: tables.final_by_group(plan, ffn) for ffn in cfg.ffns}
-    per_ffn = [_ffn_outputs(cfg, plan, ffn, chance, trials) for ffn in plan.ffns]
+    long_rows = [row for f in plan.ffns
+                 for row in tables.tail_table_long(plan, curves, f, fracs, offsets, m)]  # fmt: skip
+    gaps_rows = [row for f in plan.ffns
+                 for row in tables.gap_rows(plan, curves, f, cfg.head_groups)]  # fmt: skip
+    claims = tables.claims(plan, curves, m, cfg.head_groups, chance, cfg.model.scale(m))
+    finals = {ffn: tables.final_by_group(plan, curves, ffn) for ffn in cfg.ffns}
+    per_ffn = [_ffn_outputs(cfg, plan, curves, ffn, chance, trials) for ffn in plan.ffns]
     last = (
         Table("tail_table_long.csv", records(long_rows), columns=column_docs(tables.TailRow)),
         Table("head_tail_gap.csv", records(gaps_rows), f"Head (groups 0..{cfg.head_groups - 1}) "
@@ -88,14 +90,19 @@ def outputs(
 
 
 def _ffn_outputs(
-    cfg: Config, plan: TrainedPlan, ffn: str, chance: float, trials: Sequence[TrialRow]
+    cfg: Config,
+    plan: TrainedPlan,
+    curves: PlanCurves,
+    ffn: str,
+    chance: float,
+    trials: Sequence[TrialRow],
 ) -> Outputs:
     """One FFN type's tail table and figures (an FFN type whose every seed run diverged has
     none)."""
     m = cfg.data.m
     table = Table(
         f"tail_table_{ffn}.csv",
-        records(tables.tail_table(plan, ffn, cfg.table_fracs, cfg.tail_offsets, m)),
+        records(tables.tail_table(plan, curves, ffn, cfg.table_fracs, cfg.tail_offsets, m)),
         f"Tail groups (m = {m}) at 20/50/100% of {cfg.train.steps} steps, {ffn} FFN, mean ± SE "
         f"over {cfg.seeds} seed(s); 'paper' columns: the published m = 15 value of the group "
         "at the same distance from the rarest (empty where not published)",
@@ -105,13 +112,13 @@ def _ffn_outputs(
     figures = [
         Figure(
             f"fta_by_group_{ffn}",
-            plots.fta_by_group_figure(plan, ffn, chance),
+            plots.fta_by_group_figure(plan, curves, ffn, chance),
             f"FTA per frequency group over training, {ffn} FFN, mean ± std over "
             f"{cfg.seeds} seed(s) (paper Fig. 3); dashed: chance {chance:.3f}",
         ),
         Figure(
             f"fta_final_{ffn}",
-            plots.final_fta_figure(plan, ffn, chance),
+            plots.final_fta_figure(plan, curves, ffn, chance),
             f"First-token accuracy (left) and whole-answer exact match (right: greedy "
             f"decoding reproduces every answer token) at the last step by frequency group, "
             f"{ffn} FFN, mean ± std over seeds",
@@ -128,11 +135,11 @@ def _ffn_outputs(
 
 
 def gap_outputs(
-    cfg: Config, plan: TrainedPlan, ffn: str, exposures: gaps.Exposures
+    cfg: Config, plan: TrainedPlan, arms: PlanCurves, ffn: str, exposures: gaps.Exposures
 ) -> tuple[gaps.QAGaps, Outputs]:
     """The gap measures of one FFN type and their tables and figures (per headline pair: the
     fair comparison, then paper A's)."""
-    found, curves = gaps.measure(plan, ffn, exposures)
+    found, curves = gaps.measure(plan, arms, ffn, exposures)
     figures, listed = [], [Table(f"lag_ratio_{ffn}.csv", records(gaps.lag_ratio_rows(ffn, found)),
                                  columns=column_docs(gaps.LagRatioRow))]  # fmt: skip
     tail = sorted({cfg.data.m - o for o in cfg.tail_offsets if o <= cfg.data.m})

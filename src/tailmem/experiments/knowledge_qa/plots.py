@@ -7,7 +7,8 @@ from typing import Any
 
 import numpy as np
 
-from tailmem.experiments.knowledge_qa.tables import METRICS, history, mean_std, seed_results
+from tailmem.experiments.knowledge_qa.curves import METRICS, PlanCurves
+from tailmem.experiments.knowledge_qa.tables import mean_std
 from tailmem.lm.plan import TrainedPlan
 from tailmem.lm.sweeps import TrialRow
 from tailmem.plotting import integer_ticks, legend_outside, pyplot
@@ -15,7 +16,7 @@ from tailmem.plotting import integer_ticks, legend_outside, pyplot
 plt = pyplot()
 
 
-def fta_by_group_figure(plan: TrainedPlan, ffn: str, chance: float) -> Any:
+def fta_by_group_figure(plan: TrainedPlan, curves: PlanCurves, ffn: str, chance: float) -> Any:
     """Paper Fig. 3 style: one panel per arm, FTA of every frequency group over the steps (mean
     over seeds, band = ± std), rare groups in light colours; dashed line = chance level."""
     arms = list(plan.arms)
@@ -25,7 +26,7 @@ def fta_by_group_figure(plan: TrainedPlan, ffn: str, chance: float) -> Any:
     axes, spare = grid.ravel()[: len(arms)], grid.ravel()[len(arms) :]
     cmap = plt.get_cmap("viridis")
     for ax, arm in zip(axes, arms, strict=True):
-        steps, fta = history(seed_results(plan, ffn, arm))
+        steps, fta = curves.arm(ffn, arm).history()
         mean, std = mean_std(fta)
         n_groups = mean.shape[1]
         for g in range(n_groups):
@@ -61,7 +62,7 @@ def fta_by_group_figure(plan: TrainedPlan, ffn: str, chance: float) -> Any:
     return fig
 
 
-def final_fta_figure(plan: TrainedPlan, ffn: str, chance: float) -> Any:
+def final_fta_figure(plan: TrainedPlan, curves: PlanCurves, ffn: str, chance: float) -> Any:
     """At the last step, against the frequency group, one line per arm (± std over seeds):
     first-token accuracy (left) and whole-answer exact match (right; at most the FTA)."""
     fig, axes = plt.subplots(1, 2, figsize=(11.0, 3.6), sharey=True)
@@ -69,7 +70,7 @@ def final_fta_figure(plan: TrainedPlan, ffn: str, chance: float) -> Any:
         axes, METRICS, ("first-token accuracy", "exact match"), strict=True
     ):
         for arm in plan.arms:
-            _steps, values = history(seed_results(plan, ffn, arm), metric)
+            _steps, values = curves.arm(ffn, arm).history(metric)
             mean, std = mean_std(values[:, -1])
             groups = np.arange(len(mean))
             ax.errorbar(

@@ -1,8 +1,9 @@
 """Tables over seeds, the LR sweep, the head–tail gap and the claims of knowledge-QA (A3).
 
-All functions read the finished :class:`~tailmem.lm.plan.Plan` only. FTA and exact-match (EM)
-values are means over seeds with the sample standard deviation (``ddof = 1``; 0 for a single
-seed). A fraction of training is read at the evaluated step nearest to it.
+All functions read the finished :class:`~tailmem.lm.plan.Plan` and its arms' curves
+(:class:`~.curves.PlanCurves`, read once) only. FTA and exact-match (EM) values are means over
+seeds with the sample standard deviation (``ddof = 1``; 0 for a single seed). A fraction of
+training is read at the evaluated step nearest to it.
 """
 
 from __future__ import annotations
@@ -18,11 +19,9 @@ from tailmem.claims.a3 import A3_PUBLISHED_FTA, A3Inputs, evaluate_per_ffn
 from tailmem.claims.core import ClaimResult, Scale, mean_se
 from tailmem.columns import column
 from tailmem.data.bios import N_ATTRIBUTES, group_sizes
+from tailmem.experiments.knowledge_qa.curves import METRICS, ArmCurve, PlanCurves
 from tailmem.lm.plan import TrainedPlan
 from tailmem.lm.spec import RunResult, number, per_group, step_of
-
-METRICS = ("fta", "em")
-"""The per-group metrics of every evaluation: first-token accuracy and whole-answer exact match."""
 
 
 def fta_all(result: RunResult) -> float:
@@ -47,20 +46,6 @@ def evaluated_step(plan: TrainedPlan, frac: float) -> int:
     return min(steps, key=lambda s: (abs(s - frac * plan.steps), s))
 
 
-def history(results: Sequence[RunResult], metric: str = "fta") -> tuple[np.ndarray, np.ndarray]:
-    """Eval steps ``(E,)`` and ``metric`` (:data:`METRICS`) ``(seeds, E, groups)`` over the steps
-    all seeds evaluated."""
-    steps = sorted(set.intersection(*({step_of(e) for e in r.evals} for r in results)))
-    values = np.array(
-        [
-            [next(per_group(e, metric) for e in r.evals if step_of(e) == s) for s in steps]
-            for r in results
-        ],
-        dtype=np.float64,
-    )
-    return np.array(steps), values
-
-
 def mean_std(values: Sequence[float] | np.ndarray, axis: int = 0) -> tuple[Any, Any]:
     """Mean and sample standard deviation (0 for one value) along ``axis``."""
     values = np.asarray(values, dtype=np.float64)
@@ -69,23 +54,14 @@ def mean_std(values: Sequence[float] | np.ndarray, axis: int = 0) -> tuple[Any, 
     return values.mean(axis=axis), std
 
 
-def fta_at(results: Sequence[RunResult], step: int, metric: str = "fta") -> np.ndarray:
-    """FTA (or another of :data:`METRICS`) per seed and group at ``step``: ``(seeds, groups)``."""
-    steps, values = history(results, metric)
-    index = np.flatnonzero(steps == step)
-    if not len(index):
-        raise ValueError(f"step {step} was not evaluated; evaluated steps: {steps.tolist()}")
-    return values[:, index[0]]
-
-
 def final_mean_se(
-    results: Sequence[RunResult], step: int, metric: str, group: int
+    curve: ArmCurve, step: int, metric: str, group: int
 ) -> tuple[float | None, float | None]:
     """Mean and SE over seeds of ``metric`` of ``group`` at ``step`` (rounded to 4 decimals;
     the SE None for one seed, both None without a run)."""
-    if not results:
+    if not curve.runs:
         return None, None
-    values = fta_at(results, step, metric)[:, group]
+    values = curve.at(step, metric)[:, group]
     mean, std = mean_std(values)
     se = round(float(std) / math.sqrt(len(values)), 4) if len(values) > 1 else None
     return round(float(mean), 4), se
@@ -123,7 +99,12 @@ class TailTableRow:
 
 
 def tail_table(
-    plan: TrainedPlan, ffn: str, fracs: Sequence[float], offsets: Sequence[int], m: int
+    plan: TrainedPlan,
+    curves: PlanCurves,
+    ffn: str,
+    fracs: Sequence[float],
+    offsets: Sequence[int],
+    m: int,
 ) -> list[TailTableRow]:
     """Rows like the paper's Tables 3–8: one per (fraction of training, tail group), every
     arm's FTA and exact match over seeds beside the published FTA. The report shows each mean
@@ -132,9 +113,9 @@ def tail_table(
     for frac, step, group, published in _tail_cells(plan, ffn, fracs, offsets, m):
         cells = {}
         for arm in plan.arms:
-            results = seed_results(plan, ffn, arm)
-            fta = mean_and_se(fta_at(results, step)[:, group])
-            em = mean_and_se(fta_at(results, step, "em")[:, group])
+            curve = curves.arm(ffn, arm)
+            fta = mean_and_se(curve.at(step)[:, group])
+            em = mean_and_se(curve.at(step, "em")[:, group])
             cells[plan.arm(arm).label] = TailCells(*fta, published.get(arm), *em)
         rows.append(TailTableRow(step, frac, group, cells))
     return rows
@@ -171,16 +152,21 @@ class TailRow:
 
 
 def tail_table_long(
-    plan: TrainedPlan, ffn: str, fracs: Sequence[float], offsets: Sequence[int], m: int
+    plan: TrainedPlan,
+    curves: PlanCurves,
+    ffn: str,
+    fracs: Sequence[float],
+    offsets: Sequence[int],
+    m: int,
 ) -> list[TailRow]:
     """The numbers of :func:`tail_table`, one row per (fraction, group, arm), for analysis."""
     rows = []
     for frac, step, group, published in _tail_cells(plan, ffn, fracs, offsets, m):
         for arm in plan.arms:
-            results = seed_results(plan, ffn, arm)
-            values = fta_at(results, step)[:, group]
+            curve = curves.arm(ffn, arm)
+            values = curve.at(step)[:, group]
             mean, std = mean_std(values)
-            em = fta_at(results, step, "em")[:, group]
+            em = curve.at(step, "em")[:, group]
             em_mean, em_std = mean_std(em)
             rows.append(TailRow(
                 ffn=ffn, step=step, fraction=frac, group=group, arm=arm, mean=float(mean),
@@ -220,10 +206,10 @@ class HeadTail:
     gap: Spread
 
 
-def head_tail(results: Sequence[RunResult], step: int, metric: str, head_groups: int) -> HeadTail:
+def head_tail(curve: ArmCurve, step: int, metric: str, head_groups: int) -> HeadTail:
     """``metric`` (:data:`METRICS`) of the ``head_groups`` most frequent groups and of the
-    rarest at ``step``, and their gap, over the seed runs ``results``."""
-    final = fta_at(results, step, metric)
+    rarest at ``step``, and their gap, over the seed runs of ``curve``."""
+    final = curve.at(step, metric)
     head = final[:, :head_groups].mean(axis=1)
     rare = final[:, -1]
     spreads = []
@@ -257,15 +243,17 @@ class HeadTailRow:
     em_all: float = column("exact match over all questions")
 
 
-def gap_rows(plan: TrainedPlan, ffn: str, head_groups: int) -> list[HeadTailRow]:
+def gap_rows(
+    plan: TrainedPlan, curves: PlanCurves, ffn: str, head_groups: int
+) -> list[HeadTailRow]:
     """Per arm at the end: head FTA (the ``head_groups`` most frequent groups), rarest-group FTA,
     and the head–tail gap (head minus rarest), each mean ± std over seeds; the same three of
     exact match (``em_`` prefix); FTA and EM over all questions."""
     rows = []
     for arm in plan.arms:
         results = seed_results(plan, ffn, arm)
-        fta = head_tail(results, plan.steps, "fta", head_groups)
-        em = head_tail(results, plan.steps, "em", head_groups)
+        fta = head_tail(curves.arm(ffn, arm), plan.steps, "fta", head_groups)
+        em = head_tail(curves.arm(ffn, arm), plan.steps, "em", head_groups)
         fta_all, em_all = (
             round(float(np.mean([number(r.evals[-1], f"{metric}_all") for r in results])), 4)
             for metric in METRICS
@@ -286,7 +274,13 @@ def gap_rows(plan: TrainedPlan, ffn: str, head_groups: int) -> list[HeadTailRow]
 
 
 def claim_inputs(
-    plan: TrainedPlan, ffn: str, m: int, head_groups: int, chance: float, model: Scale | None = None
+    plan: TrainedPlan,
+    curves: PlanCurves,
+    ffn: str,
+    m: int,
+    head_groups: int,
+    chance: float,
+    model: Scale | None = None,
 ) -> A3Inputs:
     """The inputs of the A3 checks (:class:`~tailmem.claims.a3.A3Inputs`) for one FFN type: per
     arm, the FTA per group at the last step and at the evaluation nearest half-way, on the
@@ -294,15 +288,15 @@ def claim_inputs(
     evaluation questions of each group (one per person and attribute: the resolution of its
     FTA)."""
     half = evaluated_step(plan, 0.5)
-    complete = {arm: {r.seed: r for r in seed_results(plan, ffn, arm) if r.ok}
-                for arm in plan.arms}  # fmt: skip
-    complete = {arm: runs for arm, runs in complete.items() if runs}
-    seeds = sorted(set.intersection(*(set(runs) for runs in complete.values()))) if complete else []
+    complete = {arm: curves.arm(ffn, arm).complete() for arm in plan.arms}
+    complete = {arm: curve for arm, curve in complete.items() if curve.runs}
+    seeds = (sorted(set.intersection(*(set(c.by_seed) for c in complete.values())))
+             if complete else [])  # fmt: skip
     fta = {}
-    for arm, runs in complete.items():
-        paired = [runs[s] for s in seeds]
-        fta[arm] = {"final": fta_at(paired, plan.steps).tolist(),
-                    "half": fta_at(paired, half).tolist()} if paired else {}  # fmt: skip
+    for arm, curve in complete.items():
+        paired = curve.only(seeds)
+        fta[arm] = {"final": paired.at(plan.steps).tolist(),
+                    "half": paired.at(half).tolist()} if seeds else {}  # fmt: skip
     return A3Inputs(
         ffn=ffn,
         seeds=seeds,
@@ -317,11 +311,17 @@ def claim_inputs(
 
 
 def claims(
-    plan: TrainedPlan, m: int, head_groups: int, chance: float, model: Scale | None = None
+    plan: TrainedPlan,
+    curves: PlanCurves,
+    m: int,
+    head_groups: int,
+    chance: float,
+    model: Scale | None = None,
 ) -> list[ClaimResult]:
     """Every A3 claim, each checked against the runs of its own FFN type (one not run leaves
     its claims not measured)."""
-    per_ffn = {ffn: claim_inputs(plan, ffn, m, head_groups, chance, model) for ffn in plan.ffns}
+    per_ffn = {ffn: claim_inputs(plan, curves, ffn, m, head_groups, chance, model)
+               for ffn in plan.ffns}  # fmt: skip
     return evaluate_per_ffn(per_ffn)
 
 
@@ -342,14 +342,16 @@ def tail_columns(plan: TrainedPlan) -> dict[str, str]:
     return columns
 
 
-def final_by_group(plan: TrainedPlan, ffn: str) -> dict[str, dict[str, list[float]]]:
+def final_by_group(
+    plan: TrainedPlan, curves: PlanCurves, ffn: str
+) -> dict[str, dict[str, list[float]]]:
     """Per arm, FTA and EM of every group at the end: seed mean and standard deviation."""
     out = {}
     for arm in plan.arms:
-        results = seed_results(plan, ffn, arm)
+        curve = curves.arm(ffn, arm)
         entry = {}
         for metric in METRICS:
-            mean, std = mean_std(fta_at(results, plan.steps, metric))
+            mean, std = mean_std(curve.at(plan.steps, metric))
             entry[metric], entry[f"{metric}_std"] = mean.round(5).tolist(), std.round(5).tolist()
         out[arm] = entry
     return out

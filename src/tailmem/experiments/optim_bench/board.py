@@ -238,11 +238,11 @@ def level_stats(point: grid.PointResult) -> tuple[LevelStats, dict[str, TailValu
     ffn = point.config.ffns[0]
     values: dict[str, TailValues] = {arm: {} for arm in point.plan.arms}  # {}: none finished
     for arm in point.plan.arms:
-        results = [r for r in tables.seed_results(point.plan, ffn, arm) if r.ok]
-        if results:
-            steps, fta = tables.history(results)
+        curve = point.curves.arm(ffn, arm).complete()
+        if curve.runs:
+            steps, fta = curve.history()
             exposures = point.exposures.at(steps)[-1]  # the rarest group's
-            values[arm] = tail_values([r.seed for r in results], fta[:, :, -1], exposures)
+            values[arm] = tail_values(list(curve.seeds), fta[:, :, -1], exposures)
     rarest = float((N_ATTRIBUTES * group_sizes(point.config.data.m))[-1])
     edges = {arm: edge for arm in point.plan.arms if (edge := point.plan.edge((ffn, arm)))}
     return decide_level(values, point.plan.seeds, 1.0 / rarest, edges), values
@@ -291,7 +291,7 @@ def level_rows(
     every = [state.entry.arm.name for (f, _), state in plan.states.items() if f == ffn]
     for arm in every:  # an optimiser without a finished seed is a row that says why
         kind = get_kind(arm, cfg.optim.kinds())
-        results = tables.seed_results(plan, ffn, arm)
+        curve = point.curves.arm(ffn, arm)
         best = plan.best.get((ffn, arm), {})
         trials, budget = plan.tuning_cost((ffn, arm))
         entry = plan.states[(ffn, arm)].entry
@@ -324,7 +324,7 @@ def level_rows(
         finals: dict[str, tuple[float | None, float | None]] = {}
         for metric, name, group in (("fta", "rarest_fta", -1), ("fta", "second_fta", -2),
                                     ("em", "rarest_em", -1)):  # fmt: skip
-            finals[name] = tables.final_mean_se(results, plan.steps, metric, group)
+            finals[name] = tables.final_mean_se(curve, plan.steps, metric, group)
         gap = None if measures is None else measures.pair(arm, ADAM)
         first = plan.seed_runs.get((ffn, arm), [])
         iso = isotropy(level_root / first[0].key) if first else isotropy(level_root / "none")
@@ -338,7 +338,7 @@ def level_rows(
             lr_edge=plan.edge((ffn, arm)) or "", tuned_rates=1 if sweep is not None else 0,
             tuning_trials=trials, tuning_budget=budget,
             tuning_seeds=() if sweep is None else sweep.seeds, eval_seeds=plan.seeds,
-            n_seeds=len(results), margin=FTA_MARGIN,
+            n_seeds=len(curve.runs), margin=FTA_MARGIN,
             lag_vs_muon=m, lag_vs_muon_low=m_low, lag_vs_muon_high=m_high,
             lag_vs_adam=a, lag_vs_adam_low=a_low, lag_vs_adam_high=a_high,
             rarest_gap_vs_muon=None if primary is None else _round(-primary.mean),

@@ -32,7 +32,7 @@ from tailmem.claims.core import (
     holm,
 )
 from tailmem.data.bios import N_ATTRIBUTES, group_sizes
-from tailmem.experiments.knowledge_qa import grid, tables
+from tailmem.experiments.knowledge_qa import grid
 from tailmem.metrics.qa_gaps import LagRatio
 
 RATIO_MARGIN = 1.25
@@ -96,14 +96,13 @@ def seed_ratios(row: LagRatio | None) -> SeedRatios:
 def final_gaps(
     point: grid.PointResult, ffn: str, lead: str, lag: str, metric: str = "fta"
 ) -> tuple[tuple[int, ...], np.ndarray]:
-    """The seeds both arms completed and ``metric`` (FTA or EM, :data:`.tables.METRICS`) of
+    """The seeds both arms completed and ``metric`` (FTA or EM, :data:`.curves.METRICS`) of
     ``lead`` − ``lag`` at the last step, ``(seeds, groups)``, paired by seed."""
-    runs = {arm: {r.seed: r for r in point.plan.seed_results((ffn, arm))} for arm in (lead, lag)}
-    seeds = tuple(sorted(set(runs[lead]) & set(runs[lag])))
+    curves = [point.curves.arm(ffn, arm) for arm in (lead, lag)]
+    seeds = tuple(sorted(set(curves[0].by_seed) & set(curves[1].by_seed)))
     if not seeds:
         return (), np.zeros((0, 0))
-    values = [tables.fta_at([runs[arm][s] for s in seeds], point.plan.steps, metric)
-              for arm in (lead, lag)]  # fmt: skip
+    values = [curve.only(seeds).at(point.plan.steps, metric) for curve in curves]
     return seeds, values[0] - values[1]
 
 

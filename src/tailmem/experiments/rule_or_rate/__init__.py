@@ -149,20 +149,10 @@ def run(cfg: Config, run: RunDir, provenance: Provenance) -> None:
     for label, (study, trained) in done.items():
         tidy(trained, study.context.root, configs[label][1].train.keep_checkpoints)
     if D.is_main_process():
-        points = {label: _point(label, configs[label], s, t) for label, (s, t) in done.items()}
+        points = {label: grid.point_result(*configs[label], study, trained,
+                                           lambda plan: outputs.pairs(plan.arms))
+                  for label, (study, trained) in done.items()}  # fmt: skip
         write(run, outputs.outputs(cfg, points))
-
-
-def _point(
-    label: str, config: tuple[grid.Point, kqa.Config], study: kqa.Prepared, trained: TrainedPlan
-) -> grid.PointResult:
-    point, qa = config
-    plan = trained.completed()
-    pairs = outputs.pairs(plan.arms)
-    measures = {ffn: kqa.gaps.measure(plan, ffn, study.exposures, chosen=pairs)[0]
-                for ffn in plan.ffns}  # fmt: skip
-    return grid.PointResult(point, qa, plan, study.exposures, study.chance, study.data_summary,
-                            measures)  # fmt: skip
 
 
 STUDY = Study(

@@ -114,8 +114,8 @@ class FactorialRow:
 def _final(
     point: grid.PointResult, arm: str, metric: str, group: int
 ) -> tuple[float | None, float | None]:
-    results = tables.seed_results(point.plan, point.config.ffns[0], arm)
-    return tables.final_mean_se(results, point.plan.steps, metric, group)
+    curve = point.curves.arm(point.config.ffns[0], arm)
+    return tables.final_mean_se(curve, point.plan.steps, metric, group)
 
 
 def factorial_rows(cfg: Config, point: grid.PointResult) -> list[FactorialRow]:
