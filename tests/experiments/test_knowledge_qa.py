@@ -134,7 +134,10 @@ def test_smoke_preset_writes_every_output(smoke, strict_json):
     assert [t["file"] for t in layout["tables"][:3]] == [
         "lag_ratio_summary_plain.csv", "lag_ratio_summary_plain_adam.csv", "gap_plain.csv",
     ]  # fmt: skip
-    assert "Muon EM" in layout["tables"][3]["columns"]
+    # the tail table's notes come from its row class; a merged "Muon EM" shows its mean's note
+    tail = layout["tables"][3]
+    assert tail["mean_se"]["Muon EM"] == ["Muon EM mean", "Muon EM SE"]
+    assert tail["columns"]["Muon EM mean"].startswith("whole-answer exact match")
 
     results = run.read_json("results.json")
     m, steps_total, every = cfg.data.m, cfg.train.steps, cfg.train.eval_every

@@ -100,13 +100,14 @@ def _ffn_outputs(
     """One FFN type's tail table and figures (an FFN type whose every seed run diverged has
     none)."""
     m = cfg.data.m
+    rows = tables.tail_table(plan, curves, ffn, cfg.table_fracs, cfg.tail_offsets, m)
     table = Table(
         f"tail_table_{ffn}.csv",
-        records(tables.tail_table(plan, curves, ffn, cfg.table_fracs, cfg.tail_offsets, m)),
+        records(rows),
         f"Tail groups (m = {m}) at 20/50/100% of {cfg.train.steps} steps, {ffn} FFN, mean ± SE "
         f"over {cfg.seeds} seed(s); 'paper' columns: the published m = 15 value of the group "
         "at the same distance from the rarest (empty where not published)",
-        tables.tail_columns(plan),
+        column_docs(tables.TailTableRow, rows),
         tables.tail_mean_se([plan.arm(arm).label for arm in plan.arms]),
     )
     figures = [

@@ -325,23 +325,6 @@ def claims(
     return evaluate_per_ffn(per_ffn)
 
 
-def tail_columns(plan: TrainedPlan) -> dict[str, str]:
-    """Explanations of the tail table's headers."""
-    columns = {
-        "step": "the evaluated step nearest to the fraction",
-        "fraction": "fraction of training",
-        "group": "frequency group (the rarest is m)",
-    }
-    for arm in plan.arms:
-        label = plan.arm(arm).label
-        columns[label] = f"first-token accuracy of {label}, mean ± SE over seeds"
-        columns[f"paper {label}"] = "published FTA (m = 15) at the same distance from the rarest"
-        columns[f"{label} EM"] = (
-            f"whole-answer exact match of {label} (greedy decoding), mean ± SE over seeds"
-        )
-    return columns
-
-
 def final_by_group(
     plan: TrainedPlan, curves: PlanCurves, ffn: str
 ) -> dict[str, dict[str, list[float]]]:
