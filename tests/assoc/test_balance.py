@@ -7,7 +7,7 @@ import torch
 
 import tailmem.assoc as A
 from tailmem.assoc import theory
-from tailmem.assoc.balance import gap_table, one_step_balance, one_step_curve
+from tailmem.assoc.balance import gap_table, one_step_balance, one_step_curve, update_spectrum
 from tailmem.assoc.memory import DenseMemory
 
 EPS = 0.1
@@ -78,6 +78,31 @@ def test_signgd_coupled_update_block_ratio() -> None:
     assert 0.24 < float(s[-1] / s[0]) <= 0.25
 
 
+@pytest.mark.parametrize("optimizer", ["muon", "signgd"])
+def test_update_spectrum_against_svd_on_both_backends(optimizer: str) -> None:
+    """A first update's statistics read off a dense SVD, the same on either backend; Muon's
+    deviation from −ẼEᵀ of order 1/K."""
+    K = 30
+    spectrum, emb = A.two_group(K, 0.8, 0.2), A.coupled(K)
+    stats = []
+    for backend in ("structured", "dense"):
+        memory = A.build_memory(spectrum, emb, optimizer, backend=backend)
+        U = A.first_direction(memory, optimizer)
+        s = torch.linalg.svdvals(memory.dense(U))
+        nonzero = s[s > K * 1e-15 * s[0]]
+        got = update_spectrum(memory, U)
+        assert got.sigma_max == pytest.approx(float(s[0]), rel=1e-12)
+        assert got.rank == len(nonzero)
+        assert got.sigma_min_nonzero == pytest.approx(float(nonzero[-1]), rel=1e-10)
+        assert got.ratio == pytest.approx(float(nonzero[-1] / s[0]), rel=1e-10)
+        stats.append(got)
+    structured, dense = stats
+    assert math.isnan(dense.block_ratio) and 0.0 < structured.block_ratio <= 1.0
+    assert structured.identity_deviation == pytest.approx(dense.identity_deviation, abs=1e-10)
+    if optimizer == "muon":
+        assert 0.0 < structured.identity_deviation < 2 / K
+
+
 def test_signgd_coupled_rate_and_large_k_slope() -> None:
     r = theory.signgd_coupled_rate_exponent()
     assert r == pytest.approx(0.7238, abs=1e-4)
@@ -101,6 +126,6 @@ def test_one_step_curve_agrees_with_evaluation() -> None:
     etas = torch.tensor([0.1, 1.0, 5.0], dtype=torch.float64)
     curve = one_step_curve(memory, U, etas)
     ev = memory.evaluate(U * -etas)
-    assert torch.allclose(curve["loss"], ev.loss, atol=1e-12)
-    assert torch.allclose(curve["gap"], A.max_gap(ev.correct_prob), atol=1e-12)
+    assert torch.allclose(curve.loss, ev.loss, atol=1e-12)
+    assert torch.allclose(curve.gap, A.max_gap(ev.correct_prob), atol=1e-12)
     assert gap_table(memory, U).count.sum() == K

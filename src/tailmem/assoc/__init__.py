@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import torch
 
-from tailmem.assoc.balance import OneStepBalance, one_step_balance, one_step_curve
+from tailmem.assoc.balance import OneStepBalance, OneStepCurve, one_step_balance, one_step_curve
 from tailmem.assoc.dynamics import (
     Trajectory,
     build_memory,
@@ -51,6 +51,7 @@ __all__ = [
     "Embedding",
     "FrequencySpectrum",
     "OneStepBalance",
+    "OneStepCurve",
     "OptimizerSpec",
     "StructuredMemory",
     "Trajectory",

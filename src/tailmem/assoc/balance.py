@@ -176,9 +176,20 @@ def _one_step_balance(memory: Memory, direction: Matrix, eps: float) -> OneStepB
     )
 
 
-def one_step_curve(
-    memory: Memory, direction: Matrix, etas: torch.Tensor
-) -> dict[str, torch.Tensor]:
+@dataclass(frozen=True)
+class OneStepCurve:
+    """The memory after one step of each size ``eta`` (float64 vectors, one entry per step
+    size): the noiseless ``loss``, Δ (``gap``, best minus worst fact probability) and the
+    worst and best fact probabilities (``min_prob``, ``max_prob``)."""
+
+    eta: torch.Tensor
+    loss: torch.Tensor
+    gap: torch.Tensor
+    min_prob: torch.Tensor
+    max_prob: torch.Tensor
+
+
+def one_step_curve(memory: Memory, direction: Matrix, etas: torch.Tensor) -> OneStepCurve:
     """Loss, Δ, min/max probability after one step of each size in ``etas`` (Figure 4(b)).
 
     Noiseless loss only (``Σ_k p_k (−log f_k)``), computed from the gap table.
@@ -188,13 +199,13 @@ def one_step_curve(
     probs = lp.exp()
     p_type = _type_probabilities(memory)
     loss = -(lp * p_type * table.count).sum(dim=1)
-    return {
-        "eta": torch.as_tensor(etas, dtype=torch.float64),
-        "loss": loss,
-        "gap": probs.amax(dim=1) - probs.amin(dim=1),
-        "min_prob": probs.amin(dim=1),
-        "max_prob": probs.amax(dim=1),
-    }
+    return OneStepCurve(
+        eta=torch.as_tensor(etas, dtype=torch.float64),
+        loss=loss,
+        gap=probs.amax(dim=1) - probs.amin(dim=1),
+        min_prob=probs.amin(dim=1),
+        max_prob=probs.amax(dim=1),
+    )
 
 
 def _type_probabilities(memory: Memory) -> torch.Tensor:
@@ -203,15 +214,29 @@ def _type_probabilities(memory: Memory) -> torch.Tensor:
     return memory.layout.p.reshape(-1)
 
 
-def update_spectrum(memory: Memory, direction: Matrix) -> dict[str, float]:
+@dataclass(frozen=True)
+class UpdateSpectrum:
     """Singular-value statistics of an update direction (Theorem 5.3's σ_min/σ_max).
 
-    ``ratio``: σ_min/σ_max over the non-zero singular values (numerical rank, ``K·eps``).
-    ``block_ratio``: the same for the within-cell part only (the ``I ⊗ A`` blocks: what the update
-    does to differences between facts of equal frequency, which for paper A's coupled
-    construction is its ``3 × 3`` "update block"); NaN for the dense backend.
-    ``identity_deviation``: ``max |Ẽᵀ U E + I|`` (Muon's first update is ``−ẼEᵀ + O(1/K)``).
+    ``sigma_max``, ``sigma_min_nonzero`` and ``rank``: the largest and smallest non-zero
+    singular values and their count (numerical rank, ``K·eps``); ``ratio``: σ_min/σ_max over
+    the non-zero singular values. ``block_ratio``: the same for the within-cell part only (the
+    ``I ⊗ A`` blocks: what the update does to differences between facts of equal frequency,
+    which for paper A's coupled construction is its ``3 × 3`` "update block"); NaN for the
+    dense backend. ``identity_deviation``: ``max |Ẽᵀ U E + I|`` (Muon's first update is
+    ``−ẼEᵀ + O(1/K)``).
     """
+
+    sigma_max: float
+    sigma_min_nonzero: float
+    rank: int
+    ratio: float
+    block_ratio: float
+    identity_deviation: float
+
+
+def update_spectrum(memory: Memory, direction: Matrix) -> UpdateSpectrum:
+    """The singular-value statistics of update direction ``direction`` (:class:`UpdateSpectrum`)."""
     with small_op_threads(memory):
         s = memory.singular_values(direction)
         tol = memory.K * torch.finfo(torch.float64).eps * float(s[0])
@@ -232,14 +257,14 @@ def update_spectrum(memory: Memory, direction: Matrix) -> dict[str, float]:
         else:
             dense_task = memory.to_task(dense_matrix(direction))
             dev = float((dense_task + torch.eye(memory.K, dtype=torch.float64)).abs().max())
-    return {
-        "sigma_max": float(s[0]),
-        "sigma_min_nonzero": float(nonzero[-1]),
-        "rank": int(nonzero.numel()),
-        "ratio": float(nonzero[-1] / nonzero[0]),
-        "block_ratio": block,
-        "identity_deviation": dev,
-    }
+    return UpdateSpectrum(
+        sigma_max=float(s[0]),
+        sigma_min_nonzero=float(nonzero[-1]),
+        rank=int(nonzero.numel()),
+        ratio=float(nonzero[-1] / nonzero[0]),
+        block_ratio=block,
+        identity_deviation=dev,
+    )
 
 
 def _off_diagonal_blocks(task: OrbitMatrix) -> torch.Tensor:

@@ -334,7 +334,7 @@ def _rho_table(cfg: Config) -> list[RhoRow]:
         memory = A.build_memory(spectrum, A.make_embedding(emb, K), opt)
         with A.small_op_threads(memory):
             U = A.first_direction(memory, opt)
-            deviation = update_spectrum(memory, U)["identity_deviation"] if opt == "muon" else None
+            deviation = update_spectrum(memory, U).identity_deviation if opt == "muon" else None
         bal = one_step_balance(memory, U, cfg.eps)
         rows.append(
             RhoRow(
@@ -426,12 +426,12 @@ def _update_spectra(cfg: Config) -> list[SpectrumRow]:
                     K=K,
                     embedding=emb,
                     optimizer=opt,
-                    sigma_max=stats["sigma_max"],
-                    sigma_min_nonzero=stats["sigma_min_nonzero"],
-                    rank=int(stats["rank"]),
-                    ratio=stats["ratio"],
-                    block_ratio=stats["block_ratio"],
-                    identity_deviation=stats["identity_deviation"],
+                    sigma_max=stats.sigma_max,
+                    sigma_min_nonzero=stats.sigma_min_nonzero,
+                    rank=stats.rank,
+                    ratio=stats.ratio,
+                    block_ratio=stats.block_ratio,
+                    identity_deviation=stats.identity_deviation,
                 )
             )
     return rows
@@ -458,11 +458,11 @@ def _one_step_sweep(cfg: Config) -> list[SweepRow]:
                     SweepRow(
                         embedding=emb,
                         optimizer=opt,
-                        eta=float(curve["eta"][i]),
-                        loss=float(curve["loss"][i]),
-                        gap=float(curve["gap"][i]),
-                        min_prob=float(curve["min_prob"][i]),
-                        max_prob=float(curve["max_prob"][i]),
+                        eta=float(curve.eta[i]),
+                        loss=float(curve.loss[i]),
+                        gap=float(curve.gap[i]),
+                        min_prob=float(curve.min_prob[i]),
+                        max_prob=float(curve.max_prob[i]),
                     )
                 )
     return rows
