@@ -689,14 +689,14 @@ def outputs(cfg: Config, measured: Measured, wall_seconds: float) -> Outputs:
     sweep, multi = records(m.sweep), records(m.multi)
     claims = evaluate(NAME, A4Inputs.of({**results, "sweep": sweep, "multi": multi}))
     tables = (
-        Table("rho.csv", results["rho"]),
-        Table("rho_slopes.csv", results["slopes"], "fitted slopes of ϱ^ε against K",
+        Table("rho.csv", records(m.rho), columns=column_docs(RhoRow)),
+        Table("rho_slopes.csv", records(m.slopes), "fitted slopes of ϱ^ε against K",
               column_docs(SlopeRow)),
-        Table("update_spectra.csv", results["update_spectra"],
-              "σ_min/σ_max of the first updates", column_docs(SpectrumRow)),
-        Table("delta_vs_loss_one_step.csv", sweep),
-        Table("delta_vs_loss_multi_step.csv", multi),
-        Table("muon_multistep_k.csv", results["muon_multistep_k"],
+        Table("update_spectra.csv", records(m.spectra), "σ_min/σ_max of the first updates",
+              column_docs(SpectrumRow)),
+        Table("delta_vs_loss_one_step.csv", sweep, columns=column_docs(SweepRow)),
+        Table("delta_vs_loss_multi_step.csv", multi, columns=column_docs(MultiRow)),
+        Table("muon_multistep_k.csv", records(m.multi_k),
               "Theorem 5.4 over K: Muon runs read at the first step with ε_t ≤ ε",
               column_docs(MultiKRow)),
     )  # fmt: skip
