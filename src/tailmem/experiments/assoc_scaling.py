@@ -441,12 +441,12 @@ def outputs(cfg: Config, found: Results) -> Outputs:
     tables = (
         Table("noiseless_curves.csv", records(found.curves),
               columns=column_docs(CurveRow, found.curves)),
-        Table("noisy_sweep.csv", records(found.sweep)),
+        Table("noisy_sweep.csv", records(found.sweep), columns=column_docs(SweepRow)),
         Table("noisy_fits.csv", records(fits), "fitted exponents against the claims",
               column_docs(NoisyFitRow)),
-        Table("steps_to_target.csv", results["steps_to_target"]["rows"],
-              "steps to target against C", column_docs(TargetRow)),
-        Table("gd_stability.csv", results["gd_stability"], "GD stability against η·p_max",
+        Table("steps_to_target.csv", records(found.target_rows), "steps to target against C",
+              column_docs(TargetRow)),
+        Table("gd_stability.csv", records(found.stability), "GD stability against η·p_max",
               column_docs(StabilityRow)),
     )  # fmt: skip
     figures = (
@@ -593,17 +593,17 @@ def _matching(cfg: Config) -> Matching:
         record=[0, T],
     )
 
-    def signgd(lrs: list[float], desc: str) -> tuple[torch.Tensor, Any]:
+    def signgd(lrs: list[float], desc: str) -> tuple[torch.Tensor, torch.Tensor]:
         """Plain SignGD at every step size of ``lrs`` (one batched run): its largest relative
-        loss difference from Muon(2η) over the steps, and the trajectory."""
+        loss difference from Muon(2η) over the steps, and its final Δ, per step size."""
         batch = torch.tensor(lrs, dtype=torch.float64)
         sg = A.train(A.build_memory(spectrum, emb, "signgd"), "signgd",
                      batch[None, :].expand(T, -1), record=[0, T], progress=True,
                      desc=desc)  # fmt: skip
-        return ((sg.loss - mu.loss[:, None]).abs() / mu.loss[:, None]).amax(dim=0), sg
+        return ((sg.loss - mu.loss[:, None]).abs() / mu.loss[:, None]).amax(dim=0), sg.gap[-1]
 
     grid = cfg.signgd_grid
-    mism, sg = signgd(grid, "signgd grid")
+    mism, final_gap = signgd(grid, "signgd grid")
     # The grid's best is only an upper bound on the best over all step sizes: refine between
     # its neighbours, so that 'no step size matches' rests on the step sizes in between too.
     i = int(mism.argmin())
@@ -622,7 +622,7 @@ def _matching(cfg: Config) -> Matching:
         refined_mismatch=fine_mism,
         best_lr=best_lr,
         best_mismatch=best_mismatch,
-        signgd_final_gap=sg.gap[-1].tolist(),
+        signgd_final_gap=final_gap.tolist(),
         muon_final_gap=float(mu.gap[-1]),
         steps=T,
     )
@@ -803,7 +803,7 @@ def _block_symmetry(cfg: Config) -> BlockSymmetry:
         worst = [0.0]
 
         def deviation(
-            t: int, W: torch.Tensor, worst: list[float] = worst, memory: Any = memory
+            t: int, W: torch.Tensor, worst: list[float] = worst, memory: A.DenseMemory = memory
         ) -> None:
             Z = memory.to_task(W)
             norm = float(Z.norm())
