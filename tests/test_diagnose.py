@@ -473,3 +473,27 @@ def test_a_damaged_spec_is_one_line(spectra_study, tmp_path, capsys):
         assert main(["diagnose", str(run)]) == 2
         (line,) = capsys.readouterr().err.strip().splitlines()
         assert line.endswith("spec.json is damaged; expected the spec.json a tailmem run wrote")
+
+
+def test_isotropy_csv_columns_are_the_documented_row_fields(tmp_path):
+    """isotropy.csv's header is IsotropyRow's columns in order, the metrics named by --top-k,
+    each with its note; an unmeasured (skipped) row keeps empty cells."""
+    from tailmem.diagnose_study import Diagnosis, Model
+    from tailmem.diagnose_view import outputs
+    from tailmem.plotting import pyplot
+
+    measured = {"layer": 0, "matrix": "q", "svd_entropy": 0.5, "erank": 3.0, "topk_energy": 0.9,
+                "q75_25": 2.0, "rank": 4.0, "note": ""}  # fmt: skip
+    skipped = {**dict.fromkeys(("svd_entropy", "erank", "topk_energy", "q75_25", "rank")),
+               "layer": 1, "matrix": "w_in", "note": "skipped: w (int8)"}  # fmt: skip
+    diagnosis = Diagnosis(tmp_path, [Model("run", "here", [measured, skipped])])
+    written = outputs(diagnosis, top_k=5)
+    for figure in written.figures:
+        pyplot().close(figure.figure)
+    (table,) = written.tables
+    header = ["model", "layer", "matrix", "H_norm", "eRank", "Top5E", "Q75/25", "rank", "note",
+              "source"]  # fmt: skip
+    assert [list(row) for row in table.rows] == [header, header]
+    assert list(table.columns) == header and all(table.columns.values())
+    assert table.rows[0]["Top5E"] == 0.9 and table.rows[1]["Top5E"] is None
+    assert table.rows[1]["note"] == "skipped: w (int8)" and table.rows[1]["source"] == "here"

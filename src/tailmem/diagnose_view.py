@@ -7,7 +7,7 @@ initialisation, the arms of a study — are one block per metric with a column p
 side. Then the notes and what each column and matrix means (:func:`explain`).
 
 With ``--out``: ``isotropy.csv``, one row per model, layer and matrix, its columns named as on
-screen (:func:`csv_columns`: ``model``, ``layer``, ``matrix``, the four metrics, ``rank``,
+screen (:class:`IsotropyRow`: ``model``, ``layer``, ``matrix``, the four metrics, ``rank``,
 ``note``, ``source``; an unmeasured number is an empty cell whose note says why), and
 ``isotropy.png`` / ``.svg``: for one model each metric against the layer, a line per matrix;
 for several each metric's mean over layers per matrix, a marker per model.
@@ -17,10 +17,12 @@ from __future__ import annotations
 
 import statistics
 import textwrap
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from tailmem.columns import column, column_docs, records
 from tailmem.diagnose_study import Diagnosis, Model, collect
 from tailmem.metrics.role_spectra import ISO_METRICS, MATRICES, metric_label
 from tailmem.outputs import Figure, Outputs, Table, write
@@ -38,9 +40,21 @@ def labels(top_k: int) -> dict[str, str]:
     return {metric: metric_label(metric, top_k) for metric in ISO_METRICS}
 
 
-def csv_columns(top_k: int) -> tuple[str, ...]:
-    """The columns of ``isotropy.csv``."""
-    return ("model", "layer", "matrix", *labels(top_k).values(), "rank", "note", "source")
+@dataclass(frozen=True)
+class IsotropyRow:
+    """One model's layer and matrix in ``isotropy.csv``."""
+
+    model: str = column("the model's label (a run, its initialisation 'init', an arm)")
+    layer: int = column("the layer (counted from 0)")
+    matrix: str = column("the matrix (q k v o vo_head vo_stacked w_in w_gate w_out)")
+    metrics: Mapping[str, float | None] = column(
+        "the isotropy metric its header names (H_norm, eRank, TopkE, Q75/25; the "
+        "explanation under every diagnosis); empty where not measured",
+        each="{}",
+    )
+    rank: float | None = column("numerical rank (for vo_head the heads' mean); empty if skipped")
+    note: str = column("why a number is missing or what a mean is over; empty if nothing")
+    source: str = column("where the model's weights came from")
 
 
 def explain(top_k: int, baseline: bool) -> str:
@@ -151,19 +165,19 @@ def format_diagnosis(diagnosis: Diagnosis, top_k: int = 10) -> str:
     return "\n\n".join(parts)
 
 
-def csv_rows(diagnosis: Diagnosis, top_k: int = 10) -> list[dict[str, Any]]:
-    """The rows of ``isotropy.csv`` (:func:`csv_columns`)."""
+def csv_rows(diagnosis: Diagnosis, top_k: int = 10) -> list[IsotropyRow]:
+    """The rows of ``isotropy.csv``, every model's in turn."""
     names = labels(top_k)
     return [
-        {
-            "model": model.label,
-            "layer": row["layer"],
-            "matrix": row["matrix"],
-            **{names[m]: row[m] for m in ISO_METRICS},
-            "rank": row["rank"],
-            "note": row["note"],
-            "source": model.source,
-        }
+        IsotropyRow(
+            model=model.label,
+            layer=row["layer"],
+            matrix=row["matrix"],
+            metrics={names[m]: row[m] for m in ISO_METRICS},
+            rank=row["rank"],
+            note=row["note"],
+            source=model.source,
+        )
         for model in diagnosis.models
         for row in model.rows
     ]
@@ -185,7 +199,8 @@ def outputs(diagnosis: Diagnosis, top_k: int = 10) -> Outputs:
     title = diagnosis.models[0].source if len(diagnosis.models) == 1 else str(diagnosis.path)
     fig.suptitle(title)
     fig.tight_layout()
-    table = Table("isotropy.csv", csv_rows(diagnosis, top_k))
+    rows = csv_rows(diagnosis, top_k)
+    table = Table("isotropy.csv", records(rows), columns=column_docs(IsotropyRow, rows))
     return Outputs(tables=(table,), figures=(Figure("isotropy", fig),))
 
 
