@@ -186,10 +186,13 @@ def optim_bench(run: Path, record: Mapping[str, Any]) -> dict[str, str]:
             return interval({"ratio": _number(r[key]), "ci_low": _number(r[f"{key}_low"]),
                              "ci_high": _number(r[f"{key}_high"])})  # fmt: skip
 
+        def mean_se(r: Mapping[str, str], key: str) -> str:
+            """A leaderboard cell and its ``_se`` column as ``mean ± SE`` (3 decimals)."""
+            return pm(_number(r[key]), _number(r[f"{key}_se"]), 3)
+
         rows = [
             (r["label"], r["family"], r["source"], _rate(r["lr"], r.get("lr_edge")),
-             pm(_number(r["rarest_fta"]), _number(r["rarest_fta_se"]), 3),
-             pm(_number(r["rarest_gap_vs_muon"]), _number(r["rarest_gap_vs_muon_se"]), 3),
+             mean_se(r, "rarest_fta"), mean_se(r, "rarest_gap_vs_muon"),
              r["placement"], r["placement_auc"] or "—", ratio(r, "lag_vs_muon"),
              r["memory_tail_steps"] + ("+" if r["memory_tail_censored"] == "True" else ""),
              f"{r['tuning_trials']}/{r['tuning_budget']}")
@@ -221,19 +224,10 @@ def optim_bench(run: Path, record: Mapping[str, Any]) -> dict[str, str]:
         )
         out[f"optim-bench.finding{i}"] = results["reference_findings"][level]
         row = {r["optimizer"]: r for r in mine}
-        for name, found_row in (("muon", row["muon"]), ("adam_split", row["adam_split"]),
-                                ("all_adam", row["adam"])):  # fmt: skip
-            out[f"optim-bench.{name}_rarest{i}"] = pm(
-                _number(found_row["rarest_fta"]), _number(found_row["rarest_fta_se"]), 3
-            )
-        out[f"optim-bench.all_adam_tail_gap{i}"] = pm(
-            _number(row["adam"]["tail_gap_vs_adam"]), _number(row["adam"]["tail_gap_vs_adam_se"]), 3
-        )
-        out[f"optim-bench.adam_split_gap{i}"] = pm(
-            _number(row["adam_split"]["rarest_gap_vs_muon"]),
-            _number(row["adam_split"]["rarest_gap_vs_muon_se"]),
-            3,
-        )
+        for name in ("muon", "adam_split", "adam"):
+            out[f"optim-bench.{name}_rarest{i}"] = mean_se(row[name], "rarest_fta")
+        out[f"optim-bench.all_adam_tail_gap{i}"] = mean_se(row["adam"], "tail_gap_vs_adam")
+        out[f"optim-bench.adam_split_gap{i}"] = mean_se(row["adam_split"], "rarest_gap_vs_muon")
     return out
 
 
