@@ -67,6 +67,26 @@ def test_a_clear_optimiser_is_placed_by_each_rule():
     }
 
 
+def test_an_equivalence_that_also_resolves_a_difference_says_both():
+    """X within the margin of Muon (or Adam) yet apart from it beyond the t test: the place is
+    the equivalence, and its words name the difference too, never hiding it."""
+    tests = {
+        "near_muon": (measured(0.03, 0.005, n=8), measured(0.3, 0.01, n=8)),
+        "near_adam": (measured(0.3, 0.01, n=8), measured(0.03, 0.005, n=8)),
+        "muon_like": (measured(0.005, 0.01, n=8), measured(0.3, 0.01, n=8)),
+    }
+    placed = place_all(tests)
+    assert [placed[n].place for n in tests] == ["equivalent to Muon", "equivalent to Adam",
+                                                "equivalent to Muon"]  # fmt: skip
+    assert placed["near_muon"].described == (
+        "equivalent to Muon, trailing it by a difference the t test resolves"
+    )
+    assert placed["near_adam"].described == (
+        "equivalent to Adam, leading it by a difference the t test resolves"
+    )
+    assert placed["muon_like"].described == "equivalent to Muon"
+
+
 def test_an_order_resting_on_a_rate_at_a_grid_end_is_undecided():
     """X shown behind while its own rate sat at a grid end, or ahead of a reference whose rate
     did: a better rate may lie beyond, so the place is undecided; an order the end cannot

@@ -307,9 +307,9 @@ def level_rows(
             role, where = "reference", f"reference (Adam, own rate): {finding.finding}"
         else:
             role = "extra: Adam everywhere (paper A)" if arm == ALL_ADAM else "challenger"
-            where = place.place if place is not None else "not distinguished"
+            where = place.described if place is not None else "not distinguished"
         second = found.placed_auc.get(arm)
-        where_auc = second.place if second is not None else ""
+        where_auc = second.described if second is not None else ""
         if arm not in plan.arms:
             where = where_auc = not_measured(plan.states[(ffn, arm)], role)
         own = values.get(arm, {})

@@ -19,7 +19,8 @@ family, corrected by Holm's step-down rule (:func:`tailmem.claims.core.holm`). T
 - **ahead of Muon**: X above Muon (a difference, after Holm);
 - **behind Adam**: X below Adam;
 - **equivalent to Muon** / **equivalent to Adam**: an equivalence shown with one and not with
-  the other;
+  the other (its words name a difference resolved inside the margin too:
+  :attr:`Placement.described`);
 - **between**: X trails Muon and leads Adam, both differences shown;
 - **not distinguished**: anything else — including an optimiser not measured in every seed, or
   equivalence with both (Muon and Adam not told apart at this level). No difference shown is
@@ -95,6 +96,21 @@ class Placement:
     vs_adam: EquivalenceTest | None
     rejected: tuple[bool, bool, bool, bool] = (False, False, False, False)
     reason: str = ""
+
+    @property
+    def described(self) -> str:
+        """The place in words; an equivalence whose difference test rejected too says so (both
+        hold: the difference is real and smaller than the margin)."""
+        if self.place == "equivalent to Muon" and self.rejected[0] and self.vs_muon is not None:
+            return f"{self.place}, {resolved(below=self.vs_muon.mean > 0)}"
+        if self.place == "equivalent to Adam" and self.rejected[2] and self.vs_adam is not None:
+            return f"{self.place}, {resolved(below=self.vs_adam.mean < 0)}"
+        return self.place
+
+
+def resolved(below: bool) -> str:
+    """The words for a difference resolved inside the equivalence margin."""
+    return f"{'trailing' if below else 'leading'} it by a difference the t test resolves"
 
 
 def difference_test(diffs: Sequence[float] | None, resolution: float) -> EquivalenceTest | None:
@@ -225,9 +241,8 @@ def reference_finding(
         return ReferenceFinding(test, UNDERPOWERED)
     if test.p_equivalent < alpha:
         shares = "shares Muon's tail edge (equivalent within the margin)"
-        if test.p_different < alpha:  # a resolved difference smaller than the margin
-            side = "trailing" if test.mean > 0 else "leading"
-            shares += f", {side} it by a difference the t test resolves"
+        if test.p_different < alpha:
+            shares += f", {resolved(below=test.mean > 0)}"
         return ReferenceFinding(test, shares)
     if test.p_different < alpha:
         behind = ADAM if test.mean > 0 else MUON
