@@ -604,7 +604,8 @@ def test_render_refuses_a_damaged_results_file(readme_script, capsys):
     saved = values.read_bytes()
     values.write_text('{"runs": {}, "values": {"commit": "x"}}')
     assert script_error(readme_script, ["render"], capsys).startswith(
-        "the template names values the runs did not give: ablation.commit, knowledge-qa.commit"
+        "the template names values the runs did not give: ablation.commit, ablation.wall, "
+        "icl-regression.commit, knowledge-qa.commit"
     )
     values.write_text("{not json")
     assert script_error(readme_script, ["render"], capsys).startswith(
