@@ -18,8 +18,10 @@ preset's model (2 layers, d 256, q/k/v/o and a plain FFN of 1024), ``12x768`` th
 contender's best wall time and process CPU time over ``--repeats`` interleaved steps, its speed
 relative to ``looped`` (time of looped / its time) and to torch.optim.Muon, its peak memory
 within one step (peak RSS during the step minus RSS before it, Linux only; with ``--device cuda``
-the CUDA allocator's; the largest over the repeats) and the size of the state it keeps between
-steps; first the device's fp32 and bf16 matmul rates.
+the CUDA allocator's; the largest over the repeats), the size of the state it keeps between
+steps and its Newton–Schulz FLOP rate as a share of the device's matmul rate in that dtype
+(printed first, fp32 and bf16); last the ceiling: the set's NS5 products at that matmul rate,
+which bounds what batching (fewer calls, the same products) can gain over ``looped``.
 
     PYTHONPATH=src python benchmarks/muon_batched.py [--sets 2x256,12x768] [--dtypes fp32,bf16]
         [--repeats 3] [--threads 1] [--no-compile] [--device cuda]
@@ -39,6 +41,7 @@ import torch
 from optim_step import layer_shapes, matmul_rate, sync, torch_muon_in_float32
 from tailmem.cli import ScriptParser, script_main
 from tailmem.optim import Muon, muon_update
+from tailmem.optim.orthogonalize import orthogonalize_flops
 
 SETS = {"2x64": (2, 64), "2x256": (2, 256), "12x768": (12, 768)}
 DTYPES = {"fp32": torch.float32, "bf16": torch.bfloat16}
@@ -142,8 +145,11 @@ def mib(tensors: list[torch.Tensor]) -> float:
     return sum(t.numel() * t.element_size() for t in tensors) / 2**20
 
 
-def bench(name: str, dtype_name: str, repeats: int, compile: bool, device: str) -> None:
-    """Time every contender on one parameter set in one Newton–Schulz dtype."""
+def bench(
+    name: str, dtype_name: str, repeats: int, compile: bool, device: str, rate: float
+) -> None:
+    """Time every contender on one parameter set in one Newton–Schulz dtype; ``rate`` is the
+    device's matmul rate in that dtype (GFLOP/s), the yardstick of the ceiling printed last."""
     layers, d = SETS[name]
     shapes = layer_shapes(layers, d, "plain")
     dtype = DTYPES[dtype_name]
@@ -181,16 +187,23 @@ def bench(name: str, dtype_name: str, repeats: int, compile: bool, device: str) 
     )
     print(
         f"{'contender':18s} {'wall s':>8s} {'CPU s':>8s} {'vs looped':>9s} "
-        f"{'vs torch':>8s} {'step MiB':>8s} {'state MiB':>9s}"
+        f"{'vs torch':>8s} {'step MiB':>8s} {'state MiB':>9s} {'of rate':>7s}"
     )
     looped, theirs = best["looped"][0], best["torch.optim.Muon"][0]
+    gflop = sum(orthogonalize_flops(m, n, "ns5") or 0 for m, n in shapes) / 1e9
     for n, (wall, cpu) in best.items():
         transient = memory.get(n)
         cells = "-" if transient is None else f"{transient:.0f}"
         print(
             f"{n:18s} {wall:8.3f} {cpu:8.3f} {looped / wall:8.2f}x {theirs / wall:7.2f}x "
-            f"{cells:>8s} {mib(contenders[n].state()):9.0f}"
+            f"{cells:>8s} {mib(contenders[n].state()):9.0f} {gflop / wall / rate:7.0%}"
         )
+    floor = gflop / rate
+    print(
+        f"ceiling: the set's NS5 products ({gflop:.1f} GFLOP) take {floor:.3f} s at the "
+        f"{dtype_name} matmul rate above; batching the same products (none runs faster than "
+        f"that large one) cannot beat looped by more than {looped / floor:.2f}x"
+    )
 
 
 def main() -> None:
@@ -207,8 +220,8 @@ def main() -> None:
         parser.error(f"--sets: expected some of {', '.join(SETS)}; --dtypes: of fp32, bf16")
     if args.threads:
         torch.set_num_threads(args.threads)
-    rates = (matmul_rate(dtype, args.device, 0.5) for dtype in (torch.float32, torch.bfloat16))
-    fp32, bf16 = rates
+    rates = {name: matmul_rate(dtype, args.device, 0.5) for name, dtype in DTYPES.items()}
+    fp32, bf16 = rates["fp32"], rates["bf16"]
     print(
         f"torch {torch.__version__}, {args.device}, {torch.get_num_threads()} threads; "
         f"matmul 768x3072x768: "
@@ -216,7 +229,9 @@ def main() -> None:
     )
     for name in sets:
         for dtype_name in dtypes:
-            bench(name, dtype_name, args.repeats, not args.no_compile, args.device)
+            bench(
+                name, dtype_name, args.repeats, not args.no_compile, args.device, rates[dtype_name]
+            )
 
 
 if __name__ == "__main__":
