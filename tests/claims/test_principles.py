@@ -10,6 +10,7 @@ issue 23 misjudged (the old verdict is named in each test):
 7. an SE of 0 is not certainty (the measurement's resolution floors it).
 """
 
+import dataclasses
 import math
 
 import pytest
@@ -20,6 +21,7 @@ from tailmem.claims.a2 import A2Inputs
 from tailmem.claims.a3 import A3Inputs
 from tailmem.claims.a3_qk import A3QKInputs
 from tailmem.claims.a4 import R_SIGNGD_PUBLISHED, A4Inputs
+from tailmem.claims.a4_measured import CoupledReadings, RateExponents, RhoRow
 from tailmem.claims.b import BInputs, unlearned_coverage
 from tailmem.claims.core import MIN_SEEDS, compare_seeds
 from tailmem.claims.registry import CLAIMS
@@ -99,15 +101,27 @@ def test_2_a_bound_is_one_sided_with_the_papers_sign():
     assert _verdict(claim.id, _ablation(adam=ADAM, full=FULL, qk=small)).verdict == "reproduced"
 
     ks = [30_000, 300_000, 3_000_000]
-    rows = [{"set": "asymptotic", "embedding": "coupled", "optimizer": "signgd", "K": k,
-             "rho": 5 * k ** (R_SIGNGD_PUBLISHED - 1.2)} for k in ks]  # fmt: skip
-    inputs = A4Inputs(config={}, rho=rows, slopes=[], update_spectra=[], coupled_check={},
-                      signgd_coupled_rate_exponent={"ours_papers_md_orientation": 0.5},
+    rows = [_coupled_signgd(k, 5 * k ** (R_SIGNGD_PUBLISHED - 1.2)) for k in ks]
+    readings = CoupledReadings(transposed=(1.0,), literal=(1.0,), printed=(1.0,),
+                               transposed_error=0.0, literal_error=0.0, reading="")  # fmt: skip
+    inputs = A4Inputs(eps=0.1, head_mass=0.8, head_fraction=0.2, rho=rows, slopes=[],
+                      update_spectra=[], coupled_check=readings,
+                      signgd_coupled_rate_exponent=RateExponents(0.5, 0.5, 0.5),
                       sweep=[], multi=[])  # fmt: skip
     assert _verdict("A4.thm53.signgd_coupled_slope", inputs).verdict == "reproduced"
-    slower = [{**r, "rho": 5 * r["K"] ** (R_SIGNGD_PUBLISHED - 0.8)} for r in rows]
-    inputs = A4Inputs(**{**inputs.__dict__, "rho": slower})
+    slower = [_coupled_signgd(r.K, 5 * r.K ** (R_SIGNGD_PUBLISHED - 0.8)) for r in rows]
+    inputs = dataclasses.replace(inputs, rho=slower)
     assert _verdict("A4.thm53.signgd_coupled_slope", inputs).verdict == "not reproduced"
+
+
+def _coupled_signgd(K, rho):
+    """An asymptotic-set one-step row of coupled SignGD with balance ``rho`` at ``K`` facts
+    (the fields the slope rule does not read hold placeholders)."""
+    return RhoRow(set="asymptotic", K=K, embedding="coupled", optimizer="signgd",
+                  head_rounding="block_aligned", head_size=K // 5, rho=rho, rho_literal_inf=rho,
+                  monotone=True, eta_star=1.0, gap=0.9 - rho, head_prob=0.9, tail_prob=rho,
+                  muon_deficit_constant=0.0, gd_theory_exact=rho, gd_min_step_theorem=1.0,
+                  backend="structured", k_identity_deviation=None)  # fmt: skip
 
 
 # --------------------------------------------------------------------------- 3. O(·) as a trend
