@@ -15,6 +15,7 @@ import math
 
 import pytest
 
+from scaling_inputs import b_inputs, settings
 from tailmem.claims import a3
 from tailmem.claims.a1 import PAPER_HEAD_DIM, A1Inputs
 from tailmem.claims.a2 import A2Inputs
@@ -22,7 +23,8 @@ from tailmem.claims.a3 import A3Inputs
 from tailmem.claims.a3_qk import A3QKInputs
 from tailmem.claims.a4 import R_SIGNGD_PUBLISHED, A4Inputs
 from tailmem.claims.a4_measured import CoupledReadings, RateExponents, RhoRow
-from tailmem.claims.b import BInputs, unlearned_coverage
+from tailmem.claims.b import unlearned_coverage
+from tailmem.claims.b_measured import NoisyFit, NoisyFitRow, StabilityRow
 from tailmem.claims.core import MIN_SEEDS, compare_seeds
 from tailmem.claims.registry import CLAIMS
 
@@ -130,12 +132,24 @@ def _coupled_signgd(K, rho):
 def _noisy(excess_of, beta=1.5, groups=200, lr=1.0):
     horizons = [25, 50, 100, 200, 400, 800, 1600]
     excess = [excess_of(T) for T in horizons]
-    fit = {"spectrum_exponent": beta, "K": groups * 50, "gd_predicted": -(1 - 1 / beta),
-           "gd_slope": math.log(excess[-1] / excess[0]) / math.log(horizons[-1] / horizons[0]),
-           "horizons": horizons, "gd_excess": excess}  # fmt: skip
-    return BInputs(config={"gd_groups": groups, "gd_lr_p1": lr, "horizons": horizons},
-                   noiseless={}, matching={}, noisy_fits=[fit], steps_to_target={},
-                   gd_stability=[], block_symmetry={})  # fmt: skip
+    slope = math.log(excess[-1] / excess[0]) / math.log(horizons[-1] / horizons[0])
+    row = NoisyFitRow(
+        spectrum_exponent=beta,
+        K=groups * 50,
+        gd_slope=slope,
+        gd_predicted=-(1 - 1 / beta),
+        muon_slope_last=-2.0,
+        muon_slope=-2.0,
+        muon_predicted=-2.0,
+        muon_max_bound_constant=1.0,
+        gd_lr=lr,
+        muon_c=2.0,
+    )
+    fit = NoisyFit(row=row, horizons=horizons, gd_excess=excess,
+                   muon_excess_envelope=[1 / T**2 for T in horizons])  # fmt: skip
+    return b_inputs(
+        settings=settings(gd_groups=groups, gd_lr_p1=lr, horizons=horizons), noisy_fits=[fit]
+    )
 
 
 def test_3_a_lower_bound_in_T_is_a_trend_of_its_constant_on_the_simulated_spectrum():
@@ -176,10 +190,12 @@ def test_4_thresholds_come_from_the_papers_text():
 
     def stability(brackets, predicted=5.0):
         grid = [4.0, 8.0, 16.0, 32.0, 64.0, 128.0]
-        rows = [{"group_size": C, "lr_p1": m, "stable": m <= lo, "predicted_threshold": predicted}
+        rows = [StabilityRow(group_size=C, K=10 * C, lr_p1=m, stable=m <= lo,
+                             final_excess=0.0 if m <= lo else math.inf,
+                             late_increase_fraction=0.0 if m <= lo else 0.5,
+                             predicted_threshold=predicted)
                 for C, lo in brackets.items() for m in grid]  # fmt: skip
-        return BInputs(config={}, noiseless={}, matching={}, noisy_fits=[], steps_to_target={},
-                       gd_stability=rows, block_symmetry={})  # fmt: skip
+        return b_inputs(gd_stability=rows)
 
     same = _verdict("B.gd_stability", stability({4: 16.0, 64: 16.0}))
     assert same.verdict == "reproduced"  # old: 2/λ_max = 5 is outside (16, 32]: not reproduced
