@@ -8,7 +8,8 @@ from pathlib import Path
 
 import pytest
 
-from tailmem.claims.b import BInputs
+from scaling_inputs import b_inputs, settings
+from tailmem.claims.b_measured import BlockSymmetry
 from tailmem.claims.core import ClaimResult, Outcome
 from tailmem.claims.listing import as_markdown
 from tailmem.claims.registry import (
@@ -65,10 +66,10 @@ def test_registry_covers_every_section_of_papers_md():
 
 def test_tolerances_fill_the_templates_as_plain_numbers():
     claim = CLAIMS["B.block_symmetry"]
-    inputs = BInputs(
-        config={"symmetry_steps": 9}, block_symmetry={"muon": 3e-16, "signgd": 0.6},
-        noiseless={}, matching={}, noisy_fits=[], steps_to_target={}, gd_stability=[],
-    )  # fmt: skip
+    inputs = b_inputs(
+        settings=settings(symmetry_steps=9),
+        block_symmetry=BlockSymmetry(muon=3e-16, signgd=0.6, K=40),
+    )
     (result,) = claim.evaluate(inputs)
     assert result.verdict == "reproduced" and result.id == "B.block_symmetry"
     assert result.check == "tailmem.claims.b._check_block_symmetry" and result.seeds is None

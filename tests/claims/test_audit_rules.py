@@ -6,11 +6,11 @@ import math
 
 import pytest
 
+from scaling_inputs import b_inputs, matching, noiseless, settings
 from tailmem.claims import a3
 from tailmem.claims.a1 import A1Inputs
 from tailmem.claims.a2 import A2Inputs
 from tailmem.claims.a3 import A3Inputs
-from tailmem.claims.b import BInputs
 from tailmem.claims.core import PAPER_A_LM, PAPER_A_QA, log_factor_slope
 from tailmem.claims.registry import CLAIMS
 from tailmem.claims.related import (
@@ -30,20 +30,18 @@ P = [0.14, 0.035, 0.0156, 0.0088]
 
 
 def _curves(gd_times, muon_times, steps=200):
-    noiseless = {
-        "group_item_p": P,
-        "gd_group_half_times": gd_times,
-        "muon_group_half_times": muon_times,
+    curves = noiseless(
+        group_item_p=P,
+        gd_group_half_times=gd_times,
+        muon_group_half_times=muon_times,
         # what the rule before read: Muon's late exponential rates, equal within 5 %, and the
         # final gaps, GD's far above 10× Muon's
-        "muon_group_rates_over_eta": [1.0, 1.0, 0.99, 0.98],
-        "gd_group_slopes": [-1.0] * 4,
-        "gd_final_gap": 0.5,
-        "muon_final_gap": 6.55e-12,
-    }
-    return BInputs(config={"curve_steps": steps}, noiseless=noiseless, matching={},
-                   noisy_fits=[], steps_to_target={}, gd_stability=[],
-                   block_symmetry={})  # fmt: skip
+        muon_group_rates_over_eta=[1.0, 1.0, 0.99, 0.98],
+        gd_group_slopes=[-1.0] * 4,
+        gd_final_gap=0.5,
+        muon_final_gap=6.55e-12,
+    )
+    return b_inputs(settings=settings(curve_steps=steps), noiseless=curves)
 
 
 def _preconditioner(gd_times, muon_times, steps=200):
@@ -293,11 +291,10 @@ def _matching(coarse, refined, grid=(0.002, 0.02, 0.2)):
     lrs = list(refined)
     tried = [*zip(grid, coarse, strict=True), *refined.items()]
     lr, mismatch = min(tried, key=lambda item: item[1])
-    matching = {"signgd_grid": list(grid), "signgd_vs_muon_2eta": list(coarse),
-                "signgd_refined": {"lrs": lrs, "mismatch": list(refined.values())},
-                "signgd_best": {"lr": lr, "mismatch": mismatch}}  # fmt: skip
-    inputs = BInputs(config={}, noiseless={}, matching=matching, noisy_fits=[],
-                     steps_to_target={}, gd_stability=[], block_symmetry={})  # fmt: skip
+    found = matching(signgd_grid=list(grid), signgd_vs_muon_2eta=list(coarse), refined_lrs=lrs,
+                     refined_mismatch=list(refined.values()), best_lr=lr,
+                     best_mismatch=mismatch)  # fmt: skip
+    inputs = b_inputs(matching=found)
     (result,) = CLAIMS["B.signgd_cannot"].evaluate(inputs)
     return result
 

@@ -10,7 +10,6 @@ import pytest
 import tailmem.claims
 from tailmem.claims.a1 import A1Inputs
 from tailmem.claims.a3 import A3Inputs
-from tailmem.claims.a4 import A4Inputs
 from tailmem.claims.core import EXACT, Claim, ClaimInputs, Outcome, decided, declares
 from tailmem.claims.registry import CLAIMS, claims_of, evaluate, inputs_of
 from tailmem.claims.related import BenchMemory
@@ -70,19 +69,22 @@ def test_evaluate_refuses_inputs_of_another_type_in_one_line():
     assert evaluate("no-such-experiment", qa) == []  # no claims: nothing to check
 
 
+@dataclasses.dataclass(frozen=True, kw_only=True)
+class _Taken(ClaimInputs):
+    eps: float
+    rows: list[dict[str, float]]
+    extra: tuple[int, ...] = ()
+
+
 def test_of_takes_only_its_fields_and_needs_the_required_ones():
-    results = {
-        "experiment": "assoc-two-group", "config": {"eps": 0.1}, "rho": [], "slopes": [],
-        "update_spectra": [], "coupled_check": {}, "signgd_coupled_rate_exponent": {},
-        "sweep": [], "multi": [], "wall_seconds": 1.0,
-    }  # fmt: skip
-    inputs = A4Inputs.of(results)
-    assert inputs.config == {"eps": 0.1} and inputs.muon_multistep_k == ()  # the default
+    results = {"experiment": "x", "eps": 0.1, "rows": [], "wall_seconds": 1.0}
+    inputs = _Taken.of(results)
+    assert inputs == _Taken(eps=0.1, rows=[]) and inputs.extra == ()  # the default
     assert not hasattr(inputs, "wall_seconds")
     with pytest.raises(dataclasses.FrozenInstanceError):
-        inputs.rho = [{}]  # type: ignore[misc]
-    with pytest.raises(TypeError, match="sweep"):
-        A4Inputs.of({k: v for k, v in results.items() if k != "sweep"})
+        inputs.rows = [{}]  # type: ignore[misc]
+    with pytest.raises(TypeError, match="rows"):
+        _Taken.of({k: v for k, v in results.items() if k != "rows"})
     with pytest.raises(TypeError):  # keyword-only: no positional mix-ups
         A1Inputs("plain", {})  # type: ignore[misc]
     assert BenchMemory.of({"seeds": [0], "paces": [], "other": 1}) == BenchMemory(

@@ -10,17 +10,21 @@ issue 23 misjudged (the old verdict is named in each test):
 7. an SE of 0 is not certainty (the measurement's resolution floors it).
 """
 
+import dataclasses
 import math
 
 import pytest
 
+from scaling_inputs import b_inputs, settings
 from tailmem.claims import a3
 from tailmem.claims.a1 import PAPER_HEAD_DIM, A1Inputs
 from tailmem.claims.a2 import A2Inputs
 from tailmem.claims.a3 import A3Inputs
 from tailmem.claims.a3_qk import A3QKInputs
 from tailmem.claims.a4 import R_SIGNGD_PUBLISHED, A4Inputs
-from tailmem.claims.b import BInputs, unlearned_coverage
+from tailmem.claims.a4_measured import CoupledReadings, RateExponents, RhoRow
+from tailmem.claims.b import unlearned_coverage
+from tailmem.claims.b_measured import NoisyFit, NoisyFitRow, StabilityRow
 from tailmem.claims.core import MIN_SEEDS, compare_seeds
 from tailmem.claims.registry import CLAIMS
 
@@ -99,15 +103,27 @@ def test_2_a_bound_is_one_sided_with_the_papers_sign():
     assert _verdict(claim.id, _ablation(adam=ADAM, full=FULL, qk=small)).verdict == "reproduced"
 
     ks = [30_000, 300_000, 3_000_000]
-    rows = [{"set": "asymptotic", "embedding": "coupled", "optimizer": "signgd", "K": k,
-             "rho": 5 * k ** (R_SIGNGD_PUBLISHED - 1.2)} for k in ks]  # fmt: skip
-    inputs = A4Inputs(config={}, rho=rows, slopes=[], update_spectra=[], coupled_check={},
-                      signgd_coupled_rate_exponent={"ours_papers_md_orientation": 0.5},
+    rows = [_coupled_signgd(k, 5 * k ** (R_SIGNGD_PUBLISHED - 1.2)) for k in ks]
+    readings = CoupledReadings(transposed=(1.0,), literal=(1.0,), printed=(1.0,),
+                               transposed_error=0.0, literal_error=0.0, reading="")  # fmt: skip
+    inputs = A4Inputs(eps=0.1, head_mass=0.8, head_fraction=0.2, rho=rows, slopes=[],
+                      update_spectra=[], coupled_check=readings,
+                      signgd_coupled_rate_exponent=RateExponents(0.5, 0.5, 0.5),
                       sweep=[], multi=[])  # fmt: skip
     assert _verdict("A4.thm53.signgd_coupled_slope", inputs).verdict == "reproduced"
-    slower = [{**r, "rho": 5 * r["K"] ** (R_SIGNGD_PUBLISHED - 0.8)} for r in rows]
-    inputs = A4Inputs(**{**inputs.__dict__, "rho": slower})
+    slower = [_coupled_signgd(r.K, 5 * r.K ** (R_SIGNGD_PUBLISHED - 0.8)) for r in rows]
+    inputs = dataclasses.replace(inputs, rho=slower)
     assert _verdict("A4.thm53.signgd_coupled_slope", inputs).verdict == "not reproduced"
+
+
+def _coupled_signgd(K, rho):
+    """An asymptotic-set one-step row of coupled SignGD with balance ``rho`` at ``K`` facts
+    (the fields the slope rule does not read hold placeholders)."""
+    return RhoRow(set="asymptotic", K=K, embedding="coupled", optimizer="signgd",
+                  head_rounding="block_aligned", head_size=K // 5, rho=rho, rho_literal_inf=rho,
+                  monotone=True, eta_star=1.0, gap=0.9 - rho, head_prob=0.9, tail_prob=rho,
+                  muon_deficit_constant=0.0, gd_theory_exact=rho, gd_min_step_theorem=1.0,
+                  backend="structured", k_identity_deviation=None)  # fmt: skip
 
 
 # --------------------------------------------------------------------------- 3. O(·) as a trend
@@ -116,12 +132,24 @@ def test_2_a_bound_is_one_sided_with_the_papers_sign():
 def _noisy(excess_of, beta=1.5, groups=200, lr=1.0):
     horizons = [25, 50, 100, 200, 400, 800, 1600]
     excess = [excess_of(T) for T in horizons]
-    fit = {"spectrum_exponent": beta, "K": groups * 50, "gd_predicted": -(1 - 1 / beta),
-           "gd_slope": math.log(excess[-1] / excess[0]) / math.log(horizons[-1] / horizons[0]),
-           "horizons": horizons, "gd_excess": excess}  # fmt: skip
-    return BInputs(config={"gd_groups": groups, "gd_lr_p1": lr, "horizons": horizons},
-                   noiseless={}, matching={}, noisy_fits=[fit], steps_to_target={},
-                   gd_stability=[], block_symmetry={})  # fmt: skip
+    slope = math.log(excess[-1] / excess[0]) / math.log(horizons[-1] / horizons[0])
+    row = NoisyFitRow(
+        spectrum_exponent=beta,
+        K=groups * 50,
+        gd_slope=slope,
+        gd_predicted=-(1 - 1 / beta),
+        muon_slope_last=-2.0,
+        muon_slope=-2.0,
+        muon_predicted=-2.0,
+        muon_max_bound_constant=1.0,
+        gd_lr=lr,
+        muon_c=2.0,
+    )
+    fit = NoisyFit(row=row, horizons=horizons, gd_excess=excess,
+                   muon_excess_envelope=[1 / T**2 for T in horizons])  # fmt: skip
+    return b_inputs(
+        settings=settings(gd_groups=groups, gd_lr_p1=lr, horizons=horizons), noisy_fits=[fit]
+    )
 
 
 def test_3_a_lower_bound_in_T_is_a_trend_of_its_constant_on_the_simulated_spectrum():
@@ -162,10 +190,12 @@ def test_4_thresholds_come_from_the_papers_text():
 
     def stability(brackets, predicted=5.0):
         grid = [4.0, 8.0, 16.0, 32.0, 64.0, 128.0]
-        rows = [{"group_size": C, "lr_p1": m, "stable": m <= lo, "predicted_threshold": predicted}
+        rows = [StabilityRow(group_size=C, K=10 * C, lr_p1=m, stable=m <= lo,
+                             final_excess=0.0 if m <= lo else math.inf,
+                             late_increase_fraction=0.0 if m <= lo else 0.5,
+                             predicted_threshold=predicted)
                 for C, lo in brackets.items() for m in grid]  # fmt: skip
-        return BInputs(config={}, noiseless={}, matching={}, noisy_fits=[], steps_to_target={},
-                       gd_stability=rows, block_symmetry={})  # fmt: skip
+        return b_inputs(gd_stability=rows)
 
     same = _verdict("B.gd_stability", stability({4: 16.0, 64: 16.0}))
     assert same.verdict == "reproduced"  # old: 2/λ_max = 5 is outside (16, 32]: not reproduced

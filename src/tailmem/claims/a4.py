@@ -12,6 +12,16 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
+from tailmem.claims.a4_measured import (
+    CoupledReadings,
+    MultiKRow,
+    MultiRow,
+    RateExponents,
+    RhoRow,
+    SlopeRow,
+    SpectrumRow,
+    SweepRow,
+)
 from tailmem.claims.core import (
     EXACT,
     TREND,
@@ -40,47 +50,45 @@ TREND_WHY = (
     "fitted (the log-log slope a single log K factor would add there), by no measurement."
 )
 
-Row = Mapping[str, Any]
-
 
 @dataclass(frozen=True, kw_only=True)
 class A4Inputs(ClaimInputs):
-    """What ``assoc-two-group`` gives the A4 checks: its ``results.json`` mapping plus Figure 4's
-    ``sweep`` and ``multi`` rows."""
+    """What ``assoc-two-group`` gives the A4 checks (built by
+    :func:`tailmem.experiments.assoc_two_group.claim_inputs`): the config's ε, α and β, its
+    tables' rows and Figure 4's ``sweep`` and ``multi`` rows."""
 
-    config: Mapping[str, Any]
-    """The run's config as a dict (``eps``, ``head_mass``, ``head_fraction``, ``figure_k``)."""
-    rho: Sequence[Row]
-    """One-step rows (``set`` main/asymptotic/rounding, ``K``, ``embedding``, ``optimizer``,
-    ``rho``, ``eta_star``, ``head_size``, ``gd_theory_exact``, ``gd_min_step_theorem``,
-    ``muon_deficit_constant``, ``k_identity_deviation``)."""
-    slopes: Sequence[Row]
-    """Fitted slopes of ϱ against K per set (``slope_rho``, ``k_min``, ``k_max``)."""
-    update_spectra: Sequence[Row]
-    """First-update spectra at ``figure_k`` (``optimizer``, ``embedding``, ``ratio``,
-    ``block_ratio``)."""
-    coupled_check: Mapping[str, Any]
+    eps: float
+    """ε, the loss level that defines the balance ϱ^ε."""
+    head_mass: float
+    """α, the frequent group's probability mass."""
+    head_fraction: float
+    """β, the frequent group's share of the K facts."""
+    rho: Sequence[RhoRow]
+    """One-step rows (``set`` main/asymptotic/rounding) per K, embedding and optimiser."""
+    slopes: Sequence[SlopeRow]
+    """Fitted slopes of ϱ against K per set, embedding and optimiser."""
+    update_spectra: Sequence[SpectrumRow]
+    """First-update spectra at ``figure_k``."""
+    coupled_check: CoupledReadings
     """The printed row of the coupled construction against both readings."""
-    signgd_coupled_rate_exponent: Mapping[str, float]
-    """r of our construction: ``ours_papers_md_orientation``, ``transposed_orientation``,
-    ``same_position_only``."""
-    sweep: Sequence[Row]
+    signgd_coupled_rate_exponent: RateExponents
+    """r of our construction, three ways."""
+    sweep: Sequence[SweepRow]
     """Figure 4's one-step (Δ ``gap``, L ``loss``) rows per ``embedding`` and ``optimizer``."""
-    multi: Sequence[Row]
+    multi: Sequence[MultiRow]
     """Figure 4's multi-step rows, likewise."""
-    muon_multistep_k: Sequence[Row] = ()
+    muon_multistep_k: Sequence[MultiKRow] = ()
     """Muon multi-step runs over the K list, read at the first recorded step with
-    ε_t = 1 − max_k f_k ≤ ε for each ε of the list (``K``, ``embedding``, ``eps_target``,
-    ``eps_t``, ``gap``, ``step``); none: not run."""
+    ε_t = 1 − max_k f_k ≤ ε for each ε of the list; none: not run."""
 
 
-def _rows(inputs: A4Inputs, kind: str, emb: str, opt: str) -> list[Row]:
-    return [r for r in inputs.rho if (r["set"], r["embedding"], r["optimizer"]) == (kind, emb, opt)]
+def _rows(inputs: A4Inputs, kind: str, emb: str, opt: str) -> list[RhoRow]:
+    return [r for r in inputs.rho if (r.set, r.embedding, r.optimizer) == (kind, emb, opt)]
 
 
-def _slope(inputs: A4Inputs, kind: str, emb: str, opt: str) -> Row | None:
+def _slope(inputs: A4Inputs, kind: str, emb: str, opt: str) -> SlopeRow | None:
     for s in inputs.slopes:
-        if (s["set"], s["embedding"], s["optimizer"]) == (kind, emb, opt):
+        if (s.set, s.embedding, s.optimizer) == (kind, emb, opt):
             return s
     return None
 
@@ -94,15 +102,14 @@ def _gd_rate_exponent(alpha: float, beta: float) -> float:
 @declares(TREND)
 def _check_gd_slope(claim: Claim, inputs: A4Inputs) -> Outcome:
     """O(K^(r−1)) as a trend: c_K = ϱ/K^(r−1) must not grow with K, every embedding."""
-    cfg = inputs.config
-    r = _gd_rate_exponent(cfg["head_mass"], cfg["head_fraction"])
+    r = _gd_rate_exponent(inputs.head_mass, inputs.head_fraction)
     published = f"ϱ/K^(r−1) bounded, r − 1 = {r - 1:.4f} (r = {r:.4f})"
     outcomes = []
     for emb in EMBEDDINGS:
-        rows = sorted(_rows(inputs, "main", emb, "gd"), key=lambda row: row["K"])
+        rows = sorted(_rows(inputs, "main", emb, "gd"), key=lambda row: row.K)
         if rows:
-            ks = [row["K"] for row in rows]
-            constants = [row["rho"] / row["K"] ** (r - 1) for row in rows]
+            ks = [row.K for row in rows]
+            constants = [row.rho / row.K ** (r - 1) for row in rows]
             outcomes.append(_constant_trend(ks, constants, f"{emb}: ϱ/K^(r−1)"))
     if not outcomes:
         return unmeasured(NOT_RUN, published=published)
@@ -125,15 +132,14 @@ def _all_of(outcomes: Sequence[Outcome], **kw: Any) -> Outcome:
 
 @declares(EXACT)
 def _check_gd_min_step(claim: Claim, inputs: A4Inputs) -> Outcome:
-    cfg = inputs.config
     rows = [r for e in EMBEDDINGS for r in _rows(inputs, "main", e, "gd")]
     if not rows:
         return unmeasured(NOT_RUN)
-    rel = [abs(r["eta_star"] / r["gd_min_step_theorem"] - 1) for r in rows]
-    beta = cfg["head_fraction"]
-    tol = [abs(r["head_size"] - beta * r["K"]) / (beta * r["K"]) for r in rows]
+    rel = [abs(r.eta_star / r.gd_min_step_theorem - 1) for r in rows]
+    beta = inputs.head_fraction
+    tol = [abs(r.head_size - beta * r.K) / (beta * r.K) for r in rows]
     ok = all(x <= t + claim["slack"] for x, t in zip(rel, tol, strict=True))
-    exact = all(abs(r["rho"] / r["gd_theory_exact"] - 1) < claim["exact_rel"] for r in rows)
+    exact = all(abs(r.rho / r.gd_theory_exact - 1) < claim["exact_rel"] for r in rows)
     return decided(
         ok and exact,
         f"max relative difference {max(rel):.2e} (from rounding βK to L); "
@@ -160,34 +166,34 @@ def _constant_trend(ks: Sequence[int], constants: Sequence[float], what: str) ->
 
 @declares(TREND)
 def _check_muon_rho(claim: Claim, inputs: A4Inputs) -> Outcome:
-    eps = inputs.config["eps"]
+    eps = inputs.eps
     rows = [r for e in EMBEDDINGS for r in _rows(inputs, "main", e, "muon")]
     if not rows:
         return unmeasured(NOT_RUN)
-    if any(r["rho"] > 1 - eps + claim["slack"] for r in rows):
+    if any(r.rho > 1 - eps + claim["slack"] for r in rows):
         return decided(False, "ϱ above 1 − ε, which no balance can reach")
-    ks = sorted({r["K"] for r in rows})
-    worst = [max(r["muon_deficit_constant"] for r in rows if r["K"] == k) for k in ks]
+    ks = sorted({r.K for r in rows})
+    worst = [max(r.muon_deficit_constant for r in rows if k == r.K) for k in ks]
     return _constant_trend(ks, worst, "(1 − ε − ϱ)/(ε log K / K), worst embedding:")
 
 
 @declares(TREND)
 def _check_muon_update(claim: Claim, inputs: A4Inputs) -> Outcome:
-    rows = [s for s in inputs.update_spectra if s["optimizer"] == "muon"]
+    rows = [s for s in inputs.update_spectra if s.optimizer == "muon"]
     main = [
-        r
+        (r.K, r.k_identity_deviation)
         for e in EMBEDDINGS
         for r in _rows(inputs, "main", e, "muon")
-        if r.get("k_identity_deviation") is not None
+        if r.k_identity_deviation is not None
     ]
     if not rows or not main:
         return unmeasured(NOT_RUN)
-    ratio = min(s["ratio"] for s in rows)
+    ratio = min(s.ratio for s in rows)
     equal = ratio > 1 - claim["ratio_slack"]
-    ks = sorted({r["K"] for r in main})
-    worst = [max(r["k_identity_deviation"] for r in main if r["K"] == k) for k in ks]
+    ks = sorted({size for size, _ in main})
+    worst = [max(dev for size, dev in main if size == k) for k in ks]
     trend = _constant_trend(ks, worst, "K·max|ẼᵀUE + I|:")
-    ours = f"{trend.ours}; σ_min/σ_max (non-zero) at K = {rows[0]['K']}: {ratio:.12f}"
+    ours = f"{trend.ours}; σ_min/σ_max (non-zero) at K = {rows[0].K}: {ratio:.12f}"
     if trend.verdict == "inconclusive":
         return inconclusive(ours, trend.reason)
     return decided(trend.verdict == "reproduced" and equal, ours, details=dict(trend.details))
@@ -195,11 +201,11 @@ def _check_muon_update(claim: Claim, inputs: A4Inputs) -> Outcome:
 
 @declares(EXACT)
 def _check_signgd_decoupled(claim: Claim, inputs: A4Inputs) -> Outcome:
-    eps = inputs.config["eps"]
+    eps = inputs.eps
     rows = _rows(inputs, "main", "decoupled", "signgd")
     if not rows:
         return unmeasured(NOT_RUN)
-    worst = max(abs(r["rho"] - (1 - eps)) for r in rows)
+    worst = max(abs(r.rho - (1 - eps)) for r in rows)
     return decided(
         worst <= claim["tol"], f"max |ϱ − (1 − ε)| = {worst:.2e}", published=f"ϱ = {1 - eps}"
     )
@@ -214,13 +220,13 @@ def _check_signgd_coupled_slope(claim: Claim, inputs: A4Inputs) -> Outcome:
     )
     if not rows:
         return unmeasured(NOT_RUN)
-    rows = sorted(rows, key=lambda row: row["K"])
-    r_ours = inputs.signgd_coupled_rate_exponent["ours_papers_md_orientation"]
-    ks = [row["K"] for row in rows]
-    constants = [row["rho"] / row["K"] ** (R_SIGNGD_PUBLISHED - 1) for row in rows]
+    rows = sorted(rows, key=lambda row: row.K)
+    r_ours = inputs.signgd_coupled_rate_exponent.ours_papers_md_orientation
+    ks = [row.K for row in rows]
+    constants = [row.rho / row.K ** (R_SIGNGD_PUBLISHED - 1) for row in rows]
     found = _constant_trend(ks, constants, "ϱ/K^(r−1)")
     slopes = [
-        f"K {s['k_min']}–{s['k_max']}: slope {s['slope_rho']:.3f}"
+        f"K {s.k_min}–{s.k_max}: slope {s.slope_rho:.3f}"
         for kind in ("main", "asymptotic")
         if (s := _slope(inputs, kind, "coupled", "signgd"))
     ]
@@ -235,9 +241,9 @@ def _check_signgd_coupled_slope(claim: Claim, inputs: A4Inputs) -> Outcome:
 def _check_signgd_coupled_r(claim: Claim, inputs: A4Inputs) -> Outcome:
     r = inputs.signgd_coupled_rate_exponent
     ours, swapped, same = (
-        r["ours_papers_md_orientation"],
-        r["transposed_orientation"],
-        r["same_position_only"],
+        r.ours_papers_md_orientation,
+        r.transposed_orientation,
+        r.same_position_only,
     )
     return decided(
         abs(ours - R_SIGNGD_PUBLISHED) <= claim["tol"],
@@ -250,16 +256,14 @@ def _check_signgd_coupled_r(claim: Claim, inputs: A4Inputs) -> Outcome:
 @declares(EXACT)
 def _check_signgd_coupled_sv(claim: Claim, inputs: A4Inputs) -> Outcome:
     rows = [
-        s
-        for s in inputs.update_spectra
-        if s["optimizer"] == "signgd" and s["embedding"] == "coupled"
+        s for s in inputs.update_spectra if s.optimizer == "signgd" and s.embedding == "coupled"
     ]
     if not rows:
         return unmeasured(NOT_RUN)
     return decided(
-        rows[0]["block_ratio"] <= claim["ratio_max"],
-        f"block (I⊗A part) σ_min/σ_max = {rows[0]['block_ratio']:.4f}; whole update "
-        f"(non-zero) {rows[0]['ratio']:.2e}",
+        rows[0].block_ratio <= claim["ratio_max"],
+        f"block (I⊗A part) σ_min/σ_max = {rows[0].block_ratio:.4f}; whole update "
+        f"(non-zero) {rows[0].ratio:.2e}",
     )
 
 
@@ -267,13 +271,13 @@ def _check_signgd_coupled_sv(claim: Claim, inputs: A4Inputs) -> Outcome:
 def _check_printed_row(claim: Claim, inputs: A4Inputs) -> Outcome:
     c = inputs.coupled_check
     return decided(
-        min(c["transposed_error"], c["literal_error"]) <= claim["max_error"],
+        min(c.transposed_error, c.literal_error) <= claim["max_error"],
         "transposed reading: "
-        + ", ".join(f"{x:.4f}" for x in c["transposed"][0])
+        + ", ".join(f"{x:.4f}" for x in c.transposed)
         + "; literal reading: "
-        + ", ".join(f"{x:.4f}" for x in c["literal"][0]),
-        details={"reading": c["reading"]},
-        published=", ".join(f"{x:.4f}" for x in c["printed_row"]),
+        + ", ".join(f"{x:.4f}" for x in c.literal),
+        details={"reading": c.reading},
+        published=", ".join(f"{x:.4f}" for x in c.printed),
     )
 
 
@@ -283,12 +287,10 @@ def _check_muon_multistep(claim: Claim, inputs: A4Inputs) -> Outcome:
     if not rows:
         return unmeasured("Muon multi-step runs over the K list were not run")
     outcomes = []
-    for eps in sorted({r["eps_target"] for r in rows}, reverse=True):
-        sel = [r for r in rows if r["eps_target"] == eps]
-        ks = sorted({r["K"] for r in sel})
-        worst = [
-            max(r["gap"] / (r["eps_t"] * math.log(k) / k) for r in sel if r["K"] == k) for k in ks
-        ]
+    for eps in sorted({r.eps_target for r in rows}, reverse=True):
+        sel = [r for r in rows if r.eps_target == eps]
+        ks = sorted({r.K for r in sel})
+        worst = [max(r.gap / (r.eps_t * math.log(k) / k) for r in sel if k == r.K) for k in ks]
         outcomes.append((eps, _constant_trend(ks, worst, f"ε = {eps:g}:")))
     ours = "; ".join(o.ours for _, o in outcomes)
     verdicts = {o.verdict for _, o in outcomes}
@@ -304,8 +306,8 @@ def _max_gaps(inputs: A4Inputs) -> dict[tuple[str, str, str], float]:
     out: dict[tuple[str, str, str], float] = {}
     for panel, rows in (("sweep", inputs.sweep), ("multi", inputs.multi)):
         for r in rows:
-            key = (panel, r["embedding"], r["optimizer"])
-            out[key] = max(out.get(key, 0.0), r["gap"])
+            key = (panel, r.embedding, r.optimizer)
+            out[key] = max(out.get(key, 0.0), r.gap)
     return out
 
 
@@ -362,10 +364,10 @@ def _check_rise_then_fall(claim: Claim, inputs: A4Inputs) -> Outcome:
     rises = []
     for rows in (inputs.sweep, inputs.multi):
         for emb in EMBEDDINGS:
-            sel = [r for r in rows if r["embedding"] == emb and r["optimizer"] == "gd"]
+            sel = [r for r in rows if r.embedding == emb and r.optimizer == "gd"]
             if not sel:
                 continue
-            gaps = [r["gap"] for r in sorted(sel, key=lambda r: -r["loss"])]
+            gaps = [r.gap for r in sorted(sel, key=lambda r: -r.loss)]
             top = max(gaps)
             rises.append(gaps[0] < claim["start_frac"] * top and gaps[-1] < claim["end_frac"] * top)
     if not rises:

@@ -6,10 +6,20 @@ Every check reads :class:`BInputs` (exact population loss: no seed behind any ve
 from __future__ import annotations
 
 import math
-from collections.abc import Mapping, Sequence
-from dataclasses import dataclass
+from collections.abc import Sequence
+from dataclasses import asdict, dataclass
 from typing import Any
 
+from tailmem.claims.b_measured import (
+    BlockSymmetry,
+    Matching,
+    Noiseless,
+    NoisyFit,
+    Settings,
+    StabilityRow,
+    TargetFit,
+    TargetRow,
+)
 from tailmem.claims.core import (
     EXACT,
     TREND,
@@ -43,64 +53,59 @@ TREND_WHY = (
 
 @dataclass(frozen=True, kw_only=True)
 class BInputs(ClaimInputs):
-    """What ``assoc-scaling`` gives the B checks (taken from its ``results.json`` mapping)."""
+    """What ``assoc-scaling`` gives the B checks (built by
+    :func:`tailmem.experiments.assoc_scaling.claim_inputs`)."""
 
-    config: Mapping[str, Any]
-    """The run's config as a dict (``horizons``, ``target_excess``, ``target_max_steps``,
-    ``gd_lr_grid_p1``, ``muon_lr_grid``, ``symmetry_steps``, …)."""
-    noiseless: Mapping[str, Any]
+    settings: Settings
+    """The run's settings the checks read (horizons, grids, targets, run lengths)."""
+    noiseless: Noiseless
     """Noiseless GD and Muon: per-group and total ratios, rates, slopes and final gaps; the
-    per-item frequency of each group (``group_item_p``) and each group's first step with loss ≤
-    half its initial loss (``gd_group_half_times``, ``muon_group_half_times``; None: not within
-    ``curve_steps``)."""
-    matching: Mapping[str, Any]
-    """TRA-SignGD against Muon(2η) (``noiseless``/``noisy``), plain SignGD's ``signgd_best``
-    over ``signgd_grid`` and its refinement between the best grid point's neighbours
-    (``signgd_refined``), over ``steps`` steps."""
-    noisy_fits: Sequence[Mapping[str, Any]]
+    per-item frequency of each group and each group's first step with loss ≤ half its initial
+    loss (None: not within ``curve_steps``)."""
+    matching: Matching
+    """TRA-SignGD against Muon(2η), plain SignGD's best over its grid and its refinement
+    between the best grid point's neighbours."""
+    noisy_fits: Sequence[NoisyFit]
     """Per spectrum exponent β: fitted and predicted exponents of GD and Muon under label
-    noise, and per horizon (``horizons``) GD's excess (``gd_excess``) and the larger of Muon's
-    last two excesses (``muon_excess_envelope``)."""
-    steps_to_target: Mapping[str, Any]
-    """``rows`` (per group size C: steps and best step sizes) and ``fit`` (slopes against C)."""
-    gd_stability: Sequence[Mapping[str, Any]]
+    noise, and per horizon GD's excess and the larger of Muon's last two excesses."""
+    target_rows: Sequence[TargetRow]
+    """Steps to target per group size C: steps and best step sizes of GD and Muon."""
+    target_fit: TargetFit
+    """The log-log slopes of the step ratios against C."""
+    gd_stability: Sequence[StabilityRow]
     """Rows per group size C and step size η·p_max, with ``stable`` and
     ``predicted_threshold`` = 2/(λ_max/p_max) of the population Hessian at the noisy optimum."""
-    block_symmetry: Mapping[str, float]
-    """Max relative distance from the exchangeable algebra: ``muon``, ``signgd`` (control)."""
+    block_symmetry: BlockSymmetry
+    """Max relative distance from the exchangeable algebra: Muon, plain SignGD (control)."""
 
 
 @declares(EXACT)
 def _check_gd_per_item(claim: Claim, inputs: BInputs) -> Outcome:
     n = inputs.noiseless
-    learned = n["gd_group_ratio_learned"]
+    learned = n.gd_group_ratio_learned
     if not learned:
         return inconclusive("no group reached η p_j t ≥ 100", "too few learned groups")
     return decided(
         all(claim["lo"] <= x <= claim["hi"] for x in learned),
         "loss_j·η p_j t at the last step, groups with η p_j t ≥ 100: "
         + ", ".join(f"{x:.3f}" for x in learned),
-        details={"all_groups": n["gd_group_ratio"]},
+        details={"all_groups": n.gd_group_ratio},
     )
 
 
 @declares(EXACT)
 def _check_gd_total(claim: Claim, inputs: BInputs) -> Outcome:
-    ratio, slope = inputs.noiseless["gd_total_ratio"], inputs.noiseless["gd_total_slope"]
+    ratio, slope = inputs.noiseless.gd_total_ratio, inputs.noiseless.gd_total_slope
     return decided(
         claim["ratio_lo"] <= ratio <= claim["ratio_hi"] and abs(slope + 1) <= claim["slope_tol"],
         f"mean L·ηt/K over t ∈ [T/2, T] = {ratio:.3f}, log-log slope {slope:.3f}",
     )
 
 
-def _muon_rates(inputs: BInputs) -> list[float]:
-    return inputs.noiseless["muon_group_rates_over_eta"]
-
-
 @declares(EXACT)
 def _check_muon_exponential(claim: Claim, inputs: BInputs) -> Outcome:
     n = inputs.noiseless
-    rate, pref, rates = n["muon_rate_over_eta"], n["muon_prefactor_over_k"], _muon_rates(inputs)
+    rate, pref, rates = n.muon_rate_over_eta, n.muon_prefactor_over_k, n.muon_group_rates_over_eta
     return decided(
         abs(rate - 1) <= claim["rate_tol"]
         and claim["prefactor_lo"] <= pref <= claim["prefactor_hi"]
@@ -129,13 +134,13 @@ def _check_preconditioner(claim: Claim, inputs: BInputs) -> Outcome:
     tolerance 1/ln(p_max/p_min) (:func:`~tailmem.claims.core.log_factor_slope`), while GD's is
     beyond it (else there is no frequency ordering to remove here: inconclusive). A censored
     Muon group makes its exponent a lower bound, which can refute but not confirm."""
-    n, steps = inputs.noiseless, inputs.config["curve_steps"]
-    p = n["group_item_p"]
+    n, steps = inputs.noiseless, inputs.settings.curve_steps
+    p = n.group_item_p
     if len(p) < 3 or max(p) / min(p) <= math.e:
         return inconclusive("—", "fewer than 3 groups, or frequencies within a factor e")
     tol = log_factor_slope([x / min(p) for x in p])
-    gd, gd_censored = speed_exponent(p, n["gd_group_half_times"], steps)
-    muon, censored = speed_exponent(p, n["muon_group_half_times"], steps)
+    gd, gd_censored = speed_exponent(p, n.gd_group_half_times, steps)
+    muon, censored = speed_exponent(p, n.muon_group_half_times, steps)
     if gd.slope is None or muon.slope is None:
         return inconclusive("—", gd.reason or muon.reason)
     ours = (
@@ -172,20 +177,20 @@ def unlearned_coverage(horizon: float, groups: int, beta: float, gd_lr_p1: float
 @declares(TREND)
 def _check_gd_exponent(claim: Claim, inputs: BInputs) -> list[Outcome]:
     """A lower bound as a trend: c_T = excess·T^(1−1/β)/coverage(T) must not decay with T."""
-    cfg = inputs.config
+    settings = inputs.settings
     out = []
     for f in inputs.noisy_fits:
-        beta = f["spectrum_exponent"]
+        beta = f.row.spectrum_exponent
         kw: dict[str, Any] = {
             "variant": f"beta{beta:g}",
             "values": {"beta": beta},
-            "published": f"excess ≳ T^({f['gd_predicted']:.3f})",
-            "details": f,
+            "published": f"excess ≳ T^({f.row.gd_predicted:.3f})",
+            "details": f.to_json(),
         }
         covered = [
             (T, e, c)
-            for T, e in zip(f["horizons"], f["gd_excess"], strict=True)
-            if (c := unlearned_coverage(T, cfg["gd_groups"], beta, cfg["gd_lr_p1"])) > 0
+            for T, e in zip(f.horizons, f.gd_excess, strict=True)
+            if (c := unlearned_coverage(T, settings.gd_groups, beta, settings.gd_lr_p1)) > 0
         ]
         constants = [e * T ** (1 - 1 / beta) / c for T, e, c in covered]
         verdict, trend, tol, reason = trend_bound(
@@ -193,7 +198,7 @@ def _check_gd_exponent(claim: Claim, inputs: BInputs) -> list[Outcome]:
         )
         slope = "—" if trend.slope is None else f"{trend.slope:+.3f} (tolerance −{tol:.3f})"
         ours = (
-            f"fitted exponent {f['gd_slope']:.3f} (K = {f['K']}); c_T = excess·T^(1−1/β)/"
+            f"fitted exponent {f.row.gd_slope:.3f} (K = {f.row.K}); c_T = excess·T^(1−1/β)/"
             f"coverage(T): log-log slope {slope}; coverage over T: "
             + ", ".join(f"{c:.2f}" for _, _, c in covered)
         )
@@ -209,21 +214,25 @@ def _check_muon_exponent(claim: Claim, inputs: BInputs) -> list[Outcome]:
     """An upper bound as a trend: c_T = envelope·(T/log K)² must not grow with T."""
     out = []
     for f in inputs.noisy_fits:
-        beta = f["spectrum_exponent"]
-        horizons = f["horizons"]
+        beta = f.row.spectrum_exponent
+        horizons = f.horizons
         constants = [
-            e * (T / math.log(f["K"])) ** 2
-            for T, e in zip(horizons, f["muon_excess_envelope"], strict=True)
+            e * (T / math.log(f.row.K)) ** 2
+            for T, e in zip(horizons, f.muon_excess_envelope, strict=True)
         ]
         verdict, trend, tol, reason = trend_bound(horizons, constants, bound="upper")
         slope = "—" if trend.slope is None else f"{trend.slope:+.3f} (tolerance {tol:.3f})"
         ours = (
-            f"fitted exponent of the larger of the last two iterates {f['muon_slope']:.3f} "
-            f"(last iterate alone {f['muon_slope_last']:.3f}); c_T = excess·(T/log K)² = "
+            f"fitted exponent of the larger of the last two iterates {f.row.muon_slope:.3f} "
+            f"(last iterate alone {f.row.muon_slope_last:.3f}); c_T = excess·(T/log K)² = "
             + ", ".join(f"{c:.3g}" for c in constants)
-            + f" over T, log-log slope {slope} (c = {f['muon_c']})"
+            + f" over T, log-log slope {slope} (c = {f.row.muon_c})"
         )
-        kw: dict[str, Any] = {"variant": f"beta{beta:g}", "values": {"beta": beta}, "details": f}
+        kw: dict[str, Any] = {
+            "variant": f"beta{beta:g}",
+            "values": {"beta": beta},
+            "details": f.to_json(),
+        }
         if trend.slope is None:
             out.append(inconclusive(ours, reason, **kw))
         else:
@@ -233,25 +242,25 @@ def _check_muon_exponent(claim: Claim, inputs: BInputs) -> list[Outcome]:
 
 @declares(EXACT)
 def _check_beta_independent(claim: Claim, inputs: BInputs) -> Outcome:
-    slopes = [f["muon_slope"] for f in inputs.noisy_fits]
+    slopes = [f.row.muon_slope for f in inputs.noisy_fits]
     ours = "fitted exponents " + ", ".join(f"{s:.2f}" for s in slopes)
     if len(slopes) < 2:
         return inconclusive(ours, "one spectrum exponent β only")
-    tol = log_factor_slope(inputs.config["horizons"])
+    tol = log_factor_slope(inputs.settings.horizons)
     spread = max(slopes) - min(slopes)
     return decided(spread <= tol, ours + f": spread {spread:.3f} (tolerance {tol:.3f})")
 
 
-def _edges(rows: Sequence[Mapping[str, Any]], config: Mapping[str, Any]) -> list[str]:
+def _edges(rows: Sequence[TargetRow], settings: Settings) -> list[str]:
     """Where the steps-to-target sweep picked an end of its step-size grid."""
     flags = []
     for r in rows:
-        for key, grid, name in (
-            ("gd_best_lr_p1", config["gd_lr_grid_p1"], "GD η·p_max"),
-            ("muon_best_lr", config["muon_lr_grid"], "Muon η"),
+        for best, grid, name in (
+            (r.gd_best_lr_p1, settings.gd_lr_grid_p1, "GD η·p_max"),
+            (r.muon_best_lr, settings.muon_lr_grid, "Muon η"),
         ):
-            if r[key] is not None and (edge := grid_edge(r[key], grid)):
-                flags.append(f"C = {r['group_size']}: {name} = {r[key]:g} at the {edge} grid edge")
+            if best is not None and (edge := grid_edge(best, grid)):
+                flags.append(f"C = {r.group_size}: {name} = {best:g} at the {edge} grid edge")
     return flags
 
 
@@ -259,21 +268,22 @@ def _edges(rows: Sequence[Mapping[str, Any]], config: Mapping[str, Any]) -> list
 def _check_speedup(claim: Claim, inputs: BInputs) -> Outcome:
     """Ω(C) as a trend: the steps ratio over C must not decay with C; an optimum at a grid
     edge (either optimiser) leaves the ratio unbracketed, hence inconclusive."""
-    cfg = inputs.config
-    fit, rows = inputs.steps_to_target["fit"], inputs.steps_to_target["rows"]
-    values = {"target_excess": cfg["target_excess"], "target_max_steps": cfg["target_max_steps"]}
-    tuned = fit.get("ratio_tuned")
+    settings = inputs.settings
+    fit, rows = inputs.target_fit, inputs.target_rows
+    values = {
+        "target_excess": settings.target_excess,
+        "target_max_steps": settings.target_max_steps,
+    }
+    tuned = fit.ratio_tuned
     if tuned is None:
         return inconclusive(
             "target not reached by both optimisers", "too few points", values=values
         )
-    edges = _edges(rows, cfg)
-    at_one = fit.get("ratio_gd_lr_p1_1")
-    reached = [r for r in rows if r["ratio_tuned"]]
+    edges = _edges(rows, settings)
+    at_one = fit.ratio_gd_lr_p1_1
+    reached = [(r.group_size, r.ratio_tuned) for r in rows if r.ratio_tuned]
     verdict, trend, tol, reason = trend_bound(
-        [r["group_size"] for r in reached],
-        [r["ratio_tuned"] / r["group_size"] for r in reached],
-        bound="lower",
+        [C for C, _ in reached], [ratio / C for C, ratio in reached], bound="lower"
     )
     slope = "—" if trend.slope is None else f"{trend.slope:+.2f}, tolerance −{tol:.2f}"
     ours = (
@@ -282,7 +292,7 @@ def _check_speedup(claim: Claim, inputs: BInputs) -> Outcome:
         + ("n/a" if at_one is None else f"{at_one:.2f}")
         + (f"; grid-edge optima: {'; '.join(edges)}" if edges else "")
     )
-    details = {**fit, "grid_edges": edges}
+    details = {**asdict(fit), "grid_edges": edges}
     if trend.slope is None:
         return inconclusive(ours, reason, values=values, details=details)
     if edges:
@@ -300,20 +310,20 @@ def _check_speedup(claim: Claim, inputs: BInputs) -> Outcome:
 def _check_block_symmetry(claim: Claim, inputs: BInputs) -> Outcome:
     s = inputs.block_symmetry
     return decided(
-        s["muon"] <= claim["max_distance"],
+        s.muon <= claim["max_distance"],
         f"max relative distance of ẼᵀWE from the exchangeable algebra over "
-        f"{inputs.config['symmetry_steps']} steps: Muon {s['muon']:.1e}, plain SignGD "
-        f"(control) {s['signgd']:.1e}",
+        f"{inputs.settings.symmetry_steps} steps: Muon {s.muon:.1e}, plain SignGD "
+        f"(control) {s.signgd:.1e}",
     )
 
 
 @declares(EXACT)
 def _check_tra(claim: Claim, inputs: BInputs) -> Outcome:
     m = inputs.matching
-    clean, noisy = m["noiseless"]["tra_vs_muon_2eta"], m["noisy"]["tra_vs_muon_2eta"]
+    clean, noisy = m.tra_noiseless, m.tra_noisy
     return decided(
         max(clean, noisy) <= claim["max_difference"],
-        f"max relative difference of (excess) loss over {m['steps']} steps: noiseless "
+        f"max relative difference of (excess) loss over {m.steps} steps: noiseless "
         f"{clean:.3f}, label noise {noisy:.3f}",
     )
 
@@ -324,16 +334,16 @@ def _check_signgd_cannot(claim: Claim, inputs: BInputs) -> Outcome:
     its refinement between the best grid point's neighbours; a grid whose best point is an end
     does not bracket the best step, so its best can refute but not confirm."""
     m = inputs.matching
-    best, grid, coarse = m["signgd_best"], m["signgd_grid"], m["signgd_vs_muon_2eta"]
+    best, grid, coarse = m.best_mismatch, m.signgd_grid, m.signgd_vs_muon_2eta
     edge = grid_edge(grid[min(range(len(grid)), key=lambda i: coarse[i])], grid)
     ours = (
-        f"best plain SignGD over {len(grid)} step sizes and {len(m['signgd_refined']['lrs'])} "
-        f"between the best's neighbours: max relative loss difference {best['mismatch']:.3f} "
-        f"(η = {best['lr']:g}" + (f"; the grid's best at its {edge} edge)" if edge else ")")
+        f"best plain SignGD over {len(grid)} step sizes and {len(m.refined_lrs)} "
+        f"between the best's neighbours: max relative loss difference {best:.3f} "
+        f"(η = {m.best_lr:g}" + (f"; the grid's best at its {edge} edge)" if edge else ")")
     )
-    if edge and best["mismatch"] > claim["min_mismatch"]:
+    if edge and best > claim["min_mismatch"]:
         return inconclusive(ours, "the best step size is at a grid edge; a better one may exist")
-    return decided(best["mismatch"] > claim["min_mismatch"], ours)
+    return decided(best > claim["min_mismatch"], ours)
 
 
 @declares(EXACT)
@@ -341,16 +351,16 @@ def _check_gd_stability(claim: Claim, inputs: BInputs) -> Outcome:
     """The stability threshold in units of 1/p_max does not depend on C: every group size's
     bracket (largest stable, smallest unstable grid value) overlaps the others'."""
     rows = inputs.gd_stability
-    sizes = sorted({r["group_size"] for r in rows})
+    sizes = sorted({r.group_size for r in rows})
     if len(sizes) < 2:
         return unmeasured("the stability sweep needs at least two group sizes")
     parts, brackets, details = [], [], {}
     for C in sizes:
-        sel = sorted((r for r in rows if r["group_size"] == C), key=lambda r: r["lr_p1"])
-        stable = [r["lr_p1"] for r in sel if r["stable"]]
-        unstable = [r["lr_p1"] for r in sel if not r["stable"]]
+        sel = sorted((r for r in rows if r.group_size == C), key=lambda r: r.lr_p1)
+        stable = [r.lr_p1 for r in sel if r.stable]
+        unstable = [r.lr_p1 for r in sel if not r.stable]
         lo, hi = max(stable, default=None), min(unstable, default=None)
-        predicted = sel[0]["predicted_threshold"]
+        predicted = sel[0].predicted_threshold
         parts.append(f"C = {C}: stable ≤ {lo}, unstable from {hi} (2/λ_max = {predicted:.1f})")
         details[str(C)] = {"largest_stable": lo, "smallest_unstable": hi, "predicted": predicted}
         brackets.append((lo, hi))

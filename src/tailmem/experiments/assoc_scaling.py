@@ -40,6 +40,17 @@ from tailmem.assoc.optimizers import label as optimizer_label
 from tailmem.assoc.structure import Layout, project
 from tailmem.assoc.theory import MUON_NOISY_EXPONENT, gd_noisy_exponent, gd_stability_threshold
 from tailmem.claims.b import BInputs
+from tailmem.claims.b_measured import (
+    BlockSymmetry,
+    Matching,
+    Noiseless,
+    NoisyFit,
+    NoisyFitRow,
+    Settings,
+    StabilityRow,
+    TargetFit,
+    TargetRow,
+)
 from tailmem.claims.core import grid_edge
 from tailmem.claims.registry import evaluate
 from tailmem.columns import column, column_docs, records
@@ -223,64 +234,6 @@ class CurveRow:
 
 
 @dataclass(frozen=True)
-class Noiseless:
-    """Part 1's fits of the noiseless curves (``results.json`` ``noiseless``): GD's total and
-    per-group loss against K/(ηt) and 1/(η p_j t), Muon's against K·e^(−ηt), and each group's
-    first step at half its initial loss."""
-
-    K: int
-    lrs: dict[str, float]
-    """The constant step size of each optimiser's run."""
-    gd_total_ratio: float
-    gd_total_slope: float
-    gd_group_ratio: list[float]
-    gd_group_eta_p_t: list[float]
-    gd_group_ratio_learned: list[float]
-    muon_rate_over_eta: float
-    muon_prefactor_over_k: float
-    muon_group_rates_over_eta: list[float]
-    gd_group_slopes: list[float]
-    muon_final_gap: float
-    gd_final_gap: float
-    group_item_p: list[float]
-    gd_group_half_times: list[int | None]
-    muon_group_half_times: list[int | None]
-
-
-@dataclass(frozen=True)
-class Matching:
-    """Part 1's matching check: TRA-SignGD(η) and plain SignGD against Muon(2η), as the
-    largest relative difference of their (excess) losses over ``steps`` steps."""
-
-    tra_noiseless: float
-    tra_noisy: float
-    signgd_grid: list[float]
-    signgd_vs_muon_2eta: list[float]
-    """Plain SignGD's mismatch at each step size of the grid."""
-    refined_lrs: list[float]
-    refined_mismatch: list[float]
-    best_lr: float
-    best_mismatch: float
-    signgd_final_gap: list[float]
-    muon_final_gap: float
-    steps: int
-
-    def to_json(self) -> dict[str, object]:
-        """Its ``results.json`` record."""
-        return {
-            "noiseless": {"tra_vs_muon_2eta": self.tra_noiseless},
-            "noisy": {"tra_vs_muon_2eta": self.tra_noisy},
-            "signgd_grid": self.signgd_grid,
-            "signgd_vs_muon_2eta": self.signgd_vs_muon_2eta,
-            "signgd_refined": {"lrs": self.refined_lrs, "mismatch": self.refined_mismatch},
-            "signgd_best": {"lr": self.best_lr, "mismatch": self.best_mismatch},
-            "signgd_final_gap": self.signgd_final_gap,
-            "muon_final_gap": self.muon_final_gap,
-            "steps": self.steps,
-        }
-
-
-@dataclass(frozen=True)
 class SweepRow:
     """One (β, horizon T) of the noisy sweep (``noisy_sweep.csv``)."""
 
@@ -291,92 +244,6 @@ class SweepRow:
     muon_excess: float = column("Muon's excess loss at its last iterate, η = c·log K / T")
     muon_excess_envelope: float = column("the larger of Muon's last two iterates")
     muon_bound_constant: float = column("that envelope · (T/log K)²")
-
-
-@dataclass(frozen=True)
-class NoisyFitRow:
-    """One β of ``noisy_fits.csv``: the fitted exponents against the claims."""
-
-    spectrum_exponent: float = column("β of the group masses i^(−β)")
-    K: int = column("number of facts")
-    gd_slope: float = column("fitted log-log slope of GD's excess loss against T")
-    gd_predicted: float = column("−(1 − 1/β), the claimed lower bound's exponent")
-    muon_slope_last: float = column("the same for Muon's last iterate alone")
-    muon_slope: float = column("the same for the larger of Muon's last two iterates")
-    muon_predicted: float = column("−2, the claimed exponent of Muon")
-    muon_max_bound_constant: float = column("max over T of excess·(T/log K)²")
-    gd_lr: float = column("GD's step size (gd_lr_p1 / p_max)")
-    muon_c: float = column("c of Muon's step size c·log K / T")
-
-
-@dataclass(frozen=True)
-class NoisyFit:
-    """One β's fit (its table row) with the curves it was fitted to."""
-
-    row: NoisyFitRow
-    horizons: list[int]
-    gd_excess: list[float]
-    muon_excess_envelope: list[float]
-
-    def to_json(self) -> dict[str, object]:
-        """Its ``results.json`` record: the row, then the curves."""
-        return {
-            **records([self.row])[0],
-            "horizons": self.horizons,
-            "gd_excess": self.gd_excess,
-            "muon_excess_envelope": self.muon_excess_envelope,
-        }
-
-
-@dataclass(frozen=True)
-class TargetRow:
-    """One group size of ``steps_to_target.csv``: steps until the excess loss stays below the
-    target, GD against Muon."""
-
-    group_size: int = column("C, facts per frequency group")
-    K: int = column("number of facts")
-    gd_best_steps: int | None = column("GD's fewest steps over its step-size grid")
-    gd_best_lr_p1: float | None = column("that step size, in units of 1/p_max")
-    gd_lr_p1_1_steps: int | None = column("GD's steps at η·p_max = 1")
-    muon_best_steps: int | None = column("Muon's fewest steps over its step-size grid")
-    muon_best_lr: float | None = column("Muon's best step size")
-    ratio_tuned: float | None = column("GD steps / Muon steps, both tuned")
-    ratio_gd_lr_p1_1: float | None = column("the same with GD at η·p_max = 1")
-    gd_lr_grid_edge: str = column("set where GD's best step is an end of its grid")
-    muon_lr_grid_edge: str = column("set where Muon's best step is an end of its grid")
-
-
-@dataclass(frozen=True)
-class TargetFit:
-    """The log-log slopes of both step ratios against C (None under two points), and whether
-    both optimisers reached the target at every C."""
-
-    ratio_tuned: float | None
-    ratio_gd_lr_p1_1: float | None
-    reached_all: bool
-
-
-@dataclass(frozen=True)
-class StabilityRow:
-    """One (group size, η·p_max) of ``gd_stability.csv``."""
-
-    group_size: int = column("C, facts per frequency group")
-    K: int = column("number of facts")
-    lr_p1: float = column("η·p_max")
-    stable: bool = column("finite, below the start and ≤ 1% late increases")
-    final_excess: float = column("the excess loss at the last step")
-    late_increase_fraction: float = column("share of late steps that raise the loss")
-    predicted_threshold: float = column("2/(λ_max(H)/p_max) at the noisy optimum")
-
-
-@dataclass(frozen=True)
-class BlockSymmetry:
-    """The largest relative distance from the exchangeable algebra along a dense run from
-    W₀ = 0, per optimiser."""
-
-    muon: float
-    signgd: float
-    K: int
 
 
 @dataclass(frozen=True)
@@ -470,8 +337,33 @@ def outputs(cfg: Config, found: Results) -> Outputs:
         tables,
         figures,
         {"results.json": {**results, "wall_seconds": found.wall_seconds}},
-        tuple(evaluate(NAME, BInputs.of(results))),
+        tuple(evaluate(NAME, claim_inputs(cfg, found))),
         _report(cfg),
+    )
+
+
+def claim_inputs(cfg: Config, found: Results) -> BInputs:
+    """What the B checks read: the settings they need and the parts' results as measured."""
+    settings = Settings(
+        curve_steps=cfg.curve_steps,
+        gd_groups=cfg.gd_groups,
+        gd_lr_p1=cfg.gd_lr_p1,
+        horizons=cfg.horizons,
+        gd_lr_grid_p1=cfg.gd_lr_grid_p1,
+        muon_lr_grid=cfg.muon_lr_grid,
+        target_excess=cfg.target_excess,
+        target_max_steps=cfg.target_max_steps,
+        symmetry_steps=cfg.symmetry_steps,
+    )
+    return BInputs(
+        settings=settings,
+        noiseless=found.noiseless,
+        matching=found.matching,
+        noisy_fits=found.sweep_fits,
+        target_rows=found.target_rows,
+        target_fit=found.target_fit,
+        gd_stability=found.stability,
+        block_symmetry=found.symmetry,
     )
 
 

@@ -35,8 +35,18 @@ from tailmem.assoc.optimizers import OPTIMIZERS
 from tailmem.assoc.optimizers import label as optimizer_label
 from tailmem.assoc.spectra import HEAD_ROUNDINGS
 from tailmem.claims.a4 import A4Inputs
+from tailmem.claims.a4_measured import (
+    CoupledReadings,
+    MultiKRow,
+    MultiRow,
+    RateExponents,
+    RhoRow,
+    SlopeRow,
+    SpectrumRow,
+    SweepRow,
+)
 from tailmem.claims.registry import evaluate
-from tailmem.columns import column, column_docs, records
+from tailmem.columns import column_docs, records
 from tailmem.errors import ConfigError
 from tailmem.outputs import Figure, Outputs, Report, Table, write
 from tailmem.plotting import legend_outside, pyplot, style_loglog
@@ -167,108 +177,6 @@ def run(cfg: Config, run: RunDir, provenance: Provenance) -> None:
     progress.plan(3, "phases")  # the rho table, the other measurements, the outputs
     measured = measure(cfg)
     write(run, outputs(cfg, measured, time.perf_counter() - started))
-
-
-@dataclass(frozen=True)
-class RhoRow:
-    """One one-step balance of ``rho.csv``: one K, embedding, optimiser and head rounding."""
-
-    set: str = column(
-        "main: the K list; asymptotic: the large-K list; rounding: the "
-        "'nearest' head rounding (coupled SignGD)"
-    )
-    K: int = column("number of facts")
-    embedding: str = column("decoupled or coupled embeddings")
-    optimizer: str = column("the update rule")
-    head_rounding: str = column("how L = βK is rounded")
-    head_size: int = column("L, the facts in the frequent group")
-    rho: float = column("ϱ^ε, the one-step balance")
-    rho_literal_inf: float = column("ϱ^ε read literally (an infimum over step sizes)")
-    monotone: bool = column("whether the worst fact's probability rises monotonically in η")
-    eta_star: float = column("η*, the step size that defines ϱ^ε")
-    gap: float = column("Δ at η*, the best-minus-worst fact probability")
-    head_prob: float = column("a frequent fact's probability at η*")
-    tail_prob: float = column("a rare fact's probability at η*")
-    muon_deficit_constant: float = column("(1 − ε − ϱ^ε)/(ε log K / K), Muon's O(·) constant")
-    gd_theory_exact: float = column("GD's ϱ^ε from the closed form")
-    gd_min_step_theorem: float = column("Theorem 5.3's smallest GD step size")
-    backend: str = column("the memory's backend (structured or dense)")
-    k_identity_deviation: float | None = column(
-        "K · max |ẼᵀUE + I| of Muon's first update (empty for other rules)"
-    )
-
-
-@dataclass(frozen=True)
-class SlopeRow:
-    """One fitted slope of ``rho_slopes.csv``."""
-
-    set: str = column("main: the K list; asymptotic: the large-K list")
-    embedding: str = column("decoupled or coupled embeddings")
-    optimizer: str = column("the update rule")
-    k_min: int = column("smallest K of the fit")
-    k_max: int = column("largest K of the fit")
-    slope_rho: float = column("fitted log-log slope of ϱ^ε against K")
-    slope_gap: float = column("fitted log-log slope of 1 − ε − ϱ^ε against K")
-    predicted_slope_rho: float = column("the slope the theorem (or paper) predicts")
-    prediction: str = column("where the predicted slope comes from")
-
-
-@dataclass(frozen=True)
-class SpectrumRow:
-    """The singular values of one first update at ``figure_k`` (``update_spectra.csv``)."""
-
-    K: int = column("number of facts (figure_k)")
-    embedding: str = column("decoupled or coupled embeddings")
-    optimizer: str = column("the update rule")
-    sigma_max: float = column("the largest singular value of the update")
-    sigma_min_nonzero: float = column("the smallest non-zero singular value")
-    rank: int = column("the update's numerical rank")
-    ratio: float = column("σ_min/σ_max over the non-zero singular values of the update")
-    block_ratio: float = column("the same for the 3×3 (I⊗A) block of the coupled construction")
-    identity_deviation: float = column("max |ẼᵀUE + I| (Muon's deviation from −ẼEᵀ)")
-
-
-@dataclass(frozen=True)
-class SweepRow:
-    """One step size of the one-step sweep (``delta_vs_loss_one_step.csv``)."""
-
-    embedding: str = column("decoupled or coupled embeddings")
-    optimizer: str = column("the update rule")
-    eta: float = column("the step size")
-    loss: float = column("L(W) after the step")
-    gap: float = column("Δ(W), the best-minus-worst fact probability")
-    min_prob: float = column("the worst fact's probability")
-    max_prob: float = column("the best fact's probability")
-
-
-@dataclass(frozen=True)
-class MultiRow:
-    """One recorded step of a multi-step run (``delta_vs_loss_multi_step.csv``)."""
-
-    embedding: str = column("decoupled or coupled embeddings")
-    optimizer: str = column("the update rule")
-    lr: float = column("the constant step size")
-    step: int = column("the step")
-    loss: float = column("L(W) at the step")
-    gap: float = column("Δ(W), the best-minus-worst fact probability")
-    min_prob: float = column("the worst fact's probability")
-    max_prob: float = column("the best fact's probability")
-    head_loss: float = column("the frequent group's loss")
-    tail_loss: float = column("the rare group's loss")
-
-
-@dataclass(frozen=True)
-class MultiKRow:
-    """A Muon run over the K list read at the first step with ε_t ≤ ε
-    (``muon_multistep_k.csv``)."""
-
-    K: int = column("number of facts")
-    embedding: str = column("decoupled or coupled embeddings")
-    eps_target: float = column("the fixed ε")
-    step: int = column("the first recorded step with ε_t ≤ ε")
-    eps_t: float = column("1 − max_k f_k at that step")
-    gap: float = column("Δ_t, the best-minus-worst fact probability")
-    constant_log_k: float = column("Δ_t/(ε_t log K / K), the theorem's O(·) constant")
 
 
 @dataclass(frozen=True)
@@ -534,6 +442,16 @@ def _muon_multistep_over_k(cfg: Config) -> list[MultiKRow]:
 
 # --------------------------------------------------------------------------- (d) printed numbers
 
+READING = (
+    "A+B is the diagonal 3x3 block of -sign(grad L(W0)) with W of shape d_o x d_s and "
+    "grad L = E~ (S - Q) diag(p) E^T (PAPERS.md orientation); A+B = sign(R_obj R_key^T). "
+    "'literal' is R_key^T (A+B) R_obj; 'transposed' is R_key^T (A+B)^T R_obj, i.e. the same "
+    "product with W stored as d_s x d_o; it equals the transpose of our task-basis block "
+    "E~^T(-sign grad L)E, whose first column holds the logits query 0 gives the three objects "
+    "of its block."
+)
+"""How the coupled construction's two readings come about (``coupled_check.json``)."""
+
 
 def _check_json(check: theory.CoupledCheck) -> dict[str, object]:
     """``coupled_check.json``: the check's numbers (tensors as nested lists) and how to read
@@ -543,15 +461,20 @@ def _check_json(check: theory.CoupledCheck) -> dict[str, object]:
         return x.tolist() if isinstance(x, torch.Tensor) else x
 
     out = {f.name: listify(getattr(check, f.name)) for f in fields(check)}
-    out["reading"] = (
-        "A+B is the diagonal 3x3 block of -sign(grad L(W0)) with W of shape d_o x d_s and "
-        "grad L = E~ (S - Q) diag(p) E^T (PAPERS.md orientation); A+B = sign(R_obj R_key^T). "
-        "'literal' is R_key^T (A+B) R_obj; 'transposed' is R_key^T (A+B)^T R_obj, i.e. the same "
-        "product with W stored as d_s x d_o; it equals the transpose of our task-basis block "
-        "E~^T(-sign grad L)E, whose first column holds the logits query 0 gives the three objects "
-        "of its block."
-    )
+    out["reading"] = READING
     return out
+
+
+def _readings(check: theory.CoupledCheck) -> CoupledReadings:
+    """The first rows the printed-row claim compares, from the check."""
+    return CoupledReadings(
+        transposed=tuple(check.transposed[0].tolist()),
+        literal=tuple(check.literal[0].tolist()),
+        printed=tuple(check.printed_row.tolist()),
+        transposed_error=check.transposed_error,
+        literal_error=check.literal_error,
+        reading=READING,
+    )
 
 
 # --------------------------------------------------------------------------- figures
@@ -686,16 +609,15 @@ def outputs(cfg: Config, measured: Measured, wall_seconds: float) -> Outputs:
     the report of the measured parts."""
     m = measured
     results = _results(cfg, m)
-    sweep, multi = records(m.sweep), records(m.multi)
-    claims = evaluate(NAME, A4Inputs.of({**results, "sweep": sweep, "multi": multi}))
+    claims = evaluate(NAME, claim_inputs(cfg, m))
     tables = (
         Table("rho.csv", records(m.rho), columns=column_docs(RhoRow)),
         Table("rho_slopes.csv", records(m.slopes), "fitted slopes of ϱ^ε against K",
               column_docs(SlopeRow)),
         Table("update_spectra.csv", records(m.spectra), "σ_min/σ_max of the first updates",
               column_docs(SpectrumRow)),
-        Table("delta_vs_loss_one_step.csv", sweep, columns=column_docs(SweepRow)),
-        Table("delta_vs_loss_multi_step.csv", multi, columns=column_docs(MultiRow)),
+        Table("delta_vs_loss_one_step.csv", records(m.sweep), columns=column_docs(SweepRow)),
+        Table("delta_vs_loss_multi_step.csv", records(m.multi), columns=column_docs(MultiRow)),
         Table("muon_multistep_k.csv", records(m.multi_k),
               "Theorem 5.4 over K: Muon runs read at the first step with ε_t ≤ ε",
               column_docs(MultiKRow)),
@@ -715,8 +637,36 @@ def outputs(cfg: Config, measured: Measured, wall_seconds: float) -> Outputs:
     return Outputs(tables, figures, files, tuple(claims), _report(cfg))
 
 
+def _rate_exponents() -> RateExponents:
+    """Our coupled construction's SignGD rate exponent, three ways (:class:`RateExponents`)."""
+    return RateExponents(
+        ours_papers_md_orientation=theory.signgd_coupled_rate_exponent(),
+        transposed_orientation=theory.signgd_coupled_rate_exponent(
+            theory.PAPER_OBJECT_ANGLES, theory.PAPER_KEY_ANGLES
+        ),
+        same_position_only=theory.signgd_coupled_rate_exponent(same_position_only=True),
+    )
+
+
+def claim_inputs(cfg: Config, m: Measured) -> A4Inputs:
+    """What the A4 checks read: the config's ε, α and β and the measured rows as they are."""
+    return A4Inputs(
+        eps=cfg.eps,
+        head_mass=cfg.head_mass,
+        head_fraction=cfg.head_fraction,
+        rho=m.rho,
+        slopes=m.slopes,
+        update_spectra=m.spectra,
+        coupled_check=_readings(m.coupled),
+        signgd_coupled_rate_exponent=_rate_exponents(),
+        sweep=m.sweep,
+        multi=m.multi,
+        muon_multistep_k=m.multi_k,
+    )
+
+
 def _results(cfg: Config, m: Measured) -> dict[str, Any]:
-    """``results.json`` without its wall time (what the claims read, with the Δ–L rows)."""
+    """``results.json`` without its wall time."""
     return {
         "experiment": NAME,
         "config": asdict(cfg),
@@ -727,14 +677,7 @@ def _results(cfg: Config, m: Measured) -> dict[str, Any]:
         "update_spectra": records(m.spectra),
         "coupled_check": _check_json(m.coupled),
         "muon_multistep_k": records(m.multi_k),
-        "signgd_coupled_rate_exponent": {
-            "ours_papers_md_orientation": theory.signgd_coupled_rate_exponent(),
-            "transposed_orientation": theory.signgd_coupled_rate_exponent(
-                theory.PAPER_OBJECT_ANGLES, theory.PAPER_KEY_ANGLES
-            ),
-            "same_position_only": theory.signgd_coupled_rate_exponent(same_position_only=True),
-            "paper": 0.675,
-        },
+        "signgd_coupled_rate_exponent": {**asdict(_rate_exponents()), "paper": 0.675},
     }
 
 
