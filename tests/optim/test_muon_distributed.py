@@ -12,6 +12,8 @@
 
 import copy
 import datetime
+import math
+from typing import Any, cast
 
 import pytest
 import torch
@@ -240,11 +242,24 @@ def _fsdp_worker(rank: int, world: int, init_file: str, out_file: str, ckpt: str
     for step in range(RESUME_AT, FSDP_STEPS):
         _fsdp_step(model, opt, step, rank, world)
         resumed.append(_full_params(model))
+    # a NaN in one rank's gradient shard only: every rank refuses (none waits in a collective)
+    x, y = _batch(0)
+    opt.zero_grad()
+    ((model(x) - y) ** 2).mean().backward()
+    first = next(iter(model.parameters()))
+    if rank == 0:
+        cast(Any, first.grad).to_local()[0, 0] = math.nan
+    try:
+        opt.step()
+        refused = ""
+    except ValueError as error:
+        refused = str(error)
     result = {
         "trajectory": trajectory,
         "resumed": resumed,
         "sharded_state": sharded_state,
         "local_rows": local_rows,
+        "refused": refused,
     }
     torch.save(result, f"{out_file}.{rank}")
     dist.barrier()
@@ -283,3 +298,8 @@ def test_fsdp2_resumes_identically_from_a_dcp_checkpoint(fsdp_results):
         ):
             for a, b in zip(resumed, original, strict=True):
                 assert torch.equal(a, b)
+
+
+def test_fsdp2_ranks_refuse_together_a_nan_in_one_ranks_shard(fsdp_results):
+    for result in fsdp_results:
+        assert "NaN or infinite gradient entry in param_groups[0]['params'][0]" in result["refused"]

@@ -195,3 +195,99 @@ def test_deepcopy_shares_an_explicit_process_group():
     group = object()  # stands in for a ProcessGroup here: identity is all that is checked
     copied = copy.deepcopy(Muon(params(), process_group=group))
     assert copied.process_group is group and copied.distributed is None
+
+
+# ------------------------------------------------- gradients an optimiser cannot step on
+
+
+@pytest.mark.parametrize("bad", [math.nan, math.inf])
+@pytest.mark.parametrize(
+    ("cls", "kwargs"),
+    [(Muon, {"dtype": torch.float32}), (Muon, {"normuon": True}), (SignGD, {"lr": 0.1})],
+    ids=["muon", "normuon", "signgd"],
+)
+def test_a_non_finite_gradient_is_refused_by_name_and_the_next_clean_step_is_the_one_it_skipped(
+    cls, kwargs, bad
+):
+    """Nothing moves on the refused step (parameters, momentum, NorMuon rows, even of the
+    clean parameters), so skipping the bad batch leaves exactly the run that never saw it."""
+    ps, opt = trained(cls, momentum=0.9, **kwargs)
+    ref_ps, ref_opt = trained(cls, momentum=0.9, **kwargs)
+    before = snapshot(ps, opt)
+    set_grads(ps, 3)
+    ps[1].grad[2, 3] = bad
+    with pytest.raises(ValueError, match=r"NaN or infinite gradient entry in param_groups\[0\]"
+                       r"\['params'\]\[1\], shape \(4, 6\).*Nothing was updated"):  # fmt: skip
+        opt.step()
+    assert_unchanged(ps, opt, before)
+    for p, q, seed in ((ps, ref_ps, 4), (ps, ref_ps, 5)):
+        set_grads(p, seed)
+        set_grads(q, seed)
+        opt.step()
+        ref_opt.step()
+    assert all(torch.equal(a, b) for a, b in zip(ps, ref_ps, strict=True))
+
+
+def test_the_refusal_names_the_parameter_when_the_group_carries_names():
+    model = torch.nn.Linear(4, 6, bias=False)
+    opt = Muon(model.named_parameters())
+    model.weight.grad = torch.full((6, 4), math.nan)
+    with pytest.raises(ValueError, match=r"gradient entry in 'weight' \(param_groups\[0\]"):
+        opt.step()
+
+
+def test_muon_update_refuses_a_non_finite_gradient_before_its_buffer_moves():
+    from tailmem.optim import muon_update
+
+    buf = torch.randn(6, 4)
+    before = buf.clone()
+    grad = torch.randn(6, 4)
+    grad[0, 0] = math.inf
+    with pytest.raises(ValueError, match=r"muon_update got a NaN or infinite entry in grad"):
+        muon_update(grad, buf)
+    assert torch.equal(buf, before)
+
+
+@pytest.mark.parametrize("dtype", [torch.bfloat16, torch.float16, torch.float64])
+def test_normuon_resumes_on_a_model_of_any_dtype_with_its_rows_in_float32(dtype):
+    """torch's ``load_state_dict`` casts every floating state tensor to its parameter's dtype;
+    NorMuon's per-row second moment stays float32, so the resumed run steps as the original."""
+
+    def run(steps, opt=None, ps=None):
+        if ps is None:
+            gen = torch.Generator().manual_seed(0)
+            ps = [torch.nn.Parameter(torch.randn(8, 4, generator=gen).to(dtype))]
+            opt = Muon(ps, normuon=True, dtype=torch.float32)
+        for seed in steps:
+            ps[0].grad = torch.randn(8, 4, generator=torch.Generator().manual_seed(seed)).to(dtype)
+            opt.step()
+        return ps, opt
+
+    ps, _ = run((1, 2, 3))
+    half, half_opt = run((1,))
+    resumed_ps, resumed_opt = run(())
+    resumed_ps[0].data.copy_(half[0].data)
+    resumed_opt.load_state_dict(copy.deepcopy(half_opt.state_dict()))
+    assert resumed_opt.state[resumed_ps[0]]["normuon_second_moment"].dtype == torch.float32
+    run((2, 3), resumed_opt, resumed_ps)
+    assert torch.equal(resumed_ps[0], ps[0])
+
+
+def test_muon_steps_meta_parameters_as_torch_does():
+    p = torch.nn.Parameter(torch.empty(8, 4, device="meta"))
+    p.grad = torch.empty(8, 4, device="meta")
+    Muon([p]).step()
+    assert p.device.type == "meta"
+
+
+def test_signgd_refuses_complex_parameters_and_sparse_gradients_with_momentum_in_one_line():
+    with pytest.raises(
+        ValueError, match=r"SignGD does not support complex parameters.*shape \(5,\)"
+    ):
+        SignGD([torch.nn.Parameter(torch.zeros(5, dtype=torch.complex64))], lr=0.1)
+    p = torch.nn.Parameter(torch.zeros(4, 3))
+    p.grad = torch.eye(4, 3).to_sparse()
+    SignGD([p], lr=0.1).step()  # without momentum a sparse gradient steps
+    assert torch.equal(p.detach(), -0.1 * torch.eye(4, 3))
+    with pytest.raises(RuntimeError, match=r"^SignGD with momentum does not support sparse"):
+        SignGD([p], lr=0.1, momentum=0.5).step()

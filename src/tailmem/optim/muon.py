@@ -46,8 +46,9 @@ normalised per output neuron (row) by a running second moment and rescaled to it
 Speed: all blocks of one shape (across parameters and param groups with the same method, steps,
 dtype and eps) are stacked and orthogonalised in ONE batched call, compiled by ``torch.compile``
 on CUDA (``compile``); momentum, weight decay and the update are ``torch._foreach_*`` calls over
-all parameters that share their values, and the inputs' finiteness is read once per step
-(:mod:`tailmem.optim.muon_batch`, which :func:`muon_update` calls too: one code path). Only the
+all parameters that share their values (:mod:`tailmem.optim.muon_batch`, which
+:func:`muon_update` calls too: one code path). A NaN or infinite gradient entry is refused by name
+before anything moves, one host sync per step (:mod:`tailmem.optim.gradients`). Only the
 momentum buffers (and NorMuon's rows) persist between steps; the stacks are per step.
 ``method="auto"`` runs the Polar Express polynomial in the Gram form where that was measured to
 pay on the device (:mod:`tailmem.optim.gram_table`).
@@ -76,6 +77,7 @@ from torch import Tensor
 from torch.optim import Optimizer
 
 from tailmem.optim import distributed as D
+from tailmem.optim.gradients import first_non_finite, refuse_non_finite
 from tailmem.optim.muon_batch import (
     SCALES,
     Layout,
@@ -89,6 +91,7 @@ from tailmem.optim.orthogonalize import (
     DEFAULT_STEPS,
     METHODS,
     NS5_COEFFICIENTS,
+    NonFiniteInputError,
     check_arguments,
 )
 
@@ -134,6 +137,11 @@ def muon_update(
     matrix = grad.flatten(1) if grad.ndim > 1 else grad.reshape(-1, 1)
     check_arguments(matrix, method, ns_steps, dtype, eps, coefficients)
     update_scale(1, 1, adjust_lr_fn)  # a ValueError naming a bad one
+    if first_non_finite([grad]) is not None:  # before the buffer moves
+        raise NonFiniteInputError(
+            f"muon_update got a NaN or infinite entry in grad, shape {tuple(grad.shape)}; "
+            "expected finite values (the momentum buffer was not updated)"
+        )
     (direction,) = momentum_directions([grad], None if buf is None else [buf], momentum, nesterov)
     if grad.numel() == 0:
         return torch.zeros_like(grad)
@@ -271,6 +279,10 @@ class Muon(Optimizer):
         """
         state, groups = self.state, self.param_groups
         super().load_state_dict(state_dict)  # replaces both, so the old ones stay intact
+        for param_state in self.state.values():  # torch cast it to the parameter's dtype
+            if "normuon_second_moment" in param_state:
+                rows = param_state["normuon_second_moment"]
+                param_state["normuon_second_moment"] = rows.to(torch.float32)
         try:
             for group in self.param_groups:
                 for key, value in self.defaults.items():
@@ -317,6 +329,7 @@ class Muon(Optimizer):
                 loss = closure()
         for group in self.param_groups:  # edited since they were checked? (no host sync)
             _check_group(group)
+        refuse_non_finite("Muon", self.param_groups)  # before any state moves
         comm = self._group_comm()
         requests: list[Request] = []
         owners: list[tuple[Tensor, dict[str, Any]]] = []

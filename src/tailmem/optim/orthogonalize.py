@@ -185,11 +185,16 @@ def widen(G: Tensor) -> Wide:
 def check_finite(batches: Sequence[Finite]) -> None:
     """Raise :class:`NonFiniteInputError` naming the first matrix with a NaN or infinite entry.
 
-    One host sync for all ``batches`` (none when the sequence is empty).
+    One host sync per device for all ``batches`` (none when the sequence is empty); batches on
+    the meta device hold no values and pass.
     """
-    if not batches or bool(torch.stack([b.flags.all() for b in batches]).all()):
+    live = [b for b in batches if b.flags.device.type != "meta"]
+    by_device: dict[torch.device, list[Tensor]] = {}
+    for batch in live:
+        by_device.setdefault(batch.flags.device, []).append(batch.flags.all())
+    if all(bool(torch.stack(flags).all()) for flags in by_device.values()):
         return
-    for batch in batches:
+    for batch in live:
         if not bool(batch.flags.all()):
             index = int((~batch.flags).nonzero()[0])
             raise NonFiniteInputError(

@@ -20,6 +20,8 @@ import torch
 from torch import Tensor
 from torch.optim import Optimizer
 
+from tailmem.optim.gradients import refuse_non_finite
+
 
 class SignGD(Optimizer):
     """Sign descent with optional momentum and decoupled weight decay; see the module docstring.
@@ -30,7 +32,9 @@ class SignGD(Optimizer):
         momentum: ``μ`` in ``[0, 1)``; 0 takes the sign of the raw gradient.
         weight_decay: decoupled weight decay (>= 0), multiplied by lr.
 
-    ``p.grad`` is never modified; parameters whose grad is ``None`` are skipped. A bad
+    ``p.grad`` is never modified; parameters whose grad is ``None`` are skipped. A NaN or
+    infinite gradient entry raises :class:`~tailmem.optim.orthogonalize.NonFiniteInputError`
+    naming the parameter before anything is updated (see :mod:`tailmem.optim.gradients`). A bad
     hyperparameter raises ``ValueError`` wherever it enters: the constructor,
     :meth:`add_param_group`, :meth:`load_state_dict`, and a group edited between steps (checked
     at :meth:`step`, before anything is updated).
@@ -50,6 +54,13 @@ class SignGD(Optimizer):
         super().add_param_group(param_group)
         try:
             _check_group(self.param_groups[-1])
+            for p in self.param_groups[-1]["params"]:
+                if torch.is_complex(p):
+                    raise ValueError(
+                        f"SignGD does not support complex parameters (the sign of a complex "
+                        f"number is not defined here), got one of shape {tuple(p.shape)} and "
+                        f"dtype {p.dtype}; expected real parameters"
+                    )
         except ValueError:
             self.param_groups.pop()
             raise
@@ -75,6 +86,14 @@ class SignGD(Optimizer):
                 loss = closure()
         for group in self.param_groups:  # edited since they were checked?
             _check_group(group)
+            if group["momentum"] != 0.0 and any(
+                p.grad is not None and p.grad.is_sparse for p in group["params"]
+            ):
+                raise RuntimeError(
+                    "SignGD with momentum does not support sparse gradients (its buffer is "
+                    "dense); use momentum=0 or dense gradients"
+                )
+        refuse_non_finite("SignGD", self.param_groups)  # before any state moves
         for group in self.param_groups:
             params = [p for p in group["params"] if p.grad is not None]
             if not params:
