@@ -22,7 +22,9 @@ Within each kind there is one param group per role (tagged ``"kind"`` and ``"rol
 Strictness (all raise :class:`~tailmem.errors.ConfigError` with one line): unknown kind or role,
 a kind or role named twice, ``*`` twice, a trainable parameter whose role the recipe does not
 route, a fused tensor (GPT-2 ``c_attn``) whose parts go to different kinds, a matrices-only kind
-(Muon) given a parameter with fewer than two dimensions, a kind that gets no parameters,
+(Muon) given a parameter with fewer than two dimensions, a kind given a parameter whose layout
+it cannot apply (fused blocks or ``(in, out)`` storage to ``torch_muon``, fused blocks to SOAP,
+PSGD-Kron or MARS, a layout option in ``role_overrides``), a kind that gets no parameters,
 hyperparameters for a kind that is unknown or not in the recipe, hyperparameter names the kind's
 typed spec (:class:`~tailmem.optim.registry.HParams`) does not have, and values it or the
 optimiser rejects.
@@ -50,7 +52,13 @@ from tailmem.models.roles import (
     vocab_size,
     vocabulary_tables,
 )
-from tailmem.optim.registry import REGISTRY, OptimizerKind, OptimizerSetting, get_kind
+from tailmem.optim.registry import (
+    MUON_LAYOUT_KEYS,
+    REGISTRY,
+    OptimizerKind,
+    OptimizerSetting,
+    get_kind,
+)
 
 _EXAMPLE = "e.g. 'muon:v,o,w_in,w_gate,w_out adam:*'"
 _TABLE_ROWS = 20
@@ -134,7 +142,9 @@ def plan_param_groups(
     ``named_parameters()``. Groups of a kind with layout keys (Muon) also carry the layout
     hints of their parameters, ``fan_out_dim`` always and ``row_splits`` when the tensor is
     split; parameters of one role with different hints get separate groups with the same role
-    tag. ``kinds``: user kinds besides the registry's.
+    tag. A kind that cannot apply a parameter's layout
+    (:meth:`~tailmem.optim.registry.OptimizerKind.unapplied_layout`: fused blocks, an output
+    dimension other than 0) is refused it. ``kinds``: user kinds besides the registry's.
 
     ``roles`` (``{name pattern: role}`` or ``(name, param) -> role | None``) is consulted before
     the built-in roles (:func:`~tailmem.models.roles.resolve_roles`).
@@ -173,6 +183,7 @@ def plan_param_groups(
     unassigned: list[tuple[str, str]] = []
     non_matrix: Misrouted = []
     vocab_shaped: Misrouted = []
+    unapplied: list[tuple[str, str]] = []  # (kind, parameter name)
     for name, p in model.named_parameters():
         if not p.requires_grad:
             continue
@@ -198,10 +209,13 @@ def plan_param_groups(
             non_matrix.append((kind, name, pr.role, tuple(p.shape)))
         elif matrices_only and name in tables:
             vocab_shaped.append((kind, name, pr.role, tuple(p.shape)))
+        if known[kind].unapplied_layout(pr.row_splits, pr.fan_out_dim):
+            unapplied.append((kind, name))
         hints = (pr.fan_out_dim, pr.row_splits) if known[kind].layout_keys else ()
         buckets.setdefault((kind, pr.role, *hints), []).append((name, p))
     _refuse_unrouted(model, recipe, unassigned)
     _refuse_misrouted(recipe, known, non_matrix, vocab_shaped, vocab_size(model))
+    _refuse_unapplied(recipe, known, resolved, unapplied)
     empty = [kind for kind in routes if not any(key[0] == kind for key in buckets)]
     if empty:
         _refuse_empty(model, recipe, empty[0], routes[empty[0]], resolved, tables, member_dims)
@@ -327,6 +341,42 @@ def _refuse_misrouted(
             f"give them roles={{{head_roles or 'pattern: ' + repr('head')}}}), or pass "
             f"force_muon_vocab=True to build_optimizer"
         )
+
+
+def _refuse_unapplied(
+    recipe: str,
+    known: Mapping[str, OptimizerKind],
+    resolved: Mapping[str, ParamRole],
+    unapplied: list[tuple[str, str]],
+) -> None:
+    """One :class:`ConfigError` for a kind given parameters whose layout (fused blocks, an
+    ``(in, out)`` storage) it cannot apply (:meth:`OptimizerKind.unapplied_layout`), naming the
+    kinds that do; nothing when there are none."""
+    if not unapplied:
+        return
+    kind = known[unapplied[0][0]]
+    names = [name for k, name in unapplied if k == kind.name]
+    first = resolved[names[0]]
+    roles = sorted({r for n in names for r in resolved[n].roles}, key=_role_order)
+    more = f" (+{len(names) - 1} more: {_short_list(names[1:], 3)})" if len(names) > 1 else ""
+    raise ConfigError(
+        f"{kind.name} cannot apply the layout of parameter {names[0]!r} ({first.role}): "
+        f"{kind.unapplied_layout(first.row_splits, first.fan_out_dim)}{more}; {kind.name} is "
+        f"not told a parameter's layout, so it would step it as one matrix stored (out, in); "
+        f"recipe {recipe!r} should give role(s) {', '.join(roles)} to {_applying(kind)}, "
+        f"which applies it"
+    )
+
+
+def _applying(kind: OptimizerKind) -> str:
+    """The built-in kinds to use instead of ``kind`` for a parameter whose layout it cannot
+    apply: those of its family that apply every layout, else the Muon-like ones, e.g.
+    ``muon (or normuon, muon_pe)``."""
+    applying = [k for k, spec in REGISTRY.items() if spec.applies_any_layout]
+    instead = [k for k in applying if REGISTRY[k].family == kind.family] or [
+        k for k in applying if REGISTRY[k].layout_keys
+    ]
+    return instead[0] + (f" (or {', '.join(instead[1:])})" if len(instead) > 1 else "")
 
 
 def _groups(
@@ -471,6 +521,17 @@ def route(
             unknown = [
                 k for k in overrides.get(role, {}) if accepted is not None and k not in accepted
             ]
+            layout = [
+                k
+                for k in overrides.get(role, {})
+                if k in MUON_LAYOUT_KEYS and k not in setting.kind.layout_keys
+            ]
+            if layout:
+                raise ConfigError(
+                    f"role_overrides[{role!r}] sets {', '.join(layout)}, a layout {name} cannot "
+                    f"apply (it is not told a parameter's layout); give role {role} to "
+                    f"{_applying(setting.kind)}, which applies it"
+                )
             if unknown:
                 raise ConfigError(
                     f"role_overrides[{role!r}]: unknown name(s) {', '.join(map(repr, unknown))} "

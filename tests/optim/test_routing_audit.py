@@ -1,0 +1,126 @@
+"""Routing's contracts that an audit found broken: a kind either applies a parameter's layout or
+is refused it, a failed ``load_state_dict`` changes nothing, ``add_param_group`` takes a plain
+group, and what a ``roles=`` callable raises is one line naming it."""
+
+import importlib.util
+import re
+
+import numpy as np
+import pytest
+import torch
+from torch import nn
+
+from tailmem.errors import ConfigError
+from tailmem.models.gpt import GPT, gpt_config
+from tailmem.models.roles import ParamRole
+from tailmem.optim.registry import REGISTRY
+from tailmem.optim.routing import build_optimizer
+
+D = 4
+LIBRARY = {
+    "lion_pytorch": ("lion",),
+    "pytorch_optimizer": ("soap", "psgd_kron", "ademamix", "mars"),
+}
+
+
+def _installed(kind: str) -> bool:
+    return all(importlib.util.find_spec(m) for m, kinds in LIBRARY.items() if kind in kinds)
+
+
+class Stored(nn.Module):
+    """One ``q+k+v`` weight as a fused and/or ``(in, out)`` tensor, or its three blocks apart."""
+
+    def __init__(self, blocks: list[torch.Tensor], fused: bool, in_out: bool):
+        super().__init__()
+        self.fused, self.in_out = fused, in_out
+        views = [torch.cat(blocks)] if fused else blocks
+        self.w = nn.ParameterList(
+            nn.Parameter(v.t().clone() if in_out else v.clone()) for v in views
+        )
+
+    def role(self, name: str, p: nn.Parameter) -> ParamRole:
+        index = int(name.rpartition(".")[2])
+        if self.fused:
+            return ParamRole("q+k+v", (D, D, D), int(self.in_out), ("q", "k", "v"))
+        return ParamRole("qkv"[index], None, int(self.in_out))
+
+    def blocks(self) -> list[torch.Tensor]:
+        """The three ``(out, in)`` blocks, however they are stored."""
+        views = [w.detach().t() if self.in_out else w.detach() for w in self.w]
+        return list(torch.cat(views).split(D)) if self.fused else views
+
+    def set_grads(self, grads: list[torch.Tensor]) -> None:
+        views = [torch.cat(grads)] if self.fused else grads
+        for w, g in zip(self.w, views, strict=True):
+            w.grad = g.t().clone() if self.in_out else g.clone()
+
+
+@pytest.mark.parametrize("layout", [(True, False), (False, True), (True, True)])
+@pytest.mark.parametrize("kind", list(REGISTRY))
+def test_every_kind_steps_a_laid_out_tensor_as_its_blocks_or_refuses_it(kind, layout, monkeypatch):
+    """Three (out, in) blocks stored fused and/or (in, out) must step exactly as the blocks apart
+    would; a kind that cannot (torch's Muon; SOAP, PSGD-Kron and MARS given fused blocks, which
+    share a preconditioner or a norm) is refused in one line naming the parameter and a kind to
+    use."""
+    if not _installed(kind):
+        pytest.skip(f"{kind}'s library is not installed")
+    # PSGD-Kron probes its preconditioner with noise shaped like the tensor: an entrywise function
+    # of the momentum instead, so a transposed tensor draws the transposed probe
+    monkeypatch.setattr(torch, "randn_like", lambda t, dtype=None: torch.cos(1e3 * t).to(dtype))
+    gen = torch.Generator().manual_seed(0)
+    blocks = [torch.randn(D, D, generator=gen) for _ in range(3)]
+    apart, laid_out = Stored(blocks, False, False), Stored(blocks, *layout)
+    recipe = f"{kind}:q,k,v"
+    try:
+        opt = build_optimizer(laid_out, recipe, roles=laid_out.role)
+    except ConfigError as err:
+        assert REGISTRY[kind].unapplied_layout((D, D, D) if layout[0] else None, int(layout[1]))
+        line = str(err)
+        assert "\n" not in line
+        assert line.startswith(f"{kind} cannot apply the layout of parameter 'w.0' (")
+        instead = re.search(r" to (\w+)(?: \(or [\w, ]+\))?, which applies it$", line)
+        assert instead and REGISTRY[instead.group(1)].applies_any_layout
+        return
+    ref = build_optimizer(apart, recipe, roles=apart.role)
+    for step in range(3):
+        grads = [torch.randn(D, D, generator=gen) for _ in range(3)]
+        for model, optimizer in ((apart, ref), (laid_out, opt)):
+            model.set_grads(grads)
+            np.random.seed(step)  # PSGD-Kron's coin for balancing its factors
+            optimizer.step()
+    for got, want in zip(laid_out.blocks(), apart.blocks(), strict=True):
+        torch.testing.assert_close(got, want, rtol=1e-4, atol=1e-5)
+
+
+def test_torch_muon_is_refused_gpt2s_fused_conv1d_attention():
+    transformers = pytest.importorskip("transformers")
+    config = transformers.GPT2Config(n_embd=16, n_layer=1, n_head=2, vocab_size=32, n_positions=8)
+    model = transformers.GPT2LMHeadModel(config)
+    with pytest.raises(ConfigError) as caught:
+        build_optimizer(model, "torch_muon:q,k,v,o,w_in,w_out adam:*")
+    line = str(caught.value)
+    assert line.startswith(
+        "torch_muon cannot apply the layout of parameter 'transformer.h.0.attn.c_attn.weight' "
+        "(q+k+v): fused blocks of 16+16+16 rows and its output on dimension 1 (stored (in, out))"
+    )
+    assert "\n" not in line and "to muon (or normuon, muon_pe)" in line
+    build_optimizer(model, "muon:q,k,v,o,w_in,w_out adam:*")  # muon applies it
+
+
+def test_torch_muon_is_refused_multihead_attentions_fused_in_proj():
+    model = nn.ModuleDict({"emb": nn.Embedding(10, 8), "att": nn.MultiheadAttention(8, 2)})
+    with pytest.raises(ConfigError, match=r"^torch_muon cannot apply .* 'att.in_proj_weight'"):
+        build_optimizer(model, "torch_muon:q,k,v,o adam:*")
+    build_optimizer(model, "torch_muon:o adam:*")  # out_proj is a plain (out, in) matrix
+
+
+def test_a_layout_option_for_a_kind_that_cannot_apply_it_is_refused():
+    model = GPT(gpt_config("tiny", vocab_size=64))
+    with pytest.raises(ConfigError) as caught:
+        build_optimizer(model, "torch_muon:q adam:*", role_overrides={"q": {"num_heads": 2}})
+    assert str(caught.value) == (
+        "role_overrides['q'] sets num_heads, a layout torch_muon cannot apply (it is not told a "
+        "parameter's layout); give role q to muon (or normuon, muon_pe), which applies it"
+    )
+    opt = build_optimizer(model, "muon:q adam:*", role_overrides={"q": {"num_heads": 2}})
+    assert opt.param_groups[0]["num_heads"] == 2
