@@ -2,6 +2,7 @@
 is refused it, a failed ``load_state_dict`` changes nothing, ``add_param_group`` takes a plain
 group, and what a ``roles=`` callable raises is one line naming it."""
 
+import copy
 import importlib.util
 import re
 
@@ -124,3 +125,46 @@ def test_a_layout_option_for_a_kind_that_cannot_apply_it_is_refused():
     )
     opt = build_optimizer(model, "muon:q adam:*", role_overrides={"q": {"num_heads": 2}})
     assert opt.param_groups[0]["num_heads"] == 2
+
+
+def _trained_gpt(recipe: str):
+    torch.manual_seed(0)
+    model = GPT(gpt_config("tiny", vocab_size=64))
+    opt = build_optimizer(model, recipe)
+    x = torch.randint(0, 64, (2, 9))
+    model(x[:, :-1], x[:, 1:])[1].backward()
+    opt.step()
+    return model, opt, x
+
+
+def test_a_refused_load_state_dict_leaves_every_child_as_it_was():
+    """Adam (first) would load lr 123 before Muon refuses momentum 1.5: Adam is put back, and the
+    routed groups stay the very dicts the children read, so a scheduler still drives them."""
+    model, opt, x = _trained_gpt("adam:* muon:v,o")
+    groups = list(opt.param_groups)
+    adam = opt.optimizers["adam"]
+    adam_state = {p: {k: v.clone() for k, v in s.items()} for p, s in adam.state.items()}
+    saved = copy.deepcopy(opt.state_dict())
+    for group in saved["param_groups"]:
+        if group["kind"] == "adam":
+            group["lr"] = 123.0
+            saved["state"][group["params"][0]]["exp_avg"].fill_(9.0)
+        else:
+            group["momentum"] = 1.5
+    with pytest.raises(ValueError, match=r"^Muon momentum must be a finite number .* got 1\.5$"):
+        opt.load_state_dict(saved)
+    assert all(a is b for a, b in zip(opt.param_groups, groups, strict=True))
+    children = [g for child in opt.optimizers.values() for g in child.param_groups]
+    assert all(a is b for a, b in zip(opt.param_groups, children, strict=True))
+    assert {g["lr"] for g in adam.param_groups} == {REGISTRY["adam"].lr}
+    assert adam.state.keys() == adam_state.keys()
+    for p, state in adam_state.items():
+        for key, value in state.items():
+            assert torch.equal(adam.state[p][key], value)
+    for group in opt.param_groups:
+        group["lr"] = 0.0
+    before = [p.detach().clone() for p in model.parameters()]
+    model.zero_grad()
+    model(x[:, :-1], x[:, 1:])[1].backward()
+    opt.step()
+    assert all(torch.equal(a, p) for a, p in zip(before, model.parameters(), strict=True))

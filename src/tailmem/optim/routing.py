@@ -648,7 +648,12 @@ class RoutedOptimizer(torch.optim.Optimizer):
         return merged
 
     def load_state_dict(self, state_dict: dict[str, Any]) -> None:
-        """Restore every child from a dict made by :meth:`state_dict` of a matching optimizer."""
+        """Restore every child from a dict made by :meth:`state_dict` of a matching optimizer.
+
+        All or nothing: when a child refuses its part (a bad hyper-parameter, a state it cannot
+        take), every child keeps the state and param groups it had, ``param_groups`` are still
+        theirs, and the child's exception propagates.
+        """
         for pre_hook in self._optimizer_load_state_dict_pre_hooks.values():
             result = pre_hook(self, state_dict)
             if result is not None:
@@ -673,18 +678,27 @@ class RoutedOptimizer(torch.optim.Optimizer):
                     f"but this optimizer's group {i} is {want[0]}/{want[1]} with {want[2]}"
                 )
         saved_state = state_dict["state"]
+        before = [(opt, opt.state, opt.param_groups) for opt in self.optimizers.values()]
         start = 0
-        for opt in self.optimizers.values():
-            mine = saved_groups[start : start + len(opt.param_groups)]
-            start += len(opt.param_groups)
-            local: dict[Any, int] = {}
-            child_groups = []
-            for group in mine:
-                ids = [local.setdefault(i, len(local)) for i in group["params"]]
-                child_groups.append({**group, "params": ids})
-            child_state = {local[i]: s for i, s in saved_state.items() if i in local}
-            opt.load_state_dict({"state": child_state, "param_groups": child_groups})
-        self._sync_groups()
+        try:
+            for opt in self.optimizers.values():
+                mine = saved_groups[start : start + len(opt.param_groups)]
+                start += len(opt.param_groups)
+                local: dict[Any, int] = {}
+                child_groups = []
+                for group in mine:
+                    ids = [local.setdefault(i, len(local)) for i in group["params"]]
+                    child_groups.append({**group, "params": ids})
+                child_state = {local[i]: s for i, s in saved_state.items() if i in local}
+                opt.load_state_dict({"state": child_state, "param_groups": child_groups})
+        except BaseException:
+            # a child refused its part: the children loaded before it are put back too (torch's
+            # load_state_dict replaces state and param_groups, so the old ones are intact)
+            for opt, state, groups in before:
+                opt.state, opt.param_groups = state, groups
+            raise
+        finally:
+            self._sync_groups()
         for post_hook in self._optimizer_load_state_dict_post_hooks.values():
             post_hook(self)
 
