@@ -168,3 +168,40 @@ def test_a_refused_load_state_dict_leaves_every_child_as_it_was():
     model(x[:, :-1], x[:, 1:])[1].backward()
     opt.step()
     assert all(torch.equal(a, p) for a, p in zip(before, model.parameters(), strict=True))
+
+
+def test_add_param_group_takes_named_pairs_and_refuses_unnamed_tensors_in_one_line():
+    """A plain group for a routed kind is refused in one line saying how to name it (nothing
+    added); ``named_parameters()`` pairs add it, named, and it steps as Muon with its layout."""
+    model = GPT(gpt_config("tiny", vocab_size=64))
+    opt = build_optimizer(model, "muon:v,o adam:*")
+    groups = list(opt.param_groups)
+    layer = nn.Module()
+    layer.w = nn.Parameter(torch.randn(8, 12, generator=torch.Generator().manual_seed(1)))
+    with pytest.raises(ConfigError) as caught:
+        opt.add_param_group({"params": [layer.w], "kind": "muon"})
+    assert str(caught.value) == (
+        "a group added to the muon child needs its parameters' names, as its other groups have: "
+        "params=list(module.named_parameters()) or param_names=[...] (one per tensor); got 1 "
+        "unnamed tensor(s)"
+    )
+    assert opt.param_groups == groups
+    torch_muon = build_optimizer(model, "torch_muon:v,o adam:*")
+    with pytest.raises(ConfigError, match=r"^a group added to the torch_muon child sets fan_out"):
+        torch_muon.add_param_group(
+            {"params": list(layer.named_parameters()), "kind": "torch_muon", "fan_out_dim": 1}
+        )
+    opt.add_param_group(
+        {"params": list(layer.named_parameters()), "kind": "muon", "fan_out_dim": 1}
+        | {"method": "svd", "momentum": 0.0, "lr": 0.5}
+    )
+    added = opt.optimizers["muon"].param_groups[-1]
+    assert added["param_names"] == ["w"] and added["params"][0] is layer.w
+    assert opt.param_groups[len(opt.optimizers["muon"].param_groups) - 1] is added
+    start = layer.w.detach().clone()
+    layer.w.grad = torch.randn(8, 12, generator=torch.Generator().manual_seed(2))
+    opt.step()
+    # stored (in, out) = (8, 12): the (12, 8) matrix is orthogonalised, scaled sqrt(12 / 8)
+    polar = torch.linalg.svd(layer.w.grad.t(), full_matrices=False)
+    want = 0.5 * (12 / 8) ** 0.5 * (polar.U @ polar.Vh)
+    torch.testing.assert_close(start - layer.w.detach(), want.t(), rtol=1e-4, atol=1e-5)

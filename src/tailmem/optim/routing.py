@@ -607,7 +607,14 @@ class RoutedOptimizer(torch.optim.Optimizer):
             opt.zero_grad(set_to_none=set_to_none)
 
     def add_param_group(self, param_group: dict[str, Any]) -> None:
-        """Add a group to the child named by its ``"kind"`` key, and to ``param_groups``."""
+        """Add a group to the child named by its ``"kind"`` key, and to ``param_groups``.
+
+        ``params``: tensors, or ``(name, tensor)`` pairs as ``module.named_parameters()`` gives
+        them. Routing names every parameter (``param_names``), and torch keeps the groups of one
+        optimiser all named or all unnamed, so a group for a routed kind needs its names: the
+        pairs, or ``param_names``. A layout option (``row_splits``, ``fan_out_dim``, ...) the
+        child does not take is refused rather than carried unread.
+        """
         if not self.__dict__.get("_ready", False):
             super().add_param_group(param_group)  # the placeholder group of Optimizer.__init__
             return
@@ -617,14 +624,31 @@ class RoutedOptimizer(torch.optim.Optimizer):
                 f"a group added to a RoutedOptimizer needs 'kind' set to one of "
                 f"{', '.join(self.optimizers)}; got {kind!r}"
             )
+        child = self.optimizers[kind]
         params = param_group["params"]
         params = [params] if isinstance(params, torch.Tensor) else list(params)
-        taken = [p for p in params if p in self._owner]
+        group = {**param_group, "params": params}
+        if params and all(isinstance(p, tuple) for p in params):
+            group["param_names"], group["params"] = (list(x) for x in zip(*params, strict=True))
+        taken = [p for p in group["params"] if p in self._owner]
         if taken:
             raise ValueError(
                 f"{len(taken)} parameter(s) of the new group already belong to this optimizer"
             )
-        self.optimizers[kind].add_param_group({**param_group, "params": params})
+        named = any("param_names" in g for g in child.param_groups)
+        if named and "param_names" not in group:
+            raise ConfigError(
+                f"a group added to the {kind} child needs its parameters' names, as its other "
+                f"groups have: params=list(module.named_parameters()) or param_names=[...] "
+                f"(one per tensor); got {len(params)} unnamed tensor(s)"
+            )
+        unread = [k for k in MUON_LAYOUT_KEYS if k in group and k not in child.defaults]
+        if unread:
+            raise ConfigError(
+                f"a group added to the {kind} child sets {', '.join(unread)}, which "
+                f"{type(child).__name__} does not take (it would not apply that layout)"
+            )
+        child.add_param_group(group)
         self._sync_groups()
 
     def state_dict(self) -> dict[str, Any]:
