@@ -205,3 +205,19 @@ def test_add_param_group_takes_named_pairs_and_refuses_unnamed_tensors_in_one_li
     polar = torch.linalg.svd(layer.w.grad.t(), full_matrices=False)
     want = 0.5 * (12 / 8) ** 0.5 * (polar.U @ polar.Vh)
     torch.testing.assert_close(start - layer.w.detach(), want.t(), rtol=1e-4, atol=1e-5)
+
+
+def _roles_by_lookup(name: str, p: nn.Parameter) -> str | None:
+    return {"blocks.0.attn.v.weight": "v"}[name]  # a KeyError for every other parameter
+
+
+def test_a_roles_callable_that_raises_is_one_line_naming_it_and_the_parameter():
+    model = GPT(gpt_config("tiny", vocab_size=64))
+    with pytest.raises(ConfigError) as caught:
+        build_optimizer(model, "muon:v,o adam:*", roles=_roles_by_lookup)
+    assert str(caught.value) == (
+        f"roles callable {__name__}._roles_by_lookup raised KeyError: 'embed.weight' for "
+        "parameter 'embed.weight'; expected it to return a role, a ParamRole or None for every "
+        "parameter"
+    )
+    assert isinstance(caught.value.__cause__, KeyError)

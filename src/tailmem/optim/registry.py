@@ -33,7 +33,7 @@ from typing import Any
 
 import torch
 
-from tailmem.errors import ConfigError
+from tailmem.errors import ConfigError, describe_exception
 from tailmem.names import KIND, check_folder_name
 from tailmem.optim.orthogonalize import METHODS
 from tailmem.optim.user_code import code_digest, import_user_module
@@ -559,14 +559,6 @@ def _import_from_working_directory() -> None:
     if cwd not in sys.path and "" not in sys.path:
         sys.path.insert(0, cwd)
         importlib.invalidate_caches()
-
-
-def describe_exception(exc: BaseException) -> str:
-    """``Type: first line of its message`` (cut to 200 characters): how one line names an
-    exception of a user's code."""
-    text = " ".join(str(exc).split())
-    text = f"{type(exc).__name__}: {text}" if text else type(exc).__name__
-    return text if len(text) <= 200 else f"{text[:197]}..."
 
 
 def user_code_error(kind: OptimizerKind, doing: str, exc: BaseException) -> ConfigError:

@@ -168,6 +168,8 @@ def plan_param_groups(
     kind_of_role = {role: kind for kind, rs in routes.items() for role in rs}
     try:
         resolved = resolve_roles(model, roles)
+    except ConfigError:
+        raise  # a roles= callable that raised: its exception stays chained
     except ValueError as err:
         raise ConfigError(str(err)) from None
     member_dims = getattr(model, "member_dims", 0)
