@@ -3,8 +3,10 @@ is refused it, a failed ``load_state_dict`` changes nothing, ``add_param_group``
 group, and what a ``roles=`` callable raises is one line naming it."""
 
 import copy
+import dataclasses
 import importlib.util
 import re
+from pathlib import Path
 
 import numpy as np
 import pytest
@@ -14,7 +16,7 @@ from torch import nn
 from tailmem.errors import ConfigError
 from tailmem.models.gpt import GPT, gpt_config
 from tailmem.models.roles import ParamRole
-from tailmem.optim.registry import REGISTRY
+from tailmem.optim.registry import REGISTRY, AdamHParams, MuonHParams
 from tailmem.optim.routing import build_optimizer
 
 D = 4
@@ -221,3 +223,44 @@ def test_a_roles_callable_that_raises_is_one_line_naming_it_and_the_parameter():
         "parameter"
     )
     assert isinstance(caught.value.__cause__, KeyError)
+
+
+def test_the_unrouted_parameters_first_line_names_them_and_the_fix_and_a_table_follows():
+    model = GPT(gpt_config("tiny", vocab_size=64))
+    with pytest.raises(ConfigError) as caught:
+        build_optimizer(model, "muon:v,o")
+    first, heading, header, *rows = str(caught.value).splitlines()
+    assert first.startswith("recipe 'muon:v,o' gives no optimiser to ")
+    assert "embed.weight" in first and "add a catch-all such as 'adam:*'" in first
+    assert first.endswith("(tailmem.models.roles.roles_table(model) shows every role)")
+    assert heading == "the unrouted parameters:"
+    assert header.split() == ["parameter", "shape", "role"]
+    assert any(row.split()[0] == "embed.weight" for row in rows)
+
+
+def test_one_cycle_lr_drives_a_routed_optimizer_without_cycling_momentum():
+    """As docs/optim.md says: Muon's momentum and Adam's betas have no common name to cycle."""
+    model = GPT(gpt_config("tiny", vocab_size=64))
+    opt = build_optimizer(model, "muon:v,o adam:*")
+    with pytest.raises(ValueError, match="optimizer must support momentum or beta1"):
+        torch.optim.lr_scheduler.OneCycleLR(opt, max_lr=0.1, total_steps=10)
+    sched = torch.optim.lr_scheduler.OneCycleLR(
+        opt, max_lr=[0.5 if g["kind"] == "muon" else 0.01 for g in opt.param_groups],
+        total_steps=10, pct_start=0.5, cycle_momentum=False,
+    )  # fmt: skip
+    for _ in range(4):  # to the peak, step pct_start * total_steps - 1
+        opt.step()
+        sched.step()
+    for kind, peak in (("muon", 0.5), ("adam", 0.01)):
+        lrs = [g["lr"] for g in opt.optimizers[kind].param_groups]
+        assert lrs == pytest.approx([peak] * len(lrs))
+
+
+@pytest.mark.parametrize(("kind", "hparams"), [("muon", MuonHParams), ("adam", AdamHParams)])
+def test_the_options_docs_list_for_a_kind_are_its_typed_fields(kind, hparams):
+    page = (Path(__file__).parents[2] / "docs" / "optim.md").read_text()
+    listed = re.search(rf"for\s+`{kind}`\s+`([^`]+)`", page)
+    assert listed and listed.group(1).split() == [f.name for f in dataclasses.fields(hparams)]
+    model = GPT(gpt_config("tiny", vocab_size=64))
+    with pytest.raises(ConfigError, match=r"foreach"):
+        build_optimizer(model, "muon:v,o adam:*", **{kind: {"foreach": True}})

@@ -19,7 +19,8 @@ objects), so LR schedulers, Hugging Face ``Trainer`` and plain loops drive it li
 Within each kind there is one param group per role (tagged ``"kind"`` and ``"role"``, with
 ``"param_names"``), so per-role learning rates can be read and changed.
 
-Strictness (all raise :class:`~tailmem.errors.ConfigError` with one line): unknown kind or role,
+Strictness (all raise :class:`~tailmem.errors.ConfigError` with one line; under the unrouted
+parameters' line, which names them and the fix, a table of them follows): unknown kind or role,
 a kind or role named twice, ``*`` twice, a trainable parameter whose role the recipe does not
 route, a fused tensor (GPT-2 ``c_attn``) whose parts go to different kinds, a matrices-only kind
 (Muon) given a parameter with fewer than two dimensions, a kind given a parameter whose layout
@@ -292,7 +293,8 @@ Misrouted = list[tuple[str, str, str, tuple[int, ...]]]
 
 def _refuse_unrouted(model: nn.Module, recipe: str, unassigned: list[tuple[str, str]]) -> None:
     """One :class:`ConfigError` naming the parameters (name, role) no clause of ``recipe``
-    routes, with a table of them; nothing when every parameter has a kind."""
+    routes and the fix in its first line, which says all a log line needs; a table of them
+    (name, shape, role) follows it. Nothing when every parameter has a kind."""
     if not unassigned:
         return
     missing_roles = sorted({role for _, role in unassigned}, key=_role_order)
@@ -306,7 +308,7 @@ def _refuse_unrouted(model: nn.Module, recipe: str, unassigned: list[tuple[str, 
         f"{', '.join(missing_roles)}: {_short_list([n for n, _ in unassigned])}; "
         f"name those roles or add a catch-all such as 'adam:*', or give the parameters "
         f"roles with build_optimizer(..., roles={{name pattern: role}}) "
-        f"(tailmem.models.roles.roles_table(model) shows every role):\n"
+        f"(tailmem.models.roles.roles_table(model) shows every role)\nthe unrouted parameters:\n"
         + text_table(("parameter", "shape", "role"), rows)
         + (f"\n(+{more} more)" if more > 0 else "")
     )
