@@ -308,7 +308,7 @@ def _refuse_unrouted(model: nn.Module, recipe: str, unassigned: list[tuple[str, 
         f"{', '.join(missing_roles)}: {_short_list([n for n, _ in unassigned])}; "
         f"name those roles or add a catch-all such as 'adam:*', or give the parameters "
         f"roles with build_optimizer(..., roles={{name pattern: role}}) "
-        f"(tailmem.models.roles.roles_table(model) shows every role)\nthe unrouted parameters:\n"
+        f"(tailmem.models.roles.roles_table(model) shows every role)\n"
         + text_table(("parameter", "shape", "role"), rows)
         + (f"\n(+{more} more)" if more > 0 else "")
     )
