@@ -20,3 +20,11 @@ class DataError(TailmemError):
 
 class CheckpointError(TailmemError):
     """A checkpoint is missing, truncated or does not match the run."""
+
+
+def describe_exception(exc: BaseException) -> str:
+    """``Type: its message`` on one line (cut to 200 characters): how one line names an
+    exception of a user's code."""
+    text = " ".join(str(exc).split())
+    text = f"{type(exc).__name__}: {text}" if text else type(exc).__name__
+    return text if len(text) <= 200 else f"{text[:197]}..."

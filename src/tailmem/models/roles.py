@@ -86,6 +86,7 @@ from dataclasses import dataclass
 
 from torch import nn
 
+from tailmem.errors import ConfigError, describe_exception
 from tailmem.mdtable import text_table
 from tailmem.models.gpt import MemberEmbedding
 
@@ -250,7 +251,8 @@ def resolve_roles(model: nn.Module, roles: RoleSpec | None = None) -> dict[str, 
     ``roles`` (a pattern mapping or a callable, see the module docstring) is consulted first;
     the parameters it leaves out get the built-in sources and rules. Raises ValueError for a bad
     pattern or role in ``roles``, and when a model's own ``param_roles()`` is incomplete or
-    inconsistent (a bug in the model class, not bad user input).
+    inconsistent (a bug in the model class, not bad user input); a
+    :class:`~tailmem.errors.ConfigError` (a ValueError) when a ``roles`` callable raises.
     """
     params = dict(model.named_parameters())
     explicit = _explicit_roles(params, roles) if roles is not None else {}
@@ -262,7 +264,7 @@ def resolve_roles(model: nn.Module, roles: RoleSpec | None = None) -> dict[str, 
 def _explicit_roles(params: dict[str, nn.Parameter], roles: RoleSpec) -> dict[str, ParamRole]:
     """The roles ``roles`` gives, per parameter name (names it leaves out are absent)."""
     if callable(roles):
-        chosen = {name: roles(name, p) for name, p in params.items()}
+        chosen = {name: _call_roles(roles, name, p) for name, p in params.items()}
     elif isinstance(roles, Mapping):
         patterns = []
         for pattern, role in roles.items():
@@ -292,6 +294,22 @@ def _explicit_roles(params: dict[str, nn.Parameter], roles: RoleSpec) -> dict[st
             raise ValueError(f"roles gives parameter {name!r} a bad role: {err}") from None
         _check_layout(name, tuple(params[name].shape), resolved[name])
     return resolved
+
+
+def _call_roles(
+    roles: Callable[[str, nn.Parameter], ParamRole | str | None], name: str, p: nn.Parameter
+) -> ParamRole | str | None:
+    """``roles(name, p)``; what the user's callable raises is one line naming it and ``name``
+    (the exception chained)."""
+    try:
+        return roles(name, p)
+    except (Exception, SystemExit) as exc:  # the user's code, not ours
+        label = getattr(roles, "__qualname__", None) or type(roles).__qualname__
+        module = getattr(roles, "__module__", None) or type(roles).__module__
+        raise ConfigError(
+            f"roles callable {module}.{label} raised {describe_exception(exc)} for parameter "
+            f"{name!r}; expected it to return a role, a ParamRole or None for every parameter"
+        ) from exc
 
 
 def vocab_size(model: nn.Module) -> int | None:

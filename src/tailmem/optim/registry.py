@@ -33,7 +33,7 @@ from typing import Any
 
 import torch
 
-from tailmem.errors import ConfigError
+from tailmem.errors import ConfigError, describe_exception
 from tailmem.names import KIND, check_folder_name
 from tailmem.optim.orthogonalize import METHODS
 from tailmem.optim.user_code import code_digest, import_user_module
@@ -278,6 +278,7 @@ def _signgd(params: Any, **kwargs: Any) -> torch.optim.Optimizer:
 
 
 MUON_LAYOUT_KEYS: tuple[str, ...] = ("row_splits", "fan_out_dim", "num_heads", "batch_dims")
+"""Per-group options of Muon-like kinds that describe a parameter's matrix layout."""
 
 FAMILIES: dict[str, str] = {
     "orthogonalised": "the update's singular values set to (about) 1: Muon and its variants",
@@ -288,7 +289,11 @@ FAMILIES: dict[str, str] = {
     "yours": "a user's optimiser, given by import path",
 }
 """How the update of each kind is formed (what the tail-learning benchmark compares)."""
-"""Per-group options of Muon-like kinds that describe a parameter's matrix layout."""
+ENTRIES, TENSOR, MATRIX = "entries", "tensor", "matrix"
+"""What a kind's step of one entry reads (:attr:`OptimizerKind.reads`): that entry's history
+alone (Adam, SGD, sign descent); the whole tensor, every dimension alike (a norm, a preconditioner
+per dimension: SOAP, PSGD-Kron, MARS's clipped correction); the tensor as one (out, in) matrix
+(Muon)."""
 
 
 @dataclass(frozen=True)
@@ -309,7 +314,9 @@ class OptimizerKind:
     hyper-parameter the other's (``adam_split``: Adam on the hidden matrices, its rate tuned
     apart from the embedding's, for comparisons with equal tuning freedom). ``code``: the digest
     of a user's factory's code (:func:`tailmem.optim.user_code.code_digest`), which a run's
-    record holds, so that changed code is never resumed as the same run.
+    record holds, so that changed code is never resumed as the same run. ``reads``: what its
+    step of one entry reads (:data:`ENTRIES`, :data:`TENSOR` or :data:`MATRIX`), which decides
+    the layouts it can apply (:meth:`unapplied_layout`).
     """
 
     name: str
@@ -324,6 +331,33 @@ class OptimizerKind:
     per_member: bool = False
     twin: str | None = None
     code: str | None = None
+    reads: str = MATRIX
+
+    @property
+    def applies_any_layout(self) -> bool:
+        """Whether every layout steps right: the kind is told it (:attr:`layout_keys`) or its
+        step reads each entry alone."""
+        return bool(self.layout_keys) or self.reads == ENTRIES
+
+    def unapplied_layout(self, row_splits: tuple[int, ...] | None, fan_out_dim: int) -> str:
+        """What of a parameter's layout this kind's step would get wrong, in words ("" when
+        nothing): ``row_splits`` blocks fused in one tensor and an output dimension
+        ``fan_out_dim`` other than 0 (Hugging Face ``Conv1D`` stores ``(in, out)``).
+
+        A kind with :attr:`layout_keys` is told both; a step that reads each entry alone is
+        the same whatever the layout; one that reads the whole tensor, every dimension alike,
+        does not see its orientation but mixes fused blocks; one that reads it as a matrix
+        (torch's Muon, and a user's optimiser, unknown) depends on both. Routing refuses a kind
+        a layout it cannot apply rather than let it step the wrong matrices.
+        """
+        if self.applies_any_layout:
+            return ""
+        gaps = []
+        if row_splits is not None:
+            gaps.append(f"fused blocks of {'+'.join(map(str, row_splits))} rows")
+        if fan_out_dim != 0 and self.reads == MATRIX:
+            gaps.append(f"its output on dimension {fan_out_dim} (stored (in, out))")
+        return " and ".join(gaps)
 
     def options(self) -> set[str] | None:
         """Names a param group of this kind may set (None: any, a factory taking ``**kwargs``)."""
@@ -405,15 +439,15 @@ REGISTRY: dict[str, OptimizerKind] = {
         OptimizerKind("muon", "Muon", _muon, MuonHParams, lr=0.02, matrices_only=True,
                       layout_keys=MUON_LAYOUT_KEYS, family="orthogonalised", per_member=True),
         OptimizerKind("adam", "Adam", torch.optim.Adam, AdamHParams, lr=3e-3,
-                      family="elementwise", per_member=True),
+                      family="elementwise", per_member=True, reads=ENTRIES),
         OptimizerKind("adam_split", "Adam (own rate)", torch.optim.Adam, AdamHParams, lr=3e-3,
-                      family="elementwise", per_member=True, twin="adam"),
+                      family="elementwise", per_member=True, twin="adam", reads=ENTRIES),
         OptimizerKind("sgd", "SGD+M", torch.optim.SGD, SGDHParams, lr=0.1, family="plain",
-                      per_member=True),
+                      per_member=True, reads=ENTRIES),
         OptimizerKind("adamw", "AdamW", torch.optim.AdamW, AdamWHParams, lr=1e-3,
-                      family="elementwise", per_member=True),
+                      family="elementwise", per_member=True, reads=ENTRIES),
         OptimizerKind("signgd", "SignGD", _signgd, SignGDHParams, lr=1e-3, family="sign",
-                      per_member=True),
+                      per_member=True, reads=ENTRIES),
         OptimizerKind("normuon", "NorMuon", _muon, NorMuonHParams, lr=0.02, matrices_only=True,
                       layout_keys=MUON_LAYOUT_KEYS, family="orthogonalised", per_member=True),
         OptimizerKind("muon_pe", "Muon (Polar Express)", _muon, MuonPEHParams, lr=0.02,
@@ -422,16 +456,19 @@ REGISTRY: dict[str, OptimizerKind] = {
         OptimizerKind("torch_muon", "torch.optim.Muon", torch.optim.Muon, TorchMuonHParams,
                       lr=0.02, matrices_only=True, family="orthogonalised"),
         OptimizerKind("lion", "Lion", LibraryFactory("lion_pytorch", "Lion", "lion-pytorch"),
-                      LionHParams, lr=1e-4, family="sign", per_member=True),
+                      LionHParams, lr=1e-4, family="sign", per_member=True, reads=ENTRIES),
         OptimizerKind("soap", "SOAP", LibraryFactory("pytorch_optimizer", "SOAP",
-                      "pytorch-optimizer"), SOAPHParams, lr=3e-3, family="whitening"),
+                      "pytorch-optimizer"), SOAPHParams, lr=3e-3, family="whitening",
+                      reads=TENSOR),
         OptimizerKind("psgd_kron", "PSGD-Kron", LibraryFactory("pytorch_optimizer", "Kron",
                       "pytorch-optimizer", ("opt_einsum",)), KronHParams, lr=1e-3,
-                      family="whitening"),
+                      family="whitening", reads=TENSOR),
         OptimizerKind("ademamix", "AdEMAMix", LibraryFactory("pytorch_optimizer", "AdEMAMix",
-                      "pytorch-optimizer"), AdEMAMixHParams, lr=1e-3, family="elementwise"),
+                      "pytorch-optimizer"), AdEMAMixHParams, lr=1e-3, family="elementwise",
+                      reads=ENTRIES),
         OptimizerKind("mars", "MARS", LibraryFactory("pytorch_optimizer", "MARS",
-                      "pytorch-optimizer"), MARSHParams, lr=3e-3, family="elementwise"),
+                      "pytorch-optimizer"), MARSHParams, lr=3e-3, family="elementwise",
+                      reads=TENSOR),
     )
 }  # fmt: skip
 """Every built-in kind, in the order tables list them."""
@@ -522,14 +559,6 @@ def _import_from_working_directory() -> None:
     if cwd not in sys.path and "" not in sys.path:
         sys.path.insert(0, cwd)
         importlib.invalidate_caches()
-
-
-def describe_exception(exc: BaseException) -> str:
-    """``Type: first line of its message`` (cut to 200 characters): how one line names an
-    exception of a user's code."""
-    text = " ".join(str(exc).split())
-    text = f"{type(exc).__name__}: {text}" if text else type(exc).__name__
-    return text if len(text) <= 200 else f"{text[:197]}..."
 
 
 def user_code_error(kind: OptimizerKind, doing: str, exc: BaseException) -> ConfigError:

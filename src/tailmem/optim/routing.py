@@ -19,10 +19,13 @@ objects), so LR schedulers, Hugging Face ``Trainer`` and plain loops drive it li
 Within each kind there is one param group per role (tagged ``"kind"`` and ``"role"``, with
 ``"param_names"``), so per-role learning rates can be read and changed.
 
-Strictness (all raise :class:`~tailmem.errors.ConfigError` with one line): unknown kind or role,
+Strictness (all raise :class:`~tailmem.errors.ConfigError` with one line; under the unrouted
+parameters' line, which names them and the fix, a table of them follows): unknown kind or role,
 a kind or role named twice, ``*`` twice, a trainable parameter whose role the recipe does not
 route, a fused tensor (GPT-2 ``c_attn``) whose parts go to different kinds, a matrices-only kind
-(Muon) given a parameter with fewer than two dimensions, a kind that gets no parameters,
+(Muon) given a parameter with fewer than two dimensions, a kind given a parameter whose layout
+it cannot apply (fused blocks or ``(in, out)`` storage to ``torch_muon``, fused blocks to SOAP,
+PSGD-Kron or MARS, a layout option in ``role_overrides``), a kind that gets no parameters,
 hyperparameters for a kind that is unknown or not in the recipe, hyperparameter names the kind's
 typed spec (:class:`~tailmem.optim.registry.HParams`) does not have, and values it or the
 optimiser rejects.
@@ -50,7 +53,13 @@ from tailmem.models.roles import (
     vocab_size,
     vocabulary_tables,
 )
-from tailmem.optim.registry import REGISTRY, OptimizerKind, OptimizerSetting, get_kind
+from tailmem.optim.registry import (
+    MUON_LAYOUT_KEYS,
+    REGISTRY,
+    OptimizerKind,
+    OptimizerSetting,
+    get_kind,
+)
 
 _EXAMPLE = "e.g. 'muon:v,o,w_in,w_gate,w_out adam:*'"
 _TABLE_ROWS = 20
@@ -134,7 +143,9 @@ def plan_param_groups(
     ``named_parameters()``. Groups of a kind with layout keys (Muon) also carry the layout
     hints of their parameters, ``fan_out_dim`` always and ``row_splits`` when the tensor is
     split; parameters of one role with different hints get separate groups with the same role
-    tag. ``kinds``: user kinds besides the registry's.
+    tag. A kind that cannot apply a parameter's layout
+    (:meth:`~tailmem.optim.registry.OptimizerKind.unapplied_layout`: fused blocks, an output
+    dimension other than 0) is refused it. ``kinds``: user kinds besides the registry's.
 
     ``roles`` (``{name pattern: role}`` or ``(name, param) -> role | None``) is consulted before
     the built-in roles (:func:`~tailmem.models.roles.resolve_roles`).
@@ -158,6 +169,8 @@ def plan_param_groups(
     kind_of_role = {role: kind for kind, rs in routes.items() for role in rs}
     try:
         resolved = resolve_roles(model, roles)
+    except ConfigError:
+        raise  # a roles= callable that raised: its exception stays chained
     except ValueError as err:
         raise ConfigError(str(err)) from None
     member_dims = getattr(model, "member_dims", 0)
@@ -173,6 +186,7 @@ def plan_param_groups(
     unassigned: list[tuple[str, str]] = []
     non_matrix: Misrouted = []
     vocab_shaped: Misrouted = []
+    unapplied: list[tuple[str, str]] = []  # (kind, parameter name)
     for name, p in model.named_parameters():
         if not p.requires_grad:
             continue
@@ -198,10 +212,13 @@ def plan_param_groups(
             non_matrix.append((kind, name, pr.role, tuple(p.shape)))
         elif matrices_only and name in tables:
             vocab_shaped.append((kind, name, pr.role, tuple(p.shape)))
+        if known[kind].unapplied_layout(pr.row_splits, pr.fan_out_dim):
+            unapplied.append((kind, name))
         hints = (pr.fan_out_dim, pr.row_splits) if known[kind].layout_keys else ()
         buckets.setdefault((kind, pr.role, *hints), []).append((name, p))
     _refuse_unrouted(model, recipe, unassigned)
     _refuse_misrouted(recipe, known, non_matrix, vocab_shaped, vocab_size(model))
+    _refuse_unapplied(recipe, known, resolved, unapplied)
     empty = [kind for kind in routes if not any(key[0] == kind for key in buckets)]
     if empty:
         _refuse_empty(model, recipe, empty[0], routes[empty[0]], resolved, tables, member_dims)
@@ -276,7 +293,8 @@ Misrouted = list[tuple[str, str, str, tuple[int, ...]]]
 
 def _refuse_unrouted(model: nn.Module, recipe: str, unassigned: list[tuple[str, str]]) -> None:
     """One :class:`ConfigError` naming the parameters (name, role) no clause of ``recipe``
-    routes, with a table of them; nothing when every parameter has a kind."""
+    routes and the fix in its first line, which says all a log line needs; a table of them
+    (name, shape, role) follows it. Nothing when every parameter has a kind."""
     if not unassigned:
         return
     missing_roles = sorted({role for _, role in unassigned}, key=_role_order)
@@ -290,7 +308,7 @@ def _refuse_unrouted(model: nn.Module, recipe: str, unassigned: list[tuple[str, 
         f"{', '.join(missing_roles)}: {_short_list([n for n, _ in unassigned])}; "
         f"name those roles or add a catch-all such as 'adam:*', or give the parameters "
         f"roles with build_optimizer(..., roles={{name pattern: role}}) "
-        f"(tailmem.models.roles.roles_table(model) shows every role):\n"
+        f"(tailmem.models.roles.roles_table(model) shows every role)\n"
         + text_table(("parameter", "shape", "role"), rows)
         + (f"\n(+{more} more)" if more > 0 else "")
     )
@@ -327,6 +345,42 @@ def _refuse_misrouted(
             f"give them roles={{{head_roles or 'pattern: ' + repr('head')}}}), or pass "
             f"force_muon_vocab=True to build_optimizer"
         )
+
+
+def _refuse_unapplied(
+    recipe: str,
+    known: Mapping[str, OptimizerKind],
+    resolved: Mapping[str, ParamRole],
+    unapplied: list[tuple[str, str]],
+) -> None:
+    """One :class:`ConfigError` for a kind given parameters whose layout (fused blocks, an
+    ``(in, out)`` storage) it cannot apply (:meth:`OptimizerKind.unapplied_layout`), naming the
+    kinds that do; nothing when there are none."""
+    if not unapplied:
+        return
+    kind = known[unapplied[0][0]]
+    names = [name for k, name in unapplied if k == kind.name]
+    first = resolved[names[0]]
+    roles = sorted({r for n in names for r in resolved[n].roles}, key=_role_order)
+    more = f" (+{len(names) - 1} more: {_short_list(names[1:], 3)})" if len(names) > 1 else ""
+    raise ConfigError(
+        f"{kind.name} cannot apply the layout of parameter {names[0]!r} ({first.role}): "
+        f"{kind.unapplied_layout(first.row_splits, first.fan_out_dim)}{more}; {kind.name} is "
+        f"not told a parameter's layout, so it would step it as one matrix stored (out, in); "
+        f"recipe {recipe!r} should give role(s) {', '.join(roles)} to {_applying(kind)}, "
+        f"which applies it"
+    )
+
+
+def _applying(kind: OptimizerKind) -> str:
+    """The built-in kinds to use instead of ``kind`` for a parameter whose layout it cannot
+    apply: those of its family that apply every layout, else the Muon-like ones, e.g.
+    ``muon (or normuon, muon_pe)``."""
+    applying = [k for k, spec in REGISTRY.items() if spec.applies_any_layout]
+    instead = [k for k in applying if REGISTRY[k].family == kind.family] or [
+        k for k in applying if REGISTRY[k].layout_keys
+    ]
+    return instead[0] + (f" (or {', '.join(instead[1:])})" if len(instead) > 1 else "")
 
 
 def _groups(
@@ -471,6 +525,17 @@ def route(
             unknown = [
                 k for k in overrides.get(role, {}) if accepted is not None and k not in accepted
             ]
+            layout = [
+                k
+                for k in overrides.get(role, {})
+                if k in MUON_LAYOUT_KEYS and k not in setting.kind.layout_keys
+            ]
+            if layout:
+                raise ConfigError(
+                    f"role_overrides[{role!r}] sets {', '.join(layout)}, a layout {name} cannot "
+                    f"apply (it is not told a parameter's layout); give role {role} to "
+                    f"{_applying(setting.kind)}, which applies it"
+                )
             if unknown:
                 raise ConfigError(
                     f"role_overrides[{role!r}]: unknown name(s) {', '.join(map(repr, unknown))} "
@@ -546,7 +611,14 @@ class RoutedOptimizer(torch.optim.Optimizer):
             opt.zero_grad(set_to_none=set_to_none)
 
     def add_param_group(self, param_group: dict[str, Any]) -> None:
-        """Add a group to the child named by its ``"kind"`` key, and to ``param_groups``."""
+        """Add a group to the child named by its ``"kind"`` key, and to ``param_groups``.
+
+        ``params``: tensors, or ``(name, tensor)`` pairs as ``module.named_parameters()`` gives
+        them. Routing names every parameter (``param_names``), and torch keeps the groups of one
+        optimiser all named or all unnamed, so a group for a routed kind needs its names: the
+        pairs, or ``param_names``. A layout option (``row_splits``, ``fan_out_dim``, ...) the
+        child does not take is refused rather than carried unread.
+        """
         if not self.__dict__.get("_ready", False):
             super().add_param_group(param_group)  # the placeholder group of Optimizer.__init__
             return
@@ -556,14 +628,31 @@ class RoutedOptimizer(torch.optim.Optimizer):
                 f"a group added to a RoutedOptimizer needs 'kind' set to one of "
                 f"{', '.join(self.optimizers)}; got {kind!r}"
             )
+        child = self.optimizers[kind]
         params = param_group["params"]
         params = [params] if isinstance(params, torch.Tensor) else list(params)
-        taken = [p for p in params if p in self._owner]
+        group = {**param_group, "params": params}
+        if params and all(isinstance(p, tuple) for p in params):
+            group["param_names"], group["params"] = (list(x) for x in zip(*params, strict=True))
+        taken = [p for p in group["params"] if p in self._owner]
         if taken:
             raise ValueError(
                 f"{len(taken)} parameter(s) of the new group already belong to this optimizer"
             )
-        self.optimizers[kind].add_param_group({**param_group, "params": params})
+        named = any("param_names" in g for g in child.param_groups)
+        if named and "param_names" not in group:
+            raise ConfigError(
+                f"a group added to the {kind} child needs its parameters' names, as its other "
+                f"groups have: params=list(module.named_parameters()) or param_names=[...] "
+                f"(one per tensor); got {len(params)} unnamed tensor(s)"
+            )
+        unread = [k for k in MUON_LAYOUT_KEYS if k in group and k not in child.defaults]
+        if unread:
+            raise ConfigError(
+                f"a group added to the {kind} child sets {', '.join(unread)}, which "
+                f"{type(child).__name__} does not take (it would not apply that layout)"
+            )
+        child.add_param_group(group)
         self._sync_groups()
 
     def state_dict(self) -> dict[str, Any]:
@@ -587,7 +676,12 @@ class RoutedOptimizer(torch.optim.Optimizer):
         return merged
 
     def load_state_dict(self, state_dict: dict[str, Any]) -> None:
-        """Restore every child from a dict made by :meth:`state_dict` of a matching optimizer."""
+        """Restore every child from a dict made by :meth:`state_dict` of a matching optimizer.
+
+        All or nothing: when a child refuses its part (a bad hyper-parameter, a state it cannot
+        take), every child keeps the state and param groups it had, ``param_groups`` are still
+        theirs, and the child's exception propagates.
+        """
         for pre_hook in self._optimizer_load_state_dict_pre_hooks.values():
             result = pre_hook(self, state_dict)
             if result is not None:
@@ -612,18 +706,27 @@ class RoutedOptimizer(torch.optim.Optimizer):
                     f"but this optimizer's group {i} is {want[0]}/{want[1]} with {want[2]}"
                 )
         saved_state = state_dict["state"]
+        before = [(opt, opt.state, opt.param_groups) for opt in self.optimizers.values()]
         start = 0
-        for opt in self.optimizers.values():
-            mine = saved_groups[start : start + len(opt.param_groups)]
-            start += len(opt.param_groups)
-            local: dict[Any, int] = {}
-            child_groups = []
-            for group in mine:
-                ids = [local.setdefault(i, len(local)) for i in group["params"]]
-                child_groups.append({**group, "params": ids})
-            child_state = {local[i]: s for i, s in saved_state.items() if i in local}
-            opt.load_state_dict({"state": child_state, "param_groups": child_groups})
-        self._sync_groups()
+        try:
+            for opt in self.optimizers.values():
+                mine = saved_groups[start : start + len(opt.param_groups)]
+                start += len(opt.param_groups)
+                local: dict[Any, int] = {}
+                child_groups = []
+                for group in mine:
+                    ids = [local.setdefault(i, len(local)) for i in group["params"]]
+                    child_groups.append({**group, "params": ids})
+                child_state = {local[i]: s for i, s in saved_state.items() if i in local}
+                opt.load_state_dict({"state": child_state, "param_groups": child_groups})
+        except BaseException:
+            # a child refused its part: the children loaded before it are put back too (torch's
+            # load_state_dict replaces state and param_groups, so the old ones are intact)
+            for opt, state, groups in before:
+                opt.state, opt.param_groups = state, groups
+            raise
+        finally:
+            self._sync_groups()
         for post_hook in self._optimizer_load_state_dict_post_hooks.values():
             post_hook(self)
 
