@@ -8,6 +8,7 @@ import torch
 from torch._dynamo import register_backend
 from torch._dynamo.testing import CompileCounter
 
+import tailmem.optim.muon_batch as muon_batch
 from tailmem.optim import Muon, muon_update, orthogonalize
 from tailmem.optim.gram_table import GRAM_TABLE, gram_pays
 from tailmem.optim.muon_batch import COMPILE_VARIABLE, backend
@@ -212,3 +213,30 @@ def test_the_functional_update_refuses_what_orthogonalize_refuses(kwargs, error,
 
 def test_the_functional_update_of_an_empty_tensor_is_empty():
     assert muon_update(torch.zeros(0, 3), torch.zeros(0, 3)).shape == (0, 3)
+
+
+@pytest.mark.parametrize("normuon", [False, True])
+def test_a_cpu_bucket_above_the_stack_limit_is_cut_into_stacks_with_the_same_step(
+    monkeypatch, normuon
+):
+    """At a limit of one (24, 12) block per stack the bucket of the two (24, 12) matrices is
+    cut in two (the (8, 12) conv pair still fits one), and every parameter steps as when whole."""
+    whole, _, _, _ = batched_and_looped(normuon=normuon)
+    monkeypatch.setattr(muon_batch, "STACK_BYTES_CPU", 24 * 12 * 4)
+    cut, _, _, _ = batched_and_looped(normuon=normuon)
+    for p, q in zip(cut, whole, strict=True):
+        torch.testing.assert_close(p, q, rtol=0, atol=1e-6)
+
+    calls = []
+    real = muon_batch.orthogonalize_wide
+
+    def counting(X, *args, **kwargs):
+        calls.append(X.shape[0])
+        return real(X, *args, **kwargs)
+
+    monkeypatch.setattr(muon_batch, "orthogonalize_wide", counting)
+    params = make()
+    for p, g in zip(params, grads(1)[0], strict=True):
+        p.grad = g
+    Muon(params, dtype=None, normuon=normuon).step()
+    assert sorted(calls) == [1, 1, 1, 1, 1, 2]  # whole: [1, 1, 1, 2, 2]

@@ -291,3 +291,17 @@ def test_signgd_refuses_complex_parameters_and_sparse_gradients_with_momentum_in
     assert torch.equal(p.detach(), -0.1 * torch.eye(4, 3))
     with pytest.raises(RuntimeError, match=r"^SignGD with momentum does not support sparse"):
         SignGD([p], lr=0.1, momentum=0.5).step()
+
+
+def test_first_non_finite_finds_a_nan_or_infinity_in_any_kind_of_tensor():
+    from tailmem.optim.gradients import first_non_finite
+
+    fine = [torch.zeros(0, 3), torch.ones(4, dtype=torch.bfloat16), torch.empty(3, device="meta"),
+            torch.eye(3).to_sparse()]  # fmt: skip
+    assert first_non_finite(fine) is None
+    for bad in (math.nan, math.inf, -math.inf):
+        half = torch.ones(4, dtype=torch.float16)
+        half[2] = bad
+        sparse = torch.sparse_coo_tensor([[0, 2]], [1.0, bad], (4,))
+        assert first_non_finite([*fine, half]) == len(fine)
+        assert first_non_finite([*fine, sparse, half]) == len(fine)

@@ -5,8 +5,8 @@ and :func:`~tailmem.optim.muon_update` (one tensor) both call :func:`orthogonal_
 :class:`Request`'s direction is seen as its ``(out, in)`` matrix (per batch index, see
 :class:`Layout`) and cut into row blocks; blocks of one shape, dtype and device with one
 :class:`Orthogonalisation` and process group, whatever request they come from, are stacked and
-orthogonalised in ONE batched call (``torch.bmm`` over the stack), compiled by ``torch.compile``
-where asked (:func:`backend`). NorMuon's row normalisation then runs on each such stack at once,
+orthogonalised in ONE batched call (``torch.bmm`` over the stack; on a CPU, in stacks of at most
+:data:`STACK_BYTES_CPU`), compiled by ``torch.compile`` where asked (:func:`backend`). NorMuon's row normalisation then runs on each such stack at once,
 and the shape scale is either folded into :attr:`Update.factor` (every block of the tensor has
 one shape) or multiplied into the blocks. Whether the inputs are finite is read once per call
 (for the polynomial methods: after their straight-line work, before any state is touched).
@@ -157,36 +157,77 @@ def orthogonal_updates(
             key = (tuple(piece.shape[1:]), piece.dtype, piece.device, how, comm)
             buckets.setdefault(key, []).append((job, index))
     deferred: list[Finite] = []
-    stacks: list[Tensor] = []
-    for key, members in buckets.items():
+    stacks: list[tuple[list[tuple[_Job, int]], Tensor]] = []
+    for key, bucket in buckets.items():
         _, _, device, how, comm = key
-        pieces = [job.pieces[i] for job, i in members]
-        wide = widen(pieces[0] if len(pieces) == 1 else torch.cat(pieces))
-        if how.method in POLYNOMIAL_METHODS:  # straight-line: non-finite input cannot hurt it
-            deferred.append(wide.finite)
-        else:
-            check_finite([wide.finite])
-        chosen = backend(compile, device, how.method)
-        fn = partial(
-            compiled(chosen, key[:4]) if chosen else orthogonalize_wide,
-            method=how.method,
-            steps=how.steps,
-            dtype=how.dtype,
-            eps=how.eps,
-            coefficients=how.coefficients,
-        )
-        out = narrow(D.sharded_map(wide.X, fn, comm, aligned=(wide.scale,)), wide)
-        stacks.append(out)
-        offset = 0
-        for job, i in members:
-            count = job.pieces[i].shape[0]
-            job.pieces[i] = out[offset : offset + count]
-            offset += count
+        for members in _stacked(bucket, device):
+            stacks.append((members, _orthogonalised(members, key, compile, deferred)))
     check_finite(deferred)
-    for members, out in zip(buckets.values(), stacks, strict=True):
+    for members, out in stacks:
         _normuon(members, out)
     _scale_blocks([job for job in jobs if not _one_factor(job)])
     return [_assemble(job) for job in jobs]
+
+
+STACK_BYTES_CPU = 24 * 2**20
+"""The largest stack of blocks one call orthogonalises on a CPU (a bucket above it is cut into
+stacks below it; a single larger piece stays whole). glibc maps every allocation above its largest
+mmap threshold (32 MiB) afresh and page-faults it in again at each step: whole stacks made the
+batched step 6% slower than a loop over the matrices on the 160M model's set, where stacks below
+the threshold reuse freed heap memory (``benchmarks/muon_batched.py``). A CPU's products are
+compute-bound, so a stack of a few large matrices runs at the rate of one of many; on other
+devices (CUDA's caching allocator, launch-bound small products) a bucket is one stack."""
+
+
+def _stacked(members: list[tuple[_Job, int]], device: torch.device) -> list[list[tuple[_Job, int]]]:
+    """A bucket's members in consecutive stacks, of at most :data:`STACK_BYTES_CPU` on a CPU."""
+    if device.type != "cpu":
+        return [members]
+    stacks: list[list[tuple[_Job, int]]] = [[]]
+    size = 0
+    for job, i in members:
+        piece = job.pieces[i]
+        nbytes = piece.numel() * piece.element_size()
+        if stacks[-1] and size + nbytes > STACK_BYTES_CPU:
+            stacks.append([])
+            size = 0
+        stacks[-1].append((job, i))
+        size += nbytes
+    return stacks
+
+
+def _orthogonalised(
+    members: list[tuple[_Job, int]],
+    key: tuple[Any, ...],
+    compile: bool | str | None,
+    deferred: list[Finite],
+) -> Tensor:
+    """One stack's members orthogonalised in one call (their pieces replaced by slices of the
+    result, which is returned); the finiteness of a polynomial method's input is appended to
+    ``deferred`` for the caller to read once, any other method's is checked first."""
+    _, _, device, how, comm = key
+    pieces = [job.pieces[i] for job, i in members]
+    wide = widen(pieces[0] if len(pieces) == 1 else torch.cat(pieces))
+    if how.method in POLYNOMIAL_METHODS:  # straight-line: non-finite input cannot hurt it
+        deferred.append(wide.finite)
+    else:
+        check_finite([wide.finite])
+    chosen = backend(compile, device, how.method)
+    fn = partial(
+        compiled(chosen, key[:4]) if chosen else orthogonalize_wide,
+        method=how.method,
+        steps=how.steps,
+        dtype=how.dtype,
+        eps=how.eps,
+        coefficients=how.coefficients,
+    )
+    out = narrow(D.sharded_map(wide.X, fn, comm, aligned=(wide.scale,)), wide)
+    offset = 0
+    for job, i in members:
+        count = job.pieces[i].shape[0]
+        job.pieces[i] = out[offset : offset + count]
+        offset += count
+    return out
 
 
 def _split(request: Request) -> _Job:
