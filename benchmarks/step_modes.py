@@ -14,8 +14,9 @@ Prints, from one process:
   of the step time (for the hybrid: Muon's Newton–Schulz plus AdamW on the rest; the step is
   synchronised around it on CUDA), and for compiled arms the compile seconds (first compiled
   step minus a steady one);
-- the ratios that matter: bf16 / fp32 and compiled / eager tokens/s per arm, hybrid / AdamW step
-  time;
+- the ratios that matter: bf16 / fp32 and compiled / eager tokens/s per arm, each hybrid's step
+  time over AdamW's (``--arms``: ``hybrid`` batches Muon's same-shaped matrices,
+  ``hybrid_looped`` steps them one at a time through ``torch.optim.Muon``);
 - peak memory (process RSS; on CUDA also the allocator's peak).
 
     PYTHONPATH=src python benchmarks/step_modes.py                      # cpu-small, 1 thread
@@ -76,10 +77,19 @@ class TimedOptimizer:
         self.inner.load_state_dict(state_dict)
 
 
+ARMS = ("adamw", "hybrid", "hybrid_looped")
+"""AdamW alone; the hybrid recipe with tailmem's Muon (same-shaped matrices batched); the same
+recipe with ``torch.optim.Muon`` (one matrix at a time), both Newton–Schulz in bf16."""
+
+
 def make_optimizer(arm: str, model: torch.nn.Module) -> torch.optim.Optimizer:
     if arm == "adamw":
         return torch.optim.AdamW(model.parameters(), **ADAMW)
-    return build_optimizer(model, HYBRID, muon={"lr": 0.02, "momentum": 0.95}, adamw=ADAMW)
+    muon = {"lr": 0.02, "momentum": 0.95}
+    if arm == "hybrid_looped":
+        recipe = HYBRID.replace("muon:", "torch_muon:", 1)
+        return build_optimizer(model, recipe, torch_muon=muon, adamw=ADAMW)
+    return build_optimizer(model, HYBRID, muon=muon, adamw=ADAMW)
 
 
 @dataclass(frozen=True)
@@ -129,7 +139,7 @@ def main() -> None:
     parser.add_argument("--batch", type=int, default=16)
     parser.add_argument("--precisions", default="fp32,bf16")
     parser.add_argument("--modes", default="eager,compiled")
-    parser.add_argument("--arms", default="adamw,hybrid")
+    parser.add_argument("--arms", default="adamw,hybrid", help=f"of {', '.join(ARMS)}")
     parser.add_argument("--warmup", type=int, default=2, help="untimed steps (compile included)")
     parser.add_argument("--steps", type=int, default=5, help="timed steps (best one kept)")
     parser.add_argument("--threads", type=int, default=1, help="torch threads (0: torch default)")
@@ -137,6 +147,8 @@ def main() -> None:
     if args.threads:
         torch.set_num_threads(args.threads)
     precisions, modes, arms = (x.split(",") for x in (args.precisions, args.modes, args.arms))
+    if not set(arms) <= set(ARMS):
+        parser.error(f"--arms: expected some of {', '.join(ARMS)}, got {args.arms!r}")
     cfg = gpt_config(args.size, vocab_size=args.vocab, max_seq_len=args.seq, ffn=args.ffn)
     fpt, n_tokens = flops_per_token(cfg, args.seq), args.batch * args.seq
     where = torch.cuda.get_device_name() if args.device.startswith("cuda") else "cpu"
@@ -153,12 +165,12 @@ def main() -> None:
         f"matmul {shape[0]}x{shape[1]}x{shape[2]}: fp32 {peak['fp32'] / 1e9:.0f} GFLOP/s, "
         f"bf16 {peak['bf16'] / 1e9:.0f} GFLOP/s (bf16/fp32 {peak['bf16'] / peak['fp32']:.2f}x)"
     )
-    if "hybrid" in arms:
+    if set(arms) - {"adamw"}:
         ns5 = orth_flops(muon_shapes(GPT(cfg)), "ns5")
         print(f"Muon NS5 per step: {ns5 / 1e9:.2f} GFLOP ({ns5 / (fpt * n_tokens):.1%} of the "
               "model's step FLOPs)")  # fmt: skip
     found: dict[tuple[str, str, str], Measured] = {}
-    print(f"{'precision':9s} {'mode':8s} {'arm':6s} {'tokens/s':>10s} {'MFU':>6s} "
+    print(f"{'precision':9s} {'mode':8s} {'arm':13s} {'tokens/s':>10s} {'MFU':>6s} "
           f"{'opt share':>9s} {'compile s':>9s}")  # fmt: skip
     for precision in precisions:
         for mode in modes:
@@ -168,7 +180,7 @@ def main() -> None:
                 rate = n_tokens / got.step
                 compile_s = "-" if got.compile is None else f"{got.compile:.1f}"
                 print(
-                    f"{precision:9s} {mode:8s} {arm:6s} {rate:10.0f} "
+                    f"{precision:9s} {mode:8s} {arm:13s} {rate:10.0f} "
                     f"{rate * fpt / peak[precision]:6.1%} {got.opt / got.step:9.1%} "
                     f"{compile_s:>9s}",
                     flush=True,
@@ -186,11 +198,12 @@ def main() -> None:
             for precision in precisions:
                 ratio = step(precision, "eager", arm) / step(precision, "compiled", arm)
                 print(f"compiled / eager tokens/s, {precision} {arm}: {ratio:.2f}x")
-    if {"adamw", "hybrid"} <= set(arms):
-        for precision in precisions:
-            for mode in modes:
-                ratio = step(precision, mode, "hybrid") / step(precision, mode, "adamw")
-                print(f"hybrid / adamw step time, {precision} {mode}: {ratio:.2f}x")
+    for hybrid in ("hybrid", "hybrid_looped"):
+        if {"adamw", hybrid} <= set(arms):
+            for precision in precisions:
+                for mode in modes:
+                    ratio = step(precision, mode, hybrid) / step(precision, mode, "adamw")
+                    print(f"{hybrid} / adamw step time, {precision} {mode}: {ratio:.2f}x")
     rss = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024
     gpu = ""
     if args.device.startswith("cuda"):

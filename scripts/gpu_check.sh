@@ -8,8 +8,9 @@
 #   optim_step.txt   benchmarks/optim_step.py on the GPU: one Muon step of the 12 x 768 matrices,
 #                    tailmem vs torch.optim.Muon vs AdamW
 #   step_modes.txt   benchmarks/step_modes.py: tokens/s and MFU of a 160M training step (batch
-#                    16 x 1024, vocab 50,304, bf16), eager vs compiled, AdamW vs hybrid Muon, and
-#                    the optimiser's share of the step
+#                    16 x 1024, vocab 50,304, bf16, compiled), AdamW vs hybrid Muon batched
+#                    (tailmem's) and looped (torch.optim.Muon), and the optimiser's share of the
+#                    step
 #   ensemble.txt     benchmarks/ensemble_step.py: 3 seeds of the knowledge-qa cpu model (2 x 256)
 #                    as one ensemble vs 3 single steps, fp32 and bf16 (on 2 CPU cores the
 #                    ensemble did not pay: 0.84-0.95x; small models on a GPU are where it may)
@@ -47,7 +48,7 @@ if [ "${GPU_CHECK_TOY:-0}" = 1 ]; then
     PYTEST_FILES=(tests/train/test_precision.py)
     OPTIM=(--set 2x128 --methods ns5 --no-distributed)
     STEP=(--size tiny --vocab 64 --seq 32 --batch 4 --precisions fp32 --modes eager --steps 1
-          --warmup 1)
+          --warmup 1 --arms adamw,hybrid,hybrid_looped)
     QA=(--preset smoke)
     QA_PRESET=smoke QA_PRECISION=fp32 QA_SHAPE=""
     ENSEMBLE=(--size tiny --vocab 64 --seq 32 --batch 4 --repeats 1 --window 1)
@@ -64,13 +65,13 @@ else
     mapfile -t PYTEST_FILES < <(grep -rli --include='test_*.py' cuda tests | sort)
     OPTIM=(--device cuda --set 12x768 --ffn both --repeats 3 --no-distributed)
     STEP=(--device cuda --size gpt-160m --vocab 50304 --seq 1024 --batch 16 --precisions bf16
-          --modes eager,compiled --arms adamw,hybrid --steps 5 --warmup 2 --threads 0)
+          --modes compiled --arms adamw,hybrid,hybrid_looped --steps 5 --warmup 2 --threads 0)
     QA=(--preset paper data.m=10 train.batch_size=32 train.seq_len=512)
     QA_PRESET=paper QA_PRECISION=bf16
     QA_SHAPE="data.m: 10, train.batch_size: 32, train.seq_len: 512, train.eval_batch_size: 512, "
     ENSEMBLE=(--device cuda --members 3 --repeats 5 --window 5)
     EXPOSURES=4
-    LIMIT_PYTEST=60 LIMIT_OPTIM=40 LIMIT_STEP=120 LIMIT_ENSEMBLE=80 LIMIT_QA_DATA=30
+    LIMIT_PYTEST=60 LIMIT_OPTIM=40 LIMIT_STEP=150 LIMIT_ENSEMBLE=50 LIMIT_QA_DATA=30
     LIMIT_QA=170 LIMIT_QA_SUMMARY=30
 fi
 

@@ -56,8 +56,20 @@ SMALLEST = {
     "reproduce_cpu.py": Smallest(("--preset", "smoke", "--studies", "icl-regression"), "pooled"),
     "spectrum.py": Smallest(("--layers", "1", "--naive-layers", "1"), "peak RSS"),
     "step_modes.py": Smallest(
-        (*TINY_GPT, "--precisions", "fp32", "--modes", "eager", "--steps", "1", "--warmup", "1"),
-        "peak RSS",
+        (
+            *TINY_GPT,
+            "--precisions",
+            "fp32",
+            "--modes",
+            "eager",
+            "--steps",
+            "1",
+            "--warmup",
+            "1",
+            "--arms",
+            "adamw,hybrid,hybrid_looped",
+        ),
+        "hybrid_looped / adamw step time",
     ),
     "train_step.py": Smallest(
         (*TINY_GPT, "--large-batch", "0", "--windows", "1", "--repeats", "1"), "step-time ratio"
