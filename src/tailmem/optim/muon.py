@@ -45,13 +45,13 @@ normalised per output neuron (row) by a running second moment and rescaled to it
 
 Speed: all blocks of one shape (across parameters and param groups with the same method, steps,
 dtype and eps) are stacked and orthogonalised in ONE batched call (on a CPU, in stacks of at most
-24 MiB), compiled by ``torch.compile`` on CUDA (``compile``); momentum, weight decay and the update are ``torch._foreach_*`` calls over
-all parameters that share their values (:mod:`tailmem.optim.muon_batch`, which
-:func:`muon_update` calls too: one code path). A NaN or infinite gradient entry is refused by name
-before anything moves, one host sync per step (:mod:`tailmem.optim.gradients`). Only the
-momentum buffers (and NorMuon's rows) persist between steps; the stacks are per step.
-``method="auto"`` runs the Polar Express polynomial in the Gram form where that was measured to
-pay on the device (:mod:`tailmem.optim.gram_table`).
+24 MiB), compiled by ``torch.compile`` on CUDA (``compile``); momentum, weight decay and the update are
+``torch._foreach_*`` calls over all parameters that share their values
+(:mod:`tailmem.optim.muon_batch`, which :func:`muon_update` calls too: one code path). A NaN or
+infinite gradient entry is refused by name before anything moves, one host sync per step
+(:mod:`tailmem.optim.gradients`). Only the momentum buffers (and NorMuon's rows) persist between
+steps; the stacks are per step. ``method="auto"`` runs the Polar Express polynomial in the Gram form
+where that was measured to pay on the device (:mod:`tailmem.optim.gram_table`).
 
 Distribution is explicit. ``process_group=None`` (default) is local: no collective, ever, so any
 subset of ranks may step. Passing a ``process_group`` (or ``distributed="ddp"``: the default group,

@@ -1,15 +1,16 @@
 """Muon's update for many tensors at once: momentum directions in, scaled orthogonal updates out.
 
-The one code path of tailmem's Muon: :class:`~tailmem.optim.Muon` (every parameter of a step)
-and :func:`~tailmem.optim.muon_update` (one tensor) both call :func:`orthogonal_updates`. Each
+The one code path of tailmem's Muon: :class:`~tailmem.optim.Muon` (every parameter of a step) and
+:func:`~tailmem.optim.muon_update` (one tensor) both call :func:`orthogonal_updates`. Each
 :class:`Request`'s direction is seen as its ``(out, in)`` matrix (per batch index, see
 :class:`Layout`) and cut into row blocks; blocks of one shape, dtype and device with one
 :class:`Orthogonalisation` and process group, whatever request they come from, are stacked and
 orthogonalised in ONE batched call (``torch.bmm`` over the stack; on a CPU, in stacks of at most
-:data:`STACK_BYTES_CPU`), compiled by ``torch.compile`` where asked (:func:`backend`). NorMuon's row normalisation then runs on each such stack at once,
-and the shape scale is either folded into :attr:`Update.factor` (every block of the tensor has
-one shape) or multiplied into the blocks. Whether the inputs are finite is read once per call
-(for the polynomial methods: after their straight-line work, before any state is touched).
+:data:`STACK_BYTES_CPU`), compiled by ``torch.compile`` where asked (:func:`backend`). NorMuon's row
+normalisation then runs on each such stack at once, and the shape scale is either folded into
+:attr:`Update.factor` (every block of the tensor has one shape) or multiplied into the blocks.
+Whether the inputs are finite is read once per call (for the polynomial methods: after their
+straight-line work, before any state is touched).
 """
 
 from __future__ import annotations
