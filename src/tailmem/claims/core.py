@@ -773,7 +773,6 @@ def not_in_setting(published: Scale, measured: Scale | None) -> str | None:
 
 # --------------------------------------------------------------------------- inputs
 
-_I = TypeVar("_I", bound="ClaimInputs")
 _C = TypeVar("_C", bound=Callable[..., Any])
 
 
@@ -781,14 +780,6 @@ _C = TypeVar("_C", bound=Callable[..., Any])
 class ClaimInputs:
     """The base of every claims module's inputs: a frozen dataclass whose fields are exactly what
     its checks read (``A1Inputs``, ``A2Inputs``, …), built by the experiment that measures them."""
-
-    @classmethod
-    def of(cls: type[_I], results: Mapping[str, Any]) -> _I:
-        """The inputs taken from a results mapping with (at least) these fields: other keys are
-        left out, absent optional fields keep their defaults (an absent required one is a
-        TypeError naming it)."""
-        names = {f.name for f in dataclasses.fields(cls)}
-        return cls(**{k: v for k, v in results.items() if k in names})
 
 
 def inputs_class(check: Callable[..., Any]) -> type[ClaimInputs]:
