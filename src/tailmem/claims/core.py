@@ -196,17 +196,6 @@ class Bound:
     side: Literal["lower", "upper"]
 
 
-def bound_of(entry: Mapping[str, float | None]) -> float | Bound | None:
-    """A per-seed value recorded as ``ratio`` / ``lower`` / ``upper`` (the lag ratios of
-    :mod:`tailmem.metrics.qa_gaps`): the value where measured, else its bound, else None."""
-    ratio, lower, upper = (entry.get(key) for key in ("ratio", "lower", "upper"))
-    if ratio is not None:
-        return float(ratio)
-    if lower is not None:
-        return Bound(float(lower), "lower")
-    return None if upper is None else Bound(float(upper), "upper")
-
-
 Sample = Sequence[float | Bound | None]
 """Per-seed values of one arm: a number, a :class:`Bound` (censored), or ``None`` (neither a
 value nor a bound: the seed leaves the comparison undecidable)."""
