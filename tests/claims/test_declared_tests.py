@@ -24,7 +24,7 @@ from tailmem.claims import rule_or_rate
 from tailmem.claims.a1 import A1Inputs
 from tailmem.claims.a2 import variance_ratio
 from tailmem.claims.a3 import A3Inputs
-from tailmem.claims.a3_qk import A3QKInputs
+from tailmem.claims.a3_qk import A3QKInputs, QKLag
 from tailmem.claims.a3_sensitivity import (
     READING,
     REFERENCE,
@@ -168,12 +168,9 @@ def test_5_the_lag_margin_is_read_from_its_claim(monkeypatch):
 
 
 def _tail(ratios):
-    seeds = [{"ratio": r, "lower": r, "upper": r} for r in ratios]
     tau = CLAIMS["A3.beyond.qk_task"]["tau"]
-    row = {"group": 2, "tau": tau, "seeds": seeds, "n_seeds": len(seeds),
-           "statuses": {"measured": len(seeds)}, "resolution": 0.0}  # fmt: skip
-    pair = {"lead": "muon", "lag": "adam", "lag_ratio": [row]}
-    return A3QKInputs(seeds=list(range(len(ratios))), rarest=2, gap_measures={"pairs": [pair]})
+    row = QKLag(2, tau, None, {"measured": len(ratios)}, SeedRatios(tuple(ratios)))
+    return A3QKInputs(seeds=list(range(len(ratios))), rarest=2, lags=[row])
 
 
 def test_6_a_lag_ratio_is_judged_on_the_log_scale_and_a_reversed_edge_has_not_vanished():

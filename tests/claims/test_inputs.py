@@ -69,27 +69,12 @@ def test_evaluate_refuses_inputs_of_another_type_in_one_line():
     assert evaluate("no-such-experiment", qa) == []  # no claims: nothing to check
 
 
-@dataclasses.dataclass(frozen=True, kw_only=True)
-class _Taken(ClaimInputs):
-    eps: float
-    rows: list[dict[str, float]]
-    extra: tuple[int, ...] = ()
-
-
-def test_of_takes_only_its_fields_and_needs_the_required_ones():
-    results = {"experiment": "x", "eps": 0.1, "rows": [], "wall_seconds": 1.0}
-    inputs = _Taken.of(results)
-    assert inputs == _Taken(eps=0.1, rows=[]) and inputs.extra == ()  # the default
-    assert not hasattr(inputs, "wall_seconds")
+def test_inputs_are_frozen_and_keyword_only():
+    inputs = BenchMemory(seeds=[0], paces=[])
     with pytest.raises(dataclasses.FrozenInstanceError):
-        inputs.rows = [{}]  # type: ignore[misc]
-    with pytest.raises(TypeError, match="rows"):
-        _Taken.of({k: v for k, v in results.items() if k != "rows"})
+        inputs.seeds = [1]  # type: ignore[misc]
     with pytest.raises(TypeError):  # keyword-only: no positional mix-ups
         A1Inputs("plain", {})  # type: ignore[misc]
-    assert BenchMemory.of({"seeds": [0], "paces": [], "other": 1}) == BenchMemory(
-        seeds=[0], paces=[]
-    )
 
 
 def test_a_check_must_name_its_inputs_class():

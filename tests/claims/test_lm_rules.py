@@ -8,6 +8,7 @@ import pytest
 from tailmem.claims import a1, a3
 from tailmem.claims.a1 import A1Inputs
 from tailmem.claims.a3 import A3Inputs
+from tailmem.claims.capacity_measured import CapacityRow, Trained
 from tailmem.claims.registry import CLAIMS
 from tailmem.claims.related import CapacityInputs
 
@@ -109,21 +110,30 @@ def test_a3_claims_are_checked_against_their_own_ffn():
     assert gated.verdict == "not measured" and "gated FFN was not run" in gated.reason
 
 
+def _trained(d, error, best_lr):
+    row = CapacityRow(d=d, optimizer="gd", error=error, best_lr=best_lr, lr_grid_edge="",
+                      loss=0.0, tail_mass_beyond_d=0.0)  # fmt: skip
+    return Trained(row, [error])
+
+
 def test_capacity_at_chance_and_grid_edges_are_inconclusive():
     claim = CLAIMS["cabannes.capacity"]
     grid = [0.1, 1.0, 10.0]
-    config = {"zipf_exponent": 2.0, "optimizers": ["gd"], "lr_grid": {"gd": grid}}
     chance = 0.8
-    rows = [{"d": d, "optimizer": "gd", "error": chance, "best_lr": 1.0} for d in (4, 8, 16)]
-    inputs = CapacityInputs(config=config, rows=rows, chance_error=chance)
+    rows = [_trained(d, chance, 1.0) for d in (4, 8, 16)]
+    inputs = CapacityInputs(zipf_exponent=2.0, optimizers=["gd"], lr_grid={"gd": grid},
+                            rows=rows, chance_error=chance)  # fmt: skip
     (result,) = claim.evaluate(inputs)
     assert result.verdict == "inconclusive" and "chance" in result.reason
-    edge = [{**r, "error": 1.0 / r["d"], "best_lr": grid[-1]} for r in rows]
+    edge = [_trained(d, 1.0 / d, grid[-1]) for d in (16, 4, 8)]  # any order: sorted by d
     (result,) = claim.evaluate(dataclasses.replace(inputs, rows=edge))
     assert result.verdict == "inconclusive" and "grid" in result.reason
-    inner = [{**r, "best_lr": grid[1]} for r in edge]
+    assert "d = 4: η = 10 (highest)" in result.reason
+    inner = [_trained(d, 1.0 / d, grid[1]) for d in (8, 16, 4)]
     (result,) = claim.evaluate(dataclasses.replace(inputs, rows=inner))
     assert result.verdict == "reproduced" and "fitted exponent -1.000" in result.ours
+    assert [r["d"] for r in result.details["rows"]] == [4, 8, 16]
+    assert result.details["rows"][0]["errors_per_lr"] == [0.25]  # results.json's row
 
 
 def test_a3_head_level_is_decided_beyond_the_t_interval_and_refuted_after_holm():

@@ -20,12 +20,13 @@ from tailmem.claims import a3
 from tailmem.claims.a1 import PAPER_HEAD_DIM, A1Inputs
 from tailmem.claims.a2 import A2Inputs
 from tailmem.claims.a3 import A3Inputs
-from tailmem.claims.a3_qk import A3QKInputs
+from tailmem.claims.a3_qk import A3QKInputs, QKLag
+from tailmem.claims.a3_sensitivity import SeedRatios
 from tailmem.claims.a4 import R_SIGNGD_PUBLISHED, A4Inputs
 from tailmem.claims.a4_measured import CoupledReadings, RateExponents, RhoRow
 from tailmem.claims.b import unlearned_coverage
 from tailmem.claims.b_measured import NoisyFit, NoisyFitRow, StabilityRow
-from tailmem.claims.core import MIN_SEEDS, compare_seeds
+from tailmem.claims.core import MIN_SEEDS, Bound, compare_seeds
 from tailmem.claims.registry import CLAIMS
 
 SEEDS = list(range(MIN_SEEDS))
@@ -228,15 +229,9 @@ def test_5_any_arm_at_chance_makes_the_claim_that_needs_it_inconclusive():
 
 
 def _tail(ratios):
-    seeds = []
-    for r in ratios:
-        lower = r[1] if isinstance(r, tuple) else r
-        seeds.append({"ratio": None if isinstance(r, tuple) else r, "lower": lower,
-                      "upper": None if isinstance(r, tuple) else r})  # fmt: skip
-    row = {"group": 2, "tau": CLAIMS["A3.beyond.qk_task"]["tau"], "seeds": seeds,
-           "n_seeds": len(seeds), "statuses": {}, "mean": None}  # fmt: skip
-    pair = {"lead": "muon", "lag": "adam", "lag_ratio": [row]}
-    return A3QKInputs(seeds=list(range(len(ratios))), rarest=2, gap_measures={"pairs": [pair]})
+    seeds = tuple(Bound(r[1], "lower") if isinstance(r, tuple) else r for r in ratios)
+    row = QKLag(2, CLAIMS["A3.beyond.qk_task"]["tau"], None, {}, SeedRatios(seeds))
+    return A3QKInputs(seeds=list(range(len(ratios))), rarest=2, lags=[row])
 
 
 def test_6_censored_seeds_stay_as_bounds():

@@ -30,6 +30,7 @@ from tailmem.experiments.icl_regression import (
     gap_rows,
     lag_ratio_rows,
     mse_loss_sum,
+    qk_lags,
 )
 from tailmem.lm.config import ModelSection
 from tailmem.lm.spec import Divergence, RunResult
@@ -187,9 +188,9 @@ def _measures(ratios: list[float]) -> GapMeasures:
 
 
 def _verdict(ratios: list[float]) -> str:
-    # The claim reads results.json's form of the measures.
-    measures = _measures(ratios).to_json()
-    inputs = A3QKInputs(seeds=list(range(len(ratios))), rarest=2, gap_measures=measures)
+    # The claim reads the measures as the study gives them (qk_lags).
+    lags = qk_lags(_measures(ratios))
+    inputs = A3QKInputs(seeds=list(range(len(ratios))), rarest=2, lags=lags)
     (found,) = CLAIM.evaluate(inputs)
     return found.verdict
 
@@ -200,7 +201,7 @@ def test_claim_is_decided_by_the_tail_lag_ratio_against_its_bound_beyond_two_se(
     assert _verdict([2 * limit, 2.1 * limit, 1.9 * limit]) == "not reproduced"
     assert _verdict([0.9 * limit, 1.3 * limit, limit]) == "inconclusive"  # straddles the bound
     assert _verdict([1.0] * (MIN_SEEDS - 1)) == "inconclusive"  # too few seeds
-    (found,) = CLAIM.evaluate(A3QKInputs(seeds=[0], rarest=2, gap_measures={"pairs": []}))
+    (found,) = CLAIM.evaluate(A3QKInputs(seeds=[0], rarest=2, lags=()))
     assert found.verdict == "not measured"
 
 

@@ -14,10 +14,9 @@ from __future__ import annotations
 
 import math
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass, field
-from typing import Any
+from dataclasses import dataclass
 
-from tailmem.claims.a3_sensitivity import PerSeed, log_of
+from tailmem.claims.a3_sensitivity import PerSeed, SeedRatios
 from tailmem.claims.core import (
     ALPHA,
     CONFIDENCE,
@@ -28,7 +27,6 @@ from tailmem.claims.core import (
     ClaimInputs,
     Declared,
     Outcome,
-    bound_of,
     declares,
     same_within,
     unmeasured,
@@ -38,26 +36,41 @@ EXPERIMENT = "icl-regression"
 SOURCE = "A3, reviewers' QK control task (ICLR 2026 camera-ready; authors' public config)"
 
 
+@dataclass(frozen=True)
+class QKLag:
+    """Adam's exposure-lag ratio behind Muon at one task group and tau, as the check reads it
+    (from :class:`tailmem.metrics.qa_gaps.LagRatio`)."""
+
+    group: int | str
+    """The task group (0 the head; ``pooled``: every group)."""
+    tau: float
+    """The score 1 − normalised MSE the group must reach."""
+    ratio: float | None
+    """The geometric mean over the seeds measured (None: no seed measured)."""
+    statuses: Mapping[str, int]
+    """How many seeds have each status (``measured``, ``lower bound``, …), in the order first
+    met."""
+    seeds: SeedRatios
+    """Per seed the ratio, its bound or None, and the resolution that floors its log's SE."""
+
+
 @dataclass(frozen=True, kw_only=True)
 class A3QKInputs(ClaimInputs):
-    """What ``icl-regression`` gives the check (taken from its ``results.json`` mapping)."""
+    """What ``icl-regression`` gives the check (built by
+    :meth:`tailmem.experiments.icl_regression.Results.claim_inputs`)."""
 
     seeds: Sequence[int] | None = None
     """The seeds both arms completed."""
     rarest: int = -1
     """Index of the tail (rarest) task group."""
-    gap_measures: Mapping[str, Any] = field(default_factory=dict)
-    """:func:`tailmem.metrics.qa_gaps.gap_measures` of the score 1 − normalised MSE: its
-    ``pairs`` (lead ``muon``, lag ``adam``) hold the per-seed exposure-lag ratios per group."""
+    lags: Sequence[QKLag] = ()
+    """Adam's lag ratios behind Muon per group and tau, of the score 1 − normalised MSE
+    (:func:`tailmem.metrics.qa_gaps.gap_measures`); empty where the two were not both run."""
 
 
-def _row(inputs: A3QKInputs, group: int, tau: float) -> Mapping[str, Any] | None:
-    """The lag-ratio row of Adam behind Muon for ``group`` at ``tau`` (None if absent)."""
-    pairs = inputs.gap_measures.get("pairs", [])
-    pair = next((p for p in pairs if (p["lead"], p["lag"]) == ("muon", "adam")), None)
-    if pair is None:
-        return None
-    return next((r for r in pair["lag_ratio"] if r["group"] == group and r["tau"] == tau), None)
+def _row(inputs: A3QKInputs, group: int, tau: float) -> QKLag | None:
+    """The lag ratio of Adam behind Muon for ``group`` at ``tau`` (None if absent)."""
+    return next((r for r in inputs.lags if r.group == group and r.tau == tau), None)
 
 
 def _geometric(logs: Sequence[PerSeed]) -> str:
@@ -84,14 +97,13 @@ def check_qk_tail_edge(claim: Claim, inputs: A3QKInputs) -> Outcome:
     if tail is None:
         return unmeasured(f"Muon and Adam were not both run, or tau {tau} was not measured")
     head = _row(inputs, 0, tau)
-    head_text = "" if head is None or head["ratio"] is None else f"; head group {head['ratio']:.3g}"
-    statuses = ", ".join(f"{k} {v}" for k, v in tail["statuses"].items())
-    logs = [log_of(bound_of(s)) for s in tail["seeds"]]
-    resolution = float(tail.get("resolution") or 0.0)
-    found = same_within(logs, math.log(limit), resolution=resolution)
+    head_text = "" if head is None or head.ratio is None else f"; head group {head.ratio:.3g}"
+    statuses = ", ".join(f"{k} {v}" for k, v in tail.statuses.items())
+    logs = tail.seeds.logs()
+    found = same_within(logs, math.log(limit), resolution=tail.seeds.resolution)
     ours = (
         f"tail lag ratio {_geometric(logs)} (Adam ÷ Muon exposures, geometric mean over "
-        f"{tail['n_seeds']} seeds: {statuses})" + head_text
+        f"{len(tail.seeds.values)} seeds: {statuses})" + head_text
     )
     if found.test is not None and math.isfinite(found.test.se):
         ours += f"; log ratio {found.test.mean:+.3f} ± {found.test.se:.2g}"

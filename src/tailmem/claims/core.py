@@ -196,17 +196,6 @@ class Bound:
     side: Literal["lower", "upper"]
 
 
-def bound_of(entry: Mapping[str, float | None]) -> float | Bound | None:
-    """A per-seed value recorded as ``ratio`` / ``lower`` / ``upper`` (the lag ratios of
-    :mod:`tailmem.metrics.qa_gaps`): the value where measured, else its bound, else None."""
-    ratio, lower, upper = (entry.get(key) for key in ("ratio", "lower", "upper"))
-    if ratio is not None:
-        return float(ratio)
-    if lower is not None:
-        return Bound(float(lower), "lower")
-    return None if upper is None else Bound(float(upper), "upper")
-
-
 Sample = Sequence[float | Bound | None]
 """Per-seed values of one arm: a number, a :class:`Bound` (censored), or ``None`` (neither a
 value nor a bound: the seed leaves the comparison undecidable)."""
@@ -773,7 +762,6 @@ def not_in_setting(published: Scale, measured: Scale | None) -> str | None:
 
 # --------------------------------------------------------------------------- inputs
 
-_I = TypeVar("_I", bound="ClaimInputs")
 _C = TypeVar("_C", bound=Callable[..., Any])
 
 
@@ -781,14 +769,6 @@ _C = TypeVar("_C", bound=Callable[..., Any])
 class ClaimInputs:
     """The base of every claims module's inputs: a frozen dataclass whose fields are exactly what
     its checks read (``A1Inputs``, ``A2Inputs``, …), built by the experiment that measures them."""
-
-    @classmethod
-    def of(cls: type[_I], results: Mapping[str, Any]) -> _I:
-        """The inputs taken from a results mapping with (at least) these fields: other keys are
-        left out, absent optional fields keep their defaults (an absent required one is a
-        TypeError naming it)."""
-        names = {f.name for f in dataclasses.fields(cls)}
-        return cls(**{k: v for k, v in results.items() if k in names})
 
 
 def inputs_class(check: Callable[..., Any]) -> type[ClaimInputs]:

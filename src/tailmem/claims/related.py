@@ -17,6 +17,7 @@ from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, replace
 from typing import Any
 
+from tailmem.claims.capacity_measured import Trained
 from tailmem.claims.core import (
     ALPHA,
     CONFIDENCE,
@@ -50,15 +51,18 @@ CHANCE_TOL = 0.05
 
 @dataclass(frozen=True, kw_only=True)
 class CapacityInputs(ClaimInputs):
-    """What ``assoc-capacity`` gives ``cabannes.capacity`` (taken from its ``results.json``
-    mapping)."""
+    """What ``assoc-capacity`` gives ``cabannes.capacity`` (built by
+    :func:`tailmem.experiments.assoc_capacity.claim_inputs`)."""
 
-    config: Mapping[str, Any]
-    """The run's config as a dict: ``zipf_exponent``, ``optimizers``, ``lr_grid`` (per
-    optimiser), …"""
-    rows: Sequence[Mapping[str, Any]]
-    """Per d and ``optimizer``: the best final top-1 ``error`` over the grid and its
-    ``best_lr``."""
+    zipf_exponent: float
+    """α of the facts' Zipf frequencies: the law predicts error ≍ d^(1−α)."""
+    optimizers: Sequence[str]
+    """The optimisers run, in the config's order (one outcome each)."""
+    lr_grid: Mapping[str, Sequence[float]]
+    """Per optimiser, the step-size grid its best step was chosen from."""
+    rows: Sequence[Trained]
+    """Per d and optimiser: the best final top-1 error over the grid, its step size and the
+    error at every step size."""
     chance_error: float
     """The error of guessing: 1 − 1/number of objects."""
 
@@ -68,25 +72,25 @@ def check_capacity(claim: Claim, inputs: CapacityInputs) -> list[Outcome]:
     """Per optimiser: error ≍ d^(1−α) as a two-sided trend — error/d^(1−α) neither grows nor
     decays with d beyond the log-factor tolerance — over the d not at chance (≥ 3); any best
     step size at an end of its grid leaves that d's tuned error a bound: inconclusive."""
-    cfg = inputs.config
-    predicted = 1.0 - cfg["zipf_exponent"]
+    predicted = 1.0 - inputs.zipf_exponent
     out = []
-    for opt in cfg["optimizers"]:
-        rows = sorted((r for r in inputs.rows if r["optimizer"] == opt), key=lambda r: r["d"])
+    for opt in inputs.optimizers:
+        trained = sorted((t for t in inputs.rows if t.row.optimizer == opt), key=lambda t: t.row.d)
+        rows = [t.row for t in trained]
         edges = [
-            f"d = {r['d']}: η = {r['best_lr']:g} ({edge})"
+            f"d = {r.d}: η = {r.best_lr:g} ({edge})"
             for r in rows
-            if (edge := grid_edge(r["best_lr"], cfg["lr_grid"][opt]))
+            if (edge := grid_edge(r.best_lr, inputs.lr_grid[opt]))
         ]
-        learned = [r for r in rows if r["error"] < inputs.chance_error - CHANCE_TOL]
+        learned = [r for r in rows if r.error < inputs.chance_error - CHANCE_TOL]
         kw: dict[str, Any] = {
             "variant": opt,
             "published": f"exponent {predicted:.2f}",
-            "details": {"rows": rows, "grid_edges": edges},
+            "details": {"rows": [t.record() for t in trained], "grid_edges": edges},
         }
         verdict, trend, tol, reason = trend_bound(
-            [r["d"] for r in learned],
-            [r["error"] / r["d"] ** predicted for r in learned],
+            [r.d for r in learned],
+            [r.error / r.d**predicted for r in learned],
             bound="both",
         )
         slope = None if trend.slope is None else trend.slope + predicted

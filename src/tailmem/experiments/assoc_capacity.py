@@ -23,10 +23,11 @@ from tailmem.assoc.fits import loglog_slope
 from tailmem.assoc.memory import DenseMemory
 from tailmem.assoc.optimizers import OPTIMIZERS
 from tailmem.assoc.optimizers import label as optimizer_label
+from tailmem.claims.capacity_measured import CapacityRow, Trained
 from tailmem.claims.core import grid_edge
 from tailmem.claims.registry import evaluate
 from tailmem.claims.related import CapacityInputs
-from tailmem.columns import column, column_docs, records
+from tailmem.columns import column_docs, records
 from tailmem.errors import ConfigError
 from tailmem.outputs import Figure, Outputs, Report, Table, write
 from tailmem.plotting import pyplot, style_loglog
@@ -115,32 +116,6 @@ def run(cfg: Config, run: RunDir, provenance: Provenance) -> None:
     write(run, outputs(cfg, rows, _fits(cfg, rows), time.perf_counter() - started))
 
 
-@dataclass(frozen=True)
-class CapacityRow:
-    """One (d, optimiser) of ``capacity.csv``: the best final error over the step-size grid."""
-
-    d: int = column("embedding dimension")
-    optimizer: str = column("the update rule")
-    error: float = column("best final top-1 error over the step-size grid")
-    best_lr: float = column("the step size that gave it")
-    lr_grid_edge: str = column("set where that step size is an end of the grid")
-    loss: float = column("the final training loss at that step size")
-    tail_mass_beyond_d: float = column("probability mass of the facts ranked beyond d")
-
-
-@dataclass(frozen=True)
-class Trained:
-    """One (d, optimiser) trained: its table row and the final error at every step size of the
-    grid (in the grid's order)."""
-
-    row: CapacityRow
-    errors_per_lr: list[float]
-
-    def record(self) -> dict[str, object]:
-        """Its ``results.json`` row: the table row and ``errors_per_lr``."""
-        return {**records([self.row])[0], "errors_per_lr": self.errors_per_lr}
-
-
 def _train(cfg: Config) -> list[Trained]:
     """One per (d, optimiser): the best final error over the step-size grid and its rate."""
     spectrum = A.zipf(cfg.facts, cfg.zipf_exponent)
@@ -191,6 +166,7 @@ def outputs(
 ) -> Outputs:
     """``capacity.csv``, the capacity figure, ``results.json``, the claims and the report."""
     n_obj = cfg.labels or cfg.facts
+    inputs = claim_inputs(cfg, trained)
     results = {
         "experiment": NAME,
         "config": asdict(cfg),
@@ -198,7 +174,7 @@ def outputs(
         "fits": fits,
         "predicted_exponent": 1.0 - cfg.zipf_exponent,
         "objects": n_obj,
-        "chance_error": 1.0 - 1.0 / n_obj,
+        "chance_error": inputs.chance_error,
         "sampling": "population" if cfg.batch_size is None else f"batch {cfg.batch_size}",
     }
     rows = [t.row for t in trained]
@@ -214,8 +190,21 @@ def outputs(
         tables=(table,),
         figures=(Figure("capacity", _figure(cfg, rows, fits), "final error against d"),),
         records={"results.json": {**results, "wall_seconds": wall_seconds}},
-        claims=tuple(evaluate(NAME, CapacityInputs.of(results))),
+        claims=tuple(evaluate(NAME, inputs)),
         report=Report("Beyond the papers: the capacity regime (Cabannes et al.)", summary),
+    )
+
+
+def claim_inputs(cfg: Config, trained: list[Trained]) -> CapacityInputs:
+    """What ``cabannes.capacity`` reads: the config's α, optimisers and step-size grids, the
+    trained rows as they are and the chance error."""
+    n_obj = cfg.labels or cfg.facts
+    return CapacityInputs(
+        zipf_exponent=cfg.zipf_exponent,
+        optimizers=cfg.optimizers,
+        lr_grid=cfg.lr_grid,
+        rows=trained,
+        chance_error=1.0 - 1.0 / n_obj,
     )
 
 

@@ -50,12 +50,13 @@ import numpy as np
 import torch
 from torch import Tensor, nn
 
-from tailmem.claims.a3_qk import A3QKInputs
+from tailmem.claims.a3_qk import A3QKInputs, QKLag
 from tailmem.claims.core import ClaimResult
 from tailmem.claims.registry import evaluate
 from tailmem.columns import column, column_docs, records
 from tailmem.data.icl_tasks import ICLBatches, ICLTaskConfig, ICLTasks
 from tailmem.errors import ConfigError
+from tailmem.experiments.qa_map.measures import seed_ratios
 from tailmem.lm.arms import Arm, matrix_recipe, select_arms
 from tailmem.lm.config import LMConfig
 from tailmem.lm.entries import Entry
@@ -413,6 +414,17 @@ def measured(cfg: Config, plan: TrainedPlan) -> Measured:
     return Measured(score_curves, nmse, seeds, measures)
 
 
+def qk_lags(measures: GapMeasures) -> tuple[QKLag, ...]:
+    """Adam's lag ratios behind Muon, every group and tau, as the claim reads them (none where
+    the pair was not measured)."""
+    pair = measures.pair("muon", "adam")
+    if pair is None:
+        return ()
+    return tuple(
+        QKLag(r.group, r.tau, r.ratio, r.statuses, seed_ratios(r)) for r in pair.lag_ratios
+    )
+
+
 @dataclass(frozen=True)
 class Results:
     """A completed plan's results (what the claim, the summary and the figures read;
@@ -436,9 +448,10 @@ class Results:
     runs: tuple[str, ...]
 
     def claim_inputs(self) -> A3QKInputs:
-        """The claim's inputs: the seeds kept, the rarest group and the gap measures."""
+        """The claim's inputs: the seeds kept, the rarest group and Adam's lag ratios behind
+        Muon."""
         return A3QKInputs(seeds=self.found.seeds, rarest=self.rarest,
-                          gap_measures=self.found.measures.to_json())  # fmt: skip
+                          lags=qk_lags(self.found.measures))  # fmt: skip
 
     def to_json(self) -> dict[str, Any]:
         """``results.json``."""

@@ -307,6 +307,12 @@ class LagRatio:
         return sum(r.status == "measured" for r in self.seeds)
 
     @property
+    def statuses(self) -> dict[str, int]:
+        """How many seeds have each status, in the order first met."""
+        statuses = [r.status for r in self.seeds]
+        return {s: statuses.count(s) for s in dict.fromkeys(statuses)}
+
+    @property
     def complete(self) -> bool:
         """Measured in every seed (a summary over seeds exists)."""
         return bool(self.seeds) and self.n_measured == self.n_seeds
@@ -358,7 +364,6 @@ class LagRatio:
 
     def to_json(self) -> dict[str, Any]:
         interval = self.interval()
-        statuses = [r.status for r in self.seeds]
         return {
             "group": self.group,
             "tau": self.tau,
@@ -370,7 +375,7 @@ class LagRatio:
             "resolution": self.resolution,
             "n_measured": self.n_measured,
             "n_seeds": self.n_seeds,
-            "statuses": {s: statuses.count(s) for s in dict.fromkeys(statuses)},
+            "statuses": self.statuses,
             "groups": list(self.groups),
             "of_mean": self.of_mean.to_json(),
             "seeds": [r.to_json() for r in self.seeds],
