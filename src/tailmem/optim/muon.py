@@ -45,8 +45,8 @@ normalised per output neuron (row) by a running second moment and rescaled to it
 
 Speed: all blocks of one shape (across parameters and param groups with the same method, steps,
 dtype and eps) are stacked and orthogonalised in ONE batched call (on a CPU, in stacks of at most
-24 MiB), compiled by ``torch.compile`` on CUDA (``compile``); momentum, weight decay and the update are
-``torch._foreach_*`` calls over all parameters that share their values
+24 MiB), compiled by ``torch.compile`` on CUDA (``compile``); momentum, weight decay and the
+update are ``torch._foreach_*`` calls over all parameters that share their values
 (:mod:`tailmem.optim.muon_batch`, which :func:`muon_update` calls too: one code path). A NaN or
 infinite gradient entry is refused by name before anything moves, one host sync per step
 (:mod:`tailmem.optim.gradients`). Only the momentum buffers (and NorMuon's rows) persist between
