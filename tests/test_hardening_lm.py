@@ -172,8 +172,14 @@ def test_diverged_sweep_points_rank_last_whatever_their_score(tmp_path, capsys):
     choice = trained.choices["plain", "adam"]
     assert choice.means == (1.0, 2.0, None) and choice.edge is None
     diverged = diverged_runs(list(trained.results.values()))
-    assert [d["reason"] for d in diverged] == ["arm adam diverged at step 4"] * 2  # both seeds
-    assert {d["seed"] for d in diverged} == {1000, 1001}  # tuning trials, not seed runs
+    assert [d.reason for d in diverged] == ["arm adam diverged at step 4"] * 2  # both seeds
+    assert {d.seed for d in diverged} == {1000, 1001}  # tuning trials, not seed runs
+    stopped = next(r for r in trained.results.values() if r.seed == 1000 and r.is_diverged)
+    assert diverged[0].to_json() == {  # its results.json entry, in the order written
+        "arm": "adam", "ffn": "plain", "seed": 1000, "lrs": {"adam": 3.0}, "key": stopped.key,
+        "step": 4, "reason": "arm adam diverged at step 4",
+    }  # fmt: skip
+    assert list(diverged[0].to_json()) == ["arm", "ffn", "seed", "lrs", "key", "step", "reason"]
     assert divergence_reason(diverged, ["full", "adam"]) == "arm adam diverged at step 4"
     assert divergence_reason(diverged, ["full", "qk"]) is None
     err = capsys.readouterr().err

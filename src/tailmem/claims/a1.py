@@ -32,6 +32,7 @@ from tailmem.claims.core import (
     ClaimInputs,
     Contrast,
     Declared,
+    DivergedRun,
     Outcome,
     Scale,
     at_chance,
@@ -92,8 +93,8 @@ class A1Inputs(ClaimInputs):
     """Arm id → bucket name → final validation loss per seed on that bucket's target tokens."""
     chance_loss: float | None = None
     """Loss (nats) of a model that learned only unigram frequencies; None: not known."""
-    diverged: Sequence[Mapping[str, Any]] = ()
-    """The study's diverged runs (``arm``, ``reason``): why a claim's arms have no seed."""
+    diverged: Sequence[DivergedRun] = ()
+    """The study's diverged runs: why a claim's arms have no seed."""
     model: Scale | None = None
     """The model measured (a magnitude against Table 1 is judged only on paper A's)."""
 

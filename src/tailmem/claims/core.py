@@ -100,18 +100,42 @@ def unmeasured(reason: str, **kw: Any) -> Outcome:
     return Outcome("not measured", "not measured", reason=reason, **kw)
 
 
-def divergence_reason(diverged: Iterable[Mapping[str, Any]], arms: Iterable[str]) -> str | None:
-    """The "not measured" reason of a claim that needs ``arms``, from a results file's
-    ``diverged`` list (entries with ``arm`` and ``reason``): the reasons of the needed arms that
-    diverged, joined (``"arm full diverged at step 7"``), or None if none did."""
+@dataclass(frozen=True)
+class DivergedRun:
+    """A run of a study that diverged (a non-finite loss or gradient norm): its arm, FFN type,
+    seed, learning rates, sub-run ``key`` and ``step``, the update it stopped at; the study's
+    ``results.json`` lists each (:meth:`to_json`) and a claim that needs the arm gives
+    :attr:`reason` as its "not measured" reason."""
+
+    arm: str
+    ffn: str
+    seed: int
+    lrs: Mapping[str, float]
+    key: str
+    step: int
+
+    @property
+    def reason(self) -> str:
+        """Why a claim that needs this arm is not measured: ``"arm full diverged at step 7"``."""
+        return f"arm {self.arm} diverged at step {self.step}"
+
+    def to_json(self) -> dict[str, Any]:
+        """Its entry in ``results.json``: the fields, then ``reason``."""
+        return {**dataclasses.asdict(self), "lrs": dict(self.lrs), "reason": self.reason}
+
+
+def divergence_reason(diverged: Iterable[DivergedRun], arms: Iterable[str]) -> str | None:
+    """The "not measured" reason of a claim that needs ``arms``, from the study's diverged runs:
+    the reasons of the needed arms that diverged, joined (``"arm full diverged at step 7"``), or
+    None if none did."""
     needed = set(arms)
-    reasons = dict.fromkeys(d["reason"] for d in diverged if d.get("arm") in needed)
+    reasons = dict.fromkeys(d.reason for d in diverged if d.arm in needed)
     return "; ".join(reasons) or None
 
 
-def missing_arms(diverged: Iterable[Mapping[str, Any]], arms: Sequence[str]) -> Outcome:
+def missing_arms(diverged: Iterable[DivergedRun], arms: Sequence[str]) -> Outcome:
     """``not measured`` for a claim whose ``arms`` have no finished seed: why (they diverged,
-    read from the study's ``diverged`` list, or were not run)."""
+    read from the study's diverged runs, or were not run)."""
     reason = divergence_reason(diverged, arms)
     return unmeasured(reason or f"arms {'/'.join(arms)} not run")
 

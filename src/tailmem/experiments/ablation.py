@@ -542,7 +542,9 @@ def outputs(
             for arm_id, rs in results.items()
         },
         "runs": {arm_id: [r.key for r in rs] for arm_id, rs in results.items()},
-        "diverged": diverged_runs([r for rs in results.values() for r in rs]),
+        "diverged": [
+            d.to_json() for d in diverged_runs([r for rs in results.values() for r in rs])
+        ],
     }
     table = Table(
         "table1.csv",

@@ -449,7 +449,9 @@ def outputs(
         },
         "max_logit": {name: asdict(summary) for name, summary in logits.items()},
         "runs": {name: [r.key for r in rs] for name, rs in results.items()},
-        "diverged": diverged_runs([r for rs in results.values() for r in rs]),
+        "diverged": [
+            d.to_json() for d in diverged_runs([r for rs in results.values() for r in rs])
+        ],
     }
     return Outputs(
         tables,

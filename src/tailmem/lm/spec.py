@@ -20,6 +20,7 @@ from functools import cached_property
 from pathlib import Path
 from typing import Any
 
+from tailmem.claims.core import DivergedRun
 from tailmem.errors import DataError
 from tailmem.lm.arms import Arm
 from tailmem.models.gpt import GPTConfig
@@ -251,20 +252,21 @@ class RunResult:
         return RunResult(**values, diverged=diverged, reused=reused)
 
 
-def diverged_runs(results: Sequence[RunResult]) -> list[dict[str, Any]]:
-    """The diverged runs among ``results``, one entry each: ``arm``, ``ffn``, ``seed``, ``lrs``,
-    ``key``, ``step`` (the update that diverged) and ``reason`` — the phrase a claim that needs
-    this arm reports as its "not measured" reason, e.g. ``"arm full diverged at step 7"``."""
-    out = []
-    for r in results:
-        if not r.is_diverged:
-            continue
-        step = r.diverged.step if r.diverged is not None else r.steps_done
-        out.append(
-            {"arm": r.arm, "ffn": r.ffn, "seed": r.seed, "lrs": dict(r.lrs), "key": r.key,
-             "step": step, "reason": f"arm {r.arm} diverged at step {step}"}
-        )  # fmt: skip
-    return out
+def diverged_runs(results: Sequence[RunResult]) -> list[DivergedRun]:
+    """The diverged runs among ``results``, each with the update it diverged at (a run stored
+    without its :class:`Divergence`: the updates it finished)."""
+    return [
+        DivergedRun(
+            r.arm,
+            r.ffn,
+            r.seed,
+            dict(r.lrs),
+            r.key,
+            r.diverged.step if r.diverged is not None else r.steps_done,
+        )
+        for r in results
+        if r.is_diverged
+    ]
 
 
 def read_results(root: Path) -> dict[str, RunResult]:

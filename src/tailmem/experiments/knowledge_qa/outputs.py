@@ -71,7 +71,7 @@ def outputs(
             "trials": records(trials),
         },
         "runs": [plan.results[job].to_json() for jobs in plan.seed_runs.values() for job in jobs],
-        "diverged": diverged,
+        "diverged": [d.to_json() for d in diverged],
         "head_tail_gap": records(gaps_rows),
         "tail_table": records(long_rows),
         "gap_measures": {ffn: found.to_json() for ffn, found in measures.items()},
