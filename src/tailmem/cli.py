@@ -125,23 +125,25 @@ def _cmd_tune(args: argparse.Namespace) -> int:
     """Train a study's tuning trials only (every rate given as a grid), write the choices with
     their provenance to ``OUT/tuned_rates.json`` and, with ``--store``, into the package's rate
     store, where ``tuning.rates: stored`` finds them."""
-    from tailmem.experiments import get_study
+    from tailmem.experiments import get_study, studies
     from tailmem.lm import store
     from tailmem.run_progress import run_shown
 
     if args.preset is None and args.config is None:
         raise ConfigError(_preset_missing(args.experiment))
     extra = get_study(args.experiment).tune_overrides
+    tuning = [s for s in studies() if s.tune_overrides is not None]
     if extra is None:
         raise ConfigError(
             f"{args.experiment} tunes no learning rate; expected a study that does "
-            "(knowledge-qa, optim-bench, icl-regression, ablation)"
+            f"({', '.join(s.name for s in tuning)})"
         )
     if args.missing:
         if "tuning.rates=sweep" not in extra:
+            sections = [s.name for s in tuning if "tuning.rates=sweep" in (s.tune_overrides or ())]
             raise ConfigError(
                 f"--missing: {args.experiment} tunes at grid points of its own; expected a study "
-                "with one tuning section (knowledge-qa, icl-regression, ablation)"
+                f"with one tuning section ({', '.join(sections)})"
             )
         extra = tuple("tuning.rates=fill" if o == "tuning.rates=sweep" else o for o in extra)
     for item in args.overrides:

@@ -18,7 +18,7 @@ from pathlib import Path
 from typing import IO
 
 from tailmem.config import preset_source
-from tailmem.experiments import expected_seconds
+from tailmem.experiments import expected_seconds, get_study
 from tailmem.progress_display import Board, watching
 from tailmem.rundir import RunDir
 from tailmem.runner import default_out, run_experiment
@@ -45,6 +45,7 @@ def run_shown(
 
     if out is not None and not str(out).strip():
         return run()  # refused there, in one line
+    get_study(experiment)  # an unknown study is named as one, not as a study without presets
     source = preset_source(experiment, preset, config)
     path = Path(out) if out is not None else default_out(experiment, source)
     if not is_main_process():
