@@ -114,3 +114,15 @@ def test_every_config_is_frozen_and_loading_changes_no_value(name):
     assert to_dict(cfg) == before
     with pytest.raises(dataclasses.FrozenInstanceError):
         cfg.seed = 1  # type: ignore[misc]
+
+
+def test_a_dotted_override_changes_one_entry_of_a_default_mapping_the_preset_does_not_set():
+    """assoc-capacity's presets leave ``lr_grid`` (one grid per optimiser) at its default: an
+    override of one optimiser's grid keeps the others' (it used to replace the whole mapping,
+    and the run was then refused for a grid it had not been told to drop)."""
+    from tailmem.experiments.assoc_capacity import Config
+
+    default = load_config(Config, "assoc-capacity", "smoke").lr_grid
+    cfg = load_config(Config, "assoc-capacity", "smoke", ["lr_grid.gd=[5.0]"])
+    assert cfg.lr_grid == {**default, "gd": [5.0]} and len(default) > 1
+    assert load_config(Config, "assoc-capacity", "smoke").lr_grid == default  # not mutated

@@ -22,10 +22,12 @@ apart from YAML so that the optimiser library can check its typed hyper-paramete
 
 from __future__ import annotations
 
+import copy
 import dataclasses
 import hashlib
 import os
 import re
+import typing
 from collections.abc import Hashable, Mapping, Sequence
 from dataclasses import dataclass
 from importlib import resources
@@ -151,6 +153,7 @@ def config_from(cls: type[T], source: PresetSource, overrides: Sequence[str] = (
     for item in overrides:
         key, value = parse_override(item)
         _check_once(key, item, value, given)
+        _seed_default_mapping(cls, values, key)
         _set_dotted(values, key, value)
     cfg = from_dict(cls, values)
     check_overrides = getattr(cfg, "check_overrides", None)
@@ -421,6 +424,39 @@ def _read_yaml(source: PresetSource) -> dict[str, Any]:
     if not isinstance(data, dict):
         raise ConfigError(f"{source.label} must contain a mapping of config fields")
     return data
+
+
+def _seed_default_mapping(cls: type, values: dict[str, Any], key: str) -> None:
+    """Copy into ``values`` the default of a mapping field (``dict[str, …]``) that the dotted
+    ``key`` reaches into and nothing has set yet, so that ``lr_grid.gd=[5.0]`` changes one entry
+    of the default mapping rather than replacing the mapping by ``{gd: [5.0]}``, as a key of a
+    mapping the preset sets already does. Dataclass sections need no seed: their unset fields
+    keep their defaults."""
+    *parents, _ = key.split(".")
+    node: dict[str, Any] = values
+    owner: Any = cls
+    for part in parents:
+        if not (isinstance(owner, type) and dataclasses.is_dataclass(owner)):
+            return
+        spec = next((f for f in dataclasses.fields(owner) if f.name == part), None)
+        if spec is None:  # an unknown field: from_dict names it
+            return
+        if part not in node:
+            default = _default(spec)
+            if not isinstance(default, dict):
+                return
+            node[part] = copy.deepcopy(default)
+        child = node[part]
+        if not isinstance(child, dict):
+            return
+        node, owner = child, typing.get_type_hints(owner).get(part)
+
+
+def _default(spec: dataclasses.Field[Any]) -> Any:
+    """A dataclass field's default value (a fresh one from its factory), or None."""
+    if spec.default_factory is not dataclasses.MISSING:
+        return spec.default_factory()
+    return None if spec.default is dataclasses.MISSING else spec.default
 
 
 def _set_dotted(values: dict[str, Any], key: str, value: Any) -> None:

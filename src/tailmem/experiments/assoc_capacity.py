@@ -78,12 +78,14 @@ class Config:
             raise ConfigError(f"steps: got {self.steps}; expected a positive integer")
         if self.batch_size is not None and self.batch_size < 1:
             raise ConfigError(f"batch_size: got {self.batch_size}; expected a positive integer")
-        for name in self.optimizers:
-            if name not in OPTIMIZERS:
+        for where, names in (("optimizers", self.optimizers), ("lr_grid", list(self.lr_grid))):
+            unknown = [name for name in names if name not in OPTIMIZERS]
+            if unknown:
                 raise ConfigError(
-                    f"optimizers: unknown optimizer {name!r}; expected names from "
+                    f"{where}: unknown optimizer {unknown[0]!r}; expected names from "
                     + ", ".join(OPTIMIZERS)
                 )
+        for name in self.optimizers:
             grid = self.lr_grid.get(name)
             if not grid:
                 raise ConfigError(f"lr_grid: needs a list of positive step sizes for {name!r}")
