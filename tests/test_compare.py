@@ -270,3 +270,21 @@ def test_runs_without_training_curves_say_so(tmp_path):
     found = compare([a, b])
     assert curves(found) is None
     assert NO_CURVES in render_markdown(found, tmp_path)
+
+
+def test_the_summary_counts_config_keys_and_environment_facts_apart(readme_comparison):
+    """The count line names what the listed lines are: config keys, then environment facts."""
+    import dataclasses
+
+    from tailmem.compare import Difference
+
+    runs = readme_comparison / "runs"
+    c = compare([runs / "qa8", runs / "qa12"])
+    facts = (Difference("git_commit", ("abc", "def")), Difference("torch", ("2.12", "2.13")))
+    lines = summary(dataclasses.replace(c, environment=facts)).splitlines()
+    assert lines[2:6] == [
+        "config: 1 key differs; environment: 2 facts",
+        "  train.steps: 8 | 12",
+        "  environment git_commit: abc | def",
+        "  environment torch: 2.12 | 2.13",
+    ]

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import csv
 import json
+import pickle
 import shutil
 import warnings
 from pathlib import Path
@@ -115,7 +116,10 @@ def test_bad_paths_and_corrupt_files_exit_2_with_one_line(tiny_run, tmp_path, ca
     (hf / "model.safetensors").write_bytes(b"not a safetensors file")
     (tmp_path / "empty" / "ckpt").mkdir(parents=True)
     (tmp_path / "plain").mkdir()
+    foreign = tmp_path / "foreign.pt"  # a user's pickle: refused by weights_only loading
+    foreign.write_bytes(pickle.dumps(Path("x")))
     cases = [
+        (foreign, "refuses (Weights only load failed); expected a training checkpoint"),
         (tmp_path / "missing", "does not exist"),
         (broken / "step_000001.pt", "truncated or corrupt"),
         (two, "holds 2 training runs, none with a checkpoint"),

@@ -311,9 +311,9 @@ def summary(comparison: Comparison, written: Sequence[Path] = ()) -> str:
     if note := presets_note(c):
         lines.append(note)
     lines += c.notes()
-    lines.append(
-        f"config: {_count(len(c.config), 'key')} differ{'s' if len(c.config) == 1 else ''}"
-    )
+    verb = "differs" if len(c.config) == 1 else "differ"
+    facts = f"; environment: {_count(len(c.environment), 'fact')}" if c.environment else ""
+    lines.append(f"config: {_count(len(c.config), 'key')} {verb}{facts}")
     lines += [f"  {d.key}: {' | '.join(d.values)}" for d in c.config]
     lines += [f"  environment {d.key}: {' | '.join(d.values)}" for d in c.environment]
     lines.append("verdicts:")

@@ -122,7 +122,7 @@ def _from_run_dir(run_dir: Path) -> LoadedWeights:
 
 
 def _from_checkpoint(path: Path) -> LoadedWeights:
-    state = load_checkpoint(path)
+    state = load_checkpoint(path, advice=f"expected {EXPECTED}")
     if not isinstance(state.get("step"), int) or state["step"] < 0:
         raise CheckpointError(
             f"checkpoint {path} has step {state.get('step')!r}; expected a step count ≥ 0"

@@ -60,8 +60,16 @@ def save_checkpoint(path: Path, state: dict[str, Any]) -> Path:
     return path
 
 
-def load_checkpoint(path: Path, map_location: str | torch.device = "cpu") -> dict[str, Any]:
-    """Load a checkpoint with ``weights_only=True``; any defect raises :class:`CheckpointError`."""
+RESUME_ADVICE = "delete it or resume from an earlier one"
+"""What a damaged checkpoint's error advises where training resumes from it."""
+
+
+def load_checkpoint(
+    path: Path, map_location: str | torch.device = "cpu", advice: str = RESUME_ADVICE
+) -> dict[str, Any]:
+    """Load a checkpoint with ``weights_only=True``; any defect raises :class:`CheckpointError`
+    ending in ``advice`` (what the reader can do: resuming training is told to fall back to an
+    earlier checkpoint, a reader of a user's file what it expected)."""
     path = Path(path)
     if not path.is_file():
         raise CheckpointError(f"checkpoint {path} does not exist")
@@ -71,13 +79,12 @@ def load_checkpoint(path: Path, map_location: str | torch.device = "cpu") -> dic
         reason = _first_sentence(exc)
         raise CheckpointError(
             f"checkpoint {path} is truncated, corrupt or holds objects that weights_only loading "
-            f"refuses ({reason}); delete it or resume from an earlier one"
+            f"refuses ({reason}); {advice}"
         ) from exc
     except (RuntimeError, EOFError, OSError, ValueError, zipfile.BadZipFile) as exc:
         reason = _first_sentence(exc)
         raise CheckpointError(
-            f"checkpoint {path} is truncated or corrupt ({reason}); "
-            "delete it or resume from an earlier one"
+            f"checkpoint {path} is truncated or corrupt ({reason}); {advice}"
         ) from exc
     if not isinstance(state, dict) or state.get("format") != FORMAT:
         raise CheckpointError(f"{path} is not a tailmem training checkpoint (no format={FORMAT!r})")
