@@ -3,6 +3,7 @@ path, training included: tests/test_readme_examples.py)."""
 
 from __future__ import annotations
 
+import dataclasses
 import json
 import sys
 
@@ -103,3 +104,16 @@ def test_run_refuses_bad_input_before_writing(tmp_path):
     with pytest.raises(ConfigError, match="out: got an empty path"):
         api.run("assoc-capacity", preset="smoke", out="")
     assert list(tmp_path.iterdir()) == []
+
+
+def test_typed_config_is_the_study_config_the_run_ran_with(tmp_path, qa_run):
+    from tailmem.config import load_config
+    from tailmem.experiments.assoc_capacity import Config
+
+    view = api.run("assoc-capacity", preset="smoke", overrides={"steps": 7}, out=tmp_path / "c")
+    typed = view.typed_config()
+    assert isinstance(typed, Config)
+    assert typed == load_config(Config, "assoc-capacity", "smoke", ["steps=7"]) and typed.steps == 7
+    other_version = dataclasses.replace(api.load(qa_run), config={"bogus": 1})
+    with pytest.raises(DataError, match=r"unknown config field 'bogus'.* RunView\.config"):
+        other_version.typed_config()

@@ -29,7 +29,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from tailmem.claims.core import ClaimResult
-from tailmem.errors import DataError
+from tailmem.errors import DataError, TailmemError
 from tailmem.outputs import Answer
 from tailmem.report.layout import Figure
 from tailmem.report.reader import read_run, require_run
@@ -46,7 +46,8 @@ empty cell."""
 class RunView:
     """One run directory, read and checked (see the module docstring). ``preset`` is the
     preset's name (``smoke``, ``cpu``, ``paper``, or ``custom`` for ``config=FILE``);
-    ``config`` the full config the run recorded; ``tables`` the CSV files of the run."""
+    ``config`` the full config the run recorded (as a dict; :meth:`typed_config` builds the
+    study's typed config from it); ``tables`` the CSV files of the run."""
 
     path: Path
     experiment: str
@@ -57,6 +58,25 @@ class RunView:
     answers: tuple[Answer, ...]
     figures: tuple[Figure, ...]
     tables: tuple[str, ...]
+
+    def typed_config(self) -> Any:
+        """The run's config as its study's typed config (the frozen dataclass the study ran
+        with: ``view.typed_config().train.steps``), built from ``config`` as the loader builds
+        a preset's, and checked as it checks one. A config this version of tailmem cannot
+        build (a run of another version whose fields changed) is a one-line DataError.
+        (Typed ``Any``: which class an experiment's name stands for is known only at run
+        time.)"""
+        from tailmem.experiments import get_study
+        from tailmem.typecheck import from_dict
+
+        try:
+            return from_dict(get_study(self.experiment).config, self.config)
+        except TailmemError as exc:
+            raise DataError(
+                f"{self.path}: its config does not build as {self.experiment}'s config of this "
+                f"version of tailmem ({exc}); expected a run of this version (the dict is "
+                "RunView.config)"
+            ) from None
 
     def claim(self, claim_id: str) -> ClaimResult:
         """The claim ``claim_id`` (an id of ``tailmem claims``); another id is a DataError."""
