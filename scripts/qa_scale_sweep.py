@@ -95,9 +95,10 @@ def run_point(name: str, out: Path) -> dict[str, Any]:
     """Run (or read back) one point; returns its table row."""
     overrides, settings = point_overrides(name, out)
     start = time.perf_counter()
-    # force: redo the experiment-level summary whatever is there; each training run inside is
-    # still reused only if its recorded spec (model, data, LRs, seed, steps) matches.
-    run, status = run_experiment("knowledge-qa", "cpu", overrides, out=out / name, force=True)
+    # update: a finished point is read back and an unfinished one resumes; a point whose
+    # settings were edited here is redone reusing each training run whose recorded spec
+    # (model, data, LRs, seed, steps) still matches (force would train every one again).
+    run, status = run_experiment("knowledge-qa", "cpu", overrides, out=out / name, update=True)
     trained = [json.loads(p.read_text()) for p in run.path.glob("runs/*/*/*/result.json")]
     results = json.loads((run.path / "results.json").read_text())
     cfg = load_config(Config, "knowledge-qa", "cpu", overrides)

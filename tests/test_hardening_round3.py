@@ -316,7 +316,8 @@ def test_force_removes_what_the_previous_run_wrote_and_keeps_the_rest(
     assert main(["report", str(out)]) == 0
     (out / "notes.txt").write_text("my own notes")
     (out / ".git").mkdir()  # a user's hidden folder
-    with pytest.raises(ConfigError, match="with a different config; choose another --out or pass"):
+    refusal = r"different config \(preset smoke; differs in mode a → b\); choose another --out"
+    with pytest.raises(ConfigError, match=refusal):
         run_experiment("fake", "smoke", ["mode=b"], out=out)
     _, status = run_experiment("fake", "smoke", ["mode=b"], out=out, force=True)
     assert status == "ran"

@@ -190,7 +190,7 @@ def _cmd_reproduce(args: argparse.Namespace) -> int:
     slurm = SlurmOptions(**given) if given else None
     report = reproduce(
         args.preset, only=only, out=args.out, jobs=args.jobs, launcher=args.launcher,
-        slurm=slurm, command=args.command_line,
+        slurm=slurm, command=args.command_line, force=args.force,
     )  # fmt: skip
     print(folder_summary(report.parent))
     print(f"report: {report.resolve()}")
@@ -390,6 +390,12 @@ def _add_reproduce(sub: Commands) -> None:
         default=None,
         help="results folder: a new or empty folder, or a results folder of tailmem reproduce "
         "(default: results/PRESET)",
+    )
+    p.add_argument(
+        "--force",
+        action="store_true",
+        help="replace a run in --out whose config differs (another preset, or a preset changed "
+        "since), reusing its sub-runs whose own settings are unchanged; refused without it",
     )
     p.add_argument(
         "--jobs", type=int, default=1, help="experiments run at once (processes or array tasks)"

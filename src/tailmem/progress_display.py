@@ -35,7 +35,12 @@ from tailmem.progress import Snapshot, format_seconds
 if TYPE_CHECKING:  # rich is imported when the board is first drawn
     from rich.table import Table
 
-STATUSES = ("queued", "running", "resuming", "skipped", "done", "failed")
+STATUSES = ("queued", "running", "resuming", "replacing", "skipped", "done", "failed")
+ACTIVE = ("running", "resuming", "replacing")
+"""The statuses of an experiment under way ("replacing": a run of another config in its folder
+is being replaced, as ``reproduce --force`` was told to)."""
+STARTED = {"resume": "resuming", "redo": "replacing"}
+"""The status an experiment under way shows by its plan (any other plan: "running")."""
 SPEED_PRIOR_SECONDS = 60.0
 """How much expected time the measured pace (speed 1) weighs in :meth:`Board.speed`, as
 if that many seconds of work had run exactly as measured. A short experiment is mostly fixed
@@ -115,10 +120,8 @@ class Board:
             snap = None if ended.get(name) == "skipped" else self._snapshot(name)
             status = ended.get(name)
             if status is None:
-                status = (
-                    "queued" if snap is None else ("resuming" if plan == "resume" else "running")
-                )
-            running = status in ("running", "resuming")
+                status = "queued" if snap is None else STARTED.get(plan, "running")
+            running = status in ACTIVE
             if snap is None:
                 rows.append(Row(name, status, None, 0.0, None, "", None, None))
                 continue
@@ -165,7 +168,7 @@ class Board:
         queued: list[float] = []
         unknown = 0
         for r in rows:
-            if r.status not in ("queued", "running", "resuming"):
+            if r.status != "queued" and r.status not in ACTIVE:
                 continue
             prior = None
             measured = self.expected.get(r.name)
@@ -245,7 +248,7 @@ class PlainLines:
         said = False
         for r in rows:
             if self.status.get(r.name) == r.status and not (
-                r.status in ("running", "resuming") and now - self.last_line[r.name] >= self.every
+                r.status in ACTIVE and now - self.last_line[r.name] >= self.every
             ):
                 continue
             self.status[r.name], self.last_line[r.name] = r.status, now

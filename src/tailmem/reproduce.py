@@ -1,8 +1,11 @@
 """``tailmem reproduce``: every experiment at one preset into one results folder, then the report.
 
 Each experiment gets ``OUT/<experiment>``. A run that is complete with the identical config is
-skipped; an incomplete one resumes; one whose config changed (a new preset file, say) is redone,
-training again only the sub-runs whose own spec changed (:func:`tailmem.runner.run_experiment`).
+skipped; an incomplete one resumes. A run whose config differs (another preset, or a preset file
+changed since) is never replaced unasked: reproduce refuses in one line, before anything is
+written, naming the folder, what it holds and how it differs; with ``--force`` it is redone,
+training again only the sub-runs whose own spec changed (:func:`tailmem.runner.run_experiment`'s
+``update``), and the display shows it "replacing".
 ``OUT`` must be a new or empty folder or a results folder (never a run folder, a diagnose folder
 or a folder of the user's own, whose ``report.html`` the report would overwrite), and each
 ``OUT/<experiment>`` a new folder or a run folder; all of it is checked, with every config,
@@ -29,15 +32,14 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from tailmem.config import PRESETS
+from tailmem.config import PRESETS, preset_source
 from tailmem.errors import ConfigError, TailmemError
 from tailmem.experiments import expected_seconds, headline_questions, in_reproduce, study_names
 from tailmem.lm.pool import Pool
 from tailmem.progress_display import Board, watching
-from tailmem.provenance import run_digest
 from tailmem.report.render import write_report
-from tailmem.rundir import RunDir, check_folder, claim
-from tailmem.runner import prepare, run_experiment
+from tailmem.rundir import check_folder, claim
+from tailmem.runner import decide, planned, prepare, run_experiment, user_code
 
 LAUNCHERS = ("local", "slurm")
 LOG_DIR = ".logs"
@@ -113,17 +115,16 @@ def select_experiments(only: Sequence[str] | None, preset: str = "cpu") -> list[
     return [name for name in names if name in only]
 
 
-def _plan(name: str, preset: str, out: Path) -> str:
-    """What reproduce will do with ``name``: skip, resume, redo (config changed) or run."""
+def _plan(name: str, preset: str, out: Path, force: bool) -> str:
+    """What reproduce will do with ``name``: skip, resume, redo (replace a run of another
+    config: only with ``force``, refused otherwise) or run (:func:`tailmem.runner.decide`)."""
     cfg = prepare(name, preset)  # config, environment, devices and the preflight
     path = out / name
-    check_folder(path, ("run",))
-    if not (path / "config.yaml").is_file():
-        return "run"
-    previous = RunDir(path).read_config()
-    if previous.get("digest") != run_digest(name, cfg):
-        return "redo"
-    return "skip" if RunDir(path).is_complete else "resume"
+    plan = planned(name, preset_source(name, preset), cfg)
+    status = decide(path, plan, user_code(cfg), replace=force, redo=False)
+    if status != "ran":
+        return "skip" if status == "skipped" else "resume"
+    return "redo" if force and path.is_dir() and any(path.iterdir()) else "run"
 
 
 @contextlib.contextmanager
@@ -152,8 +153,9 @@ def _output_to(log: Path) -> Iterator[None]:
 
 def _run_one(name: str, preset: str, out: Path, update: bool, command: str) -> str:
     """Run one experiment into ``out/name``, its output into ``out/.logs/name.log``; ``update``:
-    its config changed, and it keeps the sub-runs it can reuse; ``command``: the command line
-    that started the reproduce (:func:`~tailmem.runner.run_experiment`)."""
+    it replaces a run of another config (``--force``), keeping the sub-runs it can reuse;
+    ``command``: the command line that started the reproduce
+    (:func:`~tailmem.runner.run_experiment`)."""
     with _output_to(out / LOG_DIR / f"{name}.log"):
         run_experiment(name, preset, (), out=out / name, update=update, command=command)
     return name
@@ -262,10 +264,13 @@ def reproduce(
     slurm: SlurmOptions | None = None,
     cluster: str | None = None,
     command: str | None = None,
+    force: bool = False,
 ) -> Path:
     """Run the selected experiments at ``preset`` into ``out`` and write the report there.
 
-    ``cluster`` is the submitit executor behind ``launcher="slurm"`` (None: Slurm itself);
+    ``force`` replaces a run in ``out`` whose config differs (refused without it, before
+    anything is written); ``cluster`` is the submitit executor behind ``launcher="slurm"``
+    (None: Slurm itself);
     ``command``: the command line that started it, which each run records as its provenance
     (None: ``reproduce --preset PRESET``).
     """
@@ -290,7 +295,9 @@ def reproduce(
     if out.exists() and not out.is_dir():
         raise ConfigError(f"--out {out} is a file; expected a folder (or a path to create)")
     check_folder(out, ("results",))
-    plans = {name: _plan(name, preset, out) for name in names}  # validates every config first
+    plans = {
+        name: _plan(name, preset, out, force) for name in names
+    }  # validates every config first
     with claim(out, ("results",), "reproduce", record_new=True):  # one reproduce per folder
         command = command or f"reproduce --preset {preset}"
         return _reproduce_locked(names, plans, preset, out, jobs, launcher, slurm, cluster, command)

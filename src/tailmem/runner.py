@@ -9,7 +9,8 @@ Everything that can be checked is checked before anything is written, by one pre
 it must raise a :class:`~tailmem.errors.TailmemError` and write nothing). Then the folder
 itself: ``--out`` must be a new or empty folder or a run folder
 (:func:`tailmem.rundir.check_folder`), and a run of a different config is replaced only with
-``--force``. A refused run therefore leaves no trace, and
+``--force`` (or ``update``): the refusal is one line naming what the folder holds and how its
+config differs (:func:`decide`). A refused run therefore leaves no trace, and
 the corrected rerun starts afresh.
 
 A run directory is then locked for the life of the run (:func:`tailmem.rundir.claim`: a second
@@ -29,8 +30,9 @@ from __future__ import annotations
 import os
 import time
 from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
 from pathlib import Path
-from typing import TypeVar
+from typing import Any, TypeVar
 
 from tailmem import progress
 from tailmem.config import PresetSource, config_from, preset_source, to_dict
@@ -43,6 +45,7 @@ from tailmem.rundir import LOCK_FILE, MANIFEST, RUN_RECORD, RunDir, check_folder
 from tailmem.studies import Provenance, Study, StudyConfig
 from tailmem.train import seed_everything
 from tailmem.train.distributed import check_launch, is_main_process
+from tailmem.train.track import flat_config
 
 C = TypeVar("C", bound=StudyConfig)
 
@@ -85,34 +88,91 @@ def _holds_results(run: RunDir) -> bool:
     return any(name not in RUN_RECORD for name in run.entries())
 
 
-def _decide(path: Path, experiment: str, digest: str, force: bool, code: Mapping[str, str]) -> str:
-    """What a run of ``experiment`` with config ``digest`` and user code ``code``
-    (:func:`user_code`) does with folder ``path``: "skipped" (complete with this config),
-    "resumed" (incomplete with this config) or "ran" (afresh, after :meth:`RunDir.clear`);
-    refuses a folder that is not a run folder, holds a run this one may not replace without
-    ``--force``, or a run of this config whose user code has changed since. Reads only."""
+@dataclass(frozen=True)
+class Planned:
+    """The run about to be made, as a folder's previous run is compared with it: its
+    experiment, where its config came from (``preset cpu``, ``--config FILE``) and the plain
+    config."""
+
+    experiment: str
+    origin: str
+    config: Mapping[str, Any]
+
+    @property
+    def digest(self) -> str:
+        return run_digest(self.experiment, self.config)
+
+
+def planned(experiment: str, source: PresetSource, cfg: StudyConfig) -> Planned:
+    """The :class:`Planned` run of ``experiment`` with ``cfg`` from ``source``."""
+    origin = f"--config {source.path.absolute()}" if source.user else f"preset {source.preset}"
+    return Planned(experiment, origin, to_dict(cfg))
+
+
+def decide(path: Path, plan: Planned, code: Mapping[str, str], replace: bool, redo: bool) -> str:
+    """What a run of ``plan`` with user code ``code`` (:func:`user_code`) does with folder
+    ``path``: "skipped" (complete with this config), "resumed" (incomplete with this config)
+    or "ran" (afresh, after :meth:`RunDir.clear`). ``replace``: it may replace a run of another
+    config (``--force``, or an update); ``redo``: it redoes a run of this config too
+    (``--force``). Refuses a folder that is not a run folder, holds a run this one may not
+    replace, or a run of this config whose user code has changed since. Reads only."""
     check_folder(path, ("run",))
     if not path.exists():
         return "ran"
     run = RunDir(path)
-    if not run.file("config.yaml").is_file():
-        if _holds_results(run) and not force:
-            raise ConfigError(
-                f"{path} holds a run without its config.yaml record (damaged); pass --force to "
-                "redo it, or choose another --out"
-            )
-        return "ran"
-    previous = run.read_config()
-    same = previous.get("digest") == digest and previous.get("experiment") == experiment
-    if same and not force:
-        _check_code(path, previous.get(USER_CODE) or {}, code)
+    previous = run.read_config() if run.file("config.yaml").is_file() else None
+    record = previous or {}
+    same = record.get("digest") == plan.digest and record.get("experiment") == plan.experiment
+    if same and not redo:
+        _check_code(path, record.get(USER_CODE) or {}, code)
         return "skipped" if run.is_complete else "resumed"
-    if not same and not force and _holds_results(run):
-        raise ConfigError(
-            f"{path} holds a run of {previous.get('experiment')} with a different config; "
-            "choose another --out or pass --force to replace it"
-        )
+    if not replace and _holds_results(run):
+        raise ConfigError(_refusal(run, previous, plan))
     return "ran"
+
+
+def _refusal(run: RunDir, previous: Mapping[str, Any] | None, plan: Planned) -> str:
+    """The one line refusing to replace the results in ``run`` (record ``previous``; None:
+    it has none) with a run of ``plan``: what the folder holds, how it differs, the way out."""
+    way_out = "choose another --out or pass --force to replace it"
+    if previous is None:
+        return (
+            f"{run.path} holds a run without its config.yaml record (damaged); pass --force to "
+            "redo it, or choose another --out"
+        )
+    state = "a complete run" if run.is_complete else "an unfinished run"
+    origin = _origin(previous)
+    if previous.get("experiment") != plan.experiment:
+        held = f"of {previous.get('experiment')} ({origin}), not of {plan.experiment}"
+        return f"{run.path} holds {state} {held}; {way_out}"
+    origins = origin if origin == plan.origin else f"{origin}, not {plan.origin}"
+    what = _config_differences(previous.get("config") or {}, plan.config)
+    return (
+        f"{run.path} holds {state} of {plan.experiment} with a different config ({origins}; "
+        f"{what}); {way_out}"
+    )
+
+
+def _origin(record: Mapping[str, Any]) -> str:
+    """Where a recorded run's config came from: ``preset NAME`` or ``--config FILE``."""
+    config_file = record.get("config_file")
+    if isinstance(config_file, Mapping) and config_file.get("path"):
+        return f"--config {config_file['path']}"
+    return f"preset {record.get('preset')}"
+
+
+def _config_differences(old: Mapping[str, Any], new: Mapping[str, Any], shown: int = 3) -> str:
+    """The first ``shown`` settings that differ between two plain configs, ``key old → new``,
+    and how many more do."""
+    before, after = flat_config(old), flat_config(new)
+    keys = [k for k in dict.fromkeys([*before, *after]) if before.get(k) != after.get(k)]
+    if not keys:
+        return "its config digest differs"
+    listed = ", ".join(
+        f"{k} {before.get(k, '(unset)')} → {after.get(k, '(unset)')}" for k in keys[:shown]
+    )
+    more = f" and {len(keys) - shown} more" if len(keys) > shown else ""
+    return f"differs in {listed}{more}"
 
 
 USER_CODE = "user_code"
@@ -174,8 +234,9 @@ def run_experiment(
 
     The status is ``"skipped"`` (already complete with this config), ``"resumed"`` or ``"ran"``.
     ``force`` redoes the run from nothing; ``update`` replaces a run of the same experiment
-    whose config changed (``tailmem reproduce`` after a preset changed) keeping what it can
-    reuse (:data:`REUSABLE`), so only the sub-runs whose own spec changed train again. Under
+    whose config changed (``tailmem reproduce --force`` after a preset changed) keeping what it
+    can reuse (:data:`REUSABLE`), so only the sub-runs whose own spec changed train again, and
+    skips or resumes a run of this config as a plain call does. Under
     ``torchrun`` every rank calls this; only rank 0 claims the folder, clears it and writes
     ``config.yaml`` / ``COMPLETE`` (the other ranks only make the same skip decision).
     ``command``: the command line that started the run, passed to the study with its preset as
@@ -188,10 +249,10 @@ def run_experiment(
     cfg = _checked(study, source, overrides)
     path = Path(out) if out is not None else default_out(experiment, source)
     _usable_folder(path)
-    digest = run_digest(experiment, cfg)
+    plan = planned(experiment, source, cfg)
     code = user_code(cfg)
     replace = force or update
-    status = _decide(path, experiment, digest, replace, code)  # refuse before anything is written
+    status = decide(path, plan, code, replace, force)  # refuse before anything is written
     provenance = Provenance(source.preset, command or f"{experiment} run")
     if not is_main_process():
         return _execute(study, cfg, RunDir(path), provenance, status, main=False)
@@ -199,7 +260,7 @@ def run_experiment(
     fresh = made is not None or not any(path.iterdir())
     with claim(path, ("run",), "run") as run:
         try:
-            status = _decide(path, experiment, digest, replace, code)  # now no one else writes
+            status = decide(path, plan, code, replace, force)  # now no one else writes
             if status != "skipped":
                 if status == "ran":  # this run's COMPLETE lists its own files only
                     same = _previous_experiment(run) == experiment
