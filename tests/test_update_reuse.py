@@ -1,6 +1,7 @@
 """A run whose config changed is redone keeping what it can reuse (``update``, as ``tailmem
 reproduce`` does after a preset changed): only sub-runs whose own spec changed train again, and
-those no run of the new config owns are gone at its end; ``--force`` trains everything again."""
+those no run of the new config owns are gone at its end; an update of a run of the same config
+makes its outputs again without training; ``--force`` trains everything again."""
 
 from __future__ import annotations
 
@@ -31,6 +32,11 @@ def test_an_update_reuses_unchanged_sub_runs_and_drops_the_rest(tmp_path):
     assert all(key.endswith("-seed0-steps40") for key in second)
     assert all(second[key][0] == first[key][0] for key in second)  # not trained again
     assert json.loads((out / "results.json").read_text())["tail_table"]
+    # the same config again: its outputs are made again by this code, nothing is trained again
+    made = (out / "results.json").stat().st_mtime_ns
+    run, status = run_experiment("knowledge-qa", "smoke", changed, out=out, update=True)
+    assert status == "ran" and run.is_complete and (out / "results.json").stat().st_mtime_ns > made
+    assert {k: v[0] for k, v in _results(out).items()} == {k: v[0] for k, v in second.items()}
     run_experiment("knowledge-qa", "smoke", changed, out=out, force=True)
     third = _results(out)
     assert set(third) == set(second)

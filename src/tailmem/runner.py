@@ -233,10 +233,11 @@ def run_experiment(
     two — into ``out``; returns the run and what happened.
 
     The status is ``"skipped"`` (already complete with this config), ``"resumed"`` or ``"ran"``.
-    ``force`` redoes the run from nothing; ``update`` replaces a run of the same experiment
-    whose config changed (``tailmem reproduce --force`` after a preset changed) keeping what it
-    can reuse (:data:`REUSABLE`), so only the sub-runs whose own spec changed train again, and
-    skips or resumes a run of this config as a plain call does. Under
+    ``force`` redoes the run from nothing; ``update`` redoes a run of the same experiment
+    keeping what it can reuse (:data:`REUSABLE`), so only the sub-runs whose own spec changed
+    train again: a run whose config changed (``tailmem reproduce --force`` after a preset
+    changed), or a run of this config whose outputs are to be made again by this version of the
+    code without retraining. Under
     ``torchrun`` every rank calls this; only rank 0 claims the folder, clears it and writes
     ``config.yaml`` / ``COMPLETE`` (the other ranks only make the same skip decision).
     ``command``: the command line that started the run, passed to the study with its preset as
@@ -252,7 +253,7 @@ def run_experiment(
     plan = planned(experiment, source, cfg)
     code = user_code(cfg)
     replace = force or update
-    status = decide(path, plan, code, replace, force)  # refuse before anything is written
+    status = decide(path, plan, code, replace, redo=replace)  # refuse before anything is written
     provenance = Provenance(source.preset, command or f"{experiment} run")
     if not is_main_process():
         return _execute(study, cfg, RunDir(path), provenance, status, main=False)
@@ -260,7 +261,7 @@ def run_experiment(
     fresh = made is not None or not any(path.iterdir())
     with claim(path, ("run",), "run") as run:
         try:
-            status = decide(path, plan, code, replace, force)  # now no one else writes
+            status = decide(path, plan, code, replace, redo=replace)  # now no one else writes
             if status != "skipped":
                 if status == "ran":  # this run's COMPLETE lists its own files only
                     same = _previous_experiment(run) == experiment
