@@ -8,8 +8,9 @@ the number of epochs (exposures of each tail fact), m, width, depth and batch si
 
     PYTHONPATH=src python scripts/qa_scale_sweep.py [--points base,ep12] [--out runs/qa-scale]
 
-Training runs are cached in ``--out`` (a finished run is read back, an unfinished one resumes),
-so the table can be rebuilt at little cost. It is written to ``--table`` (markdown) and
+Training runs are cached in ``--out`` (each point's outputs are made again, reusing every
+training run whose recorded spec is unchanged; an unfinished one resumes), so the table can be
+rebuilt at little cost. It is written to ``--table`` (markdown) and
 ``.csv`` beside it.
 Two worker processes with one thread each (``workers=2 threads=1``).
 """
@@ -95,9 +96,9 @@ def run_point(name: str, out: Path) -> dict[str, Any]:
     """Run (or read back) one point; returns its table row."""
     overrides, settings = point_overrides(name, out)
     start = time.perf_counter()
-    # update: a finished point is read back and an unfinished one resumes; a point whose
-    # settings were edited here is redone reusing each training run whose recorded spec
-    # (model, data, LRs, seed, steps) still matches (force would train every one again).
+    # update: each point's outputs are made again, reusing every training run whose recorded
+    # spec (model, data, LRs, seed, steps) still matches, edited settings or not; an unfinished
+    # run resumes (force would train every one again).
     run, status = run_experiment("knowledge-qa", "cpu", overrides, out=out / name, update=True)
     trained = [json.loads(p.read_text()) for p in run.path.glob("runs/*/*/*/result.json")]
     results = json.loads((run.path / "results.json").read_text())

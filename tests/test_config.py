@@ -126,3 +126,24 @@ def test_a_dotted_override_changes_one_entry_of_a_default_mapping_the_preset_doe
     cfg = load_config(Config, "assoc-capacity", "smoke", ["lr_grid.gd=[5.0]"])
     assert cfg.lr_grid == {**default, "gd": [5.0]} and len(default) > 1
     assert load_config(Config, "assoc-capacity", "smoke").lr_grid == default  # not mutated
+
+
+@dataclass(frozen=True)
+class Grids:
+    grid: dict[str, list[float]] = field(default_factory=lambda: {"a": [1.0], "b": [2.0]})
+
+
+@dataclass(frozen=True)
+class Nested:
+    n: int = 1
+    inner: Grids = field(default_factory=Grids)
+
+
+def test_a_dotted_override_reaches_a_default_mapping_through_an_unset_section():
+    from pathlib import Path
+
+    from tailmem.config import PresetSource, config_from
+
+    source = PresetSource("custom", Path("nested.yaml"), b"n: 2\n", True)
+    cfg = config_from(Nested, source, ["inner.grid.b=[3.0]"])
+    assert cfg.inner.grid == {"a": [1.0], "b": [3.0]} and cfg.n == 2

@@ -14,6 +14,7 @@ from tailmem import progress
 from tailmem.cli import main
 from tailmem.errors import ConfigError
 from tailmem.progress_display import Board
+from tailmem.reproduce import _plan
 from tailmem.runner import run_experiment
 
 
@@ -83,14 +84,15 @@ def test_force_replaces_the_run_and_the_board_says_so(fake_experiment, tmp_path,
     out = tmp_path / "results"
     assert reproduce("smoke", out) == 0
     smoke = (out / "fake" / "results.json").read_text()
+    plan = _plan("fake", "cpu", out, force=True)  # what reproduce --force shows and updates by
+    board = Board(out, {"fake": plan}, parallel=1)
+    progress.Tracker(out / "fake" / "progress.json").plan(4, "steps")
+    assert plan == "redo" and [row.status for row in board.rows()] == ["replacing"]
     assert reproduce("cpu", out, "--force") == 0
     record = (out / "fake" / "config.yaml").read_text()
     assert "preset: cpu" in record and "steps: 5" in record
     assert (out / "fake" / "COMPLETE").is_file()
     assert (out / "fake" / "results.json").read_text() != smoke  # 5 values now, not 2
-    board = Board(out, {"fake": "redo"}, parallel=1)
-    progress.Tracker(out / "fake" / "progress.json").plan(4, "steps")
-    assert [row.status for row in board.rows()] == ["replacing"]
 
 
 def test_force_still_skips_a_complete_run_of_this_config_and_resumes_an_unfinished_one(

@@ -430,8 +430,8 @@ def _seed_default_mapping(cls: type, values: dict[str, Any], key: str) -> None:
     """Copy into ``values`` the default of a mapping field (``dict[str, …]``) that the dotted
     ``key`` reaches into and nothing has set yet, so that ``lr_grid.gd=[5.0]`` changes one entry
     of the default mapping rather than replacing the mapping by ``{gd: [5.0]}``, as a key of a
-    mapping the preset sets already does. Dataclass sections need no seed: their unset fields
-    keep their defaults."""
+    mapping the preset sets already does; the walk goes through dataclass sections (whose unset
+    fields keep their defaults) to a mapping field at any depth."""
     *parents, _ = key.split(".")
     node: dict[str, Any] = values
     owner: Any = cls
@@ -441,15 +441,19 @@ def _seed_default_mapping(cls: type, values: dict[str, Any], key: str) -> None:
         spec = next((f for f in dataclasses.fields(owner) if f.name == part), None)
         if spec is None:  # an unknown field: from_dict names it
             return
+        hint = typing.get_type_hints(owner).get(part)
         if part not in node:
             default = _default(spec)
-            if not isinstance(default, dict):
+            if isinstance(default, dict):
+                node[part] = copy.deepcopy(default)
+            elif isinstance(hint, type) and dataclasses.is_dataclass(hint):
+                node[part] = {}  # a section: its unset fields keep their defaults
+            else:
                 return
-            node[part] = copy.deepcopy(default)
         child = node[part]
         if not isinstance(child, dict):
             return
-        node, owner = child, typing.get_type_hints(owner).get(part)
+        node, owner = child, hint
 
 
 def _default(spec: dataclasses.Field[Any]) -> Any:

@@ -114,8 +114,9 @@ def decide(path: Path, plan: Planned, code: Mapping[str, str], replace: bool, re
     ``path``: "skipped" (complete with this config), "resumed" (incomplete with this config)
     or "ran" (afresh, after :meth:`RunDir.clear`). ``replace``: it may replace a run of another
     config (``--force``, or an update); ``redo``: it redoes a run of this config too
-    (``--force``). Refuses a folder that is not a run folder, holds a run this one may not
-    replace, or a run of this config whose user code has changed since. Reads only."""
+    (``--force``, or an update, which keeps what it can reuse). Refuses a folder that is not a
+    run folder, holds a run this one may not replace, or a run of this config whose user code
+    has changed since. Reads only."""
     check_folder(path, ("run",))
     if not path.exists():
         return "ran"

@@ -249,27 +249,34 @@ def test_muon_update_refuses_a_non_finite_gradient_before_its_buffer_moves():
 
 
 @pytest.mark.parametrize("dtype", [torch.bfloat16, torch.float16, torch.float64])
-def test_normuon_resumes_on_a_model_of_any_dtype_with_its_rows_in_float32(dtype):
+def test_normuon_resumes_on_a_model_of_any_dtype_with_its_rows_as_saved(dtype):
     """torch's ``load_state_dict`` casts every floating state tensor to its parameter's dtype;
-    NorMuon's per-row second moment stays float32, so the resumed run steps as the original."""
+    NorMuon's per-row second moment is loaded as saved (float32, every bit), so the resumed run
+    steps exactly as the uninterrupted one."""
+    shape = (256, 64)
 
     def run(steps, opt=None, ps=None):
         if ps is None:
             gen = torch.Generator().manual_seed(0)
-            ps = [torch.nn.Parameter(torch.randn(8, 4, generator=gen).to(dtype))]
+            ps = [torch.nn.Parameter(torch.randn(*shape, generator=gen).to(dtype))]
             opt = Muon(ps, normuon=True, dtype=torch.float32)
         for seed in steps:
-            ps[0].grad = torch.randn(8, 4, generator=torch.Generator().manual_seed(seed)).to(dtype)
+            grad = torch.randn(*shape, generator=torch.Generator().manual_seed(seed))
+            ps[0].grad = grad.to(dtype)
             opt.step()
         return ps, opt
 
-    ps, _ = run((1, 2, 3))
-    half, half_opt = run((1,))
+    ps, _ = run(range(1, 8))
+    half, half_opt = run((1, 2))
+    saved = copy.deepcopy(half_opt.state_dict())
     resumed_ps, resumed_opt = run(())
     resumed_ps[0].data.copy_(half[0].data)
-    resumed_opt.load_state_dict(copy.deepcopy(half_opt.state_dict()))
-    assert resumed_opt.state[resumed_ps[0]]["normuon_second_moment"].dtype == torch.float32
-    run((2, 3), resumed_opt, resumed_ps)
+    resumed_opt.load_state_dict(saved)
+    rows = resumed_opt.state[resumed_ps[0]]["normuon_second_moment"]
+    assert rows.dtype == torch.float32 and torch.equal(
+        rows, saved["state"][0]["normuon_second_moment"]
+    )
+    run(range(3, 8), resumed_opt, resumed_ps)
     assert torch.equal(resumed_ps[0], ps[0])
 
 
@@ -303,5 +310,7 @@ def test_first_non_finite_finds_a_nan_or_infinity_in_any_kind_of_tensor():
         half = torch.ones(4, dtype=torch.float16)
         half[2] = bad
         sparse = torch.sparse_coo_tensor([[0, 2]], [1.0, bad], (4,))
+        csr = torch.tensor([[0.0, bad], [1.0, 0.0]]).to_sparse_csr()
         assert first_non_finite([*fine, half]) == len(fine)
         assert first_non_finite([*fine, sparse, half]) == len(fine)
+        assert first_non_finite([*fine, csr]) == len(fine)

@@ -117,6 +117,20 @@ def test_torch_muon_is_refused_multihead_attentions_fused_in_proj():
     build_optimizer(model, "torch_muon:o adam:*")  # out_proj is a plain (out, in) matrix
 
 
+def test_a_users_kind_is_refused_a_fused_layout_and_told_a_built_in_of_each_family():
+    """tailmem cannot see a user's update, so it is not trusted with fused blocks; the advice
+    names a built-in of every family that applies the layout, not only Muon's."""
+    from tailmem.optim.registry import user_kind
+    from tailmem.optim.routing import plan_param_groups
+
+    model = nn.ModuleDict({"emb": nn.Embedding(10, 8), "att": nn.MultiheadAttention(8, 2)})
+    mine = user_kind("mine", "torch.optim:SGD", lr=0.1)
+    with pytest.raises(ConfigError) as caught:
+        plan_param_groups(model, "mine:q,k,v,o adam:*", kinds={"mine": mine})
+    assert str(caught.value).startswith("mine cannot apply the layout of parameter")
+    assert "to muon (or adam, sgd, signgd), which applies it" in str(caught.value)
+
+
 def test_a_layout_option_for_a_kind_that_cannot_apply_it_is_refused():
     model = GPT(gpt_config("tiny", vocab_size=64))
     with pytest.raises(ConfigError) as caught:
@@ -185,8 +199,10 @@ def test_add_param_group_takes_named_pairs_and_refuses_unnamed_tensors_in_one_li
     assert str(caught.value) == (
         "a group added to the muon child needs its parameters' names, as its other groups have: "
         "params=list(module.named_parameters()) or param_names=[...] (one per tensor); got 1 "
-        "unnamed tensor(s)"
+        "unnamed tensor(s) among 1"
     )
+    with pytest.raises(ConfigError, match=r"got 1 unnamed tensor\(s\) among 2$"):
+        opt.add_param_group({"params": [("w", layer.w), torch.zeros(3, 3)], "kind": "muon"})
     assert opt.param_groups == groups
     torch_muon = build_optimizer(model, "torch_muon:v,o adam:*")
     with pytest.raises(ConfigError, match=r"^a group added to the torch_muon child sets fan_out"):

@@ -7,9 +7,10 @@ caller that catches it (an fp16 overflow, a bad batch) can skip that batch and s
 the step run would do worse than fail: a momentum buffer that took in the NaN refuses every later
 step, and SignGD's ``sign(NaN) = 0`` would freeze the coordinate without a word.
 
-The check costs one host sync per step and device. A DTensor (FSDP2) parameter's flag is reduced
-over its device mesh, so that all ranks refuse together instead of one rank raising while the
-others wait in a collective.
+The check costs one host sync per step and device (one reduction pass over each gradient). The
+flags of DTensor (FSDP2) parameters are reduced over their device mesh, one all-reduce per mesh
+dimension for all of them, so that all ranks refuse together instead of one rank raising while
+the others wait in a collective.
 """
 
 from __future__ import annotations
@@ -28,21 +29,29 @@ from tailmem.optim.orthogonalize import NonFiniteInputError
 def first_non_finite(tensors: Sequence[Tensor]) -> int | None:
     """The index of the first tensor with a NaN or infinite entry; ``None`` when all are finite.
 
-    Meta tensors hold no values and count as finite; a sparse tensor is judged by its stored
-    values. For a DTensor every rank of its mesh gets
+    Meta tensors hold no values and count as finite; a sparse tensor (any sparse layout) is
+    judged by its stored values. For a DTensor every rank of its mesh gets
     the same answer (the shards' flags are reduced with MIN over the mesh).
     """
     flags: dict[torch.device, list[tuple[int, Tensor]]] = {}
+    sharded: dict[int, tuple[Any, list[tuple[int, Tensor]]]] = {}  # by mesh, in first-seen order
     for index, tensor in enumerate(tensors):
         local = D.local(tensor)
         if local.device.type == "meta":
             continue
-        if local.is_sparse:
-            local = local.coalesce().values()
+        if local.layout != torch.strided:  # sparse (COO, CSR, CSC...): its stored values
+            local = local.coalesce().values() if local.is_sparse else local.values()
         flag = _finite(local)
         if D.is_dtensor(tensor):
-            flag = _reduced_over_mesh(flag, tensor)
-        flags.setdefault(local.device, []).append((index, flag))
+            mesh = cast(Any, tensor).device_mesh
+            sharded.setdefault(id(mesh), (mesh, []))[1].append((index, flag))
+        else:
+            flags.setdefault(local.device, []).append((index, flag))
+    for mesh, members in sharded.values():
+        reduced = _reduced_over_mesh(torch.stack([flag for _, flag in members]), mesh)
+        device = reduced.device
+        for (index, _), flag in zip(members, reduced.unbind(), strict=True):
+            flags.setdefault(device, []).append((index, flag))
     bad = []
     for members in flags.values():
         finite = torch.stack([flag for _, flag in members])
@@ -63,10 +72,10 @@ def _finite(tensor: Tensor) -> Tensor:
     return torch.isfinite(torch.stack(torch.aminmax(tensor))).all()
 
 
-def _reduced_over_mesh(flag: Tensor, p: Tensor) -> Tensor:
-    """``flag`` (this shard's) AND-ed with every other shard's over ``p``'s device mesh."""
-    mesh = cast(Any, p).device_mesh
-    value = flag.to(torch.int32)
+def _reduced_over_mesh(flags: Tensor, mesh: Any) -> Tensor:
+    """``flags`` (this rank's, one per DTensor of ``mesh``) AND-ed with every other rank's over
+    the mesh: one MIN all-reduce per mesh dimension, whatever the number of tensors."""
+    value = flags.to(torch.int32)
     for dim in range(mesh.ndim):
         dist.all_reduce(value, op=dist.ReduceOp.MIN, group=mesh.get_group(dim))
     return value.bool()

@@ -48,8 +48,9 @@ dtype and eps) are stacked and orthogonalised in ONE batched call (on a CPU, in 
 24 MiB), compiled by ``torch.compile`` on CUDA (``compile``); momentum, weight decay and the
 update are ``torch._foreach_*`` calls over all parameters that share their values
 (:mod:`tailmem.optim.muon_batch`, which :func:`muon_update` calls too: one code path). A NaN or
-infinite gradient entry is refused by name before anything moves, one host sync per step
-(:mod:`tailmem.optim.gradients`). Only the momentum buffers (and NorMuon's rows) persist between
+infinite gradient entry is refused by name before anything moves
+(:mod:`tailmem.optim.gradients`; a host sync per step, besides the one reading the stacks'
+finiteness). Only the momentum buffers (and NorMuon's rows) persist between
 steps; the stacks are per step. ``method="auto"`` runs the Polar Express polynomial in the Gram form
 where that was measured to pay on the device (:mod:`tailmem.optim.gram_table`).
 
@@ -278,11 +279,11 @@ class Muon(Optimizer):
         the optimiser as it was.
         """
         state, groups = self.state, self.param_groups
+        rows = _saved_rows(state_dict, self.param_groups)
         super().load_state_dict(state_dict)  # replaces both, so the old ones stay intact
-        for param_state in self.state.values():  # torch cast it to the parameter's dtype
-            if "normuon_second_moment" in param_state:
-                rows = param_state["normuon_second_moment"]
-                param_state["normuon_second_moment"] = rows.to(torch.float32)
+        for p, saved in rows.items():  # torch cast them to the parameter's dtype: lost bits
+            device = D.local(p).device
+            self.state[p][NORMUON_STATE] = saved.to(device, torch.float32, copy=True)
         try:
             for group in self.param_groups:
                 for key, value in self.defaults.items():
@@ -386,13 +387,32 @@ class Muon(Optimizer):
         if not group["normuon"]:
             return None
         state = self.state[p]
-        if "normuon_second_moment" not in state:
+        if NORMUON_STATE not in state:
             batch = group["batch_dims"]
             rows = math.prod(p.shape[:batch]) * p.shape[batch + group["fan_out_dim"]]
             device = D.local(p).device
-            state["normuon_second_moment"] = torch.zeros(rows, dtype=torch.float32, device=device)
-        moments: Tensor = state["normuon_second_moment"]
+            state[NORMUON_STATE] = torch.zeros(rows, dtype=torch.float32, device=device)
+        moments: Tensor = state[NORMUON_STATE]
         return moments
+
+
+NORMUON_STATE = "normuon_second_moment"
+"""The state key of NorMuon's per-row second moment, kept in float32 whatever the parameter's
+dtype."""
+
+
+def _saved_rows(state_dict: dict[str, Any], groups: list[dict[str, Any]]) -> dict[Tensor, Tensor]:
+    """NorMuon's rows in ``state_dict`` by the parameter of ``groups`` they load into (matched
+    by position, as torch matches them), as saved: torch's loading casts every floating state
+    tensor to its parameter's dtype, which would round float32 rows to a bf16 model's bf16."""
+    ids = [i for group in state_dict.get("param_groups", []) for i in group.get("params", [])]
+    params = [p for group in groups for p in group["params"]]
+    saved = state_dict.get("state", {})
+    return {
+        p: saved[i][NORMUON_STATE]
+        for i, p in zip(ids, params, strict=False)
+        if isinstance(saved.get(i), dict) and isinstance(saved[i].get(NORMUON_STATE), Tensor)
+    }
 
 
 def _orthogonalisation(group: dict[str, Any]) -> Orthogonalisation:

@@ -374,12 +374,17 @@ def _refuse_unapplied(
 
 def _applying(kind: OptimizerKind) -> str:
     """The built-in kinds to use instead of ``kind`` for a parameter whose layout it cannot
-    apply: those of its family that apply every layout, else the Muon-like ones, e.g.
-    ``muon (or normuon, muon_pe)``."""
+    apply: those of its family that apply every layout, e.g. ``muon (or normuon, muon_pe)``;
+    for a user's kind, whose update tailmem cannot see, the first of each family that does
+    (``muon (or adam, sgd, signgd)``); else the Muon-like ones."""
     applying = [k for k, spec in REGISTRY.items() if spec.applies_any_layout]
-    instead = [k for k in applying if REGISTRY[k].family == kind.family] or [
-        k for k in applying if REGISTRY[k].layout_keys
-    ]
+    if kind.name not in REGISTRY:
+        firsts = {REGISTRY[k].family: k for k in reversed(applying)}
+        instead = [k for k in applying if k in firsts.values()]
+    else:
+        instead = [k for k in applying if REGISTRY[k].family == kind.family] or [
+            k for k in applying if REGISTRY[k].layout_keys
+        ]
     return instead[0] + (f" (or {', '.join(instead[1:])})" if len(instead) > 1 else "")
 
 
@@ -644,7 +649,8 @@ class RoutedOptimizer(torch.optim.Optimizer):
             raise ConfigError(
                 f"a group added to the {kind} child needs its parameters' names, as its other "
                 f"groups have: params=list(module.named_parameters()) or param_names=[...] "
-                f"(one per tensor); got {len(params)} unnamed tensor(s)"
+                f"(one per tensor); got {sum(not isinstance(p, tuple) for p in params)} unnamed "
+                f"tensor(s) among {len(params)}"
             )
         unread = [k for k in MUON_LAYOUT_KEYS if k in group and k not in child.defaults]
         if unread:
