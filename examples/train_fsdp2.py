@@ -6,6 +6,7 @@ from torch.distributed.fsdp import fully_shard
 from tailmem.optim import Muon
 
 dist.init_process_group("gloo")  # "nccl" on GPUs
+torch.manual_seed(0)  # the same model on every rank before it is sharded
 model = torch.nn.Sequential(torch.nn.Linear(64, 256, bias=False), torch.nn.GELU(),
                             torch.nn.Linear(256, 64, bias=False))
 for layer in model[::2]:

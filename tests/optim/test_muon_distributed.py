@@ -160,6 +160,78 @@ def test_without_a_process_group_everything_runs_locally():
     assert torch.equal(sharded_map(batch, orthogonalize), orthogonalize(batch))
 
 
+def _refusal_worker(rank: int, world: int, init_file: str, out_file: str) -> None:
+    """A NaN in rank 0's gradient only, where the step joins collectives: a Muon sharing its
+    work over the world, and a local parameter beside FSDP2-sharded ones. Every rank must
+    refuse (no rank left waiting in a collective) with nothing moved, and then step on."""
+    from torch.distributed.fsdp import fully_shard
+
+    _init(rank, world, init_file)
+    refused: dict[str, str] = {}
+    moved: dict[str, bool] = {}
+    gen = torch.Generator().manual_seed(rank)  # gradients differ by rank
+    params = [torch.nn.Parameter(torch.ones(6, 4)) for _ in range(2)]
+    opt = Muon(params, process_group=dist.group.WORLD, dtype=torch.float32)
+    for p in params:
+        p.grad = torch.randn(p.shape, generator=gen)
+    if rank == 0:
+        params[1].grad[0, 0] = math.nan
+    try:
+        opt.step()
+    except ValueError as error:
+        refused["shared"] = str(error)
+    moved["shared"] = any(not torch.equal(p.detach(), torch.ones(6, 4)) for p in params)
+
+    torch.manual_seed(0)
+    model = nn.Sequential(nn.Linear(4, 6, bias=False), nn.Tanh(), nn.Linear(6, 4, bias=False))
+    fully_shard(model[0])
+    fully_shard(model[2])
+    local = nn.Parameter(torch.ones(5, 5))
+    opt = Muon([*model.parameters(), local], dtype=torch.float32)  # local: process_group None
+    model(torch.randn(3, 4, generator=gen)).square().sum().backward()
+    local.grad = torch.randn(5, 5, generator=gen)
+    if rank == 0:
+        local.grad[0, 0] = math.inf
+    try:
+        opt.step()
+    except ValueError as error:
+        refused["mixed"] = str(error)
+    moved["mixed"] = not torch.equal(local.detach(), torch.ones(5, 5))
+    local.grad = torch.randn(5, 5, generator=gen)
+    opt.step()  # the ranks are still in step: a clean step joins the same collectives
+    only_rank_0 = dist.new_group([0])
+    if rank == 1:  # not a member of the Muon's group
+        q = nn.Parameter(torch.ones(4, 4))
+        q.grad = torch.ones(4, 4)
+        try:
+            Muon([q], process_group=only_rank_0).step()
+        except ValueError as error:
+            refused["outsider"] = str(error)
+    torch.save({"refused": refused, "moved": moved}, f"{out_file}.{rank}")
+    dist.barrier()
+    dist.destroy_process_group()
+
+
+@pytest.mark.timeout(180)
+def test_a_nan_on_one_rank_is_refused_by_every_rank_of_the_steps_collectives(tmp_path):
+    init_file, out_file = str(tmp_path / "store"), str(tmp_path / "out")
+    mp.spawn(_refusal_worker, args=(2, init_file, out_file), nprocs=2, join=True)
+    for rank in range(2):
+        result = torch.load(f"{out_file}.{rank}", weights_only=True)
+        assert "gradient entry in param_groups[0]['params'][1]" in result["refused"]["shared"]
+        assert "gradient entry in param_groups[0]['params'][2]" in result["refused"]["mixed"]
+        assert result["moved"] == {"shared": False, "mixed": False}
+    outsider = torch.load(f"{out_file}.1", weights_only=True)["refused"]["outsider"]
+    assert outsider.startswith("this process (global rank 1) is not a member of the process group")
+
+
+def test_process_group_and_distributed_are_the_optimisers_not_a_groups():
+    p = torch.nn.Parameter(torch.zeros(4, 4))
+    for key, value in (("process_group", None), ("distributed", "ddp")):
+        with pytest.raises(ValueError, match=rf"^Muon {key} is set for the whole optimiser"):
+            Muon([{"params": [p], key: value}])
+
+
 # ------------------------------------------------------------------------------------- FSDP2
 
 FSDP_STEPS, RESUME_AT, BATCH = 5, 2, 8

@@ -21,7 +21,14 @@ def rank_and_world(group: Any = None) -> tuple[int, int]:
     """``(rank, world_size)`` in ``group``; ``(0, 1)`` for ``None`` (local work)."""
     if group is None:
         return 0, 1
-    return dist.get_rank(group), dist.get_world_size(group)
+    rank = dist.get_rank(group)
+    if rank < 0:  # torch's answer for a process that is not in the group
+        raise ValueError(
+            f"this process (global rank {dist.get_rank()}) is not a member of the process group "
+            "Muon shares its work over; expected only the group's ranks to step it (give the "
+            "others an optimiser of their own, or process_group=None)"
+        )
+    return rank, dist.get_world_size(group)
 
 
 def sharded_map(

@@ -7,10 +7,11 @@ caller that catches it (an fp16 overflow, a bad batch) can skip that batch and s
 the step run would do worse than fail: a momentum buffer that took in the NaN refuses every later
 step, and SignGD's ``sign(NaN) = 0`` would freeze the coordinate without a word.
 
-The check costs one host sync per step and device (one reduction pass over each gradient). The
-flags of DTensor (FSDP2) parameters are reduced over their device mesh, one all-reduce per mesh
-dimension for all of them, so that all ranks refuse together instead of one rank raising while
-the others wait in a collective.
+The check costs one host sync per step and device (one reduction pass over each gradient). When
+the step joins collectives (a process group it shares work over, DTensor (FSDP2) parameters) the
+flags of every parameter are AND-ed over each group and mesh dimension, one all-reduce apiece, so
+that all ranks refuse together instead of one rank raising while the others wait in a
+collective.
 """
 
 from __future__ import annotations
@@ -26,37 +27,57 @@ from tailmem.optim import distributed as D
 from tailmem.optim.orthogonalize import NonFiniteInputError
 
 
-def first_non_finite(tensors: Sequence[Tensor]) -> int | None:
+def first_non_finite(tensors: Sequence[Tensor], groups: Sequence[Any] = ()) -> int | None:
     """The index of the first tensor with a NaN or infinite entry; ``None`` when all are finite.
 
     Meta tensors hold no values and count as finite; a sparse tensor (any sparse layout) is
-    judged by its stored values. For a DTensor every rank of its mesh gets
-    the same answer (the shards' flags are reduced with MIN over the mesh).
+    judged by its stored values. When the caller's step joins collectives (``groups``, the
+    process groups it shares work over, or a DTensor among ``tensors``, whose mesh it gathers
+    over), every flag is AND-ed over each of those groups and each DTensor mesh dimension, one
+    all-reduce apiece, so that every rank gets the same answer and refuses with the others
+    instead of leaving them waiting in a collective; the ranks must pass the same tensors in
+    the same order, as those collectives require anyway.
     """
-    flags: dict[torch.device, list[tuple[int, Tensor]]] = {}
-    sharded: dict[int, tuple[Any, list[tuple[int, Tensor]]]] = {}  # by mesh, in first-seen order
+    indices: list[int] = []
+    flags: list[Tensor] = []
+    meshes: dict[int, Any] = {}  # in first-seen order
     for index, tensor in enumerate(tensors):
         local = D.local(tensor)
         if local.device.type == "meta":
             continue
         if local.layout != torch.strided:  # sparse (COO, CSR, CSC...): its stored values
             local = local.coalesce().values() if local.is_sparse else local.values()
-        flag = _finite(local)
         if D.is_dtensor(tensor):
             mesh = cast(Any, tensor).device_mesh
-            sharded.setdefault(id(mesh), (mesh, []))[1].append((index, flag))
-        else:
-            flags.setdefault(local.device, []).append((index, flag))
-    for mesh, members in sharded.values():
-        reduced = _reduced_over_mesh(torch.stack([flag for _, flag in members]), mesh)
-        device = reduced.device
-        for (index, _), flag in zip(members, reduced.unbind(), strict=True):
-            flags.setdefault(device, []).append((index, flag))
-    bad = []
-    for members in flags.values():
-        finite = torch.stack([flag for _, flag in members])
-        if not bool(finite.all()):
-            bad.append(members[int((~finite).nonzero()[0])][0])
+            meshes.setdefault(id(mesh), mesh)
+        indices.append(index)
+        flags.append(_finite(local))
+    shared = [*groups, *(m.get_group(d) for m in meshes.values() for d in range(m.ndim))]
+    if shared:
+        device = next((f.device for f in flags if f.device.type != "cpu"), torch.device("cpu"))
+        agreed = (
+            torch.stack([f.to(device) for f in flags]) if flags else torch.ones(0, device=device)
+        )
+        value = agreed.to(torch.int32)
+        for group in shared:
+            dist.all_reduce(value, op=dist.ReduceOp.MIN, group=group)
+        return _first_false(indices, [value.bool()])
+    by_device: dict[torch.device, list[int]] = {}
+    for position, flag in enumerate(flags):
+        by_device.setdefault(flag.device, []).append(position)
+    stacks = [torch.stack([flags[k] for k in positions]) for positions in by_device.values()]
+    ordered = [indices[k] for positions in by_device.values() for k in positions]
+    return _first_false(ordered, stacks)
+
+
+def _first_false(indices: list[int], stacks: list[Tensor]) -> int | None:
+    """The smallest of ``indices`` whose flag is False, the flags being ``stacks`` laid end to
+    end in the order of ``indices`` (one host sync per stack)."""
+    bad, offset = [], 0
+    for stack in stacks:
+        if not bool(stack.all()):
+            bad.append(indices[offset + int((~stack).nonzero()[0])])
+        offset += stack.numel()
     return min(bad) if bad else None
 
 
@@ -72,25 +93,19 @@ def _finite(tensor: Tensor) -> Tensor:
     return torch.isfinite(torch.stack(torch.aminmax(tensor))).all()
 
 
-def _reduced_over_mesh(flags: Tensor, mesh: Any) -> Tensor:
-    """``flags`` (this rank's, one per DTensor of ``mesh``) AND-ed with every other rank's over
-    the mesh: one MIN all-reduce per mesh dimension, whatever the number of tensors."""
-    value = flags.to(torch.int32)
-    for dim in range(mesh.ndim):
-        dist.all_reduce(value, op=dist.ReduceOp.MIN, group=mesh.get_group(dim))
-    return value.bool()
-
-
-def refuse_non_finite(optimizer: str, param_groups: Sequence[dict[str, Any]]) -> None:
+def refuse_non_finite(
+    optimizer: str, param_groups: Sequence[dict[str, Any]], groups: Sequence[Any] = ()
+) -> None:
     """Raise :class:`NonFiniteInputError` naming the first parameter of ``param_groups`` whose
-    gradient has a NaN or infinite entry (its name where the group carries ``param_names``)."""
+    gradient has a NaN or infinite entry (its name where the group carries ``param_names``);
+    ``groups``: the process groups the step shares work over (see :func:`first_non_finite`)."""
     owners = [
         (group_index, index, p)
         for group_index, group in enumerate(param_groups)
         for index, p in enumerate(group["params"])
         if p.grad is not None
     ]
-    bad = first_non_finite([cast(Tensor, p.grad) for _, _, p in owners])
+    bad = first_non_finite([cast(Tensor, p.grad) for _, _, p in owners], groups)
     if bad is None:
         return
     group_index, index, p = owners[bad]

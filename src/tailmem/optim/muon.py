@@ -330,8 +330,8 @@ class Muon(Optimizer):
                 loss = closure()
         for group in self.param_groups:  # edited since they were checked? (no host sync)
             _check_group(group)
-        refuse_non_finite("Muon", self.param_groups)  # before any state moves
         comm = self._group_comm()
+        refuse_non_finite("Muon", self.param_groups, [] if comm is None else [comm])
         requests: list[Request] = []
         owners: list[tuple[Tensor, dict[str, Any]]] = []
         for group in self.param_groups:
@@ -484,8 +484,19 @@ def _number(group: dict[str, Any], name: str, low: float, high: float, closed: b
         )
 
 
+OPTIMISER_LEVEL = ("process_group", "distributed")
+"""Settings of the whole optimiser (one collective schedule for every rank), never a group's."""
+
+
 def _complete_group(group: dict[str, Any]) -> None:
     """Check a group that enters the optimiser and resolve its default number of steps."""
+    for key in OPTIMISER_LEVEL:
+        if key in group:
+            raise ValueError(
+                f"Muon {key} is set for the whole optimiser (Muon(..., {key}=...)), not per "
+                f"param group; got it in a group. Parameters that must be stepped differently "
+                "need an optimiser of their own"
+            )
     _check_group(group)
     if group["ns_steps"] is None:
         group["ns_steps"] = DEFAULT_STEPS.get(group["method"])
