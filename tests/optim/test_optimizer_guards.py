@@ -314,3 +314,25 @@ def test_first_non_finite_finds_a_nan_or_infinity_in_any_kind_of_tensor():
         assert first_non_finite([*fine, half]) == len(fine)
         assert first_non_finite([*fine, sparse, half]) == len(fine)
         assert first_non_finite([*fine, csr]) == len(fine)
+
+
+def test_a_muon_step_reads_back_only_its_gradients_finiteness(monkeypatch):
+    """One host sync per step: the gradients are refused up front, and the directions made
+    from them and a finite state are finite, so the stacks are not read back again."""
+    import tailmem.optim.muon_batch as muon_batch
+
+    reads = []
+    monkeypatch.setattr(muon_batch, "check_finite", lambda batches: reads.append(len(batches)))
+    for method in ("ns5", "svd", "cubic"):
+        ps, _ = trained(Muon, method=method, normuon=True)
+        assert reads == [] and all(torch.isfinite(p).all() for p in ps)
+
+
+def test_a_state_dict_holding_a_nan_momentum_is_refused_and_nothing_changes():
+    ps, opt = trained(Muon, momentum=0.9)
+    saved = copy.deepcopy(opt.state_dict())
+    saved["state"][1]["momentum_buffer"][0, 0] = math.nan
+    before = snapshot(ps, opt)
+    with pytest.raises(ValueError, match=r"state dict holds a NaN or infinite momentum"):
+        opt.load_state_dict(saved)
+    assert_unchanged(ps, opt, before)

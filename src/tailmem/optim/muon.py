@@ -49,8 +49,8 @@ dtype and eps) are stacked and orthogonalised in ONE batched call (on a CPU, in 
 update are ``torch._foreach_*`` calls over all parameters that share their values
 (:mod:`tailmem.optim.muon_batch`, which :func:`muon_update` calls too: one code path). A NaN or
 infinite gradient entry is refused by name before anything moves
-(:mod:`tailmem.optim.gradients`; a host sync per step, besides the one reading the stacks'
-finiteness). Only the momentum buffers (and NorMuon's rows) persist between
+(:mod:`tailmem.optim.gradients`: the step's one host sync; a loaded state must be finite, so
+the directions are). Only the momentum buffers (and NorMuon's rows) persist between
 steps; the stacks are per step. ``method="auto"`` runs the Polar Express polynomial in the Gram form
 where that was measured to pay on the device (:mod:`tailmem.optim.gram_table`).
 
@@ -69,7 +69,7 @@ from __future__ import annotations
 
 import copy
 import math
-from collections.abc import Callable, Iterable
+from collections.abc import Callable, Iterable, Mapping
 from typing import Any
 
 import torch
@@ -285,6 +285,7 @@ class Muon(Optimizer):
             device = D.local(p).device
             self.state[p][NORMUON_STATE] = saved.to(device, torch.float32, copy=True)
         try:
+            _refuse_non_finite_state(self.state)
             for group in self.param_groups:
                 for key, value in self.defaults.items():
                     group.setdefault(key, value)
@@ -353,7 +354,7 @@ class Muon(Optimizer):
                 )
                 requests.append(request)
                 owners.append((p, group))
-        _apply(owners, orthogonal_updates(requests, self.compile))
+        _apply(owners, orthogonal_updates(requests, self.compile, checked=True))
         return loss
 
     def _directions(self, group: dict[str, Any], params: list[Tensor]) -> list[Tensor]:
@@ -413,6 +414,23 @@ def _saved_rows(state_dict: dict[str, Any], groups: list[dict[str, Any]]) -> dic
         for i, p in zip(ids, params, strict=False)
         if isinstance(saved.get(i), dict) and isinstance(saved[i].get(NORMUON_STATE), Tensor)
     }
+
+
+def _refuse_non_finite_state(state: Mapping[Tensor, dict[str, Any]]) -> None:
+    """Raise :class:`NonFiniteInputError` when a loaded momentum buffer or NorMuon row holds a
+    NaN or an infinity: a step trusts its state to be finite (it reads back only the
+    gradients), and such a state would turn every later update into NaN."""
+    tensors = [
+        value
+        for entry in state.values()
+        for key, value in entry.items()
+        if key in ("momentum_buffer", NORMUON_STATE) and isinstance(value, Tensor)
+    ]
+    if first_non_finite(tensors) is not None:
+        raise NonFiniteInputError(
+            "Muon state dict holds a NaN or infinite momentum or NorMuon entry; expected a "
+            "finite state (a checkpoint from before the run diverged)"
+        )
 
 
 def _orthogonalisation(group: dict[str, Any]) -> Orthogonalisation:

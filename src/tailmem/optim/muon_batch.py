@@ -10,7 +10,8 @@ orthogonalised in ONE batched call (``torch.bmm`` over the stack; on a CPU, in s
 normalisation then runs on each such stack at once, and the shape scale is either folded into
 :attr:`Update.factor` (every block of the tensor has one shape) or multiplied into the blocks.
 Whether the inputs are finite is read once per call (for the polynomial methods: after their
-straight-line work, before any state is touched).
+straight-line work, before any state is touched), or not at all when the caller has refused
+non-finite gradients already (``checked``: :class:`~tailmem.optim.Muon`'s step).
 """
 
 from __future__ import annotations
@@ -142,13 +143,17 @@ class _Job:
 
 
 def orthogonal_updates(
-    requests: Sequence[Request], compile: bool | str | None = None
+    requests: Sequence[Request], compile: bool | str | None = None, checked: bool = False
 ) -> list[Update]:
     """The update of every request, orthogonalising same-shaped blocks together (module doc).
 
     Raises :class:`~tailmem.optim.orthogonalize.NonFiniteInputError` (a ``ValueError``) before
-    any NorMuon state is touched when a direction has a NaN or infinite entry. With a ``comm``
-    every rank of that group must make the same call (see :mod:`tailmem.optim.distributed`).
+    any NorMuon state is touched when a direction has a NaN or infinite entry, unless
+    ``checked``: the caller refused non-finite gradients already
+    (:mod:`tailmem.optim.gradients`), and its directions, convex combinations of finite
+    gradients and momenta, are finite; then nothing is read back from the device. With a
+    ``comm`` every rank of that group must make the same call (see
+    :mod:`tailmem.optim.distributed`).
     """
     jobs = [_split(request) for request in requests]
     buckets: dict[tuple[Any, ...], list[tuple[_Job, int]]] = {}
@@ -157,13 +162,14 @@ def orthogonal_updates(
             how, comm = job.request.how, job.request.comm
             key = (tuple(piece.shape[1:]), piece.dtype, piece.device, how, comm)
             buckets.setdefault(key, []).append((job, index))
-    deferred: list[Finite] = []
+    deferred: list[Finite] | None = None if checked else []
     stacks: list[tuple[list[tuple[_Job, int]], Tensor]] = []
     for key, bucket in buckets.items():
         _, _, device, how, comm = key
         for members in _stacked(bucket, device):
             stacks.append((members, _orthogonalised(members, key, compile, deferred)))
-    check_finite(deferred)
+    if deferred is not None:
+        check_finite(deferred)
     for members, out in stacks:
         _normuon(members, out)
     _scale_blocks([job for job in jobs if not _one_factor(job)])
@@ -201,15 +207,18 @@ def _orthogonalised(
     members: list[tuple[_Job, int]],
     key: tuple[Any, ...],
     compile: bool | str | None,
-    deferred: list[Finite],
+    deferred: list[Finite] | None,
 ) -> Tensor:
     """One stack's members orthogonalised in one call (their pieces replaced by slices of the
     result, which is returned); the finiteness of a polynomial method's input is appended to
-    ``deferred`` for the caller to read once, any other method's is checked first."""
+    ``deferred`` for the caller to read once, any other method's is checked first (neither
+    when ``deferred`` is None: the inputs are known finite)."""
     _, _, device, how, comm = key
     pieces = [job.pieces[i] for job, i in members]
     wide = widen(pieces[0] if len(pieces) == 1 else torch.cat(pieces))
-    if how.method in POLYNOMIAL_METHODS:  # straight-line: non-finite input cannot hurt it
+    if deferred is None:  # the caller's inputs are known finite
+        pass
+    elif how.method in POLYNOMIAL_METHODS:  # straight-line: non-finite input cannot hurt it
         deferred.append(wide.finite)
     else:
         check_finite([wide.finite])
