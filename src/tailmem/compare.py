@@ -27,7 +27,6 @@ runs' language-model sub-runs are drawn on one figure (:mod:`tailmem.compare_cur
 from __future__ import annotations
 
 import errno
-import json
 import os
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
@@ -36,6 +35,8 @@ from typing import Any
 
 from tailmem.claims.core import VERDICTS
 from tailmem.compare_values import Delta, differences
+from tailmem.config_diff import MISSING, Difference, flatten
+from tailmem.config_diff import differences as config_differences
 from tailmem.errors import ConfigError, DataError
 from tailmem.mdtable import md_table
 from tailmem.report.layout import Figure
@@ -46,16 +47,6 @@ KEY_FIGURES = 4
 """Figures shown side by side (the rest are listed in compare.md and folded in compare.html)."""
 ENVIRONMENT_KEYS = ("tailmem", "git_commit", "torch", "python", "device")
 """The environment facts compared (those that can change a number; not the start time)."""
-MISSING = "—"
-
-
-@dataclass(frozen=True)
-class Difference:
-    """One config key (dotted) whose value differs between the runs, each run's as text
-    (:data:`MISSING` where a run's config lacks the key)."""
-
-    key: str
-    values: tuple[str, ...]
 
 
 @dataclass(frozen=True)
@@ -146,8 +137,8 @@ def compare(paths: Sequence[str | os.PathLike[str]]) -> Comparison:
         experiment=experiments[0],
         runs=runs,
         labels=labels,
-        config=_differences([_config_view(r.record) for r in runs]),
-        environment=_differences([_environment(r.record) for r in runs]),
+        config=config_differences([_config_view(r.record) for r in runs]),
+        environment=config_differences([_environment(r.record) for r in runs]),
         claims=_claim_rows(runs),
         figures=_shared_figures(runs),
         only_some=_figures_of_some(runs),
@@ -208,41 +199,13 @@ def _config_view(record: Mapping[str, Any]) -> dict[str, Any]:
     config_file = record.get("config_file")
     if isinstance(config_file, Mapping):
         view.update({f"config_file.{k}": v for k, v in config_file.items()})
-    view.update(_flatten(record["config"]))
+    view.update(flatten(record["config"]))
     return view
 
 
 def _environment(record: Mapping[str, Any]) -> dict[str, Any]:
     env = record.get("environment", {})
     return {key: env.get(key) for key in ENVIRONMENT_KEYS if key in env}
-
-
-def _flatten(value: Any, prefix: str = "") -> dict[str, Any]:
-    """A nested mapping as ``{"a.b.c": leaf}`` (lists are leaves)."""
-    if not isinstance(value, Mapping) or (prefix and not value):
-        return {prefix: value}
-    out: dict[str, Any] = {}
-    for key, item in value.items():
-        out.update(_flatten(item, f"{prefix}.{key}" if prefix else str(key)))
-    return out
-
-
-def _text(value: Any) -> str:
-    """A config value as the user writes it on the command line."""
-    if isinstance(value, str):
-        return value
-    return json.dumps(value, ensure_ascii=False)
-
-
-def _differences(views: Sequence[Mapping[str, Any]]) -> tuple[Difference, ...]:
-    """The keys (in first-seen order) whose values are not the same in every view."""
-    keys = list(dict.fromkeys(k for view in views for k in view))
-    found = []
-    for key in keys:
-        values = [_text(view[key]) if key in view else MISSING for view in views]
-        if len(set(values)) > 1:
-            found.append(Difference(key, tuple(values)))
-    return tuple(found)
 
 
 def _claim_rows(runs: Sequence[RunSummary]) -> tuple[ClaimRow, ...]:

@@ -36,6 +36,7 @@ from typing import Any, TypeVar
 
 from tailmem import progress
 from tailmem.config import PresetSource, config_from, preset_source, to_dict
+from tailmem.config_diff import differences, flatten
 from tailmem.errors import ConfigError
 from tailmem.experiments import get_study
 from tailmem.optim.user_code import code_digest
@@ -45,7 +46,6 @@ from tailmem.rundir import LOCK_FILE, MANIFEST, RUN_RECORD, RunDir, check_folder
 from tailmem.studies import Provenance, Study, StudyConfig
 from tailmem.train import seed_everything
 from tailmem.train.distributed import check_launch, is_main_process
-from tailmem.train.track import flat_config
 
 C = TypeVar("C", bound=StudyConfig)
 
@@ -164,15 +164,12 @@ def _origin(record: Mapping[str, Any]) -> str:
 
 def _config_differences(old: Mapping[str, Any], new: Mapping[str, Any], shown: int = 3) -> str:
     """The first ``shown`` settings that differ between two plain configs, ``key old → new``,
-    and how many more do."""
-    before, after = flat_config(old), flat_config(new)
-    keys = [k for k in dict.fromkeys([*before, *after]) if before.get(k) != after.get(k)]
-    if not keys:
+    and how many more do (:func:`tailmem.config_diff.differences`)."""
+    found = differences([flatten(old), flatten(new)])
+    if not found:
         return "its config digest differs"
-    listed = ", ".join(
-        f"{k} {before.get(k, '(unset)')} → {after.get(k, '(unset)')}" for k in keys[:shown]
-    )
-    more = f" and {len(keys) - shown} more" if len(keys) > shown else ""
+    listed = ", ".join(f"{d.key} {d.values[0]} → {d.values[1]}" for d in found[:shown])
+    more = f" and {len(found) - shown} more" if len(found) > shown else ""
     return f"differs in {listed}{more}"
 
 
