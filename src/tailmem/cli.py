@@ -132,15 +132,17 @@ def _cmd_tune(args: argparse.Namespace) -> int:
     if args.preset is None and args.config is None:
         raise ConfigError(_preset_missing(args.experiment))
     extra = get_study(args.experiment).tune_overrides
-    tuning = [s for s in studies() if s.tune_overrides is not None]
     if extra is None:
+        tuning = [s.name for s in studies() if s.tune_overrides is not None]
         raise ConfigError(
             f"{args.experiment} tunes no learning rate; expected a study that does "
-            f"({', '.join(s.name for s in tuning)})"
+            f"({', '.join(tuning)})"
         )
     if args.missing:
         if "tuning.rates=sweep" not in extra:
-            sections = [s.name for s in tuning if "tuning.rates=sweep" in (s.tune_overrides or ())]
+            sections = [
+                s.name for s in studies() if "tuning.rates=sweep" in (s.tune_overrides or ())
+            ]
             raise ConfigError(
                 f"--missing: {args.experiment} tunes at grid points of its own; expected a study "
                 f"with one tuning section ({', '.join(sections)})"

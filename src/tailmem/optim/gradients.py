@@ -24,7 +24,7 @@ import torch.distributed as dist
 from torch import Tensor
 
 from tailmem.optim import distributed as D
-from tailmem.optim.orthogonalize import NonFiniteInputError
+from tailmem.optim.orthogonalize import NonFiniteInputError, first_false
 
 
 def first_non_finite(tensors: Sequence[Tensor], groups: Sequence[Any] = ()) -> int | None:
@@ -53,32 +53,14 @@ def first_non_finite(tensors: Sequence[Tensor], groups: Sequence[Any] = ()) -> i
         indices.append(index)
         flags.append(_finite(local))
     shared = [*groups, *(m.get_group(d) for m in meshes.values() for d in range(m.ndim))]
-    if shared:
-        device = next((f.device for f in flags if f.device.type != "cpu"), torch.device("cpu"))
-        agreed = (
-            torch.stack([f.to(device) for f in flags]) if flags else torch.ones(0, device=device)
-        )
-        value = agreed.to(torch.int32)
+    if shared and flags:
+        device = next((f.device for f in flags if f.device.type != "cpu"), flags[0].device)
+        agreed = torch.stack([f.to(device) for f in flags]).to(torch.int32)
         for group in shared:
-            dist.all_reduce(value, op=dist.ReduceOp.MIN, group=group)
-        return _first_false(indices, [value.bool()])
-    by_device: dict[torch.device, list[int]] = {}
-    for position, flag in enumerate(flags):
-        by_device.setdefault(flag.device, []).append(position)
-    stacks = [torch.stack([flags[k] for k in positions]) for positions in by_device.values()]
-    ordered = [indices[k] for positions in by_device.values() for k in positions]
-    return _first_false(ordered, stacks)
-
-
-def _first_false(indices: list[int], stacks: list[Tensor]) -> int | None:
-    """The smallest of ``indices`` whose flag is False, the flags being ``stacks`` laid end to
-    end in the order of ``indices`` (one host sync per stack)."""
-    bad, offset = [], 0
-    for stack in stacks:
-        if not bool(stack.all()):
-            bad.append(indices[offset + int((~stack).nonzero()[0])])
-        offset += stack.numel()
-    return min(bad) if bad else None
+            dist.all_reduce(agreed, op=dist.ReduceOp.MIN, group=group)
+        flags = list(agreed.bool().unbind())
+    bad = first_false(flags)
+    return None if bad is None else indices[bad]
 
 
 def _finite(tensor: Tensor) -> Tensor:

@@ -193,18 +193,29 @@ def check_finite(batches: Sequence[Finite]) -> None:
     the meta device hold no values and pass.
     """
     live = [b for b in batches if b.flags.device.type != "meta"]
-    by_device: dict[torch.device, list[Tensor]] = {}
-    for batch in live:
-        by_device.setdefault(batch.flags.device, []).append(batch.flags.all())
-    if all(bool(torch.stack(flags).all()) for flags in by_device.values()):
+    bad = first_false([batch.flags.all() for batch in live])
+    if bad is None:
         return
-    for batch in live:
-        if not bool(batch.flags.all()):
-            index = int((~batch.flags).nonzero()[0])
-            raise NonFiniteInputError(
-                f"orthogonalize got a NaN or infinite entry in matrix {index} of a batch of "
-                f"{batch.flags.shape[0]} matrices of shape {batch.shape}; expected finite values"
-            )
+    batch = live[bad]
+    index = int((~batch.flags).nonzero()[0])
+    raise NonFiniteInputError(
+        f"orthogonalize got a NaN or infinite entry in matrix {index} of a batch of "
+        f"{batch.flags.shape[0]} matrices of shape {batch.shape}; expected finite values"
+    )
+
+
+def first_false(flags: Sequence[Tensor]) -> int | None:
+    """The position of the first False among 0-d bool ``flags`` (None: all True), read with one
+    host sync per device the flags live on."""
+    by_device: dict[torch.device, list[int]] = {}
+    for position, flag in enumerate(flags):
+        by_device.setdefault(flag.device, []).append(position)
+    bad = []
+    for positions in by_device.values():
+        stack = torch.stack([flags[k] for k in positions])
+        if not bool(stack.all()):
+            bad.append(positions[int((~stack).nonzero()[0])])
+    return min(bad) if bad else None
 
 
 def narrow(out: Tensor, wide: Wide) -> Tensor:
