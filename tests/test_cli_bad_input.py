@@ -41,6 +41,7 @@ CASES = [
     (["config", "assoc-two-group", "multi_lr=3"], "multi_lr: got 3; expected a mapping"),
     (["config", "ablation", "model.depth=3"], "unknown config field 'model.depth'"),
     (["config", "assoc-capacity", "lr_grid.nosuch=[1.0]"], "lr_grid: unknown optimizer 'nosuch'"),
+    (["config", "assoc-two-group", "multi_lr.nosuch=1.0"], "multi_lr: unknown optimizer 'nosuch'"),
     (["config", "ablation", "data.corpus.vocab_size=big"], "data.corpus.vocab_size"),
     (["config", "spectra", "seeds=true"], "seeds: got True; expected an integer"),
     # values the experiments reject

@@ -30,6 +30,7 @@ of step sizes).
 from __future__ import annotations
 
 import math
+from collections.abc import Iterable
 from dataclasses import dataclass
 from typing import Any, Generic
 
@@ -45,6 +46,18 @@ LABELS = {"gd": "GD", "signgd": "SignGD", "muon": "Muon", "muon_ns5": "Muon (NS5
 """How figures and tables name the optimisers above (a registry kind: its own label)."""
 BASIS_INVARIANT = frozenset({"gd", "muon", "muon_ns5", "tra_signgd"})
 """Optimisers whose logit dynamics are the same for every orthonormal E, Ẽ."""
+
+
+def check_names(where: str, names: Iterable[str]) -> None:
+    """Refuse, in one line naming ``where`` (a config field: the optimiser list, or a mapping
+    keyed by optimiser), a name that is not one of :data:`OPTIMIZERS`: a setting for an
+    optimiser no run has would reach nothing."""
+    unknown = [name for name in names if name not in OPTIMIZERS]
+    if unknown:
+        raise ConfigError(
+            f"{where}: unknown optimizer {unknown[0]!r}; expected names from "
+            + ", ".join(OPTIMIZERS)
+        )
 
 
 def label(name: str) -> str:

@@ -21,7 +21,7 @@ import tailmem.assoc as A
 from tailmem import progress
 from tailmem.assoc.fits import loglog_slope
 from tailmem.assoc.memory import DenseMemory
-from tailmem.assoc.optimizers import OPTIMIZERS
+from tailmem.assoc.optimizers import check_names
 from tailmem.assoc.optimizers import label as optimizer_label
 from tailmem.claims.capacity_measured import CapacityRow, Trained
 from tailmem.claims.core import grid_edge
@@ -78,13 +78,8 @@ class Config:
             raise ConfigError(f"steps: got {self.steps}; expected a positive integer")
         if self.batch_size is not None and self.batch_size < 1:
             raise ConfigError(f"batch_size: got {self.batch_size}; expected a positive integer")
-        for where, names in (("optimizers", self.optimizers), ("lr_grid", list(self.lr_grid))):
-            unknown = [name for name in names if name not in OPTIMIZERS]
-            if unknown:
-                raise ConfigError(
-                    f"{where}: unknown optimizer {unknown[0]!r}; expected names from "
-                    + ", ".join(OPTIMIZERS)
-                )
+        check_names("optimizers", self.optimizers)
+        check_names("lr_grid", self.lr_grid)
         for name in self.optimizers:
             grid = self.lr_grid.get(name)
             if not grid:

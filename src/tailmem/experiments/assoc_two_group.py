@@ -31,7 +31,7 @@ from tailmem import progress
 from tailmem.assoc import theory
 from tailmem.assoc.balance import one_step_balance, one_step_curve, update_spectrum
 from tailmem.assoc.fits import loglog_slope
-from tailmem.assoc.optimizers import OPTIMIZERS
+from tailmem.assoc.optimizers import check_names
 from tailmem.assoc.optimizers import label as optimizer_label
 from tailmem.assoc.spectra import HEAD_ROUNDINGS
 from tailmem.claims.a4 import A4Inputs
@@ -107,12 +107,9 @@ class Config:
                 raise ConfigError(
                     f"embeddings: got {name!r}; expected names from {', '.join(EMBEDDING_CHOICES)}"
                 )
+        check_names("optimizers", self.optimizers)
+        check_names("multi_lr", self.multi_lr)
         for name in self.optimizers:
-            if name not in OPTIMIZERS:
-                raise ConfigError(
-                    f"optimizers: unknown optimizer {name!r}; expected names from "
-                    + ", ".join(OPTIMIZERS)
-                )
             if name not in self.multi_lr:
                 raise ConfigError(f"multi_lr: needs a positive step size for optimizer {name!r}")
             check_range(f"multi_lr.{name}", self.multi_lr[name], gt=0.0)
